@@ -1,0 +1,79 @@
+"""Atomic writes: a file is either the old bytes or the new bytes, never half of either.
+
+Every write patchset makes to a user's files (ledger, lock, patch bodies) goes through here.
+``write_many`` stages every file first and renames them into place only when all are staged,
+so a validation error never leaves a half-written set.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is None and path.exists():
+            mode = path.stat().st_mode & 0o7777
+        os.chmod(tmp, mode if mode is not None else 0o644)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically."""
+    tmp = stage(path, data, mode)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_many(files: Mapping[Path, bytes | None]) -> None:
+    """Stage every file, then rename all into place. ``None`` deletes the file.
+
+    If staging fails nothing is replaced. The renames themselves are individually atomic;
+    callers that need all-or-nothing across a crash keep a journal (see ``patchset.txn``).
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            if data is not None:
+                staged.append((stage(path, data), path))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    for path, data in files.items():
+        if data is None:
+            Path(path).unlink(missing_ok=True)
+    for parent in {p.parent for p in files}:
+        _fsync_dir(parent)
