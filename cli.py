@@ -1,0 +1,208 @@
+"""patchset's command line: parse arguments, call the packages, print the result.
+
+Exit codes (every command): 0 ok; 1 a finding (a patch that fails, a check that fails, a hash
+mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from patchset import errors
+from patchset import ledger as ledger_mod
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class Ctx:
+    directory: Path
+    ledger_arg: Path | None
+
+    @property
+    def ledger_path(self) -> Path:
+        return ledger_mod.find_ledger(self.directory, self.ledger_arg)
+
+    def load(self):  # -> Ledger
+        return ledger_mod.load_ledger(self.ledger_path)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
+    """Run a command body; map domain errors to their exit codes, never a traceback."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs) or 0
+        except errors.PatchsetError as exc:
+            click.echo(f"error: {exc.render()}", err=True)
+            code = exc.exit_code
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            code = 130
+        except OSError as exc:
+            click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            code = errors.EXIT_INPUT
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+            if os.environ.get("PATCHSET_DEBUG"):
+                raise
+            click.echo(f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)",
+                       err=True)
+            code = errors.EXIT_INPUT
+        sys.exit(code)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run as if started in DIR (the ledger is DIR/patches.toml).")
+@click.option("--ledger", "ledger_arg", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The ledger file (default: patches.toml in the current directory).")
+@click.version_option(package_name="patchset")
+@click.pass_context
+def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) -> None:
+    """patchset: a ledger, apply engine, rebaser and CI gate for downstream patch series.
+
+    \b
+    Exit codes: 0 ok, 1 a finding (failed patch/check, hash mismatch), 2 bad input or environment.
+    """
+    ctx.obj = Ctx(directory=(directory or Path.cwd()).resolve(), ledger_arg=ledger_arg)
+
+
+# --------------------------------------------------------------------------- init / import / export
+
+@main.command()
+@click.option("--title", default="", help="A title for the ledger.")
+@json_opt
+@click.pass_obj
+@guarded
+def init(c: Ctx, title: str, as_json: bool) -> int:
+    """Create a new, empty ledger (patches.toml, patches.lock) and the series directory."""
+    ledger_mod.init_ledger(c.ledger_path, title)
+    if as_json:
+        emit_json({"ledger": str(c.ledger_path)})
+    else:
+        out.print(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+    return 0
+
+
+@main.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--target", default=None, help="The target these patches belong to.")
+@json_opt
+@click.pass_obj
+@guarded
+def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool) -> int:
+    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files."""
+    from patchset.importer import import_sources
+
+    res = import_sources(c.ledger_path, list(sources), target)
+    if as_json:
+        emit_json(res.to_json())
+    else:
+        out.print(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        for f, n in res.expected.items():
+            out.print(f"expected hashes: {n} from {f}")
+    return 0
+
+
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["quilt", "mbox", "expected"]), required=True)
+@click.option("--target", default=None, help="Export one target only.")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@json_opt
+@click.pass_obj
+@guarded
+def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> int:
+    """Export the active series as quilt (series + patches), an mbox for git am, or EXPECTED.sha256."""
+    from patchset.exporter import export as do_export
+
+    written = do_export(c.load(), fmt, dest, target)
+    if as_json:
+        emit_json({"dest": str(dest), "format": fmt, "written": written})
+    else:
+        for t, names in written.items():
+            out.print(f"{t}: {len(names)} entries written to {dest}")
+    return 0
+
+
+# --------------------------------------------------------------------------- inspection
+
+@main.command()
+@json_opt
+@click.pass_obj
+@guarded
+def validate(c: Ctx, as_json: bool) -> int:
+    """Check the ledger against its bodies and lock; exit 1 on a problem."""
+    from patchset.inspect import validate as do_validate
+
+    rep = do_validate(c.load())
+    if as_json:
+        emit_json(rep.to_json())
+        return 0 if rep.ok else 1
+    from patchset.views import render_validate
+
+    render_validate(out, rep)
+    return 0 if rep.ok else 1
+
+
+@main.command("list")
+@click.option("--target", default=None)
+@click.option("--state", "states", multiple=True, type=click.Choice(["active", "held", "dropped"]))
+@json_opt
+@click.pass_obj
+@guarded
+def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) -> int:
+    """The series as a table: order, id, target, origin, PR and state, files."""
+    from patchset.inspect import list_rows
+
+    rows = list_rows(c.load(), target, states or None)
+    if as_json:
+        emit_json(rows)
+        return 0
+    from patchset.views import render_list
+
+    render_list(out, rows)
+    return 0
+
+
+@main.command()
+@click.argument("patch_id")
+@json_opt
+@click.pass_obj
+@guarded
+def show(c: Ctx, patch_id: str, as_json: bool) -> int:
+    """Everything about one patch, with its diffstat."""
+    from patchset.inspect import show as do_show
+
+    data = do_show(c.load(), patch_id)
+    if as_json:
+        emit_json(data)
+        return 0
+    from patchset.views import render_show
+
+    render_show(out, data)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Metadata in patch headers: git format-patch mails, DEP-3 fields and Yocto ``Upstream-Status``.
+
+``import`` reads these to fill a new ledger entry (title, authors, origin, upstream refs); the
+header bytes themselves stay in the body file untouched.
+"""
+
+from __future__ import annotations
+
+import email.header
+import re
+from dataclasses import dataclass, field
+
+_DIFF_START = re.compile(rb"^(diff --git |--- |Index: )", re.M)
+_GH_PR = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:pull|issues)/(\d+)")
+_GH_COMMIT = re.compile(r"github\.com/[\w.-]+/[\w.-]+/commit/([0-9a-f]{7,40})")
+_SUBJECT_PREFIX = re.compile(r"^\[[^\]]*PATCH[^\]]*\]\s*", re.I)
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
+
+DEP3_FIELDS = {
+    "description", "subject", "origin", "bug", "forwarded", "author", "from", "reviewed-by", "acked-by",
+    "last-update", "applied-upstream", "upstream-status", "signed-off-by", "date", "patch-id", "upstream-pr",
+}
+
+
+@dataclass
+class PatchMeta:
+    """What a patch's header says about it."""
+
+    title: str = ""
+    description: str = ""
+    authors: list[str] = field(default_factory=list)
+    origin: str = ""
+    upstream_status: str = ""
+    prs: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    is_mail: bool = False
+
+
+def split_header(body: bytes) -> tuple[bytes, bytes]:
+    """Split a body into (header, diff) at the first diff line."""
+    m = _DIFF_START.search(body)
+    if not m:
+        return body, b""
+    return body[: m.start()], body[m.start():]
+
+
+def _decode(value: str) -> str:
+    try:
+        return str(email.header.make_header(email.header.decode_header(value)))
+    except Exception:  # noqa: BLE001 - a malformed encoded word keeps its raw text
+        return value
+
+
+def _author_name(value: str) -> str:
+    value = _decode(value).strip()
+    m = re.match(r'^"?([^"<]*?)"?\s*<[^>]*>$', value)
+    return (m.group(1) if m else value).strip()
+
+
+def _origin_from(status: str, dep3_origin: str) -> str:
+    s = status.lower()
+    o = dep3_origin.lower()
+    if s.startswith("backport") or o.startswith("upstream") or o.startswith("backport"):
+        return "upstream"
+    if o.startswith("other") or o.startswith("vendor") or s.startswith(("pending", "submitted", "inappropriate",
+                                                                          "denied", "inactive-upstream")):
+        return "ours"
+    return ""
+
+
+def parse_meta(body: bytes) -> PatchMeta:
+    """Read title, description, authors, origin and upstream refs from a patch header."""
+    header, _ = split_header(body)
+    text = header.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    meta = PatchMeta()
+    fields: dict[str, list[str]] = {}
+    free: list[str] = []
+    i = 0
+    if lines and lines[0].startswith("From ") and re.match(r"^From [0-9a-f]{40} ", lines[0]):
+        meta.is_mail = True
+        i = 1
+    in_headers = True
+    last: str | None = None
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if meta.is_mail and in_headers:
+            if not line.strip():
+                in_headers = False
+                continue
+            if line[:1] in " \t" and last:
+                fields[last][-1] += " " + line.strip()
+                continue
+        m = _FIELD.match(line)
+        if m and m.group(1).lower() in DEP3_FIELDS | ({"subject", "from", "date"} if in_headers else set()):
+            last = m.group(1).lower()
+            fields.setdefault(last, []).append(m.group(2).strip())
+            continue
+        if line.strip() == "---" and meta.is_mail:
+            break
+        if meta.is_mail and not in_headers:
+            free.append(line)
+        elif not m and line.strip():
+            free.append(line)
+    subject = _decode(fields.get("subject", [""])[0])
+    desc_field = fields.get("description", [""])[0]
+    meta.title = _SUBJECT_PREFIX.sub("", subject).strip() or desc_field.strip()
+    body_text = "\n".join(free).strip()
+    meta.description = body_text
+    for key in ("from", "author"):
+        for v in fields.get(key, []):
+            name = _author_name(v)
+            if name and name not in meta.authors:
+                meta.authors.append(name)
+    meta.upstream_status = fields.get("upstream-status", [""])[0]
+    dep3_origin = fields.get("origin", [""])[0]
+    meta.origin = _origin_from(meta.upstream_status, dep3_origin)
+    blob = "\n".join(v for vs in fields.values() for v in vs) + "\n" + body_text
+    for repo, num in _GH_PR.findall(blob):
+        ref = f"{repo}#{num}"
+        if ref not in meta.prs:
+            meta.prs.append(ref)
+    for sha in _GH_COMMIT.findall(blob):
+        if sha not in meta.commits:
+            meta.commits.append(sha)
+    for v in fields.get("upstream-pr", []):
+        if re.match(r"^[\w.-]+/[\w.-]+#\d+$", v) and v not in meta.prs:
+            meta.prs.append(v)
+    return meta
