@@ -1,0 +1,94 @@
+"""Shared fixtures: a CLI runner, throwaway ledgers and real git repositories."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import cli  # noqa: E402
+
+
+class Result:
+    def __init__(self, code: int, stdout: str, stderr: str) -> None:
+        self.code, self.stdout, self.stderr = code, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"<exit {self.code}\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-2000:]}>"
+
+
+@pytest.fixture
+def run():
+    """Invoke the patchset CLI in-process; returns exit code, stdout, stderr."""
+
+    def _run(*args: str | Path, cwd: Path | None = None) -> Result:
+        runner = CliRunner()
+        argv = [str(a) for a in args]
+        if cwd is not None:
+            argv = ["-C", str(cwd), *argv]
+        r = runner.invoke(cli.main, argv, catch_exceptions=False)
+        return Result(r.exit_code, r.stdout, r.stderr)
+
+    return _run
+
+
+def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env, input=input).stdout.decode()
+
+
+@pytest.fixture
+def git_run():
+    return git
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root (relative paths), to prove a command left files untouched."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".git" not in p.relative_to(root).parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def digest():
+    return tree_digest
+
+
+MINI_LEDGER = """\
+# a comment a human wrote
+schema = 1
+
+[targets.demo]
+upstream = "https://example.invalid/demo.git"
+github = "example/demo"
+strip = 1
+"""
+
+
+@pytest.fixture
+def ledger_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "ledger"
+    d.mkdir()
+    (d / "patches.toml").write_text(MINI_LEDGER)
+    return d
+
+
+@pytest.fixture
+def real_ledger(tmp_path: Path) -> Path:
+    d = tmp_path / "real"
+    d.mkdir()
+    shutil.copy(REPO_ROOT / "patches.toml", d / "patches.toml")
+    return d

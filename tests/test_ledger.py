@@ -1,0 +1,156 @@
+"""The ledger: the real production ledger validates; every malformed case names file, line, key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchset.ledger import load_ledger
+from patchset.errors import LedgerError
+
+
+def test_real_ledger_counts(run, real_ledger: Path) -> None:
+    r = run("validate", "--json", cwd=real_ledger)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert rep["counts"]["vllm"] == {"active": 18, "held": 1, "dropped": 1}
+    assert rep["counts"]["flashinfer"] == {"active": 2}
+    assert rep["counts"]["nccl"] == {"active": 1}
+    assert set(rep["bodies"].values()) == {"not imported"}
+    assert len(rep["bodies"]) == 23
+    # order of the five patches on common/model.py is recorded
+    assert rep["shared_files"]["vllm:vllm/models/glm5next/common/model.py"] == [
+        "04-glm5next-model-nvfp4-eagle3", "09-glm5next-kda-honor-mamba-ssm-cache-dtype",
+        "p2-mla-fused-qkv-a-w8a16", "p4-glm5next-fp8-attn-helper-nvfp4-scales",
+        "u58834-glm5next-non-mhc-sp-decoder-layout"]
+    assert rep["switches"]["10-dflash2-drafter-w8a16"]["env"] == {"VLLM_DRAFTER_W8A16": "1"}
+
+
+def test_real_ledger_model() -> None:
+    led = load_ledger(Path(__file__).resolve().parent.parent / "patches.toml")
+    vllm = led.series("vllm")
+    assert [p.id for p in vllm][:3] == ["u57632-dflash-context-kv-in-draft-cudagraph", "01-pdl-sm12x",
+                                        "02-dflash2-is-causal-config"]
+    assert vllm[-1].id == "u58021-single-group-prefix-match-unit"
+    assert led.get("fi-02-fp8-mla-cta-tile-clamp").files == ["include/flashinfer/attention/mla.cuh"]
+    fi = led.targets["flashinfer"]
+    assert fi.path_map.to_installed("include/flashinfer/attention/mla.cuh") == \
+        "flashinfer/data/include/flashinfer/attention/mla.cuh"
+    assert fi.path_map.to_source("flashinfer/data/include/x.cuh") == "include/x.cuh"
+    held = led.get("p1-short-turn-caching")
+    assert held.state == "held" and "0.237" in held.reason
+    dropped = led.get("u57477-long-context-fix")
+    assert dropped.state == "dropped" and dropped.upstream.prs == ["vllm-project/vllm#57477"]
+    assert led.get("pr2393-v2.30.7").optional
+    assert led.get("u58250-revert-55960-dflash2-grouped-conv").upstream.reverts == ["vllm-project/vllm#55960"]
+
+
+def test_list_and_show(run, real_ledger: Path) -> None:
+    r = run("list", "--json", "--target", "vllm", "--state", "active", cwd=real_ledger)
+    assert r.code == 0, r
+    rows = json.loads(r.stdout)
+    assert [row["order"] for row in rows] == list(range(1, 19))
+    r = run("show", "--json", "u58021-single-group-prefix-match-unit", cwd=real_ledger)
+    data = json.loads(r.stdout)
+    assert data["order"] == 18 and data["tests"][0]["tags"] == ["cpu"]
+    r = run("show", "u58021-single-group-prefix-match-unt", cwd=real_ledger)
+    assert r.code == 2 and "did you mean 'u58021-single-group-prefix-match-unit'" in r.stderr
+
+
+BAD = {
+    "bad-toml": ("schema = 1\n[targets.demo\n", 2, "invalid TOML"),
+    "unknown-key": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nbrach = "main"\n', 5,
+                    "unknown key 'brach'", "did you mean 'branch'?"),
+    "missing-id": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n[[patch]]\ntarget = "demo"\n'
+                   'title = "t"\norigin = "ours"\n', 6, "missing required key 'id'"),
+    "duplicate-id": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n\n'
+                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n', 13, "duplicate id 'a'"),
+    "unknown-target": ('schema = 1\n[targets.vllm]\nupstream = "u"\ngithub = "a/b"\n\n'
+                       '[[patch]]\nid = "a"\ntarget = "vlm"\ntitle = "t"\norigin = "ours"\n', 8,
+                       "unknown target 'vlm'", "did you mean 'vllm'?"),
+    "body-outside": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "../../etc/x.patch"\n',
+                     11, "outside the repository"),
+    "body-absolute": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                      '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "/etc/x.patch"\n',
+                      11, "outside the repository"),
+    "bad-origin": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                   '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "upstrem"\n', 10,
+                   "'upstrem' is not one of", "did you mean 'upstream'?"),
+    "wrong-type": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nstrip = "1"\n', 5,
+                   "expected an integer"),
+    "held-no-reason": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                       '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\n', 11,
+                       "needs a reason"),
+    "bad-ref": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n[patch.upstream]\nprs = ["58021"]\n',
+                12, "is not an upstream reference"),
+    "bad-schema": ("schema = 7\n", 1, "schema version 7 is not supported"),
+    "unknown-test-key": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+                         '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+                         '[[patch.tests]]\ncomand = "pytest"\n', 12, "unknown key 'comand'", "did you mean 'command'?"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_malformed_ledger(run, tmp_path: Path, digest, case: str) -> None:
+    text, line, message, *hint = BAD[case]
+    (tmp_path / "patches.toml").write_text(text)
+    (tmp_path / "x.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    before = digest(tmp_path)
+    for cmd in (["validate"], ["list"], ["import", "--target", "demo", str(tmp_path / "x.patch")],
+                ["export", "--format", "quilt", str(tmp_path / "out")]):
+        r = run(*cmd, cwd=tmp_path)
+        assert r.code == 2, (cmd, r)
+        assert f"patches.toml:{line}" in r.stderr, (cmd, r)
+        assert message in r.stderr, (cmd, r)
+        for h in hint:
+            assert h in r.stderr
+        assert "Traceback" not in r.stderr + r.stdout
+        assert digest(tmp_path) == before, f"{cmd} changed files"
+
+
+def test_bad_lock_hash(run, ledger_dir: Path, digest) -> None:
+    (ledger_dir / "patches.lock").write_text('schema = 1\n[bodies]\nmy-patch = "abc123"\n')
+    before = digest(ledger_dir)
+    r = run("validate", cwd=ledger_dir)
+    assert r.code == 2
+    assert "patches.lock:3" in r.stderr and "bad sha256 'abc123'" in r.stderr and "do not edit it" in r.stderr
+    assert digest(ledger_dir) == before
+
+
+def test_body_hash_mismatch_is_a_finding(run, ledger_dir: Path, tmp_path: Path) -> None:
+    p = tmp_path / "one.patch"
+    p.write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    assert run("import", p, cwd=ledger_dir).code == 0
+    body = ledger_dir / "patchset/series/demo/one.patch"
+    body.write_text(body.read_text().replace("+b", "+c"))
+    r = run("validate", "--json", cwd=ledger_dir)
+    assert r.code == 1
+    assert json.loads(r.stdout)["bodies"]["one"] == "hash mismatch"
+
+
+def test_missing_ledger_message(run, tmp_path: Path) -> None:
+    r = run("validate", cwd=tmp_path)
+    assert r.code == 2 and "file not found" in r.stderr and "patchset init" in r.stderr
+
+
+def test_init_then_validate(run, tmp_path: Path) -> None:
+    assert run("init", "--title", "t", cwd=tmp_path).code == 0
+    assert (tmp_path / "patchset" / "series").is_dir()
+    assert run("validate", cwd=tmp_path).code == 0
+    r = run("init", cwd=tmp_path)
+    assert r.code == 2 and "already exists" in r.stderr
+
+
+def test_write_keeps_comments_and_order(run, ledger_dir: Path, tmp_path: Path) -> None:
+    p = tmp_path / "two.patch"
+    p.write_text("Subject: [PATCH] Fix a thing\n\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    assert run("import", p, cwd=ledger_dir).code == 0
+    text = (ledger_dir / "patches.toml").read_text()
+    assert text.startswith("# a comment a human wrote\nschema = 1\n\n[targets.demo]")
+    assert 'title = "Fix a thing"' in text
+    assert (ledger_dir / "patches.lock").read_text().startswith("# Written by patchset")
