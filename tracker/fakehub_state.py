@@ -1,0 +1,310 @@
+"""The state behind the local GitHub-shaped server: repositories, pulls, issues, commits, files.
+
+Kept apart from the HTTP layer so tests can build a world in Python (or load one from a JSON
+file), mutate it while the server runs (force-push, merge, close), and so the REST shapes and
+the GraphQL executor read one consistent model. Every mutation goes through ``HubState.lock``.
+
+JSON state file (every key optional except the repo names)::
+
+    {"tokens": ["tok1"],                      # accepted tokens; absent = any token is accepted
+     "repos": {"vllm-project/vllm": {
+         "default_branch": "main", "description": "...",
+         "pulls":   {"57632": {"title": "...", "author": "someone", "state": "open", "draft": false,
+                               "merged_at": null, "merge_commit_sha": null, "head_sha": "...",
+                               "review_decision": "APPROVED", "ci": "SUCCESS", "diff": "diff --git ...",
+                               "diff_too_large": false, "commits": ["<sha>", ...]}},
+         "issues":  {"2334": {"title": "...", "author": "...", "state": "open"}},
+         "commits": {"<sha>": {"message": "...", "author": "login", "parents": [], "diff": "..."}},
+         "contents": {"<ref>": {"path/in/repo": "text"}}}}}
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchset.errors import InputError
+
+_EPOCH_DEFAULT = "2026-09-20T12:00:00Z"
+_ids = itertools.count(1_000_001)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def fake_sha(*parts: str) -> str:
+    """A deterministic 40-hex id for generated objects (not a real git object id)."""
+    return hashlib.sha1("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def blob_sha(data: bytes) -> str:
+    """Git's blob id for ``data`` (what GitHub's contents API reports as ``sha``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class Commit:
+    sha: str
+    message: str = "A commit"
+    author: str = "octocat"
+    author_name: str = "The Octocat"
+    author_email: str = "octocat@example.invalid"
+    date: str = _EPOCH_DEFAULT
+    parents: list[str] = field(default_factory=list)
+    diff: str = ""
+
+
+@dataclass
+class Pull:
+    number: int
+    title: str = "A pull request"
+    author: str = "octocat"
+    state: str = "open"  # open | closed (merged pulls are closed with merged_at set)
+    draft: bool = False
+    merged_at: str | None = None
+    merge_commit_sha: str | None = None
+    merged_by: str | None = None
+    head_sha: str = ""
+    head_ref: str = ""
+    base_ref: str = "main"
+    base_sha: str = ""
+    created_at: str = _EPOCH_DEFAULT
+    updated_at: str = _EPOCH_DEFAULT
+    closed_at: str | None = None
+    body: str = ""
+    review_decision: str | None = None  # APPROVED | CHANGES_REQUESTED | REVIEW_REQUIRED | None
+    ci: str | None = None  # SUCCESS | FAILURE | PENDING | ERROR | EXPECTED | None (no checks)
+    diff: str = ""
+    diff_too_large: bool = False
+    commits: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def merged(self) -> bool:
+        return self.merged_at is not None
+
+
+@dataclass
+class Issue:
+    number: int
+    title: str = "An issue"
+    author: str = "octocat"
+    state: str = "open"
+    state_reason: str | None = None  # completed | not_planned | reopened | None
+    body: str = ""
+    created_at: str = _EPOCH_DEFAULT
+    updated_at: str = _EPOCH_DEFAULT
+    closed_at: str | None = None
+    labels: list[str] = field(default_factory=list)
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class Repo:
+    owner: str
+    name: str
+    default_branch: str = "main"
+    description: str | None = None
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    issues: dict[int, Issue] = field(default_factory=dict)
+    commits: dict[str, Commit] = field(default_factory=dict)
+    contents: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    created_at: str = "2023-02-09T12:00:00Z"
+    updated_at: str = _EPOCH_DEFAULT
+    id: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+def _fields(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
+    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = set(raw) - known
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)}", hint=f"known keys: {sorted(known)}")
+    return dict(raw)
+
+
+class HubState:
+    """All repositories the server knows, plus the accepted tokens. Guard access with ``lock``."""
+
+    def __init__(self, tokens: list[str] | None = None) -> None:
+        self.repos: dict[str, Repo] = {}
+        self.tokens: set[str] | None = set(tokens) if tokens is not None else None
+        self.lock = threading.RLock()
+
+    # ---- loading -------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "fakehub data") -> HubState:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: top level must be an object")
+        state = cls(tokens=data.get("tokens"))
+        for full, raw in (data.get("repos") or {}).items():
+            raw = dict(raw or {})
+            pulls = raw.pop("pulls", {}) or {}
+            issues = raw.pop("issues", {}) or {}
+            commits = raw.pop("commits", {}) or {}
+            contents = raw.pop("contents", {}) or {}
+            repo = state.add_repo(full, **_fields(Repo, raw, f"{where}: repos.{full}"))
+            for sha, c in commits.items():
+                state.add_commit(full, sha=sha, **_fields(Commit, c, f"{where}: {full} commit {sha}"))
+            for num, p in pulls.items():
+                state.add_pull(full, int(num), **_fields(Pull, p, f"{where}: {full} pull {num}"))
+            for num, i in issues.items():
+                state.add_issue(full, int(num), **_fields(Issue, i, f"{where}: {full} issue {num}"))
+            for ref, files in contents.items():
+                for path, text in files.items():
+                    repo.contents.setdefault(ref, {})[path] = _content_bytes(text)
+        return state
+
+    @classmethod
+    def from_file(cls, path: Path) -> HubState:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file", hint="pass --data with an existing JSON state file") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        return cls.from_json(data, where=str(path))
+
+    # ---- building ------------------------------------------------------------------------
+    def repo(self, full_name: str) -> Repo | None:
+        # GitHub matches owner/name case-insensitively.
+        with self.lock:
+            return self.repos.get(full_name.lower())
+
+    def _need_repo(self, full_name: str) -> Repo:
+        repo = self.repo(full_name)
+        if repo is None:
+            raise KeyError(f"no repository {full_name!r} in the fake hub")
+        return repo
+
+    def add_repo(self, full_name: str, **kw: Any) -> Repo:
+        owner, _, name = full_name.partition("/")
+        if not owner or not name or "/" in name:
+            raise InputError(f"repository name must be OWNER/NAME, got {full_name!r}")
+        with self.lock:
+            repo = Repo(owner=owner, name=name, **kw)
+            self.repos[full_name.lower()] = repo
+            return repo
+
+    def add_commit(self, full_name: str, sha: str | None = None, **kw: Any) -> Commit:
+        with self.lock:
+            repo = self._need_repo(full_name)
+            sha = sha or fake_sha(full_name, "commit", str(len(repo.commits)), kw.get("diff", ""))
+            commit = Commit(sha=sha, **kw)
+            repo.commits[sha] = commit
+            return commit
+
+    def add_pull(self, full_name: str, number: int, **kw: Any) -> Pull:
+        with self.lock:
+            repo = self._need_repo(full_name)
+            pull = Pull(number=number, **kw)
+            if not pull.head_ref:
+                pull.head_ref = f"pr-{number}"
+            if not pull.base_sha:
+                pull.base_sha = fake_sha(full_name, "base", pull.base_ref)
+            if not pull.commits:
+                # One commit carrying the whole diff, so the commits fallback has something to read.
+                commit = self.add_commit(
+                    full_name,
+                    sha=pull.head_sha or None,
+                    message=pull.title,
+                    author=pull.author,
+                    parents=[pull.base_sha],
+                    diff=pull.diff,
+                    date=pull.updated_at,
+                )
+                pull.commits = [commit.sha]
+            if not pull.head_sha:
+                pull.head_sha = pull.commits[-1]
+            if pull.merged_at and not pull.merge_commit_sha:
+                pull.merge_commit_sha = fake_sha(full_name, "merge", str(number))
+            if (pull.merged_at or pull.state == "closed") and not pull.closed_at:
+                pull.closed_at = pull.merged_at or pull.updated_at
+            if pull.merged_at:
+                pull.state = "closed"
+            repo.pulls[number] = pull
+            return pull
+
+    def add_issue(self, full_name: str, number: int, **kw: Any) -> Issue:
+        with self.lock:
+            repo = self._need_repo(full_name)
+            issue = Issue(number=number, **kw)
+            repo.issues[number] = issue
+            return issue
+
+    def set_file(self, full_name: str, ref: str, path: str, data: bytes | str) -> None:
+        with self.lock:
+            repo = self._need_repo(full_name)
+            repo.contents.setdefault(ref, {})[path] = data.encode("utf-8") if isinstance(data, str) else data
+
+    # ---- mutations tests use -------------------------------------------------------------
+    def pull(self, full_name: str, number: int) -> Pull:
+        with self.lock:
+            pull = self._need_repo(full_name).pulls.get(number)
+            if pull is None:
+                raise KeyError(f"no pull {full_name}#{number} in the fake hub")
+            return pull
+
+    def force_push(self, full_name: str, number: int, diff: str, head_sha: str | None = None,
+                   message: str | None = None) -> str:
+        """Replace the PR's commits with one new commit carrying ``diff``; return the new head sha."""
+        with self.lock:
+            pull = self.pull(full_name, number)
+            sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, diff)
+            self.add_commit(full_name, sha=sha, message=message or pull.title, author=pull.author,
+                            parents=[pull.base_sha], diff=diff, date=now_iso())
+            pull.commits = [sha]
+            pull.head_sha = sha
+            pull.diff = diff
+            pull.updated_at = now_iso()
+            return sha
+
+    def merge(self, full_name: str, number: int, merge_commit_sha: str | None = None,
+              merged_at: str | None = None, merged_by: str = "merger") -> str:
+        with self.lock:
+            pull = self.pull(full_name, number)
+            at = merged_at or now_iso()
+            pull.merged_at = at
+            pull.closed_at = at
+            pull.updated_at = at
+            pull.state = "closed"
+            pull.merged_by = merged_by
+            pull.merge_commit_sha = merge_commit_sha or fake_sha(full_name, str(number), "merge", pull.head_sha)
+            self.add_commit(full_name, sha=pull.merge_commit_sha, message=f"{pull.title} (#{number})",
+                            author=merged_by, parents=[pull.base_sha], diff=pull.diff, date=at)
+            return pull.merge_commit_sha
+
+    def close(self, full_name: str, number: int) -> None:
+        with self.lock:
+            repo = self._need_repo(full_name)
+            at = now_iso()
+            if number in repo.pulls:
+                target: Pull | Issue = repo.pulls[number]
+            elif number in repo.issues:
+                target = repo.issues[number]
+                target.state_reason = "completed"
+            else:
+                raise KeyError(f"no pull or issue {full_name}#{number}")
+            target.state = "closed"
+            target.closed_at = at
+            target.updated_at = at
+
+
+def _content_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and "base64" in value:
+        return base64.b64decode(value["base64"])
+    raise InputError(f"file content must be a string or {{'base64': ...}}, got {type(value).__name__}")
