@@ -85,7 +85,12 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
     \b
     Exit codes: 0 ok, 1 a finding (failed patch/check, hash mismatch), 2 bad input or environment.
     """
-    ctx.obj = Ctx(directory=(directory or Path.cwd()).resolve(), ledger_arg=ledger_arg)
+    if directory is not None:
+        try:
+            os.chdir(directory)  # "as if started in DIR": relative paths on the command line resolve there
+        except OSError as exc:
+            raise click.BadParameter(f"cannot enter {directory}: {exc.strerror}", param_hint="-C") from None
+    ctx.obj = Ctx(directory=Path.cwd(), ledger_arg=ledger_arg)
 
 
 # --------------------------------------------------------------------------- init / import / export

@@ -35,7 +35,11 @@ def run():
         argv = [str(a) for a in args]
         if cwd is not None:
             argv = ["-C", str(cwd), *argv]
-        r = runner.invoke(cli.main, argv, catch_exceptions=False)
+        here = os.getcwd()
+        try:
+            r = runner.invoke(cli.main, argv, catch_exceptions=False)
+        finally:
+            os.chdir(here)
         return Result(r.exit_code, r.stdout, r.stderr)
 
     return _run
