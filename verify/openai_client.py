@@ -1,0 +1,206 @@
+"""A small client for the OpenAI-compatible ``/v1/completions`` endpoint with token-id prompts.
+
+Why this module exists: the long-context checks need exactly the parts of the completions schema
+that carry numbers — prompt logprobs, generated-token logprobs with their top-k, and
+``usage.prompt_tokens_details.cached_tokens`` — keyed by token id, not by text. This client sends
+token-id prompts, asks the server to name tokens by id (``return_tokens_as_token_ids``, a vLLM
+extension) and turns the response into plain dataclasses. Transport problems become
+``ServerUnreachable`` (an environment failure, exit 2); an HTTP error answer from a server that is up
+becomes ``ServerRejected``, which the checks record as a FAILED check (a server that refuses a long
+prompt is broken for long contexts, not "skipped").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import requests
+
+from patchset.errors import EnvironmentFailure, InputError
+
+
+class ServerUnreachable(EnvironmentFailure):
+    """The server could not be reached or did not answer in time (exit 2)."""
+
+
+class ServerRejected(Exception):
+    """The server answered a request with an HTTP error status (e.g. 400 for a too-long prompt)."""
+
+    def __init__(self, status: int, message: str, *, prompt_tokens: int | None = None) -> None:
+        where = f" (prompt of {prompt_tokens} tokens)" if prompt_tokens is not None else ""
+        super().__init__(f"HTTP {status}{where}: {message}")
+        self.status = status
+        self.message = message
+        self.prompt_tokens = prompt_tokens
+
+
+class BadResponse(Exception):
+    """The server answered 200 but the body does not follow the completions schema."""
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None  # None when the server does not report prompt_tokens_details
+
+
+@dataclass
+class Completion:
+    """One choice of a completions answer, with every token named by id."""
+
+    tokens: list[int]  # generated token ids
+    token_logprobs: list[float]  # logprob of each generated token
+    top_logprobs: list[dict[int, float]]  # top-k alternatives per generated token
+    prompt_logprobs: list[dict[int, float] | None]  # per prompt position; position 0 is None
+    usage: Usage
+    finish_reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def prompt_token_logprobs(self, prompt: Sequence[int]) -> list[float | None]:
+        """Logprob of each actual prompt token (None at position 0 and where the server sent none)."""
+        out: list[float | None] = []
+        for pos, tok in enumerate(prompt):
+            entry = self.prompt_logprobs[pos] if pos < len(self.prompt_logprobs) else None
+            out.append(None if entry is None else entry.get(int(tok)))
+        return out
+
+
+def new_salt(tag: str = "") -> str:
+    """A cache salt no earlier request used: guarantees a cold prefix cache for this request."""
+    return f"patchset-{tag}-{uuid.uuid4().hex}"
+
+
+def _token_id(key: str | int) -> int:
+    """Token keys come as 'token_id:123' (return_tokens_as_token_ids) or as the bare id."""
+    if isinstance(key, int):
+        return key
+    text = str(key)
+    if text.startswith("token_id:"):
+        text = text[len("token_id:"):]
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise BadResponse(f"token key {key!r} is not a token id; the server ignored "
+                          "return_tokens_as_token_ids") from exc
+
+
+def _float(value: Any) -> float:
+    if value is None:
+        return -math.inf
+    return float(value)
+
+
+def _prompt_entry(entry: Any) -> dict[int, float] | None:
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise BadResponse(f"prompt_logprobs entry is {type(entry).__name__}, expected an object")
+    out: dict[int, float] = {}
+    for key, val in entry.items():
+        lp = val.get("logprob") if isinstance(val, dict) else val
+        out[_token_id(key)] = _float(lp)
+    return out
+
+
+def parse_completion(body: dict[str, Any]) -> Completion:
+    """Turn a completions response body into a ``Completion`` (first choice)."""
+    try:
+        choice = body["choices"][0]
+        usage_raw = body.get("usage") or {}
+    except (KeyError, IndexError, TypeError) as exc:
+        raise BadResponse(f"response has no choices: {json.dumps(body)[:300]}") from exc
+    details = usage_raw.get("prompt_tokens_details") or None
+    usage = Usage(
+        prompt_tokens=int(usage_raw.get("prompt_tokens", 0)),
+        completion_tokens=int(usage_raw.get("completion_tokens", 0)),
+        cached_tokens=(int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None
+                       else None),
+    )
+    lp = choice.get("logprobs") or {}
+    tokens = [_token_id(t) for t in (lp.get("tokens") or [])]
+    token_logprobs = [_float(x) for x in (lp.get("token_logprobs") or [])]
+    top = [{_token_id(k): _float(v) for k, v in (d or {}).items()} for d in (lp.get("top_logprobs") or [])]
+    prompt_lp = [_prompt_entry(e) for e in (choice.get("prompt_logprobs") or [])]
+    return Completion(tokens=tokens, token_logprobs=token_logprobs, top_logprobs=top,
+                      prompt_logprobs=prompt_lp, usage=usage,
+                      finish_reason=choice.get("finish_reason"), raw=body)
+
+
+class CompletionsClient:
+    """Talks to one OpenAI-compatible server. ``base_url`` is e.g. ``http://127.0.0.1:8000``."""
+
+    def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0) -> None:
+        url = base_url.rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise InputError(f"server URL {base_url!r} must start with http:// or https://",
+                             hint="e.g. --url http://127.0.0.1:8000")
+        if url.endswith("/v1"):
+            url = url[: -len("/v1")]
+        self.base_url = url
+        self.timeout = timeout
+        self._session = requests.Session()
+        self._session.trust_env = False  # never route loopback traffic through a proxy
+        self.model = model or self._first_model()
+
+    def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
+                 prompt_tokens: int | None = None) -> dict[str, Any]:
+        try:
+            resp = self._session.request(method, self.base_url + path, json=payload, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ServerUnreachable(f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
+                                    hint="is the server running? check --url") from exc
+        if resp.status_code >= 400:
+            try:
+                detail = resp.json()
+                msg = (detail.get("error") or {}).get("message") if isinstance(detail.get("error"), dict) \
+                    else detail.get("message") or detail.get("detail") or detail
+            except ValueError:
+                msg = resp.text
+            raise ServerRejected(resp.status_code, str(msg)[:500], prompt_tokens=prompt_tokens)
+        try:
+            body = resp.json()
+        except ValueError as exc:
+            raise BadResponse(f"{path} answered non-JSON: {resp.text[:200]!r}") from exc
+        if not isinstance(body, dict):
+            raise BadResponse(f"{path} answered {type(body).__name__}, expected an object")
+        return body
+
+    def _first_model(self) -> str:
+        body = self._request("GET", "/v1/models")
+        data = body.get("data") or []
+        if not data:
+            raise ServerUnreachable(f"{self.base_url}/v1/models lists no model")
+        return str(data[0]["id"])
+
+    def model_info(self) -> dict[str, Any]:
+        """The /v1/models entry of this client's model (vLLM adds ``max_model_len``)."""
+        for item in self._request("GET", "/v1/models").get("data") or []:
+            if item.get("id") == self.model:
+                return dict(item)
+        return {}
+
+    def complete(self, prompt: Sequence[int], *, max_tokens: int = 1, logprobs: int | None = None,
+                 prompt_logprobs: int | None = None, cache_salt: str | None = None,
+                 ignore_eos: bool = True) -> Completion:
+        """Greedy completion of a token-id prompt."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in prompt],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "return_tokens_as_token_ids": True,
+            "ignore_eos": ignore_eos,
+        }
+        if logprobs is not None:
+            payload["logprobs"] = logprobs
+        if prompt_logprobs is not None:
+            payload["prompt_logprobs"] = prompt_logprobs
+        if cache_salt is not None:
+            payload["cache_salt"] = cache_salt
+        body = self._request("POST", "/v1/completions", payload, prompt_tokens=len(payload["prompt"]))
+        return parse_completion(body)
