@@ -1,0 +1,695 @@
+"""The GitHub client of the tracker: upstream PR/issue state in one request per repository,
+PR and commit diffs, file contents; cached on disk, honest about failures.
+
+PyGithub does the HTTP (auth header, base_url, retries, timeouts, GraphQL URL): every request
+goes through its ``Requester.requestJson``. On top of it this module adds what PyGithub lacks:
+conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no rate limit), an
+offline mode, one batched GraphQL query per repository, the too-large-diff fallbacks, and a
+classification of every failure into a ``RowError`` so one bad row never hides the others.
+
+    client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
+    states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
+    diff = client.pr_diff(PRRef.parse("vllm#58704"))    # bytes
+
+The token is held in a ``_Secret`` and never printed, logged, cached or put in an exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, urlencode, urlsplit
+
+import requests
+from github import Auth, Github, GithubException
+from urllib3.util.retry import Retry
+
+from patchset.errors import EnvironmentFailure
+from tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
+from tracker.refs import (AUTH, FORBIDDEN, GRAPHQL, HTTP, MALFORMED, NETWORK, NOT_FOUND, OFFLINE, RATE_LIMIT,
+                          SERVER, TIMEOUT, DEFAULT_ALIASES, PRRef, PRState, RowError)
+
+__all__ = ["GitHubClient", "PRRef", "PRState", "RowError", "PRDiff", "FetchError", "RateInfo", "resolve_token",
+           "DEFAULT_ALIASES"]
+
+log = logging.getLogger(__name__)
+
+PUBLIC_API = "https://api.github.com"
+JSON = "application/vnd.github+json"
+DIFF = "application/vnd.github.diff"
+PATCH = "application/vnd.github.patch"
+RAW = "application/vnd.github.raw"
+MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split into several
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class FetchError(EnvironmentFailure):
+    """A diff or file could not be fetched; ``row`` says why (same kinds as a status row)."""
+
+    def __init__(self, row: RowError, what: str) -> None:
+        hint = {
+            AUTH: "set GITHUB_TOKEN (or run `gh auth login`) with a token GitHub accepts",
+            RATE_LIMIT: "wait for the reset, or use a token (5000 requests/hour instead of 60)",
+            OFFLINE: "run once with network access to fill the cache",
+        }.get(row.kind)
+        super().__init__(f"{what}: {row}", hint=hint)
+        self.row = row
+
+
+@dataclass
+class RateInfo:
+    resource: str
+    limit: int
+    remaining: int
+    reset: int
+    used: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"resource": self.resource, "limit": self.limit, "remaining": self.remaining,
+                "reset": self.reset, "used": self.used}
+
+
+@dataclass
+class PRDiff:
+    """A PR's diff and how it was obtained: ``source`` is "diff" (GitHub's diff media type),
+    "files" (rebuilt from the per-file patches after a 406 "too large") or "commits" (the PR's
+    commits as ``git format-patch`` text, when the file list lacks patches)."""
+
+    ref: PRRef
+    data: bytes
+    source: str
+    cached: bool = False
+    age_s: float | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        import hashlib
+
+        return {"ref": self.ref.to_json(), "source": self.source, "bytes": len(self.data),
+                "sha256": hashlib.sha256(self.data).hexdigest(), "cached": self.cached, "age_s": self.age_s,
+                "note": self.note}
+
+
+class _Secret:
+    """A token that does not print itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def reveal(self) -> str | None:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "<token hidden>" if self._value else "<no token>"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a token is not picklable")
+
+
+class _Failure(Exception):
+    def __init__(self, row: RowError) -> None:
+        super().__init__(str(row))
+        self.row = row
+
+
+@dataclass
+class _Resp:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    cached: bool = False
+    age_s: float | None = None
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Failure(RowError(MALFORMED, f"response is not valid JSON ({exc})", status=self.status)) from None
+
+
+def resolve_token(token: str | None = None, env: Mapping[str, str] | None = None, gh: str = "gh",
+                  host: str | None = None) -> tuple[str | None, str]:
+    """Find a token: the argument, else ``$GITHUB_TOKEN``, else ``gh auth token``. Returns
+    ``(token, source)`` with source "argument", "GITHUB_TOKEN", "gh" or "none"."""
+    if token:
+        return token, "argument"
+    env = os.environ if env is None else env
+    if env.get("GITHUB_TOKEN"):
+        return env["GITHUB_TOKEN"], "GITHUB_TOKEN"
+    exe = shutil.which(gh, path=env.get("PATH")) if gh else None
+    if exe:
+        cmd = [exe, "auth", "token"] + (["--hostname", host] if host else [])
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, env=dict(env), check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None, "none"
+        value = out.stdout.strip()
+        if out.returncode == 0 and value and "\n" not in value:
+            return value, "gh"
+    return None, "none"
+
+
+class GitHubClient:
+    """Reads upstream state from GitHub (or a GitHub-compatible ``base_url``).
+
+    ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``).
+    ``offline``: never touch the network; serve from the cache and report its age.
+    ``timeout``: seconds per request. ``max_age``: how long a PR state fetched by GraphQL is
+    served from the cache without asking again (GitHub's GraphQL has no conditional requests;
+    REST reads are always revalidated with ``If-None-Match`` instead). ``retries``: retries on
+    5xx and connection errors (never on a read timeout, never on a rate limit).
+    """
+
+    def __init__(self, base_url: str | None = None, token: str | None = None, cache_dir: str | os.PathLike[str] | None = None,
+                 offline: bool = False, timeout: float = 15, *, max_age: float = 60.0, retries: int = 2,
+                 backoff: float = 0.5, aliases: Mapping[str, str] | None = None, gh: str = "gh") -> None:
+        self.base_url = (base_url or PUBLIC_API).rstrip("/")
+        self.offline = offline
+        self.timeout = max(1, int(round(timeout)))  # PyGithub takes whole seconds
+        self.max_age = max_age
+        self.retries = retries
+        self.backoff = backoff
+        self.aliases = dict(DEFAULT_ALIASES if aliases is None else aliases)
+        self.cache = HttpCache(cache_dir if cache_dir is not None else default_cache_dir())
+        self.round_trips = 0
+        self.rate: dict[str, RateInfo] = {}
+        host = urlsplit(self.base_url).hostname
+        if offline:
+            self._token, self.auth_source = _Secret(token), ("argument" if token else "none")
+        else:
+            value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
+            self._token = _Secret(value)
+            if not value:
+                log.warning("no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
+                            "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
+                            "states are read one REST request at a time")
+        self._gh: Github | None = None
+
+    def __repr__(self) -> str:
+        return (f"GitHubClient(base_url={self.base_url!r}, auth={self.auth_source}, token={self._token!r}, "
+                f"offline={self.offline}, cache={str(self.cache.root)!r})")
+
+    @property
+    def authenticated(self) -> bool:
+        return bool(self._token)
+
+    def close(self) -> None:
+        if self._gh is not None:
+            self._gh.close()
+            self._gh = None
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- transport -----------------------------------------------------------------------
+    def _requester(self) -> Any:
+        if self._gh is None:
+            retry = Retry(total=self.retries, connect=self.retries, read=0, status=self.retries,
+                          backoff_factor=self.backoff, status_forcelist=(500, 502, 503, 504),
+                          allowed_methods=frozenset({"GET", "POST"}), raise_on_status=False,
+                          respect_retry_after_header=False)
+            value = self._token.reveal()
+            self._gh = Github(base_url=self.base_url, auth=Auth.Token(value) if value else None,
+                              timeout=self.timeout, retry=retry, per_page=100,
+                              seconds_between_requests=None, seconds_between_writes=None)
+        return self._gh.requester
+
+    def _absolute(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> str:
+        url = path_or_url if "://" in path_or_url else self.base_url + path_or_url
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(sorted(params.items()))
+        return url
+
+    def _send(self, method: str, url: str, accept: str | None = None, headers: Mapping[str, str] | None = None,
+              payload: Any = None) -> _Resp:
+        """One round trip through PyGithub's requester. Never raises anything but ``_Failure``."""
+        if self.offline:
+            raise _Failure(RowError(OFFLINE, "offline, no cached data"))
+        hdrs = dict(headers or {})
+        if accept:
+            hdrs["Accept"] = accept
+        self.round_trips += 1
+        try:
+            status, rhdrs, text = self._requester().requestJson(method, url, headers=hdrs, input=payload)
+        except requests.exceptions.Timeout:
+            raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
+        except requests.exceptions.RetryError:
+            raise _Failure(RowError(SERVER, f"{_where(url)} kept failing after {self.retries} retries")) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
+        except GithubException as exc:
+            raise _Failure(RowError(HTTP, f"{_where(url)}: {exc.status} {_short(exc)}", status=exc.status)) from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Failure(RowError(MALFORMED, f"unreadable response from {_where(url)} ({_short(exc)})")) from None
+        lower = {str(k).lower(): str(v) for k, v in rhdrs.items()}
+        self._note_rate(lower)
+        return _Resp(status, lower, text.encode("utf-8"))
+
+    def _note_rate(self, h: Mapping[str, str]) -> None:
+        try:
+            res = h.get("x-ratelimit-resource", "core")
+            self.rate[res] = RateInfo(res, int(h["x-ratelimit-limit"]), int(h["x-ratelimit-remaining"]),
+                                      int(h["x-ratelimit-reset"]), int(h.get("x-ratelimit-used", 0)))
+        except (KeyError, ValueError):
+            pass
+
+    def _get(self, path_or_url: str, accept: str = JSON, params: Mapping[str, Any] | None = None,
+             immutable: bool = False, want_json: bool = True) -> _Resp:
+        """A cached, conditional GET. ``immutable``: a cached copy is served without asking
+        (the URL names a commit by its full sha, so its answer never changes)."""
+        url = self._absolute(path_or_url, params)
+        entry = self.cache.get("GET", url, accept)
+        if entry is not None and (self.offline or immutable):
+            return _from_cache(entry)
+        if self.offline:
+            raise _Failure(RowError(OFFLINE, "offline, no cached data"))
+        resp = self._send("GET", url, accept, entry.conditional_headers() if entry else None)
+        if resp.status == 304 and entry is not None:
+            return _from_cache(self.cache.revalidated(entry, resp.headers))
+        if resp.status != 200:
+            raise _Failure(classify(resp.status, resp.headers, resp.body))
+        if want_json:
+            resp.json()  # raises MALFORMED: a broken body is never cached
+        self.cache.put("GET", url, accept, b"", resp.status, resp.headers, resp.body)
+        return resp
+
+    def _get_all(self, path: str, accept: str = JSON) -> tuple[list[Any], bool]:
+        """Every page of a list endpoint (following ``Link: rel="next"``); returns the items and
+        whether every page came from the cache."""
+        items: list[Any] = []
+        url: str | None = self._absolute(path, {"per_page": 100})
+        all_cached = True
+        pages = 0
+        while url:
+            resp = self._get(url, accept)
+            page = resp.json()
+            if not isinstance(page, list):
+                raise _Failure(RowError(MALFORMED, f"{_where(url)}: expected a list", status=resp.status))
+            items.extend(page)
+            all_cached = all_cached and resp.cached
+            url = _next_link(resp.headers.get("link", ""))
+            pages += 1
+            if pages > 100:
+                raise _Failure(RowError(MALFORMED, f"{_where(path)}: more than 100 pages"))
+        return items, all_cached
+
+    # ---- public API ----------------------------------------------------------------------
+    def parse_ref(self, text: str, kind: str | None = None) -> PRRef:
+        return PRRef.parse(text, self.aliases, kind)
+
+    def pull_states(self, refs: Iterable[PRRef], *, max_age: float | None = None) -> dict[PRRef, PRState | RowError]:
+        """State of every ref: one GraphQL request per repository (for up to 100 refs), or none
+        when every ref of a repository was fetched less than ``max_age`` seconds ago."""
+        max_age = self.max_age if max_age is None else max_age
+        by_repo: dict[str, list[PRRef]] = {}
+        for ref in refs:
+            group = by_repo.setdefault(ref.repo, [])
+            if ref not in group:
+                group.append(ref)
+        out: dict[PRRef, PRState | RowError] = {}
+        for repo, group in by_repo.items():
+            record = self._load_states(repo)
+            need: list[PRRef] = []
+            now = time.time()
+            for ref in group:
+                saved = record.get(_state_key(ref))
+                if saved is not None and (self.offline or now - saved.fetched_at <= max_age):
+                    saved.source, saved.age_s = "cache", round(max(0.0, now - saved.fetched_at), 3)
+                    out[ref] = saved
+                elif self.offline:
+                    out[ref] = RowError(OFFLINE, "offline, no cached data")
+                else:
+                    need.append(ref)
+            for start in range(0, len(need), MAX_ALIASES):
+                chunk = need[start:start + MAX_ALIASES]
+                fresh = self._fetch_states(repo, chunk) if self.authenticated else self._rest_states(chunk)
+                out.update(fresh)
+                got = {_state_key(r): s for r, s in fresh.items() if isinstance(s, PRState)}
+                if got:
+                    record.update(got)
+                    self._save_states(repo, record)
+        return {ref: out[ref] for grp in by_repo.values() for ref in grp}
+
+    def pr_diff(self, ref: PRRef) -> bytes:
+        """The PR's diff as bytes (see ``pr_diff_detail`` for how it was obtained)."""
+        return self.pr_diff_detail(ref).data
+
+    def pr_diff_detail(self, ref: PRRef) -> PRDiff:
+        """GitHub's diff of the PR; on 406 (too large) rebuilt from the per-file patches, or, if
+        some file has no patch there, the PR's commits as format-patch text."""
+        what = f"diff of {ref}"
+        try:
+            resp = self._get(f"/repos/{ref.repo}/pulls/{ref.number}", DIFF, want_json=False)
+            return PRDiff(ref, resp.body, "diff", resp.cached, resp.age_s)
+        except _Failure as f:
+            if f.row.status != 406:
+                raise FetchError(f.row, what) from None
+            too_large = f.row.message
+        try:
+            files, cached = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/files")
+            data, missing = _diff_from_files(files)
+            if not missing and len(files) < 3000:
+                note = f"GitHub refused the whole diff ({too_large}); rebuilt from {len(files)} per-file patches"
+                log.info("%s: %s", ref, note)
+                return PRDiff(ref, data, "files", cached, None, note)
+            reason = (f"{len(missing)} file(s) have no patch in the file list ({', '.join(missing[:3])})"
+                      if missing else "the file list stops at 3000 files")
+            commits, _ = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/commits")
+            parts = []
+            for c in commits:
+                sha = c.get("sha") if isinstance(c, dict) else None
+                if not isinstance(sha, str):
+                    raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
+                parts.append(self._get(f"/repos/{ref.repo}/commits/{sha}", PATCH,
+                                       immutable=bool(_HEX40.match(sha)), want_json=False).body)
+            note = f"GitHub refused the whole diff and {reason}; concatenated {len(parts)} commit patches"
+            log.info("%s: %s", ref, note)
+            return PRDiff(ref, b"".join(parts), "commits", False, None, note)
+        except _Failure as f:
+            raise FetchError(f.row, what) from None
+
+    def commit_diff(self, repo: str, sha: str) -> bytes:
+        """One commit's diff (GitHub's diff media type); a full sha is served from the cache once seen."""
+        try:
+            return self._get(f"/repos/{repo}/commits/{sha}", DIFF, immutable=bool(_HEX40.match(sha)),
+                             want_json=False).body
+        except _Failure as f:
+            raise FetchError(f.row, f"diff of {repo}@{sha}") from None
+
+    def file_at(self, repo: str, ref: str, path: str) -> bytes:
+        """The bytes of ``path`` at ``ref`` (contents API, base64; exact bytes)."""
+        what = f"{repo}:{path}@{ref}"
+        url = f"/repos/{repo}/contents/{quote(path.lstrip('/'))}"
+        immutable = bool(_HEX40.match(ref))
+        try:
+            doc = self._get(url, JSON, {"ref": ref}, immutable=immutable).json()
+            if not isinstance(doc, dict) or doc.get("type") != "file":
+                raise _Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
+            if doc.get("encoding") == "base64":
+                try:
+                    return base64.b64decode(doc.get("content") or "", validate=False)
+                except (binascii.Error, ValueError):
+                    raise _Failure(RowError(MALFORMED, "content is not valid base64")) from None
+            # Over 1 MB GitHub sends no content; the raw media type has it. PyGithub hands back
+            # text, so bytes that are not UTF-8 come back replaced (U+FFFD) on this path only.
+            return self._get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
+        except _Failure as f:
+            raise FetchError(f.row, what) from None
+
+    def rate_limit(self) -> dict[str, RateInfo]:
+        """GitHub's ``/rate_limit`` (does not count against the limit)."""
+        try:
+            resp = self._send("GET", self._absolute("/rate_limit"), JSON)
+            if resp.status != 200:
+                raise _Failure(classify(resp.status, resp.headers, resp.body))
+            res = resp.json().get("resources", {})
+            return {k: RateInfo(k, int(v["limit"]), int(v["remaining"]), int(v["reset"]), int(v.get("used", 0)))
+                    for k, v in res.items() if isinstance(v, dict)}
+        except _Failure as f:
+            raise FetchError(f.row, "rate limit") from None
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise FetchError(RowError(MALFORMED, "unexpected /rate_limit shape"), "rate limit") from None
+
+    # ---- PR states -----------------------------------------------------------------------
+    def _fetch_states(self, repo: str, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:
+        owner, name = repo.split("/", 1)
+        try:
+            resp = self._send("POST", self._requester().graphql_url, payload={
+                "query": build_query(refs), "variables": {"owner": owner, "name": name}})
+            if resp.status != 200:
+                raise _Failure(classify(resp.status, resp.headers, resp.body))
+            doc = resp.json()
+            if not isinstance(doc, dict):
+                raise _Failure(RowError(MALFORMED, "GraphQL answer is not an object"))
+        except _Failure as f:
+            return {r: f.row for r in refs}
+        return parse_states(repo, refs, doc, resp.headers)
+
+    def _rest_states(self, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:
+        """Without a token GitHub's GraphQL refuses to answer: read each ref over REST
+        (cached and conditional). No review decision or CI rollup on this path."""
+        out: dict[PRRef, PRState | RowError] = {}
+        for ref in refs:
+            try:
+                if ref.kind == "pr":
+                    out[ref] = _state_from_rest_pull(ref, self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
+                else:
+                    out[ref] = _state_from_rest_issue(ref, self._get(f"/repos/{ref.repo}/issues/{ref.number}").json())
+            except _Failure as f:
+                out[ref] = f.row
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                out[ref] = RowError(MALFORMED, f"unexpected REST shape ({_short(exc)})")
+        return out
+
+    def _record_name(self, repo: str) -> str:
+        return f"states:{self.base_url}:{repo.lower()}"
+
+    def _load_states(self, repo: str) -> dict[str, PRState]:
+        entry = self.cache.get("STATE", self._record_name(repo))
+        if entry is None:
+            return {}
+        try:
+            raw = json.loads(entry.body.decode("utf-8"))
+            return {k: PRState.from_json(v) for k, v in raw.items()}
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return {}
+
+    def _save_states(self, repo: str, record: Mapping[str, PRState]) -> None:
+        body = json.dumps({k: v.to_json() for k, v in record.items()}, sort_keys=True).encode("utf-8")
+        self.cache.put("STATE", self._record_name(repo), "", b"", 200, {}, body)
+
+
+# ---- pure helpers (tested directly) ---------------------------------------------------------
+_PR_FIELDS = ("number title url state isDraft merged mergedAt closedAt updatedAt author { login } "
+              "mergeCommit { oid } headRefOid reviewDecision "
+              "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }")
+_ISSUE_FIELDS = "number title url state stateReason closedAt updatedAt author { login }"
+
+
+def build_query(refs: Iterable[PRRef]) -> str:
+    """The one GraphQL document for a repository: an aliased field per ref."""
+    lines = []
+    for ref in refs:
+        if ref.kind == "pr":
+            lines.append(f"    {ref.alias}: pullRequest(number: {ref.number}) {{ ...PRFields }}")
+        else:
+            lines.append(f"    {ref.alias}: issueOrPullRequest(number: {ref.number}) "
+                         "{ __typename ...IssueFields ...PRFields }")
+    return (
+        "query($owner: String!, $name: String!) {\n"
+        "  rateLimit { limit remaining resetAt cost }\n"
+        "  repository(owner: $owner, name: $name) {\n" + "\n".join(lines) + "\n  }\n}\n"
+        f"fragment PRFields on PullRequest {{ {_PR_FIELDS} }}\n"
+        f"fragment IssueFields on Issue {{ {_ISSUE_FIELDS} }}\n"
+    )
+
+
+def parse_states(repo: str, refs: list[PRRef], doc: Mapping[str, Any],
+                 headers: Mapping[str, str] | None = None) -> dict[PRRef, PRState | RowError]:
+    """Turn one GraphQL answer into a row per ref (a state, or the error that hit that alias)."""
+    headers = headers or {}
+    errors = doc.get("errors") or []
+    if not isinstance(errors, list):
+        errors = [{"message": str(errors)}]
+    by_alias: dict[str, dict[str, Any]] = {}
+    general: list[dict[str, Any]] = []
+    for e in errors:
+        if not isinstance(e, dict):
+            continue
+        path = e.get("path") or []
+        if len(path) >= 2 and path[0] == "repository":
+            by_alias[str(path[1])] = e
+        else:
+            general.append(e)
+    for e in general:
+        if e.get("type") == "RATE_LIMITED":
+            row = RowError(RATE_LIMIT, str(e.get("message") or "GraphQL rate limit exceeded"),
+                           reset_at=_reset_of(headers), status=200)
+            return {r: row for r in refs}
+    data = doc.get("data")
+    repo_node = data.get("repository") if isinstance(data, dict) else None
+    if repo_node is None:
+        e = general[0] if general else {}
+        kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
+        msg = str(e.get("message") or f"no data for {repo}")
+        return {r: RowError(kind, msg) for r in refs}
+    if not isinstance(repo_node, dict):
+        return {r: RowError(MALFORMED, "repository is not an object") for r in refs}
+    now = time.time()
+    out: dict[PRRef, PRState | RowError] = {}
+    for ref in refs:
+        node = repo_node.get(ref.alias)
+        if node is None:
+            e = by_alias.get(ref.alias) or (general[0] if general else {})
+            kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
+            out[ref] = RowError(kind, str(e.get("message") or f"no data for {ref}"),
+                                status=404 if kind == NOT_FOUND else None)
+            continue
+        try:
+            out[ref] = _state_from_node(ref, node, now)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({_short(exc)})")
+    return out
+
+
+def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
+    is_pull = n.get("__typename", "PullRequest") == "PullRequest" and "headRefOid" in n
+    author = (n.get("author") or {}).get("login")
+    if is_pull:
+        nodes = ((n.get("commits") or {}).get("nodes")) or []
+        head = (nodes[-1] or {}).get("commit") or {} if nodes else {}
+        rollup = head.get("statusCheckRollup") or {}
+        merged = bool(n["merged"])
+        return PRState(
+            ref=ref, title=str(n["title"]), author=author, state=str(n["state"]).lower(), draft=bool(n["isDraft"]),
+            merged=merged, merged_at=n.get("mergedAt"), merge_commit=(n.get("mergeCommit") or {}).get("oid"),
+            head_sha=n.get("headRefOid"), updated_at=n.get("updatedAt"), closed_at=n.get("closedAt"),
+            review_decision=n.get("reviewDecision"), ci=rollup.get("state"), url=n.get("url"),
+            is_pull=True, fetched_at=now,
+        )
+    return PRState(
+        ref=ref, title=str(n["title"]), author=author, state=str(n["state"]).lower(), url=n.get("url"),
+        updated_at=n.get("updatedAt"), closed_at=n.get("closedAt"), is_pull=False,
+        state_reason=n.get("stateReason"), fetched_at=now,
+    )
+
+
+def _state_from_rest_pull(ref: PRRef, p: Mapping[str, Any]) -> PRState:
+    merged = bool(p.get("merged") or p.get("merged_at"))
+    return PRState(
+        ref=ref, title=str(p["title"]), author=(p.get("user") or {}).get("login"),
+        state="merged" if merged else str(p["state"]), draft=bool(p.get("draft")), merged=merged,
+        merged_at=p.get("merged_at"), merge_commit=p.get("merge_commit_sha") if merged else None,
+        head_sha=(p.get("head") or {}).get("sha"), updated_at=p.get("updated_at"), closed_at=p.get("closed_at"),
+        url=p.get("html_url"), is_pull=True,
+    )
+
+
+def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
+    pr = i.get("pull_request")
+    merged = bool(pr and pr.get("merged_at"))
+    return PRState(
+        ref=ref, title=str(i["title"]), author=(i.get("user") or {}).get("login"),
+        state="merged" if merged else str(i["state"]), merged=merged, merged_at=(pr or {}).get("merged_at"),
+        updated_at=i.get("updated_at"), closed_at=i.get("closed_at"), url=i.get("html_url"), is_pull=bool(pr),
+        state_reason=(i.get("state_reason") or "").upper() or None,
+    )
+
+
+def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
+    """A RowError for a failed HTTP answer, from GitHub's status, headers and error body."""
+    message = ""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+        if isinstance(doc, dict):
+            message = str(doc.get("message") or "")
+    except (ValueError, UnicodeDecodeError):
+        message = ""
+    if not message:
+        message = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 406: "Not Acceptable",
+                   429: "Too Many Requests", 500: "Server Error", 502: "Bad Gateway",
+                   503: "Service Unavailable", 504: "Gateway Timeout"}.get(status, f"HTTP {status}")
+    text = f"{status} {message}"
+    if status == 401:
+        return RowError(AUTH, text + " (the token was refused)", status=status)
+    if status in (403, 429):
+        low = message.lower()
+        if headers.get("x-ratelimit-remaining") == "0" or "rate limit" in low or "retry-after" in headers:
+            return RowError(RATE_LIMIT, text, reset_at=_reset_of(headers), status=status)
+        return RowError(FORBIDDEN, text, status=status)
+    if status == 404:
+        return RowError(NOT_FOUND, text, status=status)
+    if status >= 500:
+        return RowError(SERVER, text, status=status)
+    return RowError(HTTP, text, status=status)
+
+
+def _reset_of(headers: Mapping[str, str]) -> float | None:
+    try:
+        if "retry-after" in headers:
+            return float(int(time.time()) + int(headers["retry-after"]))
+        if "x-ratelimit-reset" in headers:
+            return float(int(headers["x-ratelimit-reset"]))
+    except ValueError:
+        return None
+    return None
+
+
+def _diff_from_files(files: list[Any]) -> tuple[bytes, list[str]]:
+    """Rebuild a git-style diff from GitHub's per-file entries. Returns the diff and the names of
+    files that carry no patch although they changed (binary, or too large for GitHub to show).
+
+    GitHub's file list has no file modes; new and deleted files are written as mode 100644."""
+    parts: list[str] = []
+    missing: list[str] = []
+    for f in files:
+        if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
+            raise _Failure(RowError(MALFORMED, "a PR file entry without a filename"))
+        new = f["filename"]
+        old = f.get("previous_filename") or new
+        status = f.get("status")
+        patch = f.get("patch")
+        changed = int(f.get("changes") or 0) > 0
+        if patch is None and (changed or status in ("added", "removed", "modified", "changed")):
+            missing.append(new)
+            continue
+        head = [f"diff --git a/{old} b/{new}"]
+        if status == "added":
+            head.append("new file mode 100644")
+        elif status == "removed":
+            head.append("deleted file mode 100644")
+        elif status == "renamed":
+            head += [f"rename from {old}", f"rename to {new}"]
+        if patch:
+            head.append("--- /dev/null" if status == "added" else f"--- a/{old}")
+            head.append("+++ /dev/null" if status == "removed" else f"+++ b/{new}")
+            head.append(patch if patch.endswith("\n") else patch + "\n")
+            parts.append("\n".join(head))
+        else:
+            parts.append("\n".join(head) + "\n")
+    return "".join(parts).encode("utf-8"), missing
+
+
+def _next_link(link: str) -> str | None:
+    for part in link.split(","):
+        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="?next"?', part)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _from_cache(entry: CacheEntry) -> _Resp:
+    return _Resp(entry.status, dict(entry.headers), entry.body, cached=True, age_s=round(entry.age(), 3))
+
+
+def _state_key(ref: PRRef) -> str:
+    return f"{ref.kind}:{ref.number}"
+
+
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path or url
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]

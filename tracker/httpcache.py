@@ -1,0 +1,142 @@
+"""An on-disk HTTP response cache for GitHub API reads: ETag / Last-Modified, body, and age.
+
+PyGithub keeps no response cache, yet GitHub answers a conditional request (``If-None-Match``)
+with a 304 that costs no rate limit. The tracker therefore stores each response body with its
+validators here, sends them back on the next read, and serves the stored body on a 304; offline
+it serves the stored body and says how old it is.
+
+Why a thin layer and not PyGithub's transport: PyGithub's only hook for its HTTP connection is
+``Requester.injectConnectionClasses``, a process-wide class attribute meant for its own replay
+tests; a cache installed there would silently apply to every ``Github`` object in the process.
+The client instead calls ``Requester.requestJson`` (PyGithub's auth, base_url, retries, timeout)
+and wraps it with this cache, which keeps caching explicit and local to one client.
+
+Layout: ``<root>/<key[:2]>/<key>.json`` (metadata) and ``<key>.body`` (exact bytes), where ``key``
+hashes the method, URL, Accept header and request body. Writes are atomic (metadata last, and it
+records the body's sha256, so a torn pair reads as a miss). Request headers, and so tokens, are
+never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchset.atomic import write_bytes
+
+# Response headers worth keeping: what pagination and media handling need later.
+KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
+
+
+def default_cache_dir() -> Path:
+    """``$PATCHSET_CACHE/github`` (default ``~/.cache/patchset/github``)."""
+    base = os.environ.get("PATCHSET_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "patchset")
+    return Path(base) / "github"
+
+
+@dataclass
+class CacheEntry:
+    key: str
+    method: str
+    url: str
+    accept: str
+    status: int
+    etag: str | None
+    last_modified: str | None
+    stored_at: float  # when this body was received
+    validated_at: float  # last time the server confirmed it (200 or 304)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def age(self, now: float | None = None) -> float:
+        """Seconds since the server last confirmed this body."""
+        return max(0.0, (time.time() if now is None else now) - self.validated_at)
+
+    def conditional_headers(self) -> dict[str, str]:
+        """Headers that make the next request conditional on this entry."""
+        out = {}
+        if self.etag:
+            out["If-None-Match"] = self.etag
+        if self.last_modified:
+            out["If-Modified-Since"] = self.last_modified
+        return out
+
+
+class HttpCache:
+    """Responses on disk, keyed by method + URL + Accept (+ request body for POST)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    @staticmethod
+    def key(method: str, url: str, accept: str = "", body: bytes = b"") -> str:
+        h = hashlib.sha256()
+        for part in (method.upper(), url, accept, hashlib.sha256(body).hexdigest()):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        d = self.root / key[:2]
+        return d / f"{key}.json", d / f"{key}.body"
+
+    def get(self, method: str, url: str, accept: str = "", body: bytes = b"") -> CacheEntry | None:
+        key = self.key(method, url, accept, body)
+        meta_path, body_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            data = body_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or hashlib.sha256(data).hexdigest() != meta.get("body_sha256"):
+            return None  # torn or foreign entry: a miss, never wrong bytes
+        try:
+            return CacheEntry(
+                key=key, method=meta["method"], url=meta["url"], accept=meta["accept"], status=int(meta["status"]),
+                etag=meta.get("etag"), last_modified=meta.get("last_modified"),
+                stored_at=float(meta["stored_at"]), validated_at=float(meta["validated_at"]),
+                headers=dict(meta.get("headers") or {}), body=data,
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def put(self, method: str, url: str, accept: str, request_body: bytes, status: int,
+            headers: dict[str, Any], body: bytes) -> CacheEntry:
+        lower = {k.lower(): str(v) for k, v in headers.items()}
+        now = time.time()
+        entry = CacheEntry(
+            key=self.key(method, url, accept, request_body), method=method.upper(), url=url, accept=accept,
+            status=status, etag=lower.get("etag"), last_modified=lower.get("last-modified"),
+            stored_at=now, validated_at=now, headers={k: lower[k] for k in KEPT_HEADERS if k in lower}, body=body,
+        )
+        self._write(entry)
+        return entry
+
+    def revalidated(self, entry: CacheEntry, headers: dict[str, Any] | None = None) -> CacheEntry:
+        """The server said 304: the body stands; record when, and any new validators."""
+        lower = {k.lower(): str(v) for k, v in (headers or {}).items()}
+        entry.validated_at = time.time()
+        entry.etag = lower.get("etag", entry.etag)
+        entry.last_modified = lower.get("last-modified", entry.last_modified)
+        self._write(entry)
+        return entry
+
+    def _write(self, entry: CacheEntry) -> None:
+        meta_path, body_path = self._paths(entry.key)
+        meta = asdict(entry)
+        del meta["body"]
+        meta["body_sha256"] = hashlib.sha256(entry.body).hexdigest()
+        write_bytes(body_path, entry.body)
+        write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+
+    def clear(self) -> None:
+        if not self.root.is_dir():
+            return
+        for p in self.root.glob("*/*"):
+            if p.suffix in (".json", ".body", ".tmp"):
+                p.unlink(missing_ok=True)

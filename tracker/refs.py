@@ -1,0 +1,172 @@
+"""The tracker's records: which upstream item (PRRef), what GitHub says about it (PRState),
+and why a row could not be filled (RowError).
+
+Kept apart from the client so the ledger and the status views can use them without importing
+PyGithub. Every record has ``to_json()`` returning a JSON-ready dict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from patchset.errors import InputError
+
+# Short names people write in the ledger ("vllm#57632"); facts from the production ledger.
+DEFAULT_ALIASES: dict[str, str] = {
+    "vllm": "vllm-project/vllm",
+    "flashinfer": "flashinfer-ai/flashinfer",
+    "nccl": "NVIDIA/nccl",
+}
+
+KINDS = ("pr", "issue")
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_URL = re.compile(r"^https?://[^/]+/(?P<repo>[^/]+/[^/]+)/(?P<what>pull|pulls|issues)/(?P<n>\d+)(?:[/#?].*)?$")
+_SHORT = re.compile(r"^(?P<repo>[^#\s]+)#(?P<n>\d+)$")
+
+
+@dataclass(frozen=True, order=True)
+class PRRef:
+    """One upstream pull request or issue: ``PRRef("vllm-project/vllm", 57632)``."""
+
+    repo: str
+    number: int
+    kind: str = "pr"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError(f"ref kind must be one of {KINDS}, got {self.kind!r}")
+        if not isinstance(self.number, int) or isinstance(self.number, bool) or self.number <= 0:
+            raise InputError(f"{self.repo}: PR/issue number must be a positive integer, got {self.number!r}")
+        if not _REPO.match(self.repo):
+            raise InputError(f"repository must be OWNER/NAME, got {self.repo!r}")
+
+    @classmethod
+    def parse(cls, text: str, aliases: Mapping[str, str] | None = None, kind: str | None = None) -> PRRef:
+        """Parse ``owner/repo#N``, ``alias#N`` (``vllm#57632``) or a GitHub pull/issue URL.
+
+        ``kind`` forces "pr" or "issue"; otherwise a URL decides and the short forms mean "pr".
+        """
+        text = (text or "").strip()
+        names = DEFAULT_ALIASES if aliases is None else aliases
+        m = _URL.match(text)
+        if m:
+            found = "issue" if m.group("what") == "issues" else "pr"
+            return cls(m.group("repo"), int(m.group("n")), kind or found)
+        m = _SHORT.match(text)
+        if not m:
+            raise InputError(f"cannot read {text!r} as a pull request or issue reference",
+                             hint="write OWNER/REPO#NUMBER (vllm-project/vllm#57632) or ALIAS#NUMBER (vllm#57632)")
+        repo = m.group("repo")
+        if "/" not in repo:
+            if repo not in names:
+                known = ", ".join(sorted(names)) or "none"
+                raise InputError(f"unknown repository alias {repo!r} in {text!r}",
+                                 hint=f"known aliases: {known}; or write the full OWNER/REPO#NUMBER")
+            repo = names[repo]
+        return cls(repo, int(m.group("n")), kind or "pr")
+
+    @property
+    def owner(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.repo.split("/", 1)[1]
+
+    @property
+    def alias(self) -> str:
+        """The GraphQL alias for this ref inside its repository's query."""
+        return f"{self.kind}{self.number}"
+
+    def __str__(self) -> str:
+        return f"{self.repo}#{self.number}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo": self.repo, "number": self.number, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PRRef:
+        return cls(str(d["repo"]), int(d["number"]), str(d.get("kind", "pr")))
+
+
+@dataclass
+class PRState:
+    """What GitHub says about one ref. ``state`` is "open", "closed" or "merged".
+
+    ``source`` is "network" (fetched now) or "cache" (served from the on-disk cache, ``age_s``
+    seconds after it was fetched: within ``max_age``, or offline).
+    """
+
+    ref: PRRef
+    title: str
+    author: str | None
+    state: str
+    draft: bool = False
+    merged: bool = False
+    merged_at: str | None = None
+    merge_commit: str | None = None
+    head_sha: str | None = None
+    updated_at: str | None = None
+    closed_at: str | None = None
+    review_decision: str | None = None  # APPROVED | CHANGES_REQUESTED | REVIEW_REQUIRED | None
+    ci: str | None = None  # statusCheckRollup.state of the head: SUCCESS | FAILURE | PENDING | ERROR | EXPECTED
+    url: str | None = None
+    is_pull: bool = True
+    state_reason: str | None = None  # issues: COMPLETED | NOT_PLANNED | REOPENED
+    source: str = "network"
+    fetched_at: float = field(default_factory=time.time)
+    age_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["ref"] = self.ref.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PRState:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["ref"] = PRRef.from_json(d["ref"])
+        return cls(**kw)
+
+
+# RowError kinds
+AUTH = "auth"
+RATE_LIMIT = "rate_limit"
+NOT_FOUND = "not_found"
+FORBIDDEN = "forbidden"
+SERVER = "server"
+TIMEOUT = "timeout"
+NETWORK = "network"
+MALFORMED = "malformed"
+OFFLINE = "offline"
+HTTP = "http"
+GRAPHQL = "graphql"
+
+
+@dataclass
+class RowError:
+    """Why a row has no state. ``kind`` is one of: auth, rate_limit (``reset_at`` = epoch seconds
+    when the limit resets), not_found, forbidden, server, timeout, network, malformed, offline,
+    http, graphql. ``status`` is the HTTP status when there was one."""
+
+    kind: str
+    message: str
+    reset_at: float | None = None
+    status: int | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.kind}: {self.message}"
+        if self.reset_at:
+            text += f" (resets at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.reset_at))})"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.kind, "message": self.message, "status": self.status,
+                               "reset_at": self.reset_at}
+        if self.reset_at:
+            out["reset_at_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.reset_at))
+        return out
