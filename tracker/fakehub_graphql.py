@@ -341,7 +341,7 @@ def execute(query: str, variables: dict[str, Any] | None, root: Obj,
     try:
         doc = parse(query)
     except GraphQLSyntaxError as exc:
-        return {"errors": [{"message": str(exc), "locations": [{"line": exc.line, "column": exc.col}]}]}
+        return {"errors": [{"message": str(exc), "locations": [{"line": exc.line, "column": exc.column}]}]}
     ops = [o for o in doc.operations if operation_name is None or o.name == operation_name]
     if len(ops) != 1:
         return {"errors": [{"message": "An operation name is required" if len(ops) > 1
