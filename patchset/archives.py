@@ -15,15 +15,16 @@ import posixpath
 import re
 import shutil
 import stat
-import tarfile
 import tempfile
 import zipfile
+import lzma
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.tarstream import TarHeader, _Decompressor, iter_tar_headers
 
 FILE = "file"
 DIR = "dir"
@@ -82,23 +83,6 @@ def check_symlink(path: str, target: str, archive: Path | str) -> None:
         raise UnsafePathError(f"{archive}: symlink {path!r} -> {target!r} points outside the tree")
 
 
-class _HashingReader:
-    """File wrapper that hashes (sha256) and counts what the tar reader pulls through it."""
-
-    def __init__(self, raw: BinaryIO, on_bytes: Callable[[int], None] | None) -> None:
-        self._raw = raw
-        self._on_bytes = on_bytes
-        self.sha256 = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._raw.read(size)
-        if chunk:
-            self.sha256.update(chunk)
-            if self._on_bytes:
-                self._on_bytes(len(chunk))
-        return chunk
-
-
 class ArchiveReader:
     """Iterate the members of a .tar[.gz|.bz2|.xz] or a .zip/.whl, once, in archive order.
 
@@ -131,8 +115,8 @@ class ArchiveReader:
                 yield from self._iter_zip()
             else:
                 yield from self._iter_tar()
-        except (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-            if isinstance(exc, OSError) and not isinstance(exc, (EOFError,)) and exc.errno:
+        except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and exc.errno:
                 raise EnvironmentFailure(f"cannot read {self.path}: {exc}") from exc
             raise InputError(
                 f"archive {self.path} is damaged or not a tar/zip archive: {exc}",
@@ -142,39 +126,33 @@ class ArchiveReader:
     # -- tar ---------------------------------------------------------------------------------
     def _iter_tar(self) -> Iterator[Member]:
         with open(self.path, "rb") as raw:
-            reader = _HashingReader(raw, self.on_bytes)
-            with tarfile.open(fileobj=reader, mode="r|*") as tf:  # type: ignore[call-overload]
-                for info in tf:
-                    member = self._tar_member(tf, info)
-                    if member is not None:
-                        yield member
-                # drain trailing padding so the digest covers the whole file
-                while reader.read(1 << 20):
-                    pass
-            self.sha256 = reader.sha256.hexdigest()
+            source = _Decompressor(raw, self.on_bytes)
+            for header in iter_tar_headers(source, self.path):
+                member = self._tar_member(header)
+                if member is not None:
+                    yield member
+            self.sha256 = source.finish()
 
-    def _tar_member(self, tf: tarfile.TarFile, info: tarfile.TarInfo) -> Member | None:
-        path = self._strip(clean_name(info.name, self.path), info.isdir())
+    def _tar_member(self, h: TarHeader) -> Member | None:
+        is_dir = h.type == b"5"
+        path = self._strip(clean_name(h.name, self.path), is_dir)
         if path is None:
             return None
-        mtime = int(info.mtime)
-        mode = info.mode & 0o7777
-        if info.isreg():
-            fh = tf.extractfile(info)
-            data = fh.read() if fh is not None else b""
-            return Member(path, FILE, mode, mtime, data=data)
-        if info.isdir():
-            return Member(path, DIR, mode, mtime)
-        if info.issym():
-            check_symlink(path, info.linkname, self.path)
-            return Member(path, SYMLINK, mode, mtime, link=info.linkname)
-        if info.islnk():
-            target = self._strip(clean_name(info.linkname, self.path), False)
+        if h.type in (b"0", b"\0", b"7"):
+            return Member(path, FILE, h.mode, h.mtime, data=h.data)
+        if is_dir:
+            return Member(path, DIR, h.mode, h.mtime)
+        if h.type == b"2":
+            check_symlink(path, h.linkname, self.path)
+            return Member(path, SYMLINK, h.mode, h.mtime, link=h.linkname)
+        if h.type == b"1":
+            target = self._strip(clean_name(h.linkname, self.path), False)
             if not target:
                 raise UnsafePathError(f"{self.path}: hard link {path!r} has no valid target")
-            return Member(path, HARDLINK, mode, mtime, link=target)
+            return Member(path, HARDLINK, h.mode, h.mtime, link=target)
         raise UnsafePathError(
-            f"{self.path}: member {info.name!r} is a device, fifo or other special file",
+            f"{self.path}: member {h.name!r} is a device, fifo or other special file "
+            f"(tar type {h.type.decode(errors='replace')!r})",
             hint="release archives contain only files, directories and links",
         )
 

@@ -343,7 +343,8 @@ def verify_file(path: Path, dist: DistFile) -> bool:
 
 
 @contextmanager
-def _progress_for(progress: Progress | None) -> Iterator[Progress | None]:
+def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
+    """The caller's progress, else a transient rich bar on a terminal, else None."""
     if progress is not None:
         yield progress
     elif sys.stderr.isatty():
@@ -382,7 +383,7 @@ def download(
             return final
         log.warning("cached %s does not match the index's sha256; downloading it again", final)
         final.unlink(missing_ok=True)
-    with _progress_for(progress) as bar:
+    with progress_for(progress) as bar:
         _fetch(dist, final, bar)
     return final
 
