@@ -166,8 +166,11 @@ def diff_files(diff: str) -> list[dict[str, Any]]:
         ps = PatchSet(diff)
     except UnidiffParseError:
         return []
+    sections = _raw_sections(diff)
+    if len(sections) != len(ps):
+        sections = ["".join(str(h) for h in pf) for pf in ps]
     out = []
-    for pf in ps:
+    for pf, raw in zip(ps, sections):
         path = pf.path
         if pf.is_added_file:
             status = "added"
@@ -184,13 +187,24 @@ def diff_files(diff: str) -> list[dict[str, Any]]:
         if pf.is_rename:
             src = pf.source_file
             entry["previous_filename"] = src[2:] if src.startswith("a/") else src
-        hunks = "".join(str(h) for h in pf)
+        hunks = raw
         if hunks and not pf.is_binary_file:
             entry["patch"] = hunks.rstrip("\n")
         # GitHub reports the new blob's id; the fake has no blobs for PR files, so it derives one.
         entry["sha"] = None if status == "removed" else fake_sha("blob", path, hunks)
         out.append(entry)
     return out
+
+
+def _raw_sections(diff: str) -> list[str]:
+    """Each file's hunks exactly as written (from its first ``@@`` line), one per ``diff --git``."""
+    sections: list[list[str]] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            sections.append([])
+        elif sections and (sections[-1] or line.startswith("@@")):
+            sections[-1].append(line)
+    return ["".join(s) for s in sections]
 
 
 def file_entry(repo: Repo, ref: str, entry: dict[str, Any], u: Urls) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import quote, urlencode, urlsplit
 
 import requests
+import urllib3
 from github import Auth, Github, GithubException
 from urllib3.util.retry import Retry
 
@@ -255,6 +256,8 @@ class GitHubClient:
         except requests.exceptions.RetryError:
             raise _Failure(RowError(SERVER, f"{_where(url)} kept failing after {self.retries} retries")) from None
         except requests.exceptions.ConnectionError as exc:
+            if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
+                raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
             raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
         except GithubException as exc:
             raise _Failure(RowError(HTTP, f"{_where(url)}: {exc.status} {_short(exc)}", status=exc.status)) from None
@@ -683,6 +686,14 @@ def _from_cache(entry: CacheEntry) -> _Resp:
 
 def _state_key(ref: PRRef) -> str:
     return f"{ref.kind}:{ref.number}"
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    reason = exc.args[0] if exc.args else None
+    reason = getattr(reason, "reason", reason)
+    # NewConnectionError (refused, unreachable) subclasses ConnectTimeoutError in urllib3.
+    return isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+        reason, urllib3.exceptions.NewConnectionError)
 
 
 def _where(url: str) -> str:

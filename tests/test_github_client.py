@@ -1,0 +1,361 @@
+"""The tracker's GitHub client: real PyGithub against the real local server (tracker.fakehub)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from patchset.errors import EnvironmentFailure, InputError
+from tracker.fakehub import FakeHub
+from tracker.fakehub_world import ledger_refs, ledger_world, small_diff
+from tracker.github import FetchError, GitHubClient, PRDiff, PRRef, PRState, RowError, build_query, resolve_token
+
+TOKEN = "ghp_Sekr1tT0kenForTests0000000000000000"
+VLLM = "vllm-project/vllm"
+GQL = "POST /graphql"
+PULL = "GET /repos/{owner}/{repo}/pulls/{number}"
+FILES = "GET /repos/{owner}/{repo}/pulls/{number}/files"
+
+
+def _world() -> dict:
+    data = ledger_world()
+    data["tokens"] = [TOKEN]
+    vllm = data["repos"][VLLM]
+    vllm["contents"] = {"main": {"vllm/platforms/cuda.py": "# cuda\nA = 1\n"}}
+    # 250 files, diff refused as too large: the files fallback needs three pages of 100.
+    many = "".join(f"diff --git a/f/{i:03d}.py b/f/{i:03d}.py\n--- a/f/{i:03d}.py\n+++ b/f/{i:03d}.py\n"
+                   f"@@ -1 +1 @@\n-a{i}\n+b{i}\n" for i in range(250))
+    vllm["pulls"]["59100"] = {"title": "Huge refactor", "author": "someone", "diff": many, "diff_too_large": True}
+    # too large and one file is binary (no patch in the file list): the commits fallback.
+    binary = (small_diff("vllm/a.py", "bin") +
+              "diff --git a/img.png b/img.png\nindex 1111111..2222222 100644\nBinary files a/img.png and b/img.png differ\n")
+    vllm["pulls"]["59101"] = {"title": "With a binary", "author": "someone", "diff": binary, "diff_too_large": True}
+    return data
+
+
+@pytest.fixture()
+def hub():
+    with FakeHub(_world()) as h:
+        yield h
+
+
+def _client(hub: FakeHub, tmp_path: Path, **kw) -> GitHubClient:
+    kw.setdefault("token", TOKEN)
+    kw.setdefault("retries", 0)
+    return GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "cache", **kw)
+
+
+# ---- refs ----------------------------------------------------------------------------------
+def test_prref_parse_forms():
+    assert PRRef.parse("vllm-project/vllm#57632") == PRRef(VLLM, 57632, "pr")
+    assert PRRef.parse("vllm#57632") == PRRef(VLLM, 57632)
+    assert PRRef.parse("nccl#2334", kind="issue") == PRRef("NVIDIA/nccl", 2334, "issue")
+    assert PRRef.parse("https://github.com/NVIDIA/nccl/issues/2334").kind == "issue"
+    assert PRRef.parse("https://github.com/vllm-project/vllm/pull/58704/files") == PRRef(VLLM, 58704)
+    assert PRRef.parse("fi#7", aliases={"fi": "flashinfer-ai/flashinfer"}).repo == "flashinfer-ai/flashinfer"
+    assert str(PRRef(VLLM, 1)) == "vllm-project/vllm#1"
+    assert PRRef.from_json(PRRef(VLLM, 5, "issue").to_json()) == PRRef(VLLM, 5, "issue")
+    with pytest.raises(InputError, match="unknown repository alias 'vlm'"):
+        PRRef.parse("vlm#1")
+    with pytest.raises(InputError, match="cannot read"):
+        PRRef.parse("vllm 57632")
+    with pytest.raises(InputError, match="positive"):
+        PRRef(VLLM, 0)
+    with pytest.raises(InputError, match="kind"):
+        PRRef(VLLM, 1, "commit")
+
+
+def test_query_has_one_alias_per_ref():
+    q = build_query([PRRef(VLLM, 1), PRRef(VLLM, 2, "issue")])
+    assert "pr1: pullRequest(number: 1)" in q and "issue2: issueOrPullRequest(number: 2)" in q
+    assert q.count("repository(owner: $owner, name: $name)") == 1
+
+
+# ---- batching, cache, offline ---------------------------------------------------------------
+def test_21_prs_in_3_repos_cold_is_3_round_trips_then_warm_is_none(hub, tmp_path):
+    refs = ledger_refs()
+    assert len(refs) == 21 and len({r.repo for r in refs}) == 3
+    c = _client(hub, tmp_path)
+    states = c.pull_states(refs)
+    assert hub.count() == 3 and hub.count(GQL) == 3 and c.round_trips == 3
+    assert list(states) == refs
+    assert all(isinstance(s, PRState) and s.source == "network" for s in states.values())
+    s = states[PRRef(VLLM, 57632)]
+    assert (s.state, s.merged, s.author, s.ci, s.review_decision) == ("merged", True, "Juntian777", "SUCCESS", "APPROVED")
+    assert s.merged_at == "2026-09-24T10:00:00Z" and len(s.merge_commit) == 40 and len(s.head_sha) == 40
+    draft = states[PRRef(VLLM, 58250)]
+    assert (draft.state, draft.draft, draft.ci, draft.review_decision) == ("open", True, "PENDING", "REVIEW_REQUIRED")
+    assert states[PRRef(VLLM, 58903)].state == "closed" and not states[PRRef(VLLM, 58903)].merged
+    issue = states[PRRef("NVIDIA/nccl", 2334, "issue")]
+    assert issue.is_pull is False and issue.state == "open" and issue.title.startswith("RoCE")
+    assert c.rate["graphql"].remaining == 5000 - 3
+
+    warm = _client(hub, tmp_path)  # a new process would see the same cache
+    t = time.perf_counter()
+    again = warm.pull_states(refs)
+    elapsed = time.perf_counter() - t
+    assert hub.count() == 3 and warm.round_trips == 0
+    assert all(x.source == "cache" and x.age_s is not None for x in again.values())
+    assert [x.head_sha for x in again.values()] == [x.head_sha for x in states.values()]
+    assert elapsed < 0.3
+
+    refreshed = warm.pull_states(refs, max_age=0)  # stale: ask again, still one request per repo
+    assert hub.count(GQL) == 6 and all(x.source == "network" for x in refreshed.values())
+
+
+def test_offline_serves_cache_with_age_and_never_touches_network(hub, tmp_path):
+    online = _client(hub, tmp_path)
+    known = [PRRef(VLLM, 57632), PRRef(VLLM, 58834)]
+    online.pull_states(known)
+    diff = online.pr_diff(known[0])
+    before = hub.count()
+    time.sleep(0.05)
+    off = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "cache", offline=True)
+    rows = off.pull_states(known + [PRRef(VLLM, 58021)])
+    assert hub.count() == before and off.round_trips == 0
+    assert rows[known[0]].source == "cache" and rows[known[0]].age_s >= 0.05
+    assert rows[PRRef(VLLM, 58021)] == RowError("offline", "offline, no cached data")
+    detail = off.pr_diff_detail(known[0])
+    assert detail.data == diff and detail.cached and detail.age_s >= 0.05
+    with pytest.raises(FetchError, match="offline, no cached data") as exc:
+        off.pr_diff(PRRef(VLLM, 58021))
+    assert exc.value.row.kind == "offline" and isinstance(exc.value, EnvironmentFailure)
+    assert hub.count() == before
+
+
+def test_etag_second_read_is_a_free_304_from_cache(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    first = c.pr_diff_detail(PRRef(VLLM, 58704))
+    rate_after_first = hub.rate("core").remaining
+    second = c.pr_diff_detail(PRRef(VLLM, 58704))
+    assert first.data == second.data and first.data.startswith(b"diff --git")
+    assert not first.cached and second.cached
+    assert hub.count(PULL, status=200) == 1 and hub.count(PULL, status=304) == 1
+    assert hub.rate("core").remaining == rate_after_first  # the 304 cost nothing
+    assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
+    assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
+    assert hub.count("GET /repos/{owner}/{repo}/contents/{path}", status=304) == 1
+
+
+def test_commit_diff_by_full_sha_is_immutable(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    head = c.pull_states([PRRef(VLLM, 58454)])[PRRef(VLLM, 58454)].head_sha
+    d1 = c.commit_diff(VLLM, head)
+    d2 = c.commit_diff(VLLM, head)
+    assert d1 == d2 and b"kpool" not in d1 and b"attention.py" in d1
+    assert hub.count("GET /repos/{owner}/{repo}/commits/{ref}") == 1  # second read: no request at all
+
+
+def test_force_pushed_pr_moves_head_and_diff(hub, tmp_path):
+    c = _client(hub, tmp_path, max_age=0)
+    ref = PRRef(VLLM, 58834)
+    old = c.pull_states([ref])[ref]
+    old_diff = c.pr_diff(ref)
+    new_diff = small_diff("vllm/models/glm5next/common/model.py", "rev2", lines=2)
+    new_sha = hub.force_push(VLLM, 58834, new_diff)
+    now = c.pull_states([ref])[ref]
+    assert now.head_sha == new_sha != old.head_sha
+    got = c.pr_diff_detail(ref)
+    assert got.data == new_diff.encode() != old_diff and got.source == "diff" and not got.cached
+    assert hub.count(PULL, status=304) == 0  # the conditional request saw a changed ETag
+
+
+def test_merge_seen_after_cache_expires(hub, tmp_path):
+    c = _client(hub, tmp_path, max_age=0)
+    ref = PRRef(VLLM, 58250)
+    assert c.pull_states([ref])[ref].state == "open"
+    sha = hub.merge(VLLM, 58250)
+    s = c.pull_states([ref])[ref]
+    assert s.state == "merged" and s.merge_commit == sha and s.merged_at
+
+
+# ---- diff fallbacks --------------------------------------------------------------------------
+def test_406_falls_back_to_paginated_file_patches(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    got = c.pr_diff_detail(PRRef(VLLM, 59100))
+    assert got.source == "files" and "250 per-file patches" in got.note
+    assert hub.count(PULL, status=406) == 1 and hub.count(FILES) == 3  # 100 + 100 + 50
+    assert got.data.decode() == hub.state.pull(VLLM, 59100).diff
+
+
+def test_406_with_patchless_file_falls_back_to_commit_patches(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    got = c.pr_diff_detail(PRRef(VLLM, 59101))
+    assert got.source == "commits" and "img.png" in got.note
+    pull = hub.state.pull(VLLM, 59101)
+    assert got.data.startswith(f"From {pull.head_sha} ".encode())
+    assert pull.diff.encode() in got.data and b"Subject: [PATCH] With a binary" in got.data
+
+
+# ---- failures are rows ---------------------------------------------------------------------
+def _ok_except(rows, bad_repo):
+    return all(isinstance(v, PRState) for r, v in rows.items() if r.repo != bad_repo)
+
+
+def test_rate_limit_403_with_reset_time(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    bucket = hub.set_rate_limit("core", remaining=0, reset_in=900)
+    with pytest.raises(FetchError) as exc:
+        c.pr_diff(PRRef(VLLM, 57632))
+    row = exc.value.row
+    assert row.kind == "rate_limit" and row.status == 403 and row.reset_at == bucket.reset
+    assert "API rate limit exceeded" in row.message and "resets at" in str(exc.value)
+    gbucket = hub.set_rate_limit("graphql", remaining=0, reset_in=120)
+    rows = c.pull_states(ledger_refs()[:3])
+    assert all(isinstance(v, RowError) and v.kind == "rate_limit" and v.reset_at == gbucket.reset
+               for v in rows.values())
+    assert rows[ledger_refs()[0]].to_json()["reset_at_iso"].endswith("Z")
+
+
+def test_bad_token_401(hub, tmp_path):
+    c = _client(hub, tmp_path, token="ghp_wrong")
+    rows = c.pull_states(ledger_refs())
+    assert all(isinstance(v, RowError) and v.kind == "auth" and v.status == 401 for v in rows.values())
+    with pytest.raises(FetchError, match="Bad credentials") as exc:
+        c.file_at(VLLM, "main", "vllm/platforms/cuda.py")
+    assert "GITHUB_TOKEN" in exc.value.render()
+
+
+def test_404_rows_and_missing_repo(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    refs = [PRRef(VLLM, 57632), PRRef(VLLM, 999999), PRRef("someone/missing", 1), PRRef("NVIDIA/nccl", 2393)]
+    rows = c.pull_states(refs)
+    assert isinstance(rows[refs[0]], PRState) and isinstance(rows[refs[3]], PRState)
+    assert rows[refs[1]].kind == "not_found" and "999999" in rows[refs[1]].message
+    assert rows[refs[2]].kind == "not_found" and "someone/missing" in rows[refs[2]].message
+    with pytest.raises(FetchError) as exc:
+        c.pr_diff(PRRef(VLLM, 999999))
+    assert exc.value.row.kind == "not_found" and exc.value.row.status == 404
+
+
+def test_5xx_is_a_row_and_other_repos_still_return(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    hub.inject("/api/graphql", status=502, times=1)  # the first repository's request only
+    rows = c.pull_states(ledger_refs())
+    assert all(v.kind == "server" and v.status == 502 for r, v in rows.items() if r.repo == VLLM)
+    assert _ok_except(rows, VLLM)
+
+
+def test_5xx_is_retried(hub, tmp_path):
+    c = _client(hub, tmp_path, retries=2, backoff=0.01)
+    hub.inject("/api/graphql", status=503, times=2)
+    rows = c.pull_states([PRRef(VLLM, 57632)])
+    assert isinstance(rows[PRRef(VLLM, 57632)], PRState)
+    assert hub.count(GQL, status=503) == 2 and hub.count(GQL, status=200) == 1
+
+
+def test_timeout_is_a_row(hub, tmp_path):
+    c = _client(hub, tmp_path, timeout=1)
+    hub.inject("/api/graphql", delay=3.0, times=1)
+    t = time.monotonic()
+    rows = c.pull_states(ledger_refs())
+    assert time.monotonic() - t < 2.8
+    assert all(v.kind == "timeout" for r, v in rows.items() if r.repo == VLLM)
+    assert _ok_except(rows, VLLM)
+
+
+def test_malformed_json_is_a_row_and_never_cached(hub, tmp_path):
+    c = _client(hub, tmp_path)
+    hub.inject("/api/graphql", malformed=True, times=1)
+    rows = c.pull_states(ledger_refs())
+    assert all(v.kind == "malformed" for r, v in rows.items() if r.repo == VLLM)
+    assert _ok_except(rows, VLLM)
+    hub.inject("/repos/*/contents/*", malformed=True, times=1)
+    with pytest.raises(FetchError) as exc:
+        c.file_at(VLLM, "main", "vllm/platforms/cuda.py")
+    assert exc.value.row.kind == "malformed"
+    assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
+    assert hub.count("GET /repos/{owner}/{repo}/contents/{path}", status=304) == 0
+
+
+def test_connection_refused_is_a_network_row(tmp_path):
+    with FakeHub({}) as h:
+        url = h.base_url
+    c = GitHubClient(base_url=url, token=TOKEN, cache_dir=tmp_path, retries=0)
+    rows = c.pull_states([PRRef(VLLM, 1)])
+    assert rows[PRRef(VLLM, 1)].kind == "network"
+
+
+# ---- tokens --------------------------------------------------------------------------------
+def test_token_never_leaks(hub, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    for name in ("github", "urllib3", "tracker", "requests"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    c = _client(hub, tmp_path)
+    texts = [repr(c), str(c)]
+    rows = c.pull_states(ledger_refs())
+    assert all(isinstance(v, PRState) for v in rows.values())  # the server did get and accept it
+    c.pr_diff(PRRef(VLLM, 59100))
+    hub.inject("/repos/*", status=401, times=1)
+    hub.inject("/api/graphql", status=500, times=1)
+    for call in (lambda: c.pr_diff(PRRef(VLLM, 57632)), lambda: c.pull_states([PRRef(VLLM, 1)], max_age=0)):
+        try:
+            out = call()
+            texts.append(json.dumps({str(k): v.to_json() for k, v in out.items()}))
+            texts += [str(v) for v in out.values()]
+        except FetchError as exc:
+            texts += [str(exc), repr(exc), exc.render(), json.dumps(exc.row.to_json())]
+    texts.append(caplog.text)
+    assert "Authorization" in caplog.text or "GET" in caplog.text  # debug logging really ran
+    for path in (tmp_path / "cache").rglob("*"):
+        if path.is_file():
+            texts.append(path.read_bytes().decode("utf-8", "replace"))
+    blob = "\n".join(texts)
+    assert TOKEN not in blob and TOKEN[4:20] not in blob
+    with pytest.raises(TypeError):
+        import pickle
+
+        pickle.dumps(c._token)
+
+
+def test_token_resolution_order(tmp_path, monkeypatch):
+    gh = tmp_path / "bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text("#!/bin/sh\n[ \"$1 $2\" = \"auth token\" ] && echo gho_from_gh_cli\n")
+    gh.chmod(gh.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": str(gh.parent)}
+    assert resolve_token("explicit", env=env) == ("explicit", "argument")
+    assert resolve_token(None, env={**env, "GITHUB_TOKEN": "from_env"}) == ("from_env", "GITHUB_TOKEN")
+    assert resolve_token(None, env=env) == ("gho_from_gh_cli", "gh")
+    assert resolve_token(None, env={"PATH": str(tmp_path)}) == (None, "none")
+
+
+def test_gh_token_is_used_and_no_token_warns_and_reads_rest(hub, tmp_path, monkeypatch, caplog):
+    gh = tmp_path / "bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(f"#!/bin/sh\necho {TOKEN}\n")
+    gh.chmod(0o755)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.setenv("PATH", f"{gh.parent}{os.pathsep}{os.environ['PATH']}")
+    c = _client(hub, tmp_path, token=None)
+    assert c.auth_source == "gh" and c.authenticated
+    assert isinstance(c.pull_states([PRRef(VLLM, 57632)])[PRRef(VLLM, 57632)], PRState)
+    assert hub.count(GQL, status=200) == 1
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    with caplog.at_level(logging.WARNING, logger="tracker.github"):
+        anon = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "anon", retries=0)
+    assert not anon.authenticated and "no GitHub token" in caplog.text
+    refs = [PRRef(VLLM, 57632), PRRef("NVIDIA/nccl", 2334, "issue"), PRRef(VLLM, 424242)]
+    rows = anon.pull_states(refs)
+    merged = rows[refs[0]]
+    assert merged.state == "merged" and merged.head_sha and merged.ci is None  # REST has no CI rollup
+    assert rows[refs[1]].is_pull is False and rows[refs[2]].kind == "not_found"
+    assert hub.count(GQL) == 1 and hub.count(PULL) == 2
+    anon.pull_states(refs, max_age=0)
+    assert hub.count(PULL, status=304) == 1  # REST reads revalidate for free
+
+
+def test_records_round_trip_json():
+    s = PRState(ref=PRRef(VLLM, 1), title="t", author="a", state="open", ci="SUCCESS")
+    assert PRState.from_json(json.loads(json.dumps(s.to_json()))) == s
+    e = RowError("rate_limit", "403 API rate limit exceeded", reset_at=1_800_000_000.0, status=403)
+    assert e.to_json()["reset_at_iso"] == "2027-01-15T08:00:00Z"
+    d = PRDiff(PRRef(VLLM, 1), b"x", "diff")
+    assert d.to_json()["bytes"] == 1 and d.to_json()["source"] == "diff"
