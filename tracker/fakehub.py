@@ -778,6 +778,10 @@ class _Handler(BaseHTTPRequestHandler):
     hub: FakeHub
     protocol_version = "HTTP/1.1"
     timeout = 30
+    # Send status line, headers and body in one segment: with Nagle on and a separate body write,
+    # each response would wait for the client's delayed ACK (~40 ms) like no real server does.
+    disable_nagle_algorithm = True
+    wbufsize = -1
 
     def version_string(self) -> str:
         return "GitHub.com"  # GitHub's Server header

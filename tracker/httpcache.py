@@ -12,7 +12,7 @@ The client instead calls ``Requester.requestJson`` (PyGithub's auth, base_url, r
 and wraps it with this cache, which keeps caching explicit and local to one client.
 
 Layout: ``<root>/<key[:2]>/<key>.json`` (metadata) and ``<key>.body`` (exact bytes), where ``key``
-hashes the method, URL, Accept header and request body. Writes are atomic (metadata last, and it
+hashes the method, URL, Accept header and request body. Writes are atomic renames (metadata last, and it
 records the body's sha256, so a torn pair reads as a miss). Request headers, and so tokens, are
 never stored.
 """
@@ -27,10 +27,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset.atomic import write_bytes
+import tempfile
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + rename). No fsync: this is a cache, and
+    an entry lost in a crash reads as a miss (see the sha256 check in ``get``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def default_cache_dir() -> Path:
@@ -131,8 +145,8 @@ class HttpCache:
         meta = asdict(entry)
         del meta["body"]
         meta["body_sha256"] = hashlib.sha256(entry.body).hexdigest()
-        write_bytes(body_path, entry.body)
-        write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+        _replace(body_path, entry.body)
+        _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
 
     def clear(self) -> None:
         if not self.root.is_dir():
