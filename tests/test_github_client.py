@@ -359,3 +359,24 @@ def test_records_round_trip_json():
     assert e.to_json()["reset_at_iso"] == "2027-01-15T08:00:00Z"
     d = PRDiff(PRRef(VLLM, 1), b"x", "diff")
     assert d.to_json()["bytes"] == 1 and d.to_json()["source"] == "diff"
+
+
+def test_offline_too_large_diff_rebuilt_from_cached_pages(hub, tmp_path):
+    online = _client(hub, tmp_path)
+    ref = PRRef(VLLM, 59100)
+    want = online.pr_diff(ref)
+    before = hub.count()
+    off = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "cache", offline=True)
+    got = off.pr_diff_detail(ref)
+    assert got.data == want and got.source == "files" and got.cached and hub.count() == before
+
+
+def test_unwritable_cache_does_not_fail_reads(hub, tmp_path, caplog):
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    c = GitHubClient(base_url=hub.base_url, token=TOKEN, cache_dir=blocker / "sub", retries=0)
+    with caplog.at_level(logging.WARNING, logger="tracker.httpcache"):
+        rows = c.pull_states(ledger_refs()[:2])
+        assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
+    assert all(isinstance(v, PRState) for v in rows.values())
+    assert "cannot write the GitHub cache" in caplog.text

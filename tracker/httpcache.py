@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import tempfile
+
+log = logging.getLogger(__name__)
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
@@ -145,8 +148,11 @@ class HttpCache:
         meta = asdict(entry)
         del meta["body"]
         meta["body_sha256"] = hashlib.sha256(entry.body).hexdigest()
-        _replace(body_path, entry.body)
-        _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+        try:
+            _replace(body_path, entry.body)
+            _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+        except OSError as exc:  # the cache is best-effort: an unwritable one must not fail a read
+            log.warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
 
     def clear(self) -> None:
         if not self.root.is_dir():
