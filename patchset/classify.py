@@ -1,0 +1,216 @@
+"""Signals that decide a patch's fate on a new base: already upstream, superseded, or in conflict.
+
+"Already upstream" is decided from several independent signals, each reported as evidence:
+
+* ``pr-merged``: the patch's PR is recorded merged and its merge commit is in the new base;
+* ``patch-id``: an upstream commit between the old and new base makes the same change to the
+  same files (``git patch-id --stable``, restricted to the patch's files, so a squash merge or a
+  release commit that also changed other files still matches);
+* ``reverse-apply``: the whole patch reverse-applies, zero fuzz, where it would be replayed;
+* ``empty-replay``: the 3-way replay changes nothing.
+
+"Superseded" is a port whose ledger entry names the upstream PR it ports (``upstream.ports``)
+when that PR's merge is in the new base: droppable even when the text differs from upstream's.
+For a conflict, the upstream commits that changed the conflicting lines since the old base are
+found with ``git log -L``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping
+
+from patchset.diffs import FilePatch, split_lines
+from patchset.engine import apply_file, reverse_file_patch
+from patchset.headers import split_header
+from patchset.history import GitRepo, _git_env
+from patchset.model import Patch
+from patchset.replay import Move, Tree
+
+MAX_PATCH_ID_COMMITS = 400
+
+
+@dataclass
+class Signal:
+    """One piece of evidence about a patch."""
+
+    name: str  # pr-merged | port-merged | patch-id | reverse-apply | empty-replay | note
+    detail: str
+    decisive: bool = True
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "detail": self.detail, "decisive": self.decisive}
+
+
+# --------------------------------------------------------------------------- PR merges
+
+
+def _merge_of(ref: str, patch: Patch, pr_merges: Mapping[str, str]) -> tuple[str | None, str]:
+    """The merge commit known for PR ``ref`` and where that knowledge comes from."""
+    if ref in pr_merges:
+        return pr_merges[ref], "tracker"
+    st = patch.status
+    if st.merge_commit and st.pr_state == "merged":
+        return st.merge_commit, f"ledger status (recorded {st.recorded})" if st.recorded else "ledger status"
+    return None, ""
+
+
+def merge_signals(patch: Patch, repo: GitRepo, new: str, label: str, pr_merges: Mapping[str, str],
+                  *, ports: bool) -> list[Signal]:
+    """For ``upstream.prs`` (ports=False) or ``upstream.ports`` (ports=True): is the PR in ``new``?"""
+    refs = patch.upstream.ports if ports else patch.upstream.prs
+    name = "port-merged" if ports else "pr-merged"
+    out: list[Signal] = []
+    for ref in refs:
+        sha, source = _merge_of(ref, patch, pr_merges)
+        if sha is None:
+            if patch.status.pr_state == "merged" and not ports:
+                out.append(Signal("note", f"{ref} is recorded merged but no merge commit is recorded: cannot tell "
+                                          f"whether {label} contains it", decisive=False))
+            continue
+        full = repo.rev(sha)
+        if full is None:
+            out.append(Signal("note", f"{ref} merged as {sha[:12]} ({source}), but that commit is not in the "
+                                      "local upstream history: cannot tell", decisive=False))
+        elif repo.is_ancestor(full, new):
+            what = "ported PR" if ports else "PR"
+            out.append(Signal(name, f"{what} {ref} merged as {full[:12]} ({source}), which {label} contains"))
+        else:
+            out.append(Signal("note", f"{ref} merged as {full[:12]} ({source}), not yet in {label}",
+                              decisive=False))
+    return out
+
+
+# --------------------------------------------------------------------------- patch-id
+
+
+def _patch_ids(data: bytes) -> list[tuple[str, str]]:
+    proc = subprocess.run(["git", "patch-id", "--stable"], input=data, capture_output=True, env=_git_env())
+    out = []
+    for line in proc.stdout.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out.append((parts[0], parts[1]))
+    return out
+
+
+def _git_style(diff: bytes) -> bytes:
+    """``git patch-id`` only reads diffs with ``diff --git`` lines: add them to a plain unified diff."""
+    lines = split_lines(diff)
+    out: list[bytes] = []
+    for i, line in enumerate(lines):
+        if (line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+                and not (out and out[-1].startswith((b"diff --git ", b"index ", b"new file mode", b"deleted file mode")))):
+            a = line[4:].split(b"\t")[0].strip()
+            b = lines[i + 1][4:].split(b"\t")[0].strip()
+            a = b if a == b"/dev/null" else a
+            b = a if b == b"/dev/null" else b
+            out.append(b"diff --git " + a + b" " + b + b"\n")
+        out.append(line)
+    return b"".join(out)
+
+
+def patch_id_signal(repo: GitRepo, body: bytes, old: str, new: str, paths: list[str]) -> Signal | None:
+    """An upstream commit in ``old..new`` whose change to ``paths`` has the patch's patch-id."""
+    _, diff = split_header(body)
+    mine = _patch_ids(_git_style(diff))
+    if not mine or not paths:
+        return None
+    want = mine[0][0]
+    log = repo.git("log", "-p", "--no-merges", "--no-renames", "--no-color", "--format=commit %H",
+                   f"-n{MAX_PATCH_ID_COMMITS}", f"{old}..{new}", "--", *sorted(set(paths)), check=False).stdout
+    if not log:
+        return None
+    for pid, commit in _patch_ids(log):
+        if pid == want:
+            subject = repo.git("log", "-1", "--format=%s", commit).stdout.decode().strip()
+            return Signal("patch-id", f"patch-id {want[:12]} matches upstream commit {commit[:12]} ({subject})")
+    return None
+
+
+# --------------------------------------------------------------------------- reverse apply
+
+
+def reverse_apply_signal(files: list[FilePatch], new: Tree, moves, label: str) -> Signal | None:
+    """Does every file of the patch reverse-apply (zero fuzz) where it would be replayed?"""
+    where = []
+    for fp in files:
+        if fp.binary:
+            return None
+        rev = reverse_file_patch(fp)
+        target = fp.target
+        if target is None:
+            return None  # a deletion is "already upstream" only if the file is gone: the replay says so
+        path = target if new.read(target) is not None or fp.op in ("create", "rename") else moves(target).path
+        if path is None:
+            return None
+        current = new.read(path)
+        if current is None:
+            return None
+        out = apply_file(current, rev)
+        if not out.ok:
+            return None
+        where.append(path)
+    return Signal("reverse-apply", f"the patch reverse-applies with zero fuzz on {label} ({', '.join(where)})")
+
+
+# --------------------------------------------------------------------------- conflicts
+
+
+@dataclass
+class Blame:
+    """An upstream commit that changed lines a conflicting hunk touches."""
+
+    sha: str
+    subject: str
+
+    def to_json(self) -> dict:
+        return {"sha": self.sha, "subject": self.subject}
+
+
+def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:
+    """Map a 1-based line of ``src`` to the corresponding line of ``dst`` (nearest unchanged line)."""
+    if src is None or dst is None or src == dst:
+        return line
+    a, b = split_lines(src), split_lines(dst)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for i1, j1, n in sm.get_matching_blocks():
+        if i1 <= line - 1 < i1 + n:
+            return j1 + (line - 1 - i1) + 1
+    best = 1
+    for i1, j1, n in sm.get_matching_blocks():
+        if i1 + n <= line - 1 and n:
+            best = j1 + n
+    return max(best, 1)
+
+
+def blame_lines(repo: GitRepo, old: str, new: str, path: str, start: int, end: int) -> list[Blame]:
+    """Commits in ``old..new`` that changed lines ``start..end`` of ``path`` (as in ``new``)."""
+    if end < start:
+        end = start
+    proc = repo.git("log", f"-L{start},{end}:{path}", "-s", "--no-color", "--format=%H%x1f%s", f"{old}..{new}",
+                    check=False)
+    if proc.returncode != 0:
+        return [Blame(e.sha, e.subject) for e in repo.log_range(old, new, path)]
+    out = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        if "\x1f" in line:
+            sha, subject = line.split("\x1f", 1)
+            out.append(Blame(sha, subject))
+    return out
+
+
+def moves_for(repo: GitRepo, old: str, new: str, paths: list[str]) -> dict[str, Move]:
+    """Where each path went: itself, git's rename pick, or nowhere; ambiguity flagged."""
+    from patchset.history import ambiguous
+
+    out: dict[str, Move] = {}
+    if not paths:
+        return out
+    found = repo.renames(old, new, paths)
+    for p in paths:
+        cands = found.get(p, [])
+        out[p] = Move(cands[0].path if cands else None, cands, ambiguous(cands) if cands else False)
+    return out
