@@ -249,8 +249,10 @@ class _Writer:
         self.after_newline = data.endswith(b"\n")
 
     def copy_till(self, line: int) -> None:
+        # past the end of the input there is nothing to copy (GNU: an empty line fetch)
         while self.frozen < line:
-            self.emit(self.lines[self.frozen])
+            if self.frozen < len(self.lines):
+                self.emit(self.lines[self.frozen])
             self.frozen += 1
 
     def apply(self, h: _Prepared, where: int) -> None:
@@ -318,9 +320,8 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
     if fp.binary:
         return FileOutcome("failed", None, message=f"{fp.path}: binary patches are not supported")
     if fp.op == "create":
-        if old is not None:
-            want = _create_content(fp)
-            if old == want:
+        if old:  # GNU patch treats an existing empty file as absent
+            if old == _create_content(fp):
                 return FileOutcome("already_applied", None, message=(
                     f"{fp.new_path}: the patch creates this file and it already exists with "
                     "the same content (already applied)"))
@@ -332,7 +333,14 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             return FileOutcome("already_applied", None, message=(
                 f"{fp.old_path}: the patch deletes this file and it does not exist "
                 "(already applied)"))
-        return FileOutcome("failed", None, message=f"{fp.path}: file to patch does not exist")
+        if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
+            old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it
+        else:
+            return FileOutcome("failed", None, message=f"{fp.path}: file to patch does not exist")
+    elif not old and fp.hunks and (fp.op == "delete" or (
+            len(fp.hunks) == 1 and fp.hunks[0].new_start == 0 and fp.hunks[0].new_len == 0)):
+        return FileOutcome("already_applied", None, message=(
+            f"{fp.path}: the patch empties this file and it is already empty (already applied)"))
 
     if not fp.hunks:
         # rename / copy / mode change only
