@@ -33,7 +33,6 @@ Where this server knowingly differs from GitHub (each also noted at the spot):
 from __future__ import annotations
 
 import argparse
-import base64
 import fnmatch
 import hashlib
 import ipaddress

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import logging
 import os
@@ -93,8 +94,6 @@ class PRDiff:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        import hashlib
-
         return {"ref": self.ref.to_json(), "source": self.source, "bytes": len(self.data),
                 "sha256": hashlib.sha256(self.data).hexdigest(), "cached": self.cached, "age_s": self.age_s,
                 "note": self.note}
