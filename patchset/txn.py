@@ -1,0 +1,287 @@
+"""Crash-safe multi-file commit into a directory tree: a journal, staged files, renames.
+
+``commit(root, changes)`` replaces many files so that a crash or SIGKILL at any instant leaves
+either the old tree or the new tree once ``recover(root)`` has run (``apply_series`` runs it
+first thing). Protocol, all inside ``<root>/.patchset-txn/`` (same file system as the tree, so
+every rename is atomic):
+
+1. ``new/<n>``: every new file content written, fsynced, given its final mode;
+   ``old/<n>``: a hard link to (or copy of) every file that will be replaced or deleted.
+2. ``journal.json``: written to a temporary name, fsynced, renamed: from now on the
+   transaction is *complete* and will be rolled forward. Before it exists nothing in the tree
+   has changed, and recovery only deletes the leftovers (the "incomplete journal" case).
+3. Renames ``new/<n>`` -> path (and unlinks for deletions), in journal order, then fsync of
+   every touched directory.
+4. The journal is deleted (the commit point has passed; recovery is no longer needed) and the
+   transaction directory removed.
+
+Recovery is idempotent: rolling forward renames what is still staged; rolling back (on request,
+``direction="back"``) puts the ``old/<n>`` links back and removes created files and directories.
+A ``flock`` on the transaction directory keeps two processes from committing at once.
+
+Testing hook: ``PATCHSET_TEST_CRASH_AFTER=k`` makes the process SIGKILL itself at the k-th
+step (each staged file, the journal, each rename, the cleanup), so tests can kill a real commit
+at every point. It is read only from the environment and does nothing when unset.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from patchset.errors import EnvironmentFailure
+
+TXN_DIR = ".patchset-txn"
+JOURNAL = "journal.json"
+Direction = Literal["auto", "forward", "back"]
+
+
+@dataclass
+class Change:
+    """The new state of one path (relative to the root, real path: no symlinks in it)."""
+
+    path: str
+    data: bytes | None  # None: delete the file
+    mode: int | None = None  # permission bits for the new file (None: 0o644)
+
+
+_steps = 0
+
+
+def _step() -> None:
+    """Crash-test hook: count commit steps and SIGKILL ourselves at the configured one."""
+    global _steps
+    target = os.environ.get("PATCHSET_TEST_CRASH_AFTER")
+    if not target:
+        return
+    _steps += 1
+    if _steps == int(target):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (os.O_DIRECTORY if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Lock:
+    """Exclusive flock on the transaction directory (created if missing)."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / TXN_DIR
+        self.fd = -1
+
+    def __enter__(self) -> "_Lock":
+        try:
+            self.dir.mkdir(exist_ok=True)
+            self.fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise EnvironmentFailure(f"{self.dir}: cannot create the transaction directory: "
+                                     f"{exc.strerror}", hint="is the tree writable?") from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self.fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise EnvironmentFailure(
+                    f"{self.dir.parent}: another patchset process is applying to this tree",
+                    hint="wait for it to finish") from None
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def pending(root: Path) -> bool:
+    """Is there an interrupted transaction (leftovers of any kind) under ``root``?"""
+    return (root / TXN_DIR).exists()
+
+
+def commit(root: Path, changes: list[Change]) -> None:
+    """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe."""
+    root = Path(root)
+    with _Lock(root) as lock:
+        _recover_locked(root, "auto")
+        txn = lock.dir
+        (txn / "new").mkdir()
+        (txn / "old").mkdir()
+        entries = []
+        created_dirs: list[str] = []
+        for n, ch in enumerate(changes):
+            target = root / ch.path
+            entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None,
+                           "new_mode": None}
+            if ch.data is not None:
+                mode = 0o644 if ch.mode is None else ch.mode
+                _write_file(txn / "new" / str(n), ch.data, mode)
+                entry["new"] = str(n)
+                entry["new_mode"] = mode
+                _step()
+                parent = target.parent
+                missing: list[str] = []
+                while not parent.exists():
+                    missing.append(str(parent.relative_to(root)))
+                    parent = parent.parent
+                for d in reversed(missing):
+                    if d not in created_dirs:
+                        created_dirs.append(d)
+            if target.exists() or target.is_symlink():
+                st = target.lstat()
+                entry["old_mode"] = st.st_mode & 0o7777
+                backup = txn / "old" / str(n)
+                try:
+                    os.link(target, backup)
+                except OSError:
+                    shutil.copy2(target, backup)
+                    _fsync_path(backup)
+                entry["old"] = str(n)
+            entries.append(entry)
+        _fsync_path(txn / "new", directory=True)
+        _fsync_path(txn / "old", directory=True)
+        tmp = txn / (JOURNAL + ".tmp")
+        _write_file(tmp, json.dumps({"version": 1, "entries": entries,
+                                     "created_dirs": created_dirs}).encode(), 0o644)
+        os.replace(tmp, txn / JOURNAL)
+        _fsync_path(txn, directory=True)
+        _step()
+        _roll_forward(root, txn, entries, created_dirs)
+        _finish(root, txn)
+
+
+def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
+    for d in created_dirs:
+        (root / d).mkdir(exist_ok=True)
+    touched: set[Path] = set()
+    for e in entries:
+        target = root / e["path"]
+        touched.add(target.parent)
+        if e["new"] is not None:
+            staged = txn / "new" / e["new"]
+            if staged.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, target)
+                _step()
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+            _step()
+    for d in touched:
+        _fsync_path(d, directory=True)
+
+
+def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
+    touched: set[Path] = set()
+    for e in reversed(entries):
+        target = root / e["path"]
+        touched.add(target.parent)
+        if e["old"] is not None:
+            backup = txn / "old" / e["old"]
+            if backup.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(backup, target)
+                os.chmod(target, e["old_mode"])
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+    for d in reversed(created_dirs):
+        try:
+            (root / d).rmdir()
+        except OSError:
+            pass
+    for d in touched:
+        if d.exists():
+            _fsync_path(d, directory=True)
+
+
+def _finish(root: Path, txn: Path) -> None:
+    journal = txn / JOURNAL
+    if journal.exists():
+        journal.unlink()
+        _fsync_path(txn, directory=True)
+        _step()
+    for sub in ("new", "old"):
+        shutil.rmtree(txn / sub, ignore_errors=True)
+    (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
+    try:
+        txn.rmdir()
+    except OSError:
+        pass
+    _fsync_path(root, directory=True)
+
+
+def _recover_locked(root: Path, direction: Direction) -> str | None:
+    txn = root / TXN_DIR
+    journal = txn / JOURNAL
+    leftovers = any(txn.iterdir()) if txn.exists() else False
+    if not journal.exists():
+        if leftovers:
+            # crash before the journal was complete: the tree was never touched
+            for sub in ("new", "old"):
+                shutil.rmtree(txn / sub, ignore_errors=True)
+            (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
+            return "discarded"
+        return None
+    try:
+        data = json.loads(journal.read_text())
+        entries, created = data["entries"], data.get("created_dirs", [])
+    except (OSError, ValueError, KeyError) as exc:
+        raise EnvironmentFailure(f"{journal}: unreadable transaction journal: {exc}",
+                                 hint="inspect it by hand; the old files are in old/") from None
+    if direction == "back":
+        _roll_back(root, txn, entries, created)
+        done = "rolled back"
+    else:
+        _roll_forward(root, txn, entries, created)
+        done = "rolled forward"
+    journal.unlink()
+    _fsync_path(txn, directory=True)
+    for sub in ("new", "old"):
+        shutil.rmtree(txn / sub, ignore_errors=True)
+    return done
+
+
+def recover(root: Path, direction: Direction = "auto") -> str | None:
+    """Finish or undo an interrupted commit under ``root``.
+
+    Returns ``None`` (nothing to do), ``"discarded"`` (crash before the journal was complete:
+    tree untouched), ``"rolled forward"`` or ``"rolled back"``. ``auto`` rolls a complete
+    journal forward; ``back`` undoes it from the saved old files.
+    """
+    root = Path(root)
+    if not (root / TXN_DIR).exists():
+        return None
+    with _Lock(root) as lock:
+        done = _recover_locked(root, direction)
+        try:
+            lock.dir.rmdir()
+        except OSError:
+            pass
+    return done
