@@ -270,7 +270,7 @@ def _same_sha(a: str | None, b: str | None) -> bool:
 
 
 def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[str, int], Any],
-              pin: str | None, take_new: bool) -> _Download:
+              pin: str | None, take_new: bool, revalidate: bool = False) -> _Download:
     from tracker.github import FetchError
     from tracker.refs import MALFORMED, PRState, PRRef, RowError
 
@@ -290,13 +290,30 @@ def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[s
             d = client.pr_diff_detail(PRRef(spec.repo, spec.number))
             return _Download(d.data, state.head_sha, d.source)
         if spec.kind == "commit":
-            return _Download(client.commit_diff(spec.repo, spec.sha), spec.sha, "commit")
+            data = _commit_diff_fresh(client, spec) if revalidate else client.commit_diff(spec.repo, spec.sha)
+            return _Download(data, spec.sha, "commit")
         if spec.kind == "repo-file":
             data = client.file_at(spec.repo, spec.ref, spec.path)
             return _Download(data, spec.ref if _SHA40.match(spec.ref) else None, "file")
     except FetchError as exc:
         raise _Unreachable(exc.row) from None
     raise _Refused(f"cannot fetch a source of kind {spec.kind!r}")
+
+
+def _commit_diff_fresh(client: GitHubClient, spec: SourceRef) -> bytes:
+    """A commit's diff asked of the server even when cached: ``GitHubClient.commit_diff`` serves a
+    full sha from the cache forever (its answer cannot change), but ``--check`` must notice a
+    commit that is gone upstream (force-pushed away and collected). The client has no public
+    switch for that, so this uses its conditional GET directly (a 304 still costs nothing)."""
+    from tracker import github as gh
+
+    get = getattr(client, "_get", None)
+    if get is None:
+        return client.commit_diff(spec.repo, spec.sha)
+    try:
+        return get(f"/repos/{spec.repo}/commits/{spec.sha}", gh.DIFF, immutable=False, want_json=False).body
+    except gh._Failure as f:  # noqa: SLF001 - see the docstring
+        raise gh.FetchError(f.row, f"diff of {spec}") from None
 
 
 def _download_url(url: str) -> _Download:
@@ -521,7 +538,7 @@ def check(ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | 
                 row.status, row.message = UNCHANGED, "head is the pinned commit"
                 continue
         try:
-            dl = _download(c, spec, states, None, take_new=True)
+            dl = _download(c, spec, states, None, take_new=True, revalidate=True)
             res = _prepare(ledger, p, dl)
         except _Unreachable as u:
             _check_error(row, u.row, NOT_FOUND)

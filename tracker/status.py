@@ -187,7 +187,7 @@ class StatusReport:
         now = time.time()
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
-                age = _age_seconds(ref, now)
+                age = age_seconds(ref, now)
                 if age is None:
                     continue
                 if worst is None or age > worst[0]:
@@ -211,7 +211,7 @@ class StatusReport:
                 "rows": [r.to_json() for r in self.rows]}
 
 
-def _age_seconds(ref: RefRow, now: float) -> float | None:
+def age_seconds(ref: RefRow, now: float) -> float | None:
     if ref.source in ("network", "cache") and ref.age_s is not None:
         return ref.age_s
     if ref.source == "network":
@@ -499,8 +499,8 @@ def _decide(p: Patch, row: StatusRow) -> None:
         return
     if pr is None:
         if p.origin in ("ours", "port"):
-            who = "" if p.origin == "ours" else f" (or ask {', '.join(p.authors) or 'the author'})"
-            row.action, row.action_text = UPSTREAM_IT, f"no upstream PR: upstream it{who}"
+            who = "" if p.origin == "ours" else f"; or ask {', '.join(p.authors) or 'the author'}"
+            row.action, row.action_text = UPSTREAM_IT, f"no upstream PR{who}"
         else:
             row.action, row.action_text = NOTHING, "no upstream PR to follow"
         return
@@ -513,17 +513,17 @@ def _decide(p: Patch, row: StatusRow) -> None:
         if row.in_base:
             row.action_text = "already in the base: drop it now"
         elif row.drift == MERGED_WITH_CHANGES:
-            row.action_text = "merged with changes: drop at the next rebase (the base then has upstream's version)"
+            row.action_text = "merged with changes: the next base has upstream's version, not ours"
         else:
             when = f" {pr.merged_at[:10]}" if pr.merged_at else ""
             rel = f", first in {row.first_release}" if row.first_release else ""
-            row.action_text = f"merged{when}{rel}: drop at the next rebase past it"
+            row.action_text = f"merged{when}{rel}"
         return
     if pr.state == "closed":
         row.action, row.action_text = UPSTREAM_IT, "PR closed without merging: carry it, or open a new PR"
         return
     if row.drift == REVISED:
-        row.action, row.action_text = REFRESH, f"revised upstream: `patchset fetch --update {p.id}` (see --check)"
+        row.action, row.action_text = REFRESH, f"revised upstream: `patchset fetch --check {p.id}`, then --update"
         return
     if row.drift == HEAD_MOVED:
         row.action, row.action_text = REFRESH, f"head moved since vendored: `patchset fetch --check {p.id}`"
