@@ -112,22 +112,64 @@ def _git_style(diff: bytes) -> bytes:
     return b"".join(out)
 
 
-def patch_id_signal(repo: GitRepo, body: bytes, old: str, new: str, paths: list[str]) -> Signal | None:
-    """An upstream commit in ``old..new`` whose change to ``paths`` has the patch's patch-id."""
-    _, diff = split_header(body)
-    mine = _patch_ids(_git_style(diff))
-    if not mine or not paths:
-        return None
-    want = mine[0][0]
-    log = repo.git("log", "-p", "--no-merges", "--no-renames", "--no-color", "--format=commit %H",
-                   f"-n{MAX_PATCH_ID_COMMITS}", f"{old}..{new}", "--", *sorted(set(paths)), check=False).stdout
-    if not log:
-        return None
-    for pid, commit in _patch_ids(log):
-        if pid == want:
-            subject = repo.git("log", "-1", "--format=%s", commit).stdout.decode().strip()
-            return Signal("patch-id", f"patch-id {want[:12]} matches upstream commit {commit[:12]} ({subject})")
-    return None
+def _sections(diff: bytes) -> dict[str, bytes]:
+    """``{path: that file's diff}`` of a ``git log -p`` commit body (unquoted paths only)."""
+    out: dict[str, bytes] = {}
+    for sec in (b"\n" + diff).split(b"\ndiff --git ")[1:]:
+        header = sec.split(b"\n", 1)[0]
+        n = (len(header) - 5) // 2
+        if n <= 0 or not header.startswith(b"a/") or header[2 + n:2 + n + 3] != b" b/":
+            continue
+        out[header[2:2 + n].decode("utf-8", "surrogateescape")] = b"diff --git " + sec.rstrip(b"\n") + b"\n"
+    return out
+
+
+def patch_id_signals(repo: GitRepo, old: str, new: str, patches: Mapping[str, tuple[bytes, list[str]]]
+                     ) -> dict[str, Signal]:
+    """For each patch ``{id: (body, paths)}``: an upstream commit in ``old..new`` whose change to the
+    patch's ``paths`` has the patch's patch-id. One ``git log -p`` and one ``git patch-id`` in all."""
+    keys = [k for k, (_, paths) in patches.items() if paths]
+    if not keys:
+        return {}
+    every = sorted({p for k in keys for p in patches[k][1]})
+    log = repo.git("log", "-p", "--no-merges", "--no-renames", "--no-color", "--format=%x01%H%x02%s",
+                   f"-n{MAX_PATCH_ID_COMMITS}", f"{old}..{new}", "--", *every, check=False).stdout
+    commits: list[tuple[str, str, dict[str, bytes]]] = []
+    for rec in log.split(b"\x01")[1:]:
+        head, _, rest = rec.partition(b"\n")
+        sha, _, subject = head.partition(b"\x02")
+        commits.append((sha.decode(), subject.decode("utf-8", "replace"), _sections(rest)))
+    if not commits:
+        return {}
+    stream: list[bytes] = []
+    tags: list[tuple[str, int]] = []  # fake commit id n+1 -> (patch id, commit index or -1 for the patch itself)
+
+    def add(chunk: bytes, tag: tuple[str, int]) -> None:
+        tags.append(tag)
+        stream.append(b"commit %040x\n" % len(tags) + chunk)
+
+    for k in keys:
+        body, paths = patches[k]
+        add(_git_style(split_header(body)[1]), (k, -1))
+        for ci, (_, _, secs) in enumerate(commits):
+            chunk = b"".join(secs[p] for p in sorted(set(paths)) if p in secs)
+            if chunk:
+                add(chunk, (k, ci))
+    ids: dict[tuple[str, int], str] = {}
+    for pid, fake in _patch_ids(b"".join(stream)):
+        n = int(fake, 16)
+        if 1 <= n <= len(tags):
+            ids[tags[n - 1]] = pid
+    out: dict[str, Signal] = {}
+    for k in keys:
+        mine = ids.get((k, -1))
+        if not mine:
+            continue
+        for ci, (sha, subject, _) in enumerate(commits):
+            if ids.get((k, ci)) == mine:
+                out[k] = Signal("patch-id", f"patch-id {mine[:12]} matches upstream commit {sha[:12]} ({subject})")
+                break
+    return out
 
 
 # --------------------------------------------------------------------------- reverse apply

@@ -24,7 +24,7 @@ import tomlkit
 
 from patchset import ledger as ledger_mod
 from patchset.bases import Bases, open_bases, reopen
-from patchset.classify import Signal, blame_lines, map_line, merge_signals, moves_for, patch_id_signal, \
+from patchset.classify import Signal, blame_lines, map_line, merge_signals, moves_for, patch_id_signals, \
     reverse_apply_signal
 from patchset.diffs import FilePatch, parse_patch
 from patchset.errors import InputError, LedgerError, Location
@@ -33,7 +33,7 @@ from patchset.model import Ledger, Patch, Target
 from patchset.rebase_report import ALREADY_UPSTREAM, CARRIED, CONFLICT, SKIPPED, SUPERSEDED, FileResult, \
     HunkConflict, PatchResult, RebaseReport
 from patchset.rebase_state import State, new_backup_dir, pause_point
-from patchset.regen import FileChange, range_diff, regenerate
+from patchset.regen import FileChange, range_diff, regenerate_many
 from patchset.replay import BROKEN, CONFLICT as F_CONFLICT, BlobStore, FileReplay, Merger, Move, PatchReplay, Tree, \
     replay_patch
 from patchset.rerere import RRCache, has_markers
@@ -64,6 +64,8 @@ class _Session:
     interactive: bool
     results: list[PatchResult] = field(default_factory=list)
     new_bodies: dict[str, bytes] = field(default_factory=dict)
+    pending: dict[str, list[FileChange]] = field(default_factory=dict)  # carried, body not regenerated yet
+    patch_ids: dict[str, Signal] = field(default_factory=dict)
     merger: Merger = field(default_factory=Merger)
     started: float = field(default_factory=time.monotonic)
 
@@ -142,8 +144,15 @@ def _open_session(ledger: Ledger, target: Target, bases: Bases, pr_merges: Mappi
     moves = moves_for(bases.repo, bases.old, bases.new, gone)
     targets = [m.path for m in moves.values() if m.path]
     new_store.prefetch(targets)
-    return _Session(ledger, target, bases, patches, bodies, parsed, Tree(old_store), Tree(new_store), new_store,
-                    moves, dict(pr_merges or {}), interactive)
+    s = _Session(ledger, target, bases, patches, bodies, parsed, Tree(old_store), Tree(new_store), new_store,
+                 moves, dict(pr_merges or {}), interactive)
+    wanted = {}
+    for p in patches:
+        paths = {q for fp in parsed[p.id] for q in fp.paths()}
+        paths |= {moves[q].path for q in paths if q in moves and moves[q].path}
+        wanted[p.id] = (bodies[p.id], sorted(paths))
+    s.patch_ids = patch_id_signals(bases.repo, bases.old, bases.new, wanted)
+    return s
 
 
 # --------------------------------------------------------------------------- one patch
@@ -180,10 +189,11 @@ def _conflict_hunks(s: _Session, f: FileReplay, fp: FilePatch) -> list[HunkConfl
     return out
 
 
-def _body_for(s: _Session, patch: Patch, rep: PatchReplay) -> bytes:
+def _changes_for(s: _Session, rep: PatchReplay) -> list[FileChange]:
+    """What the patch changes in the new world, file by file (taken before it is stacked)."""
     changes = []
     for f in rep.files:
-        if not f.changed and f.how not in ("resolved", "edited"):
+        if not f.changed:
             continue
         if f.delete_path and f.new_path and f.delete_path != f.new_path:
             changes.append(FileChange(f.delete_path, f.new_path, f.ours, f.result, s.new.mode(f.delete_path), f.mode))
@@ -193,16 +203,27 @@ def _body_for(s: _Session, patch: Patch, rep: PatchReplay) -> bytes:
             before_mode = s.new.mode(f.new_path) if f.ours is not None else None
             changes.append(FileChange(f.new_path if f.ours is not None else None, f.new_path, f.ours, f.result,
                                       before_mode, f.mode))
-    return regenerate(s.bodies[patch.id], changes, s.target.strip)
+    return changes
 
 
 def _carry(s: _Session, patch: Patch, rep: PatchReplay, res: PatchResult) -> None:
-    body = _body_for(s, patch, rep)
+    s.pending[patch.id] = _changes_for(s, rep)
     rep.apply_to(s.new)
     res.verdict = CARRIED
-    res.new_sha256 = sha256_bytes(body)
-    res.range_diff = range_diff(s.bodies[patch.id], body, patch.id)
-    s.new_bodies[patch.id] = body
+
+
+def _flush_bodies(s: _Session) -> None:
+    """Regenerate the bodies of every carried patch not done yet (one ``git diff`` for all)."""
+    ids = [k for k in s.pending]
+    if not ids:
+        return
+    new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], s.target.strip)
+    by_id = {r.id: r for r in s.results}
+    for k, body in zip(ids, new):
+        s.new_bodies[k] = body
+        by_id[k].new_sha256 = sha256_bytes(body)
+        by_id[k].range_diff = range_diff(s.bodies[k], body, k)
+    s.pending.clear()
 
 
 def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
@@ -224,11 +245,8 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     if superseded:
         res.verdict, res.evidence = SUPERSEDED, _evidence(signals)
         return res, rep
-    if rep.status != "broken":
-        paths = sorted({p for fp in files for p in fp.paths()} | {f.new_path for f in rep.files if f.new_path})
-        pid = patch_id_signal(repo, s.bodies[patch.id], s.bases.old, s.bases.new, paths)
-        if pid:
-            signals.append(pid)
+    if patch.id in s.patch_ids:
+        signals.append(s.patch_ids[patch.id])
     if rev:
         signals.append(rev)
     if rep.status == "empty":
@@ -298,6 +316,7 @@ def _run(s: _Session, start: int, progress: Progress | None, dry_run: bool, stat
             pause_point("replay")
         if res.verdict == CONFLICT and s.interactive and not dry_run:
             return _stop(s, state, i, rep)
+    _flush_bodies(s)
     if any(r.verdict == CONFLICT for r in s.results):
         return _report(s, "conflicts")
     if dry_run:
@@ -438,6 +457,7 @@ def _replay_from(state: State, d: list[dict]) -> PatchReplay:
 
 def _stop(s: _Session, state: State, index: int, rep: PatchReplay) -> RebaseReport:
     """Save the session and write the conflicted files out for editing."""
+    _flush_bodies(s)
     if not state.stopped:
         state.clear()
         state.backup(state.dir / "backup", _ledger_rels(s))

@@ -37,28 +37,40 @@ class FileChange:
     new_mode: str | None = None
 
 
-def _hunks(before: bytes, after: bytes, work: Path) -> bytes:
-    a, b = work / "a", work / "b"
-    a.write_bytes(before)
-    b.write_bytes(after)
-    proc = subprocess.run(
-        ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
-         "--no-renames", "-U3", "--diff-algorithm=myers", "--indent-heuristic", "--", str(a), str(b)],
-        capture_output=True, env=_git_env())
+def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The hunks of every (before, after) pair, with one ``git diff --no-index`` over two directories."""
+    out = [b""] * len(pairs)
+    if not pairs:
+        return out
+    with tempfile.TemporaryDirectory(prefix="patchset-regen-") as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        a.mkdir()
+        b.mkdir()
+        for i, (before, after) in enumerate(pairs):
+            (a / str(i)).write_bytes(before)
+            (b / str(i)).write_bytes(after)
+        proc = subprocess.run(
+            ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
+             "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--diff-algorithm=myers",
+             "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=_git_env())
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
-    out = proc.stdout
-    at = out.find(b"\n@@ ")
-    return out[at + 1:] if at >= 0 else b""
+    sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]
+    for n, section in enumerate(sections):
+        if n + 1 < len(sections):
+            section += b"\n"  # the separator took the newline of this section's last line
+        index = int(section[:section.index(b" ")])
+        at = section.find(b"\n@@ ")
+        out[index] = section[at + 1:] if at >= 0 else b""
+    return out
 
 
-def render_file(ch: FileChange, work: Path, prefix: tuple[str, str] = ("a/", "b/")) -> bytes:
-    """One file's git-style diff (empty when nothing changed)."""
+def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> bytes:
+    """One file's git-style diff from its hunks (empty when nothing changed)."""
     before, after = ch.before, ch.after
     old_name = ch.old_path if ch.old_path is not None else ch.new_path
     new_name = ch.new_path if ch.new_path is not None else ch.old_path
     assert old_name is not None and new_name is not None
-    hunks = _hunks(before or b"", after or b"", work)
     head = [f"diff --git {prefix[0]}{old_name} {prefix[1]}{new_name}"]
     if before is None and after is None:
         return b""
@@ -85,12 +97,21 @@ def render_file(ch: FileChange, work: Path, prefix: tuple[str, str] = ("a/", "b/
     return text + hunks
 
 
-def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
-    """The new body: the old header, then a diff of every change, in the order given."""
+def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int = 1) -> list[bytes]:
+    """New bodies for many patches at once: each keeps its old header, then a diff of its changes
+    (in the order given). One ``git diff`` call for all of them."""
     prefix = ("a/", "b/") if strip == 1 else ("", "") if strip == 0 else ("a/" * strip, "b/" * strip)
-    with tempfile.TemporaryDirectory(prefix="patchset-regen-") as tmp:
-        parts = [render_file(ch, Path(tmp), prefix) for ch in changes]
-    return header_text(old_body) + b"".join(parts)
+    flat = [ch for _, changes in items for ch in changes]
+    hunks = iter(_all_hunks([(ch.before or b"", ch.after or b"") for ch in flat]))
+    out = []
+    for old_body, changes in items:
+        out.append(header_text(old_body) + b"".join(render_file(ch, next(hunks), prefix) for ch in changes))
+    return out
+
+
+def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
+    """The new body of one patch (see ``regenerate_many``)."""
+    return regenerate_many([(old_body, changes)], strip)[0]
 
 
 def range_diff(old_body: bytes, new_body: bytes, name: str) -> str:
