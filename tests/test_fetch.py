@@ -4,6 +4,7 @@ through the real client (PyGithub), filtered, stored atomically, checked for ups
 from __future__ import annotations
 
 import functools
+import io
 import re
 import http.server
 import shutil
@@ -12,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from patchset.errors import LedgerError
 from patchset.fetch import (CHANGED, FAILED, GONE, LOCAL, MISSING, MOVED_SAME, PRESENT, REFUSED, STORED, UNCHANGED,
@@ -24,6 +26,7 @@ from tests.conftest import tree_digest
 from tests.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
 from tracker.fakehub import FakeHub
 from tracker.github import GitHubClient
+from tracker.views import render_check, render_fetch
 
 ALL = ["u101-core3", "u102-util6", "c-extra", "04-core-17"]
 
@@ -48,6 +51,12 @@ def client(hub: FakeHub, tmp_path: Path, **kw) -> GitHubClient:
     kw.setdefault("token", TOKEN)
     kw.setdefault("retries", 0)
     return GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "cache", **kw)
+
+
+def shown(render, report) -> str:
+    buf = io.StringIO()
+    render(Console(file=buf, width=200, color_system=None), report)
+    return buf.getvalue()
 
 
 def rows(report) -> dict:
@@ -130,6 +139,8 @@ def test_a_failure_writes_nothing(hub, ledger, tmp_path, fault):
     assert [r.id for r in failed] == ids
     assert rep.unreachable() == [f"{r.id}: {r.source}" for r in failed]
     assert {r.error["error"] for r in failed} == {kind}
+    text = shown(render_fetch, rep)
+    assert "nothing was written" in text and f"could not reach {failed[0].id}" in text
     # the sources that did download say so, and that they were not written
     assert all("not written" in r.message for r in rep.rows if r.status == STORED)
     assert tree_digest(ledger.parent) == before  # no body, no lock
@@ -203,6 +214,8 @@ def test_check_classifies_every_drift(hub, ledger, world, tmp_path):
     assert by["04-core-17"].status == UNCHANGED
     assert rep.exit_code == 1
     assert tree_digest(ledger.parent) == before  # check never writes
+    text = shown(render_check, rep)
+    assert "interdiff of u102-util6" in text and "++util_6b = 62" in text and "gone" in text
 
     # the repository file changed: its content changed
     hub.state.set_file(OTHER, "main", "series/04-core-17.patch", world.diffs["file"].replace("170", "171"))

@@ -134,7 +134,9 @@ def _row(r: StatusRow, pos: int) -> str:
     detail = _e(detail_cell(r))
     if r.notes:
         detail += "".join(f'<span class="small">{_e(n)}</span>' for n in r.notes)
-    pid = f"<code>{_e(r.id)}</code>" + (f' <span class="small">{_e(r.state)}</span>' if r.state != "active" else "")
+    pid = f"<code>{_e(r.id)}</code>" + (f' <b class="small">{_e(r.state)}</b>' if r.state != "active" else "")
+    if r.title:
+        pid += f'<span class="small">{_e(r.title)}</span>'
     age = _age(r)
     cells = [
         f'<td data-sort="{_e(r.target)}">{_e(r.target)}</td>',

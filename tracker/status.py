@@ -143,7 +143,7 @@ class StatusRow:
     @property
     def error(self) -> str | None:
         if self.pr is not None and self.pr.error:
-            return f"{self.pr.error.get('error')}: {self.pr.error.get('message')}"
+            return error_text(self.pr.error)
         return None
 
     def to_json(self) -> dict[str, Any]:
@@ -199,16 +199,30 @@ class StatusReport:
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
                 if ref.error and ref.error.get("error") != OFFLINE:
-                    out.append(f"{r.id}: {ref.ref}: {ref.error.get('error')}: {ref.error.get('message')}")
+                    out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
         return out
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every upstream state could be read (or none was asked for); 2 when some rows
+        carry an error (network, auth, rate limit ...): the page still shows every row."""
+        return 2 if self.errors() else 0
+
     def to_json(self) -> dict[str, Any]:
-        return {"ledger": self.ledger, "title": self.title, "mode": self.mode, "generated_at": self.generated_at,
+        return {"ledger": self.ledger, "exit_code": self.exit_code, "title": self.title, "mode": self.mode, "generated_at": self.generated_at,
                 "data_age": self.oldest(), "warnings": self.warnings, "errors": self.errors(),
                 "recorded": self.recorded, "round_trips": self.round_trips, "targets": self.targets,
                 "counts": {"action": self.counts("action"), "drift": self.counts("drift"),
                            "upstream_state": self.counts("upstream_state")},
                 "rows": [r.to_json() for r in self.rows]}
+
+
+def error_text(err: Mapping[str, Any]) -> str:
+    """A row error in words, with when a rate limit resets."""
+    text = f"{err.get('error')}: {err.get('message')}"
+    if err.get("reset_at_iso"):
+        text += f" (resets at {err['reset_at_iso']})"
+    return text
 
 
 def age_seconds(ref: RefRow, now: float) -> float | None:

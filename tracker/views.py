@@ -137,3 +137,45 @@ def to_markdown(report: StatusReport) -> str:
     if errors:
         out += ["", "Errors:", *(f"- {_md(e)}" for e in errors)]
     return "\n".join(out) + "\n"
+
+
+# ---- patchset fetch ------------------------------------------------------------------------------
+FETCH_STYLE = {"stored": "green", "present": "dim", "local": "dim", "missing": "yellow", "failed": "bold red",
+               "refused": "bold red"}
+CHECK_STYLE = {"unchanged": "green", "moved-same": "cyan", "changed": "bold yellow", "moved": "yellow",
+               "gone": "bold red", "error": "bold red", "unpinned": "dim", "local": "dim", "offline": "dim"}
+
+
+def render_fetch(console: Console, report) -> None:  # report: patchset.fetch.FetchReport
+    """One line per patch: what fetch did, and whether anything was written."""
+    for w in report.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    table = Table(show_header=True, show_lines=False)
+    for col in ("patch", "source", "status", "head", "sha256", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in report.rows:
+        table.add_row(r.id, r.source, Text(r.status, style=FETCH_STYLE.get(r.status, "")), (r.head or "")[:12],
+                      (r.sha256 or "")[:12], r.message)
+    console.print(table)
+    if report.written:
+        n = sum(1 for r in report.rows if r.status == "stored")
+        console.print(f"[green]stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock[/]")
+    elif report.failed or report.refused:
+        console.print("[bold red]nothing was written[/]: stored bodies and the lock are unchanged")
+        for s in report.unreachable():
+            console.print(f"  could not reach {s}")
+
+
+def render_check(console: Console, report) -> None:  # report: patchset.fetch.CheckReport
+    """One line per source, then the interdiff of every source whose change changed."""
+    table = Table(show_header=True, show_lines=False)
+    for col in ("patch", "source", "status", "pinned", "now", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in report.rows:
+        table.add_row(r.id, r.source, Text(r.status, style=CHECK_STYLE.get(r.status, "")), (r.pinned or "")[:12],
+                      (r.current or "")[:12], r.message)
+    console.print(table)
+    for r in report.rows:
+        if r.interdiff:
+            console.print(Text(f"interdiff of {r.id} (stored -> upstream):", style="bold"))
+            console.print(Text(r.interdiff), highlight=False)
