@@ -209,5 +209,76 @@ def show(c: Ctx, patch_id: str, as_json: bool) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- apply
+
+def _progress_bar():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True, disable=not err.is_terminal)
+
+
+@main.command()
+@click.option("--tree", "trees", multiple=True, metavar="[NAME=]DIR",
+              help="A plain directory (e.g. a site-packages copy), located through the target's path map.")
+@click.option("--repo", "repos", multiple=True, metavar="[NAME=]DIR",
+              help="A git checkout: one commit per patch on a new branch.")
+@click.option("--from-index", "specs", multiple=True, metavar="[NAME=]SPEC",
+              help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).")
+@click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
+@click.option("--target", default=None, help="Restrict the run to one target.")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None,
+              help="Layout of the tree (default: the target's ledger entry).")
+@click.option("--branch", default="", help="Branch for --repo (default patchset/<target>).")
+@click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
+@click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
+@click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
+@json_opt
+@click.pass_obj
+@guarded
+def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, as_json) -> int:
+    """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
+
+    \b
+    Exit 0: applied (or the tree already carries the series); 1: a patch fails, the tree carries
+    part of the series, or a file would not match the lock (nothing is written in each case);
+    2: bad input or environment.
+    """
+    from patchset.apply import TreeArg, parse_tree_args, run as run_apply
+    from patchset.cache import cache_dir  # noqa: F401 - validates PATCHSET_CACHE early
+
+    led = c.load()
+    names = [target] if target else [t for t in led.targets if led.series(t)]
+    if target and target not in led.targets:
+        raise errors.InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(led.targets)}")
+    chosen: dict[str, TreeArg] = {}
+    for kind, values in (("tree", trees), ("repo", repos)):
+        for name, value in parse_tree_args(values, kind, names).items():
+            chosen[name] = TreeArg(kind, Path(value).resolve(), layout=layout or "", branch=branch)
+    spec_map = parse_tree_args(specs, "from-index", names)
+    into_map = parse_tree_args(intos, "into", names)
+    for name, spec in spec_map.items():
+        if name not in into_map:
+            raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
+        chosen[name] = TreeArg("index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "")
+    if not chosen:
+        raise errors.InputError("no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR")
+    with _progress_bar() as bar:
+        task = bar.add_task("apply", total=None)
+
+        def progress(pid: str, i: int, n: int) -> None:
+            bar.update(task, description=f"apply {pid}", completed=i, total=n)
+
+        reports = run_apply(led, chosen, fuzz=fuzz, update_lock=update_lock, dry_run=dry_run,
+                            progress=progress, download_progress=bar)
+    if as_json:
+        emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
+    else:
+        from patchset.views import render_apply
+
+        render_apply(out, reports)
+    return 0 if all(r.ok for r in reports) else 1
+
+
 if __name__ == "__main__":
     main()

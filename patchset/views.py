@@ -90,3 +90,42 @@ def render_show(console: Console, d: dict[str, Any]) -> None:
     elif d["files"]:
         for f in d["files"]:
             console.print(f"    {f}")
+
+
+OUTCOME_STYLE = {"applied": "green", "already": "green", "dry-run": "cyan", "partial": "yellow",
+                 "failed": "bold red", "mismatch": "bold red"}
+
+
+def render_apply(console: Console, reports: list[Any]) -> None:
+    """Per target: the outcome, and per patch clean / offset / fuzz / failed with hunk detail."""
+    for rep in reports:
+        console.print(f"[bold]{rep.target}[/] → {rep.tree} ({rep.kind}, {rep.layout} layout"
+                      + (f", fuzz {rep.fuzz}" if rep.fuzz else "") + ")")
+        res = rep.result
+        if res is not None:
+            t = Table(box=None, padding=(0, 1), show_header=True)
+            for col in ("#", "patch", "result", "detail"):
+                t.add_column(col)
+            for i, pr in enumerate(res.patches, 1):
+                hunks = [h for f in pr.files for h in f.hunks]
+                if pr.status == "applied":
+                    moved = [h for h in hunks if h.status in ("offset", "fuzz")]
+                    label = "fuzz" if any(h.status == "fuzz" for h in hunks) else "offset" if moved else "clean"
+                    style = "yellow" if moved else "green"
+                    detail = "; ".join(f"{f.path} {h.describe()}" for f in pr.files for h in f.hunks
+                                       if h.status in ("offset", "fuzz"))
+                else:
+                    label, style = pr.status.replace("_", " "), "red" if pr.status != "not_reached" else "dim"
+                    detail = "; ".join(f"{f.path}: " + (f.message or f.status) + "".join(
+                        f" — {h.describe()}" for h in f.hunks if h.status == "failed") for f in pr.files
+                        if f.status != "applied")
+                t.add_row(str(i), pr.patch_id, f"[{style}]{label}[/]", detail)
+            console.print(t)
+        if rep.state is not None and rep.outcome in ("partial", "already"):
+            for ps in rep.state.patches:
+                console.print(f"   {ps.patch_id}: {ps.state.replace('_', ' ')}" + (f" ({ps.reason})" if ps.reason else ""))
+        for f in rep.mismatched:
+            console.print(f"   [red]hash mismatch:[/] {f}")
+        for c in rep.commits:
+            console.print(f"   commit {c[:12]}")
+        console.print(f"[{OUTCOME_STYLE.get(rep.outcome, '')}]{rep.outcome}[/]: {rep.message}")

@@ -1,0 +1,219 @@
+"""`patchset apply` end to end: plain trees, installed layout via the path map, git checkouts,
+the lock's byte check, idempotence, partial trees, and the quickstart on real vLLM 0.30.0."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, git
+
+LEDGER = """\
+schema = 1
+[targets.fi]
+upstream = "https://example.invalid/fi.git"
+github = "example/fi"
+layout = "installed"
+[targets.fi.path_map]
+"include/" = "fi/data/include/"
+"""
+
+FILES = {"include/mla.cuh": "int tile = 64;\nint x = 1;\n", "fi/core.py": "CAP = (9, 10)\n\n\ndef ok(c):\n    return c in CAP\n"}
+
+
+def diff(tmp: Path, rel: str, old: str, new: str) -> str:
+    """A unified diff of one file, as `diff -u` writes it (difflib), with a/ and b/ prefixes."""
+    lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}")
+    return "".join(lines)
+
+
+@pytest.fixture
+def fi(tmp_path: Path, run) -> tuple[Path, Path]:
+    """A two-patch ledger for an installed-layout target, and a site-packages-like tree."""
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text(LEDGER + """
+[[patch]]
+id = "fi-01-cap12"
+target = "fi"
+title = "allow capability 12"
+origin = "port"
+
+[[patch]]
+id = "fi-02-tile"
+target = "fi"
+title = "clamp the tile"
+origin = "port"
+""")
+    src = tmp_path / "src"
+    src.mkdir()
+    p1 = diff(src, "fi/core.py", FILES["fi/core.py"], FILES["fi/core.py"].replace("(9, 10)", "(9, 10, 12)"))
+    p2 = diff(src, "include/mla.cuh", FILES["include/mla.cuh"], "int tile = min(64, 32);\nint x = 1;\n")
+    (src / "fi-01-cap12.patch").write_text(p1)
+    (src / "fi-02-tile.patch").write_text(p2)
+    assert run("import", src / "fi-01-cap12.patch", src / "fi-02-tile.patch", cwd=led).code == 0
+    tree = tmp_path / "site-packages"
+    (tree / "fi/data/include").mkdir(parents=True)
+    (tree / "fi/data/include/mla.cuh").write_text(FILES["include/mla.cuh"])
+    (tree / "fi/core.py").write_text(FILES["fi/core.py"])
+    return led, tree
+
+
+def test_installed_layout_lock_and_idempotence(run, fi, digest, tmp_path: Path) -> None:
+    led, tree = fi
+    pristine = tmp_path / "pristine"
+    shutil.copytree(tree, pristine)
+    r = run("apply", "--json", "--tree", tree, "--update-lock", cwd=led)
+    assert r.code == 0, r
+    data = json.loads(r.stdout)["targets"][0]
+    assert data["outcome"] == "applied"
+    assert (tree / "fi/data/include/mla.cuh").read_text() == "int tile = min(64, 32);\nint x = 1;\n"
+    lock = (led / "patches.lock").read_text()
+    assert '"include/mla.cuh"' in lock  # the lock speaks the source layout
+    # EXPECTED.sha256 export matches what sha256sum says of the tree, in the source layout
+    assert run("export", "--format", "expected", tmp_path / "exp", cwd=led).code == 0
+    exp = (tmp_path / "exp/EXPECTED.sha256").read_text()
+    real = subprocess.run(["sha256sum", "fi/data/include/mla.cuh"], cwd=tree, capture_output=True, text=True).stdout
+    assert real.split()[0] in exp
+    # a second run changes nothing and says so
+    before = digest(tree)
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 0 and json.loads(r.stdout)["targets"][0]["outcome"] == "already"
+    assert digest(tree) == before
+    # a fresh pristine tree now verifies against the lock
+    r = run("apply", "--json", "--tree", pristine, cwd=led)
+    assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"]
+
+
+def test_lock_mismatch_writes_nothing(run, fi, digest) -> None:
+    led, tree = fi
+    assert run("apply", "--tree", tree, "--update-lock", "--dry-run", cwd=led).code == 0
+    # record a lock, then change the base so the result differs
+    r = run("apply", "--tree", tree, "--update-lock", cwd=led)
+    assert r.code == 0
+    shutil.rmtree(tree / "fi")
+    (tree / "fi/data/include").mkdir(parents=True)
+    (tree / "fi/data/include/mla.cuh").write_text(FILES["include/mla.cuh"])
+    (tree / "fi/core.py").write_text(FILES["fi/core.py"] + "# drifted\n")
+    before = digest(tree)
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 1
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "mismatch" and rep["mismatched"] == ["fi/core.py"], json.dumps(rep, indent=1)[:3000]
+    assert digest(tree) == before
+
+
+def test_partial_tree_named_and_left_alone(run, fi, digest) -> None:
+    led, tree = fi
+    (tree / "fi/data/include/mla.cuh").write_text("int tile = min(64, 32);\nint x = 1;\n")  # patch 2 only
+    before = digest(tree)
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 1
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "partial"
+    assert "carries patches 2, not 1" in rep["message"]
+    assert digest(tree) == before
+
+
+def test_failed_hunk_reports_nearest_region(run, fi, digest) -> None:
+    led, tree = fi
+    (tree / "fi/core.py").write_text("CAP = (9, 11)\n\n\ndef ok(c):\n    return c in CAP\n")
+    before = digest(tree)
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 1
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "failed"
+    first = rep["result"]["patches"][0]
+    assert first["status"] == "failed"
+    hunk = first["files"][0]["hunks"][0]
+    assert hunk["status"] == "failed" and hunk["nearest"]["line"] == 1
+    assert digest(tree) == before
+
+
+def test_missing_body_and_unsafe_path(run, fi, tmp_path: Path) -> None:
+    led, tree = fi
+    (led / "patchset/series/fi/fi-02-tile.patch").unlink()
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 2 and "body not imported" in r.stderr and "fi-02-tile" in r.stderr
+    evil = tmp_path / "evil.patch"
+    evil.write_text("--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-a\n+b\n")
+    led2 = tmp_path / "led2"
+    led2.mkdir()
+    (led2 / "patches.toml").write_text(LEDGER)
+    assert run("import", evil, cwd=led2).code == 0
+    r = run("apply", "--tree", tree, cwd=led2)
+    assert r.code == 2 and "escapes the tree" in r.stderr
+
+
+def test_repo_commits_with_trailers(run, tmp_path: Path) -> None:
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text("""\
+schema = 1
+[targets.demo]
+upstream = "u"
+github = "o/demo"
+
+[[patch]]
+id = "p1"
+target = "demo"
+title = "Change a"
+origin = "upstream"
+[patch.upstream]
+prs = ["o/demo#7"]
+
+[[patch]]
+id = "p2"
+target = "demo"
+title = "Change b"
+origin = "ours"
+""")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n")
+    (repo / "b.txt").write_text("b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "p1.patch").write_text(diff(src, "a.txt", "a\n", "A\n"))
+    (src / "p2.patch").write_text(diff(src, "b.txt", "b\n", "B\n"))
+    assert run("import", src / "p1.patch", src / "p2.patch", cwd=led).code == 0
+    r = run("apply", "--repo", repo, cwd=led)
+    assert r.code == 0, r
+    log = git(repo, "log", "--format=%s|%(trailers:key=Patch-Id,valueonly,separator=)|%(trailers:key=Upstream-PR,valueonly,separator=)", "-2")
+    assert log.splitlines() == ["Change b|p2|", "Change a|p1|o/demo#7"]
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "patchset/demo"
+    # a dirty checkout is refused
+    (repo / "a.txt").write_text("dirty\n")
+    r = run("apply", "--repo", repo, "--branch", "other", cwd=led)
+    assert r.code == 2 and "uncommitted changes" in r.stderr
+
+
+@pytest.mark.network
+def test_quickstart_from_index(run, tmp_path: Path) -> None:
+    from patchset.releases import probe_index
+
+    problem = probe_index()
+    if problem:
+        pytest.skip(f"package index unreachable: {problem}")
+    ex = tmp_path / "example"
+    shutil.copytree(REPO_ROOT / "examples/spark-sm12x", ex)
+    into = tmp_path / "vllm-patched"
+    r = run("apply", "--json", "--from-index", "vllm==0.30.0", "--into", into, cwd=ex)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "applied" and "every patched file matches the lock" in rep["message"]
+    assert [p["status"] for p in rep["result"]["patches"]] == ["applied"] * 5
+    assert "sm12x_sparse.insert(0, AttentionBackendEnum.FLASHINFER_MLA_SPARSE_SM90)" in \
+        (into / "vllm/platforms/cuda.py").read_text()
+    assert (into / "vllm/platforms/sm12x.py").is_file()
+    # --into must be new: a second run into the same dir is refused without touching it
+    r = run("apply", "--from-index", "vllm==0.30.0", "--into", into, cwd=ex)
+    assert r.code == 2 and "not empty" in r.stderr
