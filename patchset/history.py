@@ -417,6 +417,11 @@ class ReleaseHistory(GitRepo):
     def __init__(self, repo_dir: Path | str, project: str | None = None) -> None:
         super().__init__(repo_dir)
         if not (self.git_dir / "HEAD").exists():
+            if self.git_dir.exists() and any(self.git_dir.iterdir()):
+                raise InputError(
+                    f"{self.git_dir} exists and is not a git repository",
+                    hint="point the release history at a new or empty directory",
+                )
             self.git_dir.mkdir(parents=True, exist_ok=True)
             _run_git(["init", "-q", "--bare", "--initial-branch=main", str(self.git_dir)])
             self.git("config", "gc.auto", "0")
@@ -679,10 +684,12 @@ class ReleaseHistory(GitRepo):
                 data, mode = m.link.encode("utf-8", "surrogateescape"), b"120000"
             else:
                 data, mode = m.data, (b"100755" if m.executable else b"100644")
-            h = hashlib.sha1(b"blob %d\0" % len(data))
-            h.update(data)
-            oid = h.hexdigest().encode()
-            ref = sent.get(oid)
+            oid = None
+            if known:  # hashing only pays when earlier releases may already hold the blob
+                h = hashlib.sha1(b"blob %d\0" % len(data))
+                h.update(data)
+                oid = h.hexdigest().encode()
+            ref = sent.get(oid) if oid else None
             if ref is None:
                 if oid in known:
                     ref = oid
@@ -692,7 +699,8 @@ class ReleaseHistory(GitRepo):
                     write(b"blob\nmark %s\ndata %d\n" % (ref, len(data)))
                     write(data)
                     write(b"\n")
-                sent[oid] = ref
+                if oid:
+                    sent[oid] = ref
             entries[m.path] = (mode, ref)
             if m.kind == FILE:
                 newest = max(newest, m.mtime)

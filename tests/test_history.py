@@ -220,6 +220,34 @@ def test_import_input_errors(repo, archives, tmp_path):
         ReleaseHistory(repo.git_dir, project="vllm")
 
 
+def test_import_wheel_keeps_installed_layout(tmp_path):
+    import stat
+    import zipfile
+
+    wheel = tmp_path / "fi_demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data, perm in [
+            ("fi_demo/__init__.py", b"", 0o644),
+            ("fi_demo/data/include/attn.cuh", b"// attn\n", 0o644),
+            ("fi_demo/bin/tool", b"#!/bin/sh\n", 0o755),
+            ("fi_demo-1.0.dist-info/RECORD", b"", 0o644),
+        ]:
+            info = zipfile.ZipInfo(name, date_time=(2026, 9, 22, 5, 1, 0))
+            info.create_system, info.external_attr = 3, (stat.S_IFREG | perm) << 16
+            zf.writestr(info, data)
+    repo = ReleaseHistory(tmp_path / "fi.git")
+    sha = repo.import_release(wheel)
+    assert repo.resolve("v1.0-wheel") == sha
+    assert repo.read_blob(sha, "fi_demo/data/include/attn.cuh") == b"// attn\n"
+    assert repo.tree(sha)["fi_demo/bin/tool"][0] == "100755"
+    assert repo.project == "fi-demo"
+    not_git = tmp_path / "plain"
+    not_git.mkdir()
+    (not_git / "file").write_text("x")
+    with pytest.raises(InputError, match="not a git repository"):
+        ReleaseHistory(not_git)
+
+
 # -- queries --------------------------------------------------------------------------------
 
 
