@@ -291,7 +291,7 @@ def test_each_failure_marks_rows_and_still_renders(world, name):
     failed = {k for k, v in r.items() if v.error}
     if name == "404":
         assert failed == {"u206-closed"}
-        assert r["u206-closed"].action == "unknown" and "not_found" in r["u206-closed"].action_text
+        assert r["u206-closed"].action == "unknown" and "not found upstream" in r["u206-closed"].action_text
         assert r["u204-merged"].drift == "merged-as-vendored"  # the other rows are still live
         assert "u206-closed" not in rep.recorded
         assert load_ledger(led).get("u206-closed").status.pr_state == "unknown"
@@ -363,3 +363,31 @@ def test_real_ledger_offline_shows_every_entry_with_recorded_states(tmp_path):
     for pid in r:
         assert pid in text.replace("\n", "") or pid[:20] in text
     assert "flashinfer" in to_markdown(rep) and to_html(rep).count("<tr ") + to_html(rep).count("<tr>") >= 23
+
+
+def test_real_ledger_refresh_against_a_ledger_shaped_upstream(tmp_path):
+    """The production ledger against the local server's ledger-shaped world: one GraphQL request
+    per repository the ledger names, the new states recorded, the ledger's comments kept."""
+    from tracker.fakehub_world import ledger_world
+
+    d = tmp_path / "real"
+    d.mkdir()
+    shutil.copy(REPO_ROOT / "patches.toml", d / "patches.toml")
+    data = ledger_world()
+    data["tokens"] = [TOKEN]
+    with FakeHub(data) as hub:
+        rep = status(d / "patches.toml", refresh=True, client=client(hub, tmp_path), histories={})
+        assert hub.count("POST /graphql") == 2 and hub.count() == 2  # vllm and nccl; no diff: no body imported
+    assert not rep.errors() and rep.exit_code == 0
+    r = by_id(rep)
+    assert r["u58021-single-group-prefix-match-unit"].pr.merged_at.startswith("2026-10-01")
+    assert r["u58250-revert-55960-dflash2-grouped-conv"].upstream_state == "draft"
+    assert [(x.ref, x.state) for x in r["u58250-revert-55960-dflash2-grouped-conv"].refs] == [
+        ("vllm-project/vllm#55960", "merged")]
+    assert [(x.ref, x.kind, x.state) for x in r["pr2393-v2.30.7"].refs] == [("NVIDIA/nccl#2334", "issue", "open")]
+    led = load_ledger(d / "patches.toml")
+    st = led.get("u58021-single-group-prefix-match-unit").status
+    assert (st.pr_state, st.merged_at, st.recorded) == ("merged", dt.date(2026, 10, 1), dt.date.today())
+    assert st.note.startswith("open when vendored")
+    assert led.get("u58834-glm5next-non-mhc-sp-decoder-layout").status.pr_state == "open"
+    assert "# --- vLLM 18/18 ---" in (d / "patches.toml").read_text()

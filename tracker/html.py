@@ -40,7 +40,7 @@ th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: lef
 th { position: sticky; top: 0; background: #f8f9fb; cursor: pointer; user-select: none; white-space: nowrap; }
 th[aria-sort="ascending"]::after { content: " \\25B2"; }
 th[aria-sort="descending"]::after { content: " \\25BC"; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.inactive td { color: var(--muted); }
 code { font-size: 12px; white-space: nowrap; }
 .s-merged { color: #8e24aa; font-weight: 600; } .s-open { color: #1e8e3e; font-weight: 600; }
@@ -163,7 +163,17 @@ def to_html(report: StatusReport) -> str:
     rows = "\n".join(_row(r, i) for i, r in enumerate(report.rows))
     chips = "".join(f"<span>{n} {_e(ACTION_WORDS.get(a, a))}</span>" for a, n in sorted(report.counts("action").items()))
     warns = "".join(f'<div class="warn">{_e(w)}</div>' for w in report.warnings)
-    errs = "".join(f'<div class="err">{_e(e)}</div>' for e in report.errors())
+    errors = report.errors()
+    errs = ""
+    if errors:
+        kinds: dict[str, int] = {}
+        for e in errors:
+            kind = e.split(": ")[2] if e.count(": ") >= 2 else "error"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        summary = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items()))
+        errs = (f'<details class="err"><summary>{len(errors)} upstream read(s) failed: {_e(summary)}; '
+                f'those rows show the last recorded state</summary><ul>'
+                + "".join(f"<li>{_e(e)}</li>" for e in errors) + "</ul></details>")
     meta = (f"ledger <code>{_e(report.ledger)}</code> · mode <b>{_e(report.mode)}</b> · generated "
             f"{_e(report.generated_at)} · data: {_e(report.oldest())}")
     data = _e(json.dumps({"rows": len(report.rows), "mode": report.mode}))

@@ -518,6 +518,9 @@ def _decide(p: Patch, row: StatusRow) -> None:
         else:
             row.action, row.action_text = NOTHING, "no upstream PR to follow"
         return
+    if pr.error and pr.error.get("error") == "not_found":
+        row.action, row.action_text = CHECK, f"{pr.ref} not found upstream (deleted, renamed or private?)"
+        return
     if not pr.known:
         why = f" ({row.error})" if row.error else ""
         row.action, row.action_text = CHECK, f"upstream state unknown{why}: retry `patchset status --refresh`"
