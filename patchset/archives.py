@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+import lzma
 import os
 import posixpath
 import re
@@ -17,11 +18,10 @@ import shutil
 import stat
 import tempfile
 import zipfile
-import lzma
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.tarstream import TarHeader, _Decompressor, iter_tar_headers

@@ -22,10 +22,10 @@ import subprocess
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -157,7 +157,7 @@ class GitRepo:
                     self._batch.kill()
                 self._batch = None
 
-    def __enter__(self) -> "GitRepo":
+    def __enter__(self) -> GitRepo:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -325,7 +325,7 @@ class GitRepo:
             result[path] = ranked[:max_candidates]
         return result
 
-    def _name_status(self, so: str, sn: str, threshold: int) -> "_NameStatus":
+    def _name_status(self, so: str, sn: str, threshold: int) -> _NameStatus:
         key = (so, sn, threshold)
         if key in self._diff_cache:
             return self._diff_cache[key]
@@ -439,7 +439,7 @@ class ReleaseHistory(GitRepo):
         self.project: str | None = stored or None
 
     @classmethod
-    def for_project(cls, project: str) -> "ReleaseHistory":
+    def for_project(cls, project: str) -> ReleaseHistory:
         """The cached history of ``project``: ``<cache>/history/<project>.git``."""
         name = canonicalize_name(project)
         return cls(cache.history_dir() / f"{name}.git", project=name)
@@ -755,7 +755,7 @@ class UpstreamClone(GitRepo):
     def cloned(self) -> bool:
         return (self.git_dir / "HEAD").exists()
 
-    def sync(self) -> "UpstreamClone":
+    def sync(self) -> UpstreamClone:
         """Clone (first time) or fetch (afterwards) every branch and tag of the upstream."""
         if not self.cloned:
             if self.git_dir.exists() and any(self.git_dir.iterdir()):

@@ -59,7 +59,7 @@ class LocalIndex:
             raise RuntimeError("LocalIndex is not started")
         return f"http://127.0.0.1:{self._server.server_address[1]}/simple"
 
-    def start(self) -> "LocalIndex":
+    def start(self) -> LocalIndex:
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,7 +99,7 @@ class LocalIndex:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "LocalIndex":
+    def __enter__(self) -> LocalIndex:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -16,10 +16,11 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urljoin
 
 import requests
@@ -302,7 +303,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
             "or use kind='sdist'",
         )
     if platform == "native":
-        rank = {}
+        rank: dict[str, int] = {}
         for i, tag in enumerate(sys_tags()):
             rank.setdefault(str(tag), i)
         scored = []

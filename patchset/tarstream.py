@@ -14,9 +14,10 @@ import bz2
 import hashlib
 import lzma
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 from patchset.errors import InputError
 
@@ -47,15 +48,14 @@ class _Decompressor:
         self._sha = hashlib.sha256()
         self._pending = self._read()
         head = self._pending[:6]
+        self._new: Callable[[], Any] | None = None
         if head.startswith(_GZIP):
             self._new = lambda: zlib.decompressobj(31)
         elif head.startswith(_BZ2):
             self._new = bz2.BZ2Decompressor
         elif head.startswith(_XZ):
             self._new = lzma.LZMADecompressor
-        else:
-            self._new = None
-        self._dec = self._new() if self._new else None
+        self._dec: Any = self._new() if self._new is not None else None
 
     def _read(self) -> bytes:
         chunk = self._raw.read(_CHUNK)
@@ -77,7 +77,7 @@ class _Decompressor:
             if self._dec is None:
                 return data
             if self._dec.eof:  # concatenated gzip members (or trailing garbage)
-                if not self._new or not data.strip(b"\0"):
+                if self._new is None or not data.strip(b"\0"):
                     continue
                 self._dec = self._new()
             out = self._dec.decompress(data)

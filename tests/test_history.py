@@ -14,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from patchset import history as hist
 from patchset import releases
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.history import ReleaseHistory, RenameCandidate, UpstreamClone, ambiguous, build_history, similarity
+from patchset.history import (
+    ReleaseHistory,
+    RenameCandidate,
+    UpstreamClone,
+    ambiguous,
+    build_history,
+    similarity,
+)
 from patchset.localindex import LocalIndex
 
 MTIME = 1_790_000_000

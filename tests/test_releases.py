@@ -21,7 +21,12 @@ from rich.progress import Progress
 
 from patchset import cache, releases
 from patchset.archives import ArchiveReader
-from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
+from patchset.errors import (
+    EnvironmentFailure,
+    HashMismatch,
+    InputError,
+    UnsafePathError,
+)
 from patchset.localindex import LocalIndex
 from patchset.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
 
