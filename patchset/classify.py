@@ -27,7 +27,7 @@ from patchset.engine import apply_file, reverse_file_patch
 from patchset.headers import split_header
 from patchset.history import GitRepo, _git_env
 from patchset.model import Patch
-from patchset.replay import Move, Tree
+from patchset.replay import BlobStore, Move, Tree
 
 MAX_PATCH_ID_COMMITS = 400
 
@@ -244,15 +244,57 @@ def blame_lines(repo: GitRepo, old: str, new: str, path: str, start: int, end: i
     return out
 
 
-def moves_for(repo: GitRepo, old: str, new: str, paths: list[str]) -> dict[str, Move]:
-    """Where each path went: itself, git's rename pick, or nowhere; ambiguity flagged."""
-    from patchset.history import ambiguous
+def _name_status(out: bytes) -> list[tuple[str, list[str]]]:
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    rows, i = [], 0
+    while i < len(fields) and fields[i]:
+        status = fields[i]
+        n = 2 if status[:1] in ("R", "C") else 1
+        rows.append((status, fields[i + 1:i + 1 + n]))
+        i += 1 + n
+    return rows
 
-    out: dict[str, Move] = {}
+
+def moves_for(repo: GitRepo, old: str, new: str, paths: list[str],
+              stores: tuple[BlobStore, BlobStore] | None = None) -> dict[str, Move]:
+    """Where each path (gone from ``new``) went: git's rename pick, plus added files with the same
+    name scoring at least 50%; best first, ambiguity flagged.
+
+    Same answer as ``GitRepo.renames`` for these paths, but git's rename detection only weighs the
+    gone paths against the added files (a pathspec), not every deletion of the release against
+    every addition: on a vLLM release that is the difference between ~0.05 s and ~0.2 s.
+    """
+    from patchset.history import RenameCandidate, ambiguous, similarity
+
+    out: dict[str, Move] = {p: Move(None) for p in paths}
     if not paths:
         return out
-    found = repo.renames(old, new, paths)
-    for p in paths:
-        cands = found.get(p, [])
-        out[p] = Move(cands[0].path if cands else None, cands, ambiguous(cands) if cands else False)
+    plain = _name_status(repo.git("diff-tree", "-r", "-z", "--name-status", "--no-renames", old, new).stdout)
+    added = [f[0] for st, f in plain if st == "A"]
+    gone = [p for p in paths if any(st == "D" and f[0] == p for st, f in plain)]
+    if not added or not gone:
+        return out
+    spec = [f":(literal){p}" for p in gone + added]
+    renamed = {f[0]: (f[1], int(st[1:] or 0)) for st, f in _name_status(
+        repo.git("diff-tree", "-r", "-z", "--name-status", "-M50%", "-l0", old, new, "--", *spec).stdout)
+        if st.startswith("R")}
+    by_name: dict[str, list[str]] = {}
+    for a in added:
+        by_name.setdefault(a.rsplit("/", 1)[-1], []).append(a)
+    old_store, new_store = stores or (BlobStore(repo, old), BlobStore(repo, new))
+    old_store.prefetch(gone)
+    new_store.prefetch([a for p in gone for a in by_name.get(p.rsplit("/", 1)[-1], [])])
+    for p in gone:
+        cands: dict[str, RenameCandidate] = {}
+        if p in renamed:
+            cands[renamed[p][0]] = RenameCandidate(renamed[p][0], renamed[p][1], "git")
+        same = [a for a in by_name.get(p.rsplit("/", 1)[-1], []) if a not in cands]
+        if same:
+            old_blob = old_store.get(p)[0] or b""
+            for a in same:
+                score = similarity(old_blob, new_store.get(a)[0] or b"")
+                if score >= 50:
+                    cands[a] = RenameCandidate(a, score, "same-name")
+        ranked = sorted(cands.values(), key=lambda c: (-c.similarity, c.how != "git", c.path))[:5]
+        out[p] = Move(ranked[0].path if ranked else None, ranked, ambiguous(ranked) if ranked else False)
     return out

@@ -80,7 +80,7 @@ class _Session:
     def move(self, path: str) -> Move:
         m = self.moves.get(path)
         if m is None:
-            m = moves_for(self.bases.repo, self.bases.old, self.bases.new, [path])[path]
+            m = moves_for(self.bases.repo, self.bases.old, self.bases.new, [path], (self.old.store, self.new_base))[path]
             self.moves[path] = m
         return m
 
@@ -141,7 +141,7 @@ def _open_session(ledger: Ledger, target: Target, bases: Bases, pr_merges: Mappi
     new_store.prefetch(paths)
     # rename detection only for paths the old base has and the new base lacks
     gone = [p for p in paths if old_store.get(p)[0] is not None and new_store.get(p)[0] is None]
-    moves = moves_for(bases.repo, bases.old, bases.new, gone)
+    moves = moves_for(bases.repo, bases.old, bases.new, gone, (old_store, new_store))
     targets = [m.path for m in moves.values() if m.path]
     new_store.prefetch(targets)
     s = _Session(ledger, target, bases, patches, bodies, parsed, Tree(old_store), Tree(new_store), new_store,
@@ -385,7 +385,8 @@ def _apply_to_doc(s: _Session, e: ledger_mod.Edit) -> None:
             e.set_path(table, "reason", r.reason(label))
         elif r.verdict == CARRIED:
             body = s.new_bodies[r.id]
-            e.write_file(patch.body_path, body)
+            if body != s.bodies[r.id]:  # an unchanged body is not rewritten
+                e.write_file(patch.body_path, body)
             e.lock.bodies[r.id] = sha256_bytes(body)
             moved = {f.path: f.new_path for f in r.files if f.moved_from and f.new_path}
             if moved and "files" in table:
@@ -414,9 +415,8 @@ def _commit(s: _Session, state: State) -> RebaseReport:
                                             s.ledger.lock_path.name: render_lock(e.lock).encode("utf-8")}
         for path, data in e.files.items():
             pending[path.relative_to(s.root).as_posix()] = data
-        state.backup(backup, sorted(set(pending) | set(_ledger_rels(s))))
         report.written, report.backup = True, str(backup.relative_to(s.root))
-        _save_report(backup, report)
+        state.backup(backup, sorted(set(pending) | set(_ledger_rels(s))), _report_files(report))
         state.journal(backup, pending)
         pause_point("journal")
     pause_point("written")
@@ -424,12 +424,10 @@ def _commit(s: _Session, state: State) -> RebaseReport:
     return report
 
 
-def _save_report(backup: Path, report: RebaseReport) -> None:
-    from patchset import atomic
-
+def _report_files(report: RebaseReport) -> dict[str, bytes]:
     rd = "".join(p.range_diff for p in report.patches if p.range_diff)
-    atomic.write_many({backup / "report.json": json.dumps(report.to_json(), indent=1, sort_keys=True).encode(),
-                       backup / "range-diff.txt": rd.encode("utf-8")})
+    return {"report.json": json.dumps(report.to_json(), indent=1, sort_keys=True).encode(),
+            "range-diff.txt": rd.encode("utf-8")}
 
 
 # --------------------------------------------------------------------------- stop / continue / skip / abort

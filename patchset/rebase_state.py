@@ -6,23 +6,26 @@ Layout under the ledger's directory::
     .patchset/rebase/blobs/<sha256>  file contents the state refers to
     .patchset/rebase/backup/         ledger, lock and bodies as they were when the rebase started
     .patchset/rebase/work/<path>     the conflicted files, written out for a human to edit
-    .patchset/rebase/commit.json     journal: present only while the new series is being written
-    .patchset/rebase-backups/<stamp>-<target>/   the previous series of every finished rebase,
-                                     with the report and the range-diff
+    .patchset/rebase/commit.json     journal: the new bytes, present only while they are being written
+    .patchset/rebase-backups/<stamp>-<target>/   the previous series of every finished rebase
+                                     (previous.tar + manifest.json), the report and the range-diff
 
 The ledger, lock and bodies are written in one ``ledger.edit`` step, but a rename-based write of
 several files is not atomic across a crash. So before it starts, the old bytes are saved (a
-backup with a manifest) and a journal names them and the new bytes: after a SIGKILL, ``--abort``
+backup: one tar and a manifest) and a journal holds the new bytes: after a SIGKILL, ``--abort``
 puts back the old bytes exactly and ``--continue`` finishes writing the new ones.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import shutil
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -141,53 +144,69 @@ class State:
         return path.read_bytes()
 
     # -- backups and the commit journal ------------------------------------------------------
-    def backup(self, dest: Path, rels: list[str]) -> None:
-        """Copy the current bytes of ``rels`` (relative to the ledger dir) into ``dest`` + a manifest."""
+    def backup(self, dest: Path, rels: list[str], extra: dict[str, bytes] | None = None) -> None:
+        """Keep the current bytes of ``rels`` (relative to the ledger dir) in ``dest``: one tar of the
+        files plus a manifest of their sha256 (``null``: the file did not exist). ``extra`` files
+        (the report, the range-diff) go beside them. One fsync per file written, not per file kept."""
         manifest: dict[str, str | None] = {}
-        files: dict[Path, bytes] = {}
-        for rel in sorted(set(rels)):
-            src = self.root / rel
-            if src.is_file():
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for rel in sorted(set(rels)):
+                src = self.root / rel
+                if not src.is_file():
+                    manifest[rel] = None
+                    continue
                 data = src.read_bytes()
                 manifest[rel] = sha256(data)
-                files[dest / "files" / rel] = data
-            else:
-                manifest[rel] = None
+                info = tarfile.TarInfo(rel)
+                info.size, info.mtime, info.mode = len(data), 0, 0o644
+                tf.addfile(info, io.BytesIO(data))
+        files = {dest / "previous.tar": buf.getvalue(),
+                 dest / "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode()}
+        files.update({dest / name: data for name, data in (extra or {}).items()})
         atomic.write_many(files)
-        atomic.write_bytes(dest / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
 
     def restore(self, src: Path) -> list[str]:
         """Put back every file of a backup byte for byte (files that did not exist are removed)."""
         try:
             manifest = json.loads((src / "manifest.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the backup manifest in {src}: {exc}") from None
+            with tarfile.open(src / "previous.tar") as tf:
+                kept = {m.name: tf.extractfile(m).read() for m in tf if m.isfile()}  # type: ignore[union-attr]
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            raise InputError(f"cannot read the backup in {src}: {exc}") from None
         writes: dict[Path, bytes | None] = {}
         for rel, digest in manifest.items():
             if digest is None:
                 writes[self.root / rel] = None
                 continue
-            data = (src / "files" / rel).read_bytes()
-            if sha256(data) != digest:
-                raise InputError(f"backup file {src / 'files' / rel} is damaged (sha256 differs from the manifest)")
+            data = kept.get(rel)
+            if data is None or sha256(data) != digest:
+                raise InputError(f"backup of {rel} in {src} is damaged (sha256 differs from the manifest)")
             writes[self.root / rel] = data
         atomic.write_many(writes)
         return sorted(manifest)
 
     def journal(self, backup: Path, pending: dict[str, bytes | None]) -> None:
-        """Record the new bytes about to be written (after the backup is safe)."""
-        files = {rel: self.put(data) for rel, data in pending.items()}
+        """Record the new bytes about to be written (after the backup is safe), in one file."""
+        files = {rel: None if data is None else base64.b64encode(data).decode() for rel, data in pending.items()}
         atomic.write_bytes(self.dir / "commit.json", json.dumps(
-            {"backup": str(backup.relative_to(self.root)), "files": files}, indent=1, sort_keys=True).encode())
+            {"backup": str(backup.relative_to(self.root)), "files": files}, sort_keys=True).encode())
 
     def load_journal(self) -> dict[str, Any]:
-        return json.loads((self.dir / "commit.json").read_text())
+        try:
+            return json.loads((self.dir / "commit.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the rebase journal {self.dir / 'commit.json'}: {exc}") from None
+
+    def journal_bytes(self) -> dict[str, bytes | None]:
+        j = self.load_journal()
+        return {rel: None if v is None else base64.b64decode(v) for rel, v in j["files"].items()}
 
     def finish_journal(self) -> list[str]:
         """Write the journal's new bytes (``--continue`` after a kill while writing)."""
-        j = self.load_journal()
-        atomic.write_many({self.root / rel: self.get(d) for rel, d in j["files"].items()})
-        return sorted(j["files"])
+        pending = self.journal_bytes()
+        atomic.write_many({self.root / rel: data for rel, data in pending.items()})
+        return sorted(pending)
 
 
 def new_backup_dir(root: Path, target: str) -> Path:
