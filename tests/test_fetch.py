@@ -7,7 +7,6 @@ import functools
 import io
 import re
 import http.server
-import shutil
 import subprocess
 import threading
 from pathlib import Path

@@ -24,6 +24,7 @@ from tracker.fakehub import FakeHub
 from tracker.fakehub_world import small_diff
 from tracker.github import GitHubClient
 from tracker.html import to_html
+from tracker.refs import PRRef
 from tracker.status import make_client, status
 from tracker.views import render_status, to_markdown
 
@@ -391,3 +392,18 @@ def test_real_ledger_refresh_against_a_ledger_shaped_upstream(tmp_path):
     assert st.note.startswith("open when vendored")
     assert led.get("u58834-glm5next-non-mhc-sp-decoder-layout").status.pr_state == "open"
     assert "# --- vLLM 18/18 ---" in (d / "patches.toml").read_text()
+
+
+def test_a_newer_recorded_state_beats_an_older_cache(world):
+    """Someone else refreshed later and committed the ledger: their state wins over our old cache."""
+    hub, led, tmp = world["hub"], world["ledger"], world["tmp"]
+    c = client(hub, tmp)
+    c.pull_states([PRRef(REPO, 201)])  # cache: 201 open, today
+    tomorrow = dt.date.today() + dt.timedelta(days=1)
+    led.write_text(led.read_text().replace('pr_state = "open"\nrecorded = 2026-09-26',
+                                           f'pr_state = "merged"\nrecorded = {tomorrow.isoformat()}'))
+    r = by_id(status(led, client=client(hub, tmp, offline=True), histories={}))["u201-open"]
+    assert (r.upstream_state, r.pr.source, r.action) == ("merged", "recorded", "drop-at-rebase")
+    led.write_text(led.read_text().replace(f"recorded = {tomorrow.isoformat()}", "recorded = 2026-09-26"))
+    r = by_id(status(led, client=client(hub, tmp, offline=True), histories={}))["u201-open"]
+    assert (r.upstream_state, r.pr.source) == ("open", "cache")

@@ -368,6 +368,13 @@ def _recorded_into(row: RefRow, p: Patch) -> None:
         row.author = row.author or p.authors[0]
 
 
+def _recorded_is_newer(p: Patch, ref: RefRow) -> bool:
+    if p.status.recorded is None or ref.age_s is None:
+        return False
+    fetched = dt.datetime.fromtimestamp(time.time() - ref.age_s, tz=dt.timezone.utc).date()
+    return p.status.recorded > fetched
+
+
 def collect_status(ledger: Ledger, *, client: Any = None, mode: str = "default",
                    histories: Mapping[str, Any] | None = None) -> StatusReport:
     """Build the dashboard. ``client``: a ``GitHubClient`` (``offline=True`` unless mode is
@@ -406,6 +413,10 @@ def collect_status(ledger: Ledger, *, client: Any = None, mode: str = "default",
             if primary is not None and ref == primary[1] and role == primary[0]:
                 row.pr = rr
                 if not rr.known:
+                    _recorded_into(rr, p)
+                elif rr.source == "cache" and _recorded_is_newer(p, rr):
+                    # the ledger (pulled from someone's later --refresh) knows better than our old cache
+                    row.pr = rr = RefRow(ref=rr.ref, role=rr.role, kind=rr.kind, title=rr.title, url=rr.url)
                     _recorded_into(rr, p)
             else:
                 row.refs.append(rr)
@@ -570,6 +581,8 @@ def status(ledger_path: Path, *, refresh: bool = False, offline: bool = False, c
     if mode != "refresh" and any(r.pr and r.pr.source == "recorded" for r in report.rows):
         report.warnings.append(f"offline: showing recorded states (oldest: {report.oldest()}); "
                                "`patchset status --refresh` asks GitHub")
+    elif mode == "offline":
+        report.warnings.append(f"offline: no network used; the oldest data shown is {report.oldest()}")
     return report
 
 

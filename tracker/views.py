@@ -54,6 +54,8 @@ def detail_cell(r: StatusRow) -> str:
                 bits.append(f"in main: {_yes(r.in_main)}")
             if r.first_release:
                 bits.append(f"first in {r.first_release}")
+        if r.pr.updated_at and r.pr.state in ("open", "draft"):
+            bits.append(f"updated {r.pr.updated_at[:10]}")
         if r.head_moved is not None:
             bits.append("head moved" if r.head_moved else "head as vendored")
     for ref in r.refs:
