@@ -723,7 +723,7 @@ def build_history(
     history = history or ReleaseHistory.for_project(project)
     out = []
     with progress_for(progress) as bar:
-        overall = bar.add_task(f"{project} history", total=len(versions)) if bar else None
+        overall = bar.add_task(f"{project} history", total=len(versions), unit="releases") if bar else None
         for version in versions:
             sha = history.import_release(ReleaseSpec(project, version), kind=kind, progress=bar)
             out.append((version, sha))

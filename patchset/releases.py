@@ -37,10 +37,13 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.text import Text
 
 from patchset import atomic, cache
 from patchset.archives import unpack  # re-exported: releases.unpack is the public name
@@ -343,6 +346,20 @@ def verify_file(path: Path, dist: DistFile) -> bool:
     return sha256_file(path) == dist.sha256
 
 
+class _AmountColumn(ProgressColumn):
+    """Bytes for downloads and imports; a plain count for tasks created with ``unit="..."``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bytes = DownloadColumn()
+
+    def render(self, task: Task) -> Text:
+        unit = task.fields.get("unit")
+        if unit:
+            return Text(f"{int(task.completed)}/{int(task.total or 0)} {unit}", style="progress.download")
+        return self._bytes.render(task)
+
+
 @contextmanager
 def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
     """The caller's progress, else a transient rich bar on a terminal, else None."""
@@ -352,7 +369,7 @@ def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
         own = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            DownloadColumn(),
+            _AmountColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
             transient=True,

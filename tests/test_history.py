@@ -426,7 +426,6 @@ VLLM = ["0.30.0", "0.31.0", "0.32.0", "0.33.0"]
 
 @pytest.fixture
 def pypi(monkeypatch):
-    monkeypatch.delenv("PATCHSET_INDEX_URL", raising=False)
     reason = releases.probe_index()
     if reason:
         pytest.skip(f"network test: {reason}")

@@ -393,7 +393,6 @@ def test_unpack_damaged_or_misplaced_input(tmp_path):
 
 @pytest.fixture
 def pypi(monkeypatch):
-    monkeypatch.delenv("PATCHSET_INDEX_URL", raising=False)
     reason = releases.probe_index()
     if reason:
         pytest.skip(f"network test: {reason}")
