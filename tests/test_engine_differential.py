@@ -20,7 +20,8 @@ failed), same refusal, same partial output when a hunk fails.
   6. ``-U0`` patches need ``--unidiff-zero`` for git (given), and git then drops rules 2 and 3.
 So git is compared on every case whose target file is the diff's own old file (all three must
 produce the new file), and on drifted cases only when each hunk's old lines occur exactly once
-in the target and every hunk has full context on both sides (rules 2-4 cannot apply).
+in the target, no hunk starts at line 1, and both tools agree on whether a hunk is bound to
+the end of the file (rules 2-4 cannot apply).
 
 ``PATCHSET_DIFF_EXAMPLES`` sets the number of cases (default 1,200) for a long nightly run.
 """
@@ -66,6 +67,7 @@ class Case:
     drift: str
     patch: bytes = b""
     notes: list[str] = field(default_factory=list)
+    fuzz: int = 0
 
 
 def _join(lines: list[bytes], eols: list[bytes], final_newline: bool) -> bytes:
@@ -85,8 +87,11 @@ line_st = st.one_of(
 )
 
 
+unique_line_st = st.integers(0, 10**9).map(lambda i: b"unique %d" % i)
+
+
 @st.composite
-def edited(draw, lines: list[bytes], min_ops: int, max_ops: int) -> list[bytes]:
+def edited(draw, lines: list[bytes], min_ops: int, max_ops: int, line_st=line_st) -> list[bytes]:
     out = list(lines)
     for _ in range(draw(st.integers(min_ops, max_ops))):
         op = draw(st.sampled_from(["ins", "del", "rep"]))
@@ -112,8 +117,12 @@ def case_st(draw) -> Case:
             return [b"\r\n"] * n
         return [draw(st.sampled_from([b"\n", b"\r\n"])) for _ in range(n)]
 
-    old_lines = draw(st.lists(line_st, min_size=0 if kind == "create" else 1, max_size=30))
-    new_lines = draw(edited(old_lines, 1, 4))
+    # a third of the files have no repeated line: every hunk has one place to go, so git apply
+    # and GNU patch can be compared on drifted files too (see the module docstring)
+    lines_st = unique_line_st if draw(st.integers(0, 2)) == 0 else line_st
+    old_lines = draw(st.lists(lines_st, min_size=0 if kind == "create" else 1, max_size=30,
+                              unique=lines_st is unique_line_st))
+    new_lines = draw(edited(old_lines, 1, 4, lines_st))
     old_nl = draw(st.sampled_from([True, True, True, False]))
     new_nl = old_nl if draw(st.booleans()) else not old_nl
     old_e = eols(len(old_lines))
@@ -128,7 +137,10 @@ def case_st(draw) -> Case:
             new = b"created\n"
     if kind == "delete":
         new = None
-    drift = draw(st.sampled_from(["none", "none", "insert", "insert", "delete", "mixed", "applied"]))
+        if not old:  # an empty file's deletion diff has no hunks: GNU patch calls it garbage
+            old = b"deleted\n"
+    drift = draw(st.sampled_from(["none", "none", "insert", "insert", "delete", "mixed", "applied",
+                                  "shift", "shift"]))
     target = old
     if kind == "create":
         target = None if drift != "applied" else new
@@ -140,10 +152,16 @@ def case_st(draw) -> Case:
         if drift in ("insert", "mixed"):
             for _ in range(draw(st.integers(1, 3))):
                 pos = draw(st.integers(0, len(tl)))
-                tl[pos:pos] = [ln + b"\n" for ln in draw(st.lists(line_st, min_size=1, max_size=4))]
+                tl[pos:pos] = [ln + b"\n" for ln in draw(st.lists(lines_st, min_size=1, max_size=4))]
+        if drift == "shift":  # lines added at the top: every hunk moves down
+            tl[0:0] = [ln + b"\n" for ln in draw(st.lists(lines_st, min_size=1, max_size=5))]
         if drift in ("delete", "mixed") and tl:
             pos = draw(st.integers(0, len(tl) - 1))
             tl[pos:pos + draw(st.integers(1, 2))] = []
+        if drift == "reword" and tl:  # lines changed in place: context mismatches (fuzz)
+            for _ in range(draw(st.integers(1, 2))):
+                pos = draw(st.integers(0, len(tl) - 1))
+                tl[pos] = b"reworded %d\n" % pos
         # keep the file's final-newline state at its end (drift is inside the file)
         target = b"".join(tl)
         if old and not old.endswith(b"\n") and target.endswith(b"\n") and tl and tl[-1] == split_lines(old)[-1] + b"\n":
@@ -151,6 +169,23 @@ def case_st(draw) -> Case:
     context = draw(st.sampled_from([0, 1, 2, 3, 3, 3, 5]))
     generator = draw(st.sampled_from(["difflib", "git"]))
     return Case(old, new, target, context, generator, drift)
+
+
+@st.composite
+def fuzz_case_st(draw) -> Case:
+    """Cases for ``--fuzz``: in-place rewording drift, more context, fuzz 1..3."""
+    c = draw(case_st())
+    if c.old is not None and c.new is not None and c.drift in ("none", "insert", "delete"):
+        tl = split_lines(c.target or b"")
+        if tl:
+            for _ in range(draw(st.integers(1, 2))):
+                pos = draw(st.integers(0, len(tl) - 1))
+                tl[pos] = b"reworded %d\n" % pos
+            c.target = b"".join(tl)
+            c.drift = "reword"
+    c.context = draw(st.sampled_from([1, 2, 3, 3, 4]))
+    c.fuzz = draw(st.integers(1, 3))
+    return c
 
 
 # --------------------------------------------------------------------------- running binaries
@@ -207,7 +242,7 @@ def run_binaries(cases: list[Case], work: Path) -> tuple[list[tuple[int, bytes]]
             d.mkdir(parents=True)
             _write(d / f"c{i}" / "f", c.target)
         script.append(
-            f"(cd gnu/c{i} && patch -p1 -F0 --forward --no-backup-if-mismatch -r - "
+            f"(cd gnu/c{i} && patch -p1 -F{c.fuzz} --forward --no-backup-if-mismatch -r - "
             f"-i ../../p{i}.patch > ../o{i} 2>&1; echo $? > ../rc{i})")
         zero = "--unidiff-zero " if c.context == 0 else ""
         script.append(
@@ -229,7 +264,9 @@ def _unique_hunks(fps, target: bytes) -> bool:
             body = h.body()
             lead = next((k for k, (t, _) in enumerate(body) if t != " "), len(body))
             trail = next((k for k, (t, _) in enumerate(reversed(body)) if t != " "), len(body))
-            if not pat or lead != trail or lead == 0 or h.old_start <= 1:
+            if not pat or h.old_start <= 1:  # rule 2
+                return False
+            if not ((trail == 0 and lead > 0) or (trail > 0 and trail >= lead)):  # rule 3
                 return False
             n = sum(1 for s in range(len(lines) - len(pat) + 1) if lines[s:s + len(pat)] == pat)
             if n != 1:
@@ -244,7 +281,7 @@ def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes], git: tuple[i
     fps = parse_patch(c.patch, 1)
     assert len(fps) == 1, where + detail
     fp = fps[0]
-    outcome = apply_file(c.target, fp, fuzz=0)
+    outcome = apply_file(c.target, fp, fuzz=c.fuzz)
     gnu_rc, gnu_out = gnu
     gnu_file = _read(work / "gnu" / f"c{i}" / f"c{i}" / "f")
     refused = (b"Reversed (or previously applied) patch detected" in gnu_out
@@ -280,6 +317,8 @@ def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes], git: tuple[i
             assert int(m.group(2) or 0) == r.fuzz, where + detail
     assert set(hunks) <= {r.index for r in outcome.hunks}, where + detail
     # git apply, where its rules match GNU patch's (see module docstring)
+    if c.fuzz:
+        return  # git apply has no fuzz
     git_rc, git_out = git
     git_file = _read(work / "git" / f"c{i}" / f"c{i}" / "f")
     if c.drift == "none":
@@ -315,6 +354,27 @@ def test_engine_matches_gnu_patch_and_git_apply(tmp_path_factory, cases: list[Ca
     shutil.rmtree(work, ignore_errors=True)
 
 
+FUZZ_TOTAL = max(BATCH, TOTAL // 4)
+_fuzz_stats = {"cases": 0, "fuzzed": 0}
+
+
+@settings(max_examples=max(1, FUZZ_TOTAL // BATCH), deadline=None,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(fuzz_case_st(), min_size=BATCH, max_size=BATCH))
+def test_fuzz_matches_gnu_patch(tmp_path_factory, cases: list[Case]) -> None:
+    """``--fuzz N`` (only when asked) against ``patch -FN``: same hunks fuzzed, same bytes."""
+    work = tmp_path_factory.mktemp("fuzz")
+    make_patches(cases, work)
+    gnu, git = run_binaries(cases, work)
+    for i, c in enumerate(cases):
+        check_case(i, c, work, gnu[i], git[i])
+        _fuzz_stats["cases"] += 1
+        _fuzz_stats["fuzzed"] += b"with fuzz" in gnu[i][1]
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def test_differential_run_was_broad() -> None:
     """Runs after the property test (file order): the default run covered >= 1,000 cases and
     every kind of outcome, so agreement is not agreement on trivial cases only."""
@@ -324,3 +384,6 @@ def test_differential_run_was_broad() -> None:
     assert _stats["cases"] >= min(TOTAL, 1000)
     assert _stats["applied"] > 0 and _stats["failed"] > 0 and _stats["refused"] > 0
     assert _stats["offset"] > 0 and _stats["git_compared"] > 0
+    if _fuzz_stats["cases"]:
+        print(_fuzz_stats)
+        assert _fuzz_stats["fuzzed"] > 0
