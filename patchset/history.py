@@ -751,6 +751,19 @@ class UpstreamClone(GitRepo):
         super().__init__(Path(directory) if directory is not None else _dir_for_url(url))
         self.url = url
 
+    def resolve(self, ref: str | ReleaseSpec) -> str:
+        """Like ``GitRepo.resolve``; ``PROJECT==VERSION`` maps to the upstream tag ``v<VERSION>``."""
+        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and _SPEC_LIKE.match(ref)):
+            spec = as_spec(ref)
+            sha = self.rev(f"refs/tags/{spec.tag}")
+            if sha is None:
+                raise InputError(
+                    f"{spec}: tag {spec.tag} is not in the clone of {self.url}",
+                    hint="run sync() to fetch new tags, or check the version",
+                )
+            return sha
+        return super().resolve(ref)
+
     @property
     def cloned(self) -> bool:
         return (self.git_dir / "HEAD").exists()

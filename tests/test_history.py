@@ -403,6 +403,9 @@ def test_upstream_clone_is_blobless_and_fetches_incrementally(tmp_path, upstream
         clone.resolve("v0.31.0")
     clone.sync()
     v31 = clone.resolve("v0.31.0")
+    assert clone.resolve("vllm==0.31.0") == v31
+    with pytest.raises(InputError, match="not in the clone"):
+        clone.resolve("vllm==0.32.0")
     assert clone.resolve("main") == v31
     assert clone.is_ancestor(v30, v31)
     assert clone.renames(v30, v31, ["vllm/kda.py"])["vllm/kda.py"][0].path == "vllm/common_kda.py"
