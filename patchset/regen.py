@@ -22,7 +22,8 @@ from patchset.replay import blob_sha
 
 _ZERO = "0" * 40
 _DIFF_OPTS = ["-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
-              "-c", "diff.relative=false", "-c", "core.autocrlf=false"]
+              "-c", "diff.relative=false", "-c", "core.autocrlf=false", "-c", "diff.suppressBlankEmpty=false",
+              "-c", "diff.interHunkContext=0"]
 
 
 @dataclass
@@ -51,8 +52,8 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
             (b / str(i)).write_bytes(after)
         proc = subprocess.run(
             ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
-             "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--diff-algorithm=myers",
-             "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=_git_env())
+             "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--inter-hunk-context=0",
+             "--diff-algorithm=myers", "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=_git_env())
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
     sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]

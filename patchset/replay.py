@@ -132,7 +132,7 @@ class Merger:
             p.write_bytes(data)
             names.append(str(p))
         proc = subprocess.run(
-            ["git", "merge-file", "-p", "--marker-size=7", "-L", labels[0], "-L", labels[1], "-L", labels[2], *names],
+            ["git", "-c", "merge.conflictStyle=merge", "merge-file", "-p", "--marker-size=7", "-L", labels[0], "-L", labels[1], "-L", labels[2], *names],
             capture_output=True, env=_git_env())
         for n in names:
             Path(n).unlink(missing_ok=True)

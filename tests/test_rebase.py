@@ -313,11 +313,16 @@ def test_rebase_records_everything_in_the_ledger(make):
     assert not (demo.root / ".patchset" / "rebase").exists()
 
 
-def test_regenerated_bodies_are_byte_stable(make):
+def test_regenerated_bodies_are_byte_stable(make, tmp_path, monkeypatch):
     include = [p for p in ALL if p != "p-conflict"]
     a, b = make(include), make(include)
     rebase(a.ledger, "v2")
-    subprocess.run(["git", "config", "--global", "--get", "diff.algorithm"], capture_output=True)
+    # a user whose git is configured to diff differently gets the same bytes
+    hostile = tmp_path / "gitconfig"
+    hostile.write_text("[diff]\n\talgorithm = histogram\n\tcontext = 9\n\tnoprefix = true\n\tmnemonicPrefix = true\n"
+                       "\tsuppressBlankEmpty = true\n\tinterHunkContext = 20\n\tindentHeuristic = false\n"
+                       "[merge]\n\tconflictStyle = diff3\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     rebase(b.ledger, "v2")
     for pid in include:
         assert a.body(pid).read_bytes() == b.body(pid).read_bytes(), pid
