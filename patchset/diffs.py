@@ -274,6 +274,9 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:  # noqa: C90
     where = Location(source, line_no or None)
     info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
     git = any(x.startswith("diff --git ") for x in info)
+    if not git and line_no > 1:
+        line_no -= 1  # unidiff numbers a plain diff by its "+++" line; name the "---" line
+        where = Location(source, line_no)
     extra: dict[str, str] = {}
     for x in info:
         m = _GIT_ONLY.match(x)
