@@ -108,8 +108,11 @@ def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
 
 
 def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None = None,
-               old_base: str | None = None) -> Bases:
-    """Resolve the target's recorded base (or ``old_base``) and ``onto`` to commits."""
+               old_base: str | None = None, paths: list[str] | None = None) -> Bases:
+    """Resolve the target's recorded base (or ``old_base``) and ``onto`` to commits.
+
+    ``paths`` (the files the series touches) lets a plain-directory history import only what a
+    rebase reads."""
     old_ref = old_base if old_base is not None else target.base
     if not onto or not onto.strip():
         raise InputError("--onto needs a commit, tag, branch, PROJECT==VERSION or a directory")
@@ -123,7 +126,7 @@ def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None
             raise InputError(f"--onto {onto} is a directory, but the old base {old_ref!r} of target "
                              f"{target.name!r} is not a directory",
                              hint="a plain-directory rebase needs the old base files as a directory too")
-        return _dirs(old_dir, new_dir, old_ref, onto)
+        return _dirs(old_dir, new_dir, old_ref, onto, paths)
     local = _local_repo(repo) if repo is not None else _local_repo(target.upstream)
     if repo is not None and local is None:
         raise InputError(f"{repo} is not a git repository")
@@ -169,10 +172,10 @@ def _releases(target: Target, old_ref: str, onto: str) -> Bases:
                  {"kind": "releases", "project": project, "old": old_spec, "new": new_spec})
 
 
-def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str) -> Bases:
+def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str] | None) -> Bases:
     tmp = tempfile.mkdtemp(prefix="patchset-dirs-")
     try:
-        old, new = import_directories(Path(tmp) / "dirs.git", [("old", old_dir), ("new", new_dir)])
+        old, new = import_directories(Path(tmp) / "dirs.git", [("old", old_dir), ("new", new_dir)], paths)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -181,7 +184,7 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str) -> Bases:
 
 
 def reopen(location: dict[str, Any], old: str, new: str, old_ref: str, onto: str, new_label: str,
-           new_version: str) -> Bases:
+           new_version: str, paths: list[str] | None = None) -> Bases:
     """The same bases again (after ``--interactive`` stopped), checked to be the same commits."""
     kind = location.get("kind")
     if kind == "repo":
@@ -192,7 +195,7 @@ def reopen(location: dict[str, Any], old: str, new: str, old_ref: str, onto: str
         b = Bases(h, "releases", h.resolve(location["old"]), h.resolve(location["new"]), old_ref, onto,
                   new_label, new_version, location)
     elif kind == "dirs":
-        b = _dirs(Path(location["old"]), Path(location["new"]), location["old_ref"], onto)
+        b = _dirs(Path(location["old"]), Path(location["new"]), location["old_ref"], onto, paths)
         b.new_label, b.new_version = new_label, new_version
     else:
         raise InputError(f"unknown base kind {kind!r} in the rebase state")

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.history import GitRepo, _fi_path, _git_env, _run_git
@@ -21,40 +22,54 @@ from patchset.history import GitRepo, _fi_path, _git_env, _run_git
 _IDENT = b"patchset directory import <dirs@patchset.invalid> 0 +0000"
 
 
-def _scan(root: Path) -> dict[str, tuple[bytes, bytes]]:
-    """``{relative path: (mode, content)}`` for every file and symlink under ``root`` (no .git)."""
-    out: dict[str, tuple[bytes, bytes]] = {}
+def _listing(root: Path) -> dict[str, Path]:
+    """``{relative path: full path}`` of every file and symlink under ``root`` (no .git), unread."""
+    out: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for d in list(dirnames):
+            full = Path(dirpath) / d
+            if d == ".git":
+                dirnames.remove(d)
+            elif full.is_symlink():
+                out[full.relative_to(root).as_posix()] = full
+                dirnames.remove(d)
         for name in filenames:
             full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            st = full.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = (b"120000", os.readlink(full).encode("utf-8", "surrogateescape"))
-            elif stat.S_ISREG(st.st_mode):
-                mode = b"100755" if st.st_mode & 0o111 else b"100644"
-                out[rel] = (mode, full.read_bytes())
-        for d in list(dirnames):
-            if (Path(dirpath) / d).is_symlink():
-                full = Path(dirpath) / d
-                out[full.relative_to(root).as_posix()] = (b"120000", os.readlink(full).encode())
-                dirnames.remove(d)
+            out[full.relative_to(root).as_posix()] = full
     return out
 
 
-def import_directories(git_dir: Path, dirs: list[tuple[str, Path]]) -> list[str]:
+def _read(full: Path) -> tuple[bytes, bytes] | None:
+    st = full.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        return b"120000", os.readlink(full).encode("utf-8", "surrogateescape")
+    if stat.S_ISREG(st.st_mode):
+        return (b"100755" if st.st_mode & 0o111 else b"100644"), full.read_bytes()
+    return None
+
+
+def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Iterable[str] | None = None) -> list[str]:
     """Make a bare repository at ``git_dir`` with one commit per ``(label, directory)``, in order;
-    each commit is tagged ``label``. Returns the commit shas."""
+    each commit is tagged ``label``. Returns the commit shas.
+
+    With ``paths`` (the files a series touches), only those files and the files that exist in some
+    directories but not in others are imported: enough for blobs, rename detection (deleted vs
+    added files) and history, and a fraction of a whole source tree to read and compress.
+    """
     for label, d in dirs:
         if not Path(d).is_dir():
             raise InputError(f"not a directory: {d}", hint=f"{label} must name an existing directory of files")
     git_dir.mkdir(parents=True, exist_ok=True)
     _run_git(["init", "-q", "--bare", "--initial-branch=main", str(git_dir)])
+    listings = [_listing(Path(d)) for _, d in dirs]
+    if paths is not None:
+        common = set.intersection(*(set(x) for x in listings)) if listings else set()
+        wanted = set(paths) | (set().union(*(set(x) for x in listings)) - common)
+        listings = [{p: f for p, f in x.items() if p in wanted} for x in listings]
     stream: list[bytes] = []
     prev: dict[str, tuple[bytes, bytes]] = {}
-    for n, (label, d) in enumerate(dirs, start=1):
-        files = _scan(Path(d))
+    for n, ((label, d), listing) in enumerate(zip(dirs, listings), start=1):
+        files = {p: got for p, full in sorted(listing.items()) if (got := _read(full)) is not None}
         message = f"directory {label}\n\nImported from {d} by patchset.\n".encode()
         stream.append(b"commit refs/heads/main\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\n"
                       % (n, _IDENT, _IDENT, len(message), message))
@@ -74,7 +89,8 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]]) -> list[str]
         prev = files
     stream.append(b"done\n")
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.run(["git", "fast-import", "--quiet", "--done"], cwd=git_dir, input=b"".join(stream),
+        proc = subprocess.run(["git", "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import",
+                               "--quiet", "--done"], cwd=git_dir, input=b"".join(stream),
                               stdout=subprocess.DEVNULL, stderr=err, env=_git_env())
         if proc.returncode != 0:
             err.seek(0)

@@ -132,8 +132,9 @@ def _touched(parsed: dict[str, list[FilePatch]]) -> list[str]:
 
 
 def _open_session(ledger: Ledger, target: Target, bases: Bases, pr_merges: Mapping[str, str] | None,
-                  interactive: bool) -> _Session:
-    patches, bodies, parsed = _load_series(ledger, target)
+                  interactive: bool, series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]]
+                  ) -> _Session:
+    patches, bodies, parsed = series
     old_store = BlobStore(bases.repo, bases.old)
     new_store = BlobStore(bases.repo, bases.new)
     paths = _touched(parsed)
@@ -342,9 +343,10 @@ def rebase(ledger_path: Path, onto: str, *, target: str | None = None, repo: Pat
     if state.in_progress():
         state.refuse_if_in_progress()
     t = _pick_target(ledger, target, onto)
-    bases = open_bases(ledger.root, t, onto, repo=repo, old_base=old_base)
+    series = _load_series(ledger, t)
+    bases = open_bases(ledger.root, t, onto, repo=repo, old_base=old_base, paths=_touched(series[2]))
     try:
-        s = _open_session(ledger, t, bases, pr_merges, interactive)
+        s = _open_session(ledger, t, bases, pr_merges, interactive, series)
     except BaseException:
         bases.close()
         raise
@@ -496,9 +498,11 @@ def _resume(ledger_path: Path) -> tuple[State, dict, _Session]:
         raise InputError(f"{ledger_path.name} changed since the rebase stopped",
                          hint="run `patchset rebase --abort` (it restores the ledger as it was) and start again")
     t = ledger.targets[d["target"]]
-    bases = reopen(d["location"], d["old"], d["new"], d["old_ref"], d["onto"], d["new_label"], d["new_version"])
+    series = _load_series(ledger, t)
+    bases = reopen(d["location"], d["old"], d["new"], d["old_ref"], d["onto"], d["new_label"], d["new_version"],
+                   _touched(series[2]))
     try:
-        s = _open_session(ledger, t, bases, d["pr_merges"], d["interactive"])
+        s = _open_session(ledger, t, bases, d["pr_merges"], d["interactive"], series)
     except BaseException:
         bases.close()
         raise

@@ -177,3 +177,22 @@ def test_rebase_onto_0_31_writes_a_series_that_applies(history, tmp_path):
         for fp in parse_patch(led.body_file(p).read_bytes(), 1):
             out = apply_file(history.read_blob(v31, fp.path), fp)
             assert out.ok and all(h.status == "clean" for h in out.hunks), (p.id, out.message)
+
+
+def test_plain_directories_of_real_releases(history, tmp_path):
+    """The same series on unpacked 0.30.0 and 0.31.0 trees (no git): a throwaway history is made."""
+    trees = {}
+    for v in ("0.30.0", "0.31.0"):
+        trees[v] = tmp_path / f"vllm-{v}"
+        releases.unpack(releases.download(f"vllm=={v}"), trees[v])
+    ledger = _ledger(tmp_path / "led", history, list(EXPECTED))
+    ledger.write_text(ledger.read_text().replace('base = "vllm==0.30.0"', f'base = "{trees["0.30.0"]}"'))
+    t0 = time.monotonic()
+    report = rebase(ledger, str(trees["0.31.0"]), dry_run=True)
+    assert time.monotonic() - t0 < 10  # only the touched and the added/removed files are imported
+    got = {p.id: (p.verdict, p.how) for p in report.patches}
+    # the port's recorded merge commit lives in the release history, not in the throwaway one
+    assert got == {**EXPECTED, "port": ("conflict", "")}
+    notes = [e["detail"] for e in report.get("port").evidence if not e["decisive"]]
+    assert any("not in the local upstream history" in n for n in notes)
+    assert report.get("moved").files[0].new_path == "vllm/models/glm5next/common/kda.py"
