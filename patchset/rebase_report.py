@@ -175,7 +175,7 @@ def render(report: RebaseReport, console: Console | None = None, *, range_diffs:
     summary = ", ".join(f"{n} {v}" for v, n in c.items() if n)
     console.print(f"{summary or 'no active patches'}; status: {report.status}"
                   + (f"; previous series kept in {report.backup}" if report.backup else "")
-                  + ("" if report.written or report.status != "done" else "; nothing written"))
+                  + ("; dry run, nothing written" if report.status == "dry-run" else ""))
     if report.status == "stopped":
         console.print(f"stopped at {report.stopped_at}: edit {', '.join(report.work_files)} then run "
                       "`patchset rebase --continue` (or --skip, --abort)")
