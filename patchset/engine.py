@@ -249,11 +249,16 @@ class _Writer:
         self.after_newline = data.endswith(b"\n")
 
     def copy_till(self, line: int) -> None:
-        # past the end of the input there is nothing to copy (GNU: an empty line fetch)
-        while self.frozen < line:
-            if self.frozen < len(self.lines):
-                self.emit(self.lines[self.frozen])
-            self.frozen += 1
+        # past the end of the input there is nothing to copy (GNU: an empty line fetch);
+        # every input line but the last ends in "\n", so a slice is copied in one go
+        if self.frozen < line:
+            chunk = self.lines[self.frozen:line]
+            if chunk:
+                if not self.after_newline:
+                    self.out.append(b"\n")
+                self.out.extend(chunk)
+                self.after_newline = chunk[-1].endswith(b"\n")
+            self.frozen = line
 
     def apply(self, h: _Prepared, where: int) -> None:
         old = 0  # index into the old side (pattern)

@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -137,16 +138,16 @@ def commit(root: Path, changes: list[Change]) -> None:
         (txn / "old").mkdir()
         entries = []
         created_dirs: list[str] = []
+        staged: list[tuple[Path, bytes, int]] = []
         for n, ch in enumerate(changes):
             target = root / ch.path
             entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None,
                            "new_mode": None}
             if ch.data is not None:
                 mode = 0o644 if ch.mode is None else ch.mode
-                _write_file(txn / "new" / str(n), ch.data, mode)
+                staged.append((txn / "new" / str(n), ch.data, mode))
                 entry["new"] = str(n)
                 entry["new_mode"] = mode
-                _step()
                 parent = target.parent
                 missing: list[str] = []
                 while not parent.exists():
@@ -166,6 +167,12 @@ def commit(root: Path, changes: list[Change]) -> None:
                     _fsync_path(backup)
                 entry["old"] = str(n)
             entries.append(entry)
+        # write + fsync the staged files concurrently: the file system commits the fsyncs
+        # together, several times faster than one after another
+        with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
+            for fut in [pool.submit(_write_file, *args) for args in staged]:
+                fut.result()
+                _step()
         _fsync_path(txn / "new", directory=True)
         _fsync_path(txn / "old", directory=True)
         tmp = txn / (JOURNAL + ".tmp")
@@ -194,8 +201,16 @@ def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list
         elif target.exists() or target.is_symlink():
             target.unlink()
             _step()
-    for d in touched:
-        _fsync_path(d, directory=True)
+    _fsync_dirs(touched)
+
+
+def _fsync_dirs(dirs: set[Path]) -> None:
+    if len(dirs) <= 1:
+        for d in dirs:
+            _fsync_path(d, directory=True)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
+        list(pool.map(lambda d: _fsync_path(d, directory=True), dirs))
 
 
 def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
