@@ -55,9 +55,6 @@ class Bases:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def short(self, sha: str) -> str:
-        return sha[:12]
-
 
 def _version_like(ref: str) -> str | None:
     text = ref[1:] if ref.startswith("v") else ref

@@ -31,14 +31,14 @@ from patchset.errors import InputError, LedgerError, Location
 from patchset.lock import render_lock, sha256_bytes
 from patchset.model import Ledger, Patch, Target
 from patchset.rebase_report import ALREADY_UPSTREAM, CARRIED, CONFLICT, SKIPPED, SUPERSEDED, FileResult, \
-    HunkConflict, PatchResult, RebaseReport
+    HunkConflict, PatchResult, RebaseReport, render
 from patchset.rebase_state import State, new_backup_dir, pause_point
 from patchset.regen import FileChange, range_diff, regenerate_many
 from patchset.replay import BROKEN, CONFLICT as F_CONFLICT, BlobStore, FileReplay, Merger, Move, PatchReplay, Tree, \
     replay_patch
 from patchset.rerere import RRCache, has_markers
 
-__all__ = ["RebaseReport", "abort", "continue_rebase", "rebase", "skip"]
+__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "rebase", "render", "skip"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -582,7 +582,7 @@ def _finish_interrupted(state: State) -> RebaseReport:
 @dataclass
 class AbortResult:
     restored: list[str]
-    was: str  # stopped | committing | nothing
+    was: str  # stopped | committing
 
     def to_json(self) -> dict:
         return {"restored": self.restored, "was": self.was}
