@@ -164,6 +164,7 @@ def test_crlf_patch_headers_strip_crs_like_gnu_patch() -> None:
 def test_split_lines_only_on_newline() -> None:
     assert split_lines(b"a\r\nb\rc\x0bd\ne") == [b"a\r\n", b"b\rc\x0bd\n", b"e"]
     assert split_lines(b"") == []
+    assert split_lines(b"x\x0by\x1cz\x0c\n\x85q") == [b"x\x0by\x1cz\x0c\n", b"\x85q"]
 
 
 # --------------------------------------------------------------------------- engine
