@@ -1,0 +1,158 @@
+"""The gate's artifacts directory: what a CI job uploads and a human reads after a run.
+
+``report.json`` (the whole ``GateReport``), ``report.md`` (the same for an issue or a pull
+request body), ``junit.xml`` (one test case per patch replay, one for the apply, one per selected
+test: CI systems show them as tests), ``series.patch`` (the refreshed series as a patch against
+this repository; empty when there is nothing to refresh) and ``logs/`` (the gate's log, the
+rebase and apply reports, one file per test). Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
+from patchset import atomic
+
+SUITE = "patchset-gate"
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic.write_text(path, json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(r: GateReport) -> str:
+    out = [f"# {_md(headline(r))}", ""]
+    up = r.upstream
+    out += [f"- upstream: {up.get('kind', '?')} `{_md(up.get('location', ''))}`",
+            f"- judged: `{_md(r.onto or r.asked)}`" + (f" at `{r.commit}`" if r.commit else ""),
+            f"- series base: `{_md(r.base)}`" + (f" (`{r.base_commit[:12]}`)" if r.base_commit else "")]
+    if r.previous:
+        out.append(f"- previous run: {r.previous.get('verdict')} at `{_md(r.previous.get('judged_label', ''))}`; "
+                   f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`")
+    out.append(f"- exit code: {r.exit_code} ({r.status})")
+    out.append("")
+    reasons = r.reasons()
+    if reasons:
+        out += ["## Regressions", ""] + [f"- {_md(x)}" for x in reasons] + [""]
+    if r.errors:
+        out += ["## Errors", ""] + [f"- {_md(x)}" for x in r.errors] + [""]
+    patches = r.rebase.get("patches", [])
+    if patches:
+        out += ["## Series", "", "| # | patch | replay | first bad upstream commit |", "|---|---|---|---|"]
+        for i, p in enumerate(patches, 1):
+            verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
+            fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
+            out.append(f"| {i} | `{p['id']}` | {verdict} | {_md(fb)} |")
+        out.append("")
+        for p in patches:
+            if p["verdict"] != "conflict":
+                continue
+            out.append(f"### `{p['id']}` conflicts")
+            for f in p["files"]:
+                if f["how"] not in ("conflict", "broken"):
+                    continue
+                out.append(f"- `{f['path']}`: {_md(f.get('message') or f['how'])}")
+                for h in f.get("hunks", []):
+                    subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
+                    out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {_md(subjects) or '(no upstream commit blamed)'}")
+            fb = r.first_bad.get(p["id"])
+            if fb and fb.get("commit"):
+                out.append(f"- first bad upstream commit: {_md(describe_commit(fb['commit']))}; last good "
+                           f"`{fb['last_good'][:12]}` ({fb['range_size']} commits searched, {fb['probes']} replays)")
+            out.append("")
+    if r.apply:
+        out += ["## Apply to a fresh tree", "", f"{r.apply.get('outcome')}: {_md(r.apply.get('message', ''))}", ""]
+        if r.apply.get("mismatched"):
+            out += [f"- lock mismatch: `{m}`" for m in r.apply["mismatched"]] + [""]
+    if r.tests or r.tags:
+        out += [f"## Tests (tags: {', '.join(r.tags) or 'none'})", ""]
+        if not r.tests:
+            out += ["No test of the series carries these tags.", ""]
+        else:
+            out += ["| patch | test | result | seconds |", "|---|---|---|---|"]
+            out += [f"| `{t['patch']}` | {_md(t['name'])} | {t['status']} | {t['seconds']} |" for t in r.tests]
+            out.append("")
+            for t in r.failed_tests:
+                out += [f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>", "",
+                        "```", t.get("tail", ""), "```", "", "</details>", ""]
+    st = r.upstream_status
+    if st.get("actions"):
+        out += ["## Upstream status", "", f"Mode `{st.get('mode')}`; data: {_md(st.get('data_age', ''))}.", ""]
+        out += [f"- `{a['id']}`: {a['action']}: {_md(a['text'])}" for a in st["actions"]]
+        out.append("")
+    if r.series_patch.get("files"):
+        out += ["## Refreshed series", "",
+                f"`{r.series_patch['path']}` changes {len(r.series_patch['files'])} files "
+                f"(`git apply {r.series_patch['path']}` at the top of the repository):", ""]
+        out += [f"- `{f}`" for f in r.series_patch["files"]] + [""]
+    if r.warnings:
+        out += ["## Warnings", ""] + [f"- {_md(w)}" for w in r.warnings] + [""]
+    timing = ", ".join(f"{k} {v:.2f} s" for k, v in r.timings.items())
+    out += [f"Took {r.seconds:.2f} s ({timing})." if timing else f"Took {r.seconds:.2f} s.", ""]
+    return "\n".join(out)
+
+
+def junit(r: GateReport) -> bytes:
+    suite = ET.Element("testsuite", name=SUITE)
+    cases: list[ET.Element] = []
+
+    def case(classname: str, name: str, seconds: float = 0.0) -> ET.Element:
+        c = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
+        cases.append(c)
+        return c
+
+    if r.status == ERROR:
+        c = case("gate", "judge upstream")
+        e = ET.SubElement(c, "error", message="; ".join(r.errors)[:500] or "infrastructure failure")
+        e.text = "\n".join(r.errors)
+    for p in r.rebase.get("patches", []):
+        c = case("replay", p["id"])
+        if p["verdict"] == "conflict":
+            fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
+            f = ET.SubElement(c, "failure", message=f"conflicts on {r.onto}" + (f"; first bad: {fb}" if fb else ""))
+            f.text = "\n".join(f"{x['path']}: {x.get('message') or x['how']}" for x in p["files"]
+                               if x["how"] in ("conflict", "broken"))
+        else:
+            out = ET.SubElement(c, "system-out")
+            out.text = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
+    if r.apply:
+        c = case("apply", r.target or "series")
+        if r.apply.get("outcome") == "skipped":
+            ET.SubElement(c, "skipped", message=r.apply.get("message", ""))
+        elif r.apply.get("outcome") != "applied":
+            f = ET.SubElement(c, "failure", message=r.apply.get("message", "")[:500])
+            f.text = "\n".join(r.apply.get("mismatched", []))
+    for t in r.tests:
+        c = case(f"tests.{t['patch']}", t["name"], t["seconds"])
+        if t["status"] != "passed":
+            f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
+            f.text = t.get("tail", "")
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    suite.set("time", f"{r.seconds:.3f}")
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
+
+
+def write(r: GateReport, directory: Path, *, series_patch: bytes | None = None) -> None:
+    """Write every artifact of ``r`` into ``directory`` (an unchanged run writes only the reports)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if series_patch is not None:
+        atomic.write_bytes(directory / "series.patch", series_patch)
+    write_json(directory / "report.json", r.to_json())
+    atomic.write_text(directory / "report.md", markdown(r))
+    if r.status != UNCHANGED:
+        atomic.write_bytes(directory / "junit.xml", junit(r))
+

@@ -1,0 +1,301 @@
+"""``patchset gate``: judge the series against a new upstream commit, the way CI runs it every night.
+
+One run: name the upstream commit (``--onto REF``, or ``--latest``: the newest release on the
+package index, or the fetched branch tip of a real clone); stop at once when the gate already
+judged that commit with this series and these tags (the state file); else replay the series
+onto it with the real rebaser in a scratch copy of the ledger (keep-going: every patch is
+classified), write the refreshed series as a patch against this repository, apply it to a fresh
+tree of the commit with every file checked against the refreshed lock, run the per-patch tests
+the tags select, read the upstream status (offline unless asked to refresh), and, when a patch
+newly conflicts, bisect upstream's history with the in-memory replay to name the first commit
+that breaks it. The ledger is never written; the artifacts directory holds the results.
+
+Exit codes: 0 green or nothing new; 1 a regression; 2 the gate could not judge (see
+``ci.report``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ci import artifacts as artifacts_mod
+from ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
+from ci.state import Judgement, default_state_path, ledger_digest, load_state, save_state
+from ci.upstream import Upstream, open_upstream
+from patchset import ledger as ledger_mod
+from patchset.errors import EXIT_FINDING, InputError, PatchsetError
+from patchset.model import Ledger, Target
+
+__all__ = ["GateProgress", "GateReport", "render", "run_gate", "split_tags"]
+
+GateProgress = Callable[[str, str], None]  # (stage, detail): fetch, rebase, status, bisect, tree, apply, tests
+
+
+def split_tags(tags: Sequence[str] | str | None) -> list[str]:
+    """``["cpu,gpu", "spark"]`` -> ``["cpu", "gpu", "spark"]`` (order kept, duplicates dropped)."""
+    if tags is None:
+        return []
+    items = [tags] if isinstance(tags, str) else list(tags)
+    out: list[str] = []
+    for item in items:
+        for t in item.split(","):
+            t = t.strip()
+            if t and t not in out:
+                out.append(t)
+    return out
+
+
+@dataclass
+class _Run:
+    report: GateReport
+    progress: GateProgress | None
+    started: float = field(default_factory=time.monotonic)
+    lines: list[str] = field(default_factory=list)
+
+    def log(self, text: str) -> None:
+        self.lines.append(f"[{time.monotonic() - self.started:7.2f}s] {text}")
+
+    def note(self, stage: str, detail: str) -> None:
+        self.log(f"{stage}: {detail}")
+        if self.progress:
+            self.progress(stage, detail)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        self.note(name, "start")
+        try:
+            yield
+        finally:
+            took = round(time.monotonic() - t0, 3)
+            self.report.timings[name] = round(self.report.timings.get(name, 0.0) + took, 3)
+            self.log(f"{name}: {took:.3f} s")
+
+
+def _pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
+    from patchset.rebase import _pick_target as pick  # the rebaser's own rule, so both pick alike
+
+    return pick(ledger, target, onto)
+
+
+def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False,
+             artifacts: Path = Path("gate-artifacts"), tags: Sequence[str] = (), state_file: Path | None = None,
+             progress: GateProgress | None = None, target: str | None = None, upstream: str | None = None,
+             patches: Sequence[str] | None = None, force: bool = False,
+             refresh_status: bool = False) -> GateReport:
+    """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
+
+    ``artifacts``: where report.md/report.json/junit.xml/series.patch/logs go. ``tags``: the test
+    tiers to run (``cpu``; ``all``; none runs no test). ``state_file``: the gate's memory (default
+    ``.patchset/gate-state.json`` beside the ledger). ``target``: which target (default: the one
+    with patches). ``upstream``: a git repository path or URL to judge against instead of the
+    target's default (its local ``upstream`` repository, else the package-index release history).
+    ``patches``: run only these patches' tests (a workflow matrix job; the state is not updated).
+    ``force``: judge even when upstream has not moved. ``refresh_status``: ask GitHub for the
+    upstream status (recorded into the refreshed series) instead of reading it offline.
+
+    Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
+    ``InputError``.
+    """
+    if bool(onto) == bool(latest):
+        raise InputError("name the upstream commit to judge: --onto REF or --latest (one of them)")
+    tag_list = split_tags(tags)
+    only = list(patches or [])
+    out_dir = Path(artifacts).resolve()
+    report = GateReport(status=ERROR, asked=onto or "--latest", tags=tag_list, artifacts=str(out_dir))
+    run = _Run(report, progress)
+    series_bytes: bytes | None = None
+    scratch = Path(tempfile.mkdtemp(prefix="patchset-gate-"))
+    up: Upstream | None = None
+    try:
+        ledger = ledger_mod.load_ledger(Path(ledger_path))
+        t = _pick_target(ledger, target, onto or "")
+        report.target, report.base = t.name, t.base
+        up = open_upstream(ledger.root, t, upstream)
+        report.upstream = {"kind": up.kind, "location": up.location}
+        with run.stage("fetch"):
+            sha, label = up.latest() if latest else up.resolve(onto or "")
+        report.commit, report.onto = sha, label
+        state_path = Path(state_file) if state_file is not None else default_state_path(ledger)
+        states = load_state(state_path)
+        prev = states.get(t.name)
+        if prev is not None and prev.upstream != up.key:
+            run.log(f"the state names another upstream ({prev.upstream}); judging afresh")
+            prev = None
+        if prev is not None:
+            report.previous = dataclasses.asdict(prev)
+        digest = ledger_digest(ledger, t.name)
+        if prev is not None and not force and prev.same_question(up.key, sha, digest, tag_list):
+            report.status = UNCHANGED
+            run.log(f"{label} ({sha[:12]}) was judged {prev.verdict} on {prev.judged_at}; nothing to do")
+            return report
+        series_bytes = _judge(run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch,
+                              refresh_status)
+        report.status = RED if report.reasons() else GREEN
+        if not only:
+            states[t.name] = _judgement(report, up, sha, label, digest, tag_list, prev)
+            save_state(state_path, states)
+            run.log(f"state: {state_path}")
+    except PatchsetError as exc:
+        report.status = RED if exc.exit_code == EXIT_FINDING else ERROR
+        report.errors.append(exc.render())
+        run.log(f"error: {exc.render()}")
+    except OSError as exc:
+        report.status = ERROR
+        report.errors.append(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        run.log(traceback.format_exc())
+    except Exception as exc:  # noqa: BLE001 - a crash is an infrastructure failure with a message, not a traceback
+        report.status = ERROR
+        report.errors.append(f"internal error: {type(exc).__name__}: {exc} (traceback in logs/gate.log)")
+        run.log(traceback.format_exc())
+    finally:
+        if up is not None:
+            up.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        report.seconds = round(time.monotonic() - run.started, 3)
+        _write(run, out_dir, series_bytes)
+    return report
+
+
+def _write(run: _Run, out_dir: Path, series_bytes: bytes | None) -> None:
+    r = run.report
+    try:
+        if r.status != UNCHANGED:
+            logs = out_dir / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / "gate.log").write_text("\n".join(run.lines) + "\n")
+        artifacts_mod.write(r, out_dir, series_patch=series_bytes)
+    except OSError as exc:
+        r.status = ERROR
+        r.errors.append(f"cannot write the artifacts to {out_dir}: {exc.strerror or exc}")
+
+
+def _judgement(r: GateReport, up: Upstream, sha: str, label: str, digest: str, tags: list[str],
+               prev: Judgement | None) -> Judgement:
+    clean = not r.conflicts
+    return Judgement(
+        upstream=up.key, judged=sha, judged_label=label, verdict=r.status, ledger_digest=digest, tags=list(tags),
+        last_clean=sha if clean else (prev.last_clean if prev and prev.last_clean else r.base_commit),
+        last_clean_label=label if clean else (prev.last_clean_label if prev and prev.last_clean else r.base),
+        last_green=sha if r.status == GREEN else (prev.last_green if prev else ""),
+        last_green_label=label if r.status == GREEN else (prev.last_green_label if prev else ""),
+        failing=sorted(set(r.conflicts) | {t["patch"] for t in r.failed_tests}),
+        judged_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: str, prev: Judgement | None,
+           tags: list[str], only: list[str], out_dir: Path, scratch: Path, refresh_status: bool) -> bytes:
+    """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch."""
+    from ci.bisect import Prober, first_bad
+    from ci.refresh import changed_files, make_workspace, series_patch
+    from patchset.rebase import rebase
+
+    r = run.report
+    logs = out_dir / "logs"
+    if out_dir.exists():  # stale results of an earlier run must not mix with this one
+        for stale in ("series.patch", "junit.xml", "logs"):
+            p = out_dir / stale
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    base_sha, _ = up.resolve(t.base) if t.base else ("", "")
+    r.base_commit = base_sha
+    ws = make_workspace(ledger, scratch / "series")
+    with run.stage("rebase"):
+        rr = rebase(ws.work_ledger, label, target=t.name, repo=up.git_dir,
+                    progress=lambda i, n, pid: run.note("rebase", f"{i}/{n} {pid}"))
+    r.rebase = rr.to_json()
+    artifacts_mod.write_json(logs / "rebase.json", r.rebase)
+    with run.stage("status"):
+        _status(run, ws.work_ledger, refresh_status)
+    patch = series_patch(ws)
+    r.series_patch = {"path": "series.patch", "bytes": len(patch), "files": changed_files(patch)}
+    conflicts = r.conflicts
+    if conflicts:
+        with run.stage("bisect"):
+            good = base_sha
+            if prev is not None and prev.last_clean and up.repo.rev(prev.last_clean) and \
+                    up.is_ancestor(prev.last_clean, sha):
+                good = prev.last_clean
+            commits = up.commits(good, sha)
+            run.log(f"bisect {len(conflicts)} patch(es) over {len(commits)} commits {good[:12]}..{sha[:12]}")
+            prober = Prober(ws.pristine_ledger, t.name, up, lambda d: run.note("bisect", d))
+            known = {p["id"]: p["verdict"] for p in r.rebase["patches"]}
+            found = first_bad(conflicts, good, commits, prober, known_bad=known)
+        r.first_bad = {k: v.to_json() for k, v in found.items()}
+        r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
+        return patch
+    refreshed = ledger_mod.load_ledger(ws.work_ledger)
+    rt = refreshed.targets[t.name]
+    if not refreshed.series(t.name):
+        r.apply = {"outcome": "skipped", "message": "no active patch is left: every patch is upstream now"}
+        return patch
+    selected = _selected_tests(refreshed, t.name, tags, only)
+    with run.stage("tree"):
+        # the tests need the whole tree; the apply check needs only the files the series touches
+        tree = up.archive(sha, scratch / "tree", None if selected else _touched(refreshed, rt))
+    from patchset.apply import apply_to_tree
+
+    with run.stage("apply"):
+        ar = apply_to_tree(refreshed, rt, tree, layout="source",
+                           progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}"))
+    r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
+    artifacts_mod.write_json(logs / "apply.json", ar.to_json())
+    if ar.outcome != "applied":
+        return patch
+    if selected:
+        from ci.tiers import run_tests
+
+        with run.stage("tests"):
+            results = run_tests(refreshed, t.name, tree, tags, out_dir, patches=only or None,
+                                progress=lambda d: run.note("tests", d))
+        r.tests = [x.to_json() for x in results]
+    elif tags:
+        which = f"of {', '.join(only)} " if only else ""
+        r.warnings.append(f"no test {which}carries the tags {', '.join(tags)}: none ran")
+    return patch
+
+
+def _selected_tests(ledger: Ledger, target: str, tags: list[str], only: list[str]) -> bool:
+    from ci.tiers import select
+
+    return bool(tags) and bool(select(ledger, target, tags, only or None))
+
+
+def _touched(ledger: Ledger, target: Target) -> list[str]:
+    """Every path the target's active series names (old and new names)."""
+    from patchset.apply import series_items
+    from patchset.diffs import parse_patch
+
+    out: list[str] = []
+    for item in series_items(ledger, target):
+        for fp in parse_patch(item.body, item.strip, source=item.patch_id):
+            out += [p for p in fp.paths() if p not in out]
+    return out
+
+
+def _status(run: _Run, ledger_path: Path, refresh: bool) -> None:
+    """The upstream status of the refreshed series: offline by default, recorded into the copy on refresh."""
+    from tracker.status import status as do_status
+
+    try:
+        st = do_status(ledger_path, refresh=refresh, offline=not refresh)
+    except PatchsetError as exc:
+        run.report.warnings.append(f"upstream status not read: {exc.message}")
+        return
+    rows = [{"id": row.id, "action": row.action, "text": row.action_text} for row in st.rows
+            if row.action not in ("nothing", "dropped")]
+    run.report.upstream_status = {"mode": st.mode, "data_age": st.oldest(), "counts": st.counts("action"),
+                                  "actions": rows, "errors": st.errors()}
+    for e in st.errors():
+        run.report.warnings.append(f"upstream status: {e}")

@@ -1,0 +1,106 @@
+"""The refreshed series as a patch against this repository, without touching the ledger.
+
+The gate must not rewrite the ledger it judges. It copies the ledger's files (``patches.toml``,
+the lock, every body, the recorded conflict resolutions) twice into a scratch directory, runs
+the real ``patchset rebase`` on one copy, and diffs the two copies with ``git diff --no-index``.
+The copies sit under ``a/<prefix>`` and ``b/<prefix>``, where ``<prefix>`` is the ledger's
+directory relative to its git work tree, so the diff's paths are the repository's own:
+``git apply series.patch`` at the top of a clone gives exactly what ``patchset rebase`` would
+have written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchset.errors import EnvironmentFailure
+from patchset.model import Ledger
+from patchset.rerere import RR_CACHE
+
+SCRATCH_STATE = ".patchset"  # what a rebase leaves in its directory (backups): not part of the series
+
+
+@dataclass
+class Workspace:
+    """Two copies of the ledger's files: ``pristine`` (as committed) and ``work`` (to be rebased)."""
+
+    root: Path
+    prefix: str  # the ledger directory relative to its git work tree ("" at the top, else "dir/sub/")
+    pristine: Path  # a/<prefix>
+    work: Path  # b/<prefix>
+    ledger_name: str
+
+    @property
+    def pristine_ledger(self) -> Path:
+        return self.pristine / self.ledger_name
+
+    @property
+    def work_ledger(self) -> Path:
+        return self.work / self.ledger_name
+
+
+def repo_prefix(directory: Path) -> str:
+    """``directory`` relative to the top of its git work tree ("" when it is the top or not in git)."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=directory, capture_output=True)
+    except FileNotFoundError:
+        return ""
+    return proc.stdout.decode().strip() if proc.returncode == 0 else ""
+
+
+def ledger_files(ledger: Ledger) -> list[str]:
+    """Paths (relative to the ledger's directory) a rebase reads or writes."""
+    root = ledger.root.resolve()
+    rels = [ledger.path.name, ledger.lock_path.name]
+    for p in ledger.patches:
+        f = ledger.body_file(p).resolve()
+        if f.is_file() and f.is_relative_to(root):
+            rels.append(f.relative_to(root).as_posix())
+    rr = ledger.root / RR_CACHE
+    if rr.is_dir():
+        rels += [f.relative_to(ledger.root).as_posix() for f in sorted(rr.rglob("*")) if f.is_file()]
+    return list(dict.fromkeys(rels))
+
+
+def make_workspace(ledger: Ledger, scratch: Path) -> Workspace:
+    prefix = repo_prefix(ledger.root)
+    ws = Workspace(scratch, prefix, scratch / "a" / prefix, scratch / "b" / prefix, ledger.path.name)
+    for rel in ledger_files(ledger):
+        src = ledger.root / rel
+        if not src.exists():  # an absent lock is fine: rebase writes one
+            continue
+        for side in (ws.pristine, ws.work):
+            dest = side / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    return ws
+
+
+def series_patch(ws: Workspace) -> bytes:
+    """What the rebase changed in the copy, as a patch for ``git apply`` at the top of the repository."""
+    shutil.rmtree(ws.work / SCRATCH_STATE, ignore_errors=True)
+    try:
+        proc = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "--binary", "--no-color", "--no-ext-diff",
+                               "--no-renames", "a", "b"], cwd=ws.root, capture_output=True,
+                              env={"LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(ws.root),
+                                   "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except FileNotFoundError as exc:
+        raise EnvironmentFailure("git is not installed", hint="install git") from exc
+    if proc.returncode not in (0, 1):
+        raise EnvironmentFailure(f"git diff --no-index failed in {ws.root}: "
+                                 f"{proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+def changed_files(patch: bytes) -> list[str]:
+    """The repository paths a ``series_patch`` touches."""
+    out = []
+    for line in patch.decode("utf-8", "replace").splitlines():
+        if line.startswith("diff --git "):
+            out.append(line.split(" ")[-1].split("/", 1)[1])
+    return out
+

@@ -1,0 +1,143 @@
+"""What one gate run found: the report's data, its JSON form, and how it prints in a terminal.
+
+Exit codes (``GateReport.exit_code``):
+
+* 0 green (the series replays onto the new upstream, applies to a fresh tree with every file
+  matching the refreshed lock, and every selected test passes), or nothing new to judge;
+* 1 a regression: a patch conflicts, the refreshed series does not apply or does not match its
+  lock, or a selected test fails;
+* 2 the gate could not judge: the network, the disk, a missing tool, bad input, or a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
+EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
+
+
+@dataclass
+class GateReport:
+    status: str  # green | red | error | unchanged
+    target: str = ""
+    upstream: dict[str, str] = field(default_factory=dict)  # kind, location
+    asked: str = ""  # --onto REF as given, or "--latest"
+    onto: str = ""  # the label the rebase records (vllm==0.33.0, or a sha)
+    commit: str = ""  # the upstream commit judged
+    base: str = ""  # the ledger's base (label)
+    base_commit: str = ""
+    previous: dict[str, Any] = field(default_factory=dict)  # the last judgement (from the state file)
+    rebase: dict[str, Any] = field(default_factory=dict)  # RebaseReport.to_json()
+    first_bad: dict[str, dict[str, Any]] = field(default_factory=dict)  # patch id -> FirstBad.to_json()
+    apply: dict[str, Any] = field(default_factory=dict)  # outcome, message, mismatched
+    tests: list[dict[str, Any]] = field(default_factory=list)  # TestResult.to_json()
+    tags: list[str] = field(default_factory=list)
+    upstream_status: dict[str, Any] = field(default_factory=dict)  # counts and actions from tracker.status
+    series_patch: dict[str, Any] = field(default_factory=dict)  # path, bytes, files
+    artifacts: str = ""
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.status]
+
+    @property
+    def conflicts(self) -> list[str]:
+        return [p["id"] for p in self.rebase.get("patches", []) if p["verdict"] == "conflict"]
+
+    @property
+    def failed_tests(self) -> list[dict[str, Any]]:
+        return [t for t in self.tests if t["status"] != "passed"]
+
+    def reasons(self) -> list[str]:
+        """Why the gate is red, one line each."""
+        out = []
+        for pid in self.conflicts:
+            fb = self.first_bad.get(pid, {}).get("commit")
+            out.append(f"{pid} conflicts" + (f"; first bad upstream commit {describe_commit(fb)}" if fb else ""))
+        if self.apply and self.apply.get("outcome") not in (None, "applied", "skipped"):
+            out.append(f"the refreshed series does not apply: {self.apply.get('message', '')}")
+        for t in self.failed_tests:
+            out.append(f"test {t['patch']}/{t['name']} {t['status']}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "exit_code": self.exit_code, "target": self.target, "upstream": self.upstream,
+            "asked": self.asked, "onto": self.onto, "commit": self.commit, "base": self.base,
+            "base_commit": self.base_commit, "previous": self.previous, "conflicts": self.conflicts,
+            "first_bad": self.first_bad, "reasons": self.reasons(), "rebase": self.rebase, "apply": self.apply,
+            "tags": self.tags, "tests": self.tests, "upstream_status": self.upstream_status,
+            "series_patch": self.series_patch, "artifacts": self.artifacts, "errors": self.errors,
+            "warnings": self.warnings, "timings": self.timings, "seconds": self.seconds,
+        }
+
+
+def describe_commit(c: dict[str, Any] | None) -> str:
+    if not c:
+        return ""
+    text = f"{c['sha'][:12]} \"{c['subject']}\""
+    extra = []
+    if c.get("pr"):
+        extra.append(f"PR #{c['pr']}")
+    if c.get("release"):
+        extra.append(f"release {c['release']}")
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+_STYLE = {GREEN: "green", RED: "red", ERROR: "red", UNCHANGED: "cyan"}
+_VERDICT_STYLE = {"carried": "green", "already-upstream": "cyan", "superseded": "cyan", "conflict": "red"}
+
+
+def headline(r: GateReport) -> str:
+    where = f"{r.target} onto {r.onto or r.asked}" + (f" ({r.commit[:12]})" if r.commit else "")
+    if r.status == UNCHANGED:
+        prev = r.previous.get("verdict", "?")
+        return f"gate {where}: upstream has not moved since the last run (it was {prev}); nothing to do"
+    if r.status == ERROR:
+        return f"gate {where}: could not judge (infrastructure failure)"
+    return f"gate {where}: {r.status.upper()}"
+
+
+def render(r: GateReport, console: Console | None = None) -> None:
+    """The report for a terminal: one row per patch, then reasons, errors and where the artifacts are."""
+    console = console or Console()
+    console.print(Text(headline(r), style=_STYLE.get(r.status, "")))
+    patches = r.rebase.get("patches", [])
+    if patches:
+        tests_by_patch: dict[str, list[dict[str, Any]]] = {}
+        for t in r.tests:
+            tests_by_patch.setdefault(t["patch"], []).append(t)
+        table = Table(show_lines=False)
+        for col in ("#", "patch", "replay", "first bad upstream commit", "tests"):
+            table.add_column(col, overflow="fold")
+        for i, p in enumerate(patches, 1):
+            verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
+            fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
+            ts = tests_by_patch.get(p["id"], [])
+            tests = ", ".join(f"{t['name']} {t['status']}" for t in ts) or "-"
+            table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-",
+                          tests)
+        console.print(table)
+    if r.apply:
+        console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
+    for line in r.reasons():
+        console.print(f"[red]regression[/red] {line}")
+    for w in r.warnings:
+        console.print(f"[yellow]warning[/yellow] {w}")
+    for e in r.errors:
+        console.print(f"[red]error[/red] {e}")
+    if r.series_patch.get("files"):
+        console.print(f"refreshed series: {r.series_patch['path']} ({len(r.series_patch['files'])} files)")
+    if r.artifacts:
+        console.print(f"artifacts: {r.artifacts}")
+    console.print(f"exit {r.exit_code} in {r.seconds:.2f} s")

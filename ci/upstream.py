@@ -1,0 +1,215 @@
+"""Where the gate reads upstream from, and the few questions it asks of it.
+
+Three kinds, one interface: the release history built from the package index (``releases``:
+one commit per release, ``--latest`` is the newest release the index lists), a local git
+repository (``repo``: the target's ``upstream`` when it is a path, or ``--upstream PATH``), and a
+clone of a real upstream (``clone``: ``--upstream URL``, fetched on every run). Each gives the
+gate a git repository, commit shas with a label, the commits between two of them (oldest
+first, first parent only) and a plain file tree of any commit (``git archive``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patchset.bases import _local_repo
+from patchset.errors import EnvironmentFailure, InputError
+from patchset.history import GitRepo, ReleaseHistory, UpstreamClone
+from patchset.model import Target
+
+_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
+_PR = re.compile(r"\(#(\d+)\)")
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One upstream commit as the report names it."""
+
+    sha: str
+    subject: str
+    release: str = ""  # the release tag on it, if any (v0.33.0 -> "0.33.0")
+
+    @property
+    def pr(self) -> int | None:
+        """The pull request number GitHub's squash merges put at the end of the subject: ``(#12345)``."""
+        found = _PR.findall(self.subject)
+        return int(found[-1]) if found else None
+
+    def to_json(self) -> dict:
+        return {"sha": self.sha, "subject": self.subject, "pr": self.pr, "release": self.release}
+
+
+def _version(text: str) -> str | None:
+    text = text[1:] if text.startswith("v") else text
+    if not re.match(r"^\d+(\.\d+)+", text):
+        return None
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return None
+
+
+@dataclass
+class Upstream:
+    kind: str  # releases | repo | clone
+    repo: GitRepo
+    location: str  # shown in reports; part of the gate state key
+    branch: str = "main"
+    project: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"releases:{self.project}" if self.kind == "releases" else self.location
+
+    @property
+    def git_dir(self) -> Path:
+        return self.repo.git_dir
+
+    def close(self) -> None:
+        self.repo.close()
+
+    # -- refs ----------------------------------------------------------------------------------
+    def resolve(self, ref: str) -> tuple[str, str]:
+        """``(sha, label)``: the label is what a rebase records as the new base.
+
+        A release (``vllm==0.31.0``, ``0.31.0``, ``v0.31.0``) keeps its spelling as a spec; a
+        tag keeps its name; a branch or a sha is recorded as the commit sha (a branch moves).
+        """
+        if not ref or not ref.strip():
+            raise InputError("--onto needs a commit, tag, branch or PROJECT==VERSION")
+        ref = ref.strip()
+        if self.kind == "releases":
+            version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
+            if version:
+                spec = f"{self.project}=={version}"
+                return self.repo.resolve(spec), spec
+            return self.repo.resolve(ref), ref
+        if _SPEC_LIKE.match(ref) or _version(ref):
+            version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
+            for tag in (f"v{version}", str(version)):
+                sha = self.repo.rev(f"refs/tags/{tag}")
+                if sha:
+                    return sha, f"{self.project}=={version}" if self.project else tag
+            raise InputError(f"{ref!r}: no tag v{version} in {self.location}",
+                             hint="fetch the tags, or name a commit or branch")
+        sha = self.repo.rev(ref)
+        if sha is None:
+            raise InputError(f"{ref!r} is not a commit, tag or branch of {self.location}",
+                             hint=f"check it with `git -C {self.git_dir} rev-parse {ref}`")
+        return sha, (ref if self.repo.rev(f"refs/tags/{ref}") else sha)
+
+    def latest(self) -> tuple[str, str]:
+        """Fetch upstream and name its newest state: the newest release, or the branch tip."""
+        if self.kind == "releases":
+            version = newest_release(self.project)
+            spec = f"{self.project}=={version}"
+            return self.repo.resolve(spec), spec
+        if isinstance(self.repo, UpstreamClone):
+            self.repo.sync()
+        for ref in (f"refs/heads/{self.branch}", f"refs/remotes/origin/{self.branch}"):
+            sha = self.repo.rev(ref)
+            if sha:
+                return sha, sha
+        raise InputError(f"{self.location} has no branch {self.branch!r}",
+                         hint="set `branch` on the target to the branch upstream develops on")
+
+    # -- history -------------------------------------------------------------------------------
+    def commits(self, old: str, new: str) -> list[Commit]:
+        """Commits in ``old..new`` along the first parent, oldest first, with subjects and release tags."""
+        out = self.repo.git("log", "--first-parent", "--reverse", "-z", "--format=%H%x1f%s", f"{old}..{new}").stdout
+        tags = self._release_tags()
+        commits = []
+        for record in out.decode("utf-8", "replace").split("\0"):
+            record = record.strip("\n")
+            if record:
+                sha, subject = record.split("\x1f", 1)
+                commits.append(Commit(sha, subject, tags.get(sha, "")))
+        return commits
+
+    def describe(self, sha: str) -> Commit:
+        subject = self.repo.git("log", "-1", "--format=%s", sha).stdout.decode("utf-8", "replace").strip()
+        return Commit(sha, subject, self._release_tags().get(sha, ""))
+
+    def _release_tags(self) -> dict[str, str]:
+        out = self.repo.git("for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)",
+                            "refs/tags").stdout.decode()
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if not parts:
+                continue
+            sha = parts[1] if len(parts) == 3 else parts[-1]
+            version = _version(parts[0])
+            if version and sha not in found:
+                found[sha] = version
+        return found
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return self.repo.is_ancestor(a, b)
+
+    def archive(self, sha: str, dest: Path, paths: list[str] | None = None) -> Path:
+        """The files of ``sha`` (only ``paths`` that exist there, when given) written under ``dest``
+        (``git archive | tar -x``)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        args = ["git", "--literal-pathspecs", "archive", "--format=tar", sha]
+        if paths is not None:
+            listed = self.repo.git("--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *paths).stdout
+            present = [p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p]
+            if not present:
+                return dest
+            args += ["--", *present]
+        try:
+            git = subprocess.Popen(args, cwd=self.git_dir,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            tar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, capture_output=True)
+        except FileNotFoundError as exc:
+            raise EnvironmentFailure(f"{exc.filename} is not installed", hint="install git and tar") from exc
+        assert git.stdout is not None and git.stderr is not None
+        git.stdout.close()
+        err = git.stderr.read().decode(errors="replace")
+        if git.wait() != 0 or tar.returncode != 0:
+            raise EnvironmentFailure(f"cannot write the tree of {sha[:12]} to {dest}: "
+                                     f"{err.strip() or tar.stderr.decode(errors='replace').strip()}")
+        return dest
+
+
+def newest_release(project: str) -> str:
+    """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
+    from patchset import releases
+
+    record = releases._fetch_listing(releases.as_spec(f"{project}==0").name)  # always asks the index
+    versions = set()
+    for entry in record["files"]:
+        df = releases._to_distfile(entry)
+        if df is None or df.kind != "sdist" or df.yanked:
+            continue
+        v = Version(df.version)
+        if not v.is_prerelease and not v.is_devrelease:
+            versions.add(v)
+    if not versions:
+        raise InputError(f"the package index {releases.index_url()} lists no release of {project} with an sdist")
+    return str(max(versions))
+
+
+def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Upstream:
+    """The upstream the gate judges ``target`` against (see the module docstring)."""
+    if upstream:
+        local = _local_repo(upstream) or _local_repo(root / upstream)
+        if local is not None:
+            return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
+        if "://" in upstream or upstream.startswith("git@"):
+            return Upstream("clone", UpstreamClone(upstream), upstream, target.branch, target.package)
+        raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
+    local = (_local_repo(target.upstream) or _local_repo(root / target.upstream)) if target.upstream else None
+    if local is not None:
+        return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
+    if target.package:
+        return Upstream("releases", ReleaseHistory.for_project(target.package), f"releases of {target.package}",
+                        target.branch, target.package)
+    raise InputError(f"target {target.name!r} has no local upstream repository and no package on the index",
+                     hint="pass --upstream PATH|URL, or set `package` on the target")
