@@ -12,11 +12,10 @@ Exit codes (``GateReport.exit_code``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
 
 GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
 EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
@@ -110,6 +109,10 @@ def headline(r: GateReport) -> str:
 
 def render(r: GateReport, console: Console | None = None) -> None:
     """The report for a terminal: one row per patch, then reasons, errors and where the artifacts are."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = console or Console()
     console.print(Text(headline(r), style=_STYLE.get(r.status, "")))
     patches = r.rebase.get("patches", [])

@@ -1,0 +1,364 @@
+"""The gate on real git repositories: green, unchanged, red with the first bad commit, tests by tag,
+infrastructure failures, and the refreshed series as a patch ``git apply`` takes.
+
+The upstream is a real git repository written here, with GitHub-style squash-merge subjects
+(``... (#104)``): ``c2`` takes patch A upstream verbatim, ``c4`` rewrites the lines patch B
+changes, the other commits touch other files. The ledger lives in a sub-directory of its own git
+repository so the series patch must carry the repository prefix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ci.bisect import first_bad
+from ci.gate import run_gate, split_tags
+from ci.report import render
+from ci.upstream import Commit
+from patchset.localindex import LocalIndex
+from patchset.rebase import rebase
+from tests.conftest import git, tree_digest
+
+CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
+UTIL = "".join(f"VALUE_{i} = {i}\n" for i in range(40))
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+PATCH_A = ("pkg/util.py", "VALUE_30 = 30\n", "VALUE_30 = 30  # PATCHED-A\n")
+PATCH_B = ("pkg/core.py", "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return min(x, 5)  # PATCHED-B\n")
+
+
+def _udiff(path: str, old: str, new: str) -> bytes:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{path}", f"b/{path}")).encode()
+
+
+def _commit(repo: Path, subject: str, files: dict[str, str]) -> str:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", subject)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
+    """``(repo, [c0 .. c9])``: a linear main branch with squash-merge subjects."""
+    repo = tmp_path_factory.mktemp("upstream") / "demo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    core, util = CORE, UTIL
+    shas = [_commit(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util, "README": "demo\n"})]
+    util = _edit(util, "VALUE_3 = 3\n", "VALUE_3 = 33\n")
+    shas.append(_commit(repo, "Tune VALUE_3 (#101)", {"pkg/util.py": util}))
+    util = _edit(util, PATCH_A[1], PATCH_A[2])
+    shas.append(_commit(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
+    shas.append(_commit(repo, "Docs (#103)", {"README": "demo, documented\n"}))
+    core = _edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
+    shas.append(_commit(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
+    for n in range(105, 110):
+        shas.append(_commit(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
+    return repo, shas
+
+
+def _ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
+    """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
+    d = root / "ledgers" / "demo"
+    series = d / "patchset" / "series" / "demo"
+    series.mkdir(parents=True)
+    for name, (path, old, new) in (("A", PATCH_A), ("B", PATCH_B)):
+        text = (CORE if path == "pkg/core.py" else UTIL)
+        (series / f"{name}.patch").write_bytes(_udiff(path, text, _edit(text, old, new)))
+    (d / "patches.toml").write_text(f"""schema = 1
+
+[targets.demo]
+upstream = "{upstream_repo}"
+github = "example/demo"
+base = "{base}"
+
+[[patch]]
+id = "A"
+target = "demo"
+title = "A note on VALUE_30"
+origin = "ours"
+files = ["pkg/util.py"]
+
+[[patch.tests]]
+name = "util-patched"
+command = "grep -q PATCHED-A pkg/util.py"
+tags = ["cpu"]
+
+[[patch]]
+id = "B"
+target = "demo"
+title = "limit_5 caps at 5"
+origin = "ours"
+files = ["pkg/core.py"]
+
+[[patch.tests]]
+name = "core-patched"
+command = "{sys.executable} -c \\"import sys; sys.exit('PATCHED-B' not in open('pkg/core.py').read())\\""
+tags = ["cpu", "gpu"]
+{tests}""")
+    if not (root / ".git").exists():
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "ledger")
+    return d / "patches.toml"
+
+
+def _gate(ledger: Path, tmp: Path, **kw) -> tuple:
+    art = tmp / "art"
+    t0 = time.monotonic()
+    r = run_gate(ledger, artifacts=art, **kw)
+    return r, time.monotonic() - t0, art
+
+
+def _ledger_bytes(d: Path) -> dict[str, str]:
+    return {k: v for k, v in tree_digest(d).items() if not k.startswith(".patchset/")}
+
+
+def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    before = _ledger_bytes(ledger.parent)
+
+    r, _, art = _gate(ledger, tmp_path, onto=c[1])
+    assert (r.status, r.exit_code) == ("green", 0), r.to_json()
+    assert [(p["id"], p["verdict"]) for p in r.rebase["patches"]] == [("A", "carried"), ("B", "carried")]
+    assert r.apply["outcome"] == "applied"
+    assert {f.name for f in art.iterdir()} >= {"report.md", "report.json", "junit.xml", "series.patch", "logs"}
+    assert json.loads((art / "report.json").read_text())["exit_code"] == 0
+
+    r, took, art = _gate(ledger, tmp_path, onto=c[1])
+    assert (r.status, r.exit_code) == ("unchanged", 0)
+    assert took < 1.0, took  # measured ~0.05 s in-process
+    assert r.previous["verdict"] == "green" and "has not moved" in (art / "report.md").read_text()
+
+    r, _, art = _gate(ledger, tmp_path, onto=c[3])
+    assert r.status == "green"
+    assert {p["id"]: p["verdict"] for p in r.rebase["patches"]} == {"A": "already-upstream", "B": "carried"}
+    assert "ledgers/demo/patches.toml" in r.series_patch["files"]
+
+    r, _, art = _gate(ledger, tmp_path, latest=True)
+    assert (r.status, r.exit_code, r.commit) == ("red", 1, c[-1])
+    assert r.conflicts == ["B"]
+    fb = r.first_bad["B"]
+    assert fb["commit"] == {"sha": c[4], "subject": "[Core] Rework limit_5 with a cap (#104)", "pr": 104, "release": ""}
+    assert fb["last_good"] == c[3] and fb["range_size"] == 6  # from the last clean replay (c3), not the base
+    assert 1 <= fb["probes"] <= 3
+    md = (art / "report.md").read_text()
+    assert "PR #104" in md and "first bad upstream commit" in md
+    junit = (art / "junit.xml").read_text()
+    assert 'name="B"' in junit and "PR #104" in junit and 'failures="1"' in junit
+    state = json.loads((ledger.parent / ".patchset/gate-state.json").read_text())["targets"]["demo"]
+    assert (state["verdict"], state["judged"], state["last_clean"], state["failing"]) == ("red", c[-1], c[3], ["B"])
+
+    r, took, _ = _gate(ledger, tmp_path, latest=True)
+    assert (r.status, r.exit_code, r.previous["verdict"]) == ("unchanged", 0, "red")
+    assert _ledger_bytes(ledger.parent) == before  # the gate never writes the ledger
+
+    # a changed series is a new question even when upstream has not moved
+    (ledger.parent / "patches.toml").write_text(ledger.read_text().replace("limit_5 caps at 5", "limit_5 caps"))
+    r, _, _ = _gate(ledger, tmp_path, latest=True)
+    assert r.status == "red" and r.previous["verdict"] == "red"
+
+
+def test_series_patch_is_what_rebase_writes(tmp_path, upstream):
+    repo, c = upstream
+    proj = tmp_path / "proj"
+    ledger = _ledger(proj, repo, c[0])
+    r, _, art = _gate(ledger, tmp_path, onto=c[3])
+    assert r.status == "green"
+    patch = (art / "series.patch").read_bytes()
+    assert b"diff --git a/ledgers/demo/patches.toml b/ledgers/demo/patches.toml\n" in patch
+    assert b"new file mode" in patch  # the first lock of this ledger
+
+    twin = tmp_path / "twin"
+    shutil.copytree(proj, twin)
+    rep = rebase(twin / "ledgers/demo/patches.toml", c[3], repo=repo)
+    assert rep.status == "done"
+    shutil.rmtree(twin / "ledgers/demo/.patchset")
+
+    subprocess.run(["git", "apply", "--index", str(art / "series.patch")], cwd=proj, check=True)
+    got, want = _ledger_bytes(proj / "ledgers/demo"), _ledger_bytes(twin / "ledgers/demo")
+    assert got == want
+    assert 'state = "dropped"' in (proj / "ledgers/demo/patches.toml").read_text()
+
+
+def test_tests_selected_by_tags_failures_and_timeouts(tmp_path, upstream):
+    repo, c = upstream
+    extra = """
+[[patch.tests]]
+name = "boom"
+command = "echo exploding; exit 3"
+tags = ["cpu"]
+
+[[patch.tests]]
+name = "hangs"
+command = "sleep 30"
+tags = ["slowcpu"]
+timeout = 1
+"""
+    ledger = _ledger(tmp_path / "proj", repo, c[0], extra)
+    r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["gpu"])
+    assert (r.status, [(t["patch"], t["name"], t["status"]) for t in r.tests]) == \
+        ("green", [("B", "core-patched", "passed")])
+
+    t0 = time.monotonic()
+    r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["cpu,slowcpu"])
+    assert time.monotonic() - t0 < 20
+    got = {(t["patch"], t["name"]): t["status"] for t in r.tests}
+    assert got == {("A", "util-patched"): "passed", ("B", "core-patched"): "passed", ("B", "boom"): "failed",
+                   ("B", "hangs"): "timeout"}
+    assert (r.status, r.exit_code) == ("red", 1)
+    boom = next(t for t in r.tests if t["name"] == "boom")
+    assert "exploding" in (art / boom["log"]).read_text() and boom["returncode"] == 3
+    junit = (art / "junit.xml").read_text()
+    assert 'classname="tests.B" name="boom"' in junit and 'failures="2"' in junit
+
+    # one patch's tests only (a workflow matrix job): the state is left alone
+    state = (ledger.parent / ".patchset/gate-state.json").read_bytes()
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], tags=["cpu"], patches=["A"], force=True)
+    assert (r.status, [t["name"] for t in r.tests]) == ("green", ["util-patched"])
+    assert (ledger.parent / ".patchset/gate-state.json").read_bytes() == state
+
+
+def test_no_selected_test_applies_only_the_touched_files(tmp_path, upstream):
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["nothing-has-this"])
+    assert r.status == "green" and r.tests == []
+    assert any("none ran" in w for w in r.warnings)
+    assert r.apply["outcome"] == "applied"
+
+
+def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    r, _, art = _gate(ledger, tmp_path, onto="no-such-branch")
+    assert (r.status, r.exit_code) == ("error", 2)
+    assert "no-such-branch" in r.errors[0]
+    assert json.loads((art / "report.json").read_text())["status"] == "error"
+    assert 'errors="1"' in (art / "junit.xml").read_text()
+    assert not (ledger.parent / ".patchset/gate-state.json").exists()  # nothing judged, nothing remembered
+
+    # a clone that cannot be fetched (a refused connection on loopback)
+    r, _, _ = _gate(ledger, tmp_path, latest=True, upstream="http://127.0.0.1:9/vllm.git",
+                    state_file=tmp_path / "state.json")
+    assert (r.status, r.exit_code) == ("error", 2) and "cannot clone" in r.errors[0]
+
+    # a state file that is not one
+    bad = tmp_path / "bad-state.json"
+    bad.write_text("{not json")
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=bad)
+    assert r.exit_code == 2 and "not a gate state file" in r.errors[0]
+
+    with pytest.raises(Exception, match="--onto REF or --latest"):
+        run_gate(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True)
+
+
+def test_a_crash_is_exit_2_without_a_traceback(tmp_path, upstream, monkeypatch, capsys):
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    import ci.refresh
+
+    def broken(ws):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(ci.refresh, "series_patch", broken)
+    r, _, art = _gate(ledger, tmp_path, onto=c[1])
+    assert (r.status, r.exit_code) == ("error", 2)
+    assert "internal error: RuntimeError: disk on fire" in r.errors[0]
+    assert "Traceback" in (art / "logs/gate.log").read_text()
+    render(r)
+    assert "Traceback" not in capsys.readouterr().out
+
+
+def test_first_bad_bisects_in_log_steps():
+    commits = [Commit(f"{i:040x}", f"change {i} (#{1000 + i})") for i in range(1, 201)]
+    calls: list[str] = []
+
+    def probe(sha: str) -> dict[str, str]:
+        calls.append(sha)
+        n = int(sha, 16)
+        return {"p": "conflict" if n >= 137 else "carried", "q": "conflict" if n >= 3 else "carried"}
+
+    found = first_bad(["p", "q"], "0" * 40, commits, probe)
+    assert found["p"].commit.pr == 1137 and found["p"].last_good == f"{136:040x}"
+    assert found["q"].commit.subject == "change 3 (#1003)"
+    assert len(found["p"].probes) <= 8 and len(found["q"].probes) <= 8
+    assert first_bad(["p"], "0" * 40, [], probe)["p"].commit is None
+
+
+def test_commit_pr_is_the_last_squash_marker():
+    assert Commit("x" * 40, "Revert \"Fix (#55960)\" (#58250)").pr == 58250
+    assert Commit("x" * 40, "vllm 0.33.0").pr is None
+
+
+def test_split_tags():
+    assert split_tags(["cpu,gpu", " spark ", "cpu"]) == ["cpu", "gpu", "spark"]
+    assert split_tags("gpu,spark") == ["gpu", "spark"] and split_tags(None) == []
+
+
+# -- the package-index release history ---------------------------------------------------------
+
+
+def _sdist(dest: Path, version: str, files: dict[str, str]) -> Path:
+    import io
+    import tarfile
+
+    path = dest / f"demo-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"demo-{version}/{rel}")
+            info.size, info.mtime = len(data), 1_700_000_000
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    dists = tmp_path / "dists"
+    dists.mkdir()
+    core = CORE
+    _sdist(dists, "1.0", {"pkg/core.py": core})
+    _sdist(dists, "1.1", {"pkg/core.py": core, "NEWS": "1.1\n"})
+    broken = _edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
+    _sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
+    _sdist(dists, "1.3rc1", {"pkg/core.py": broken, "NEWS": "rc\n"})  # a pre-release is not "latest"
+    d = tmp_path / "led"
+    (d / "patchset/series/demo").mkdir(parents=True)
+    (d / "patchset/series/demo/B.patch").write_bytes(_udiff("pkg/core.py", CORE, _edit(CORE, PATCH_B[1], PATCH_B[2])))
+    (d / "patches.toml").write_text('schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+                                    'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
+                                    'target = "demo"\ntitle = "B"\norigin = "ours"\n')
+    with LocalIndex(dists) as index:
+        monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
+        r, _, art = _gate(d / "patches.toml", tmp_path, onto="demo==1.1")
+        assert (r.status, r.onto, r.upstream["kind"]) == ("green", "demo==1.1", "releases")
+        assert "+base = \"demo==1.1\"" in (art / "series.patch").read_text()
+        r, _, art = _gate(d / "patches.toml", tmp_path, latest=True)
+        assert (r.status, r.onto) == ("red", "demo==1.2")
+        assert r.first_bad["B"]["commit"]["release"] == "1.2"
+        assert "release 1.2" in (art / "report.md").read_text()
+    # the index is gone: --latest cannot be answered (exit 2), --onto a known release can
+    monkeypatch.setenv("PATCHSET_INDEX_URL", "http://127.0.0.1:9/simple")
+    r, _, _ = _gate(d / "patches.toml", tmp_path, latest=True, force=True)
+    assert (r.status, r.exit_code) == ("error", 2) and "cannot reach the package index" in r.errors[0]
+    r, _, _ = _gate(d / "patches.toml", tmp_path, onto="demo==1.2")
+    assert r.status == "unchanged"
