@@ -1,0 +1,81 @@
+"""JUnit XML for ``patchset verify``, so CI systems show each patch's tests like any test suite.
+
+One ``<testsuite>`` per patch, one ``<testcase>`` per declared test (``classname`` = patch id).
+``proven`` is a pass; ``broken`` and ``not-needed`` are ``<failure>`` (each asks for a change to
+the series); ``error`` is ``<error>``. Both runs' exit status, time and output tail go into
+``<system-out>``; the class and the per-run outcomes are ``<properties>``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchset import atomic
+
+if TYPE_CHECKING:
+    from .pertest import TestOutcome, VerifyReport
+
+_XML_BAD = {c: None for c in range(32) if c not in (9, 10, 13)}
+
+
+def _clean(text: str) -> str:
+    return text.translate(_XML_BAD)
+
+
+def _run_text(label: str, run) -> str:
+    if run is None:
+        return f"--- {label}: not run\n"
+    head = f"--- {label}: {run.outcome}, exit {run.exit_code}, {run.seconds:.1f} s"
+    if run.reason:
+        head += f" ({run.reason})"
+    return head + "\n" + (run.output or "") + "\n"
+
+
+def _case(suite: ET.Element, t: "TestOutcome") -> tuple[int, int]:
+    case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=t.name, time=f"{t.seconds:.3f}")
+    props = ET.SubElement(case, "properties")
+    for k, v in (("class", t.klass), ("command", t.command), ("cwd", t.cwd),
+                 ("with", t.with_run.outcome if t.with_run else "not run"),
+                 ("without", t.without_run.outcome if t.without_run else "not run")):
+        ET.SubElement(props, "property", name=k, value=_clean(v))
+    failures = errors = 0
+    if t.klass in ("broken", "not-needed"):
+        el = ET.SubElement(case, "failure", message=_clean(f"{t.klass}: {t.note}"), type=t.klass)
+        el.text = _clean(t.note)
+        failures = 1
+    elif t.klass == "error":
+        el = ET.SubElement(case, "error", message=_clean(t.note), type="error")
+        el.text = _clean(t.note)
+        errors = 1
+    out = ET.SubElement(case, "system-out")
+    out.text = _clean(_run_text("with the series", t.with_run) + _run_text("without the patch", t.without_run))
+    return failures, errors
+
+
+def render_junit(report: "VerifyReport") -> str:
+    root = ET.Element("testsuites", name="patchset verify")
+    total_f = total_e = total_t = 0
+    for p in report.patches:
+        suite = ET.SubElement(root, "testsuite", name=p.patch_id, tests=str(len(p.tests)))
+        f = e = 0
+        for t in p.tests:
+            df, de = _case(suite, t)
+            f, e = f + df, e + de
+        suite.set("failures", str(f))
+        suite.set("errors", str(e))
+        suite.set("skipped", "0")
+        suite.set("time", f"{sum(t.seconds for t in p.tests):.3f}")
+        total_f, total_e, total_t = total_f + f, total_e + e, total_t + len(p.tests)
+    root.set("tests", str(total_t))
+    root.set("failures", str(total_f))
+    root.set("errors", str(total_e))
+    root.set("time", f"{report.wall_seconds:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(report: "VerifyReport", path: Path) -> None:
+    """Write the report as JUnit XML, atomically."""
+    atomic.write_text(path, render_junit(report))

@@ -1,0 +1,515 @@
+"""``patchset verify``: prove each patch with its own tests, with the series and without the patch.
+
+Every test a patch declares in the ledger (``[[patch.tests]]``: command, cwd inside the build tree,
+env, tags, timeout) runs twice: on the tree with the whole series, and on the tree with the series
+minus that patch. The two outcomes classify the test:
+
+============  =====================  ==================================================
+class         with / without         meaning
+============  =====================  ==================================================
+proven        pass / fail            the test shows the patch is needed and works
+not-needed    pass / pass            propose dropping the patch (upstream already? dead?)
+broken        fail / (any)           the series with this patch fails the test
+error         error on either side   could not run: timeout, missing tool, the series
+                                     minus the patch does not apply (says which patch)
+============  =====================  ==================================================
+
+A patch's class is its worst test's (broken > error > proven > not-needed: one proving test is
+enough to keep a patch). Trees are hard-linked overlays of one pristine base (``verify.overlay``):
+the release from the package index (``--from-index``, default: the target's ``base`` release,
+unpacked once into the cache) or a private copy of ``--tree DIR``. Runs go in parallel
+(``jobs``), each in its own overlay, with ``OMP_NUM_THREADS`` shared out between the jobs unless
+the environment sets it.
+
+Commands run with ``/bin/sh -c`` in ``<tree>/<cwd>`` with the caller's environment plus:
+``PATCHSET_TREE`` (the build tree of this run), ``PATCHSET_VARIANT`` (``with``/``without``),
+``PATCHSET_PATCH`` (the patch id), ``PATCHSET_LEDGER_DIR`` (the ledger's directory, for test
+files kept beside it), ``PATCHSET_PYTHON`` (the interpreter running patchset), ``PATCHSET_HOME``
+(patchset's own source directory) and ``PATCHSET_CACHE``; ``$NAME`` in a test's ``env`` values
+expands to these and to the caller's environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import string
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from patchset import cache
+from patchset.apply import path_mapper, series_items
+from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
+from patchset.ledger import load_ledger
+from patchset.model import Ledger, Patch, Target, TestSpec
+from patchset.tree import SeriesItem, SeriesResult, apply_series, detect_state
+
+from .overlay import Snapshot, make_overlay, private_copy, remove_tree
+from .testrun import ERROR, FAIL, PASS, CommandResult, run_command
+
+PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
+CLASSES = (PROVEN, NOT_NEEDED, BROKEN, ERROR)
+_RANK = {BROKEN: 3, ERROR: 2, PROVEN: 1, NOT_NEEDED: 0}
+WITH, WITHOUT = "with", "without"
+PATCHSET_HOME = Path(__file__).resolve().parent.parent
+
+Progress = Callable[[str, int, int], None]  # (what just happened, runs done, runs total)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class TestOutcome:
+    """One declared test of one patch, run with and without the patch, and its class."""
+
+    patch_id: str
+    name: str
+    command: str
+    cwd: str
+    tags: list[str]
+    timeout: int
+    with_run: CommandResult | None = None
+    without_run: CommandResult | None = None
+    klass: str = ERROR
+    note: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in (self.with_run, self.without_run) if r is not None)
+
+    def to_json(self) -> dict:
+        return {"patch": self.patch_id, "test": self.name, "command": self.command, "cwd": self.cwd,
+                "tags": self.tags, "timeout": self.timeout, "class": self.klass, "note": self.note,
+                "seconds": round(self.seconds, 3),
+                "with": self.with_run.to_json() if self.with_run else None,
+                "without": self.without_run.to_json() if self.without_run else None}
+
+
+@dataclass
+class PatchOutcome:
+    """A patch and the class its tests give it."""
+
+    patch_id: str
+    title: str
+    tests: list[TestOutcome]
+    klass: str = ERROR
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"patch": self.patch_id, "title": self.title, "class": self.klass, "note": self.note,
+                "tests": [t.to_json() for t in self.tests]}
+
+
+@dataclass
+class VerifyReport:
+    """What ``patchset verify`` found: a class for every tested patch, and what was not tested."""
+
+    ledger: str
+    target: str
+    base: str
+    tags: list[str]
+    jobs: int
+    patches: list[PatchOutcome] = field(default_factory=list)
+    untested: list[str] = field(default_factory=list)  # active patches with no selected test
+    notes: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    work_dir: str = ""  # kept trees and logs (only when asked to keep them)
+
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in CLASSES}
+        for p in self.patches:
+            out[p.klass] += 1
+        return out
+
+    @property
+    def tests(self) -> list[TestOutcome]:
+        return [t for p in self.patches for t in p.tests]
+
+    @property
+    def ok(self) -> bool:
+        """Every tested patch is proven."""
+        return bool(self.patches) and all(p.klass == PROVEN for p in self.patches)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all proven; 2 a test could not run (error); else 1 (a patch broken or not needed)."""
+        if self.ok:
+            return 0
+        return 2 if any(p.klass == ERROR for p in self.patches) else 1
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "exit_code": self.exit_code, "ledger": self.ledger, "target": self.target,
+                "base": self.base, "tags": self.tags, "jobs": self.jobs,
+                "wall_seconds": round(self.wall_seconds, 3), "counts": self.counts(),
+                "patches": [p.to_json() for p in self.patches], "untested": self.untested,
+                "notes": self.notes, "work_dir": self.work_dir or None}
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def classify(with_run: CommandResult | None, without_run: CommandResult | None) -> tuple[str, str]:
+    """The class of one test from its two runs, and a one-line note saying why."""
+    if with_run is None or with_run.outcome == ERROR:
+        return ERROR, f"with the patch: {with_run.reason if with_run else 'not run'}"
+    if with_run.outcome == FAIL:
+        note = f"fails with the patch ({with_run.reason})"
+        if without_run is not None and without_run.outcome == FAIL:
+            note += "; it fails without the patch too: the failure predates this patch"
+        elif without_run is not None and without_run.outcome == PASS:
+            note += "; passes without it: this patch breaks the test"
+        return BROKEN, note
+    if without_run is None or without_run.outcome == ERROR:
+        return ERROR, f"without the patch: {without_run.reason if without_run else 'not run'}"
+    if without_run.outcome == FAIL:
+        return PROVEN, "fails without the patch, passes with it"
+    return NOT_NEEDED, "passes without the patch too: propose dropping it (upstream already, or dead code?)"
+
+
+def patch_class(tests: list[TestOutcome]) -> str:
+    return max((t.klass for t in tests), key=lambda k: _RANK[k])
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def parse_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
+    """``["cpu,fast", "gpu"]`` -> ``["cpu", "fast", "gpu"]`` (order kept, duplicates dropped)."""
+    out: list[str] = []
+    for t in tags or []:
+        for part in str(t).split(","):
+            part = part.strip()
+            if part and part not in out:
+                out.append(part)
+    return out
+
+
+def selected(test: TestSpec, tags: list[str]) -> bool:
+    """A test runs when no tags were asked for, or when it carries one of them."""
+    return not tags or bool(set(test.tags) & set(tags))
+
+
+def test_name(test: TestSpec, index: int) -> str:
+    return test.name or f"test{index + 1}"
+
+
+def _check_spec(ledger: Ledger, patch: Patch, test: TestSpec, name: str) -> None:
+    where = Location(ledger.path, patch.line or None, f"patch {patch.id}: tests {name}")
+    if not test.command.strip():
+        raise InputError("test command is empty", where=where)
+    parts = [p for p in test.cwd.replace("\\", "/").split("/") if p not in ("", ".")]
+    if test.cwd.startswith("/") or ".." in parts:
+        raise InputError(f"test cwd {test.cwd!r} leaves the build tree", where=where,
+                         hint="cwd is a directory inside the build tree, e.g. '.' or 'tests'")
+    if test.timeout <= 0:
+        raise InputError(f"test timeout {test.timeout} is not a positive number of seconds", where=where)
+
+
+def choose_target(ledger: Ledger, target: str | None, tags: list[str]) -> Target:
+    if target:
+        if target not in ledger.targets:
+            raise InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(ledger.targets) or '(none)'}")
+        return ledger.targets[target]
+    with_tests = [name for name in ledger.targets
+                  if any(selected(t, tags) for p in ledger.series(name) for t in p.tests)]
+    if len(with_tests) == 1:
+        return ledger.targets[with_tests[0]]
+    if not with_tests:
+        declared = sorted({tag for p in ledger.series() for t in p.tests for tag in t.tags})
+        if not any(p.tests for p in ledger.series()):
+            raise InputError(f"no active patch in {ledger.path} declares a test",
+                             hint="add [[patch.tests]] tables (command, cwd, env, tags, timeout) to the ledger")
+        raise InputError(f"no test carries the tags {', '.join(tags)}",
+                         hint=f"tags used in the ledger: {', '.join(declared) or '(none)'}")
+    raise InputError(f"tests of several targets are selected: {', '.join(with_tests)}",
+                     hint="verify one target at a time (pass the target name)")
+
+
+# --------------------------------------------------------------------------- the base tree
+
+
+def _spec_for(target: Target, from_index: str | None) -> str:
+    spec = (from_index or "").strip()
+    project = target.package or target.name
+    if not spec:
+        version = target.base_version or target.base
+        if not version or not re.match(r"^v?\d", version):
+            raise InputError(f"target {target.name}: no build tree given and its base {target.base!r} "
+                             "is not a release", hint="pass --tree DIR (a pristine tree) or --from-index "
+                                                      f"{project}==VERSION")
+        return f"{project}=={version.lstrip('v')}"
+    return spec if "==" in spec else f"{project}=={spec.lstrip('v')}"
+
+
+def index_base(spec: str, layout: str, progress=None) -> Path:
+    """The release unpacked once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
+    from patchset.archives import unpack
+    from patchset.releases import download, parse_spec
+
+    rs = parse_spec(spec)
+    dest = cache.subdir("verify-bases") / f"{rs.name}-{rs.version}-{layout}"
+    if dest.is_dir() and (dest / ".patchset-verify-base").is_file():
+        return dest
+    kind = "sdist" if layout == "source" else "wheel"
+    archive = download(rs, kind, progress=progress)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        unpack(archive, tmp / "tree", strip_top=(kind == "sdist"))
+        (tmp / "tree" / ".patchset-verify-base").write_text(f"{rs} {kind} {archive.name}\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp / "tree", dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class _Run:
+    test: TestOutcome
+    spec: TestSpec
+    patch: Patch
+    variant: str
+    items: list[SeriesItem]
+    result: CommandResult | None = None
+
+
+def _describe_failure(result: SeriesResult) -> str:
+    bad = next((p for p in result.patches if p.status in ("failed", "already_applied")), None)
+    if bad is None:
+        return "the series does not apply"
+    files = [f"{f.path} ({f.message or f.status})" for f in bad.files if f.status != "applied"]
+    return f"patch {bad.patch_id} does not apply" + (f": {'; '.join(files)}" if files else "")
+
+
+class _Verifier:
+    def __init__(self, ledger: Ledger, target: Target, base: Path, layout: str, work: Path, *,
+                 jobs: int, timeout: int | None, progress: Progress | None, keep: bool, base_is_cache: bool):
+        self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
+        self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
+        self.base_is_cache = base_is_cache
+        self.mapper = path_mapper(target, layout)
+        self.snapshot = Snapshot.take(base)
+        self.lock = threading.Lock()
+        self.done = 0
+        self.total = 0
+        self.counter = 0
+        self.damaged: list[str] = []
+
+    def _env(self, run: _Run, tree: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        ours = {"PATCHSET_TREE": str(tree), "PATCHSET_VARIANT": run.variant, "PATCHSET_PATCH": run.patch.id,
+                "PATCHSET_LEDGER_DIR": str(self.ledger.root.resolve()), "PATCHSET_PYTHON": sys.executable,
+                "PATCHSET_HOME": str(PATCHSET_HOME), "PATCHSET_CACHE": str(cache.cache_dir())}
+        env.update(ours)
+        if "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in run.spec.env:
+            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        for key, value in run.spec.env.items():
+            env[key] = string.Template(value).safe_substitute(env)
+        return env
+
+    def _execute(self, run: _Run) -> None:
+        with self.lock:
+            self.counter += 1
+            slot = self.counter
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{run.patch.id}-{run.test.name}")[:80]
+        tree = self.work / "trees" / f"{slot:03d}-{safe}-{run.variant}"
+        log = self.work / "logs" / f"{slot:03d}-{safe}-{run.variant}.log"
+        timeout = self.timeout or run.spec.timeout
+        try:
+            make_overlay(self.base, tree)
+            if run.items:
+                res = apply_series(tree, run.items, path_for=self.mapper)
+                if not res.ok:  # checked in a dry run before; the base changed under us
+                    run.result = CommandResult(ERROR, None, 0.0, _describe_failure(res))
+                    return
+            cwd = tree.joinpath(*[p for p in run.spec.cwd.split("/") if p not in ("", ".")])
+            run.result = run_command(run.spec.command, cwd, self._env(run, tree), timeout, log)
+            changed = self.snapshot.changed()
+            if changed:
+                with self.lock:
+                    self.damaged.extend(c for c in changed if c not in self.damaged)
+                run.result = CommandResult(ERROR, run.result.exit_code, run.result.seconds,
+                                           f"the test rewrote {len(changed)} file(s) of the build tree in place "
+                                           f"(e.g. {changed[0]}), files shared with the pristine base by hard "
+                                           "links; replace files by writing a new file and renaming it",
+                                           run.result.output, run.result.log)
+        except EnvironmentFailure as exc:
+            run.result = CommandResult(ERROR, None, 0.0, exc.message)
+        finally:
+            if not self.keep:
+                remove_tree(tree)
+            with self.lock:
+                self.done += 1
+                if self.progress:
+                    r = run.result
+                    self.progress(f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}",
+                                  self.done, self.total)
+
+    def run(self, runs: list[_Run]) -> None:
+        self.total = len(runs)
+        if self.progress:
+            self.progress(f"{self.total} runs on {self.jobs} job(s)", 0, self.total)
+        if self.jobs <= 1:
+            for r in runs:
+                self._execute(r)
+            return
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="verify") as pool:
+            list(pool.map(self._execute, runs))
+
+
+def _dry_run(base: Path, items: list[SeriesItem], mapper) -> SeriesResult:
+    return apply_series(base, items, path_for=mapper, dry_run=True)
+
+
+def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str | None = None,
+               tags: list[str] | None = None, jobs: int = 1, timeout: int | None = None,
+               junit: Path | None = None, progress: Progress | None = None, target: str | None = None,
+               keep_trees: bool = False, download_progress=None) -> VerifyReport:
+    """Run every selected per-patch test with and without its patch; return the classes.
+
+    ``tree``: a pristine build tree (never modified: verify works on a private copy);
+    ``from_index``: ``vllm==0.30.0`` (or just ``0.30.0``); neither: the target's ``base`` release.
+    ``timeout`` overrides every test's ledger timeout. ``junit``: also write JUnit XML there.
+    ``keep_trees`` keeps the work directory (trees and full logs) and names it in the report.
+    Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
+    ApplyFailed (the whole series does not apply to the base: exit 1).
+    """
+    t0 = time.monotonic()
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: must be at least 1")
+    if timeout is not None and timeout <= 0:
+        raise InputError(f"--timeout {timeout}: must be a positive number of seconds")
+    if tree is not None and from_index:
+        raise InputError("pass either --tree or --from-index, not both")
+    ledger = load_ledger(Path(ledger_path))
+    wanted = parse_tags(tags)
+    tgt = choose_target(ledger, target, wanted)
+    layout = tgt.layout
+    items = series_items(ledger, tgt)
+    patches = ledger.series(tgt.name)
+
+    plan: list[tuple[Patch, list[tuple[TestSpec, str]]]] = []
+    untested: list[str] = []
+    for p in patches:
+        chosen = [(t, test_name(t, i)) for i, t in enumerate(p.tests) if selected(t, wanted)]
+        for t, name in chosen:
+            _check_spec(ledger, p, t, name)
+        if chosen:
+            plan.append((p, chosen))
+        else:
+            untested.append(p.id)
+    if not plan:
+        choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
+        raise InputError(f"no selected test for target {tgt.name}")
+
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=cache.subdir("verify-work")))
+    base_is_cache = tree is None
+    try:
+        if tree is not None:
+            tree = Path(tree).resolve()
+            if not tree.is_dir():
+                raise InputError(f"--tree {tree}: not a directory")
+            base = work / "base"
+            private_copy(tree, base)
+            base_desc = f"copy of {tree}"
+        else:
+            spec = _spec_for(tgt, from_index)
+            base = index_base(spec, layout, progress=download_progress)
+            base_desc = f"{spec} ({layout}, from the package index)"
+        report = VerifyReport(str(ledger.path), tgt.name, base_desc, wanted, jobs, untested=untested)
+        mapper = path_mapper(tgt, layout)
+        full = _dry_run(base, items, mapper)
+        if not full.ok:
+            state = detect_state(base, items, path_for=mapper)
+            if state.all_applied or any(p.state == "applied" for p in state.patches):
+                raise InputError(f"the build tree already carries patches of the series ({state.summary()})",
+                                 hint="verify needs the pristine tree the series applies to")
+            raise ApplyFailed(f"the series does not apply to {base_desc}: {_describe_failure(full)}",
+                              hint="see `patchset apply --dry-run`; rebase the series first")
+        _lock_note(ledger, tgt, layout, full, report)
+
+        runs: list[_Run] = []
+        outcomes: list[PatchOutcome] = []
+        for p, chosen in plan:
+            minus = [it for it in items if it.patch_id != p.id]
+            reduced = _dry_run(base, minus, mapper) if minus else None
+            minus_error = None if reduced is None or reduced.ok else (
+                f"the series without {p.id} does not apply: {_describe_failure(reduced)}")
+            tests = []
+            for t, name in chosen:
+                to = TestOutcome(p.id, name, t.command, t.cwd, list(t.tags), timeout or t.timeout)
+                tests.append(to)
+                runs.append(_Run(to, t, p, WITH, items))
+                if minus_error:
+                    to.without_run = CommandResult(ERROR, None, 0.0, minus_error)
+                else:
+                    runs.append(_Run(to, t, p, WITHOUT, minus))
+            outcomes.append(PatchOutcome(p.id, p.title, tests))
+        verifier = _Verifier(ledger, tgt, base, layout, work, jobs=jobs, timeout=timeout, progress=progress,
+                             keep=keep_trees, base_is_cache=base_is_cache)
+        verifier.run(runs)
+        for r in runs:
+            if r.variant == WITH:
+                r.test.with_run = r.result
+            else:
+                r.test.without_run = r.result
+        for po, (p, _) in zip(outcomes, plan):
+            for t in po.tests:
+                t.klass, t.note = classify(t.with_run, t.without_run)
+            po.klass = patch_class(po.tests)
+            po.note = _patch_note(p, po)
+        report.patches = outcomes
+        if verifier.damaged:
+            report.notes.append(f"tests rewrote {len(verifier.damaged)} file(s) of the pristine base in place: "
+                                + ", ".join(verifier.damaged[:5]))
+            if base_is_cache:
+                remove_tree(base)
+                report.notes.append(f"removed the damaged cached base {base}; the next run unpacks it again")
+        report.wall_seconds = time.monotonic() - t0
+        if keep_trees:
+            report.work_dir = str(work)
+        if junit is not None:
+            from .junit import write_junit
+
+            write_junit(report, Path(junit))
+        return report
+    finally:
+        if not keep_trees:
+            remove_tree(work)
+
+
+def _patch_note(patch: Patch, po: PatchOutcome) -> str:
+    notes = []
+    if po.klass == NOT_NEEDED and patch.switches.env:
+        unset = [k for k in patch.switches.env if not any(k in t.command for t in po.tests)]
+        if unset:
+            notes.append(f"the patch acts only with {', '.join(unset)} set; check its tests set it")
+    if po.klass == NOT_NEEDED:
+        notes.append("every test passes without the patch: propose dropping it")
+    return "; ".join(notes)
+
+
+def _lock_note(ledger: Ledger, target: Target, layout: str, full: SeriesResult, report: VerifyReport) -> None:
+    locked = ledger.lock.targets.get(target.name)
+    if not locked or not locked.files:
+        report.notes.append("no lock of patched-file hashes to compare the tested tree against")
+        return
+    got = {(target.path_map.to_source(k) if layout == "installed" else k): v for k, v in full.files.items()}
+    bad = sorted(p for p, d in locked.files.items() if got.get(p) != d)
+    if bad:
+        report.notes.append(f"the tested tree differs from the lock in {len(bad)} file(s) ({', '.join(bad[:3])}): "
+                            "the base is not the release the lock was made on")
+    else:
+        report.notes.append("the tested tree matches the lock (every patched file)")

@@ -1,0 +1,53 @@
+"""The terminal view of a ``patchset verify`` report: one table row per test, then what to do.
+
+Kept apart from ``verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
+``render_verify(console, report)``.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
+
+STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
+RUN_STYLE = {"pass": "green", "fail": "red", "error": "magenta"}
+LABEL = {PROVEN: "proven", NOT_NEEDED: "not needed", BROKEN: "broken", ERROR: "error"}
+
+
+def _run_cell(run) -> str:
+    if run is None:
+        return "-"
+    return f"[{RUN_STYLE.get(run.outcome, '')}]{run.outcome}[/]"
+
+
+def render_verify(console: Console, report: VerifyReport) -> None:
+    table = Table(title=f"patchset verify: {report.target} on {report.base}"
+                        + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
+                  title_justify="left")
+    for col, kw in (("patch", {}), ("test", {}), ("with", {}), ("without", {}), ("class", {}),
+                    ("seconds", {"justify": "right"})):
+        table.add_column(col, **kw)
+    for p in report.patches:
+        for i, t in enumerate(p.tests):
+            table.add_row(p.patch_id if i == 0 else "", t.name, _run_cell(t.with_run), _run_cell(t.without_run),
+                          f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]", f"{t.seconds:.1f}")
+    console.print(table)
+    for p in report.patches:
+        for t in p.tests:
+            if t.klass != PROVEN:
+                console.print(f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {p.patch_id} / {t.name}: {t.note}",
+                              highlight=False, markup=True)
+        if p.note:
+            console.print(f"  {p.patch_id}: {p.note}", highlight=False)
+    if report.untested:
+        console.print(f"  no selected test: {', '.join(report.untested)}", highlight=False)
+    for n in report.notes:
+        console.print(f"  note: {n}", highlight=False)
+    c = report.counts()
+    summary = ", ".join(f"[{STYLE[k]}]{c[k]} {LABEL[k]}[/]" for k in (PROVEN, NOT_NEEDED, BROKEN, ERROR))
+    console.print(f"{len(report.patches)} patch(es): {summary}; wall time {report.wall_seconds:.1f} s "
+                  f"on {report.jobs} job(s)")
+    if report.work_dir:
+        console.print(f"trees and logs kept in {report.work_dir}", highlight=False)

@@ -1,0 +1,120 @@
+"""Run one per-patch test command in a build tree: time-boxed, whole process group, output kept.
+
+A test command is a shell command line from the ledger. Its exit status says what happened:
+
+* ``0`` -> **pass**;
+* ``77`` (the autotools "skip": the test could not run here), ``99`` (autotools "hard error"),
+  ``126`` (not executable), ``127`` (command not found) -> **error**, the test could not run;
+* anything else, a signal included -> **fail**.
+
+A command still running at its timeout is an **error** too: its process group gets SIGTERM, then
+SIGKILL five seconds later, so grandchildren (pytest workers, servers) do not outlive it.
+The full output goes to a log file; the result keeps its tail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PASS, FAIL, ERROR = "pass", "fail", "error"
+ERROR_CODES = {77: "the test says it cannot run here (exit 77)",
+               99: "the test reports a hard error (exit 99)",
+               126: "command not executable (exit 126)",
+               127: "command not found (exit 127)"}
+TAIL_CHARS = 4000
+KILL_GRACE = 5.0
+
+
+@dataclass
+class CommandResult:
+    """What one run of a test command did."""
+
+    outcome: str  # pass | fail | error
+    exit_code: int | None  # None: killed at the timeout or never started; negative: killed by a signal
+    seconds: float
+    reason: str = ""  # why an error or a failure, in one line
+    output: str = ""  # the tail of stdout+stderr
+    log: str = ""  # the full log file, when kept
+
+    def to_json(self) -> dict:
+        return {"outcome": self.outcome, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
+                "reason": self.reason, "output_tail": self.output, "log": self.log or None}
+
+
+def _tail(path: Path, limit: int = TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return text if size <= limit else "..." + text[text.find("\n") + 1:] if "\n" in text else text
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, log: Path) -> CommandResult:
+    """Run ``command`` with ``/bin/sh -c`` in ``cwd``; classify the exit as pass, fail or error."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    if not cwd.is_dir():
+        return CommandResult(ERROR, None, 0.0, f"working directory {cwd} does not exist in the build tree")
+    with open(log, "wb") as out:
+        out.write(f"$ {command}\n# cwd: {cwd}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return CommandResult(ERROR, None, time.monotonic() - start, f"cannot start /bin/sh: {exc.strerror}")
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            seconds = time.monotonic() - start
+            out.write(f"\n# patchset verify: killed after the {timeout:g} s timeout\n".encode())
+            out.flush()
+            return CommandResult(ERROR, None, seconds, f"timed out after {timeout:g} s", _tail(log), str(log))
+        except BaseException:
+            _kill_group(proc)
+            raise
+        # a command that exits while its background children still run: end them too
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    seconds = time.monotonic() - start
+    tail = _tail(log)
+    if code == 0:
+        return CommandResult(PASS, 0, seconds, "", tail, str(log))
+    if code in ERROR_CODES:
+        detail = _last_line(tail)
+        return CommandResult(ERROR, code, seconds, ERROR_CODES[code] + (f": {detail}" if detail else ""),
+                             tail, str(log))
+    why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+    detail = _last_line(tail)
+    return CommandResult(FAIL, code, seconds, why + (f": {detail}" if detail else ""), tail, str(log))
