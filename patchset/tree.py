@@ -235,8 +235,14 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
                     return res
             res.message = f"{fp.op} source {fp.old_path} does not exist"
             return res
-        if state.get(dst)[0] is not None:
-            res.message = f"{fp.op} target {fp.new_path} already exists"
+        there = state.get(dst)[0]
+        if there is not None:
+            probe = apply_file(old, fp, fuzz)
+            if fp.op == "copy" and probe.ok and probe.new == there:
+                res.status, res.message = "already_applied", (
+                    f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content")
+            else:
+                res.message = f"{fp.op} target {fp.new_path} already exists"
             return res
     outcome: FileOutcome = apply_file(old, fp, fuzz)
     res.status, res.hunks, res.message = outcome.status, outcome.hunks, outcome.message

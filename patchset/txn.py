@@ -134,55 +134,75 @@ def commit(root: Path, changes: list[Change]) -> None:
     with _Lock(root) as lock:
         _recover_locked(root, "auto")
         txn = lock.dir
-        (txn / "new").mkdir()
-        (txn / "old").mkdir()
-        entries = []
-        created_dirs: list[str] = []
-        staged: list[tuple[Path, bytes, int]] = []
-        for n, ch in enumerate(changes):
-            target = root / ch.path
-            entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None,
-                           "new_mode": None}
-            if ch.data is not None:
-                mode = 0o644 if ch.mode is None else ch.mode
-                staged.append((txn / "new" / str(n), ch.data, mode))
-                entry["new"] = str(n)
-                entry["new_mode"] = mode
-                parent = target.parent
-                missing: list[str] = []
-                while not parent.exists():
-                    missing.append(str(parent.relative_to(root)))
-                    parent = parent.parent
-                for d in reversed(missing):
-                    if d not in created_dirs:
-                        created_dirs.append(d)
-            if target.exists() or target.is_symlink():
-                st = target.lstat()
-                entry["old_mode"] = st.st_mode & 0o7777
-                backup = txn / "old" / str(n)
-                try:
-                    os.link(target, backup)
-                except OSError:
-                    shutil.copy2(target, backup)
-                    _fsync_path(backup)
-                entry["old"] = str(n)
-            entries.append(entry)
-        # write + fsync the staged files concurrently: the file system commits the fsyncs
-        # together, several times faster than one after another
-        with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
-            for fut in [pool.submit(_write_file, *args) for args in staged]:
-                fut.result()
-                _step()
-        _fsync_path(txn / "new", directory=True)
-        _fsync_path(txn / "old", directory=True)
-        tmp = txn / (JOURNAL + ".tmp")
-        _write_file(tmp, json.dumps({"version": 1, "entries": entries,
-                                     "created_dirs": created_dirs}).encode(), 0o644)
-        os.replace(tmp, txn / JOURNAL)
-        _fsync_path(txn, directory=True)
-        _step()
-        _roll_forward(root, txn, entries, created_dirs)
+        try:
+            entries, created_dirs = _prepare(root, txn, changes)
+        except OSError as exc:
+            # nothing in the tree has changed yet: drop the staging area
+            _recover_locked(root, "auto")
+            _finish(root, txn)
+            raise EnvironmentFailure(f"{root}: cannot stage the new files: {exc}",
+                                     hint="check free space and permissions; the tree is "
+                                          "unchanged") from None
+        try:
+            _roll_forward(root, txn, entries, created_dirs)
+        except OSError as exc:
+            _recover_locked(root, "back")
+            _finish(root, txn)
+            raise EnvironmentFailure(f"{root}: writing the new files failed: {exc}",
+                                     hint="the tree was rolled back to its old state") from None
         _finish(root, txn)
+
+
+def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], list[str]]:
+    """Steps 1-2: staged files, backups, the journal. Returns (entries, created dirs)."""
+    (txn / "new").mkdir()
+    (txn / "old").mkdir()
+    entries = []
+    created_dirs: list[str] = []
+    staged: list[tuple[Path, bytes, int]] = []
+    for n, ch in enumerate(changes):
+        target = root / ch.path
+        entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None,
+                       "new_mode": None}
+        if ch.data is not None:
+            mode = 0o644 if ch.mode is None else ch.mode
+            staged.append((txn / "new" / str(n), ch.data, mode))
+            entry["new"] = str(n)
+            entry["new_mode"] = mode
+            parent = target.parent
+            missing: list[str] = []
+            while not parent.exists():
+                missing.append(str(parent.relative_to(root)))
+                parent = parent.parent
+            for d in reversed(missing):
+                if d not in created_dirs:
+                    created_dirs.append(d)
+        if target.exists() or target.is_symlink():
+            st = target.lstat()
+            entry["old_mode"] = st.st_mode & 0o7777
+            backup = txn / "old" / str(n)
+            try:
+                os.link(target, backup)
+            except OSError:
+                shutil.copy2(target, backup)
+                _fsync_path(backup)
+            entry["old"] = str(n)
+        entries.append(entry)
+    # write + fsync the staged files concurrently: the file system commits the fsyncs
+    # together, several times faster than one after another
+    with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
+        for fut in [pool.submit(_write_file, *args) for args in staged]:
+            fut.result()
+            _step()
+    _fsync_path(txn / "new", directory=True)
+    _fsync_path(txn / "old", directory=True)
+    tmp = txn / (JOURNAL + ".tmp")
+    _write_file(tmp, json.dumps({"version": 1, "entries": entries,
+                                 "created_dirs": created_dirs}).encode(), 0o644)
+    os.replace(tmp, txn / JOURNAL)
+    _fsync_path(txn, directory=True)
+    _step()
+    return entries, created_dirs
 
 
 def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:

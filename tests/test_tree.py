@@ -398,3 +398,27 @@ def test_concurrent_commit_is_refused(tree: Path) -> None:
     finally:
         os.close(fd)
     assert (tree / "setup.py").read_bytes() == b"print('setup')\n"
+
+
+def test_io_error_during_renames_rolls_back(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"old a\n")
+    (root / "blocker").write_bytes(b"a file where a directory is needed\n")
+    before = snapshot(root)
+    with pytest.raises(EnvironmentFailure) as exc:
+        txn.commit(root, [txn.Change("a.txt", b"new a\n"), txn.Change("blocker/x.txt", b"x\n")])
+    assert "rolled back" in exc.value.render() and "blocker" in exc.value.render()
+    assert snapshot(root) == before  # a.txt was replaced, then put back; no txn dir left
+
+
+def test_copy_patch_already_applied(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    src = b"".join(b"src %d\n" % i for i in range(20))
+    (root / "src.py").write_bytes(src)
+    body = git_patch(tmp_path, {"src.py": src}, {"src.py": src, "copy.py": src + b"more\n"})
+    assert b"copy from src.py" in body or b"new file mode" in body
+    assert apply_series(root, [SeriesItem("c", body)]).ok
+    again = apply_series(root, [SeriesItem("c", body)])
+    assert again.patches[0].status == "already_applied"
