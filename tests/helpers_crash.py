@@ -1,7 +1,7 @@
 """Subprocess entry point for the SIGKILL tests: apply a series stored as files, nothing else.
 
 Usage: ``python tests/helpers_crash.py ROOT SERIES_DIR`` where SERIES_DIR holds ``NN-name.patch``
-files applied in name order. ``PATCHSET_TEST_CRASH_AFTER=k`` (read by ``patchset.txn``) makes
+files applied in name order; ``python tests/helpers_crash.py --recover ROOT`` runs ``recover``. ``PATCHSET_TEST_CRASH_AFTER=k`` (read by ``patchset.txn``) makes
 the process SIGKILL itself at the k-th commit step. Exit 0: committed; 3: did not apply.
 """
 
@@ -12,10 +12,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.tree import SeriesItem, apply_series  # noqa: E402
+from patchset.tree import SeriesItem, apply_series, recover  # noqa: E402
 
 
 def main() -> int:
+    if sys.argv[1] == "--recover":
+        recover(Path(sys.argv[2]))
+        return 0
     root, series = Path(sys.argv[1]), Path(sys.argv[2])
     items = [SeriesItem(p.stem, p.read_bytes()) for p in sorted(series.glob("*.patch"))]
     result = apply_series(root, items)

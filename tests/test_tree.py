@@ -311,12 +311,15 @@ def test_detect_state_unknown_on_conflict(tree: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- crash safety
 
 
-def _run_helper(root: Path, series_dir: Path, crash_after: int | None) -> int:
+def _run_helper(root: Path, series_dir: Path | None, crash_after: int | None) -> int:
+    """Apply the series (or, with ``series_dir=None``, recover) in a child process that
+    SIGKILLs itself at commit step ``crash_after``."""
     env = {k: v for k, v in os.environ.items() if k != "PATCHSET_TEST_CRASH_AFTER"}
     if crash_after is not None:
         env["PATCHSET_TEST_CRASH_AFTER"] = str(crash_after)
-    proc = subprocess.run([sys.executable, str(HERE / "helpers_crash.py"), str(root),
-                           str(series_dir)], env=env, capture_output=True, timeout=60)
+    args = [str(root), str(series_dir)] if series_dir else ["--recover", str(root)]
+    proc = subprocess.run([sys.executable, str(HERE / "helpers_crash.py"), *args], env=env,
+                          capture_output=True, timeout=60)
     return proc.returncode
 
 
@@ -367,6 +370,41 @@ def test_sigkill_at_every_commit_step_leaves_old_or_new_tree(tree: Path, tmp_pat
     assert seen.get("auto:discarded:old", 0) > 0, seen
     assert seen.get("auto:rolled forward:new", 0) > 0, seen
     assert seen.get("back:rolled back:old", 0) > 0, seen
+
+
+def test_sigkill_during_recovery_is_recovered_again(tree: Path, tmp_path: Path) -> None:
+    items = series(tmp_path)
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    for it in items:
+        (series_dir / f"{it.patch_id}.patch").write_bytes(it.body)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(tree, pristine, symlinks=True)
+    assert _run_helper(tree, series_dir, None) == 0
+    new = snapshot(tree)
+    # find the kill point right after the journal: every rename is still to do
+    k = 0
+    while True:
+        k += 1
+        shutil.rmtree(tree)
+        shutil.copytree(pristine, tree, symlinks=True)
+        assert _run_helper(tree, series_dir, k) == -signal.SIGKILL
+        if (tree / txn.TXN_DIR / txn.JOURNAL).exists():
+            break
+    crashed = tmp_path / "crashed"
+    shutil.copytree(tree, crashed, symlinks=True)
+    j = 0
+    while True:
+        j += 1
+        shutil.rmtree(tree)
+        shutil.copytree(crashed, tree, symlinks=True)
+        rc = _run_helper(tree, None, j)  # recovery itself killed at its j-th step
+        recover(tree)
+        assert snapshot(tree) == new, f"recovery killed at step {j}"
+        if rc == 0:
+            break
+        assert rc == -signal.SIGKILL
+    assert j > 3
 
 
 def test_next_apply_recovers_an_interrupted_commit(tree: Path, tmp_path: Path) -> None:
