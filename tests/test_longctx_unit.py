@@ -393,7 +393,7 @@ def test_copy_probe(serve: Any) -> None:
     assert good.ok and m.details["nll_second_copy"] < 0.5 < 5.0 < m.details["nll_first_copy"]
     url2, _ = serve(induction=True, window=2048)  # a 2,048-token window cannot see the first copy
     bad = run_checks(url2, checks=["copy"])
-    assert not bad.ok and bad.result("copy").measurements[0].value > 1.0
+    assert not bad.ok and bad.result("copy").measurements[0].value > 0.5
 
 
 def test_report_json_and_table(serve: Any) -> None:

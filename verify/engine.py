@@ -59,6 +59,28 @@ def engine_missing_reason(venv: Path | None = None) -> str | None:
     return None
 
 
+def process_group_alive(pgid: int) -> bool:
+    """True while a live (not zombie) process of group ``pgid`` exists (reads /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if the process that started the server dies (Linux)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -94,6 +116,7 @@ class EngineServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = (log_dir or cache_dir() / "engine-logs") / f"vllm-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pgid: int | None = None
         self.startup_seconds: float | None = None
 
     def command(self) -> list[str]:
@@ -138,7 +161,9 @@ class EngineServer:
         t0 = time.monotonic()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.environment(),
-                                     cwd=str(cache_dir()), start_new_session=True)
+                                     cwd=str(cache_dir()), start_new_session=True,
+                                     preexec_fn=_die_with_parent)
+        self.pgid = self.proc.pid
         log.close()
         deadline = t0 + self.config.startup_timeout
         session = requests.Session()
@@ -179,7 +204,8 @@ class EngineServer:
             return ""
 
     def stop(self) -> None:
-        """Kill this server's process group (SIGTERM, then SIGKILL after 20 s). Safe to call twice."""
+        """Kill this server's process group (SIGTERM, then SIGKILL after 20 s) and wait until no live
+        process of the group is left. Safe to call twice."""
         proc = self.proc
         if proc is None:
             return
@@ -202,6 +228,9 @@ class EngineServer:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        deadline = time.monotonic() + 15
+        while pgid is not None and process_group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
         self.proc = None
 
     def __enter__(self) -> "EngineServer":

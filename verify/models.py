@@ -184,9 +184,23 @@ def _build_smollm2(out: Path) -> None:
     gguf = _find_gguf()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32)
-    model.config.max_position_embeddings = max(int(model.config.max_position_embeddings or 0), 8192)
-    model.config.torch_dtype = "float32"
-    model.save_pretrained(out, safe_serialization=True)
+    # transformers marks a GGUF-loaded model as quantized and refuses save_pretrained; the weights are
+    # already dequantised to float32, so write them and a plain config ourselves.
+    from safetensors.torch import save_file
+
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["max_position_embeddings"] = max(int(config.get("max_position_embeddings") or 0), 8192)
+    config["torch_dtype"] = "float32"
+    config.pop("dtype", None)
+    config["architectures"] = [type(model).__name__]
+    state = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in model.state_dict().items()}
+    if config.get("tie_word_embeddings"):
+        state.pop("lm_head.weight", None)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    model.generation_config.save_pretrained(out)
     tokenizer.save_pretrained(out)
 
 
@@ -196,7 +210,7 @@ def _reference(model_dir: Path, tokens: list[int]) -> list[float | None]:
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
-                                                 attn_implementation="eager").eval()
+                                                 attn_implementation="sdpa").eval()
     ids = torch.tensor([tokens], dtype=torch.long)
     with torch.no_grad():
         logits = model(ids).logits[0].to(torch.float64)
