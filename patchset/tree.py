@@ -434,8 +434,9 @@ def detect_state(root: Path, items: list[SeriesItem],
     matches: bool | None = None
     if expected is not None:
         matches = True
+        tree_paths = _Paths(root, None)  # lock keys are tree paths: no path_for mapping
         for path, digest in expected.items():
-            data, _ = state.get(paths.resolve(path, "expected"))
+            data, _ = state.get(tree_paths.resolve(path, "expected"))
             if data is None or sha256(data) != digest:
                 matches = False
                 break

@@ -212,6 +212,11 @@ def test_path_for_maps_source_layout_to_installed_layout(tmp_path: Path) -> None
     assert res.ok
     assert (root / "flashinfer/data/include/attn.cuh").read_bytes() == b"int a;\nint c;\n"
     assert list(res.files) == ["flashinfer/data/include/attn.cuh"]
+    items = [SeriesItem("fi-1", body)]
+    st = detect_state(root, items, path_for=installed)
+    assert st.all_applied
+    st = detect_state(root, items, res.files, path_for=installed)  # lock keys: tree paths
+    assert st.matches_expected is True
 
 
 def test_strip_level(tmp_path: Path) -> None:
