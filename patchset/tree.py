@@ -417,7 +417,7 @@ def _reverse(fps: list[FilePatch]) -> list[FilePatch]:
 
 
 def detect_state(root: Path, items: list[SeriesItem],
-                 expected: dict[str, str] | None = None, *,
+                 expected: dict[str, str | None] | None = None, *,
                  path_for: Callable[[str], str] | None = None) -> SeriesState:
     """Which patches of ``items`` does the tree at ``root`` carry? Reads, never writes.
 
@@ -437,7 +437,7 @@ def detect_state(root: Path, items: list[SeriesItem],
         tree_paths = _Paths(root, None)  # lock keys are tree paths: no path_for mapping
         for path, digest in expected.items():
             data, _ = state.get(tree_paths.resolve(path, "expected"))
-            if data is None or sha256(data) != digest:
+            if (None if data is None else sha256(data)) != digest:  # None: must be absent
                 matches = False
                 break
         if matches:
