@@ -218,6 +218,14 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
     src = paths.resolve(fp.path, patch_id)
     dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
+    if fp.op == "modify" and not fp.git and fp.new_path and fp.new_path != fp.old_path:
+        # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
+        # one that exists; if both do, the one with fewest components, then shortest name
+        names = [n for n in (fp.old_path, fp.new_path) if n is not None]
+        there = [n for n in names if state.get(paths.resolve(n, patch_id))[0] is not None]
+        if there:
+            best = min(there, key=lambda n: (n.count("/"), len(n.rsplit("/", 1)[-1]), len(n)))
+            src = dst = paths.resolve(best, patch_id)
     old, old_mode = state.get(src)
     if fp.op == "create":
         old_mode = None

@@ -465,3 +465,13 @@ def test_copy_patch_already_applied(tmp_path: Path) -> None:
     assert apply_series(root, [SeriesItem("c", body)]).ok
     again = apply_series(root, [SeriesItem("c", body)])
     assert again.patches[0].status == "already_applied"
+
+
+def test_plain_diff_with_two_names_patches_the_existing_file(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    (root / "src").mkdir(parents=True)
+    (root / "src/x.c").write_bytes(b"int a;\n")
+    body = b"--- src/x.c.orig\n+++ src/x.c\n@@ -1 +1 @@\n-int a;\n+int b;\n"
+    res = apply_series(root, [SeriesItem("p", body, strip=0)])
+    assert res.ok and (root / "src/x.c").read_bytes() == b"int b;\n"
+    assert not (root / "src/x.c.orig").exists()
