@@ -6,7 +6,7 @@ judged that commit with this series and these tags (the state file); else replay
 onto it with the real rebaser in a scratch copy of the ledger (keep-going: every patch is
 classified), write the refreshed series as a patch against this repository, apply it to a fresh
 tree of the commit with every file checked against the refreshed lock, run the per-patch tests
-the tags select, read the upstream status (offline unless asked to refresh), and, when a patch
+the tags select (``verify``'s per-patch runner), read the upstream status (offline unless asked to refresh), and, when a patch
 newly conflicts, bisect upstream's history with the in-memory replay to name the first commit
 that breaks it. The ledger is never written; the artifacts directory holds the results.
 
@@ -96,7 +96,7 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
     ``artifacts``: where report.md/report.json/junit.xml/series.patch/logs go. ``tags``: the test
-    tiers to run (``cpu``; ``all``; none runs no test). ``state_file``: the gate's memory (default
+    tiers to run through ``verify`` (``cpu``; ``all`` runs every test; none runs no test). ``state_file``: the gate's memory (default
     ``.patchset/gate-state.json`` beside the ledger). ``target``: which target (default: the one
     with patches). ``upstream``: a git repository path or URL to judge against instead of the
     target's default (its local ``upstream`` repository, else the package-index release history).
@@ -240,10 +240,8 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
     if not refreshed.series(t.name):
         r.apply = {"outcome": "skipped", "message": "no active patch is left: every patch is upstream now"}
         return patch
-    selected = _selected_tests(refreshed, t.name, tags, only)
     with run.stage("tree"):
-        # the tests need the whole tree; the apply check needs only the files the series touches
-        tree = up.archive(sha, scratch / "tree", None if selected else _touched(refreshed, rt))
+        tree = up.archive(sha, scratch / "tree", _touched(refreshed, rt))  # only what the series touches
     from patchset.apply import apply_to_tree
 
     with run.stage("apply"):
@@ -251,25 +249,9 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
                            progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}"))
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
-    if ar.outcome != "applied":
-        return patch
-    if selected:
-        from ci.tiers import run_tests
-
-        with run.stage("tests"):
-            results = run_tests(refreshed, t.name, tree, tags, out_dir, patches=only or None,
-                                progress=lambda d: run.note("tests", d))
-        r.tests = [x.to_json() for x in results]
-    elif tags:
-        which = f"of {', '.join(only)} " if only else ""
-        r.warnings.append(f"no test {which}carries the tags {', '.join(tags)}: none ran")
+    if ar.outcome == "applied" and tags:
+        _tests(run, ws.work_ledger, refreshed, t, up, sha, tags, only, scratch, logs)
     return patch
-
-
-def _selected_tests(ledger: Ledger, target: str, tags: list[str], only: list[str]) -> bool:
-    from ci.tiers import select
-
-    return bool(tags) and bool(select(ledger, target, tags, only or None))
 
 
 def _touched(ledger: Ledger, target: Target) -> list[str]:
@@ -282,6 +264,50 @@ def _touched(ledger: Ledger, target: Target) -> list[str]:
         for fp in parse_patch(item.body, item.strip, source=item.patch_id):
             out += [p for p in fp.paths() if p not in out]
     return out
+
+
+_OUTCOME = {"pass": "passed", "fail": "failed", "error": "error"}
+
+
+def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream, sha: str, tags: list[str],
+           only: list[str], scratch: Path, logs: Path) -> None:
+    """The per-patch test tier (``verify``): each selected test with the refreshed series, and without its
+    patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate;
+    the class (proven, not-needed) is reported."""
+    r = run.report
+    try:
+        from verify.pertest import run_verify, selected
+    except ImportError:
+        r.warnings.append("per-patch tests not run: the verify package is not installed")
+        return
+    wanted = [] if "all" in tags else tags  # verify: no tags selects every test
+    chosen = [p.id for p in ledger.series(t.name) if (not only or p.id in only)
+              and any(selected(spec, wanted) for spec in p.tests)]
+    if not chosen:
+        which = f"of {', '.join(only)} " if only else ""
+        r.warnings.append(f"no test {which}carries the tags {', '.join(tags)}: none ran")
+        return
+    if only:  # a matrix job: the scratch copy keeps only these patches' tests
+        with ledger_mod.edit(ledger_path) as e:
+            for table in e.patch_tables():
+                if table.get("id") not in only and "tests" in table:
+                    del table["tests"]
+    with run.stage("tree"):
+        tree = up.archive(sha, scratch / "pristine")
+    with run.stage("tests"):
+        vr = run_verify(ledger_path, tree=tree, tags=wanted, target=t.name, junit=logs / "verify-junit.xml",
+                        progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"))
+    artifacts_mod.write_json(logs / "verify.json", vr.to_json())
+    for po in vr.patches:
+        for to in po.tests:
+            w = to.with_run
+            r.tests.append({"patch": to.patch_id, "name": to.name, "command": to.command,
+                            "status": _OUTCOME.get(w.outcome, "error") if w else "error",
+                            "seconds": round(w.seconds, 3) if w else 0.0, "returncode": w.exit_code if w else None,
+                            "class": to.klass, "note": to.note, "tail": (w.reason + "\n" + w.output).strip() if w else ""})
+        if po.klass == "not-needed":
+            r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
+    r.warnings += vr.notes
 
 
 def _status(run: _Run, ledger_path: Path, refresh: bool) -> None:

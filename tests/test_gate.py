@@ -221,14 +221,15 @@ timeout = 1
     t0 = time.monotonic()
     r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["cpu,slowcpu"])
     assert time.monotonic() - t0 < 20
-    got = {(t["patch"], t["name"]): t["status"] for t in r.tests}
-    assert got == {("A", "util-patched"): "passed", ("B", "core-patched"): "passed", ("B", "boom"): "failed",
-                   ("B", "hangs"): "timeout"}
+    got = {(t["patch"], t["name"]): (t["status"], t["class"]) for t in r.tests}
+    assert got == {("A", "util-patched"): ("passed", "proven"), ("B", "core-patched"): ("passed", "proven"),
+                   ("B", "boom"): ("failed", "broken"), ("B", "hangs"): ("error", "error")}
     assert (r.status, r.exit_code) == ("red", 1)
     boom = next(t for t in r.tests if t["name"] == "boom")
-    assert "exploding" in (art / boom["log"]).read_text() and boom["returncode"] == 3
+    assert "exploding" in boom["tail"] and boom["returncode"] == 3
     junit = (art / "junit.xml").read_text()
     assert 'classname="tests.B" name="boom"' in junit and 'failures="2"' in junit
+    assert (art / "logs/verify-junit.xml").is_file()
 
     # one patch's tests only (a workflow matrix job): the state is left alone
     state = (ledger.parent / ".patchset/gate-state.json").read_bytes()
