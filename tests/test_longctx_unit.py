@@ -45,7 +45,7 @@ class CompletionsDouble:
     def __init__(self, *, max_model_len: int = 8192, block_size: int = 128, report_cached: bool = True,
                  causal_leak: bool = False, stale_cache: bool = False, decode_drift: bool = False,
                  cache_off: bool = False, noise: float = 0.0, induction: bool = False,
-                 window: int | None = None) -> None:
+                 window: int | None = None, crash_past: int | None = None) -> None:
         rng = np.random.default_rng(1234)
         self.a = rng.normal(0, 1.0, (VOCAB, VOCAB))
         self.b = rng.normal(0, 0.5, (VOCAB, VOCAB))
@@ -60,6 +60,7 @@ class CompletionsDouble:
         self.noise_rng = np.random.default_rng(99)
         self.induction = induction
         self.window = window
+        self.crash_past = crash_past
         self.cache: dict[str, set[tuple[int, ...]]] = {}
         self.lock = threading.Lock()
         self.requests = 0
@@ -107,6 +108,9 @@ class CompletionsDouble:
                             f"requested {max_tokens} output tokens and your prompt contains {n} input tokens, "
                             f"for a total of {n + max_tokens} tokens."),
                 "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+        if self.crash_past is not None and n > self.crash_past:  # what vLLM answers once its EngineCore died
+            return 500, {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the "
+                                   "root cause.", "type": "InternalServerError", "param": None, "code": 500}}
         if any(t < 0 or t >= VOCAB for t in prompt):
             return 400, {"error": {"message": "Token id out of vocabulary", "type": "BadRequestError",
                                    "param": "prompt", "code": 400}}
@@ -326,6 +330,16 @@ def test_http_400_on_a_long_prompt_is_a_failure_not_a_skip(serve: Any) -> None:
     # the short resumes still work; only those that cross 2,048 fail
     assert _by_case(report, "resume") == {"warm 1024 + 37": True, "warm 2048 + 37": False,
                                           "warm 3072 + 37": False, "warm 4096 + 37": False}
+
+
+def test_a_server_error_on_long_prompts_is_a_failure(serve: Any) -> None:
+    url, _ = serve(crash_past=3000)
+    report = run_checks(url, checks=["causality", "resume"])
+    assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False,
+                                             "N=3000 of 4096": False}
+    assert _by_case(report, "resume")["warm 3072 + 37"] is False
+    assert _by_case(report, "resume")["warm 2048 + 37"] is True
+    assert "HTTP 500" in report.result("causality").error and "EngineCore" in report.result("causality").error
 
 
 def test_causality_catches_a_future_token_leak(serve: Any) -> None:

@@ -486,6 +486,8 @@ def _check_resume(run: _Run) -> list[Measurement]:
             case=case, metric="top-k drift", value=drift, control=control,
             bar=run.th.bar("resume", control), ok=run.th.passes("resume", drift, control),
             details={"cached_tokens": resumed.usage.cached_tokens, "prompt_tokens": prompt_len,
+                     "note": (None if resumed.usage.cached_tokens else
+                              "no prefix-cache hit reported: this case compared two cold prefills"),
                      "top1_cold": _top1(cold_top), "top1_warm": _top1(warm_top),
                      "cold_top": cold_top, "warm_top": warm_top}))
     return out

@@ -131,6 +131,22 @@ def parse_completion(body: dict[str, Any]) -> Completion:
                       finish_reason=choice.get("finish_reason"), raw=body)
 
 
+def _error_message(resp: requests.Response) -> str:
+    """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip() or resp.reason or ""
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        for key in ("message", "detail", "error"):
+            if body.get(key):
+                return str(body[key])
+    return json.dumps(body)[:500]
+
+
 class CompletionsClient:
     """Talks to one OpenAI-compatible server. ``base_url`` is e.g. ``http://127.0.0.1:8000``."""
 
@@ -155,13 +171,7 @@ class CompletionsClient:
             raise ServerUnreachable(f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
                                     hint="is the server running? check --url") from exc
         if resp.status_code >= 400:
-            try:
-                detail = resp.json()
-                msg = (detail.get("error") or {}).get("message") if isinstance(detail.get("error"), dict) \
-                    else detail.get("message") or detail.get("detail") or detail
-            except ValueError:
-                msg = resp.text
-            raise ServerRejected(resp.status_code, str(msg)[:500], prompt_tokens=prompt_tokens)
+            raise ServerRejected(resp.status_code, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
         try:
             body = resp.json()
         except ValueError as exc:

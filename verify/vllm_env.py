@@ -11,8 +11,10 @@ adds on top:
   tests use (``ModelConfig()`` defaults to ``Qwen/Qwen3-0.6B``) at config-only directories this
   module writes (``MODEL_CONFIGS``; published architecture facts, no weights: the tests read
   shapes, never run the model).
-* ``import_origin(tree)``: where ``import vllm`` really comes from in that environment; the
-  wrapper refuses to run when it is not the tree (the whole point is testing the patched source).
+* ``import_origin(tree)``: where ``import vllm`` really comes from in that environment. The
+  wrapper makes the same check inside the pytest process (a small plugin, ``-p
+  patchset_vllm_origin``) and stops the run when vllm is not the tree's: the point is testing the
+  patched source, not the copy installed in the venv.
 * ``python -m verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS``: the wrapper a ledger's test
   command calls inside the build tree (``$PATCHSET_TREE`` or the current directory). It copies the
   ``--add`` files in (by rename, never writing through a hard link), checks the import origin,
@@ -62,6 +64,13 @@ MODEL_CONFIGS: dict[str, dict] = {
                         "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
                         "rope_theta": 1000000.0, "tie_word_embeddings": False, "eos_token_id": 151643,
                         "sliding_window": 32768, "max_window_layers": 28},
+    "facebook/opt-125m": {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 768,
+                          "ffn_dim": 3072, "num_hidden_layers": 12, "num_attention_heads": 12, "vocab_size": 50272,
+                          "max_position_embeddings": 2048, "word_embed_proj_dim": 768,
+                          "do_layer_norm_before": True, "activation_function": "relu", "bos_token_id": 2,
+                          "eos_token_id": 2, "pad_token_id": 1, "torch_dtype": "float16", "enable_bias": True,
+                          "layer_norm_elementwise_affine": True, "dropout": 0.1, "attention_dropout": 0.0,
+                          "init_std": 0.02, "layerdrop": 0.0, "use_cache": True},
 }
 
 
@@ -164,6 +173,38 @@ def add_file(src: Path, tree: Path, dest: str) -> Path:
     return target
 
 
+ORIGIN_PLUGIN = "patchset_vllm_origin"
+_ORIGIN_PLUGIN_SOURCE = '''"""Written by patchset (verify/vllm_env.py): stop a pytest run that would test the wrong vLLM."""
+import os
+
+import pytest
+
+
+def pytest_configure(config):
+    import vllm
+
+    tree = os.path.realpath(os.environ["PATCHSET_VLLM_TREE"])
+    origin = os.path.realpath(vllm.__file__)
+    print(f"vllm_env: vllm imported from {origin}", flush=True)
+    if not origin.startswith(tree.rstrip("/") + "/"):
+        pytest.exit(f"vllm_env: `import vllm` loads {origin}, not the tree {tree}: refusing to test the wrong "
+                    "code", returncode=3)
+'''
+
+
+def origin_plugin_dir() -> Path:
+    """A directory holding the pytest plugin that checks, in the test process itself, where vllm comes from.
+
+    Checking inside pytest costs nothing (the tests import vllm anyway), where a separate
+    ``import vllm`` would cost a second interpreter start of ~10 s per run.
+    """
+    d = cache.subdir("vllm-test-plugin")
+    f = d / f"{ORIGIN_PLUGIN}.py"
+    if not f.is_file() or f.read_text() != _ORIGIN_PLUGIN_SOURCE:
+        atomic.write_text(f, _ORIGIN_PLUGIN_SOURCE)
+    return d
+
+
 def _map_pytest(code: int) -> int:
     if code in (0, 1, 2):  # pass; tests failed; interrupted by collection errors (an import the tree lacks)
         return 0 if code == 0 else 1
@@ -201,13 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_HARD
             add_file(path, tree, dest)
         env = test_env(tree)
-        origin = import_origin(tree, env=env)
-        if not _inside(origin, tree):
-            print(f"vllm_env: `import vllm` loads {origin}, not the tree {tree}: refusing to test the wrong code",
-                  flush=True)
-            return EXIT_HARD
-        print(f"vllm_env: vllm imported from {origin}", flush=True)
-        cmd = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", *args]
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(origin_plugin_dir())])
+        env["PATCHSET_VLLM_TREE"] = str(tree)
+        cmd = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-p", ORIGIN_PLUGIN, *args]
         code = subprocess.run(cmd, cwd=tree, env=env, stdin=subprocess.DEVNULL).returncode
     except EnvironmentFailure as exc:
         print(f"vllm_env: {exc.render()}", flush=True)
