@@ -109,10 +109,11 @@ def _edit(text: bytes, kind: str, nth: int, tag: str) -> bytes:
     return b"\n".join(lines)
 
 
-def vllm_tree() -> Path:
-    dest = cache.subdir("bench") / f"vllm-{VERSION}"
+def vllm_tree(version: str = VERSION) -> Path:
+    """The unpacked sdist of ``vllm==version`` (downloaded and unpacked once, cached)."""
+    dest = cache.subdir("bench") / f"vllm-{version}"
     if not dest.exists():
-        unpack(download(f"vllm=={VERSION}"), dest)
+        unpack(download(f"vllm=={version}"), dest)
     return dest
 
 

@@ -407,3 +407,68 @@ def test_differential_run_was_broad() -> None:
     if _fuzz_stats["cases"]:
         print(_fuzz_stats)
         assert _fuzz_stats["fuzzed"] > 0
+
+
+# --------------------------------------------------------------------------- real vLLM source
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", ["0.30.0", "0.31.0"])
+def test_real_vllm_series_matches_gnu_patch(tmp_path: Path, version: str) -> None:
+    """bench/apply.py's 20-patch series (written against vLLM 0.30.0) applied patch by patch
+    to the real 0.30.0 source (clean) and to 0.31.0 (real upstream drift: offsets, failures):
+    every file of every patch gets GNU patch's result, bytes and hunk statuses included."""
+    import importlib.util
+
+    from patchset.releases import probe_index
+
+    problem = probe_index()
+    if problem:
+        pytest.skip(f"package index unreachable: {problem}")
+    spec = importlib.util.spec_from_file_location(
+        "bench_apply", Path(__file__).resolve().parent.parent / "bench" / "apply.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    src, target = bench.vllm_tree("0.30.0"), bench.vllm_tree(version)
+    series_dir = tmp_path / "series"
+    series_dir.mkdir()
+    patches = bench.write_series(src, series_dir)
+    gnu_tree = tmp_path / "gnu"
+    seen = {"clean": 0, "offset": 0, "failed": 0, "files": 0}
+    for p in patches:
+        for fp in parse_patch(p.read_bytes()):
+            rel = fp.path
+            if not (gnu_tree / rel).exists() and (target / rel).exists():
+                (gnu_tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(target / rel, gnu_tree / rel)
+    for p in patches:
+        fps = parse_patch(p.read_bytes())
+        before = {fp.path: _read(gnu_tree / fp.path) for fp in fps}
+        proc = subprocess.run(["patch", "-p1", "-F0", "--forward", "--no-backup-if-mismatch",
+                               "-r", "-", "-i", str(p)], cwd=gnu_tree, capture_output=True,
+                              stdin=subprocess.DEVNULL)
+        said = proc.stdout
+        sections = re.split(rb"(?m)^patching file ", said)[1:]
+        assert len(sections) == len(fps), said
+        for fp, text in zip(fps, sections):
+            assert text.startswith(fp.path.encode()), (text, fp.path)
+            out = apply_file(before[fp.path], fp)
+            hunks = {int(m.group(1)): m for m in _HUNK.finditer(text)}
+            seen["files"] += 1
+            for r in out.hunks:
+                m = hunks.get(r.index)
+                if r.status == "failed":
+                    assert m is not None and m.group(4), (p.name, r, text)
+                    seen["failed"] += 1
+                else:
+                    assert (int(m.group(3) or 0) if m else 0) == r.offset, (p.name, r, text)
+                    assert (m is None or not m.group(4)), (p.name, r, text)
+                    seen["offset" if r.offset else "clean"] += 1
+            now = _read(gnu_tree / fp.path)
+            assert (out.new if out.ok else out.partial) == now, (p.name, fp.path, out.message)
+    if version == "0.30.0":
+        assert seen["failed"] == 0 and seen["offset"] == 0 and seen["clean"] >= 20
+    else:
+        assert seen["offset"] > 0  # the real drift moved hunks
+    print(version, seen)
