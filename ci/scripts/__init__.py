@@ -1,0 +1,1 @@
+"""Small programs the GitHub workflows in ``ci/workflows/`` call (``python -m ci.scripts.<name>``)."""
