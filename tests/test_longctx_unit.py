@@ -33,7 +33,7 @@ import pytest
 from patchset.errors import InputError
 from verify.longctx import (BASELINE_DIR, Lengths, LongctxReport, Thresholds, load_baseline, max_abs_diff,
                             run_checks, topk_drift)
-from verify.openai_client import CompletionsClient, ServerUnreachable
+from verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
 
 VOCAB = 1024
 BOUNDARY = 2048
@@ -274,6 +274,18 @@ def test_drift_helpers() -> None:
     assert topk_drift({}, {1: -1.0}) == math.inf
 
 
+def test_malformed_answers_become_bad_response() -> None:
+    from verify.openai_client import BadResponse
+
+    with pytest.raises(BadResponse):
+        parse_completion({"choices": [{"logprobs": "oops"}]})
+    with pytest.raises(BadResponse, match="token id"):
+        parse_completion({"choices": [{"logprobs": {"tokens": ["hello"]}}]})
+    ok = parse_completion({"choices": [{"prompt_logprobs": [None, {"7": {"logprob": -1.5}}]}],
+                           "usage": {"prompt_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}})
+    assert ok.prompt_token_logprobs([3, 7]) == [None, -1.5] and ok.usage.cached_tokens == 0
+
+
 def test_lengths_validation() -> None:
     assert Lengths.coerce({"causal": [500, 2500], "total": 3000}).causal == (500, 2500)
     with pytest.raises(InputError, match="causal"):
@@ -442,6 +454,9 @@ def test_unreachable_server_and_bad_input(serve: Any) -> None:
         run_checks(f"http://127.0.0.1:{port}")
     assert exc.value.exit_code == 2
     url, _ = serve()
+    with pytest.raises(NotCompletionsServer) as not_api:  # answers, but not as a completions server
+        run_checks(url + "/nothing-here")
+    assert not_api.value.exit_code == 2
     with pytest.raises(InputError, match="unknown check"):
         run_checks(url, checks=["causality", "vibes"])
     with pytest.raises(InputError, match="reference_model"):

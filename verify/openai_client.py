@@ -38,6 +38,10 @@ class ServerRejected(Exception):
         self.prompt_tokens = prompt_tokens
 
 
+class NotCompletionsServer(EnvironmentFailure):
+    """The URL answers, but not as an OpenAI-compatible server (no usable /v1/models): exit 2."""
+
+
 class BadResponse(Exception):
     """The server answered 200 but the body does not follow the completions schema."""
 
@@ -110,6 +114,14 @@ def _prompt_entry(entry: Any) -> dict[int, float] | None:
 def parse_completion(body: dict[str, Any]) -> Completion:
     """Turn a completions response body into a ``Completion`` (first choice)."""
     try:
+        return _parse_completion(body)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise BadResponse(f"response does not follow the completions schema ({exc.__class__.__name__}: "
+                          f"{exc}): {json.dumps(body)[:300]}") from exc
+
+
+def _parse_completion(body: dict[str, Any]) -> Completion:
+    try:
         choice = body["choices"][0]
         usage_raw = body.get("usage") or {}
     except (KeyError, IndexError, TypeError) as exc:
@@ -180,16 +192,25 @@ class CompletionsClient:
             raise BadResponse(f"{path} answered {type(body).__name__}, expected an object")
         return body
 
+    def _models(self) -> list[dict[str, Any]]:
+        try:
+            data = self._request("GET", "/v1/models").get("data")
+        except (ServerRejected, BadResponse) as exc:
+            raise NotCompletionsServer(f"{self.base_url}/v1/models: {exc}",
+                                       hint="--url must point at an OpenAI-compatible server") from exc
+        if not isinstance(data, list) or not all(isinstance(d, dict) and "id" in d for d in data):
+            raise NotCompletionsServer(f"{self.base_url}/v1/models: no 'data' list of models")
+        return data
+
     def _first_model(self) -> str:
-        body = self._request("GET", "/v1/models")
-        data = body.get("data") or []
+        data = self._models()
         if not data:
-            raise ServerUnreachable(f"{self.base_url}/v1/models lists no model")
+            raise NotCompletionsServer(f"{self.base_url}/v1/models lists no model")
         return str(data[0]["id"])
 
     def model_info(self) -> dict[str, Any]:
         """The /v1/models entry of this client's model (vLLM adds ``max_model_len``)."""
-        for item in self._request("GET", "/v1/models").get("data") or []:
+        for item in self._models():
             if item.get("id") == self.model:
                 return dict(item)
         return {}
