@@ -249,8 +249,21 @@ def _spec_for(target: Target, from_index: str | None) -> str:
     return spec if "==" in spec else f"{project}=={spec.lstrip('v')}"
 
 
+def precompile(root: Path, workers: int = 1) -> None:
+    """Byte-compile the base's Python files once, with this interpreter.
+
+    Overlays hard-link the ``__pycache__`` files along with the sources (same mtimes, so the
+    bytecode is valid); a run whose interpreter is the same Python version then skips compiling
+    the unpatched modules: ~10 s less per vLLM test run. Patched files have new mtimes and are
+    compiled afresh. Files that do not compile (templates, other Python versions) are skipped.
+    """
+    import compileall
+
+    compileall.compile_dir(str(root), quiet=2, workers=max(1, workers))
+
+
 def index_base(spec: str, layout: str, progress=None) -> Path:
-    """The release unpacked once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
+    """The release unpacked (and byte-compiled) once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
     from patchset.archives import unpack
     from patchset.releases import download, parse_spec
 
@@ -263,6 +276,7 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         unpack(archive, tmp / "tree", strip_top=(kind == "sdist"))
+        precompile(tmp / "tree", workers=os.cpu_count() or 1)
         (tmp / "tree" / ".patchset-verify-base").write_text(f"{rs} {kind} {archive.name}\n")
         if dest.exists():
             shutil.rmtree(dest)
@@ -423,6 +437,7 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
                 raise InputError(f"--tree {tree}: not a directory")
             base = work / "base"
             private_copy(tree, base)
+            precompile(base, workers=os.cpu_count() or 1)
             base_desc = f"copy of {tree}"
         else:
             spec = _spec_for(tgt, from_index)

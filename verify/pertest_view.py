@@ -7,6 +7,7 @@ Kept apart from ``verify.pertest`` so the runner has no terminal dependency; ``c
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
@@ -23,7 +24,7 @@ def _run_cell(run) -> str:
 
 
 def render_verify(console: Console, report: VerifyReport) -> None:
-    table = Table(title=f"patchset verify: {report.target} on {report.base}"
+    table = Table(title=escape(f"patchset verify: {report.target} on {report.base}")
                         + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
                   title_justify="left")
     for col, kw in (("patch", {}), ("test", {}), ("with", {}), ("without", {}), ("class", {}),
@@ -31,20 +32,20 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         table.add_column(col, **kw)
     for p in report.patches:
         for i, t in enumerate(p.tests):
-            table.add_row(p.patch_id if i == 0 else "", t.name, _run_cell(t.with_run), _run_cell(t.without_run),
+            table.add_row(escape(p.patch_id) if i == 0 else "", escape(t.name), _run_cell(t.with_run), _run_cell(t.without_run),
                           f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]", f"{t.seconds:.1f}")
     console.print(table)
     for p in report.patches:
         for t in p.tests:
             if t.klass != PROVEN:
-                console.print(f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {p.patch_id} / {t.name}: {t.note}",
-                              highlight=False, markup=True)
+                console.print(f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {escape(p.patch_id)} / {escape(t.name)}: "
+                              f"{escape(t.note)}", highlight=False)
         if p.note:
-            console.print(f"  {p.patch_id}: {p.note}", highlight=False)
+            console.print(f"  {escape(p.patch_id)}: {escape(p.note)}", highlight=False)
     if report.untested:
-        console.print(f"  no selected test: {', '.join(report.untested)}", highlight=False)
+        console.print(f"  no selected test: {escape(', '.join(report.untested))}", highlight=False)
     for n in report.notes:
-        console.print(f"  note: {n}", highlight=False)
+        console.print(f"  note: {escape(n)}", highlight=False)
     c = report.counts()
     summary = ", ".join(f"[{STYLE[k]}]{c[k]} {LABEL[k]}[/]" for k in (PROVEN, NOT_NEEDED, BROKEN, ERROR))
     console.print(f"{len(report.patches)} patch(es): {summary}; wall time {report.wall_seconds:.1f} s "
