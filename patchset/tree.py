@@ -429,8 +429,9 @@ def detect_state(root: Path, items: list[SeriesItem],
                  path_for: Callable[[str], str] | None = None) -> SeriesState:
     """Which patches of ``items`` does the tree at ``root`` carry? Reads, never writes.
 
-    ``expected`` (tree path -> sha256 after the whole series, e.g. the lock) short-cuts the
-    answer when every file matches. Otherwise: peel patches off the tree from the last to the
+    ``expected`` (path -> sha256 after the whole series, ``None`` for an absent file; paths in
+    the patches' layout, mapped through ``path_for`` like the patches' own paths, as in the
+    lock) short-cuts the answer when every file matches. Otherwise: peel patches off the tree from the last to the
     first (a patch whose reverse applies at its turn is *applied*; the tree is rolled back past
     it in memory), then replay the rest forward from there (a patch that applies is
     *not applied*); a patch that fits neither way is *unknown* (conflict or drift).
@@ -442,9 +443,8 @@ def detect_state(root: Path, items: list[SeriesItem],
     matches: bool | None = None
     if expected is not None:
         matches = True
-        tree_paths = _Paths(root, None)  # lock keys are tree paths: no path_for mapping
-        for path, digest in expected.items():
-            data, _ = state.get(tree_paths.resolve(path, "expected"))
+        for path, digest in expected.items():  # keys in the patches' layout, like the lock
+            data, _ = state.get(paths.resolve(path, "expected"))
             if (None if data is None else sha256(data)) != digest:  # None: must be absent
                 matches = False
                 break
