@@ -10,6 +10,7 @@ rebase and apply reports, one file per test). Every file is written atomically.
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,19 @@ def junit(r: GateReport) -> bytes:
     root.append(suite)
     ET.indent(root)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
+
+
+OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs")
+
+
+def clear(directory: Path) -> None:
+    """Remove what an earlier run wrote into ``directory`` (only the gate's own files)."""
+    for name in OWN:
+        p = directory / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def write(r: GateReport, directory: Path, *, series_patch: bytes | None = None) -> None:

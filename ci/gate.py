@@ -114,6 +114,7 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
     out_dir = Path(artifacts).resolve()
     report = GateReport(status=ERROR, asked=onto or "--latest", tags=tag_list, artifacts=str(out_dir))
     run = _Run(report, progress)
+    artifacts_mod.clear(out_dir)  # results of an earlier run must not pass for this one's
     series_bytes: bytes | None = None
     scratch = Path(tempfile.mkdtemp(prefix="patchset-gate-"))
     up: Upstream | None = None
@@ -203,10 +204,6 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
 
     r = run.report
     logs = out_dir / "logs"
-    if out_dir.exists():  # stale results of an earlier run must not mix with this one
-        for stale in ("series.patch", "junit.xml", "logs"):
-            p = out_dir / stale
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     base_sha, _ = up.resolve(t.base) if t.base else ("", "")
     r.base_commit = base_sha

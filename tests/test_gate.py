@@ -147,6 +147,7 @@ def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
     assert (r.status, r.exit_code) == ("unchanged", 0)
     assert took < 1.0, took  # measured ~0.05 s in-process
     assert r.previous["verdict"] == "green" and "has not moved" in (art / "report.md").read_text()
+    assert not (art / "series.patch").exists() and not (art / "junit.xml").exists()  # no stale results
 
     r, _, art = _gate(ledger, tmp_path, onto=c[3])
     assert r.status == "green"
@@ -363,3 +364,22 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
     assert (r.status, r.exit_code) == ("error", 2) and "cannot reach the package index" in r.errors[0]
     r, _, _ = _gate(d / "patches.toml", tmp_path, onto="demo==1.2")
     assert r.status == "unchanged"
+
+
+def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypatch):
+    from tracker.fakehub import FakeHub
+
+    repo, c = upstream
+    ledger = _ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    data = {"repos": {"example/demo": {"pulls": {"5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40,
+                                                        "diff": ""}}}}}
+    with FakeHub(data) as hub:
+        hub.merge("example/demo", 5, merge_commit_sha=c[4], merged_at="2026-10-01T10:00:00Z")
+        monkeypatch.setenv("PATCHSET_GITHUB_API", hub.base_url)
+        r, _, art = _gate(ledger, tmp_path, onto=c[1], refresh_status=True)
+    assert r.status == "green" and r.upstream_status["mode"] == "refresh"
+    patch = (art / "series.patch").read_text()
+    assert '+pr_state = "merged"' in patch
+    assert 'pr_state' not in ledger.read_text()  # recorded in the refreshed series only
