@@ -63,7 +63,8 @@ def markdown(r: GateReport) -> str:
                 out.append(f"- `{f['path']}`: {_md(f.get('message') or f['how'])}")
                 for h in f.get("hunks", []):
                     subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
-                    out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {_md(subjects) or '(no upstream commit blamed)'}")
+                    blamed = _md(subjects) or "(no upstream commit blamed)"
+                    out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {blamed}")
             fb = r.first_bad.get(p["id"])
             if fb and fb.get("commit"):
                 out.append(f"- first bad upstream commit: {_md(describe_commit(fb['commit']))}; last good "

@@ -6,9 +6,9 @@ judged that commit with this series and these tags (the state file); else replay
 onto it with the real rebaser in a scratch copy of the ledger (keep-going: every patch is
 classified), write the refreshed series as a patch against this repository, apply it to a fresh
 tree of the commit with every file checked against the refreshed lock, run the per-patch tests
-the tags select (``verify``'s per-patch runner), read the upstream status (offline unless asked to refresh), and, when a patch
-newly conflicts, bisect upstream's history with the in-memory replay to name the first commit
-that breaks it. The ledger is never written; the artifacts directory holds the results.
+the tags select (``verify``'s per-patch runner), read the upstream status (offline unless asked
+to refresh), and, when a patch newly conflicts, bisect upstream's history with the in-memory
+replay to name the first commit that breaks it. The ledger is never written; the artifacts directory holds the results.
 
 Exit codes: 0 green or nothing new; 1 a regression; 2 the gate could not judge (see
 ``ci.report``).
@@ -96,9 +96,9 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
     ``artifacts``: where report.md/report.json/junit.xml/series.patch/logs go. ``tags``: the test
-    tiers to run through ``verify`` (``cpu``; ``all`` runs every test; none runs no test). ``state_file``: the gate's memory (default
-    ``.patchset/gate-state.json`` beside the ledger). ``target``: which target (default: the one
-    with patches). ``upstream``: a git repository path or URL to judge against instead of the
+    tiers to run through ``verify`` (``cpu``; ``all`` runs every test; none runs no test).
+    ``state_file``: the gate's memory (default ``.patchset/gate-state.json`` beside the ledger).
+    ``target``: which target (default: the one with patches). ``upstream``: a git repository path or URL to judge against instead of the
     target's default (its local ``upstream`` repository, else the package-index release history).
     ``patches``: run only these patches' tests (a workflow matrix job; the state is not updated).
     ``force``: judge even when upstream has not moved. ``refresh_status``: ask GitHub for the
@@ -301,7 +301,8 @@ def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream
             r.tests.append({"patch": to.patch_id, "name": to.name, "command": to.command,
                             "status": _OUTCOME.get(w.outcome, "error") if w else "error",
                             "seconds": round(w.seconds, 3) if w else 0.0, "returncode": w.exit_code if w else None,
-                            "class": to.klass, "note": to.note, "tail": (w.reason + "\n" + w.output).strip() if w else ""})
+                            "class": to.klass, "note": to.note,
+                            "tail": (w.reason + "\n" + w.output).strip() if w else ""})
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
     r.warnings += vr.notes

@@ -158,7 +158,8 @@ class Upstream:
         dest.mkdir(parents=True, exist_ok=True)
         args = ["git", "--literal-pathspecs", "archive", "--format=tar", sha]
         if paths is not None:
-            listed = self.repo.git("--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *paths).stdout
+            listed = self.repo.git("--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha,
+                                   "--", *paths).stdout
             present = [p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p]
             if not present:
                 return dest
