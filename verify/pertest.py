@@ -278,9 +278,14 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
         unpack(archive, tmp / "tree", strip_top=(kind == "sdist"))
         precompile(tmp / "tree", workers=os.cpu_count() or 1)
         (tmp / "tree" / ".patchset-verify-base").write_text(f"{rs} {kind} {archive.name}\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp / "tree", dest)
+        if dest.exists() and not (dest / ".patchset-verify-base").is_file():
+            shutil.rmtree(dest)  # a half-removed base (see the damage check): replace it
+        try:
+            os.replace(tmp / "tree", dest)
+        except OSError:
+            if not (dest / ".patchset-verify-base").is_file():
+                raise
+            # another verify run unpacked the same release first: use theirs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest

@@ -11,10 +11,9 @@ adds on top:
   tests use (``ModelConfig()`` defaults to ``Qwen/Qwen3-0.6B``) at config-only directories this
   module writes (``MODEL_CONFIGS``; published architecture facts, no weights: the tests read
   shapes, never run the model).
-* ``import_origin(tree)``: where ``import vllm`` really comes from in that environment. The
-  wrapper makes the same check inside the pytest process (a small plugin, ``-p
-  patchset_vllm_origin``) and stops the run when vllm is not the tree's: the point is testing the
-  patched source, not the copy installed in the venv.
+* an origin check inside the pytest process (a small plugin, ``-p patchset_vllm_origin``) that
+  prints where ``import vllm`` came from and stops the run when it is not the tree: the point is
+  testing the patched source, not the copy installed in the venv.
 * ``python -m verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS``: the wrapper a ledger's test
   command calls inside the build tree (``$PATCHSET_TREE`` or the current directory). It copies the
   ``--add`` files in (by rename, never writing through a hard link), checks the import origin,
@@ -136,18 +135,6 @@ def test_env(tree: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     })
     env.pop("PYTHONHOME", None)
     return env
-
-
-def import_origin(tree: Path, python: Path | None = None, env: dict[str, str] | None = None) -> Path:
-    """The file ``import vllm`` loads with ``test_env(tree)``, run the way pytest will run it."""
-    py = python or venv_python()
-    proc = subprocess.run([str(py), "-c", "import vllm, sys; sys.stdout.write(vllm.__file__)"], cwd=tree,
-                          env=env or test_env(tree), capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-10:])
-        raise EnvironmentFailure(f"`import vllm` fails in {tree} with {py}:\n{tail}")
-    return Path(proc.stdout.strip())
 
 
 def _inside(path: Path, root: Path) -> bool:
