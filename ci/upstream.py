@@ -3,7 +3,8 @@
 Three kinds, one interface: the release history built from the package index (``releases``:
 one commit per release, ``--latest`` is the newest release the index lists), a local git
 repository (``repo``: the target's ``upstream`` when it is a path, or ``--upstream PATH``), and a
-clone of a real upstream (``clone``: ``--upstream URL``, fetched on every run). Each gives the
+clone of a real upstream (``clone``: ``--upstream URL``, fetched for ``--latest`` and for a commit
+it does not have yet). Each gives the
 gate a git repository, commit shas with a label, the commits between two of them (oldest
 first, first parent only) and a plain file tree of any commit (``git archive``).
 """
@@ -89,6 +90,16 @@ class Upstream:
                 spec = f"{self.project}=={version}"
                 return self.repo.resolve(spec), spec
             return self.repo.resolve(ref), ref
+        if isinstance(self.repo, UpstreamClone):
+            if not self.repo.cloned:
+                self.repo.sync()
+            try:
+                return self._resolve_git(ref)
+            except InputError:  # a commit newer than the clone: fetch once, then ask again
+                self.repo.sync()
+        return self._resolve_git(ref)
+
+    def _resolve_git(self, ref: str) -> tuple[str, str]:
         if _SPEC_LIKE.match(ref) or _version(ref):
             version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
             for tag in (f"v{version}", str(version)):
@@ -200,11 +211,11 @@ def newest_release(project: str) -> str:
 def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Upstream:
     """The upstream the gate judges ``target`` against (see the module docstring)."""
     if upstream:
+        if "://" in upstream or upstream.startswith("git@"):  # a URL (file:// too) is cloned and fetched
+            return Upstream("clone", UpstreamClone(upstream), upstream, target.branch, target.package)
         local = _local_repo(upstream) or _local_repo(root / upstream)
         if local is not None:
             return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
-        if "://" in upstream or upstream.startswith("git@"):
-            return Upstream("clone", UpstreamClone(upstream), upstream, target.branch, target.package)
         raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
     local = (_local_repo(target.upstream) or _local_repo(root / target.upstream)) if target.upstream else None
     if local is not None:

@@ -383,3 +383,23 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
     patch = (art / "series.patch").read_text()
     assert '+pr_state = "merged"' in patch
     assert 'pr_state' not in ledger.read_text()  # recorded in the refreshed series only
+
+
+def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, upstream, monkeypatch):
+    repo, c = upstream
+    up = tmp_path / "upstream-copy"
+    shutil.copytree(repo, up)
+    git(up, "config", "uploadpack.allowFilter", "true")
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    ledger = _ledger(tmp_path / "proj", tmp_path / "not-a-repo", c[0])
+    url = up.as_uri()
+
+    r, _, _ = _gate(ledger, tmp_path, onto=c[3], upstream=url)  # the first use clones
+    assert (r.status, r.upstream["kind"], r.commit) == ("green", "clone", c[3])
+    new = _commit(up, "Tidy the README (#110)", {"README": "demo, tidied\n"})
+    r, _, _ = _gate(ledger, tmp_path, latest=True, upstream=url)  # --latest fetches
+    assert (r.status, r.commit) == ("red", new)
+    assert r.first_bad["B"]["commit"]["pr"] == 104 and r.first_bad["B"]["last_good"] == c[3]
+    newer = _commit(up, "More docs (#111)", {"README": "demo, documented again\n"})
+    r, _, _ = _gate(ledger, tmp_path, onto=newer, upstream=url)  # a commit the clone lacks: fetched
+    assert (r.status, r.commit) == ("red", newer)
