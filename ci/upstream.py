@@ -4,9 +4,9 @@ Three kinds, one interface: the release history built from the package index (``
 one commit per release, ``--latest`` is the newest release the index lists), a local git
 repository (``repo``: the target's ``upstream`` when it is a path, or ``--upstream PATH``), and a
 clone of a real upstream (``clone``: ``--upstream URL``, fetched for ``--latest`` and for a commit
-it does not have yet). Each gives the
-gate a git repository, commit shas with a label, the commits between two of them (oldest
-first, first parent only) and a plain file tree of any commit (``git archive``).
+it does not have yet). Each gives the gate a git repository, commit shas with a label, the
+commits between two of them (oldest first, first parent only) and a plain file tree of any
+commit (``git archive``).
 """
 
 from __future__ import annotations
