@@ -52,19 +52,14 @@ class Prober:
         return self.seen[sha]
 
 
-def first_bad(patches: list[str], good: str, commits: list[Commit], probe: Probe,
-              known_bad: dict[str, str] | None = None) -> dict[str, FirstBad]:
+def first_bad(patches: list[str], good: str, commits: list[Commit], probe: Probe) -> dict[str, FirstBad]:
     """For each patch (broken at ``commits[-1]``), the first commit of ``commits`` where it breaks.
 
-    ``commits`` is ``good..bad`` oldest first; ``known_bad`` holds verdicts already known at the
-    last commit (the gate's own replay), so it is not replayed again.
+    ``commits`` is ``good..bad`` oldest first; the last one is never probed (it is known broken).
     """
     out: dict[str, FirstBad] = {}
     if not commits:
         return {p: FirstBad(p, None, good, 0) for p in patches}
-    last = commits[-1].sha
-    if known_bad is not None and isinstance(probe, Prober):
-        probe.seen.setdefault(last, known_bad)
     for pid in patches:
         lo, hi = -1, len(commits) - 1  # lo: replays cleanly (the good commit), hi: broken
         probes: list[str] = []

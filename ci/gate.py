@@ -227,8 +227,8 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
             commits = up.commits(good, sha)
             run.log(f"bisect {len(conflicts)} patch(es) over {len(commits)} commits {good[:12]}..{sha[:12]}")
             prober = Prober(ws.pristine_ledger, t.name, up, lambda d: run.note("bisect", d))
-            known = {p["id"]: p["verdict"] for p in r.rebase["patches"]}
-            found = first_bad(conflicts, good, commits, prober, known_bad=known)
+            prober.seen[sha] = {p["id"]: p["verdict"] for p in r.rebase["patches"]}  # replayed already
+            found = first_bad(conflicts, good, commits, prober)
         r.first_bad = {k: v.to_json() for k, v in found.items()}
         r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
         return patch

@@ -55,6 +55,11 @@ def _version(text: str) -> str | None:
         return None
 
 
+def is_release(ref: str) -> bool:
+    """``vllm==0.31.0``, ``0.31.0`` and ``v0.31.0`` name releases; a sha or a branch does not."""
+    return bool(_SPEC_LIKE.match(ref) or _version(ref))
+
+
 @dataclass
 class Upstream:
     kind: str  # releases | repo | clone
@@ -100,7 +105,7 @@ class Upstream:
         return self._resolve_git(ref)
 
     def _resolve_git(self, ref: str) -> tuple[str, str]:
-        if _SPEC_LIKE.match(ref) or _version(ref):
+        if is_release(ref):
             version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
             for tag in (f"v{version}", str(version)):
                 sha = self.repo.rev(f"refs/tags/{tag}")

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 from ci.gate import split_tags
 from ci.scripts._common import main_guard, set_output
+from ci.upstream import is_release
 from patchset.ledger import load_ledger
-
-_RELEASE = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*\s*==\s*)?v?\d+(\.\d+)+\S*$")
 
 
 def tests_matrix(ledger_path: Path, tags: list[str], target: str | None = None) -> dict:
@@ -44,7 +42,7 @@ def targets_matrix(ledgers: list[Path]) -> dict:
             active = ledger.series(name)
             if not active or not t.base or not all(ledger.body_file(p).is_file() for p in active):
                 continue  # nothing to apply, no base to apply to, or bodies not imported here
-            release = bool(t.package) and bool(_RELEASE.match(t.base))
+            release = bool(t.package) and is_release(t.base)
             include.append({"ledger": str(path.parent), "target": name, "onto": t.base,
                             "upstream": "" if release else t.upstream})
     return {"include": include}
