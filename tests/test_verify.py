@@ -119,7 +119,8 @@ def test_proven_not_needed_broken(tmp_path: Path, project: Path, digest) -> None
     rep = run_verify(ledger, project, tags=["cpu"], jobs=2, junit=junit)
     classes = {p.patch_id: p.klass for p in rep.patches}
     assert classes == {"01-fix-add": PROVEN, "02-comment-mul": NOT_NEEDED, "03-break-neg": BROKEN}
-    runs = {(t.patch_id, v): r.outcome for t in rep.tests for v, r in (("with", t.with_run), ("without", t.without_run))}
+    runs = {(t.patch_id, v): r.outcome
+            for t in rep.tests for v, r in (("with", t.with_run), ("without", t.without_run))}
     assert runs == {("01-fix-add", "with"): "pass", ("01-fix-add", "without"): "fail",
                     ("02-comment-mul", "with"): "pass", ("02-comment-mul", "without"): "pass",
                     ("03-break-neg", "with"): "fail", ("03-break-neg", "without"): "pass"}
@@ -171,7 +172,7 @@ def test_tags_select_tests_and_unknown_tags_are_bad_input(tmp_path: Path, projec
 
 def test_error_missing_tool_timeout_and_dependent_patch(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
-    step1 = CALC.replace("def neg(a):\n    return -a\n", "def neg(a):\n    return -a\n\n\ndef sq(a):\n    return a * a\n")
+    step1 = CALC + "\n\ndef sq(a):\n    return a * a\n"
     step2 = step1.replace("return a * a", "return a ** 2")  # needs 01's new lines
     ledger = write_ledger(root, [
         {"id": "01-add-sq", "diff": make_diff("calc.py", CALC, step1), "tests": [

@@ -93,7 +93,8 @@ def test_the_tree_vllm_shadows_the_installed_copy(vllm_ready: Path, tmp_path: Pa
     # the installed copy is the unpatched one: without PYTHONPATH the marker is not there
     plain = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     proc = subprocess.run([str(vllm_env.venv_python()), "-c",
-                           "import vllm.v1.core.kv_cache_metrics as m; print(hasattr(m, 'PATCHSET_MARKER'), m.__file__)"],
+                           "import vllm.v1.core.kv_cache_metrics as m; "
+                           "print(hasattr(m, 'PATCHSET_MARKER'), m.__file__)"],
                           cwd=tmp_path, env=plain, capture_output=True, text=True, timeout=300)
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("False ") and "site-packages" in last, proc.stderr[-2000:]

@@ -32,7 +32,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         table.add_column(col, **kw)
     for p in report.patches:
         for i, t in enumerate(p.tests):
-            table.add_row(escape(p.patch_id) if i == 0 else "", escape(t.name), _run_cell(t.with_run), _run_cell(t.without_run),
+            table.add_row(escape(p.patch_id) if i == 0 else "", escape(t.name),
+                          _run_cell(t.with_run), _run_cell(t.without_run),
                           f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]", f"{t.seconds:.1f}")
     console.print(table)
     for p in report.patches:

@@ -161,7 +161,7 @@ def add_file(src: Path, tree: Path, dest: str) -> Path:
 
 
 ORIGIN_PLUGIN = "patchset_vllm_origin"
-_ORIGIN_PLUGIN_SOURCE = '''"""Written by patchset (verify/vllm_env.py): stop a pytest run that would test the wrong vLLM."""
+_ORIGIN_PLUGIN_SOURCE = '''"""Written by patchset (verify/vllm_env.py): stop pytest when vllm is not the tree's."""
 import os
 
 import pytest
