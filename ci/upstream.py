@@ -16,14 +16,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from patchset.bases import _local_repo
+from patchset.bases import _SPEC_LIKE, _local_repo
+from patchset.bases import _version_like as _version  # "0.31.0" / "v0.31.0" -> "0.31.0", else None
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.history import GitRepo, ReleaseHistory, UpstreamClone
 from patchset.model import Target
 
-_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 _PR = re.compile(r"\(#(\d+)\)")
 
 
@@ -43,16 +43,6 @@ class Commit:
 
     def to_json(self) -> dict:
         return {"sha": self.sha, "subject": self.subject, "pr": self.pr, "release": self.release}
-
-
-def _version(text: str) -> str | None:
-    text = text[1:] if text.startswith("v") else text
-    if not re.match(r"^\d+(\.\d+)+", text):
-        return None
-    try:
-        return str(Version(text))
-    except InvalidVersion:
-        return None
 
 
 def is_release(ref: str) -> bool:
