@@ -416,6 +416,8 @@ def test_exit_status_convention(tmp_path: Path) -> None:
     assert run("kill -SEGV $$").outcome == "fail"
     for code in (77, 99, 126, 127):
         assert run(f"exit {code}").outcome == "error"
+    pytest_like = run("echo 'FAILED tests/test_a.py::test_x - assert 1 == 2'; echo '1 failed in 0.1s'; exit 1")
+    assert pytest_like.reason == "exit 1: failed tests/test_a.py::test_x; 1 failed in 0.1s"
     long = run("for i in $(seq 3000); do echo line-$i; done; exit 1")
     assert long.output.endswith("line-3000\n") and "line-1\n" not in long.output and len(long.output) < 4100
 

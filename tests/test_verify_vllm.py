@@ -66,6 +66,7 @@ def test_example_series_is_proven_not_needed_and_broken(vllm_ready: Path, tmp_pa
     # 03: vLLM's own popleft_n test fails with the series and passes without the patch
     assert "FAILED tests/v1/core/test_kv_cache_utils.py::test_free_kv_cache_block_queue_popleft_n" \
         in t3.with_run.output
+    assert "failed tests/v1/core/test_kv_cache_utils.py::test_free_kv_cache_block_queue_popleft_n" in t3.note
     assert "6 passed" in t3.without_run.output
     # every run imported vllm from its own build tree, never from the venv's installed copy
     for t in rep.tests:

@@ -27,8 +27,9 @@ def render_verify(console: Console, report: VerifyReport) -> None:
     table = Table(title=escape(f"patchset verify: {report.target} on {report.base}")
                         + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
                   title_justify="left")
-    for col, kw in (("patch", {}), ("test", {}), ("with", {}), ("without", {}), ("class", {}),
-                    ("seconds", {"justify": "right"})):
+    for col, kw in (("patch", {"overflow": "fold"}), ("test", {"overflow": "fold"}), ("with", {"no_wrap": True}),
+                    ("without", {"no_wrap": True}), ("class", {"no_wrap": True}),
+                    ("seconds", {"justify": "right", "no_wrap": True})):
         table.add_column(col, **kw)
     for p in report.patches:
         for i, t in enumerate(p.tests):

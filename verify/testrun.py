@@ -64,6 +64,15 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _failure_detail(text: str) -> str:
+    """pytest's ``FAILED <test id>`` summary lines when there are any (up to three), else the last line."""
+    failed = [ln.strip()[7:].split(" - ")[0] for ln in text.splitlines() if ln.startswith("FAILED ")]
+    if failed:
+        more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+        return "failed " + ", ".join(failed[:3]) + more + "; " + _last_line(text)
+    return _last_line(text)
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     for sig, wait in ((signal.SIGTERM, KILL_GRACE), (signal.SIGKILL, 30.0)):
         try:
@@ -116,5 +125,5 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, lo
         return CommandResult(ERROR, code, seconds, ERROR_CODES[code] + (f": {detail}" if detail else ""),
                              tail, str(log))
     why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-    detail = _last_line(tail)
+    detail = _failure_detail(tail)
     return CommandResult(FAIL, code, seconds, why + (f": {detail}" if detail else ""), tail, str(log))
