@@ -346,6 +346,17 @@ def test_switches_env_note_for_a_not_needed_patch(tmp_path: Path, project: Path)
     assert "acts only with CALC_FAST set" in rep.patches[0].note
 
 
+def test_stale_work_directories_are_swept(tmp_path: Path) -> None:
+    from verify.pertest import sweep_stale
+
+    old, new = tmp_path / "run-old", tmp_path / "run-new"
+    for d in (old, new):
+        (d / "trees").mkdir(parents=True)
+    os.utime(old, (time.time() - 2 * 86400, time.time() - 2 * 86400))
+    assert sweep_stale(tmp_path) == [old]
+    assert not old.exists() and new.is_dir()
+
+
 def test_classify_table() -> None:
     r = lambda o: testrun.CommandResult(o, 0, 0.1, f"why-{o}")  # noqa: E731
     assert classify(r("pass"), r("fail"))[0] == PROVEN

@@ -433,7 +433,9 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
         choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
         raise InputError(f"no selected test for target {tgt.name}")
 
-    work = Path(tempfile.mkdtemp(prefix="run-", dir=cache.subdir("verify-work")))
+    work_root = cache.subdir("verify-work")
+    sweep_stale(work_root)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
     base_is_cache = tree is None
     try:
         if tree is not None:
@@ -508,6 +510,23 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
     finally:
         if not keep_trees:
             remove_tree(work)
+
+
+STALE_SECONDS = 24 * 3600
+
+
+def sweep_stale(work_root: Path, max_age: float = STALE_SECONDS) -> list[Path]:
+    """Remove work directories of verify runs that were killed (untouched for a day); return them."""
+    removed = []
+    now = time.time()
+    for d in work_root.glob("run-*"):
+        try:
+            if d.is_dir() and now - d.stat().st_mtime > max_age:
+                remove_tree(d)
+                removed.append(d)
+        except OSError:
+            continue
+    return removed
 
 
 def _patch_note(patch: Patch, po: PatchOutcome) -> str:
