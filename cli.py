@@ -417,6 +417,49 @@ def fetch(c: Ctx, ids: tuple[str, ...], all_: bool, check: bool, update_id: str 
     return rep.exit_code
 
 
+# --------------------------------------------------------------------------- verify
+
+@main.command()
+@click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
+@click.option("--tree", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A pristine build tree (verify works on private copies; never modified).")
+@click.option("--from-index", "from_index", default=None, metavar="SPEC",
+              help="A release from the package index, e.g. vllm==0.30.0 (default: the target's base).")
+@click.option("--target", default=None, help="The target whose patches to verify.")
+@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
+@click.option("--timeout", type=int, default=None, help="Seconds per test run, overriding the ledger's.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JUnit XML here.")
+@click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
+@json_opt
+@click.pass_obj
+@guarded
+def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_trees, as_json) -> int:
+    """Run each patch's tests with the series and without that patch.
+
+    \b
+    Classes: proven (fails without, passes with), not needed (passes without: the patch may be
+    upstream or dead), broken (fails with), error (could not run).
+    Exit 0 every patch proven; 1 a patch broken or not needed; 2 a test could not run / bad input.
+    """
+    from verify.pertest import run_verify
+
+    with _progress_bar() as bar:
+        task = bar.add_task("verify", total=None)
+
+        def progress(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total)
+
+        rep = run_verify(c.ledger_path, tree, from_index=from_index, tags=list(tags), jobs=jobs, timeout=timeout,
+                         junit=junit, progress=progress, target=target, keep_trees=keep_trees, download_progress=bar)
+    if as_json:
+        emit_json(rep.to_json())
+    else:
+        from verify.pertest_view import render_verify
+
+        render_verify(out, rep)
+    return rep.exit_code
+
+
 # --------------------------------------------------------------------------- gate
 
 @main.command()
