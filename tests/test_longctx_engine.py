@@ -158,13 +158,14 @@ def test_tiny_llama(tiny_dir: Path, case: Case) -> None:
 
 def _smol_copy_ok(report: LongctxReport) -> None:
     d = report.result("copy").measurements[0].details
-    assert d["nll_second_copy"] < 1.0 < d["nll_first_copy"]
+    # the trained model reads a random-token passage at ~10 nats/token and its repeat at ~1.4
+    assert d["nll_first_copy"] > 5.0 and d["nll_second_copy"] < 0.25 * d["nll_first_copy"]
 
 
 def _smol_window(report: LongctxReport) -> None:
     _window(report)
     d = report.result("copy").measurements[0].details
-    assert d["nll_second_copy"] > 1.0  # the first copy is out of a 2,048-token window
+    assert d["nll_second_copy"] > 0.5 * d["nll_first_copy"]  # the first copy is out of a 2,048-token window
 
 
 SMOL = [
@@ -175,7 +176,8 @@ SMOL = [
                  id="rope-shift"),
     pytest.param(Case("sliding-window-2048", {"cached", "reference", "copy"}, sliding_window=True,
                       extra=_smol_window), id="sliding-window-2048"),
-    pytest.param(Case("kv-cache-fp8", {"reference"}, kv_cache_dtype="fp8"), id="kv-cache-fp8"),
+    # unlike the tiny model, SmolLM2's decode and prefill disagree slightly with an fp8 cache (measured)
+    pytest.param(Case("kv-cache-fp8", {"reference", "rescore"}, kv_cache_dtype="fp8"), id="kv-cache-fp8"),
     pytest.param(Case("max-model-len-2048", set(ALL) | {"copy"}, max_model_len=2048), id="max-model-len-2048"),
 ]
 
