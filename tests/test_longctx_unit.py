@@ -253,8 +253,10 @@ def test_fixed_bar_and_control_rule() -> None:
     assert not control.passes("causality", 2 * control.floor, 0.0)
     # reference and copy keep their fixed bar in control mode.
     assert control.bar("reference", 123.0) == control.fixed["reference"]
-    # A drift that could not be measured never passes.
+    # A drift that could not be measured never passes, nor does one whose control could not be.
     assert not fixed.passes("resume", None) and not fixed.passes("resume", math.nan)
+    assert not control.passes("resume", 0.0, None) and not control.passes("resume", 0.0, math.inf)
+    assert math.isnan(control.bar("rescore", math.nan))
 
 
 def test_bad_threshold_settings_are_input_errors() -> None:
@@ -407,7 +409,7 @@ def test_control_mode_tolerates_noise_that_fixed_mode_does_not(serve: Any) -> No
     fixed = run_checks(url, checks=["causality", "resume"], mode="fixed")
     assert not fixed.ok
     url2, _ = serve(noise=0.01)
-    control = run_checks(url2, checks=["causality", "resume"], mode="control")
+    control = run_checks(url2, checks=["causality", "resume", "rescore"], mode="control")
     assert control.ok, control.to_json()
     for res in control.results:
         for m in res.measurements:
