@@ -82,12 +82,6 @@ class _Run:
             self.log(f"{name}: {took:.3f} s")
 
 
-def _pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
-    from patchset.rebase import _pick_target as pick  # the rebaser's own rule, so both pick alike
-
-    return pick(ledger, target, onto)
-
-
 def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False,
              artifacts: Path = Path("gate-artifacts"), tags: Sequence[str] = (), state_file: Path | None = None,
              progress: GateProgress | None = None, target: str | None = None, upstream: str | None = None,
@@ -120,7 +114,9 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
     up: Upstream | None = None
     try:
         ledger = ledger_mod.load_ledger(Path(ledger_path))
-        t = _pick_target(ledger, target, onto or "")
+        from patchset.rebase import pick_target  # the rebaser's own rule, so both pick alike
+
+        t = pick_target(ledger, target, onto or "")
         report.target, report.base = t.name, t.base
         up = open_upstream(ledger.root, t, upstream)
         report.upstream = {"kind": up.kind, "location": up.location}

@@ -16,13 +16,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
-
-from patchset.bases import _SPEC_LIKE, _local_repo
-from patchset.bases import _version_like as _version  # "0.31.0" / "v0.31.0" -> "0.31.0", else None
+from patchset.bases import local_repo, version_like
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.history import GitRepo, ReleaseHistory, UpstreamClone
 from patchset.model import Target
+from patchset.releases import is_spec_like
 
 _PR = re.compile(r"\(#(\d+)\)")
 
@@ -47,7 +45,7 @@ class Commit:
 
 def is_release(ref: str) -> bool:
     """``vllm==0.31.0``, ``0.31.0`` and ``v0.31.0`` name releases; a sha or a branch does not."""
-    return bool(_SPEC_LIKE.match(ref) or _version(ref))
+    return bool(is_spec_like(ref) or version_like(ref))
 
 
 @dataclass
@@ -80,7 +78,7 @@ class Upstream:
             raise InputError("--onto needs a commit, tag, branch or PROJECT==VERSION")
         ref = ref.strip()
         if self.kind == "releases":
-            version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
+            version = ref.split("==", 1)[1].strip() if is_spec_like(ref) else version_like(ref)
             if version:
                 spec = f"{self.project}=={version}"
                 return self.repo.resolve(spec), spec
@@ -96,7 +94,7 @@ class Upstream:
 
     def _resolve_git(self, ref: str) -> tuple[str, str]:
         if is_release(ref):
-            version = ref.split("==", 1)[1].strip() if _SPEC_LIKE.match(ref) else _version(ref)
+            version = ref.split("==", 1)[1].strip() if is_spec_like(ref) else version_like(ref)
             for tag in (f"v{version}", str(version)):
                 sha = self.repo.rev(f"refs/tags/{tag}")
                 if sha:
@@ -150,7 +148,7 @@ class Upstream:
             if not parts:
                 continue
             sha = parts[1] if len(parts) == 3 else parts[-1]
-            version = _version(parts[0])
+            version = version_like(parts[0])
             if version and sha not in found:
                 found[sha] = version
         return found
@@ -189,18 +187,10 @@ def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
     from patchset import releases
 
-    record = releases._fetch_listing(releases.as_spec(f"{project}==0").name)  # always asks the index
-    versions = set()
-    for entry in record["files"]:
-        df = releases._to_distfile(entry)
-        if df is None or df.kind != "sdist" or df.yanked:
-            continue
-        v = Version(df.version)
-        if not v.is_prerelease and not v.is_devrelease:
-            versions.add(v)
+    versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
         raise InputError(f"the package index {releases.index_url()} lists no release of {project} with an sdist")
-    return str(max(versions))
+    return str(versions[-1])
 
 
 def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Upstream:
@@ -208,11 +198,11 @@ def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Up
     if upstream:
         if "://" in upstream or upstream.startswith("git@"):  # a URL (file:// too) is cloned and fetched
             return Upstream("clone", UpstreamClone(upstream), upstream, target.branch, target.package)
-        local = _local_repo(upstream) or _local_repo(root / upstream)
+        local = local_repo(upstream) or local_repo(root / upstream)
         if local is not None:
             return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
         raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
-    local = (_local_repo(target.upstream) or _local_repo(root / target.upstream)) if target.upstream else None
+    local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
     if local is not None:
         return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
     if target.package:

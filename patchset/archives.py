@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.tarstream import TarHeader, _Decompressor, iter_tar_headers
+from patchset.tarstream import Decompressor, TarHeader, iter_tar_headers
 
 FILE = "file"
 DIR = "dir"
@@ -126,7 +126,7 @@ class ArchiveReader:
     # -- tar ---------------------------------------------------------------------------------
     def _iter_tar(self) -> Iterator[Member]:
         with open(self.path, "rb") as raw:
-            source = _Decompressor(raw, self.on_bytes)
+            source = Decompressor(raw, self.on_bytes)
             for header in iter_tar_headers(source, self.path):
                 member = self._tar_member(header)
                 if member is not None:

@@ -23,9 +23,7 @@ from patchset.dirhistory import import_directories
 from patchset.errors import InputError
 from patchset.history import GitRepo, ReleaseHistory
 from patchset.model import Target
-from patchset.releases import parse_spec
-
-_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
+from patchset.releases import is_spec_like, parse_spec
 
 
 @dataclass
@@ -56,7 +54,9 @@ class Bases:
         self.close()
 
 
-def _version_like(ref: str) -> str | None:
+def version_like(ref: str) -> str | None:
+    """A ref that names a release by its version: ``"0.31.0"`` or ``"v0.31.0"`` -> ``"0.31.0"``
+    (normalized); anything else (a sha, a branch, a spec) -> None."""
     text = ref[1:] if ref.startswith("v") else ref
     if not re.match(r"^\d+(\.\d+)+", text):
         return None
@@ -66,7 +66,9 @@ def _version_like(ref: str) -> str | None:
         return None
 
 
-def _local_repo(path: str | Path) -> Path | None:
+def local_repo(path: str | Path) -> Path | None:
+    """``path`` (or a ``file://`` URL) when it is a local git repository, working tree or bare;
+    else None."""
     text = str(path)
     if text.startswith("file://"):
         text = text[len("file://"):]
@@ -78,7 +80,7 @@ def _local_repo(path: str | Path) -> Path | None:
 
 def _dir_arg(root: Path, ref: str) -> Path | None:
     for cand in (Path(ref).expanduser(), root / ref):
-        if cand.is_dir() and _local_repo(cand) is None:
+        if cand.is_dir() and local_repo(cand) is None:
             return cand.resolve()
     return None
 
@@ -86,11 +88,11 @@ def _dir_arg(root: Path, ref: str) -> Path | None:
 def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
     """(sha, label to record) for a ref of a plain repository; release specs map to tags."""
     tries = [ref]
-    if _SPEC_LIKE.match(ref):
+    if is_spec_like(ref):
         version = parse_spec(ref).version
         tries = [f"refs/tags/v{version}", f"refs/tags/{version}"]
-    elif _version_like(ref):
-        tries += [f"refs/tags/v{_version_like(ref)}"]
+    elif version_like(ref):
+        tries += [f"refs/tags/v{version_like(ref)}"]
     for t in tries:
         sha = repo.rev(t)
         if sha:
@@ -124,28 +126,28 @@ def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None
                              f"{target.name!r} is not a directory",
                              hint="a plain-directory rebase needs the old base files as a directory too")
         return _dirs(old_dir, new_dir, old_ref, onto, paths)
-    local = _local_repo(repo) if repo is not None else _local_repo(target.upstream)
+    local = local_repo(repo) if repo is not None else local_repo(target.upstream)
     if repo is not None and local is None:
         raise InputError(f"{repo} is not a git repository")
     if local is not None:
         g = GitRepo(local)
         old, _ = _resolve_in_repo(g, old_ref, "the old base")
         new, label = _resolve_in_repo(g, onto, "--onto")
-        version = parse_spec(onto).version if _SPEC_LIKE.match(onto) else (_version_like(onto) or "")
+        version = parse_spec(onto).version if is_spec_like(onto) else (version_like(onto) or "")
         return Bases(g, "repo", old, new, old_ref, onto, label, version,
                      {"kind": "repo", "path": str(local.resolve())})
     return _releases(target, old_ref, onto)
 
 
 def _as_spec(project: str, ref: str) -> str | None:
-    if _SPEC_LIKE.match(ref):
+    if is_spec_like(ref):
         return ref
-    v = _version_like(ref)
+    v = version_like(ref)
     return f"{project}=={v}" if v else None
 
 
 def _releases(target: Target, old_ref: str, onto: str) -> Bases:
-    project = parse_spec(onto).project if _SPEC_LIKE.match(onto) else target.package
+    project = parse_spec(onto).project if is_spec_like(onto) else target.package
     if not project:
         raise InputError(f"cannot find {onto!r}: target {target.name!r} has no local upstream repository "
                          "and no package on the index",

@@ -25,7 +25,8 @@ from typing import Mapping
 from patchset.diffs import FilePatch, split_lines
 from patchset.engine import apply_file, reverse_file_patch
 from patchset.headers import split_header
-from patchset.history import GitRepo, _git_env
+from patchset.gitcmd import git_env
+from patchset.history import GitRepo
 from patchset.model import Patch
 from patchset.replay import BlobStore, Move, Tree
 
@@ -87,7 +88,7 @@ def merge_signals(patch: Patch, repo: GitRepo, new: str, label: str, pr_merges: 
 
 
 def _patch_ids(data: bytes) -> list[tuple[str, str]]:
-    proc = subprocess.run(["git", "patch-id", "--stable"], input=data, capture_output=True, env=_git_env())
+    proc = subprocess.run(["git", "patch-id", "--stable"], input=data, capture_output=True, env=git_env())
     out = []
     for line in proc.stdout.decode().splitlines():
         parts = line.split()

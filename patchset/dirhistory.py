@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Iterable
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.history import GitRepo, _fi_path, _git_env, _run_git
+from patchset.gitcmd import fast_import_path, git_env, run_git
+from patchset.history import GitRepo
 
 _IDENT = b"patchset directory import <dirs@patchset.invalid> 0 +0000"
 
@@ -60,7 +61,7 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         if not Path(d).is_dir():
             raise InputError(f"not a directory: {d}", hint=f"{label} must name an existing directory of files")
     git_dir.mkdir(parents=True, exist_ok=True)
-    _run_git(["init", "-q", "--bare", "--initial-branch=main", str(git_dir)])
+    run_git(["init", "-q", "--bare", "--initial-branch=main", str(git_dir)])
     listings = [_listing(Path(d)) for _, d in dirs]
     if paths is not None:
         common = set.intersection(*(set(x) for x in listings)) if listings else set()
@@ -77,12 +78,12 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
             stream.append(b"from :%d\n" % (n - 1))
         for path in sorted(prev):
             if path not in files:
-                stream.append(b"D %s\n" % _fi_path(path))
+                stream.append(b"D %s\n" % fast_import_path(path))
         for path in sorted(files):
             if prev.get(path) == files[path]:
                 continue
             mode, data = files[path]
-            stream.append(b"M %s inline %s\ndata %d\n" % (mode, _fi_path(path), len(data)))
+            stream.append(b"M %s inline %s\ndata %d\n" % (mode, fast_import_path(path), len(data)))
             stream.append(data)
             stream.append(b"\n")
         stream.append(b"\nreset refs/tags/%s\nfrom :%d\n\n" % (label.encode(), n))
@@ -91,7 +92,7 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
     with tempfile.TemporaryFile() as err:
         proc = subprocess.run(["git", "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import",
                                "--quiet", "--done"], cwd=git_dir, input=b"".join(stream),
-                              stdout=subprocess.DEVNULL, stderr=err, env=_git_env())
+                              stdout=subprocess.DEVNULL, stderr=err, env=git_env())
         if proc.returncode != 0:
             err.seek(0)
             raise EnvironmentFailure(f"git fast-import failed in {git_dir}: {err.read().decode(errors='replace')[-2000:]}")

@@ -40,7 +40,8 @@ from rich.progress import Progress
 from patchset import cache
 from patchset.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.releases import ReleaseSpec, as_spec, download, progress_for
+from patchset.gitcmd import fast_import_path, git_env, run_git
+from patchset.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
 
 __all__ = [
     "GitRepo",
@@ -55,17 +56,6 @@ __all__ = [
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
-_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
-_GIT_ENV_DROP = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_COMMON_DIR",
-    "GIT_CONFIG_PARAMETERS",
-)
 IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
 
@@ -109,28 +99,6 @@ def similarity(old: bytes, new: bytes) -> int:
     return common * 100 // max(len(old), len(new))
 
 
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env.setdefault("LC_ALL", "C")
-    return env
-
-
-def _run_git(
-    args: list[str], *, cwd: Path | None = None, input: bytes | None = None, check: bool = True
-) -> subprocess.CompletedProcess[bytes]:
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=cwd, input=input, capture_output=True, env=_git_env()
-        )
-    except FileNotFoundError as exc:
-        raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
-    if check and proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip()
-        raise EnvironmentFailure(f"git {' '.join(args[:3])} failed in {cwd}: {err}")
-    return proc
-
-
 class GitRepo:
     """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
 
@@ -143,7 +111,7 @@ class GitRepo:
     # -- plumbing ------------------------------------------------------------------------------
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         """Run ``git <args>`` in this repository; EnvironmentFailure when it fails and ``check``."""
-        return _run_git(list(args), cwd=self.git_dir, input=input, check=check)
+        return run_git(list(args), cwd=self.git_dir, input=input, check=check)
 
     def close(self) -> None:
         """Stop the persistent ``git cat-file`` reader, if one runs."""
@@ -203,7 +171,7 @@ class GitRepo:
                     cwd=self.git_dir,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    env=_git_env(),
+                    env=git_env(),
                 )
             proc = self._batch
             assert proc.stdin is not None and proc.stdout is not None
@@ -367,25 +335,6 @@ class _NameStatus:
 # -- release histories ---------------------------------------------------------------------
 
 
-def _fi_path(path: str) -> bytes:
-    """A path as fast-import reads it: C-quoted when it holds LF, a backslash or starts with '"'."""
-    raw = path.encode("utf-8", "surrogateescape")
-    if b"\n" not in raw and not raw.startswith(b'"') and b"\\" not in raw:
-        return raw
-    out = bytearray(b'"')
-    for byte in raw:
-        if byte in (0x22, 0x5C):
-            out += b"\\" + bytes([byte])
-        elif byte == 0x0A:
-            out += b"\\n"
-        elif byte < 0x20 or byte == 0x7F:
-            out += b"\\%03o" % byte
-        else:
-            out.append(byte)
-    out += b'"'
-    return bytes(out)
-
-
 def _check_git_path(path: str, archive: Path) -> None:
     if any(part.lower() == ".git" for part in path.split("/")):
         raise UnsafePathError(f"{archive}: member {path!r} would write into a .git directory")
@@ -423,7 +372,7 @@ class ReleaseHistory(GitRepo):
                     hint="point the release history at a new or empty directory",
                 )
             self.git_dir.mkdir(parents=True, exist_ok=True)
-            _run_git(["init", "-q", "--bare", "--initial-branch=main", str(self.git_dir)])
+            run_git(["init", "-q", "--bare", "--initial-branch=main", str(self.git_dir)])
             self.git("config", "gc.auto", "0")
         stored = self.git("config", "--get", "patchset.project", check=False).stdout.decode().strip()
         if project is not None:
@@ -468,7 +417,7 @@ class ReleaseHistory(GitRepo):
         ``main`` if it is newer than every imported release, else on ``releases/<version>``
         branching from the closest older release.
         """
-        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and _SPEC_LIKE.match(ref)):
+        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
             spec = as_spec(ref)
             self._check_project(spec)
             sha = self.rev(f"refs/tags/{spec.tag}")
@@ -535,7 +484,7 @@ class ReleaseHistory(GitRepo):
         ``v<version>-wheel`` for wheels) makes it idempotent: a tag that exists is returned as-is.
         """
         archive: Path | None = None
-        if isinstance(source, ReleaseSpec) or (isinstance(source, str) and _SPEC_LIKE.match(source)):
+        if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
             spec = as_spec(source)
         else:
             archive = Path(source)
@@ -608,7 +557,7 @@ class ReleaseHistory(GitRepo):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=errlog,
-                env=_git_env(),
+                env=git_env(),
                 bufsize=1 << 20,
             )
         except FileNotFoundError as exc:
@@ -637,7 +586,7 @@ class ReleaseHistory(GitRepo):
                 out.append(b"from %s\n" % parent.encode())
             out.append(b"deleteall\n")
             for path, (mode, ref) in entries.items():
-                out.append(b"M %s %s %s\n" % (mode, ref, _fi_path(path)))
+                out.append(b"M %s %s %s\n" % (mode, ref, fast_import_path(path)))
             out.append(b"\nreset refs/tags/%s\nfrom :1\n\ndone\n" % tag.encode())
             write(b"".join(out))
             proc.stdin.close()
@@ -753,7 +702,7 @@ class UpstreamClone(GitRepo):
 
     def resolve(self, ref: str | ReleaseSpec) -> str:
         """Like ``GitRepo.resolve``; ``PROJECT==VERSION`` maps to the upstream tag ``v<VERSION>``."""
-        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and _SPEC_LIKE.match(ref)):
+        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
             spec = as_spec(ref)
             sha = self.rev(f"refs/tags/{spec.tag}")
             if sha is None:
@@ -779,7 +728,7 @@ class UpstreamClone(GitRepo):
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{self.git_dir.name}.", dir=self.git_dir.parent))
             try:
-                proc = _run_git(
+                proc = run_git(
                     ["clone", "-q", "--bare", "--filter=blob:none", "--", self.url, str(tmp)],
                     check=False,
                 )
@@ -788,7 +737,7 @@ class UpstreamClone(GitRepo):
                         f"cannot clone {self.url}: {proc.stderr.decode(errors='replace').strip()}",
                         hint="check the URL and the network",
                     )
-                _run_git(["config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"], cwd=tmp)
+                run_git(["config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"], cwd=tmp)
                 if self.git_dir.exists():
                     self.git_dir.rmdir()
                 os.replace(tmp, self.git_dir)

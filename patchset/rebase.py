@@ -38,7 +38,7 @@ from patchset.replay import BROKEN, CONFLICT as F_CONFLICT, BlobStore, FileRepla
     replay_patch
 from patchset.rerere import RRCache, has_markers
 
-__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "rebase", "render", "skip"]
+__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "render", "skip"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -89,7 +89,10 @@ class _Session:
         self.bases.close()
 
 
-def _pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
+def pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
+    """The target a move onto ``onto`` is for: ``target`` when named; else the one whose package
+    (or name) a ``PROJECT==VERSION`` spec names; else the only target with patches. InputError
+    when it stays ambiguous."""
     if target is not None:
         if target not in ledger.targets:
             raise InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(ledger.targets)}")
@@ -342,7 +345,7 @@ def rebase(ledger_path: Path, onto: str, *, target: str | None = None, repo: Pat
     state = State(ledger.root)
     if state.in_progress():
         state.refuse_if_in_progress()
-    t = _pick_target(ledger, target, onto)
+    t = pick_target(ledger, target, onto)
     series = _load_series(ledger, t)
     bases = open_bases(ledger.root, t, onto, repo=repo, old_base=old_base, paths=_touched(series[2]))
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from patchset.diffs import header_text
 from patchset.errors import EnvironmentFailure
-from patchset.history import _git_env
+from patchset.gitcmd import git_env
 from patchset.replay import blob_sha
 
 _ZERO = "0" * 40
@@ -53,7 +53,7 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
         proc = subprocess.run(
             ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
              "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--inter-hunk-context=0",
-             "--diff-algorithm=myers", "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=_git_env())
+             "--diff-algorithm=myers", "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=git_env())
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
     sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]

@@ -55,6 +55,8 @@ __all__ = [
     "ReleaseSpec",
     "download",
     "index_url",
+    "is_spec_like",
+    "list_versions",
     "parse_spec",
     "probe_index",
     "release_files",
@@ -72,6 +74,7 @@ KINDS = ("sdist", "wheel")
 _CHUNK = 1 << 20
 _TIMEOUT = (10, 60)  # connect, read (seconds)
 _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$")
+_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,12 @@ def parse_spec(text: str) -> ReleaseSpec:
             hint="use a version as published on the index, for example vllm==0.30.0",
         ) from None
     return ReleaseSpec(project, version)
+
+
+def is_spec_like(text: str) -> bool:
+    """True when ``text`` starts as ``PROJECT==``: it is meant as a release spec, not a commit,
+    tag or path (``parse_spec`` then says whether it is a valid one)."""
+    return bool(_SPEC_LIKE.match(text))
 
 
 def as_spec(spec: ReleaseSpec | str) -> ReleaseSpec:
@@ -274,6 +283,25 @@ def release_files(spec: ReleaseSpec | str, *, refresh: bool = False) -> list[Dis
         f"{spec}: no such release on {index_url()}",
         hint=f"check the version; the index lists for {spec.name}: {recent}",
     )
+
+
+def list_versions(project: str, *, kind: str = "sdist", final: bool = True) -> list[Version]:
+    """The versions of ``project`` the index lists with a verifiable, not yanked file of ``kind``
+    (``sdist`` or ``wheel``), oldest first; with ``final`` only final releases (no ``1.0rc1``, no
+    ``1.0.dev3``). Always asks the index (and refreshes the cached listing); an empty list when it
+    lists none."""
+    if kind not in KINDS:
+        raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
+    record = _fetch_listing(parse_spec(f"{project}==0").name)  # parse_spec checks the project name
+    found: set[Version] = set()
+    for entry in record["files"]:
+        df = _to_distfile(entry)
+        if df is None or df.kind != kind or df.yanked:
+            continue
+        v = Version(df.version)
+        if not final or (not v.is_prerelease and not v.is_devrelease):
+            found.add(v)
+    return sorted(found)
 
 
 def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | None = None) -> DistFile:

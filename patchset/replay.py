@@ -26,7 +26,8 @@ from typing import Callable
 from patchset.diffs import FilePatch
 from patchset.engine import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
-from patchset.history import GitRepo, RenameCandidate, _git_env
+from patchset.gitcmd import git_env
+from patchset.history import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
 CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN = "clean", "offset", "merged", "already", "conflict", "broken"
@@ -133,7 +134,7 @@ class Merger:
             names.append(str(p))
         proc = subprocess.run(
             ["git", "-c", "merge.conflictStyle=merge", "merge-file", "-p", "--marker-size=7", "-L", labels[0], "-L", labels[1], "-L", labels[2], *names],
-            capture_output=True, env=_git_env())
+            capture_output=True, env=git_env())
         for n in names:
             Path(n).unlink(missing_ok=True)
         if proc.returncode < 0 or proc.returncode > 127:

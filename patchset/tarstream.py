@@ -39,7 +39,7 @@ def damaged(archive: Path | str, why: str) -> InputError:
     )
 
 
-class _Decompressor:
+class Decompressor:
     """Pulls the raw file in 1 MiB chunks, hashes them (sha256), and decompresses."""
 
     def __init__(self, raw: BinaryIO, on_bytes: Callable[[int], None] | None = None) -> None:
@@ -138,7 +138,7 @@ def _pax(data: bytes, archive: Path | str) -> dict[str, str]:
     return records
 
 
-def iter_tar_headers(source: _Decompressor, archive: Path | str) -> Iterator[TarHeader]:
+def iter_tar_headers(source: Decompressor, archive: Path | str) -> Iterator[TarHeader]:
     """Yield every member with its data (files only), applying pax and GNU long-name headers."""
     buf = bytearray()
     pos = 0

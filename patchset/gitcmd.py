@@ -1,0 +1,74 @@
+"""Running git the same way everywhere: a clean environment, failures as domain errors.
+
+Several modules drive git directly (release histories, directory imports, patch ids, three-way
+merges, diff regeneration). They share one environment rule (no ``GIT_DIR`` & co. inherited from
+a hook or a worktree that would point git elsewhere, no prompts, the C locale so messages parse),
+one runner that turns a missing git or a failed command into ``EnvironmentFailure``, and the path
+quoting ``git fast-import`` reads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from patchset.errors import EnvironmentFailure
+
+__all__ = ["GIT_ENV_DROP", "fast_import_path", "git_env", "run_git"]
+
+# Variables that would make git act on another repository, index or config than the one named.
+GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_COMMON_DIR",
+    "GIT_CONFIG_PARAMETERS",
+)
+
+
+def git_env() -> dict[str, str]:
+    """This process's environment without ``GIT_ENV_DROP``, with prompts off and ``LC_ALL=C``
+    unless the caller set a locale of its own."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_ENV_DROP}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("LC_ALL", "C")
+    return env
+
+
+def run_git(
+    args: list[str], *, cwd: Path | None = None, input: bytes | None = None, check: bool = True
+) -> subprocess.CompletedProcess[bytes]:
+    """``git <args>`` in ``cwd`` with ``git_env()``, output captured. ``EnvironmentFailure`` when
+    git is not installed, or (with ``check``) when it exits non-zero, with git's own message."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env())
+    except FileNotFoundError as exc:
+        raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
+    if check and proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        raise EnvironmentFailure(f"git {' '.join(args[:3])} failed in {cwd}: {err}")
+    return proc
+
+
+def fast_import_path(path: str) -> bytes:
+    """A path as ``git fast-import`` reads it: C-quoted when it holds LF, a backslash or starts
+    with '"'."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if b"\n" not in raw and not raw.startswith(b'"') and b"\\" not in raw:
+        return raw
+    out = bytearray(b'"')
+    for byte in raw:
+        if byte in (0x22, 0x5C):
+            out += b"\\" + bytes([byte])
+        elif byte == 0x0A:
+            out += b"\\n"
+        elif byte < 0x20 or byte == 0x7F:
+            out += b"\\%03o" % byte
+        else:
+            out.append(byte)
+    out += b'"'
+    return bytes(out)
