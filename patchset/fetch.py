@@ -290,7 +290,7 @@ def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[s
             d = client.pr_diff_detail(PRRef(spec.repo, spec.number))
             return _Download(d.data, state.head_sha, d.source)
         if spec.kind == "commit":
-            data = _commit_diff_fresh(client, spec) if revalidate else client.commit_diff(spec.repo, spec.sha)
+            data = client.commit_diff(spec.repo, spec.sha, revalidate=revalidate)
             return _Download(data, spec.sha, "commit")
         if spec.kind == "repo-file":
             data = client.file_at(spec.repo, spec.ref, spec.path)
@@ -298,22 +298,6 @@ def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[s
     except FetchError as exc:
         raise _Unreachable(exc.row) from None
     raise _Refused(f"cannot fetch a source of kind {spec.kind!r}")
-
-
-def _commit_diff_fresh(client: GitHubClient, spec: SourceRef) -> bytes:
-    """A commit's diff asked of the server even when cached: ``GitHubClient.commit_diff`` serves a
-    full sha from the cache forever (its answer cannot change), but ``--check`` must notice a
-    commit that is gone upstream (force-pushed away and collected). The client has no public
-    switch for that, so this uses its conditional GET directly (a 304 still costs nothing)."""
-    from tracker import github as gh
-
-    get = getattr(client, "_get", None)
-    if get is None:
-        return client.commit_diff(spec.repo, spec.sha)
-    try:
-        return get(f"/repos/{spec.repo}/commits/{spec.sha}", gh.DIFF, immutable=False, want_json=False).body
-    except gh._Failure as f:  # noqa: SLF001 - see the docstring
-        raise gh.FetchError(f.row, f"diff of {spec}") from None
 
 
 def _download_url(url: str) -> _Download:

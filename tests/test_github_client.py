@@ -150,6 +150,13 @@ def test_commit_diff_by_full_sha_is_immutable(hub, tmp_path):
     d2 = c.commit_diff(VLLM, head)
     assert d1 == d2 and b"kpool" not in d1 and b"attention.py" in d1
     assert hub.count("GET /repos/{owner}/{repo}/commits/{ref}") == 1  # second read: no request at all
+    assert c.commit_diff(VLLM, head, revalidate=True) == d1  # asked again: a 304, the cached body
+    assert hub.count("GET /repos/{owner}/{repo}/commits/{ref}", status=304) == 1
+    del hub.state.repo(VLLM).commits[head]  # gone upstream: only a revalidating read notices
+    assert c.commit_diff(VLLM, head) == d1
+    with pytest.raises(FetchError) as err:
+        c.commit_diff(VLLM, head, revalidate=True)
+    assert err.value.row.status == 422
 
 
 def test_force_pushed_pr_moves_head_and_diff(hub, tmp_path):

@@ -390,19 +390,22 @@ class GitHubClient:
         except _Failure as f:
             raise FetchError(f.row, what) from None
 
-    def commit_diff(self, repo: str, sha: str) -> bytes:
-        """One commit's diff (GitHub's diff media type); a full sha is served from the cache once seen."""
+    def commit_diff(self, repo: str, sha: str, *, revalidate: bool = False) -> bytes:
+        """One commit's diff (GitHub's diff media type). A full sha is served from the cache once
+        seen (its answer cannot change); ``revalidate`` asks the server anyway (a conditional GET:
+        a 304 costs no rate limit), to notice a commit that is gone upstream."""
         try:
-            return self._get(f"/repos/{repo}/commits/{sha}", DIFF, immutable=bool(_HEX40.match(sha)),
-                             want_json=False).body
+            return self._get(f"/repos/{repo}/commits/{sha}", DIFF,
+                             immutable=bool(_HEX40.match(sha)) and not revalidate, want_json=False).body
         except _Failure as f:
             raise FetchError(f.row, f"diff of {repo}@{sha}") from None
 
-    def file_at(self, repo: str, ref: str, path: str) -> bytes:
-        """The bytes of ``path`` at ``ref`` (contents API, base64; exact bytes)."""
+    def file_at(self, repo: str, ref: str, path: str, *, revalidate: bool = False) -> bytes:
+        """The bytes of ``path`` at ``ref`` (contents API, base64; exact bytes). At a full sha it
+        is served from the cache once seen, unless ``revalidate`` (see ``commit_diff``)."""
         what = f"{repo}:{path}@{ref}"
         url = f"/repos/{repo}/contents/{quote(path.lstrip('/'))}"
-        immutable = bool(_HEX40.match(ref))
+        immutable = bool(_HEX40.match(ref)) and not revalidate
         try:
             doc = self._get(url, JSON, {"ref": ref}, immutable=immutable).json()
             if not isinstance(doc, dict) or doc.get("type") != "file":
