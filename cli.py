@@ -460,6 +460,46 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
     return rep.exit_code
 
 
+# --------------------------------------------------------------------------- check
+
+@main.group()
+def check() -> None:
+    """Checks against a running server (long-context correctness past 2,048 tokens)."""
+
+
+@check.command("longctx")
+@click.option("--url", required=True, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
+@click.option("--model", default=None, help="Model name (default: the server's first model).")
+@click.option("--checks", "checks", multiple=True, metavar="NAME[,NAME]",
+              help="causality, resume, cached, rescore, reference, copy (default: the first four).")
+@click.option("--mode", type=click.Choice(["fixed", "control"]), default="fixed", show_default=True,
+              help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Recorded cached-token baseline (JSON) for the `cached` check.")
+@click.option("--reference-model", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Model directory for the transformers reference forward pass (`reference` check).")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per request.")
+@json_opt
+@guarded
+def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, as_json) -> int:
+    """Long-context checks with token-id prompts on both sides of 2,048 tokens.
+
+    \b
+    Exit 0 every check passes; 1 a check fails (a server that rejects a long prompt is a failure);
+    2 the server cannot be reached or the input is bad.
+    """
+    from verify.longctx import run_checks
+
+    names = [n for item in checks for n in item.split(",") if n] or None
+    report = run_checks(url, model, names, mode=mode, baseline=baseline, reference_model=reference_model,
+                        timeout=timeout)
+    if as_json:
+        click.echo(report.to_json())
+    else:
+        report.render(out)
+    return report.exit_code
+
+
 # --------------------------------------------------------------------------- gate
 
 @main.command()
