@@ -21,10 +21,12 @@ HEADER = "Written by patchset: do not edit by hand (use `patchset apply --update
 
 
 def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data``: the one digest helper of the project (lock, trees, rebase state)."""
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks (release archives can be large)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import hashlib
 import io
 import json
 import os
@@ -32,14 +31,11 @@ from typing import Any
 
 from patchset import atomic
 from patchset.errors import InputError
+from patchset.lock import sha256_bytes
 
 STATE_DIR = ".patchset/rebase"
 BACKUPS_DIR = ".patchset/rebase-backups"
 PAUSE_ENV = "PATCHSET_REBASE_PAUSE"  # test seam: "<phase>:<marker file>"
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def pause_point(phase: str) -> None:
@@ -92,7 +88,7 @@ class State:
     def put(self, data: bytes | None) -> str | None:
         if data is None:
             return None
-        digest = sha256(data)
+        digest = sha256_bytes(data)
         path = self.dir / "blobs" / digest
         if not path.exists():
             atomic.write_bytes(path, data)
@@ -107,7 +103,7 @@ class State:
         except FileNotFoundError:
             raise InputError(f"the rebase state is incomplete: {path} is missing",
                              hint="run `patchset rebase --abort` and start again") from None
-        if sha256(data) != digest:
+        if sha256_bytes(data) != digest:
             raise InputError(f"the rebase state is damaged: {path} does not match its name",
                              hint="run `patchset rebase --abort` and start again")
         return data
@@ -157,7 +153,7 @@ class State:
                     manifest[rel] = None
                     continue
                 data = src.read_bytes()
-                manifest[rel] = sha256(data)
+                manifest[rel] = sha256_bytes(data)
                 info = tarfile.TarInfo(rel)
                 info.size, info.mtime, info.mode = len(data), 0, 0o644
                 tf.addfile(info, io.BytesIO(data))
@@ -180,7 +176,7 @@ class State:
                 writes[self.root / rel] = None
                 continue
             data = kept.get(rel)
-            if data is None or sha256(data) != digest:
+            if data is None or sha256_bytes(data) != digest:
                 raise InputError(f"backup of {rel} in {src} is damaged (sha256 differs from the manifest)")
             writes[self.root / rel] = data
         atomic.write_many(writes)

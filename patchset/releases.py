@@ -48,6 +48,7 @@ from rich.text import Text
 from patchset import atomic, cache
 from patchset.archives import unpack  # re-exported: releases.unpack is the public name
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError
+from patchset.lock import sha256_file
 
 __all__ = [
     "DEFAULT_INDEX_URL",
@@ -354,14 +355,6 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
 
 
 # -- downloads -----------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify_file(path: Path, dist: DistFile) -> bool:

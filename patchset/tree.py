@@ -9,7 +9,6 @@ interrupted commit). ``detect_state`` tells which patches of a series a tree alr
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from patchset import txn
 from patchset.diffs import FilePatch, parse_patch
 from patchset.engine import FileOutcome, HunkResult, apply_file, reverse_file_patch
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
+from patchset.lock import sha256_bytes
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 Progress = Callable[[str, int, int], None]  # (patch_id, 1-based index, total)
@@ -110,10 +110,6 @@ class SeriesResult:
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class _Paths:
@@ -266,7 +262,7 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
     state.set(dst, outcome.new, mode)
-    res.sha256 = sha256(outcome.new)
+    res.sha256 = sha256_bytes(outcome.new)
     return res
 
 
@@ -343,7 +339,7 @@ def apply_series(root: Path, items: list[SeriesItem], *, fuzz: int = 0,
         if not pr.ok:
             failed = item.patch_id
     touched = {rel: state.get(rel) for rel in list(state.disk)}
-    files = {rel: (sha256(d) if d is not None else None) for rel, (d, _) in touched.items()}
+    files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
     modes = {rel: m for rel, (_, m) in touched.items()}
     ok = failed is None
     committed = False
@@ -445,7 +441,7 @@ def detect_state(root: Path, items: list[SeriesItem],
         matches = True
         for path, digest in expected.items():  # keys in the patches' layout, like the lock
             data, _ = state.get(paths.resolve(path, "expected"))
-            if (None if data is None else sha256(data)) != digest:  # None: must be absent
+            if (None if data is None else sha256_bytes(data)) != digest:  # None: must be absent
                 matches = False
                 break
         if matches:

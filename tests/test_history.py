@@ -25,6 +25,7 @@ from patchset.history import (
     similarity,
 )
 from patchset.localindex import LocalIndex
+from patchset.lock import sha256_file
 
 MTIME = 1_790_000_000
 GIT_ID = {
@@ -143,7 +144,7 @@ def test_import_matches_git_add_and_keeps_modes(repo, archives, tmp_path):
     assert repo.read_blob(sha, "pkg/link.py") == b"core/utils.py"
     assert git(repo.git_dir, "tag", "--points-at", sha).split() == ["v1.0"]
     assert git(repo.git_dir, "log", "-1", "--format=%ct %an%n%B", sha).startswith(f"{MTIME} demo release\ndemo 1.0\n")
-    assert "Archive-Sha256: " + releases.sha256_file(a1) in git(repo.git_dir, "log", "-1", "--format=%B", sha)
+    assert "Archive-Sha256: " + sha256_file(a1) in git(repo.git_dir, "log", "-1", "--format=%B", sha)
     git(repo.git_dir, "fsck", "--strict", "--no-progress")
 
 

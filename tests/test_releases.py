@@ -28,6 +28,7 @@ from patchset.errors import (
     UnsafePathError,
 )
 from patchset.localindex import LocalIndex
+from patchset.lock import sha256_file
 from patchset.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
 
 # -- crafted archives ----------------------------------------------------------------------
@@ -300,7 +301,7 @@ def test_tar_reader_matches_tarfile(tmp_path, mode, fmt):
     reader = ArchiveReader(archive)
     got = {m.path: (m.data, m.mode) for m in reader if m.kind == "file"}
     assert got == expected
-    assert reader.sha256 == releases.sha256_file(archive)
+    assert reader.sha256 == sha256_file(archive)
 
 
 HOSTILE = {

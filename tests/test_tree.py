@@ -15,7 +15,8 @@ import pytest
 
 from patchset import txn
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
-from patchset.tree import SeriesItem, apply_series, detect_state, recover, sha256
+from patchset.lock import sha256_bytes as sha256
+from patchset.tree import SeriesItem, apply_series, detect_state, recover
 
 try:
     from tests.diffgen import unified_diff
