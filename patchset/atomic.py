@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Mapping
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path, directory: bool = False) -> None:
+    """Flush a file, or (``directory``) a directory's entries, to disk so that a write or rename
+    survives a crash. Best effort: a path that cannot be opened or a file system that cannot
+    fsync is not an error (the data is still written, only not forced out)."""
+    flags = os.O_RDONLY | (os.O_DIRECTORY if directory else 0)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, flags)
     except OSError:
         return
     try:
@@ -48,7 +52,7 @@ def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically."""
     tmp = stage(path, data, mode)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent, directory=True)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -76,4 +80,4 @@ def write_many(files: Mapping[Path, bytes | None]) -> None:
         if data is None:
             Path(path).unlink(missing_ok=True)
     for parent in {p.parent for p in files}:
-        _fsync_dir(parent)
+        fsync_path(parent, directory=True)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from patchset.atomic import fsync_path
 from patchset.errors import EnvironmentFailure
 
 TXN_DIR = ".patchset-txn"
@@ -65,20 +66,6 @@ def _step() -> None:
     _steps += 1
     if _steps == int(target):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fsync_path(path: Path, directory: bool = False) -> None:
-    flags = os.O_RDONLY | (os.O_DIRECTORY if directory else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
@@ -185,7 +172,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
                 os.link(target, backup)
             except OSError:
                 shutil.copy2(target, backup)
-                _fsync_path(backup)
+                fsync_path(backup)
             entry["old"] = str(n)
         entries.append(entry)
     # write + fsync the staged files concurrently: the file system commits the fsyncs
@@ -194,13 +181,13 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
         for fut in [pool.submit(_write_file, *args) for args in staged]:
             fut.result()
             _step()
-    _fsync_path(txn / "new", directory=True)
-    _fsync_path(txn / "old", directory=True)
+    fsync_path(txn / "new", directory=True)
+    fsync_path(txn / "old", directory=True)
     tmp = txn / (JOURNAL + ".tmp")
     _write_file(tmp, json.dumps({"version": 1, "entries": entries,
                                  "created_dirs": created_dirs}).encode(), 0o644)
     os.replace(tmp, txn / JOURNAL)
-    _fsync_path(txn, directory=True)
+    fsync_path(txn, directory=True)
     _step()
     return entries, created_dirs
 
@@ -227,10 +214,10 @@ def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list
 def _fsync_dirs(dirs: set[Path]) -> None:
     if len(dirs) <= 1:
         for d in dirs:
-            _fsync_path(d, directory=True)
+            fsync_path(d, directory=True)
         return
     with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
-        list(pool.map(lambda d: _fsync_path(d, directory=True), dirs))
+        list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
 def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
@@ -253,14 +240,14 @@ def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[st
             pass
     for d in touched:
         if d.exists():
-            _fsync_path(d, directory=True)
+            fsync_path(d, directory=True)
 
 
 def _finish(root: Path, txn: Path) -> None:
     journal = txn / JOURNAL
     if journal.exists():
         journal.unlink()
-        _fsync_path(txn, directory=True)
+        fsync_path(txn, directory=True)
         _step()
     for sub in ("new", "old"):
         shutil.rmtree(txn / sub, ignore_errors=True)
@@ -269,7 +256,7 @@ def _finish(root: Path, txn: Path) -> None:
         txn.rmdir()
     except OSError:
         pass
-    _fsync_path(root, directory=True)
+    fsync_path(root, directory=True)
 
 
 def _recover_locked(root: Path, direction: Direction) -> str | None:
@@ -297,7 +284,7 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         _roll_forward(root, txn, entries, created)
         done = "rolled forward"
     journal.unlink()
-    _fsync_path(txn, directory=True)
+    fsync_path(txn, directory=True)
     for sub in ("new", "old"):
         shutil.rmtree(txn / sub, ignore_errors=True)
     return done
