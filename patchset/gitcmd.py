@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
 
-__all__ = ["GIT_ENV_DROP", "fast_import_path", "git_env", "run_git"]
+__all__ = ["GIT_ENV_DROP", "fast_import_path", "git_env", "ls_tree_blobs", "run_git"]
 
 # Variables that would make git act on another repository, index or config than the one named.
 GIT_ENV_DROP = (
@@ -72,3 +72,17 @@ def fast_import_path(path: str) -> bytes:
             out.append(byte)
     out += b'"'
     return bytes(out)
+
+
+def ls_tree_blobs(out: bytes) -> dict[str, tuple[str, str]]:
+    """``{path: (mode, blob sha)}`` from the output of ``git ls-tree -r -z``: files and symlinks;
+    submodules (commits) are left out. Paths decode as UTF-8 with surrogate escapes."""
+    entries: dict[str, tuple[str, str]] = {}
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        mode, kind, obj = meta.split()
+        if kind == b"blob":
+            entries[path.decode("utf-8", "surrogateescape")] = (mode.decode(), obj.decode())
+    return entries

@@ -40,7 +40,7 @@ from rich.progress import Progress
 from patchset import cache
 from patchset.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.gitcmd import fast_import_path, git_env, run_git
+from patchset.gitcmd import fast_import_path, git_env, ls_tree_blobs, run_git
 from patchset.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
 
 __all__ = [
@@ -192,16 +192,7 @@ class GitRepo:
     def tree(self, commit: str) -> dict[str, tuple[str, str]]:
         """``{path: (mode, blob sha)}`` for every file (and symlink) at ``commit``."""
         sha = self.resolve(commit)
-        out = self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout
-        entries: dict[str, tuple[str, str]] = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            mode, kind, obj = meta.split()
-            if kind == b"blob":
-                entries[path.decode("utf-8", "surrogateescape")] = (mode.decode(), obj.decode())
-        return entries
+        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout)
 
     def list_files(self, commit: str, prefix: str | None = None) -> list[str]:
         """Every file path at ``commit`` (sorted as git sorts), optionally under ``prefix``."""

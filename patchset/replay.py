@@ -26,7 +26,7 @@ from typing import Callable
 from patchset.diffs import FilePatch
 from patchset.engine import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
-from patchset.gitcmd import git_env
+from patchset.gitcmd import git_env, ls_tree_blobs
 from patchset.history import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
@@ -48,16 +48,8 @@ class BlobStore:
         want = sorted({p for p in paths if p and p not in self._files})
         if not want:
             return
-        out = self.repo.git("ls-tree", "-r", "-z", "--full-tree", self.commit, "--",
-                            *[f":(literal){p}" for p in want]).stdout
-        found: dict[str, tuple[str, str]] = {}
-        for rec in out.split(b"\0"):
-            if not rec:
-                continue
-            meta, _, path = rec.partition(b"\t")
-            mode, kind, oid = meta.split()
-            if kind == b"blob":
-                found[path.decode("utf-8", "surrogateescape")] = (mode.decode(), oid.decode())
+        found = ls_tree_blobs(self.repo.git("ls-tree", "-r", "-z", "--full-tree", self.commit, "--",
+                                            *[f":(literal){p}" for p in want]).stdout)
         blobs: dict[str, bytes] = {}
         oids = sorted({oid for _, oid in found.values()})
         if oids:
