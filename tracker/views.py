@@ -5,6 +5,8 @@ state, drift and action) and Markdown (for an issue or a PR comment). Machines u
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -148,17 +150,25 @@ CHECK_STYLE = {"unchanged": "green", "moved-same": "cyan", "changed": "bold yell
                "gone": "bold red", "error": "bold red", "unpinned": "dim", "local": "dim", "offline": "dim"}
 
 
+def _source_table(rows: Sequence[Any], styles: dict[str, str], shas: tuple[str, str],
+                  headings: tuple[str, str] | None = None) -> Table:
+    """One row per patch source (fetch and check rows alike): patch, source, coloured status, two
+    commit or sha256 fields cut to 12 characters (the row attributes ``shas``, shown under
+    ``headings``), and the detail message."""
+    table = Table(show_header=True, show_lines=False)
+    for col in ("patch", "source", "status", *(headings or shas), "detail"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.id, r.source, Text(r.status, style=styles.get(r.status, "")),
+                      *((getattr(r, a) or "")[:12] for a in shas), r.message)
+    return table
+
+
 def render_fetch(console: Console, report) -> None:  # report: patchset.fetch.FetchReport
     """One line per patch: what fetch did, and whether anything was written."""
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
-    table = Table(show_header=True, show_lines=False)
-    for col in ("patch", "source", "status", "head", "sha256", "detail"):
-        table.add_column(col, overflow="fold")
-    for r in report.rows:
-        table.add_row(r.id, r.source, Text(r.status, style=FETCH_STYLE.get(r.status, "")), (r.head or "")[:12],
-                      (r.sha256 or "")[:12], r.message)
-    console.print(table)
+    console.print(_source_table(report.rows, FETCH_STYLE, ("head", "sha256")))
     if report.written:
         n = sum(1 for r in report.rows if r.status == "stored")
         console.print(f"[green]stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock[/]")
@@ -170,13 +180,7 @@ def render_fetch(console: Console, report) -> None:  # report: patchset.fetch.Fe
 
 def render_check(console: Console, report) -> None:  # report: patchset.fetch.CheckReport
     """One line per source, then the interdiff of every source whose change changed."""
-    table = Table(show_header=True, show_lines=False)
-    for col in ("patch", "source", "status", "pinned", "now", "detail"):
-        table.add_column(col, overflow="fold")
-    for r in report.rows:
-        table.add_row(r.id, r.source, Text(r.status, style=CHECK_STYLE.get(r.status, "")), (r.pinned or "")[:12],
-                      (r.current or "")[:12], r.message)
-    console.print(table)
+    console.print(_source_table(report.rows, CHECK_STYLE, ("pinned", "current"), headings=("pinned", "now")))
     for r in report.rows:
         if r.interdiff:
             console.print(Text(f"interdiff of {r.id} (stored -> upstream):", style="bold"))
