@@ -354,12 +354,18 @@ def update(ledger_path: Path, patch_id: str, *, client: GitHubClient | None = No
     return _run(ledger_path, ledger, [ledger.get(patch_id)], client, False, take_new=True)
 
 
-def _client(client: GitHubClient | None, offline: bool) -> GitHubClient:
-    if client is not None:
+def _client_for(client: GitHubClient | None, specs: Iterable[SourceRef]) -> GitHubClient | None:
+    """The client given, else a new one when some source is on GitHub (a plain URL needs none)."""
+    if client is not None or all(s.kind == "url" for s in specs):
         return client
     from tracker.status import make_client
 
-    return make_client(offline=offline)
+    return make_client(offline=False)
+
+
+def _stored_body(ledger: Ledger, patch: Patch) -> bytes | None:
+    f = ledger.body_file(patch)
+    return f.read_bytes() if f.is_file() else None
 
 
 def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHubClient | None, offline: bool,
@@ -374,9 +380,8 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
             row.status, row.message = LOCAL, "local body: nothing to fetch"
             _describe_stored(ledger, p, row)
             continue
-        stored = ledger.body_file(p)
         locked = ledger.lock.bodies.get(p.id)
-        data = stored.read_bytes() if stored.is_file() else None
+        data = _stored_body(ledger, p)
         digest = sha256_bytes(data) if data is not None else None
         pin = p.source.pin or None
         head = ledger.lock.heads.get(p.id)
@@ -399,8 +404,7 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
 
     warnings: list[str] = []
     if todo:
-        need_client = any(s.kind != "url" for _, s, _ in todo)
-        c = _client(client, offline=False) if need_client else client
+        c = _client_for(client, [s for _, s, _ in todo])
         if c is not None and not c.authenticated:
             warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, "
                             "60 per hour")
@@ -449,9 +453,8 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
 
 
 def _describe_stored(ledger: Ledger, p: Patch, row: FetchRow) -> None:
-    f = ledger.body_file(p)
-    if f.is_file():
-        data = f.read_bytes()
+    data = _stored_body(ledger, p)
+    if data is not None:
         row.sha256, row.bytes = sha256_bytes(data), len(data)
 
 
@@ -495,8 +498,7 @@ def check(ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | 
         if spec.kind == "local":
             row.status, row.message = LOCAL, "local body: no upstream source"
             continue
-        f = ledger.body_file(p)
-        stored = f.read_bytes() if f.is_file() else None
+        stored = _stored_body(ledger, p)
         if stored is None and not pinned:
             row.status, row.message = UNPINNED, "not fetched yet: nothing pinned to compare with"
             continue
@@ -506,7 +508,7 @@ def check(ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | 
         todo.append((p, spec, row, stored))
     if not todo:
         return CheckReport(rows)
-    c = _client(client, offline=False) if any(s.kind != "url" for _, s, _, _ in todo) else client
+    c = _client_for(client, [s for _, s, _, _ in todo])
     from tracker.refs import NOT_FOUND, PRState, RowError
 
     states = _pr_states(c, [s for _, s, _, _ in todo]) if c is not None else {}
