@@ -70,7 +70,13 @@ raise SystemExit(0 if "patchset_faults" in names else 1)
 EOF
 then
   echo "setup_engine: registering the patchset_faults vLLM plugin"
-  quiet "${pip[@]}" install -q --no-deps --no-build-isolation "$here/verify/faults"
+  # Build from a copy so setuptools leaves no build/ or egg-info in the work tree.
+  src="$(mktemp -d)"
+  trap 'rm -rf "$src"' EXIT
+  cp -r "$here/verify/faults/." "$src/"
+  isolation=()
+  "$py" -c 'import setuptools' 2>/dev/null && isolation=(--no-build-isolation)
+  quiet "${pip[@]}" install -q --no-deps "${isolation[@]}" "$src"
 fi
 
 echo "setup_engine: ready in $(( $(date +%s) - t0 )) s: $venv"
