@@ -103,6 +103,38 @@ def test_merge_and_close(hub):
     assert as_issue["pull_request"]["merged_at"] == pr["merged_at"]
 
 
+def test_write_endpoints_pulls_issues_and_comments(hub):
+    s, api = _s(), f"{hub.base_url}/repos/{REPO}"
+    owner = REPO.split("/")[0]
+    assert _s(None).post(f"{api}/issues", json={"title": "t"}).status_code == 401  # writes need a token
+    assert s.post(f"{api}/issues", data=b"{not json").status_code == 400
+    bad = s.post(f"{api}/issues", json={"body": "no title"})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "title"
+    top = max([*hub.state.repo(REPO).issues, *hub.state.repo(REPO).pulls])
+    pr = s.post(f"{api}/pulls", json={"title": "gate", "head": f"{owner}:refresh", "base": "main", "body": "b1"})
+    assert pr.status_code == 201 and pr.json()["number"] == top + 1 and pr.json()["head"]["ref"] == "refresh"
+    again = s.post(f"{api}/pulls", json={"title": "gate", "head": "refresh", "base": "main"})
+    assert again.status_code == 422 and "already exists" in again.json()["errors"][0]["message"]
+    issue = s.post(f"{api}/issues", json={"title": "red", "labels": ["gate"]})
+    assert issue.status_code == 201 and issue.json()["number"] == top + 2  # one sequence for both
+    listed = s.get(f"{api}/pulls", params={"head": f"{owner}:refresh", "base": "main"}).json()
+    assert [p["number"] for p in listed] == [top + 1]
+    edited = s.patch(f"{api}/pulls/{top + 1}", json={"body": "b2", "state": "closed"}).json()
+    assert (edited["title"], edited["body"], edited["state"]) == ("gate", "b2", "closed") and edited["closed_at"]
+    assert s.get(f"{api}/pulls", params={"head": f"{owner}:refresh"}).json() == []  # default: open only
+    comment = s.post(f"{api}/issues/{top + 2}/comments", json={"body": "still red"})
+    assert comment.status_code == 201 and comment.json()["issue_url"].endswith(f"/issues/{top + 2}")
+    assert s.post(f"{api}/issues/{top + 2}/comments", json={}).status_code == 422
+    assert s.post(f"{api}/issues/{top + 9}/comments", json={"body": "x"}).status_code == 404
+    closed = s.patch(f"{api}/issues/{top + 2}", json={"state": "closed"}).json()
+    assert (closed["state"], closed["state_reason"], closed["comments"]) == ("closed", "completed", 1)
+    with_label = s.get(f"{api}/issues", params={"state": "all", "labels": "gate"}).json()
+    assert [i["number"] for i in with_label] == [top + 2]
+    assert [c.body for c in hub.state.repo(REPO).issues[top + 2].comments] == ["still red"]
+    assert hub.count("POST /repos/{owner}/{repo}/issues", status=201) == 1
+    assert hub.count("PATCH /repos/{owner}/{repo}/pulls/{number}") == 1
+
+
 def test_pagination_links(hub):
     s = _s()
     url = f"{hub.base_url}/repos/{REPO}/pulls/59000/files"
@@ -377,6 +409,26 @@ def test_responses_match_githubs_openapi_schemas(hub):
     for template, path in cases:
         schema = spec["paths"][template]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         body = s.get(hub.base_url + path).json()
+        jsonschema.validate(body, _to_jsonschema(schema))
+    # the write endpoints
+    api = f"{hub.base_url}/repos/{REPO}"
+    pull = s.post(f"{api}/pulls", json={"title": "t", "head": "h", "base": "main"}).json()
+    issue = s.post(f"{api}/issues", json={"title": "t", "labels": ["l"]}).json()
+    writes = [
+        ("/repos/{owner}/{repo}/pulls", "post", "201", pull),
+        ("/repos/{owner}/{repo}/issues", "post", "201", issue),
+        ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post", "201",
+         s.post(f"{api}/issues/{issue['number']}/comments", json={"body": "c"}).json()),
+        ("/repos/{owner}/{repo}/pulls/{pull_number}", "patch", "200",
+         s.patch(f"{api}/pulls/{pull['number']}", json={"state": "closed"}).json()),
+        ("/repos/{owner}/{repo}/issues/{issue_number}", "patch", "200",
+         s.patch(f"{api}/issues/{issue['number']}", json={"state": "closed"}).json()),
+        ("/repos/{owner}/{repo}/pulls", "get", "200", s.get(f"{api}/pulls", params={"state": "all"}).json()),
+        ("/repos/{owner}/{repo}/issues", "get", "200", s.get(f"{api}/issues", params={"state": "all"}).json()),
+        ("/repos/{owner}/{repo}/issues", "post", "422", s.post(f"{api}/issues", json={}).json()),
+    ]
+    for template, method, status, body in writes:
+        schema = spec["paths"][template][method]["responses"][status]["content"]["application/json"]["schema"]
         jsonschema.validate(body, _to_jsonschema(schema))
     # error bodies: "Basic Error"
     err_schema = spec["paths"]["/repos/{owner}/{repo}/pulls/{pull_number}"]["get"]["responses"]["406"]

@@ -74,7 +74,7 @@ def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
     return repo, shas
 
 
-def _ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
+def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
     """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
     d = root / "ledgers" / "demo"
     series = d / "patchset" / "series" / "demo"
@@ -133,7 +133,7 @@ def _ledger_bytes(d: Path) -> dict[str, str]:
 
 def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     before = _ledger_bytes(ledger.parent)
 
     r, _, art = _gate(ledger, tmp_path, onto=c[1])
@@ -181,7 +181,7 @@ def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
 def test_series_patch_is_what_rebase_writes(tmp_path, upstream):
     repo, c = upstream
     proj = tmp_path / "proj"
-    ledger = _ledger(proj, repo, c[0])
+    ledger = gate_ledger(proj, repo, c[0])
     r, _, art = _gate(ledger, tmp_path, onto=c[3])
     assert r.status == "green"
     patch = (art / "series.patch").read_bytes()
@@ -214,7 +214,7 @@ command = "sleep 30"
 tags = ["slowcpu"]
 timeout = 1
 """
-    ledger = _ledger(tmp_path / "proj", repo, c[0], extra)
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], extra)
     r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["gpu"])
     assert (r.status, [(t["patch"], t["name"], t["status"]) for t in r.tests]) == \
         ("green", [("B", "core-patched", "passed")])
@@ -241,7 +241,7 @@ timeout = 1
 
 def test_no_selected_test_applies_only_the_touched_files(tmp_path, upstream):
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["nothing-has-this"])
     assert r.status == "green" and r.tests == []
     assert any("none ran" in w for w in r.warnings)
@@ -250,7 +250,7 @@ def test_no_selected_test_applies_only_the_touched_files(tmp_path, upstream):
 
 def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     r, _, art = _gate(ledger, tmp_path, onto="no-such-branch")
     assert (r.status, r.exit_code) == ("error", 2)
     assert "no-such-branch" in r.errors[0]
@@ -275,7 +275,7 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
 
 def test_a_crash_is_exit_2_without_a_traceback(tmp_path, upstream, monkeypatch, capsys):
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     import ci.refresh
 
     def broken(ws):
@@ -370,7 +370,7 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
     from tracker.fakehub import FakeHub
 
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GITHUB_TOKEN", "tok")
     data = {"repos": {"example/demo": {"pulls": {"5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40,
@@ -391,7 +391,7 @@ def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, up
     shutil.copytree(repo, up)
     git(up, "config", "uploadpack.allowFilter", "true")
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
-    ledger = _ledger(tmp_path / "proj", tmp_path / "not-a-repo", c[0])
+    ledger = gate_ledger(tmp_path / "proj", tmp_path / "not-a-repo", c[0])
     url = up.as_uri()
 
     r, _, _ = _gate(ledger, tmp_path, onto=c[3], upstream=url)  # the first use clones

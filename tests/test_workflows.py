@@ -7,7 +7,7 @@
   ``python -m ci.scripts.*`` and ``patchset`` flag they use exists;
 * the scripts run as the workflows run them (subprocesses): the matrices from real ledgers, the
   verdict from real gate artifacts, and the pull request / issue script against a local
-  GitHub-shaped server (``tracker.fakehub`` plus the write endpoints below).
+  GitHub-shaped server (``tracker.fakehub``, which has the write endpoints the script uses).
 """
 
 from __future__ import annotations
@@ -20,18 +20,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
 
 from ci.gate import run_gate
 from tests.conftest import REPO_ROOT
-from tests.test_gate import _ledger, upstream  # noqa: F401 - the fixture is used here too
-from tracker import fakehub_shapes as shapes
-from tracker.fakehub import REST_PREFIX, FakeHub, RequestRecord, Reply, _json, _not_found
-from tracker.fakehub_state import Issue, Pull, Repo, fake_sha, now_iso
+from tests.test_gate import gate_ledger, upstream  # noqa: F401 - the fixture is used here too
+from tracker.fakehub import FakeHub
 
 WORKFLOWS = sorted((REPO_ROOT / "ci" / "workflows").glob("*.yml"))
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -233,7 +229,7 @@ def _script(*args: str, cwd: Path = REPO_ROOT, env: dict | None = None) -> tuple
 
 def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0])
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     proc, out = _script("ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out["matrix"]) == {"include": [{"patch": "A", "target": "demo", "tags": "cpu"},
@@ -255,7 +251,7 @@ def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
 
 def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
     repo, c = upstream
-    ledger = _ledger(tmp_path / "proj", repo, c[0], '\n[[patch.tests]]\nname = "boom"\ncommand = "exit 3"\n'
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[[patch.tests]]\nname = "boom"\ncommand = "exit 3"\n'
                                                     'tags = ["never"]\n')
     work = tmp_path / "run"
     work.mkdir()
@@ -287,174 +283,13 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
 # --------------------------------------------------------------------------- pull request and issue
 
 
-class GateHub(FakeHub):
-    """``tracker.fakehub`` plus the endpoints ``ci/scripts/github_report.py`` needs, GitHub-shaped:
-
-    GET/POST ``/repos/{o}/{r}/pulls``, PATCH ``/repos/{o}/{r}/pulls/{n}``, GET/POST
-    ``/repos/{o}/{r}/issues``, PATCH ``/repos/{o}/{r}/issues/{n}``, POST
-    ``/repos/{o}/{r}/issues/{n}/comments``. Where it differs from GitHub: no head branch has to
-    exist for a pull request; labels need not exist (GitHub creates them too, for users with push
-    access); list filters are ``state``, ``head``, ``base`` and ``labels`` only; comments are kept
-    here, not in ``HubState`` (the ``comments`` count of an issue stays 0).
-    """
-
-    ROUTES = [
-        ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "GET /repos/{owner}/{repo}/pulls", "_list_pulls"),
-        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "POST /repos/{owner}/{repo}/pulls", "_create_pull"),
-        ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
-         "PATCH /repos/{owner}/{repo}/pulls/{number}", "_update_pull"),
-        ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "GET /repos/{owner}/{repo}/issues", "_list_issues"),
-        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "POST /repos/{owner}/{repo}/issues", "_create_issue"),
-        ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
-         "PATCH /repos/{owner}/{repo}/issues/{number}", "_update_issue"),
-        ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)/comments$"),
-         "POST /repos/{owner}/{repo}/issues/{number}/comments", "_create_comment"),
-    ]
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        self.comments: dict[tuple[str, int], list[dict]] = {}
-
-    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[Reply, float]:
-        split = urlsplit(target)
-        path = unquote(split.path)
-        rel = path[len(REST_PREFIX):] if path.startswith(REST_PREFIX + "/") else None
-        route = next(((name, attr, m.groupdict()) for meth, rx, name, attr in self.ROUTES
-                      if rel is not None and meth == method and (m := rx.match(rel))), None)
-        if route is None:
-            return super().handle(method, target, headers, body)
-        name, attr, groups = route
-        auth = headers.get("authorization", "")
-        token = auth.split(None, 1)[1].strip() if " " in auth else None
-        with self._lock:
-            fault = next((f for f in self.faults if f.matches(method, path)), None)
-            if fault:
-                fault.hits += 1
-        reply = self._check_token(token) or self._fault_reply(fault, "core")
-        if reply is None and token is None and method != "GET":
-            reply = _json({"message": "Requires authentication", "documentation_url": shapes.DOCS}, 401)
-        if reply is None:
-            query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-            try:
-                data = json.loads(body or b"{}") if method != "GET" else {}
-            except ValueError:
-                data = None
-            if data is None or not isinstance(data, dict):
-                reply = _json({"message": "Problems parsing JSON", "documentation_url": shapes.DOCS}, 400)
-            else:
-                with self.state.lock:
-                    repo = self.state.repo(f"{groups['o']}/{groups['r']}")
-                    reply = _not_found() if repo is None else getattr(self, attr)(repo, groups, query, data)
-        with self._lock:
-            self._account(reply, "core" if token else "core:anon", headers)
-            self.requests.append(RequestRecord(method, path, name, reply.status, "json", token is not None, False,
-                                               time.time()))
-        return reply, 0.0
-
-    # -- helpers
-    @staticmethod
-    def _invalid(resource: str, field: str, code: str = "missing_field", message: str = "") -> Reply:
-        err = {"resource": resource, "field": field, "code": code}
-        if message:
-            err = {"resource": resource, "code": "custom", "message": message}
-        return _json({"message": "Validation Failed", "errors": [err],
-                      "documentation_url": "https://docs.github.com/rest"}, 422)
-
-    def _next_number(self, repo: Repo) -> int:  # issues and pull requests share one sequence, as on GitHub
-        return max([0, *repo.issues, *repo.pulls]) + 1
-
-    # -- pulls
-    def _list_pulls(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        state = q.get("state", "open")
-        items = [p for p in sorted(repo.pulls.values(), key=lambda p: -p.number)
-                 if (state == "all" or p.state == state)
-                 and (not q.get("head") or q["head"] == f"{repo.owner}:{p.head_ref}")
-                 and (not q.get("base") or q["base"] == p.base_ref)]
-        return self._paged([shapes.pull(repo, p, self._urls()) for p in items], q, f"/repos/{repo.full_name}/pulls")
-
-    def _create_pull(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        for f in ("title", "head", "base"):
-            if not data.get(f):
-                return self._invalid("PullRequest", f)
-        head = str(data["head"]).split(":", 1)[-1]
-        if any(p.state == "open" and p.head_ref == head and p.base_ref == data["base"] for p in repo.pulls.values()):
-            return self._invalid("PullRequest", "head", message=f"A pull request already exists for "
-                                                                f"{repo.owner}:{head}.")
-        n, now = self._next_number(repo), now_iso()
-        p = Pull(number=n, title=data["title"], body=data.get("body") or "", head_ref=head, base_ref=data["base"],
-                 head_sha=fake_sha(repo.full_name, head, now), base_sha=fake_sha(repo.full_name, data["base"]),
-                 draft=bool(data.get("draft")), created_at=now, updated_at=now)
-        repo.pulls[n] = p
-        return _json(shapes.pull(repo, p, self._urls()), 201)
-
-    def _update_pull(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        p = repo.pulls.get(int(g["n"]))
-        if p is None:
-            return _not_found()
-        p.title = data.get("title", p.title)
-        p.body = data.get("body", p.body) or ""
-        if data.get("state") in ("open", "closed"):
-            p.state = data["state"]
-            p.closed_at = now_iso() if p.state == "closed" else None
-        p.updated_at = now_iso()
-        return _json(shapes.pull(repo, p, self._urls()))
-
-    # -- issues
-    def _list_issues(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        state = q.get("state", "open")
-        labels = [x for x in q.get("labels", "").split(",") if x]
-        items: list[Issue | Pull] = [*repo.issues.values(), *repo.pulls.values()]  # GitHub lists both
-        items = [i for i in sorted(items, key=lambda i: -i.number)
-                 if (state == "all" or i.state == state) and all(x in i.labels for x in labels)]
-        return self._paged([shapes.issue(repo, i, self._urls()) for i in items], q, f"/repos/{repo.full_name}/issues")
-
-    def _create_issue(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        if not data.get("title"):
-            return self._invalid("Issue", "title")
-        n, now = self._next_number(repo), now_iso()
-        i = Issue(number=n, title=data["title"], body=data.get("body") or "", labels=list(data.get("labels") or []),
-                  created_at=now, updated_at=now)
-        repo.issues[n] = i
-        return _json(shapes.issue(repo, i, self._urls()), 201)
-
-    def _update_issue(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        i = repo.issues.get(int(g["n"]))
-        if i is None:
-            return _not_found()
-        i.title = data.get("title", i.title)
-        i.body = data.get("body", i.body) or ""
-        if "labels" in data:
-            i.labels = list(data["labels"])
-        if data.get("state") in ("open", "closed"):
-            i.state = data["state"]
-            i.state_reason = data.get("state_reason") or ("completed" if i.state == "closed" else "reopened")
-            i.closed_at = now_iso() if i.state == "closed" else None
-        i.updated_at = now_iso()
-        return _json(shapes.issue(repo, i, self._urls()))
-
-    def _create_comment(self, repo: Repo, g: dict, q: dict, data: dict) -> Reply:
-        n = int(g["n"])
-        if n not in repo.issues and n not in repo.pulls:
-            return _not_found()
-        if not data.get("body"):
-            return self._invalid("IssueComment", "body")
-        a = f"{self._urls().api}/repos/{repo.full_name}"
-        cid, now = len(self.comments.get((repo.full_name, n), [])) + 1 + n * 1000, now_iso()
-        c = {"id": cid, "node_id": f"IC_{cid}", "url": f"{a}/issues/comments/{cid}",
-             "html_url": f"{self._urls().html}/{repo.full_name}/issues/{n}#issuecomment-{cid}",
-             "body": data["body"], "user": shapes.user("octocat", self._urls()), "created_at": now, "updated_at": now,
-             "issue_url": f"{a}/issues/{n}", "author_association": "OWNER"}
-        self.comments.setdefault((repo.full_name, n), []).append(c)
-        return _json(c, 201)
-
-
 @pytest.fixture
 def hub():
-    with GateHub({"tokens": ["tok"], "repos": {"me/fork": {"default_branch": "main"}}}) as h:
+    with FakeHub({"tokens": ["tok"], "repos": {"me/fork": {"default_branch": "main"}}}) as h:
         yield h
 
 
-def _gh(hub: GateHub, *args: str, token: str = "tok", body: str = "# gate vllm onto X: RED\n\ndetails\n",
+def _gh(hub: FakeHub, *args: str, token: str = "tok", body: str = "# gate vllm onto X: RED\n\ndetails\n",
         tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
     """The script as the workflow runs it: a process of its own."""
     f = tmp / "body.md"
@@ -507,8 +342,8 @@ def test_one_issue_opened_updated_and_closed(hub, gh):
     out = gh("issue", "--state", "green", "--title", "t", body="# gate vllm onto ghi: GREEN\n")
     assert out["issue_action"] == "closed"
     assert (issue.state, issue.state_reason) == ("closed", "completed")
-    assert [c["body"] for c in hub.comments[("me/fork", 8)]] == ["Still red: gate vllm onto def: RED",
-                                                                "Green again: gate vllm onto ghi: GREEN"]
+    assert [c.body for c in issue.comments] == ["Still red: gate vllm onto def: RED",
+                                               "Green again: gate vllm onto ghi: GREEN"]
     assert list(hub.state.repo("me/fork").issues) == [8]  # one issue, however many runs
 
 

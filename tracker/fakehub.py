@@ -1,7 +1,8 @@
 """A local GitHub-shaped HTTP server for tests and benchmarks (this machine never reaches GitHub).
 
 ``FakeHub`` is a real ``ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port by default) that
-answers the REST and GraphQL requests the tracker makes, the way GitHub's API does: documented
+answers the REST and GraphQL requests the tracker makes, and the pull request / issue writes of
+``ci/scripts/github_report.py``, the way GitHub's API does: documented
 JSON shapes (``tracker.fakehub_shapes``), the diff/patch/raw media types, ``Link`` pagination,
 weak ETags with ``If-None-Match`` → 304, the ``X-RateLimit-*`` headers and 403 on exhaustion,
 GitHub's error bodies, and a GraphQL endpoint that really parses queries
@@ -19,7 +20,7 @@ Use::
     python -m tracker.fakehub --port 8765 --data state.json
 
 Where this server knowingly differs from GitHub (each also noted at the spot):
-- Only the endpoints the tracker uses exist; anything else is a GitHub-shaped 404.
+- Only the endpoints the tracker and the CI scripts use exist; anything else is a GitHub-shaped 404.
 - ETags hash the body and media type only (GitHub's also vary with the token).
 - Tokens: with no ``tokens`` list in the state any token is accepted as user "octocat".
 - One rate-limit bucket per resource for all tokens; unauthenticated REST has its own 60/h bucket.
@@ -28,6 +29,14 @@ Where this server knowingly differs from GitHub (each also noted at the spot):
 - ``Link`` URLs use ``/repos/{owner}/{repo}/…`` (GitHub often uses ``/repositories/{id}/…``).
 - Blob ids of files in PR/commit file lists are derived from the diff text, not real blobs.
 - A 502 is a short HTML page, like GitHub's load balancer sends; the exact page differs.
+- Writes (GET/POST ``/repos/{o}/{r}/pulls``, PATCH ``…/pulls/{n}``, GET/POST ``…/issues``, PATCH
+  ``…/issues/{n}``, POST ``…/issues/{n}/comments``): any accepted token may write (GitHub checks
+  the token's permissions; without a token it is 401 here too); a pull request's head branch need
+  not exist (its head commit is made up, with no diff); labels need not exist beforehand (GitHub
+  creates missing ones too, for users with push access); list filters are ``state``, ``head``,
+  ``base`` (pulls) and ``state``, ``labels`` (issues) only, newest first; PATCH ``…/issues/{n}``
+  edits issues, not pull requests; every write is made as "octocat". Issues and pull requests
+  share one number sequence, as on GitHub.
 """
 
 from __future__ import annotations
@@ -144,6 +153,20 @@ _ROUTES: list[_Route] = [
      "GET /repos/{owner}/{repo}/issues/{number}", "_get_issue"),
     ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/contents/(?P<path>.+)$"),
      "GET /repos/{owner}/{repo}/contents/{path}", "_get_contents"),
+    # writes (and the lists a writer reads first): handlers take the JSON body instead of the media
+    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "GET /repos/{owner}/{repo}/pulls", "_list_pulls"),
+    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "POST /repos/{owner}/{repo}/pulls",
+     "_create_pull"),
+    ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
+     "PATCH /repos/{owner}/{repo}/pulls/{number}", "_update_pull"),
+    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "GET /repos/{owner}/{repo}/issues",
+     "_list_issues"),
+    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "POST /repos/{owner}/{repo}/issues",
+     "_create_issue"),
+    ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
+     "PATCH /repos/{owner}/{repo}/issues/{number}", "_update_issue"),
+    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)/comments$"),
+     "POST /repos/{owner}/{repo}/issues/{number}/comments", "_create_comment"),
 ]
 
 
@@ -170,6 +193,22 @@ def _err(status: int, message: str, doc: str = shapes.DOCS, **extra: Any) -> Rep
 
 def _not_found() -> Reply:
     return _err(404, "Not Found", shapes.DOCS)
+
+
+def _invalid(resource: str, field: str, code: str = "missing_field", message: str = "") -> Reply:
+    """GitHub's 422 for a write: one error naming the field (or a custom message)."""
+    err = {"resource": resource, "code": "custom", "message": message} if message else \
+        {"resource": resource, "field": field, "code": code}
+    return _err(422, "Validation Failed", errors=[err])
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """A write's JSON body (none: ``{}``); None when it is not a JSON object."""
+    try:
+        data = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 class FakeHub:
@@ -326,7 +365,7 @@ class FakeHub:
             endpoint, resource = "POST /graphql", "graphql"
             reply = self._graphql(method, token, body, fault)
         elif path.startswith(REST_PREFIX + "/"):
-            reply, endpoint = self._rest(method, path[len(REST_PREFIX):], query, headers, token, fault)
+            reply, endpoint = self._rest(method, path[len(REST_PREFIX):], query, headers, token, fault, body)
             resource = "core" if authenticated else "core:anon"
             if endpoint == "GET /rate_limit":
                 resource = ""  # GitHub: calling /rate_limit does not count against the limit
@@ -394,7 +433,7 @@ class FakeHub:
 
     # ---- REST ----------------------------------------------------------------------------
     def _rest(self, method: str, rel: str, query: dict[str, str], headers: dict[str, str], token: str | None,
-              fault: Fault | None) -> tuple[Reply, str]:
+              fault: Fault | None, body: bytes = b"") -> tuple[Reply, str]:
         endpoint = f"{method} ?"
         handler: Callable[..., Reply] | None = None
         groups: dict[str, str] = {}
@@ -409,6 +448,8 @@ class FakeHub:
         injected = self._fault_reply(fault, "core")
         if injected:
             return injected, endpoint
+        if handler is not None and method != "GET" and token is None:
+            return _err(401, "Requires authentication"), endpoint  # every write needs a token
         resource = "core" if token else "core:anon"
         if endpoint != "GET /rate_limit" and self._exhausted(resource):
             who = "user ID 1" if token else "127.0.0.1"
@@ -418,9 +459,16 @@ class FakeHub:
             return r, endpoint
         if handler is None:
             return _not_found(), endpoint
-        media = media_of(headers.get("accept", ""))
-        with self.state.lock:
-            reply = handler(groups, query, media)
+        if method == "GET":
+            media = media_of(headers.get("accept", ""))
+            with self.state.lock:
+                reply = handler(groups, query, media)
+        else:
+            data = _json_object(body)
+            if data is None:
+                return _err(400, "Problems parsing JSON"), endpoint
+            with self.state.lock:
+                reply = handler(groups, query, data)
         if fault and fault.malformed and reply.status == 200:
             reply = Reply(200, reply.body[: max(1, len(reply.body) // 2)], reply.content_type, reply.headers,
                           reply.media, reply.last_modified)
@@ -583,6 +631,83 @@ class FakeHub:
         if media == "raw":
             return Reply(200, data, "application/vnd.github.raw; charset=utf-8", media="raw")
         return _json(shapes.content(repo, ref, path, data, self._urls()))
+
+    # ---- REST writes (and the lists a writer reads) ------------------------------------------
+    def _list_pulls(self, g: dict[str, str], q: dict[str, str], media: str) -> Reply:
+        repo = self._repo_or_404(g)
+        if repo is None:
+            return _not_found()
+        state = q.get("state", "open")
+        items = [p for p in sorted(repo.pulls.values(), key=lambda p: -p.number)
+                 if (state == "all" or p.state == state)
+                 and (not q.get("head") or q["head"] == f"{repo.owner}:{p.head_ref}")
+                 and (not q.get("base") or q["base"] == p.base_ref)]
+        return self._paged([shapes.pull(repo, p, self._urls()) for p in items], q, f"/repos/{repo.full_name}/pulls")
+
+    def _create_pull(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
+        repo = self._repo_or_404(g)
+        if repo is None:
+            return _not_found()
+        for f in ("title", "head", "base"):
+            if not data.get(f):
+                return _invalid("PullRequest", f)
+        head = str(data["head"]).split(":", 1)[-1]
+        if any(p.state == "open" and p.head_ref == head and p.base_ref == data["base"] for p in repo.pulls.values()):
+            return _invalid("PullRequest", "head", message=f"A pull request already exists for {repo.owner}:{head}.")
+        p = self.state.open_pull(repo.full_name, data["title"], head, data["base"], body=data.get("body") or "",
+                                 draft=bool(data.get("draft")))
+        return _json(shapes.pull(repo, p, self._urls()), 201)
+
+    def _update_pull(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
+        repo = self._repo_or_404(g)
+        n = int(g["n"])
+        if repo is None or n not in repo.pulls:
+            return _not_found()
+        p = self.state.edit_pull(repo.full_name, n, title=data.get("title"),
+                                 body=(data["body"] or "") if "body" in data else None, state=data.get("state"))
+        return _json(shapes.pull(repo, p, self._urls()))
+
+    def _list_issues(self, g: dict[str, str], q: dict[str, str], media: str) -> Reply:
+        repo = self._repo_or_404(g)
+        if repo is None:
+            return _not_found()
+        state = q.get("state", "open")
+        labels = [x for x in q.get("labels", "").split(",") if x]
+        items: list[Issue | Pull] = [*repo.issues.values(), *repo.pulls.values()]  # GitHub lists both
+        items = [i for i in sorted(items, key=lambda i: -i.number)
+                 if (state == "all" or i.state == state) and all(x in i.labels for x in labels)]
+        return self._paged([shapes.issue(repo, i, self._urls()) for i in items], q, f"/repos/{repo.full_name}/issues")
+
+    def _create_issue(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
+        repo = self._repo_or_404(g)
+        if repo is None:
+            return _not_found()
+        if not data.get("title"):
+            return _invalid("Issue", "title")
+        i = self.state.open_issue(repo.full_name, data["title"], body=data.get("body") or "",
+                                  labels=list(data.get("labels") or []))
+        return _json(shapes.issue(repo, i, self._urls()), 201)
+
+    def _update_issue(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
+        repo = self._repo_or_404(g)
+        n = int(g["n"])
+        if repo is None or n not in repo.issues:
+            return _not_found()
+        i = self.state.edit_issue(repo.full_name, n, title=data.get("title"),
+                                  body=(data["body"] or "") if "body" in data else None,
+                                  labels=list(data["labels"]) if "labels" in data else None,
+                                  state=data.get("state"), state_reason=data.get("state_reason"))
+        return _json(shapes.issue(repo, i, self._urls()))
+
+    def _create_comment(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
+        repo = self._repo_or_404(g)
+        n = int(g["n"])
+        if repo is None or (n not in repo.issues and n not in repo.pulls):
+            return _not_found()
+        if not data.get("body"):
+            return _invalid("IssueComment", "body")
+        c = self.state.add_comment(repo.full_name, n, data["body"])
+        return _json(shapes.issue_comment(repo, n, c, self._urls()), 201)
 
     # ---- GraphQL -------------------------------------------------------------------------
     def _graphql(self, method: str, token: str | None, body: bytes, fault: Fault | None) -> Reply:

@@ -15,7 +15,7 @@ from typing import Any
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from tracker.fakehub_state import Commit, Issue, Pull, Repo, blob_sha, fake_sha
+from tracker.fakehub_state import Comment, Commit, Issue, Pull, Repo, blob_sha, fake_sha
 
 DOCS = "https://docs.github.com/rest"
 
@@ -124,7 +124,7 @@ def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
         "rebaseable": None if p.state == "closed" else True,
         "mergeable_state": "unknown" if p.state == "closed" else "clean",
         "merged_by": user(p.merged_by, u) if p.merged and p.merged_by else None,
-        "comments": 0, "review_comments": 0, "maintainer_can_modify": False,
+        "comments": len(p.comments), "review_comments": 0, "maintainer_can_modify": False,
         "commits": len(p.commits), "additions": sum(f["additions"] for f in files),
         "deletions": sum(f["deletions"] for f in files), "changed_files": len(files),
     }
@@ -143,7 +143,8 @@ def issue(repo: Repo, i: Issue | Pull, u: Urls) -> dict[str, Any]:
         "state": i.state, "state_reason": None if is_pull else i.state_reason, "title": i.title,
         "body": i.body or None, "user": user(i.author, u), "labels": [_label(repo, n, u) for n in i.labels],
         "assignee": None, "assignees": [], "milestone": None, "locked": False, "active_lock_reason": None,
-        "comments": 0, "closed_at": i.closed_at, "created_at": i.created_at, "updated_at": i.updated_at,
+        "comments": len(i.comments), "closed_at": i.closed_at, "created_at": i.created_at,
+        "updated_at": i.updated_at,
         "author_association": "CONTRIBUTOR",
     }
     if is_pull:
@@ -152,6 +153,18 @@ def issue(repo: Repo, i: Issue | Pull, u: Urls) -> dict[str, Any]:
                                "merged_at": i.merged_at}
         out["draft"] = i.draft
     return out
+
+
+def issue_comment(repo: Repo, number: int, c: Comment, u: Urls) -> dict[str, Any]:
+    """A comment on issue (or pull request) ``number``, as the issue comments API returns it."""
+    a = f"{u.api}/repos/{repo.full_name}"
+    return {
+        "id": c.id, "node_id": f"IC_{c.id}", "url": f"{a}/issues/comments/{c.id}",
+        "html_url": f"{u.html}/{repo.full_name}/issues/{number}#issuecomment-{c.id}", "body": c.body,
+        "user": user(c.author, u), "created_at": c.created_at, "updated_at": c.updated_at,
+        "issue_url": f"{a}/issues/{number}",
+        "author_association": "OWNER" if c.author == repo.owner else "CONTRIBUTOR",
+    }
 
 
 def diff_files(diff: str) -> list[dict[str, Any]]:

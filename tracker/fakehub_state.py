@@ -13,7 +13,8 @@ JSON state file (every key optional except the repo names)::
                                "merged_at": null, "merge_commit_sha": null, "head_sha": "...",
                                "review_decision": "APPROVED", "ci": "SUCCESS", "diff": "diff --git ...",
                                "diff_too_large": false, "commits": ["<sha>", ...]}},
-         "issues":  {"2334": {"title": "...", "author": "...", "state": "open"}},
+         "issues":  {"2334": {"title": "...", "author": "...", "state": "open",
+                              "comments": [{"body": "...", "author": "login"}]}},
          "commits": {"<sha>": {"message": "...", "author": "login", "parents": [], "diff": "..."}},
          "contents": {"<ref>": {"path/in/repo": "text"}}}}}
 """
@@ -63,6 +64,17 @@ class Commit:
 
 
 @dataclass
+class Comment:
+    """A comment on an issue or a pull request (GitHub keeps both in one list per number)."""
+
+    body: str
+    author: str = "octocat"
+    created_at: str = _EPOCH_DEFAULT
+    updated_at: str = _EPOCH_DEFAULT
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
 class Pull:
     number: int
     title: str = "A pull request"
@@ -86,6 +98,7 @@ class Pull:
     diff_too_large: bool = False
     commits: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    comments: list[Comment] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -105,6 +118,7 @@ class Issue:
     updated_at: str = _EPOCH_DEFAULT
     closed_at: str | None = None
     labels: list[str] = field(default_factory=list)
+    comments: list[Comment] = field(default_factory=list)
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -133,6 +147,16 @@ def _fields(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)}", hint=f"known keys: {sorted(known)}")
     return dict(raw)
+
+
+def _comments(items: list[Any], where: str) -> list[Comment]:
+    """Comments as given in Python (``Comment``) or in a JSON state file (objects)."""
+    out = []
+    for c in items:
+        if not isinstance(c, (Comment, dict)):
+            raise InputError(f"{where}: a comment must be an object, got {type(c).__name__}")
+        out.append(c if isinstance(c, Comment) else Comment(**_fields(Comment, c, f"{where} comment")))
+    return out
 
 
 class HubState:
@@ -234,6 +258,7 @@ class HubState:
                 pull.closed_at = pull.merged_at or pull.updated_at
             if pull.merged_at:
                 pull.state = "closed"
+            pull.comments = _comments(pull.comments, f"{full_name} pull {number}")
             repo.pulls[number] = pull
             return pull
 
@@ -241,6 +266,7 @@ class HubState:
         with self.lock:
             repo = self._need_repo(full_name)
             issue = Issue(number=number, **kw)
+            issue.comments = _comments(issue.comments, f"{full_name} issue {number}")
             repo.issues[number] = issue
             return issue
 
@@ -285,6 +311,87 @@ class HubState:
             self.add_commit(full_name, sha=pull.merge_commit_sha, message=f"{pull.title} (#{number})",
                             author=merged_by, parents=[pull.base_sha], diff=pull.diff, date=at)
             return pull.merge_commit_sha
+
+    def issue(self, full_name: str, number: int) -> Issue:
+        with self.lock:
+            issue = self._need_repo(full_name).issues.get(number)
+            if issue is None:
+                raise KeyError(f"no issue {full_name}#{number} in the fake hub")
+            return issue
+
+    # ---- writes the REST API makes (POST/PATCH; see tracker.fakehub) -----------------------
+    def next_number(self, full_name: str) -> int:
+        """The number a new issue or pull request gets: both share one sequence, as on GitHub."""
+        with self.lock:
+            repo = self._need_repo(full_name)
+            return max([0, *repo.issues, *repo.pulls]) + 1
+
+    def open_pull(self, full_name: str, title: str, head: str, base: str, *, body: str = "", draft: bool = False,
+                  author: str = "octocat") -> Pull:
+        """A new pull request from branch ``head`` into ``base``. The head branch need not exist:
+        its head commit is made up (no diff)."""
+        with self.lock:
+            at = now_iso()
+            return self.add_pull(full_name, self.next_number(full_name), title=title, body=body, head_ref=head,
+                                 base_ref=base, head_sha=fake_sha(full_name, "head", head, at), draft=draft,
+                                 author=author, created_at=at, updated_at=at)
+
+    def open_issue(self, full_name: str, title: str, *, body: str = "", labels: list[str] | None = None,
+                   author: str = "octocat") -> Issue:
+        with self.lock:
+            at = now_iso()
+            return self.add_issue(full_name, self.next_number(full_name), title=title, body=body,
+                                  labels=list(labels or []), author=author, created_at=at, updated_at=at)
+
+    def edit_pull(self, full_name: str, number: int, *, title: str | None = None, body: str | None = None,
+                  state: str | None = None) -> Pull:
+        """PATCH semantics: what is None stays; ``state`` is ``open`` or ``closed``."""
+        with self.lock:
+            pull = self.pull(full_name, number)
+            at = now_iso()
+            if title is not None:
+                pull.title = title
+            if body is not None:
+                pull.body = body
+            if state in ("open", "closed"):
+                pull.state = state
+                pull.closed_at = at if state == "closed" else None
+            pull.updated_at = at
+            return pull
+
+    def edit_issue(self, full_name: str, number: int, *, title: str | None = None, body: str | None = None,
+                   labels: list[str] | None = None, state: str | None = None,
+                   state_reason: str | None = None) -> Issue:
+        """PATCH semantics: what is None stays. Closing without a reason is ``completed``, opening
+        is ``reopened``, as on GitHub."""
+        with self.lock:
+            issue = self.issue(full_name, number)
+            at = now_iso()
+            if title is not None:
+                issue.title = title
+            if body is not None:
+                issue.body = body
+            if labels is not None:
+                issue.labels = list(labels)
+            if state in ("open", "closed"):
+                issue.state = state
+                issue.state_reason = state_reason or ("completed" if state == "closed" else "reopened")
+                issue.closed_at = at if state == "closed" else None
+            issue.updated_at = at
+            return issue
+
+    def add_comment(self, full_name: str, number: int, body: str, author: str = "octocat") -> Comment:
+        """A comment on issue or pull request ``number``; like GitHub, it bumps ``updated_at``."""
+        with self.lock:
+            repo = self._need_repo(full_name)
+            item: Issue | Pull | None = repo.issues.get(number) or repo.pulls.get(number)
+            if item is None:
+                raise KeyError(f"no issue or pull {full_name}#{number} in the fake hub")
+            at = now_iso()
+            comment = Comment(body=body, author=author, created_at=at, updated_at=at)
+            item.comments.append(comment)
+            item.updated_at = at
+            return comment
 
     def close(self, full_name: str, number: int) -> None:
         with self.lock:
