@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from unidiff import PatchSet
-from unidiff.errors import UnidiffParseError
-
+from .diffs import parse_patch
+from .errors import PatchFormatError
 from .headers import split_header
 from .lock import sha256_bytes
 from .model import Ledger, Patch
@@ -33,19 +31,28 @@ class FileStat:
     op: str
 
 
-def diffstat(body: bytes) -> list[FileStat]:
-    """Per-file added/removed line counts of a patch body (unidiff does the parsing)."""
+_STAT_OPS = {"create": "new", "delete": "deleted", "rename": "renamed", "copy": "renamed", "modify": "modified"}
+
+
+def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
+    """Per-file added/removed line counts of a patch body, parsed by ``diffs.parse_patch`` (the
+    engine's parser). A renamed or copied file is named by its new path, any other by the path it
+    reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
+    as written; a body that does not parse has no stat (``[]``)."""
     _, diff = split_header(body)
     try:
-        ps = PatchSet(diff.decode("utf-8", errors="surrogateescape"))
-    except UnidiffParseError:
-        return []
+        files = parse_patch(diff, strip)
+    except PatchFormatError:
+        try:
+            files = parse_patch(diff, 0) if strip else []
+        except PatchFormatError:
+            return []
     out = []
-    for pf in ps:
-        op = "new" if pf.is_added_file else "deleted" if pf.is_removed_file else \
-            "renamed" if getattr(pf, "is_rename", False) else "modified"
-        path = pf.path
-        out.append(FileStat(path=path, added=pf.added, removed=pf.removed, op=op))
+    for fp in files:
+        lines = [ln for h in fp.hunks for ln in h.lines]
+        path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
+        out.append(FileStat(path=path, added=sum(1 for ln in lines if ln.startswith(b"+")),
+                            removed=sum(1 for ln in lines if ln.startswith(b"-")), op=_STAT_OPS[fp.op]))
     return out
 
 
