@@ -217,3 +217,44 @@ def test_quickstart_from_index(run, tmp_path: Path) -> None:
     # --into must be new: a second run into the same dir is refused without touching it
     r = run("apply", "--from-index", "vllm==0.30.0", "--into", into, cwd=ex)
     assert r.code == 2 and "not empty" in r.stderr
+
+
+BACKPORTED = ["vllm/platforms/cuda.py", "vllm/v1/core/block_pool.py", "vllm/v1/core/kv_cache_manager.py"]
+
+
+@pytest.mark.network
+def test_real_upstream_backport_applies_like_gnu_patch(run, tmp_path: Path) -> None:
+    """Real upstream changes carried as backports: the 0.30.0 -> 0.31.0 diff of three vLLM files,
+    applied to 0.30.0 by `patchset apply`, gives 0.31.0's bytes — and the same bytes as GNU patch."""
+    from patchset.history import ReleaseHistory
+    from patchset.releases import probe_index
+
+    problem = probe_index()
+    if problem:
+        pytest.skip(f"package index unreachable: {problem}")
+    hist = ReleaseHistory.for_project("vllm")
+    old, new = hist.resolve("vllm==0.30.0"), hist.resolve("vllm==0.31.0")
+    tree, gnu = tmp_path / "tree", tmp_path / "gnu"
+    body = ""
+    for rel in BACKPORTED:
+        a, b = hist.read_blob(old, rel), hist.read_blob(new, rel)
+        assert a and b and a != b, rel
+        for root in (tree, gnu):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(a)
+        body += diff(tmp_path, rel, a.decode(), b.decode())
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n[targets.vllm]\nupstream = "u"\ngithub = "vllm-project/vllm"\n')
+    (tmp_path / "backport-0.31.0-core.patch").write_text(body)
+    assert run("import", tmp_path / "backport-0.31.0-core.patch", cwd=led).code == 0
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    subprocess.run(["patch", "-s", "-p1", "-F0", "--forward", "-i", str(tmp_path / "backport-0.31.0-core.patch")],
+                   cwd=gnu, check=True)
+    for rel in BACKPORTED:
+        assert (tree / rel).read_bytes() == hist.read_blob(new, rel)
+        assert (tree / rel).read_bytes() == (gnu / rel).read_bytes()
+    # applied again, it is recognised as already carried and nothing changes
+    r = run("apply", "--json", "--tree", tree, cwd=led)
+    assert r.code == 0 and json.loads(r.stdout)["targets"][0]["outcome"] == "already"
