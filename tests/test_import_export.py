@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, new_repo
 
 BASE_FILES = {
     "pkg/a.py": "def a():\n    return 1\n\n\nVALUE = 'a'\n",
@@ -20,13 +20,7 @@ BASE_FILES = {
 
 
 def make_repo(root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    for rel, text in BASE_FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
+    new_repo(root, BASE_FILES)
     return root
 
 
@@ -85,6 +79,27 @@ def test_quilt_round_trip_and_quilt_push(run, ledger_dir: Path, tmp_path: Path) 
     assert q.returncode == 0, q.stdout + q.stderr
     assert (work / "pkg/a.py").read_text() == (repo / "pkg/a.py").read_text()
     assert (work / "pkg/b.py").read_text() == (repo / "pkg/b.py").read_text()
+
+
+def test_diffstat_of_a_real_git_mail(tmp_path: Path) -> None:
+    """``show``'s diffstat comes from the engine's parser: renames by their new path, git-quoted
+    names unquoted, binary files counted as 0/0, the mail header ignored."""
+    from patchset.inspect import diffstat
+
+    repo = make_repo(tmp_path / "r")
+    git(repo, "mv", "pkg/a.py", "pkg/a2.py")
+    (repo / "pkg/a2.py").write_text(BASE_FILES["pkg/a.py"].replace("VALUE = 'a'\n", "VALUE = 'b'\n"))
+    (repo / "README").unlink()
+    (repo / "dir é").mkdir()
+    (repo / "dir é" / "ü.txt").write_text("one\ntwo\n")
+    (repo / "logo.bin").write_bytes(b"\0\1\2")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Move a, drop the README, add two files")
+    mail = git(repo, "format-patch", "-M", "--stdout", "-1").encode()
+    stats = {s.path: (s.added, s.removed, s.op) for s in diffstat(mail)}
+    assert stats == {"pkg/a2.py": (1, 1, "renamed"), "README": (0, 1, "deleted"), "dir é/ü.txt": (2, 0, "new"),
+                     "logo.bin": (0, 0, "new")}
+    assert diffstat(b"no diff in here\n") == []
 
 
 def test_mbox_export_git_am(run, ledger_dir: Path, tmp_path: Path) -> None:
