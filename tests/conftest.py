@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,38 @@ def run():
     return _run
 
 
+# A fixed identity and date: the same test builds the same commits.
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+                "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+
 def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    env = {**os.environ, **GIT_IDENTITY}
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env, input=input).stdout.decode()
+
+
+def commit_files(repo: Path, message: str, files: Mapping[str, str | bytes] | None = None) -> str:
+    """Write ``files`` (relative path -> text or bytes) into the work tree of ``repo``, commit every
+    change of the tree, and return the new commit's sha."""
+    for rel, data in (files or {}).items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def new_repo(root: Path, files: Mapping[str, str | bytes], message: str = "base") -> str:
+    """A new git repository at ``root`` (branch ``main``) whose first commit holds ``files``;
+    returns that commit's sha."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    return commit_files(root, message, files)
 
 
 @pytest.fixture

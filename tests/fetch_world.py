@@ -9,21 +9,15 @@ applied in series order with zero fuzz.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import commit_files, git, new_repo
+
 TOKEN = "ghp_fetchWorldToken000000000000000000000"
 REPO = "acme/demo"
 OTHER = "acme/patches"
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env).stdout.decode()
 
 
 def _lines(tag: str, n: int) -> str:
@@ -67,22 +61,13 @@ def build_world(tmp: Path) -> World:
     """base -> p101 (core.py + its test) -> p102 (util.py) -> commit (new extra.py) -> file patch
     (core.py again, further down). Each diff is ``git diff`` of consecutive states."""
     root = tmp / "upstream"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    for path, text in BASE_FILES.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    w = World(root, base=git(root, "rev-parse", "HEAD").strip())
+    w = World(root, base=new_repo(root, BASE_FILES))
     git(root, "tag", "v1.0.0")
 
     def step(name: str, change) -> str:
         before = git(root, "rev-parse", "HEAD").strip()
         change()
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", name)
-        after = git(root, "rev-parse", "HEAD").strip()
+        after = commit_files(root, name)
         w.diffs[name] = git(root, "diff", before, after)
         return after
 

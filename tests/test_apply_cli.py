@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, git
+from conftest import REPO_ROOT, git, new_repo
 
 LEDGER = """\
 schema = 1
@@ -174,12 +174,7 @@ title = "Change b"
 origin = "ours"
 """)
     repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "a.txt").write_text("a\n")
-    (repo / "b.txt").write_text("b\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
+    new_repo(repo, {"a.txt": "a\n", "b.txt": "b\n"})
     src = tmp_path / "src"
     src.mkdir()
     (src / "p1.patch").write_text(diff(src, "a.txt", "a\n", "A\n"))

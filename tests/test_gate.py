@@ -25,7 +25,7 @@ from ci.report import render
 from ci.upstream import Commit
 from patchset.localindex import LocalIndex
 from patchset.rebase import rebase
-from tests.conftest import git, tree_digest
+from tests.conftest import commit_files, git, tree_digest
 
 CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
 UTIL = "".join(f"VALUE_{i} = {i}\n" for i in range(40))
@@ -45,15 +45,6 @@ def _udiff(path: str, old: str, new: str) -> bytes:
                                         f"a/{path}", f"b/{path}")).encode()
 
 
-def _commit(repo: Path, subject: str, files: dict[str, str]) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", subject)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
     """``(repo, [c0 .. c9])``: a linear main branch with squash-merge subjects."""
@@ -61,16 +52,16 @@ def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     core, util = CORE, UTIL
-    shas = [_commit(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util, "README": "demo\n"})]
+    shas = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util, "README": "demo\n"})]
     util = _edit(util, "VALUE_3 = 3\n", "VALUE_3 = 33\n")
-    shas.append(_commit(repo, "Tune VALUE_3 (#101)", {"pkg/util.py": util}))
+    shas.append(commit_files(repo, "Tune VALUE_3 (#101)", {"pkg/util.py": util}))
     util = _edit(util, PATCH_A[1], PATCH_A[2])
-    shas.append(_commit(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
-    shas.append(_commit(repo, "Docs (#103)", {"README": "demo, documented\n"}))
+    shas.append(commit_files(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
+    shas.append(commit_files(repo, "Docs (#103)", {"README": "demo, documented\n"}))
     core = _edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
-    shas.append(_commit(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
+    shas.append(commit_files(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
     for n in range(105, 110):
-        shas.append(_commit(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
+        shas.append(commit_files(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
     return repo, shas
 
 
@@ -396,10 +387,10 @@ def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, up
 
     r, _, _ = _gate(ledger, tmp_path, onto=c[3], upstream=url)  # the first use clones
     assert (r.status, r.upstream["kind"], r.commit) == ("green", "clone", c[3])
-    new = _commit(up, "Tidy the README (#110)", {"README": "demo, tidied\n"})
+    new = commit_files(up, "Tidy the README (#110)", {"README": "demo, tidied\n"})
     r, _, _ = _gate(ledger, tmp_path, latest=True, upstream=url)  # --latest fetches
     assert (r.status, r.commit) == ("red", new)
     assert r.first_bad["B"]["commit"]["pr"] == 104 and r.first_bad["B"]["last_good"] == c[3]
-    newer = _commit(up, "More docs (#111)", {"README": "demo, documented again\n"})
+    newer = commit_files(up, "More docs (#111)", {"README": "demo, documented again\n"})
     r, _, _ = _gate(ledger, tmp_path, onto=newer, upstream=url)  # a commit the clone lacks: fetched
     assert (r.status, r.commit) == ("red", newer)

@@ -14,14 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-       "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-
-
-def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, input=input,
-                          env={**os.environ, **ENV}).stdout.decode()
+from tests.conftest import GIT_IDENTITY, commit_files, git, new_repo
 
 
 def numbered(prefix: str, n: int = 40) -> str:
@@ -84,19 +77,12 @@ class Demo:
 
 
 def build_upstream(up: Path) -> dict[str, str]:
-    up.mkdir(parents=True)
-    git(up, "init", "-q", "--initial-branch=main")
-    for name, text in BASE_FILES.items():
-        (up / name).write_text(text)
-    git(up, "add", "-A")
-    git(up, "commit", "-q", "-m", "old base")
+    new_repo(up, BASE_FILES, "old base")
     git(up, "tag", "v1")
     shas: dict[str, str] = {}
 
     def commit(name: str, msg: str) -> None:
-        git(up, "add", "-A")
-        git(up, "commit", "-q", "-m", msg)
-        shas[name] = git(up, "rev-parse", "HEAD").strip()
+        shas[name] = commit_files(up, msg)
 
     (up / "g.py").write_text("".join(f"# header {i}\n" for i in range(5)) + BASE_FILES["g.py"])
     commit("offset", "g: add a header")
@@ -402,19 +388,16 @@ def test_skip_holds_the_patch_and_abort_restores_bytes(make):
 
 def test_rerere_ids_match_git_rerere(tmp_path):
     repo = tmp_path / "r"
-    repo.mkdir()
-    git(repo, "init", "-q", "--initial-branch=main")
+    new_repo(repo, {"f.txt": "a\nb\nc\nd\ne\n"})
     git(repo, "config", "rerere.enabled", "true")
-    (repo / "f.txt").write_text("a\nb\nc\nd\ne\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
     git(repo, "checkout", "-q", "-b", "side")
     (repo / "f.txt").write_text("a\nb side\nc\nd\ne side\n")
     git(repo, "commit", "-q", "-am", "side")
     git(repo, "checkout", "-q", "main")
     (repo / "f.txt").write_text("a\nb main\nc\nd\ne main\n")
     git(repo, "commit", "-q", "-am", "main")
-    proc = subprocess.run(["git", "merge", "side"], cwd=repo, capture_output=True, env={**os.environ, **ENV})
+    proc = subprocess.run(["git", "merge", "side"], cwd=repo, capture_output=True,
+                          env={**os.environ, **GIT_IDENTITY})
     assert proc.returncode != 0
     conflicted = (repo / "f.txt").read_bytes()
     [entry] = list((repo / ".git" / "rr-cache").iterdir())
@@ -464,19 +447,11 @@ def test_plain_directories_rebase_the_same_way(tmp_path):
 
 def test_an_ambiguous_move_is_followed_with_a_warning(tmp_path):
     up = tmp_path / "up"
-    up.mkdir()
-    git(up, "init", "-q", "--initial-branch=main")
-    (up / "x").mkdir()
-    (up / "x" / "kernel.py").write_text(numbered("k", 60))
-    git(up, "add", "-A")
-    git(up, "commit", "-q", "-m", "base")
+    new_repo(up, {"x/kernel.py": numbered("k", 60)})
     git(up, "tag", "v1")
     git(up, "rm", "-q", "x/kernel.py")
-    for d in ("amd", "nvidia"):
-        (up / d).mkdir()
-        (up / d / "kernel.py").write_text(sub(numbered("k", 60), "k50\n", f"k50 {d}\n"))
-    git(up, "add", "-A")
-    git(up, "commit", "-q", "-m", "split the kernel per vendor")
+    commit_files(up, "split the kernel per vendor",
+                 {f"{d}/kernel.py": sub(numbered("k", 60), "k50\n", f"k50 {d}\n") for d in ("amd", "nvidia")})
     git(up, "tag", "v2")
     root = tmp_path / "ledger"
     (root / "patchset" / "series" / "t").mkdir(parents=True)

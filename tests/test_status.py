@@ -18,8 +18,7 @@ from patchset.errors import InputError
 from patchset.fetch import fetch
 from patchset.history import GitRepo
 from patchset.ledger import load_ledger
-from tests.conftest import REPO_ROOT, tree_digest
-from tests.fetch_world import git
+from tests.conftest import REPO_ROOT, commit_files, git, tree_digest
 from tracker.fakehub import FakeHub
 from tracker.fakehub_world import small_diff
 from tracker.github import GitHubClient
@@ -49,10 +48,7 @@ def _history(tmp: Path) -> tuple[GitRepo, dict[str, str]]:
     git(root, "init", "-q", "-b", "main")
     shas = {}
     for name in ("c0", "m207", "base", "m204", "c4"):
-        (root / "f.txt").write_text(name + "\n")
-        git(root, "add", "f.txt")
-        git(root, "commit", "-q", "-m", name)
-        shas[name] = git(root, "rev-parse", "HEAD").strip()
+        shas[name] = commit_files(root, name, {"f.txt": name + "\n"})
         if name == "base":
             git(root, "tag", "v1.0.0")
     git(root, "tag", "v1.1.0")
