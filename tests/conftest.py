@@ -85,6 +85,19 @@ def git_run():
     return git
 
 
+def release_history(project: str, versions: list[str]):
+    """The release history of ``project`` with ``versions`` imported (downloaded once into the
+    cache, ``$PATCHSET_CACHE``); skips the test, saying why, when the package index is unreachable."""
+    from patchset import releases
+    from patchset.history import ReleaseHistory, build_history
+
+    reason = releases.probe_index()
+    if reason:
+        pytest.skip(f"network test: {reason}")
+    build_history(project, versions)
+    return ReleaseHistory.for_project(project)
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under root (relative paths), to prove a command left files untouched."""
     out = {}

@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 
 from ci.gate import run_gate
-from patchset import cache, releases
-from patchset.history import ReleaseHistory, build_history
+from patchset import cache
+from patchset.history import ReleaseHistory
 from patchset.localindex import LocalIndex
+from tests.conftest import release_history
 
 pytestmark = pytest.mark.network
 
@@ -59,11 +60,7 @@ TESTS = {
 
 @pytest.fixture(scope="module")
 def history() -> ReleaseHistory:
-    reason = releases.probe_index()
-    if reason:
-        pytest.skip(f"network test: {reason}")
-    build_history("vllm", VERSIONS)
-    return ReleaseHistory.for_project("vllm")
+    return release_history("vllm", VERSIONS)
 
 
 def _write_series(root: Path, h: ReleaseHistory) -> Path:

@@ -28,9 +28,10 @@ import pytest
 from patchset import releases
 from patchset.diffs import parse_patch
 from patchset.engine import apply_file
-from patchset.history import ReleaseHistory, build_history
+from patchset.history import ReleaseHistory
 from patchset.ledger import load_ledger
 from patchset.rebase import rebase
+from tests.conftest import release_history
 
 pytestmark = pytest.mark.network
 
@@ -57,11 +58,7 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def history() -> ReleaseHistory:
-    reason = releases.probe_index()
-    if reason:
-        pytest.skip(f"network test: {reason}")
-    build_history("vllm", VERSIONS)
-    return ReleaseHistory.for_project("vllm")
+    return release_history("vllm", VERSIONS)
 
 
 def _udiff(path: str, old: str, new: str) -> str:
