@@ -245,7 +245,6 @@ def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, upda
     2: bad input or environment.
     """
     from patchset.apply import TreeArg, parse_tree_args, run as run_apply
-    from patchset.cache import cache_dir  # noqa: F401 - validates PATCHSET_CACHE early
 
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]

@@ -171,6 +171,3 @@ def init_ledger(path: Path, title: str = "") -> None:
     (path.parent / "patchset" / "series").mkdir(parents=True, exist_ok=True)
     atomic.write_many({path: new_ledger_text(title).encode(), path.with_suffix(".lock"): render_lock(Lock()).encode()})
 
-
-def today() -> dt.date:
-    return dt.date.today()
