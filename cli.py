@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from patchset import errors
 from patchset import ledger as ledger_mod

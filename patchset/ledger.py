@@ -7,7 +7,6 @@ touches disk and lands atomically together with the lock and any body files (``a
 
 from __future__ import annotations
 
-import datetime as dt
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
