@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from patchset.ledger import load_ledger
-from patchset.errors import LedgerError
 
 
 def test_real_ledger_counts(run, real_ledger: Path) -> None:
