@@ -232,10 +232,13 @@ def _progress_bar():
 @click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
 @click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
 @click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
+@click.option("--skip-applied", is_flag=True,
+              help="On a --tree that carries part of the series, apply only the missing patches.")
 @json_opt
 @click.pass_obj
 @guarded
-def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, as_json) -> int:
+def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, skip_applied,
+          as_json) -> int:
     """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
 
     \b
@@ -268,7 +271,7 @@ def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, upda
             bar.update(task, description=f"apply {pid}", completed=i, total=n)
 
         reports = run_apply(led, chosen, fuzz=fuzz, update_lock=update_lock, dry_run=dry_run,
-                            progress=progress, download_progress=bar)
+                            progress=progress, download_progress=bar, skip_applied=skip_applied)
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
     else:

@@ -112,8 +112,12 @@ def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
 
 def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fuzz: int = 0,
                   update_lock: bool = False, dry_run: bool = False, kind: str = "tree",
-                  progress: Progress | None = None) -> TargetReport:
-    """Apply one target's series to a directory: dry run, check against the lock, then commit."""
+                  progress: Progress | None = None, skip_applied: bool = False) -> TargetReport:
+    """Apply one target's series to a directory: dry run, check against the lock, then commit.
+
+    A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
+    then only the patches it lacks are applied, and the whole result is still checked.
+    """
     items = series_items(ledger, target)
     mapper = path_mapper(target, layout)
     report = TargetReport(target.name, str(root), kind, layout, "failed", "", fuzz=fuzz)
@@ -137,14 +141,23 @@ def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fu
             report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
             report.message += state.summary() + ", but its files do not match the lock; nothing changed"
             return report
-        if any(p.state == "applied" for p in state.patches):
+        carried = [p.state == "applied" for p in state.patches]
+        if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
+            items = [i for i, c in zip(items, carried) if not c]
+            report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
+            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+        elif any(carried):
             report.outcome = "partial"
-            report.message += state.summary() + "; the tree was left as it is"
+            report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
             return report
-        report.outcome = "failed"
-        report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
-        return report
+        if not trial.ok:
+            report.result = trial
+            report.outcome = "failed"
+            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
+            return report
     got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
+    if expected:  # files only the already-carried patches touch: as they are on disk
+        got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
     report.result = trial
     if expected and not update_lock:
         bad = _compare(expected, got)
@@ -305,7 +318,8 @@ def check_fuzz(fuzz: int) -> None:
 
 
 def run(ledger: Ledger, trees: dict[str, TreeArg], *, fuzz: int = 0, update_lock: bool = False,
-        dry_run: bool = False, progress: Progress | None = None, download_progress=None) -> list[TargetReport]:
+        dry_run: bool = False, progress: Progress | None = None, download_progress=None,
+        skip_applied: bool = False) -> list[TargetReport]:
     check_fuzz(fuzz)
     reports = []
     for name, arg in trees.items():
@@ -317,7 +331,7 @@ def run(ledger: Ledger, trees: dict[str, TreeArg], *, fuzz: int = 0, update_lock
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")
-            reports.append(apply_to_tree(ledger, target, arg.path, layout=layout, **kw))
+            reports.append(apply_to_tree(ledger, target, arg.path, layout=layout, skip_applied=skip_applied, **kw))
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":

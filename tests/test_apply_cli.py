@@ -118,6 +118,13 @@ def test_partial_tree_named_and_left_alone(run, fi, digest) -> None:
     assert rep["outcome"] == "partial"
     assert "carries patches 2, not 1" in rep["message"]
     assert digest(tree) == before
+    # asked to, it applies only the missing patch, and the result is the full series
+    r = run("apply", "--json", "--tree", tree, "--skip-applied", cwd=led)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "applied" and "applying only the 1 missing patch" in rep["message"]
+    assert [p["patch_id"] for p in rep["result"]["patches"]] == ["fi-01-cap12"]
+    assert (tree / "fi/core.py").read_text().startswith("CAP = (9, 10, 12)")
 
 
 def test_failed_hunk_reports_nearest_region(run, fi, digest) -> None:
