@@ -96,6 +96,23 @@ def test_fetch_all_brings_every_body_and_the_series_applies(hub, ledger, world, 
         subprocess.run(["git", "apply", str(led.body_file(p))], cwd=tree2, check=True)
 
 
+def test_cli_fetch_all_then_apply(hub, ledger, world, tmp_path, run, monkeypatch):
+    """The same "done when" through the command line: `patchset fetch --all` then `patchset apply`."""
+    monkeypatch.setenv("PATCHSET_GITHUB_API", hub.base_url)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    r = run("fetch", "--all", "--json", cwd=ledger.parent)
+    assert r.code == 0, r
+    assert TOKEN not in r.stdout + r.stderr
+    tree = base_tree(world, tmp_path / "tree")
+    r = run("apply", "--json", "--tree", tree, "--update-lock", cwd=ledger.parent)
+    assert r.code == 0, r
+    for path, text in world.final.items():
+        assert (tree / path).read_text() == text, path
+    r = run("fetch", "--check", "--json", cwd=ledger.parent)
+    assert r.code == 0, r
+
+
 def test_second_fetch_downloads_nothing(hub, ledger, tmp_path):
     c = client(hub, tmp_path)
     assert fetch(ledger, all_=True, client=c).written
