@@ -44,9 +44,9 @@ def render_validate(console: Console, rep: ValidateReport) -> None:
 def render_list(console: Console, rows: list[dict[str, Any]]) -> None:
     t = Table()
     for col in ("#", "id", "target", "origin", "PR", "PR state", "state", "body", "files"):
-        t.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", no_wrap=col in ("#", "id", "state"))
     for r in rows:
-        files = r["files"]
+        files = [f.split("/", 1)[1] if f.count("/") > 1 else f for f in r["files"]]  # drop the package dir
         shown = "\n".join(files[:3]) + (f"\n… +{len(files) - 3}" if len(files) > 3 else "")
         t.add_row(str(r["order"]), r["id"], r["target"], r["origin"], ", ".join(r["prs"]) or "—", r["pr_state"],
                   f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
