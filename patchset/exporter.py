@@ -88,8 +88,10 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             mails = b"".join(as_mail(p, b, i, len(items)) for i, (p, b) in enumerate(items, 1))
             writes[out / "series.mbox"] = mails
             written[t] = [p.id for p, _ in items]
-        else:
-            files = ledger.lock.target(t).files
+        else:  # in the layout the build tree has (an installed target: site-packages paths)
+            target = ledger.targets[t]
+            files = {(target.path_map.to_installed(k) if target.layout == "installed" else k): v
+                     for k, v in ledger.lock.target(t).files.items()}
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
     atomic.write_many(writes)

@@ -78,8 +78,14 @@ def test_installed_layout_lock_and_idempotence(run, fi, digest, tmp_path: Path) 
     # EXPECTED.sha256 export matches what sha256sum says of the tree, in the source layout
     assert run("export", "--format", "expected", tmp_path / "exp", cwd=led).code == 0
     exp = (tmp_path / "exp/EXPECTED.sha256").read_text()
-    real = subprocess.run(["sha256sum", "fi/data/include/mla.cuh"], cwd=tree, capture_output=True, text=True).stdout
-    assert real.split()[0] in exp
+    assert "fi/data/include/mla.cuh" in exp  # an installed target's list speaks the tree's layout
+    check = subprocess.run(["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=tree,
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.count(": OK") == 2, check.stdout + check.stderr
+    # and it imports back into the same lock entries
+    lock_before = (led / "patches.lock").read_text()
+    assert run("import", "--target", "fi", tmp_path / "exp/EXPECTED.sha256", cwd=led).code == 0
+    assert (led / "patches.lock").read_text() == lock_before
     # a second run changes nothing and says so
     before = digest(tree)
     r = run("apply", "--json", "--tree", tree, cwd=led)
@@ -260,3 +266,30 @@ def test_real_upstream_backport_applies_like_gnu_patch(run, tmp_path: Path) -> N
     # applied again, it is recognised as already carried and nothing changes
     r = run("apply", "--json", "--tree", tree, cwd=led)
     assert r.code == 0 and json.loads(r.stdout)["targets"][0]["outcome"] == "already"
+
+
+@pytest.mark.network
+def test_flashinfer_example_wheel_and_sdist_layouts(run, tmp_path: Path) -> None:
+    """The FlashInfer example on the real 0.6.18.post1 release: the wheel (installed layout, headers
+    under flashinfer/data/include/) and the sdist (source layout) get the same patched bytes, both
+    checked against one lock, and the exported EXPECTED.sha256 passes `sha256sum -c` in the wheel tree."""
+    from patchset.releases import probe_index
+
+    problem = probe_index()
+    if problem:
+        pytest.skip(f"package index unreachable: {problem}")
+    ex = tmp_path / "example"
+    shutil.copytree(REPO_ROOT / "examples/flashinfer-sm12x", ex)
+    inst, src = tmp_path / "installed", tmp_path / "source"
+    r = run("apply", "--json", "--from-index", "flashinfer-python==0.6.18.post1", "--into", inst, cwd=ex)
+    assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"], r
+    r = run("apply", "--json", "--from-index", "flashinfer-python==0.6.18.post1", "--layout", "source",
+            "--into", src, cwd=ex)
+    assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"], r
+    header = "include/flashinfer/attention/mla.cuh"
+    assert (inst / "flashinfer/data" / header).read_bytes() == (src / header).read_bytes()
+    assert b"FLASHINFER_MLA_TILE_KV(64)" in (src / header).read_bytes()
+    assert run("export", "--format", "expected", tmp_path / "exp", cwd=ex).code == 0
+    check = subprocess.run(["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=inst,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
