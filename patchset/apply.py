@@ -179,11 +179,13 @@ def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fu
         return report
     report.result = result
     report.outcome = "applied"
-    report.message += f"{len(items)} patches applied" + (" (no lock to check against yet: "
-                                                           "run with --update-lock to record one)"
-                                                           if report.unlocked and not update_lock else
-                                                           ", every patched file matches the lock"
-                                                           if not update_lock else ", lock updated")
+    if update_lock:
+        tail = ", lock updated"
+    elif report.unlocked:
+        tail = " (no lock to check against yet: run with --update-lock to record one)"
+    else:
+        tail = ", every patched file matches the lock"
+    report.message += f"{len(items)} patches applied{tail}"
     if update_lock:
         record_lock(ledger, target, {k: v for k, v in got.items() if v is not None},
                     {_lock_key(target, layout, k): v for k, v in before.items() if v is not None})
