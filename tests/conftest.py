@@ -52,9 +52,15 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GI
                 "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 
 
+def git_bytes(cwd: Path, *args: str, input: bytes | None = None) -> bytes:
+    """Run git with a fixed identity and no system/global config (so a user's config cannot change
+    what a test sees); return stdout as bytes."""
+    env = {**os.environ, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env, input=input).stdout
+
+
 def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    env = {**os.environ, **GIT_IDENTITY}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env, input=input).stdout.decode()
+    return git_bytes(cwd, *args, input=input).decode()
 
 
 def commit_files(repo: Path, message: str, files: Mapping[str, str | bytes] | None = None) -> str:

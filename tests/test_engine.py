@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git_bytes
+
 from patchset.diffs import (
     FilePatch,
     files_touched,
@@ -61,13 +63,9 @@ def format_patch(tmp_path: Path) -> bytes:
     rename, copy, binary deletion, a quoted non-ASCII name."""
     repo = tmp_path / "r"
     repo.mkdir()
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e"}
 
     def g(*a: str) -> bytes:
-        return subprocess.run(["git", *a], cwd=repo, env=env, check=True,
-                              capture_output=True).stdout
+        return git_bytes(repo, *a)
 
     g("init", "-q")
     (repo / "x").write_bytes(b"a\nb\nc\n")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git_bytes
+
 from patchset import txn
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.lock import sha256_bytes as sha256
@@ -48,13 +50,9 @@ def git_patch(tmp: Path, before: dict[str, bytes], after: dict[str, bytes],
     """A real ``git diff`` (renames, modes, creations, deletions) between two small trees."""
     repo = tmp / f"g{len(list(tmp.glob('g*')))}"
     repo.mkdir()
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e"}
 
     def g(*args: str) -> bytes:
-        return subprocess.run(["git", *args], cwd=repo, env=env, check=True,
-                              capture_output=True).stdout
+        return git_bytes(repo, *args)
 
     g("init", "-q")
     for rel, data in before.items():
