@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset import cache  # noqa: E402
-from patchset.archives import unpack  # noqa: E402
-from patchset.diffs import files_touched  # noqa: E402
-from patchset.releases import download  # noqa: E402
-from patchset.tree import SeriesItem, apply_series  # noqa: E402
+from patchset.upstream import cache  # noqa: E402
+from patchset.upstream.archives import unpack  # noqa: E402
+from patchset.patchfmt.diffs import files_touched  # noqa: E402
+from patchset.upstream.releases import download  # noqa: E402
+from patchset.engine.tree import SeriesItem, apply_series  # noqa: E402
 
 VERSION = "0.30.0"
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from apply import fresh_copy, vllm_tree, write_series  # noqa: E402
 
-from patchset.diffs import files_touched  # noqa: E402
+from patchset.patchfmt.diffs import files_touched  # noqa: E402
 
 LEDGER = """schema = 1
 [targets.vllm]

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset import releases  # noqa: E402
-from patchset.history import ReleaseHistory  # noqa: E402
+from patchset.upstream import releases  # noqa: E402
+from patchset.upstream.history import ReleaseHistory  # noqa: E402
 
 IDENT = {
     "GIT_AUTHOR_NAME": "bench",

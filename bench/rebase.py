@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.diffs import parse_patch  # noqa: E402
-from patchset.engine import apply_file  # noqa: E402
-from patchset.history import ReleaseHistory, build_history  # noqa: E402
-from patchset.ledger import load_ledger  # noqa: E402
-from patchset.rebase import rebase  # noqa: E402
+from patchset.patchfmt.diffs import parse_patch  # noqa: E402
+from patchset.engine.hunks import apply_file  # noqa: E402
+from patchset.upstream.history import ReleaseHistory, build_history  # noqa: E402
+from patchset.ledger.store import load_ledger  # noqa: E402
+from patchset.rebase.session import rebase  # noqa: E402
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
            "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker.fakehub import FakeHub  # noqa: E402
-from tracker.fakehub_world import ledger_refs, ledger_world  # noqa: E402
-from tracker.github import GitHubClient, PRState  # noqa: E402
+from tests.support.fakehub.server import FakeHub  # noqa: E402
+from tests.support.fakehub.world import ledger_refs, ledger_world  # noqa: E402
+from patchset.tracker.github import GitHubClient, PRState  # noqa: E402
 
 TOKEN = "bench-token"
 GOAL_COLD_TRIPS_PER_REPO = 1

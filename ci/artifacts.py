@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
+from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
 from patchset import atomic
 
 SUITE = "patchset-gate"

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ci.upstream import Commit, Upstream
-from patchset.rebase import rebase
-from patchset.rebase_report import CONFLICT
+from patchset.ci.upstream import Commit, Upstream
+from patchset.rebase.session import rebase
+from patchset.rebase.report import CONFLICT
 
 Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ci import artifacts as artifacts_mod
-from ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
-from ci.state import Judgement, default_state_path, ledger_digest, load_state, save_state
-from ci.upstream import Upstream, open_upstream
-from patchset import ledger as ledger_mod
+from patchset.ci import artifacts as artifacts_mod
+from patchset.ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
+from patchset.ci.state import Judgement, default_state_path, ledger_digest, load_state, save_state
+from patchset.ci.upstream import Upstream, open_upstream
+from patchset.ledger import store as ledger_mod
 from patchset.errors import EXIT_FINDING, InputError, PatchsetError
-from patchset.model import Ledger, Target
+from patchset.ledger.model import Ledger, Target
 
 __all__ = ["GateProgress", "GateReport", "render", "run_gate", "split_tags"]
 
@@ -114,7 +114,7 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
     up: Upstream | None = None
     try:
         ledger = ledger_mod.load_ledger(Path(ledger_path))
-        from patchset.rebase import pick_target  # the rebaser's own rule, so both pick alike
+        from patchset.rebase.session import pick_target  # the rebaser's own rule, so both pick alike
 
         t = pick_target(ledger, target, onto or "")
         report.target, report.base = t.name, t.base
@@ -194,9 +194,9 @@ def _judgement(r: GateReport, up: Upstream, sha: str, label: str, digest: str, t
 def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: str, prev: Judgement | None,
            tags: list[str], only: list[str], out_dir: Path, scratch: Path, refresh_status: bool) -> bytes:
     """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch."""
-    from ci.bisect import Prober, first_bad
-    from ci.refresh import changed_files, make_workspace, series_patch
-    from patchset.rebase import rebase
+    from patchset.ci.bisect import Prober, first_bad
+    from patchset.ci.refresh import changed_files, make_workspace, series_patch
+    from patchset.rebase.session import rebase
 
     r = run.report
     logs = out_dir / "logs"
@@ -235,7 +235,7 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
         return patch
     with run.stage("tree"):
         tree = up.archive(sha, scratch / "tree", _touched(refreshed, rt))  # only what the series touches
-    from patchset.apply import apply_to_tree
+    from patchset.commands.apply import apply_to_tree
 
     with run.stage("apply"):
         ar = apply_to_tree(refreshed, rt, tree, layout="source",
@@ -249,8 +249,8 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
 
 def _touched(ledger: Ledger, target: Target) -> list[str]:
     """Every path the target's active series names (old and new names)."""
-    from patchset.apply import series_items
-    from patchset.diffs import parse_patch
+    from patchset.commands.apply import series_items
+    from patchset.patchfmt.diffs import parse_patch
 
     out: list[str] = []
     for item in series_items(ledger, target):
@@ -269,7 +269,7 @@ def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream
     the class (proven, not-needed) is reported."""
     r = run.report
     try:
-        from verify.pertest import run_verify, selected
+        from patchset.verify.pertest import run_verify, selected
     except ImportError:
         r.warnings.append("per-patch tests not run: the verify package is not installed")
         return
@@ -306,7 +306,7 @@ def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream
 
 def _status(run: _Run, ledger_path: Path, refresh: bool) -> None:
     """The upstream status of the refreshed series: offline by default, recorded into the copy on refresh."""
-    from tracker.status import status as do_status
+    from patchset.tracker.status import status as do_status
 
     try:
         st = do_status(ledger_path, refresh=refresh, offline=not refresh)

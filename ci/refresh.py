@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
-from patchset.model import Ledger
-from patchset.rerere import RR_CACHE
+from patchset.ledger.model import Ledger
+from patchset.rebase.rerere import RR_CACHE
 
 SCRATCH_STATE = ".patchset"  # what a rebase leaves in its directory (backups): not part of the series
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from patchset import atomic
 from patchset.errors import InputError
-from patchset.model import Ledger
+from patchset.ledger.model import Ledger
 
 STATE_VERSION = 1
 DEFAULT_STATE = ".patchset/gate-state.json"

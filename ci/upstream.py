@@ -16,11 +16,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.bases import local_repo, version_like
+from patchset.upstream.bases import local_repo, version_like
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.history import GitRepo, ReleaseHistory, UpstreamClone
-from patchset.model import Target
-from patchset.releases import is_spec_like
+from patchset.upstream.history import GitRepo, ReleaseHistory, UpstreamClone
+from patchset.ledger.model import Target
+from patchset.upstream.releases import is_spec_like
 
 _PR = re.compile(r"\(#(\d+)\)")
 
@@ -185,7 +185,7 @@ class Upstream:
 
 def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
-    from patchset import releases
+    from patchset.upstream import releases
 
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-import cli  # noqa: E402
+from patchset import cli  # noqa: E402
 
 
 class Result:
@@ -94,8 +94,8 @@ def git_run():
 def release_history(project: str, versions: list[str]):
     """The release history of ``project`` with ``versions`` imported (downloaded once into the
     cache, ``$PATCHSET_CACHE``); skips the test, saying why, when the package index is unreachable."""
-    from patchset import releases
-    from patchset.history import ReleaseHistory, build_history
+    from patchset.upstream import releases
+    from patchset.upstream.history import ReleaseHistory, build_history
 
     reason = releases.probe_index()
     if reason:

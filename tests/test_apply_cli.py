@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, git, new_repo
+from tests.conftest import REPO_ROOT, git, new_repo
 
 LEDGER = """\
 schema = 1
@@ -206,7 +206,7 @@ origin = "ours"
 
 @pytest.mark.network
 def test_quickstart_from_index(run, tmp_path: Path) -> None:
-    from patchset.releases import probe_index
+    from patchset.upstream.releases import probe_index
 
     problem = probe_index()
     if problem:
@@ -234,8 +234,8 @@ BACKPORTED = ["vllm/platforms/cuda.py", "vllm/v1/core/block_pool.py", "vllm/v1/c
 def test_real_upstream_backport_applies_like_gnu_patch(run, tmp_path: Path) -> None:
     """Real upstream changes carried as backports: the 0.30.0 -> 0.31.0 diff of three vLLM files,
     applied to 0.30.0 by `patchset apply`, gives 0.31.0's bytes — and the same bytes as GNU patch."""
-    from patchset.history import ReleaseHistory
-    from patchset.releases import probe_index
+    from patchset.upstream.history import ReleaseHistory
+    from patchset.upstream.releases import probe_index
 
     problem = probe_index()
     if problem:
@@ -273,7 +273,7 @@ def test_flashinfer_example_wheel_and_sdist_layouts(run, tmp_path: Path) -> None
     """The FlashInfer example on the real 0.6.18.post1 release: the wheel (installed layout, headers
     under flashinfer/data/include/) and the sdist (source layout) get the same patched bytes, both
     checked against one lock, and the exported EXPECTED.sha256 passes `sha256sum -c` in the wheel tree."""
-    from patchset.releases import probe_index
+    from patchset.upstream.releases import probe_index
 
     problem = probe_index()
     if problem:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 COMMANDS = ["init", "import", "export", "validate", "list", "show", "apply", "rebase", "status", "fetch",
             "verify", "gate"]

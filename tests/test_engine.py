@@ -13,23 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git_bytes
+from tests.conftest import git_bytes
 
-from patchset.diffs import (
-    FilePatch,
-    files_touched,
-    header_text,
-    parse_patch,
-    split_lines,
-    strip_path,
-)
-from patchset.engine import apply_file, reverse_file_patch
+from patchset.patchfmt.diffs import FilePatch, files_touched, header_text, parse_patch, split_lines, strip_path
+from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
 
 try:
-    from tests.diffgen import unified_diff
+    from tests.support.diffgen import unified_diff
 except ImportError:  # tests/ is not a package here: its directory is on sys.path
-    from diffgen import unified_diff  # type: ignore[no-redef]
+    from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
 
 
 def nums(*ns: int, extra: dict[int, bytes] | None = None) -> bytes:

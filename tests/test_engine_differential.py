@@ -39,12 +39,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from patchset.diffs import parse_patch, split_lines
-from patchset.engine import apply_file
+from patchset.patchfmt.diffs import parse_patch, split_lines
+from patchset.engine.hunks import apply_file
 try:
-    from tests.diffgen import unified_diff
+    from tests.support.diffgen import unified_diff
 except ImportError:  # tests/ is not a package here: its directory is on sys.path
-    from diffgen import unified_diff  # type: ignore[no-redef]
+    from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
 
 BATCH = 40
 TOTAL = int(os.environ.get("PATCHSET_DIFF_EXAMPLES", "1200"))
@@ -420,7 +420,7 @@ def test_real_vllm_series_matches_gnu_patch(tmp_path: Path, version: str) -> Non
     every file of every patch gets GNU patch's result, bytes and hunk statuses included."""
     import importlib.util
 
-    from patchset.releases import probe_index
+    from patchset.upstream.releases import probe_index
 
     problem = probe_index()
     if problem:

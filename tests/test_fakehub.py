@@ -20,9 +20,9 @@ import requests
 from github import Auth, Github
 
 from patchset.errors import InputError
-from tracker.fakehub import FakeHub, media_of
-from tracker.fakehub_graphql import Obj, execute
-from tracker.fakehub_world import ledger_world, small_diff
+from tests.support.fakehub.server import FakeHub, media_of
+from tests.support.fakehub.graphql import Obj, execute
+from tests.support.fakehub.world import ledger_world, small_diff
 
 TOKEN = "tok-fakehub-test"
 REPO = "vllm-project/vllm"
@@ -316,7 +316,7 @@ def test_pygithub_object_layer_reads_the_shapes(hub):
 def test_cli_serves_a_state_file(tmp_path):
     data = tmp_path / "state.json"
     data.write_text(json.dumps(ledger_world()))
-    proc = subprocess.Popen([sys.executable, "-m", "tracker.fakehub", "--port", "0", "--data", str(data)],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fakehub", "--port", "0", "--data", str(data)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     try:
@@ -340,7 +340,7 @@ def test_cli_serves_a_state_file(tmp_path):
 def test_cli_bad_state_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"repos": {"a/b": {"pulls": {"1": {"nope": 1}}}}}')
-    out = subprocess.run([sys.executable, "-m", "tracker.fakehub", "--data", str(bad)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "tests.support.fakehub", "--data", str(bad)], capture_output=True,
                          text=True, cwd=Path(__file__).resolve().parents[1], timeout=30)
     assert out.returncode == 2 and "unknown keys ['nope']" in out.stderr and "Traceback" not in out.stderr
 

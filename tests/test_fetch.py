@@ -15,17 +15,30 @@ import pytest
 from rich.console import Console
 
 from patchset.errors import LedgerError
-from patchset.fetch import (CHANGED, FAILED, GONE, LOCAL, MISSING, MOVED_SAME, PRESENT, REFUSED, STORED, UNCHANGED,
-                            check, fetch, update)
-from patchset.filters import filter_diff, interdiff, match_glob, patch_id, split_sections
-from patchset.ledger import load_ledger
-from patchset.lock import sha256_bytes
-from patchset.tree import SeriesItem, apply_series
+from patchset.commands.fetch import (
+    CHANGED,
+    FAILED,
+    GONE,
+    LOCAL,
+    MISSING,
+    MOVED_SAME,
+    PRESENT,
+    REFUSED,
+    STORED,
+    UNCHANGED,
+    check,
+    fetch,
+    update,
+)
+from patchset.patchfmt.filters import filter_diff, interdiff, match_glob, patch_id, split_sections
+from patchset.ledger.store import load_ledger
+from patchset.ledger.lock import sha256_bytes
+from patchset.engine.tree import SeriesItem, apply_series
 from tests.conftest import tree_digest
-from tests.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
-from tracker.fakehub import FakeHub
-from tracker.github import GitHubClient
-from tracker.views import render_check, render_fetch
+from tests.support.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
+from tests.support.fakehub.server import FakeHub
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.views import render_check, render_fetch
 
 ALL = ["u101-core3", "u102-util6", "c-extra", "04-core-17"]
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from ci.bisect import first_bad
-from ci.gate import run_gate, split_tags
-from ci.report import render
-from ci.upstream import Commit
-from patchset.localindex import LocalIndex
-from patchset.rebase import rebase
+from patchset.ci.bisect import first_bad
+from patchset.ci.gate import run_gate, split_tags
+from patchset.ci.report import render
+from patchset.ci.upstream import Commit
+from tests.support.localindex import LocalIndex
+from patchset.rebase.session import rebase
 from tests.conftest import commit_files, git, tree_digest
 
 CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
@@ -267,12 +267,12 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
 def test_a_crash_is_exit_2_without_a_traceback(tmp_path, upstream, monkeypatch, capsys):
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    import ci.refresh
+    import patchset.ci.refresh
 
     def broken(ws):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(ci.refresh, "series_patch", broken)
+    monkeypatch.setattr(patchset.ci.refresh, "series_patch", broken)
     r, _, art = _gate(ledger, tmp_path, onto=c[1])
     assert (r.status, r.exit_code) == ("error", 2)
     assert "internal error: RuntimeError: disk on fire" in r.errors[0]
@@ -358,7 +358,7 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
 
 
 def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypatch):
-    from tracker.fakehub import FakeHub
+    from tests.support.fakehub.server import FakeHub
 
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.gate import run_gate
-from patchset import cache
-from patchset.history import ReleaseHistory
-from patchset.localindex import LocalIndex
+from patchset.ci.gate import run_gate
+from patchset.upstream import cache
+from patchset.upstream.history import ReleaseHistory
+from tests.support.localindex import LocalIndex
 from tests.conftest import release_history
 
 pytestmark = pytest.mark.network

@@ -12,9 +12,18 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import EnvironmentFailure, InputError
-from tracker.fakehub import FakeHub
-from tracker.fakehub_world import ledger_refs, ledger_world, small_diff
-from tracker.github import FetchError, GitHubClient, PRDiff, PRRef, PRState, RowError, build_query, resolve_token
+from tests.support.fakehub.server import FakeHub
+from tests.support.fakehub.world import ledger_refs, ledger_world, small_diff
+from patchset.tracker.github import (
+    FetchError,
+    GitHubClient,
+    PRDiff,
+    PRRef,
+    PRState,
+    RowError,
+    build_query,
+    resolve_token,
+)
 
 TOKEN = "ghp_Sekr1tT0kenForTests0000000000000000"
 VLLM = "vllm-project/vllm"
@@ -346,7 +355,7 @@ def test_gh_token_is_used_and_no_token_warns_and_reads_rest(hub, tmp_path, monke
     assert hub.count(GQL, status=200) == 1
 
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    with caplog.at_level(logging.WARNING, logger="tracker.github"):
+    with caplog.at_level(logging.WARNING, logger="patchset.tracker.github"):
         anon = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "anon", retries=0)
     assert not anon.authenticated and "no GitHub token" in caplog.text
     refs = [PRRef(VLLM, 57632), PRRef("NVIDIA/nccl", 2334, "issue"), PRRef(VLLM, 424242)]
@@ -382,7 +391,7 @@ def test_unwritable_cache_does_not_fail_reads(hub, tmp_path, caplog):
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory should be")
     c = GitHubClient(base_url=hub.base_url, token=TOKEN, cache_dir=blocker / "sub", retries=0)
-    with caplog.at_level(logging.WARNING, logger="tracker.httpcache"):
+    with caplog.at_level(logging.WARNING, logger="patchset.tracker.httpcache"):
         rows = c.pull_states(ledger_refs()[:2])
         assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
     assert all(isinstance(v, PRState) for v in rows.values())

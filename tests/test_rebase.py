@@ -168,13 +168,13 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
-from patchset.diffs import parse_patch  # noqa: E402
-from patchset.engine import apply_file  # noqa: E402
+from patchset.patchfmt.diffs import parse_patch  # noqa: E402
+from patchset.engine.hunks import apply_file  # noqa: E402
 from patchset.errors import InputError, LedgerError  # noqa: E402
-from patchset.ledger import load_ledger  # noqa: E402
-from patchset.rebase import abort, continue_rebase, rebase, skip  # noqa: E402
-from patchset.rebase_report import RebaseReport, render  # noqa: E402
-from patchset.rerere import RRCache, normalize  # noqa: E402
+from patchset.ledger.store import load_ledger  # noqa: E402
+from patchset.rebase.session import abort, continue_rebase, rebase, skip  # noqa: E402
+from patchset.rebase.report import RebaseReport, render  # noqa: E402
+from patchset.rebase.rerere import RRCache, normalize  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -510,10 +510,8 @@ def test_render_shows_classes_conflicts_and_range_diffs(make):
 # --------------------------------------------------------------------------- kills
 
 _CHILD = """
-import sys
-sys.path.insert(0, {root!r})
 from pathlib import Path
-from patchset.rebase import rebase
+from patchset.rebase.session import rebase
 rebase(Path({ledger!r}), "v2")
 """
 
@@ -521,7 +519,7 @@ rebase(Path({ledger!r}), "v2")
 def _run_and_kill(demo: Demo, phase: str, tmp_path: Path) -> None:
     marker = tmp_path / f"paused-{phase}-{time.monotonic_ns()}"
     env = {**os.environ, "PATCHSET_REBASE_PAUSE": f"{phase}:{marker}"}
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(root=str(REPO_ROOT), ledger=str(demo.ledger))],
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(ledger=str(demo.ledger))],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not marker.exists():

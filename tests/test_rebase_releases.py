@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from patchset import releases
-from patchset.diffs import parse_patch
-from patchset.engine import apply_file
-from patchset.history import ReleaseHistory
-from patchset.ledger import load_ledger
-from patchset.rebase import rebase
+from patchset.upstream import releases
+from patchset.patchfmt.diffs import parse_patch
+from patchset.engine.hunks import apply_file
+from patchset.upstream.history import ReleaseHistory
+from patchset.ledger.store import load_ledger
+from patchset.rebase.session import rebase
 from tests.conftest import release_history
 
 pytestmark = pytest.mark.network

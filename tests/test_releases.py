@@ -19,17 +19,12 @@ import pytest
 from rich.console import Console
 from rich.progress import Progress
 
-from patchset import cache, releases
-from patchset.archives import ArchiveReader
-from patchset.errors import (
-    EnvironmentFailure,
-    HashMismatch,
-    InputError,
-    UnsafePathError,
-)
-from patchset.localindex import LocalIndex
-from patchset.lock import sha256_file
-from patchset.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
+from patchset.upstream import cache, releases
+from patchset.upstream.archives import ArchiveReader
+from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
+from tests.support.localindex import LocalIndex
+from patchset.ledger.lock import sha256_file
+from patchset.upstream.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
 
 # -- crafted archives ----------------------------------------------------------------------
 

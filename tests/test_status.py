@@ -15,17 +15,17 @@ import pytest
 from rich.console import Console
 
 from patchset.errors import InputError
-from patchset.fetch import fetch
-from patchset.history import GitRepo
-from patchset.ledger import load_ledger
+from patchset.commands.fetch import fetch
+from patchset.upstream.history import GitRepo
+from patchset.ledger.store import load_ledger
 from tests.conftest import REPO_ROOT, commit_files, git, tree_digest
-from tracker.fakehub import FakeHub
-from tracker.fakehub_world import small_diff
-from tracker.github import GitHubClient
-from tracker.html import to_html
-from tracker.refs import PRRef
-from tracker.status import make_client, status
-from tracker.views import render_status, to_markdown
+from tests.support.fakehub.server import FakeHub
+from tests.support.fakehub.world import small_diff
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.html import to_html
+from patchset.upstream.refs import PRRef
+from patchset.tracker.status import make_client, status
+from patchset.tracker.views import render_status, to_markdown
 
 TOKEN = "ghp_statusWorldToken00000000000000000000"
 REPO = "acme/demo"
@@ -365,7 +365,7 @@ def test_real_ledger_offline_shows_every_entry_with_recorded_states(tmp_path):
 def test_real_ledger_refresh_against_a_ledger_shaped_upstream(tmp_path):
     """The production ledger against the local server's ledger-shaped world: one GraphQL request
     per repository the ledger names, the new states recorded, the ledger's comments kept."""
-    from tracker.fakehub_world import ledger_world
+    from tests.support.fakehub.world import ledger_world
 
     d = tmp_path / "real"
     d.mkdir()

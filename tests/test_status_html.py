@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tracker.html import to_html, write_html
-from tracker.status import RefRow, StatusRow, make_client, status
+from patchset.tracker.html import to_html, write_html
+from patchset.tracker.status import RefRow, StatusRow, make_client, status
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git_bytes
+from tests.conftest import git_bytes
 
-from patchset import txn
+from patchset.engine import txn
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
-from patchset.lock import sha256_bytes as sha256
-from patchset.tree import SeriesItem, apply_series, detect_state, recover
+from patchset.ledger.lock import sha256_bytes as sha256
+from patchset.engine.tree import SeriesItem, apply_series, detect_state, recover
 
 try:
-    from tests.diffgen import unified_diff
+    from tests.support.diffgen import unified_diff
 except ImportError:  # tests/ is not a package here: its directory is on sys.path
-    from diffgen import unified_diff  # type: ignore[no-redef]
+    from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 
@@ -323,7 +323,7 @@ def _run_helper(root: Path, series_dir: Path | None, crash_after: int | None) ->
     if crash_after is not None:
         env["PATCHSET_TEST_CRASH_AFTER"] = str(crash_after)
     args = [str(root), str(series_dir)] if series_dir else ["--recover", str(root)]
-    proc = subprocess.run([sys.executable, str(HERE / "helpers_crash.py"), *args], env=env,
+    proc = subprocess.run([sys.executable, "-m", "tests.support.helpers_crash", *args], env=env, cwd=HERE.parent,
                           capture_output=True, timeout=60)
     return proc.returncode
 
@@ -484,7 +484,7 @@ def test_real_vllm_tree_series_and_drift(tmp_path: Path) -> None:
     hunk's nearest region reported."""
     import importlib.util
 
-    from patchset.releases import probe_index
+    from patchset.upstream.releases import probe_index
 
     problem = probe_index()
     if problem:

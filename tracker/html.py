@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from patchset import atomic
-from tracker.status import StatusReport, StatusRow
-from tracker.views import ACTION_WORDS, detail_cell, upstream_cell
+from patchset.tracker.status import StatusReport, StatusRow
+from patchset.tracker.views import ACTION_WORDS, detail_cell, upstream_cell
 
 # (key, header, numeric)
 COLUMNS: list[tuple[str, str, bool]] = [
@@ -110,7 +110,7 @@ def _e(text: object) -> str:
 def _age(r: StatusRow) -> float:
     from time import time
 
-    from tracker.status import age_seconds
+    from patchset.tracker.status import age_seconds
 
     if r.pr is None:
         return float("inf")

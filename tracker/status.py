@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from patchset import ledger as ledger_mod
+from patchset.ledger import store as ledger_mod
 from patchset.errors import InputError, PatchFormatError
-from patchset.filters import filter_diff, patch_id, split_sections
-from patchset.model import Ledger, Patch
-from tracker.refs import OFFLINE, PRRef, PRState, RowError
+from patchset.patchfmt.filters import filter_diff, patch_id, split_sections
+from patchset.ledger.model import Ledger, Patch
+from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
 
 __all__ = ["RefRow", "StatusRow", "StatusReport", "make_client", "status", "collect_status", "record_status",
            "open_histories", "VERBATIM_ORIGINS"]
@@ -69,7 +69,7 @@ def make_client(offline: bool = False, base_url: str | None = None, token: str |
                 cache_dir: str | os.PathLike[str] | None = None, **kw: Any):  # -> GitHubClient
     """The client every command uses: ``base_url`` from the argument, ``$PATCHSET_GITHUB_API`` or
     ``$GITHUB_API_URL`` (GitHub Enterprise, or a local GitHub-shaped server), else api.github.com."""
-    from tracker.github import GitHubClient
+    from patchset.tracker.github import GitHubClient
 
     url = base_url or os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or None
     return GitHubClient(base_url=url, token=token, cache_dir=cache_dir, offline=offline, **kw)
@@ -263,7 +263,7 @@ def _duration(s: float) -> str:
 def open_histories(ledger: Ledger) -> dict[str, Any]:
     """A local upstream git history per target, when one is already there (never cloned or
     fetched here): the clone ``patchset.history.UpstreamClone`` keeps for the target's upstream."""
-    from patchset.history import UpstreamClone
+    from patchset.upstream.history import UpstreamClone
 
     out: dict[str, Any] = {}
     for name, t in ledger.targets.items():
@@ -489,7 +489,7 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
     if client is None or row.pr is None or row.pr.source == "recorded":
         row.notes.append("upstream diff not read (no live or cached state): run `patchset status --refresh`")
         return None
-    from tracker.github import FetchError
+    from patchset.tracker.github import FetchError
 
     try:
         diff = client.pr_diff(PRRef.parse(row.pr.ref))

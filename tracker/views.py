@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracker.status import StatusReport, StatusRow
+from patchset.tracker.status import StatusReport, StatusRow
 
 STATE_STYLE = {"merged": "magenta", "open": "green", "draft": "cyan", "closed": "red", "unknown": "yellow",
                "none": "dim"}

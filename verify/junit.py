@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from patchset import atomic
 
 if TYPE_CHECKING:
-    from .pertest import TestOutcome, VerifyReport
+    from patchset.verify.pertest import TestOutcome, VerifyReport
 
 _XML_BAD = {c: None for c in range(32) if c not in (9, 10, 13)}
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from patchset.errors import EXIT_FINDING, EXIT_OK, InputError
-from verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
 
 CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
 DEFAULT_CHECKS = ("causality", "resume", "cached", "rescore")
@@ -638,7 +638,7 @@ def run_checks(url: str, model: str | None = None, checks: Sequence[str] | None 
                extra_doc=max((c.prompt_tokens for c in cached_cases), default=0))
 
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
-        from verify.models import reference_logprobs
+        from tests.support.models import reference_logprobs
         return reference_logprobs(Path(reference_model), tokens,  # type: ignore[arg-type]
                                   python=Path(reference_python) if reference_python else None)
 

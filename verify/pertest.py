@@ -44,15 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from patchset import cache
-from patchset.apply import path_mapper, series_items
+from patchset.upstream import cache
+from patchset.commands.apply import path_mapper, series_items
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
-from patchset.ledger import load_ledger
-from patchset.model import Ledger, Patch, Target, TestSpec
-from patchset.tree import SeriesItem, SeriesResult, apply_series, detect_state
+from patchset.ledger.store import load_ledger
+from patchset.ledger.model import Ledger, Patch, Target, TestSpec
+from patchset.engine.tree import SeriesItem, SeriesResult, apply_series, detect_state
 
-from .overlay import Snapshot, make_overlay, private_copy, remove_tree
-from .testrun import ERROR, FAIL, PASS, CommandResult, run_command
+from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
+from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
 
 PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
 CLASSES = (PROVEN, NOT_NEEDED, BROKEN, ERROR)
@@ -264,8 +264,8 @@ def precompile(root: Path, workers: int = 1) -> None:
 
 def index_base(spec: str, layout: str, progress=None) -> Path:
     """The release unpacked (and byte-compiled) once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
-    from patchset.archives import unpack
-    from patchset.releases import download, parse_spec
+    from patchset.upstream.archives import unpack
+    from patchset.upstream.releases import download, parse_spec
 
     rs = parse_spec(spec)
     dest = cache.subdir("verify-bases") / f"{rs.name}-{rs.version}-{layout}"
@@ -503,7 +503,7 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
         if keep_trees:
             report.work_dir = str(work)
         if junit is not None:
-            from .junit import write_junit
+            from patchset.verify.junit import write_junit
 
             write_junit(report, Path(junit))
         return report

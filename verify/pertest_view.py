@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
+from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
 
 STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
 RUN_STYLE = {"pass": "green", "fail": "red", "error": "magenta"}

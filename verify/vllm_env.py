@@ -14,7 +14,7 @@ adds on top:
 * an origin check inside the pytest process (a small plugin, ``-p patchset_vllm_origin``) that
   prints where ``import vllm`` came from and stops the run when it is not the tree: the point is
   testing the patched source, not the copy installed in the venv.
-* ``python -m verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS``: the wrapper a ledger's test
+* ``python -m patchset.verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS``: the wrapper a ledger's test
   command calls inside the build tree (``$PATCHSET_TREE`` or the current directory). It copies the
   ``--add`` files in (by rename, never writing through a hard link), checks the import origin,
   runs pytest in the venv, and maps pytest's exit status onto ``verify.testrun``'s convention:
@@ -39,7 +39,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make patchset importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset import atomic, cache  # noqa: E402
+from patchset import atomic
+from patchset.upstream import cache  # noqa: E402
 from patchset.errors import EnvironmentFailure  # noqa: E402
 
 VENV_ENV = "PATCHSET_VLLM_TESTS_VENV"
@@ -199,7 +200,7 @@ def _map_pytest(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verify.vllm_env",
+    ap = argparse.ArgumentParser(prog="python -m patchset.verify.vllm_env",
                                  description="Run vLLM's unit tests on CPU from a source tree (the tree's vllm/ "
                                              "is imported, not the installed one).")
     ap.add_argument("--tree", type=Path, default=None, help="the source tree (default: $PATCHSET_TREE or .)")

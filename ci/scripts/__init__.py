@@ -1,1 +1,1 @@
-"""Small programs the GitHub workflows in ``ci/workflows/`` call (``python -m ci.scripts.<name>``)."""
+"""Small programs the GitHub workflows in ``ci/workflows/`` call (``python -m patchset.ci.scripts.<name>``)."""

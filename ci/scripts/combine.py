@@ -6,7 +6,7 @@ runs one patch's tests (``<dir>/report.json`` with ``tests``). The verdict is th
 ``green``. Writes ``report.md`` (the planning report plus a table of every test) and sets the
 step outputs ``verdict``, ``exit_code`` and ``has_series`` (a non-empty refreshed series).
 
-    python -m ci.scripts.combine --plan gate-artifacts --tests 'tests-*' --out final
+    python -m patchset.ci.scripts.combine --plan gate-artifacts --tests 'tests-*' --out final
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ci.scripts._common import main_guard, set_output
+from patchset.ci.scripts._common import main_guard, set_output
 from patchset import atomic
 from patchset.errors import InputError
 
@@ -57,7 +57,7 @@ def combine(plan_dir: Path, test_dirs: list[Path]) -> tuple[str, str, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ci.scripts.combine", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m patchset.ci.scripts.combine", description=__doc__.splitlines()[0])
     ap.add_argument("--plan", type=Path, required=True, help="the planning job's artifacts directory")
     ap.add_argument("--tests", default="", help="glob of the test jobs' artifact directories")
     ap.add_argument("--out", type=Path, required=True)

@@ -1,8 +1,8 @@
 """Open or update the gate's pull request (green) and its one issue (red), through PyGithub.
 
-    python -m ci.scripts.github_report --repo OWNER/NAME pr --head BRANCH [--base main] \
+    python -m patchset.ci.scripts.github_report --repo OWNER/NAME pr --head BRANCH [--base main] \
         --title TITLE --body-file report.md
-    python -m ci.scripts.github_report --repo OWNER/NAME issue --state red|green \
+    python -m patchset.ci.scripts.github_report --repo OWNER/NAME issue --state red|green \
         --title TITLE --body-file report.md [--label patchset-gate]
 
 ``pr``: the open pull request from ``BRANCH`` into ``--base`` gets the new title and body, or
@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.scripts._common import main_guard, read_text, set_output
+from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
@@ -127,7 +127,7 @@ def report_issue(repo, state: str, title: str, body: str, label: str = DEFAULT_L
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ci.scripts.github_report", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m patchset.ci.scripts.github_report", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="OWNER/NAME")
     ap.add_argument("--api", default=None, help="API base URL (default $GITHUB_API_URL or api.github.com)")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -6,8 +6,8 @@ slowest patch. ``targets``: one entry per target with active patches, their bodi
 workflow that applies every ledger on every push (``{"ledger", "target", "onto", "upstream"}``:
 ``upstream`` is empty when the base is a release the package index has).
 
-    python -m ci.scripts.matrix tests --ledger patches.toml --tags cpu [--output matrix]
-    python -m ci.scripts.matrix targets --ledger patches.toml --ledger examples/x/patches.toml
+    python -m patchset.ci.scripts.matrix tests --ledger patches.toml --tags cpu [--output matrix]
+    python -m patchset.ci.scripts.matrix targets --ledger patches.toml --ledger examples/x/patches.toml
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import argparse
 import json
 from pathlib import Path
 
-from ci.gate import split_tags
-from ci.scripts._common import main_guard, set_output
-from ci.upstream import is_release
-from patchset.ledger import load_ledger
+from patchset.ci.gate import split_tags
+from patchset.ci.scripts._common import main_guard, set_output
+from patchset.ci.upstream import is_release
+from patchset.ledger.store import load_ledger
 
 
 def tests_matrix(ledger_path: Path, tags: list[str], target: str | None = None) -> dict:
-    from verify.pertest import selected
+    from patchset.verify.pertest import selected
 
     ledger = load_ledger(ledger_path)
     wanted = [] if "all" in tags else tags
@@ -49,7 +49,7 @@ def targets_matrix(ledgers: list[Path]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ci.scripts.matrix", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m patchset.ci.scripts.matrix", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tests", help="one job per patch with a selected test")
     t.add_argument("--ledger", type=Path, default=Path("patches.toml"))

@@ -1,0 +1,348 @@
+"""``patchset apply``: the ledger's series onto a build tree, checked byte for byte against the lock.
+
+Three kinds of tree: a plain directory (``--tree``, located through the target's path map), a
+git checkout (``--repo``: one commit per patch with ``Patch-Id:``/``Origin:``/``Upstream-PR:``
+trailers) and a release from the package index (``--from-index`` + ``--into``). The engine work
+(in-memory application, crash-safe commit) is ``patchset.tree``; this module decides what to
+apply, proves the result against the lock before anything is written, and records the lock.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from patchset.ledger import store as ledger_mod
+from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
+from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Patch, Target
+from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class TreeArg:
+    """Where one target's series goes."""
+
+    kind: str  # tree | repo | index
+    path: Path
+    spec: str = ""
+    layout: str = ""
+    branch: str = ""
+
+
+@dataclass
+class TargetReport:
+    target: str
+    tree: str
+    kind: str
+    layout: str
+    outcome: str  # applied | already | partial | failed | mismatch | dry-run
+    message: str
+    result: SeriesResult | None = None
+    state: SeriesState | None = None
+    mismatched: list[str] = field(default_factory=list)
+    unlocked: bool = False
+    commits: list[str] = field(default_factory=list)
+    fuzz: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("applied", "already", "dry-run")
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target, "tree": self.tree, "kind": self.kind, "layout": self.layout,
+            "outcome": self.outcome, "ok": self.ok, "message": self.message, "fuzz": self.fuzz,
+            "mismatched": self.mismatched, "lock_missing": self.unlocked, "commits": self.commits,
+            "result": self.result.to_json() if self.result else None,
+            "state": self.state.to_json() if self.state else None,
+        }
+
+
+def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
+    """The active series of a target as engine items; refuses missing or altered bodies."""
+    items: list[SeriesItem] = []
+    missing: list[str] = []
+    changed: list[str] = []
+    for p in ledger.series(target.name):
+        state, body = body_state(ledger, p)
+        if state == BODY_MISSING:
+            missing.append(p.id)
+            continue
+        if state == BODY_MISMATCH:
+            changed.append(p.id)
+            continue
+        assert body is not None
+        items.append(SeriesItem(p.id, body, p.source.strip if p.source.strip is not None else target.strip))
+    if missing:
+        raise InputError(f"target {target.name}: body not imported for {len(missing)} patch(es): "
+                         + ", ".join(missing), hint="bring the bodies in with `patchset fetch` or `patchset import`")
+    if changed:
+        raise InputError(f"target {target.name}: body changed since it was locked: {', '.join(changed)}",
+                         hint="re-import the body (`patchset import`) so the lock records its new hash")
+    if not items:
+        raise InputError(f"target {target.name} has no active patches")
+    return items
+
+
+def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
+    return target.path_map.to_installed if layout == "installed" and target.path_map.prefixes else None
+
+
+def _lock_key(target: Target, layout: str, tree_path: str) -> str:
+    return target.path_map.to_source(tree_path) if layout == "installed" else tree_path
+
+
+def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
+    rel = target.path_map.to_installed(key) if layout == "installed" else key
+    f = root / rel
+    return sha256_bytes(f.read_bytes()) if f.is_file() else None
+
+
+def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
+    bad = [p for p, d in got.items() if p in expected and expected[p] != d]
+    bad += [p for p in expected if p not in got]
+    return sorted(bad)
+
+
+def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fuzz: int = 0,
+                  update_lock: bool = False, dry_run: bool = False, kind: str = "tree",
+                  progress: Progress | None = None, skip_applied: bool = False) -> TargetReport:
+    """Apply one target's series to a directory: dry run, check against the lock, then commit.
+
+    A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
+    then only the patches it lacks are applied, and the whole result is still checked.
+    """
+    items = series_items(ledger, target)
+    mapper = path_mapper(target, layout)
+    report = TargetReport(target.name, str(root), kind, layout, "failed", "", fuzz=fuzz)
+    recovered = recover(root)
+    if recovered:
+        report.message = f"finished an interrupted earlier apply ({recovered}); "
+    locked = ledger.lock.targets.get(target.name)
+    expected = dict(locked.files) if locked and locked.files else None
+    trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+    if not trial.ok:
+        state = detect_state(root, items, expected, path_for=mapper)
+        report.state, report.result = state, trial
+        if state.matches_expected or (state.all_applied and expected is None):
+            report.result = None
+            report.outcome = "already"
+            report.message += state.summary() + "; nothing changed"
+            return report
+        if state.all_applied:
+            report.result = None
+            report.outcome = "mismatch"
+            report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
+            report.message += state.summary() + ", but its files do not match the lock; nothing changed"
+            return report
+        carried = [p.state == "applied" for p in state.patches]
+        if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
+            items = [i for i, c in zip(items, carried) if not c]
+            report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
+            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+        elif any(carried):
+            report.outcome = "partial"
+            report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
+            return report
+        if not trial.ok:
+            report.result = trial
+            report.outcome = "failed"
+            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
+            return report
+    got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
+    if expected:  # files only the already-carried patches touch: as they are on disk
+        got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
+    report.result = trial
+    if expected and not update_lock:
+        bad = _compare(expected, got)
+        if bad:
+            report.outcome, report.mismatched = "mismatch", bad
+            report.message += (f"{len(bad)} patched file(s) would not match the lock; nothing was written "
+                               "(re-run with --update-lock if the new result is intended)")
+            return report
+    report.unlocked = expected is None
+    if dry_run:
+        report.outcome = "dry-run"
+        report.message += f"{len(items)} patches apply; nothing was written"
+        return report
+    before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
+    result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
+    if not result.ok:  # the tree changed between the trial and now
+        report.outcome, report.result = "failed", result
+        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
+        return report
+    report.result = result
+    report.outcome = "applied"
+    if update_lock:
+        tail = ", lock updated"
+    elif report.unlocked:
+        tail = " (no lock to check against yet: run with --update-lock to record one)"
+    else:
+        tail = ", every patched file matches the lock"
+    report.message += f"{len(items)} patches applied{tail}"
+    if update_lock:
+        record_lock(ledger, target, {k: v for k, v in got.items() if v is not None},
+                    {_lock_key(target, layout, k): v for k, v in before.items() if v is not None})
+    return report
+
+
+def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:
+    with ledger_mod.edit(ledger.path) as e:
+        tl = e.lock.target(target.name)
+        tl.base = target.base
+        tl.files = dict(files)
+        tl.base_files = dict(base_files)
+        for p in ledger.series(target.name):
+            data = ledger.body_file(p).read_bytes()
+            e.lock.bodies[p.id] = sha256_bytes(data)
+
+
+def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Path:
+    """Download (once, cached) and unpack a release for ``--from-index``."""
+    from patchset.upstream.archives import unpack
+    from patchset.upstream.releases import download
+
+    if into.exists() and (not into.is_dir() or any(into.iterdir())):
+        raise InputError(f"--into {into} exists and is not empty",
+                         hint="choose a new directory; apply --tree DIR patches an existing tree")
+    kind = "sdist" if layout == "source" else "wheel"
+    archive = download(spec, kind, progress=progress)
+    unpack(archive, into, strip_top=(kind == "sdist"))
+    return into
+
+
+def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
+    fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
+    try:
+        rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise
+    if not rep.ok:
+        shutil.rmtree(into, ignore_errors=True)
+        rep.message += f"; removed {into}"
+    return rep
+
+
+def _commit_message(p: Patch) -> str:
+    lines = [p.title, ""]
+    if p.description:
+        lines += [p.description, ""]
+    lines.append(f"Patch-Id: {p.id}")
+    lines.append(f"Origin: {p.origin}")
+    lines += [f"Upstream-PR: {r}" for r in p.upstream.prs]
+    lines += [f"Ports: {r}" for r in p.upstream.ports]
+    return "\n".join(lines) + "\n"
+
+
+def apply_to_repo(ledger: Ledger, target: Target, repo_dir: Path, *, layout: str, branch: str = "",
+                  fuzz: int = 0, update_lock: bool = False, dry_run: bool = False,
+                  progress: Progress | None = None) -> TargetReport:
+    """One commit per patch on a new branch of a git checkout; nothing changes unless all apply."""
+    import git  # GitPython
+
+    try:
+        repo = git.Repo(repo_dir)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise InputError(f"{repo_dir} is not a git checkout", hint="use --tree for a plain directory") from None
+    if repo.is_dirty(untracked_files=False):
+        raise InputError(f"{repo_dir} has uncommitted changes",
+                         hint="commit or stash them first: apply --repo starts from a clean HEAD")
+    branch = branch or f"patchset/{target.name}"
+    if branch in [h.name for h in repo.heads]:
+        raise InputError(f"branch {branch!r} already exists in {repo_dir}",
+                         hint="pass --branch NAME for a new one, or delete the old branch")
+    trial = apply_to_tree(ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True,
+                          update_lock=update_lock, kind="repo")
+    if trial.outcome != "dry-run" or dry_run:
+        return trial
+    items = series_items(ledger, target)
+    mapper = path_mapper(target, layout)
+    patches = {p.id: p for p in ledger.series(target.name)}
+    start = repo.head.commit
+    start_ref = repo.active_branch.name if not repo.head.is_detached else start.hexsha
+    repo.git.checkout("-q", "-b", branch)
+    report = TargetReport(target.name, str(repo_dir), "repo", layout, "failed", "", fuzz=fuzz)
+    got: dict[str, str] = {}
+    try:
+        for i, item in enumerate(items, 1):
+            if progress:
+                progress(item.patch_id, i, len(items))
+            res = apply_series(repo_dir, [item], fuzz=fuzz, path_for=mapper)
+            res.raise_for_failure()
+            changed = list(res.files)
+            repo.git.add("-A", "--", *changed)
+            repo.git.commit("-q", "--no-verify", "-m", _commit_message(patches[item.patch_id]))
+            report.commits.append(repo.head.commit.hexsha)
+            got.update({_lock_key(target, layout, k): v for k, v in res.files.items() if v is not None})
+    except BaseException:
+        repo.git.checkout("-q", "-f", start_ref)
+        repo.git.branch("-D", branch)
+        raise
+    report.outcome = "applied"
+    report.result = trial.result
+    report.message = f"{len(items)} commits on branch {branch}"
+    if update_lock:
+        base = {}
+        for k in got:
+            try:
+                base[k] = sha256_bytes(start.tree[k].data_stream.read())
+            except KeyError:
+                pass
+        record_lock(ledger, target, got, base)
+    return report
+
+
+def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:
+    """``--tree DIR`` (one target) or ``--tree NAME=DIR`` (several)."""
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, rest = v.partition("=")
+        if sep and name in targets and not rest.startswith("="):
+            out[name] = rest
+        elif len(targets) == 1:
+            out[targets[0]] = v
+        else:
+            raise InputError(f"--{kind} {v!r}: which target?",
+                             hint=f"write --{kind} NAME=VALUE with NAME one of: {', '.join(targets)}")
+    return out
+
+
+def check_fuzz(fuzz: int) -> None:
+    if fuzz < 0 or fuzz > 3:
+        raise InputError(f"--fuzz {fuzz} is out of range", hint="use 0 (default), 1, 2 or 3")
+
+
+def run(ledger: Ledger, trees: dict[str, TreeArg], *, fuzz: int = 0, update_lock: bool = False,
+        dry_run: bool = False, progress: Progress | None = None, download_progress=None,
+        skip_applied: bool = False) -> list[TargetReport]:
+    check_fuzz(fuzz)
+    reports = []
+    for name, arg in trees.items():
+        if name not in ledger.targets:
+            raise InputError(f"unknown target {name!r}", hint=f"one of: {', '.join(ledger.targets)}")
+        target = ledger.targets[name]
+        layout = arg.layout or target.layout
+        kw = dict(fuzz=fuzz, update_lock=update_lock, dry_run=dry_run, progress=progress)
+        if arg.kind == "tree":
+            if not arg.path.is_dir():
+                raise InputError(f"--tree {arg.path}: not a directory")
+            reports.append(apply_to_tree(ledger, target, arg.path, layout=layout, skip_applied=skip_applied, **kw))
+        elif arg.kind == "repo":
+            reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
+        elif arg.kind == "index":
+            reports.append(apply_to_index(ledger, target, arg.spec, arg.path, layout=layout,
+                                          download_progress=download_progress, **kw))
+        else:  # pragma: no cover - the CLI only builds the three kinds
+            raise EnvironmentFailure(f"unknown tree kind {arg.kind}")
+        ledger = ledger_mod.load_ledger(ledger.path) if update_lock else ledger
+    return reports
+
+
+__all__ = ["TreeArg", "TargetReport", "run", "parse_tree_args", "ApplyFailed", "HashMismatch"]

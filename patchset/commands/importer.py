@@ -1,0 +1,167 @@
+"""``patchset import``: bring a quilt directory, format-patch mails, DEP-3/Yocto patches and
+``EXPECTED.sha256`` files into the ledger.
+
+Bodies are copied byte for byte into ``patchset/series/<target>/`` under their original file
+names (so an export gives the same files back); each is matched to an existing entry by id or
+gets a new entry filled from its header. Everything lands in one atomic ledger edit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchset.ledger import store as ledger_mod
+from patchset.errors import InputError, Location
+from patchset.patchfmt.headers import parse_meta
+from patchset.ledger.lock import parse_expected, sha256_bytes
+from patchset.ledger.model import Ledger
+
+PATCH_SUFFIXES = (".patch", ".diff")
+
+
+@dataclass
+class ImportItem:
+    path: Path
+    name: str
+    strip: int | None = None
+
+
+@dataclass
+class ImportResult:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    expected: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged, "expected": self.expected}
+
+
+def patch_id_for(name: str) -> str:
+    stem = name
+    for suf in PATCH_SUFFIXES:
+        if stem.endswith(suf):
+            stem = stem[: -len(suf)]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.")
+    return stem or "patch"
+
+
+def read_series_file(series: Path) -> list[ImportItem]:
+    """Parse a quilt ``series`` file: one patch per line, optional ``-pN``, ``#`` comments."""
+    items = []
+    for lineno, raw in enumerate(series.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        strip = None
+        for opt in parts[1:]:
+            m = re.fullmatch(r"-p(\d+)", opt)
+            if not m:
+                raise InputError(f"unsupported option {opt!r} in series file", where=Location(series, lineno),
+                                 hint="only -pN is understood")
+            strip = int(m.group(1))
+        path = series.parent / parts[0]
+        if not path.is_file():
+            raise InputError(f"series names {parts[0]!r}, which does not exist", where=Location(series, lineno),
+                             hint=f"add the file to {series.parent} or remove the line")
+        items.append(ImportItem(path=path, name=Path(parts[0]).name, strip=strip))
+    return items
+
+
+def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
+    """Expand the command-line sources into ordered patch items and EXPECTED.sha256 files."""
+    items: list[ImportItem] = []
+    expected: list[Path] = []
+    for src in sources:
+        if src.is_dir():
+            if (src / "EXPECTED.sha256").is_file():
+                expected.append(src / "EXPECTED.sha256")
+            if (src / "series").is_file():
+                items.extend(read_series_file(src / "series"))
+            else:
+                for f in sorted(src.iterdir()):
+                    if f.is_file() and f.suffix in PATCH_SUFFIXES:
+                        items.append(ImportItem(path=f, name=f.name))
+        elif src.is_file():
+            if src.name == "series":
+                items.extend(read_series_file(src))
+            elif src.name.endswith(".sha256"):
+                expected.append(src)
+            else:
+                items.append(ImportItem(path=src, name=src.name))
+        else:
+            raise InputError(f"{src}: no such file or directory", hint="pass a quilt directory, patch files or "
+                                                                        "EXPECTED.sha256 files")
+    return items, expected
+
+
+def _choose_target(ledger: Ledger, target: str | None) -> str:
+    if target:
+        if target not in ledger.targets:
+            raise InputError(f"unknown target {target!r}", hint=f"targets in {ledger.path.name}: "
+                                                                 f"{', '.join(ledger.targets) or '(none)'}")
+        return target
+    if len(ledger.targets) == 1:
+        return next(iter(ledger.targets))
+    raise InputError("which target do these patches belong to?",
+                     hint=f"pass --target NAME (one of: {', '.join(ledger.targets) or '(none: add [targets.<name>])'})")
+
+
+def import_sources(ledger_path: Path, sources: list[Path], target: str | None = None) -> ImportResult:
+    """Import patches and expected hashes into the ledger, atomically."""
+    ledger = ledger_mod.load_ledger(ledger_path)
+    tname = _choose_target(ledger, target)
+    items, expected_files = collect(sources)
+    result = ImportResult()
+    with ledger_mod.edit(ledger_path) as e:
+        for item in items:
+            body = item.path.read_bytes()
+            if b"\x00" in body:
+                raise InputError("binary file, not a patch", where=Location(item.path))
+            pid = patch_id_for(item.name)
+            existing = e.patch_table(pid)
+            rel = f"patchset/series/{tname}/{item.name}"
+            digest = sha256_bytes(body)
+            if existing is not None:
+                if existing.get("target") != tname:
+                    raise InputError(f"patch {pid!r} exists for target {existing.get('target')!r}",
+                                     where=Location(item.path), hint=f"import it with --target {existing.get('target')}")
+                rel = existing.get("body") or f"patchset/series/{tname}/{pid}.patch"
+                old = ledger_path.parent / rel
+                if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(pid) == digest:
+                    result.unchanged.append(pid)
+                    continue
+                if "body" not in existing and item.name != f"{pid}.patch":
+                    existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
+                result.updated.append(pid)
+            else:
+                meta = parse_meta(body)
+                values = {
+                    "id": pid, "target": tname, "body": rel, "title": meta.title or pid,
+                    "origin": meta.origin or ("upstream" if meta.prs else "ours"),
+                    "authors": meta.authors, "description": meta.description[:2000],
+                }
+                table = e.add_patch(values)
+                if meta.prs or meta.commits:
+                    if meta.prs:
+                        e.set_path(table, "upstream.prs", meta.prs)
+                    if meta.commits:
+                        e.set_path(table, "upstream.commits", meta.commits)
+                if item.strip is not None and item.strip != ledger.targets[tname].strip:
+                    e.set_path(table, "source.strip", item.strip)
+                if meta.upstream_status:
+                    table.add("notes", f"Upstream-Status: {meta.upstream_status}")
+                result.added.append(pid)
+            e.write_file(rel, body)
+            e.lock.bodies[pid] = digest
+        target = ledger.targets[tname]
+        for ef in expected_files:  # the build tree's layout -> the lock's (the patches') layout
+            hashes = {(target.path_map.to_source(k) if target.layout == "installed" else k): v
+                      for k, v in parse_expected(ef).items()}
+            tl = e.lock.target(tname)
+            tl.files.update(hashes)
+            result.expected[str(ef)] = len(hashes)
+    return result

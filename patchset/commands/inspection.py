@@ -1,0 +1,179 @@
+"""Inspection of a ledger against its files: ``validate``, ``list`` and ``show``.
+
+Everything here is read-only and returns plain data (dicts ready for ``--json``); the CLI renders
+it. "Body not imported" is a state of its own, not an error: a fresh clone of a ledger whose bodies
+belong to someone else is valid.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from patchset.patchfmt.diffs import parse_patch
+from patchset.errors import PatchFormatError
+from patchset.patchfmt.headers import split_header
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Patch
+
+BODY_PRESENT = "present"
+BODY_MISSING = "not imported"
+BODY_MISMATCH = "hash mismatch"
+BODY_UNLOCKED = "not in lock"
+
+
+@dataclass
+class FileStat:
+    path: str
+    added: int
+    removed: int
+    op: str
+
+
+_STAT_OPS = {"create": "new", "delete": "deleted", "rename": "renamed", "copy": "renamed", "modify": "modified"}
+
+
+def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
+    """Per-file added/removed line counts of a patch body, parsed by ``diffs.parse_patch`` (the
+    engine's parser). A renamed or copied file is named by its new path, any other by the path it
+    reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
+    as written; a body that does not parse has no stat (``[]``)."""
+    _, diff = split_header(body)
+    try:
+        files = parse_patch(diff, strip)
+    except PatchFormatError:
+        try:
+            files = parse_patch(diff, 0) if strip else []
+        except PatchFormatError:
+            return []
+    out = []
+    for fp in files:
+        lines = [ln for h in fp.hunks for ln in h.lines]
+        path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
+        out.append(FileStat(path=path, added=sum(1 for ln in lines if ln.startswith(b"+")),
+                            removed=sum(1 for ln in lines if ln.startswith(b"-")), op=_STAT_OPS[fp.op]))
+    return out
+
+
+def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
+    path = ledger.body_file(patch)
+    if not path.is_file():
+        return BODY_MISSING, None
+    data = path.read_bytes()
+    locked = ledger.lock.bodies.get(patch.id)
+    if locked is None:
+        return BODY_UNLOCKED, data
+    return (BODY_PRESENT if locked == sha256_bytes(data) else BODY_MISMATCH), data
+
+
+def patch_files(ledger: Ledger, patch: Patch, body: bytes | None = None) -> list[str]:
+    """Files a patch touches: from its body when imported, else as the ledger declares."""
+    if body is None:
+        _, body = body_state(ledger, patch)
+    if body:
+        stats = diffstat(body)
+        if stats:
+            return [s.path for s in stats]
+    return list(patch.files)
+
+
+@dataclass
+class ValidateReport:
+    ledger: str
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    bodies: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    shared_files: dict[str, list[str]] = field(default_factory=dict)
+    switches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def validate(ledger: Ledger) -> ValidateReport:
+    """Check the ledger against its body files and lock (the schema was checked on load)."""
+    rep = ValidateReport(ledger=str(ledger.path))
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    touched: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for p in ledger.patches:
+        counts[p.target][p.state] += 1
+        state, body = body_state(ledger, p)
+        rep.bodies[p.id] = state
+        if state == BODY_MISMATCH:
+            rep.problems.append(f"{p.id}: body {p.body_path} does not match its sha256 in {ledger.lock_path.name}"
+                                " (re-import it or run `patchset import` to record the new hash)")
+        elif state == BODY_UNLOCKED:
+            rep.warnings.append(f"{p.id}: body {p.body_path} has no hash in the lock (run `patchset import`)")
+        if body is not None:
+            stats = diffstat(body)
+            if not stats and body.strip():
+                rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
+            declared = set(p.files)
+            actual = {s.path for s in stats}
+            if declared and actual and declared != actual:
+                rep.warnings.append(f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
+                                    f"body's {sorted(actual - declared)}")
+        if p.state == "active":
+            for f in patch_files(ledger, p, body):
+                touched[(p.target, f)].append(p.id)
+        if p.switches:
+            rep.switches[p.id] = {"env": p.switches.env, "flags": p.switches.flags}
+        if p.tests:
+            rep.tests[p.id] = len(p.tests)
+    for (target, f), ids in sorted(touched.items()):
+        if len(ids) > 1:
+            rep.shared_files[f"{target}:{f}"] = ids
+    rep.counts = {t: dict(c) for t, c in counts.items()}
+    referenced = {ledger.body_file(p).resolve() for p in ledger.patches}
+    series_root = ledger.root / "patchset" / "series"
+    if series_root.is_dir():
+        for f in sorted(series_root.rglob("*")):
+            if f.is_file() and f.suffix in (".patch", ".diff") and f.resolve() not in referenced:
+                rep.warnings.append(f"extra body not in the ledger: {f.relative_to(ledger.root)}")
+    for pid in ledger.lock.bodies:
+        if pid not in {p.id for p in ledger.patches}:
+            rep.warnings.append(f"lock has a hash for unknown patch {pid!r}")
+    return rep
+
+
+def list_rows(ledger: Ledger, target: str | None = None, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    order: Counter[str] = Counter()
+    for p in ledger.patches:
+        if target and p.target != target:
+            continue
+        if states and p.state not in states:
+            continue
+        order[p.target] += 1
+        state, body = body_state(ledger, p)
+        rows.append({
+            "order": order[p.target], "id": p.id, "target": p.target, "origin": p.origin,
+            "prs": p.upstream.prs or p.upstream.ports, "pr_state": p.status.pr_state, "state": p.state,
+            "files": patch_files(ledger, p, body), "body": state, "title": p.title,
+        })
+    return rows
+
+
+def show(ledger: Ledger, patch_id: str) -> dict[str, Any]:
+    p = ledger.get(patch_id)
+    state, body = body_state(ledger, p)
+    d = asdict(p)
+    d["body_path"] = p.body_path
+    d["body_state"] = state
+    d["body_sha256"] = sha256_bytes(body) if body is not None else None
+    d["locked_sha256"] = ledger.lock.bodies.get(p.id)
+    d["diffstat"] = [asdict(s) for s in diffstat(body)] if body else []
+    d["order"] = [q.id for q in ledger.series(p.target, states=("active",))].index(p.id) + 1 if p.active else None
+    for k in ("recorded", "merged_at"):
+        v = d["status"].get(k)
+        d["status"][k] = v.isoformat() if v else None
+    return d

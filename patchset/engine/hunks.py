@@ -1,0 +1,407 @@
+"""The patch apply engine: old bytes + one file patch -> new bytes, exactly as GNU patch does it.
+
+Pure functions, no file system. The reference is GNU ``patch -p1 -F0 --forward`` (2.7.x); the
+rules reproduced here, from GNU patch's documented behaviour and checked against the real binary
+by ``tests/test_engine_differential.py``:
+
+* Hunks are tried in order. A hunk's expected position is its ``@@ -N`` line plus the offset at
+  which the previous successful hunk applied (``in_offset``); a hunk with no old lines
+  (``-N,0``) means "after line N".
+* The search goes outward from there: +0, then +1, -1, +2, -2 ... never before the last line a
+  previous hunk changed (its trailing context may be reused), never before line 1 and never
+  where the hunk would run past the end of the file.
+* A hunk with less leading than trailing context that starts at line 1 can only match at the
+  start of the file; a hunk with less trailing than leading context can only match at the end.
+* Lines are compared byte for byte, line endings included (CRLF is not LF; a last line without
+  newline is not the same line with one).
+* Fuzz F (only when asked) drops up to F context lines at the hunk edges, trying F = 0, 1, ...
+  up to the hunk's context; context lines that did not match keep the file's text.
+* ``--forward``: if the first hunk does not apply but applies reversed, the file is refused as
+  "already applied / reversed" and nothing is changed.
+* Output: lines are copied from the input and hunk lines inserted; a newline is inserted when
+  something follows a line that had none.
+
+GNU patch writes a file even when some hunks failed (and a ``.rej``); this engine reports the
+failed hunks and still computes that partial result (``FileOutcome.partial``) so the two can be
+compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from patchset.patchfmt.diffs import FilePatch, Hunk, split_lines
+
+HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
+FileStatus = Literal["applied", "already_applied", "failed"]
+
+
+@dataclass
+class NearestRegion:
+    """Where a failed hunk's old lines best match the file now (1-based line, 0..1 share)."""
+
+    line: int
+    similarity: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class HunkResult:
+    index: int  # 1-based, as GNU patch numbers hunks
+    status: HunkStatus
+    offset: int = 0  # applied line - expected line (GNU's "offset N lines")
+    fuzz: int = 0
+    line: int | None = None  # 1-based line in the old file where the hunk's old lines start
+    nearest: NearestRegion | None = None
+    expected_line: int = 0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["nearest"] = self.nearest.to_json() if self.nearest else None
+        return d
+
+    def describe(self) -> str:
+        if self.status == "clean":
+            return f"hunk #{self.index} applied cleanly at line {self.line}"
+        if self.status == "offset":
+            return f"hunk #{self.index} applied at line {self.line} (offset {self.offset:+d} lines)"
+        if self.status == "fuzz":
+            return (f"hunk #{self.index} applied at line {self.line} with fuzz {self.fuzz} "
+                    f"(offset {self.offset:+d} lines)")
+        if self.status == "ignored":
+            return f"hunk #{self.index} ignored"
+        text = f"hunk #{self.index} FAILED (expected at line {self.expected_line})"
+        if self.nearest:
+            text += (f"; nearest match at line {self.nearest.line} "
+                     f"({self.nearest.similarity:.0%} of its old lines)")
+        return text
+
+
+@dataclass
+class FileOutcome:
+    status: FileStatus
+    new: bytes | None  # resulting bytes; None when the file is deleted or the patch failed
+    new_mode: str | None = None
+    hunks: list[HunkResult] = field(default_factory=list)
+    message: str = ""
+    partial: bytes | None = None  # what GNU patch would leave on a hunk failure (not written)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "applied"
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "new_mode": self.new_mode,
+            "message": self.message,
+            "hunks": [h.to_json() for h in self.hunks],
+        }
+
+
+# --------------------------------------------------------------------------- hunk geometry
+
+
+@dataclass
+class _Prepared:
+    """A hunk in the form the search needs (GNU's pch_* accessors)."""
+
+    first: int  # pch_first: 1-based line where the old lines start
+    pattern: list[bytes]  # old lines (context and removed), exact bytes
+    prefix: int  # leading context lines
+    suffix: int  # trailing context lines
+    body: list[tuple[str, bytes]]
+
+
+def _prepare(hunk: Hunk, reverse: bool = False) -> _Prepared:
+    body = hunk.body()
+    if reverse:
+        body = [("-" if k == "+" else "+" if k == "-" else k, c) for k, c in body]
+        start, length = hunk.new_start, hunk.new_len
+    else:
+        start, length = hunk.old_start, hunk.old_len
+    pattern = [c for k, c in body if k != "+"]
+    first = start + 1 if length == 0 else start  # "-N,0": insert after line N
+    n = len(body)
+    prefix = 0
+    while prefix < n and body[prefix][0] == " ":
+        prefix += 1
+    if prefix == n:  # no change at all: all context
+        return _Prepared(first, pattern, prefix, prefix, body)
+    suffix = 0
+    while suffix < n and body[n - 1 - suffix][0] == " ":
+        suffix += 1
+    return _Prepared(first, pattern, prefix, suffix, body)
+
+
+def _match(lines: list[bytes], pattern: list[bytes], where: int, pfuzz: int, sfuzz: int) -> bool:
+    """Do pattern[pfuzz : len-sfuzz] equal the file lines starting at 1-based ``where+pfuzz``?"""
+    lo = where - 1 + pfuzz
+    hi = where - 1 + len(pattern) - sfuzz
+    if lo < 0 or hi > len(lines):
+        return False
+    if hi <= lo:
+        return True
+    if lines[lo] != pattern[pfuzz]:
+        return False
+    return lines[lo:hi] == pattern[pfuzz:len(pattern) - sfuzz]
+
+
+def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int,
+            last_frozen: int) -> int:
+    """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none."""
+    input_lines = len(lines)
+    first_guess = h.first + in_offset
+    pat_lines = len(h.pattern)
+    context = max(h.prefix, h.suffix)
+    prefix_fuzz = fuzz + h.prefix - context
+    suffix_fuzz = fuzz + h.suffix - context
+    max_where = input_lines - (pat_lines - suffix_fuzz) + 1
+    min_where = last_frozen + 1 - (h.prefix - prefix_fuzz)
+    max_pos_offset = max_where - first_guess
+    max_neg_offset = first_guess - min_where
+    max_offset = max(max_pos_offset, max_neg_offset)
+
+    if not pat_lines:  # an empty old side matches anywhere: the expected line
+        return first_guess
+    if first_guess <= max_neg_offset:  # never before line 1
+        max_neg_offset = first_guess - 1
+
+    if prefix_fuzz < 0 and h.first <= 1:
+        # too little leading context: the hunk can only match at the start of the file
+        if suffix_fuzz < 0:
+            if pat_lines != input_lines or h.prefix < last_frozen:
+                return 0
+        offset = 1 - first_guess
+        if last_frozen <= h.prefix and offset <= max_pos_offset and \
+                _match(lines, h.pattern, first_guess + offset, 0, max(suffix_fuzz, 0)):
+            return first_guess + offset
+        return 0
+    if prefix_fuzz < 0:
+        prefix_fuzz = 0
+
+    if suffix_fuzz < 0:
+        # too little trailing context: the hunk can only match at the end of the file
+        offset = first_guess - (input_lines - pat_lines + 1)
+        if offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset,
+                                               prefix_fuzz, 0):
+            return first_guess - offset
+        return 0
+
+    for offset in range(0, max_offset + 1):
+        if offset <= max_pos_offset and _match(lines, h.pattern, first_guess + offset,
+                                               prefix_fuzz, suffix_fuzz):
+            return first_guess + offset
+        if 0 < offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset,
+                                                   prefix_fuzz, suffix_fuzz):
+            return first_guess - offset
+    return 0
+
+
+def nearest_region(lines: list[bytes], hunk: Hunk, expected: int) -> NearestRegion | None:
+    """Best alignment of the hunk's old lines in ``lines``: most lines equal at their relative
+    place (ties: closest to ``expected``). Lines that occur very often (blank lines, braces)
+    do not vote, so a region is found by its distinctive lines."""
+    pattern = hunk.old_lines()
+    if not pattern or not lines:
+        return None
+    where: dict[bytes, list[int]] = {}
+    for i, ln in enumerate(lines):
+        where.setdefault(ln, []).append(i)
+    votes: dict[int, int] = {}
+    for j, ln in enumerate(pattern):
+        hits = where.get(ln)
+        if not hits or len(hits) > 64:
+            continue
+        for i in hits:
+            votes[i - j] = votes.get(i - j, 0) + 1
+    if not votes:
+        return None
+    best = max(votes, key=lambda s: (votes[s], -abs(s + 1 - expected)))
+    # exact count at that alignment, frequent lines included
+    same = sum(1 for j, ln in enumerate(pattern)
+               if 0 <= best + j < len(lines) and lines[best + j] == ln)
+    return NearestRegion(line=max(best + 1, 1), similarity=round(same / len(pattern), 3))
+
+
+# --------------------------------------------------------------------------- output
+
+
+class _Writer:
+    """GNU patch's output state: copies input lines, inserts hunk lines, and adds a newline
+    when something follows a line that had none."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+        self.out: list[bytes] = []
+        self.after_newline = True
+        self.frozen = 0  # input lines consumed (GNU's last_frozen_line)
+
+    def emit(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self.after_newline:
+            self.out.append(b"\n")
+        self.out.append(data)
+        self.after_newline = data.endswith(b"\n")
+
+    def copy_till(self, line: int) -> None:
+        # past the end of the input there is nothing to copy (GNU: an empty line fetch);
+        # every input line but the last ends in "\n", so a slice is copied in one go
+        if self.frozen < line:
+            chunk = self.lines[self.frozen:line]
+            if chunk:
+                if not self.after_newline:
+                    self.out.append(b"\n")
+                self.out.extend(chunk)
+                self.after_newline = chunk[-1].endswith(b"\n")
+            self.frozen = line
+
+    def apply(self, h: _Prepared, where: int) -> None:
+        old = 0  # index into the old side (pattern)
+        for kind, content in h.body:
+            if kind == "-":
+                self.copy_till(where + old - 1)
+                self.frozen += 1  # drop the input line
+                old += 1
+            elif kind == "+":
+                self.copy_till(where + old - 1)
+                self.emit(content)
+            else:
+                old += 1
+
+    def finish(self) -> bytes:
+        self.copy_till(len(self.lines))
+        return b"".join(self.out)
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def _run_hunks(lines: list[bytes], prepared: list[_Prepared], fuzz: int,
+               hunks: list[Hunk]) -> tuple[bytes, list[HunkResult], bool]:
+    """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected)."""
+    writer = _Writer(lines)
+    results: list[HunkResult] = []
+    in_offset = 0
+    for idx, h in enumerate(prepared, start=1):
+        maxfuzz = min(fuzz, max(h.prefix, h.suffix))
+        where = 0
+        used = 0
+        for f in range(0, maxfuzz + 1):
+            where = _locate(lines, h, f, in_offset, writer.frozen)
+            if not where and idx == 1:
+                # --forward: does the first hunk apply reversed? then refuse the file
+                rev = _prepare(hunks[0], reverse=True)
+                if _locate(lines, rev, f, in_offset, writer.frozen):
+                    return b"", [], True
+            if where:
+                used = f
+                break
+        expected = h.first + in_offset
+        if not where:
+            results.append(HunkResult(idx, "failed", line=None, expected_line=expected,
+                                      nearest=nearest_region(lines, hunks[idx - 1], expected)))
+            continue
+        offset = where - h.first
+        in_offset = offset
+        status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
+        results.append(HunkResult(idx, status, offset=offset, fuzz=used, line=where,
+                                  expected_line=expected))
+        writer.apply(h, where)
+    return writer.finish(), results, False
+
+
+def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
+    """Apply one file patch to ``old`` (``None``: the file does not exist).
+
+    Never raises for a patch that does not fit: the outcome says ``failed`` or
+    ``already_applied`` with a message and per-hunk results.
+    """
+    new_mode = fp.new_mode
+    if fp.binary:
+        return FileOutcome("failed", None, message=f"{fp.path}: binary patches are not supported")
+    if fp.op == "create":
+        if old:  # GNU patch treats an existing empty file as absent
+            if old == _create_content(fp):
+                return FileOutcome("already_applied", None, message=(
+                    f"{fp.new_path}: the patch creates this file and it already exists with "
+                    "the same content (already applied)"))
+            return FileOutcome("failed", None, message=(
+                f"{fp.new_path}: the patch creates this file but it already exists"))
+        old = b""
+    elif old is None:
+        if fp.op == "delete":
+            return FileOutcome("already_applied", None, message=(
+                f"{fp.old_path}: the patch deletes this file and it does not exist "
+                "(already applied)"))
+        if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
+            old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it
+        else:
+            return FileOutcome("failed", None, message=f"{fp.path}: file to patch does not exist")
+    elif not old and fp.hunks and (fp.op == "delete" or (
+            len(fp.hunks) == 1 and fp.hunks[0].new_start == 0 and fp.hunks[0].new_len == 0)):
+        return FileOutcome("already_applied", None, message=(
+            f"{fp.path}: the patch empties this file and it is already empty (already applied)"))
+
+    if not fp.hunks:
+        # rename / copy / mode change only
+        if fp.op == "delete":
+            if old:
+                return FileOutcome("failed", None, message=(
+                    f"{fp.old_path}: deletion patch has no hunks but the file is not empty"))
+            return FileOutcome("applied", None, message="deleted")
+        return FileOutcome("applied", old, new_mode=new_mode)
+
+    lines = split_lines(old)
+    prepared = [_prepare(h) for h in fp.hunks]
+    out, results, reversed_ = _run_hunks(lines, prepared, fuzz, fp.hunks)
+    if reversed_:
+        return FileOutcome(
+            "already_applied", None,
+            hunks=[HunkResult(i, "ignored") for i in range(1, len(fp.hunks) + 1)],
+            message=(f"{fp.path}: reversed (or previously applied) patch detected: "
+                     "the patch looks already applied"))
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        return FileOutcome(
+            "failed", None, hunks=results, partial=out,
+            message=f"{fp.path}: {len(failed)} out of {len(results)} hunk(s) FAILED")
+    if fp.op == "delete":
+        if out:
+            return FileOutcome("failed", None, hunks=results, partial=out, message=(
+                f"{fp.old_path}: deletion patch applied but the file is not empty afterwards"))
+        return FileOutcome("applied", None, hunks=results, message="deleted")
+    return FileOutcome("applied", out, new_mode=new_mode, hunks=results)
+
+
+def _create_content(fp: FilePatch) -> bytes:
+    w = _Writer([])
+    for h in fp.hunks:
+        for kind, content in h.body():
+            if kind == "+":
+                w.emit(content)
+    return b"".join(w.out)
+
+
+def reverse_file_patch(fp: FilePatch) -> FilePatch:
+    """The patch that undoes ``fp`` (used for "is it already applied?")."""
+    op = {"create": "delete", "delete": "create"}.get(fp.op, fp.op)
+    hunks = []
+    for h in fp.hunks:
+        lines = []
+        for raw in h.lines:
+            if raw[:1] == b"+":
+                lines.append(b"-" + raw[1:])
+            elif raw[:1] == b"-":
+                lines.append(b"+" + raw[1:])
+            else:
+                lines.append(raw)
+        hunks.append(Hunk(h.new_start, h.new_len, h.old_start, h.old_len, lines, h.section,
+                          h.line_no))
+    return FilePatch(old_path=fp.new_path, new_path=fp.old_path, op=op,  # type: ignore[arg-type]
+                     old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks, binary=fp.binary,
+                     similarity=fp.similarity, git=fp.git, line_no=fp.line_no)

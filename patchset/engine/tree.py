@@ -1,0 +1,479 @@
+"""Apply a patch series to a directory tree: all patches or none, crash-safe, with hashes.
+
+``apply_series`` parses every patch, checks every path is safe, reads only the touched files,
+applies the series in memory with the engine (a file touched by several patches sees them in
+order) and, only if every hunk of every patch applied, commits all resulting files at once
+through ``patchset.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
+interrupted commit). ``detect_state`` tells which patches of a series a tree already carries.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from patchset.engine import txn
+from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
+from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
+from patchset.ledger.lock import sha256_bytes
+
+PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
+Progress = Callable[[str, int, int], None]  # (patch_id, 1-based index, total)
+
+
+@dataclass
+class SeriesItem:
+    patch_id: str
+    body: bytes
+    strip: int = 1
+
+
+@dataclass
+class FileResult:
+    path: str  # tree path written (for a deletion: the path removed)
+    patch_path: str  # the path as the patch names it
+    op: str
+    status: str  # engine FileStatus
+    hunks: list[HunkResult] = field(default_factory=list)
+    message: str = ""
+    sha256: str | None = None  # of the file after this patch (None: absent)
+    old_path: str | None = None  # tree path read (renames/copies)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "patch_path": self.patch_path, "op": self.op,
+            "old_path": self.old_path, "status": self.status, "message": self.message,
+            "sha256": self.sha256, "hunks": [h.to_json() for h in self.hunks],
+        }
+
+
+@dataclass
+class PatchResult:
+    patch_id: str
+    status: PatchStatus
+    files: list[FileResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "applied"
+
+    def to_json(self) -> dict:
+        return {"patch_id": self.patch_id, "status": self.status,
+                "files": [f.to_json() for f in self.files]}
+
+    def describe(self) -> str:
+        lines = [f"{self.patch_id}: {self.status}"]
+        for f in self.files:
+            lines.append(f"  {f.path}: {f.status}" + (f" ({f.message})" if f.message else ""))
+            for h in f.hunks:
+                if h.status != "clean":
+                    lines.append(f"    {h.describe()}")
+        return "\n".join(lines)
+
+
+@dataclass
+class SeriesResult:
+    root: str
+    ok: bool
+    dry_run: bool
+    committed: bool
+    patches: list[PatchResult]
+    files: dict[str, str | None]  # every touched tree path -> sha256 after the series
+    modes: dict[str, int | None] = field(default_factory=dict)
+    recovered: str | None = None  # what recover() did with an interrupted earlier run
+    failed_patch: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "root": self.root, "ok": self.ok, "dry_run": self.dry_run,
+            "committed": self.committed, "recovered": self.recovered,
+            "failed_patch": self.failed_patch,
+            "patches": [p.to_json() for p in self.patches],
+            "files": dict(self.files),
+            "modes": {k: (oct(v) if v is not None else None) for k, v in self.modes.items()},
+        }
+
+    def raise_for_failure(self) -> None:
+        """Raise ``ApplyFailed`` (exit 1) naming the failing patch, files and hunks."""
+        if self.ok:
+            return
+        bad = next(p for p in self.patches if p.status in ("failed", "already_applied"))
+        hint = ("the tree seems to carry this patch already: check with detect_state"
+                if bad.status == "already_applied" else
+                "rebase the patch onto this tree; nothing was written")
+        raise ApplyFailed(f"patch {bad.patch_id} does not apply to {self.root}:\n"
+                          + bad.describe(), hint=hint)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+class _Paths:
+    """Maps patch paths to safe tree paths: relative, no ``..``, no symlink leaving the tree."""
+
+    def __init__(self, root: Path, path_for: Callable[[str], str] | None) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.path_for = path_for or (lambda p: p)
+        self.cache: dict[str, str] = {}
+
+    def resolve(self, patch_path: str, patch_id: str) -> str:
+        if patch_path in self.cache:
+            return self.cache[patch_path]
+        mapped = self.path_for(patch_path)
+        where = f"patch {patch_id}: path {patch_path!r}"
+        if mapped != patch_path:
+            where += f" (mapped to {mapped!r})"
+        if not mapped or "\0" in mapped:
+            raise UnsafePathError(f"{where} is empty or contains NUL")
+        if mapped.startswith("/") or os.path.isabs(mapped):
+            raise UnsafePathError(f"{where} is absolute", hint="patch paths must be relative")
+        parts = [p for p in mapped.split("/") if p not in ("", ".")]
+        if not parts or any(p == ".." for p in parts):
+            raise UnsafePathError(f"{where} escapes the tree with '..'")
+        if parts[0] == txn.TXN_DIR or ".git" in parts:
+            raise UnsafePathError(f"{where} points into {parts[0] if parts[0] == txn.TXN_DIR else '.git'}",
+                                  hint="patches may not touch repository or patchset metadata")
+        real = os.path.realpath(self.root.joinpath(*parts))
+        root = str(self.root)
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            raise UnsafePathError(f"{where} leaves the tree {root} through a symlink "
+                                  f"(resolves to {real})")
+        rel = os.path.relpath(real, root)
+        if rel == "." or rel.split("/")[0] == txn.TXN_DIR or ".git" in rel.split("/"):
+            raise UnsafePathError(f"{where} resolves to {rel!r}, which patches may not touch")
+        self.cache[patch_path] = rel
+        return rel
+
+
+# --------------------------------------------------------------------------- state
+
+
+class _State:
+    """The tree as the series sees it in memory: lazily read files, overlaid changes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.disk: dict[str, tuple[bytes | None, int | None]] = {}
+        self.now: dict[str, tuple[bytes | None, int | None]] = {}
+
+    def _load(self, rel: str) -> tuple[bytes | None, int | None]:
+        if rel not in self.disk:
+            path = self.root / rel
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                self.disk[rel] = (None, None)
+            except OSError as exc:
+                raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
+            else:
+                if not stat.S_ISREG(st.st_mode):
+                    raise EnvironmentFailure(f"{path}: not a regular file",
+                                             hint="patches can only change regular files")
+                try:
+                    self.disk[rel] = (path.read_bytes(), st.st_mode & 0o7777)
+                except OSError as exc:
+                    raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
+        return self.disk[rel]
+
+    def get(self, rel: str) -> tuple[bytes | None, int | None]:
+        if rel in self.now:
+            return self.now[rel]
+        return self._load(rel)
+
+    def set(self, rel: str, data: bytes | None, mode: int | None) -> None:
+        self._load(rel)
+        self.now[rel] = (data, mode if data is not None else None)
+
+    def fork(self) -> "_State":
+        other = _State(self.root)
+        other.disk = self.disk  # shared read cache
+        other.now = dict(self.now)
+        return other
+
+    def changes(self) -> list[txn.Change]:
+        out = []
+        for rel, (data, mode) in self.now.items():
+            if (data, mode) != self.disk[rel]:
+                out.append(txn.Change(rel, data, mode))
+        return out
+
+
+def _git_mode(mode: str | None) -> int | None:
+    if not mode:
+        return None
+    bits = int(mode, 8) & 0o7777
+    return 0o755 if bits & 0o100 else 0o644
+
+
+def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
+               fuzz: int) -> FileResult:
+    """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
+    src = paths.resolve(fp.path, patch_id)
+    dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
+    if fp.op == "modify" and not fp.git and fp.new_path and fp.new_path != fp.old_path:
+        # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
+        # one that exists; if both do, the one with fewest components, then shortest name
+        names = [n for n in (fp.old_path, fp.new_path) if n is not None]
+        there = [n for n in names if state.get(paths.resolve(n, patch_id))[0] is not None]
+        if there:
+            best = min(there, key=lambda n: (n.count("/"), len(n.rsplit("/", 1)[-1]), len(n)))
+            src = dst = paths.resolve(best, patch_id)
+    old, old_mode = state.get(src)
+    if fp.op == "create":
+        old_mode = None
+    res = FileResult(path=dst or src, patch_path=fp.target or fp.path, op=fp.op, status="failed",
+                     old_path=src if fp.op in ("rename", "copy") else None)
+    if fp.op in ("rename", "copy") and dst is not None and dst != src:
+        if old is None:
+            there, _ = state.get(dst)
+            if there is not None:
+                # the source is gone and the target exists: looks like a done rename
+                probe = apply_file(there, _as_modify(fp), fuzz)
+                if probe.status == "already_applied" or not fp.hunks:
+                    res.status, res.message = "already_applied", (
+                        f"{fp.op} {fp.old_path} -> {fp.new_path}: source missing, target present")
+                    return res
+            res.message = f"{fp.op} source {fp.old_path} does not exist"
+            return res
+        there = state.get(dst)[0]
+        if there is not None:
+            probe = apply_file(old, fp, fuzz)
+            if fp.op == "copy" and probe.ok and probe.new == there:
+                res.status, res.message = "already_applied", (
+                    f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content")
+            else:
+                res.message = f"{fp.op} target {fp.new_path} already exists"
+            return res
+    outcome: FileOutcome = apply_file(old, fp, fuzz)
+    res.status, res.hunks, res.message = outcome.status, outcome.hunks, outcome.message
+    if not outcome.ok:
+        return res
+    if fp.op == "delete":
+        state.set(src, None, None)
+        return res
+    assert dst is not None and outcome.new is not None
+    mode = _git_mode(fp.new_mode) if fp.new_mode and fp.new_mode != fp.old_mode else None
+    if mode is None:
+        mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
+    if fp.op == "rename" and dst != src:
+        state.set(src, None, None)
+    state.set(dst, outcome.new, mode)
+    res.sha256 = sha256_bytes(outcome.new)
+    return res
+
+
+def _as_modify(fp: FilePatch) -> FilePatch:
+    return FilePatch(fp.new_path, fp.new_path, "modify", fp.old_mode, fp.new_mode, fp.hunks,
+                     fp.binary, fp.similarity, True, fp.line_no)
+
+
+def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
+    parsed = []
+    for item in items:
+        fps = parse_patch(item.body, item.strip, source=item.patch_id)
+        for fp in fps:  # every path checked before anything is read or written
+            for p in fp.paths():
+                paths.resolve(p, item.patch_id)
+        parsed.append(fps)
+    return parsed
+
+
+def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths,
+                 fuzz: int) -> PatchResult:
+    """All file patches of one patch, or none (on failure ``state`` is left unchanged)."""
+    trial = state.fork()
+    result = PatchResult(item.patch_id, "applied")
+    for fp in fps:
+        fr = _apply_one(trial, fp, paths, item.patch_id, fuzz)
+        result.files.append(fr)
+    statuses = {f.status for f in result.files}
+    if "failed" in statuses:
+        result.status = "failed"
+    elif "already_applied" in statuses:
+        result.status = "already_applied"
+    else:
+        state.now = trial.now
+    return result
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def apply_series(root: Path, items: list[SeriesItem], *, fuzz: int = 0,
+                 path_for: Callable[[str], str] | None = None, dry_run: bool = False,
+                 progress: Progress | None = None) -> SeriesResult:
+    """Apply ``items`` in order to the tree at ``root``, all or nothing.
+
+    Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
+    tree) before reading or writing anything, ``EnvironmentFailure`` (unreadable tree, another
+    apply running, an interrupted apply to recover in dry-run mode). A patch that does not apply
+    is *returned*: ``ok=False``, ``committed=False``, the tree untouched; call
+    ``raise_for_failure()`` to turn it into ``ApplyFailed``.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
+    recovered = None
+    if txn.pending(root):
+        if dry_run:
+            raise EnvironmentFailure(f"{root}: an earlier apply was interrupted",
+                                     hint="run recover(root) (or a real apply) first")
+        recovered = txn.recover(root)
+    paths = _Paths(root, path_for)
+    parsed = _parse_all(items, paths)
+    state = _State(paths.root)
+    results: list[PatchResult] = []
+    failed: str | None = None
+    for i, (item, fps) in enumerate(zip(items, parsed), start=1):
+        if failed:
+            results.append(PatchResult(item.patch_id, "not_reached"))
+            continue
+        if progress:
+            progress(item.patch_id, i, len(items))
+        pr = _apply_patch(state, fps, item, paths, fuzz)
+        results.append(pr)
+        if not pr.ok:
+            failed = item.patch_id
+    touched = {rel: state.get(rel) for rel in list(state.disk)}
+    files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
+    modes = {rel: m for rel, (_, m) in touched.items()}
+    ok = failed is None
+    committed = False
+    if ok and not dry_run:
+        changes = state.changes()
+        if changes:
+            txn.commit(paths.root, changes)
+        committed = True
+    return SeriesResult(root=str(root), ok=ok, dry_run=dry_run, committed=committed,
+                        patches=results, files=files, modes=modes, recovered=recovered,
+                        failed_patch=failed)
+
+
+def recover(root: Path, direction: txn.Direction = "auto") -> str | None:
+    """Finish (``auto``/``forward``) or undo (``back``) an interrupted ``apply_series``."""
+    return txn.recover(Path(os.path.realpath(root)), direction)
+
+
+# --------------------------------------------------------------------------- state detection
+
+StateName = Literal["applied", "not_applied", "unknown"]
+
+
+@dataclass
+class PatchState:
+    patch_id: str
+    state: StateName
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
+
+
+@dataclass
+class SeriesState:
+    patches: list[PatchState]
+    matches_expected: bool | None = None  # every expected sha256 matched (None: none given)
+
+    @property
+    def all_applied(self) -> bool:
+        return all(p.state == "applied" for p in self.patches)
+
+    @property
+    def none_applied(self) -> bool:
+        return all(p.state == "not_applied" for p in self.patches)
+
+    def summary(self) -> str:
+        if self.matches_expected:
+            return "the tree already carries the series (every file matches the lock)"
+        if self.all_applied:
+            return "the tree already carries the whole series"
+        if self.none_applied:
+            return "the tree carries none of the series"
+
+        def spans(state: str) -> str:
+            idx = [i for i, p in enumerate(self.patches, 1) if p.state == state]
+            out, start = [], None
+            for k, i in enumerate(idx):
+                if start is None:
+                    start = i
+                if k + 1 == len(idx) or idx[k + 1] != i + 1:
+                    out.append(f"{start}" if start == i else f"{start}-{i}")
+                    start = None
+            return ", ".join(out)
+
+        text = f"the tree carries patches {spans('applied') or 'none'}"
+        text += f", not {spans('not_applied')}" if spans("not_applied") else ""
+        if spans("unknown"):
+            text += f"; unknown: {spans('unknown')}"
+        return text
+
+    def to_json(self) -> dict:
+        return {"summary": self.summary(), "matches_expected": self.matches_expected,
+                "patches": [p.to_json() for p in self.patches]}
+
+
+def _reverse(fps: list[FilePatch]) -> list[FilePatch]:
+    return [reverse_file_patch(fp) for fp in reversed(fps)]
+
+
+def detect_state(root: Path, items: list[SeriesItem],
+                 expected: dict[str, str | None] | None = None, *,
+                 path_for: Callable[[str], str] | None = None) -> SeriesState:
+    """Which patches of ``items`` does the tree at ``root`` carry? Reads, never writes.
+
+    ``expected`` (path -> sha256 after the whole series, ``None`` for an absent file; paths in
+    the patches' layout, mapped through ``path_for`` like the patches' own paths, as in the
+    lock) short-cuts the answer when every file matches. Otherwise: peel patches off the tree from the last to the
+    first (a patch whose reverse applies at its turn is *applied*; the tree is rolled back past
+    it in memory), then replay the rest forward from there (a patch that applies is
+    *not applied*); a patch that fits neither way is *unknown* (conflict or drift).
+    """
+    root = Path(root)
+    paths = _Paths(root, path_for)
+    parsed = _parse_all(items, paths)
+    state = _State(paths.root)
+    matches: bool | None = None
+    if expected is not None:
+        matches = True
+        for path, digest in expected.items():  # keys in the patches' layout, like the lock
+            data, _ = state.get(paths.resolve(path, "expected"))
+            if (None if data is None else sha256_bytes(data)) != digest:  # None: must be absent
+                matches = False
+                break
+        if matches:
+            return SeriesState([PatchState(i.patch_id, "applied", "file hashes match")
+                                for i in items], True)
+    n = len(items)
+    applied = [False] * n
+    peel = state.fork()
+    for k in range(n - 1, -1, -1):
+        rev_item = SeriesItem(items[k].patch_id, b"", items[k].strip)
+        r = _apply_patch(peel, _reverse(parsed[k]), rev_item, paths, 0)
+        if r.ok:
+            applied[k] = True
+    # replay: the tree with the peeled patches re-applied in order must be the tree itself
+    base, replay = peel, peel.fork()
+    states: list[PatchState] = []
+    for k in range(n):
+        item = items[k]
+        if applied[k]:
+            r = _apply_patch(replay, parsed[k], item, paths, 0)
+            if r.ok:
+                states.append(PatchState(item.patch_id, "applied", "reverse-applies"))
+                continue
+            states.append(PatchState(item.patch_id, "unknown",
+                                     "reverse-applies, but not forward on the peeled tree"))
+            continue
+        r = _apply_patch(replay, parsed[k], item, paths, 0)
+        if r.ok:
+            states.append(PatchState(item.patch_id, "not_applied", "applies forward"))
+        else:
+            why = "; ".join(f"{f.path}: {f.message or f.status}" for f in r.files
+                            if f.status != "applied") or r.status
+            states.append(PatchState(item.patch_id, "unknown", f"applies neither way: {why}"))
+    del base
+    return SeriesState(states, matches)

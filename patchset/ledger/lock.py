@@ -1,0 +1,130 @@
+"""The lock (``patches.lock`` beside the ledger): hashes the tool writes, never a human.
+
+It records the sha256 of every patch body, the head a fetched body came from, and per target the
+sha256 of every patched file before (``base_files``) and after (``files``) the series. The
+per-target hashes convert to and from the ``EXPECTED.sha256`` format (``<sha256>  <path>``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import tomlkit
+
+from patchset.errors import LedgerError, Location
+from patchset.ledger.model import SCHEMA_VERSION, Lock, TargetLock
+from patchset.ledger.schema import SHA256_RE, SHA_RE
+from patchset.ledger.tomlio import Locator, parse
+
+HEADER = "Written by patchset: do not edit by hand (use `patchset apply --update-lock`, `import`, `fetch`)."
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data``: the one digest helper of the project (lock, trees, rebase state)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks (release archives can be large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_lock(path: Path) -> Lock:
+    """Read a lock file; a missing file is an empty lock."""
+    if not path.exists():
+        return Lock()
+    text = path.read_text(encoding="utf-8")
+    data = parse(path, text)
+    loc = Locator(text)
+
+    def bad(keypath: tuple, msg: str) -> LedgerError:
+        return LedgerError(msg, where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))),
+                           hint="the lock is written by patchset: regenerate it with `patchset apply --update-lock` "
+                                "or `patchset import`, do not edit it")
+
+    allowed = {"schema", "bodies", "heads", "targets"}
+    for key in data:
+        if key not in allowed:
+            raise bad((key,), f"unknown key {key!r} in lock")
+    lock = Lock()
+    for pid, digest in data.get("bodies", {}).items():
+        if not isinstance(digest, str) or not SHA256_RE.match(digest):
+            raise bad(("bodies", pid), f"bad sha256 {digest!r} for body {pid!r}")
+        lock.bodies[pid] = digest
+    for pid, head in data.get("heads", {}).items():
+        if not isinstance(head, str) or not SHA_RE.match(head):
+            raise bad(("heads", pid), f"bad commit sha {head!r} for {pid!r}")
+        lock.heads[pid] = head
+    for name, tdata in data.get("targets", {}).items():
+        tl = TargetLock(base=str(tdata.get("base", "")))
+        for section in ("files", "base_files"):
+            for fpath, digest in tdata.get(section, {}).items():
+                if not isinstance(digest, str) or not SHA256_RE.match(digest):
+                    raise bad(("targets", name, section, fpath), f"bad sha256 {digest!r} for {fpath}")
+                getattr(tl, section)[fpath] = digest
+        for key in tdata:
+            if key not in ("base", "files", "base_files"):
+                raise bad(("targets", name, key), f"unknown key {key!r} in lock target {name!r}")
+        lock.targets[name] = tl
+    return lock
+
+
+def render_lock(lock: Lock) -> str:
+    """Serialise a lock deterministically (sorted keys) so diffs of the lock are minimal."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment(HEADER))
+    doc.add("schema", SCHEMA_VERSION)
+    bodies = tomlkit.table()
+    for k in sorted(lock.bodies):
+        bodies.add(k, lock.bodies[k])
+    doc.add("bodies", bodies)
+    if lock.heads:
+        heads = tomlkit.table()
+        for k in sorted(lock.heads):
+            heads.add(k, lock.heads[k])
+        doc.add("heads", heads)
+    targets = tomlkit.table(is_super_table=True)
+    for name in sorted(lock.targets):
+        tl = lock.targets[name]
+        t = tomlkit.table()
+        if tl.base:
+            t.add("base", tl.base)
+        for section in ("base_files", "files"):
+            mapping = getattr(tl, section)
+            if mapping:
+                sub = tomlkit.table()
+                for f in sorted(mapping):
+                    sub.add(f, mapping[f])
+                t.add(section, sub)
+        targets.add(name, t)
+    if lock.targets:
+        doc.add("targets", targets)
+    return tomlkit.dumps(doc)
+
+
+def parse_expected(path: Path, text: str | None = None) -> dict[str, str]:
+    """Read an ``EXPECTED.sha256`` file (``<sha256>  <path>`` per line, ``*path`` binary marker ok)."""
+    if text is None:
+        text = path.read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2 or not SHA256_RE.match(parts[0].lower()):
+            raise LedgerError(f"not a `<sha256>  <path>` line: {line[:80]!r}", where=Location(path, lineno),
+                              hint="each line is 64 hex digits, two spaces, and a path (sha256sum's format)")
+        fpath = parts[1].strip().lstrip("*")
+        if fpath.startswith("./"):
+            fpath = fpath[2:]
+        out[fpath] = parts[0].lower()
+    return out
+
+
+def render_expected(files: dict[str, str]) -> str:
+    return "".join(f"{files[p]}  {p}\n" for p in sorted(files))

@@ -1,0 +1,217 @@
+"""The ledger model: plain data classes for targets, patches, tests and the lock.
+
+Every capability (apply, rebase, status, verify, gate) reads these classes and nothing else; the
+TOML reading and writing live in ``ledger`` and ``lock``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+ORIGINS = ("upstream", "upstream-partial", "port", "ours", "revert")
+STATES = ("active", "held", "dropped")
+LAYOUTS = ("source", "installed")
+PR_STATES = ("open", "draft", "merged", "closed", "unknown")
+SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
+
+
+@dataclass
+class PathMap:
+    """Maps paths between the source-repo layout (what patches name) and the installed layout.
+
+    ``prefixes`` is an ordered list of (source prefix, installed prefix); the longest source prefix
+    wins. A path no prefix matches maps to itself.
+    """
+
+    prefixes: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_installed(self, path: str) -> str:
+        best = max((p for p in self.prefixes if path.startswith(p[0])), key=lambda p: len(p[0]), default=None)
+        return best[1] + path[len(best[0]):] if best else path
+
+    def to_source(self, path: str) -> str:
+        best = max((p for p in self.prefixes if path.startswith(p[1])), key=lambda p: len(p[1]), default=None)
+        return best[0] + path[len(best[1]):] if best else path
+
+
+@dataclass
+class Target:
+    """An upstream repository the series patches (vllm, flashinfer, nccl)."""
+
+    name: str
+    upstream: str
+    github: str
+    branch: str = "main"
+    base: str = ""
+    base_version: str = ""
+    strip: int = 1
+    layout: str = "source"
+    package: str = ""
+    installed_root: str = ""
+    path_map: PathMap = field(default_factory=PathMap)
+    notes: str = ""
+
+    @property
+    def series_dir(self) -> str:
+        return f"patchset/series/{self.name}"
+
+
+@dataclass
+class Upstream:
+    """Upstream references of a patch: PRs taken, the PR a port ports, issues, commits, reverts."""
+
+    prs: list[str] = field(default_factory=list)
+    ports: list[str] = field(default_factory=list)
+    reverts: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    based_on: list[str] = field(default_factory=list)
+
+    def all_refs(self) -> list[str]:
+        return [*self.prs, *self.ports, *self.reverts, *self.issues, *self.based_on]
+
+
+@dataclass
+class Source:
+    """Where a patch body comes from, for ``patchset fetch``."""
+
+    kind: str = "local"
+    ref: str = ""
+    pin: str = ""
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    strip: int | None = None
+    sha256: str = ""
+
+
+@dataclass
+class Switches:
+    """What a patch needs to act: environment variables and command-line flags."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.env or self.flags)
+
+
+@dataclass
+class TestSpec:
+    """One per-patch regression test."""
+
+    command: str
+    name: str = ""
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    timeout: int = 600
+
+
+@dataclass
+class RecordedStatus:
+    """The last upstream status a human or ``patchset status --refresh`` recorded."""
+
+    pr_state: str = "unknown"
+    recorded: dt.date | None = None
+    merged_at: dt.date | None = None
+    merge_commit: str = ""
+    head: str = ""
+    note: str = ""
+
+
+@dataclass
+class Patch:
+    """One entry of the series."""
+
+    id: str
+    target: str
+    title: str
+    origin: str
+    body: str = ""
+    description: str = ""
+    files: list[str] = field(default_factory=list)
+    authors: list[str] = field(default_factory=list)
+    porter: str = ""
+    state: str = "active"
+    reason: str = ""
+    optional: bool = False
+    upstream: Upstream = field(default_factory=Upstream)
+    source: Source = field(default_factory=Source)
+    switches: Switches = field(default_factory=Switches)
+    tests: list[TestSpec] = field(default_factory=list)
+    status: RecordedStatus = field(default_factory=RecordedStatus)
+    notes: str = ""
+    line: int = 0
+
+    @property
+    def body_path(self) -> str:
+        return self.body or f"patchset/series/{self.target}/{self.id}.patch"
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+
+@dataclass
+class TargetLock:
+    """Per-target lock: the base it was computed on, and sha256 of files before and after the series."""
+
+    base: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    base_files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Lock:
+    """What the tool wrote: hashes of patch bodies, of patched files, and pinned source heads."""
+
+    bodies: dict[str, str] = field(default_factory=dict)
+    heads: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, TargetLock] = field(default_factory=dict)
+
+    def target(self, name: str) -> TargetLock:
+        return self.targets.setdefault(name, TargetLock())
+
+
+@dataclass
+class Ledger:
+    """The whole ledger: where it lives, its targets, its ordered patches, its lock."""
+
+    path: Path
+    targets: dict[str, Target]
+    patches: list[Patch]
+    lock: Lock
+    schema: int = SCHEMA_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_suffix(".lock")
+
+    def get(self, patch_id: str) -> Patch:
+        for p in self.patches:
+            if p.id == patch_id:
+                return p
+        from patchset.errors import InputError
+        import difflib
+
+        near = difflib.get_close_matches(patch_id, [p.id for p in self.patches], n=1)
+        raise InputError(
+            f"no patch with id {patch_id!r} in {self.path}",
+            hint=f"did you mean {near[0]!r}?" if near else "see `patchset list` for the ids",
+        )
+
+    def series(self, target: str | None = None, *, states: tuple[str, ...] = ("active",)) -> list[Patch]:
+        return [p for p in self.patches if p.state in states and (target is None or p.target == target)]
+
+    def body_file(self, patch: Patch) -> Path:
+        return self.root / patch.body_path

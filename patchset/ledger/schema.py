@@ -1,0 +1,219 @@
+"""The ledger schema: which keys each table takes, their types and allowed values.
+
+Validation is declarative so that every error has the same shape: file, line, key path, what is
+wrong, and the nearest valid key or value as a hint. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from patchset.errors import LedgerError, Location
+from patchset.ledger.model import LAYOUTS, ORIGINS, PR_STATES, SCHEMA_VERSION, SOURCE_KINDS, STATES
+from patchset.ledger.tomlio import KeyPath, Locator
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
+SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a table: its type, whether it is required, and an optional extra check."""
+
+    kind: str  # str, int, bool, date, list[str], map[str], table, array
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None
+    table: dict[str, "Field"] | None = None
+
+
+def _pattern(rx: re.Pattern[str], what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, str) and v and not rx.match(v):
+                return f"{v!r} is not {what}"
+        return None
+
+    return check
+
+
+REFS = Field("list[str]", check=_pattern(REF_RE, "an upstream reference like 'vllm-project/vllm#57632' or 'vllm#57632'"))
+
+UPSTREAM = {
+    "prs": REFS,
+    "ports": REFS,
+    "reverts": REFS,
+    "issues": REFS,
+    "based_on": REFS,
+    "commits": Field("list[str]", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
+}
+SOURCE = {
+    "kind": Field("str", choices=SOURCE_KINDS),
+    "ref": Field("str"),
+    "pin": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
+    "include": Field("list[str]"),
+    "exclude": Field("list[str]"),
+    "strip": Field("int"),
+    "sha256": Field("str", check=_pattern(SHA256_RE, "a sha256 (64 hex digits)")),
+}
+SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
+TEST = {
+    "command": Field("str", required=True),
+    "name": Field("str"),
+    "cwd": Field("str"),
+    "env": Field("map[str]"),
+    "tags": Field("list[str]"),
+    "timeout": Field("int"),
+}
+STATUS = {
+    "pr_state": Field("str", choices=PR_STATES),
+    "recorded": Field("date"),
+    "merged_at": Field("date"),
+    "merge_commit": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
+    "head": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
+    "note": Field("str"),
+}
+PATCH = {
+    "id": Field("str", required=True, check=_pattern(ID_RE, "an id (letters, digits, '.', '_', '-')")),
+    "target": Field("str", required=True),
+    "title": Field("str", required=True),
+    "origin": Field("str", required=True, choices=ORIGINS),
+    "body": Field("str"),
+    "description": Field("str"),
+    "files": Field("list[str]"),
+    "authors": Field("list[str]"),
+    "porter": Field("str"),
+    "state": Field("str", choices=STATES),
+    "reason": Field("str"),
+    "optional": Field("bool"),
+    "notes": Field("str"),
+    "upstream": Field("table", table=UPSTREAM),
+    "source": Field("table", table=SOURCE),
+    "switches": Field("table", table=SWITCHES),
+    "status": Field("table", table=STATUS),
+    "tests": Field("array", table=TEST),
+}
+TARGET = {
+    "upstream": Field("str", required=True),
+    "github": Field("str", required=True, check=_pattern(GITHUB_RE, "an 'owner/repo' name")),
+    "branch": Field("str"),
+    "base": Field("str"),
+    "base_version": Field("str"),
+    "strip": Field("int"),
+    "layout": Field("str", choices=LAYOUTS),
+    "package": Field("str"),
+    "installed_root": Field("str"),
+    "path_map": Field("map[str]"),
+    "notes": Field("str"),
+}
+TOP = {
+    "schema": Field("int", required=True),
+    "title": Field("str"),
+    "description": Field("str"),
+    "targets": Field("map[table]", table=TARGET),
+    "patch": Field("array", table=PATCH),
+}
+
+_TYPE_NAMES = {
+    "str": "a string", "int": "an integer", "bool": "true or false", "date": "a date (YYYY-MM-DD)",
+    "list[str]": "a list of strings", "map[str]": "a table of strings", "table": "a table",
+    "array": "an array of tables ([[...]])", "map[table]": "a table of tables",
+}
+
+
+class Validator:
+    """Walks parsed TOML data against the schema, raising the first error with its location."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.locator = Locator(text)
+
+    def fail(self, keypath: KeyPath, message: str, hint: str | None = None) -> LedgerError:
+        dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keypath).replace(".[", "[")
+        return LedgerError(message, where=Location(self.path, self.locator.line_of(keypath), dotted or None), hint=hint)
+
+    def check_table(self, data: dict[str, Any], spec: dict[str, Field], at: KeyPath) -> None:
+        for key, value in data.items():
+            if key not in spec:
+                near = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
+                hint = f"did you mean {near[0]!r}?" if near else f"valid keys here: {', '.join(sorted(spec))}"
+                raise self.fail(at + (key,), f"unknown key {key!r}", hint)
+            self.check_value(value, spec[key], at + (key,))
+        for key, fld in spec.items():
+            if fld.required and key not in data:
+                raise self.fail(at, f"missing required key {key!r}", f"add `{key} = ...` to this table")
+
+    def check_value(self, value: Any, fld: Field, at: KeyPath) -> None:
+        ok = {
+            "str": lambda v: isinstance(v, str),
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "bool": lambda v: isinstance(v, bool),
+            "date": lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime),
+            "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "map[str]": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+            "table": lambda v: isinstance(v, dict),
+            "array": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+            "map[table]": lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
+        }[fld.kind](value)
+        if not ok:
+            raise self.fail(at, f"expected {_TYPE_NAMES[fld.kind]}, got {type(value).__name__} {value!r}"[:200])
+        if fld.choices and value not in fld.choices:
+            near = difflib.get_close_matches(str(value), fld.choices, n=1, cutoff=0.4)
+            hint = f"did you mean {near[0]!r}?" if near else None
+            raise self.fail(at, f"{value!r} is not one of: {', '.join(fld.choices)}", hint)
+        if fld.check:
+            problem = fld.check(value)
+            if problem:
+                raise self.fail(at, problem)
+        if fld.kind == "table" and fld.table:
+            self.check_table(value, fld.table, at)
+        elif fld.kind == "array" and fld.table:
+            for i, item in enumerate(value):
+                self.check_table(item, fld.table, at + (i,))
+        elif fld.kind == "map[table]" and fld.table:
+            for name, item in value.items():
+                self.check_table(item, fld.table, at + (name,))
+
+    def check_document(self, data: dict[str, Any]) -> None:
+        self.check_table(data, TOP, ())
+        if data["schema"] != SCHEMA_VERSION:
+            raise self.fail(("schema",), f"schema version {data['schema']} is not supported",
+                            f"this patchset reads schema {SCHEMA_VERSION}; upgrade patchset or fix the version")
+        targets = data.get("targets", {})
+        seen: dict[str, int] = {}
+        for i, patch in enumerate(data.get("patch", [])):
+            pid = patch["id"]
+            if pid in seen:
+                raise self.fail(("patch", i, "id"), f"duplicate id {pid!r} (first defined in patch #{seen[pid] + 1})",
+                                "ids must be unique: rename one of them")
+            seen[pid] = i
+            if patch["target"] not in targets:
+                near = difflib.get_close_matches(patch["target"], list(targets), n=1, cutoff=0.4)
+                raise self.fail(("patch", i, "target"), f"unknown target {patch['target']!r}",
+                                f"did you mean {near[0]!r}?" if near else
+                                f"declare [targets.{patch['target']}] or use one of: {', '.join(targets) or '(none)'}")
+            state = patch.get("state", "active")
+            if state in ("held", "dropped") and not patch.get("reason"):
+                raise self.fail(("patch", i, "state"), f"a {state} patch needs a reason",
+                                "add `reason = \"...\"` saying why")
+            body = patch.get("body")
+            if body is not None:
+                self.check_inside(body, ("patch", i, "body"))
+            for j, test in enumerate(patch.get("tests", [])):
+                if "cwd" in test:
+                    self.check_inside(test["cwd"], ("patch", i, "tests", j, "cwd"), root="the build tree")
+
+    def check_inside(self, rel: str, at: KeyPath, root: str = "the repository") -> None:
+        p = Path(rel)
+        if not rel or p.is_absolute() or ".." in p.parts or rel.startswith("~"):
+            raise self.fail(at, f"path {rel!r} is outside {root}",
+                            f"use a path relative to {root}, without '..'")

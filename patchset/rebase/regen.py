@@ -1,0 +1,128 @@
+"""Regenerate a patch body against a new base, byte-stable, and diff old vs new bodies.
+
+The header of the old body (mail headers, DEP-3 fields, description) is kept byte for byte; the
+diff part is rewritten from the new world's file contents before and after the patch. Hunks come
+from ``git diff --no-index`` with every option that changes output pinned (algorithm, context,
+heuristics, prefixes), and ``index`` lines carry full blob ids, so the same contents always give
+the same bytes whatever the user's git configuration.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchset.patchfmt.diffs import header_text
+from patchset.errors import EnvironmentFailure
+from patchset.upstream.git import git_env
+from patchset.rebase.replay import blob_sha
+
+_ZERO = "0" * 40
+_DIFF_OPTS = ["-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+              "-c", "diff.relative=false", "-c", "core.autocrlf=false", "-c", "diff.suppressBlankEmpty=false",
+              "-c", "diff.interHunkContext=0"]
+
+
+@dataclass
+class FileChange:
+    """One file of a regenerated patch: contents before and after (None: absent)."""
+
+    old_path: str | None
+    new_path: str | None
+    before: bytes | None
+    after: bytes | None
+    old_mode: str | None = None
+    new_mode: str | None = None
+
+
+def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The hunks of every (before, after) pair, with one ``git diff --no-index`` over two directories."""
+    out = [b""] * len(pairs)
+    if not pairs:
+        return out
+    with tempfile.TemporaryDirectory(prefix="patchset-regen-") as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        a.mkdir()
+        b.mkdir()
+        for i, (before, after) in enumerate(pairs):
+            (a / str(i)).write_bytes(before)
+            (b / str(i)).write_bytes(after)
+        proc = subprocess.run(
+            ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
+             "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--inter-hunk-context=0",
+             "--diff-algorithm=myers", "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=git_env())
+    if proc.returncode not in (0, 1):
+        raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
+    sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]
+    for n, section in enumerate(sections):
+        if n + 1 < len(sections):
+            section += b"\n"  # the separator took the newline of this section's last line
+        index = int(section[:section.index(b" ")])
+        at = section.find(b"\n@@ ")
+        out[index] = section[at + 1:] if at >= 0 else b""
+    return out
+
+
+def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> bytes:
+    """One file's git-style diff from its hunks (empty when nothing changed)."""
+    before, after = ch.before, ch.after
+    old_name = ch.old_path if ch.old_path is not None else ch.new_path
+    new_name = ch.new_path if ch.new_path is not None else ch.old_path
+    assert old_name is not None and new_name is not None
+    head = [f"diff --git {prefix[0]}{old_name} {prefix[1]}{new_name}"]
+    if before is None and after is None:
+        return b""
+    if before is None:
+        head += [f"new file mode {ch.new_mode or '100644'}", f"index {_ZERO}..{blob_sha(after or b'')}"]
+    elif after is None:
+        head += [f"deleted file mode {ch.old_mode or '100644'}", f"index {blob_sha(before)}..{_ZERO}"]
+    else:
+        renamed = old_name != new_name
+        mode_change = bool(ch.old_mode and ch.new_mode and ch.old_mode != ch.new_mode)
+        if not hunks and not renamed and not mode_change:
+            return b""
+        if mode_change:
+            head += [f"old mode {ch.old_mode}", f"new mode {ch.new_mode}"]
+        if renamed:
+            head += [f"rename from {old_name}", f"rename to {new_name}"]
+        if hunks:
+            idx = f"index {blob_sha(before)}..{blob_sha(after)}"
+            head.append(idx if mode_change else f"{idx} {ch.new_mode or ch.old_mode or '100644'}")
+    if hunks:
+        head.append(f"--- {prefix[0]}{old_name}" if before is not None else "--- /dev/null")
+        head.append(f"+++ {prefix[1]}{new_name}" if after is not None else "+++ /dev/null")
+    text = ("\n".join(head) + "\n").encode("utf-8", "surrogateescape")
+    return text + hunks
+
+
+def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int = 1) -> list[bytes]:
+    """New bodies for many patches at once: each keeps its old header, then a diff of its changes
+    (in the order given). One ``git diff`` call for all of them."""
+    prefix = ("a/", "b/") if strip == 1 else ("", "") if strip == 0 else ("a/" * strip, "b/" * strip)
+    flat = [ch for _, changes in items for ch in changes]
+    hunks = iter(_all_hunks([(ch.before or b"", ch.after or b"") for ch in flat]))
+    out = []
+    for old_body, changes in items:
+        out.append(header_text(old_body) + b"".join(render_file(ch, next(hunks), prefix) for ch in changes))
+    return out
+
+
+def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
+    """The new body of one patch (see ``regenerate_many``)."""
+    return regenerate_many([(old_body, changes)], strip)[0]
+
+
+def range_diff(old_body: bytes, new_body: bytes, name: str) -> str:
+    """A unified diff of the two bodies (what changed in the patch itself), '' when equal."""
+    if old_body == new_body:
+        return ""
+    # like git range-diff: blob ids in ``index`` lines are noise, the change is in the hunks
+    a = [ln for ln in old_body.decode("utf-8", "replace").splitlines(keepends=True) if not ln.startswith("index ")]
+    b = [ln for ln in new_body.decode("utf-8", "replace").splitlines(keepends=True) if not ln.startswith("index ")]
+    if a == b:
+        return ""
+    lines = difflib.unified_diff(a, b, f"old/{name}", f"new/{name}", n=2)
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)

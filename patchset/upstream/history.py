@@ -1,0 +1,752 @@
+"""A local upstream git history, built from release archives, plus the git queries on it.
+
+These machines cannot reach GitHub, but the package index has every vLLM release as a complete
+source tree. ``ReleaseHistory`` turns releases into a git repository with one commit per release
+(0.30.0 -> 0.31.0 -> ...), which is what the rebaser and the gate need to see "upstream moved on".
+Archives are streamed straight into ``git fast-import`` (no unpacking, no ``git add``), files
+already stored by an earlier release are referenced by their blob id instead of being sent again,
+and the commit is deterministic: the same archive on the same parent always gives the same sha.
+
+``UpstreamClone`` offers the same queries on a real upstream (a blobless bare clone, fetched
+incrementally) for machines that can reach one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+from rich.progress import Progress
+
+from patchset.upstream import cache
+from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.upstream.git import fast_import_path, git_env, ls_tree_blobs, run_git
+from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
+
+__all__ = [
+    "GitRepo",
+    "LogEntry",
+    "ReleaseHistory",
+    "RenameCandidate",
+    "UpstreamClone",
+    "ambiguous",
+    "build_history",
+    "similarity",
+]
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
+IMPORT_EMAIL = "releases@patchset.invalid"
+FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
+
+
+@dataclass(frozen=True)
+class RenameCandidate:
+    """Where an old path's content may live in the new commit.
+
+    ``similarity`` is a percentage of content kept: git's own rename score when ``how`` is
+    ``"git"``, else the same measure computed here (bytes of shared lines / larger file).
+    ``how``: ``"same-path"`` (the path still exists), ``"git"`` (git's rename detection chose
+    it), ``"same-name"`` (an added file with the same file name, scored here).
+    """
+
+    path: str
+    similarity: int
+    how: str
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    sha: str
+    timestamp: int  # committer date, seconds since the epoch
+    subject: str
+
+
+def ambiguous(candidates: list[RenameCandidate], margin: int = 10) -> bool:
+    """True when the best two candidates are within ``margin`` points: a human must choose."""
+    return len(candidates) >= 2 and candidates[0].similarity - candidates[1].similarity < margin
+
+
+def similarity(old: bytes, new: bytes) -> int:
+    """Percent of content kept, in the spirit of git's rename score: bytes of lines the two
+    share (as multisets) over the size of the larger one."""
+    if old == new:
+        return 100
+    if not old or not new:
+        return 0
+    shared = Counter(old.splitlines(keepends=True)) & Counter(new.splitlines(keepends=True))
+    common = sum(len(line) * n for line, n in shared.items())
+    return common * 100 // max(len(old), len(new))
+
+
+class GitRepo:
+    """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
+
+    def __init__(self, git_dir: Path | str) -> None:
+        self.git_dir = Path(git_dir)
+        self._batch: subprocess.Popen[bytes] | None = None
+        self._batch_lock = threading.Lock()
+        self._diff_cache: dict[tuple[str, str, int], _NameStatus] = {}
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def git(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        """Run ``git <args>`` in this repository; EnvironmentFailure when it fails and ``check``."""
+        return run_git(list(args), cwd=self.git_dir, input=input, check=check)
+
+    def close(self) -> None:
+        """Stop the persistent ``git cat-file`` reader, if one runs."""
+        with self._batch_lock:
+            if self._batch is not None:
+                try:
+                    if self._batch.stdin:
+                        self._batch.stdin.close()
+                    self._batch.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    self._batch.kill()
+                self._batch = None
+
+    def __enter__(self) -> GitRepo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def rev(self, ref: str) -> str | None:
+        """The commit sha ``ref`` names, or None."""
+        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}", check=False)
+        out = proc.stdout.decode().strip()
+        return out if proc.returncode == 0 and _SHA.match(out) else None
+
+    def resolve(self, ref: str) -> str:
+        """A full commit sha for a sha (full or abbreviated), tag, or branch."""
+        if isinstance(ref, str) and _SHA.match(ref) and self.rev(ref):
+            return ref
+        sha = self.rev(ref) if ref else None
+        if sha is None:
+            raise InputError(
+                f"unknown revision {ref!r} in {self.git_dir}",
+                hint="use a commit sha, a tag (v0.30.0), a branch, or PROJECT==VERSION",
+            )
+        return sha
+
+    def branch_tip(self, branch: str) -> str | None:
+        return self.rev(f"refs/heads/{branch}")
+
+    # -- content -------------------------------------------------------------------------------
+    def read_blob(self, commit: str, path: str) -> bytes | None:
+        """The bytes of ``path`` at ``commit``; None when the path is absent or not a file."""
+        sha = self.resolve(commit)
+        if "\n" in path:
+            raise InputError(f"path with a newline cannot be read: {path!r}")
+        with self._batch_lock:
+            if self._batch is None or self._batch.poll() is not None:
+                self._batch = subprocess.Popen(
+                    ["git", "cat-file", "--batch"],
+                    cwd=self.git_dir,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=git_env(),
+                )
+            proc = self._batch
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(f"{sha}:{path.strip('/')}\n".encode("utf-8", "surrogateescape"))
+            proc.stdin.flush()
+            header = proc.stdout.readline()
+            if not header:
+                self._batch = None
+                raise EnvironmentFailure(f"git cat-file stopped while reading {path} at {sha}")
+            parts = header.split()
+            if len(parts) != 3:  # "<name> missing" / "ambiguous"
+                return None
+            size = int(parts[2])
+            data = proc.stdout.read(size)
+            proc.stdout.read(1)  # trailing LF
+            return data if parts[1] == b"blob" else None
+
+    def tree(self, commit: str) -> dict[str, tuple[str, str]]:
+        """``{path: (mode, blob sha)}`` for every file (and symlink) at ``commit``."""
+        sha = self.resolve(commit)
+        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout)
+
+    def list_files(self, commit: str, prefix: str | None = None) -> list[str]:
+        """Every file path at ``commit`` (sorted as git sorts), optionally under ``prefix``."""
+        sha = self.resolve(commit)
+        args = ["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha]
+        if prefix:
+            args += ["--", prefix.strip("/")]
+        out = self.git(*args).stdout
+        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+    # -- history -------------------------------------------------------------------------------
+    def is_ancestor(self, a: str, b: str) -> bool:
+        """True when commit ``a`` is ``b`` or one of its ancestors."""
+        sa, sb = self.resolve(a), self.resolve(b)
+        proc = self.git("merge-base", "--is-ancestor", sa, sb, check=False)
+        if proc.returncode in (0, 1):
+            return proc.returncode == 0
+        raise EnvironmentFailure(f"git merge-base failed: {proc.stderr.decode(errors='replace').strip()}")
+
+    def log_range(self, old: str, new: str, path: str | None = None, *, follow: bool = False) -> list[LogEntry]:
+        """Commits in ``old..new`` (newest first), only those touching ``path`` when given."""
+        so, sn = self.resolve(old), self.resolve(new)
+        args = ["log", "-z", "--format=%H%x1f%ct%x1f%s", f"{so}..{sn}"]
+        if follow:
+            if not path:
+                raise InputError("log_range(follow=True) needs a path")
+            args.append("--follow")
+        if path:
+            args += ["--", path]
+        out = self.git(*args).stdout.decode("utf-8", "replace")
+        entries = []
+        for record in out.split("\0"):
+            record = record.strip("\n")
+            if record:
+                sha, ts, subject = record.split("\x1f", 2)
+                entries.append(LogEntry(sha, int(ts), subject))
+        return entries
+
+    def renames(
+        self,
+        old: str,
+        new: str,
+        paths: Iterable[str] | None = None,
+        *,
+        threshold: int = 50,
+        max_candidates: int = 5,
+    ) -> dict[str, list[RenameCandidate]]:
+        """Where each old path went between ``old`` and ``new``.
+
+        For every path (default: every path deleted or renamed between the commits) the list
+        holds candidates, best first: the path itself when it still exists (``same-path``),
+        git's rename pick (``git diff -M<threshold>% -l0``), and added files with the same file
+        name scoring at least ``threshold``. An empty list means the content is gone (or the
+        path never existed). Use ``ambiguous(candidates)`` to see whether a human must choose.
+        """
+        so, sn = self.resolve(old), self.resolve(new)
+        ns = self._name_status(so, sn, threshold)
+        wanted = sorted(ns.gone) if paths is None else [p.strip("/") for p in paths]
+        result: dict[str, list[RenameCandidate]] = {}
+        new_by_name: dict[str, list[str]] | None = None
+        for path in wanted:
+            if path not in ns.gone:
+                old_blob = self.read_blob(so, path)
+                new_blob = self.read_blob(sn, path)
+                if new_blob is None:
+                    result[path] = []
+                elif old_blob is None:
+                    result[path] = [RenameCandidate(path, 100, "same-path")]
+                else:
+                    result[path] = [RenameCandidate(path, similarity(old_blob, new_blob), "same-path")]
+                continue
+            cands: dict[str, RenameCandidate] = {}
+            if path in ns.renamed:
+                dst, score = ns.renamed[path]
+                cands[dst] = RenameCandidate(dst, score, "git")
+            if new_by_name is None:
+                new_by_name = {}
+                for added in ns.added:
+                    new_by_name.setdefault(added.rsplit("/", 1)[-1], []).append(added)
+            base = path.rsplit("/", 1)[-1]
+            same_name = [p for p in new_by_name.get(base, []) if p not in cands]
+            if same_name:
+                old_blob = self.read_blob(so, path) or b""
+                for cand in same_name:
+                    score = similarity(old_blob, self.read_blob(sn, cand) or b"")
+                    if score >= threshold:
+                        cands[cand] = RenameCandidate(cand, score, "same-name")
+            ranked = sorted(cands.values(), key=lambda c: (-c.similarity, c.how != "git", c.path))
+            result[path] = ranked[:max_candidates]
+        return result
+
+    def _name_status(self, so: str, sn: str, threshold: int) -> _NameStatus:
+        key = (so, sn, threshold)
+        if key in self._diff_cache:
+            return self._diff_cache[key]
+        out = self.git(
+            "diff-tree", "-r", "-z", "--name-status", f"-M{threshold}%", "-l0", so, sn
+        ).stdout.decode("utf-8", "surrogateescape")
+        fields = out.split("\0")
+        ns = _NameStatus()
+        i = 0
+        while i < len(fields) and fields[i]:
+            status = fields[i]
+            if status[0] in "RC":
+                src, dst = fields[i + 1], fields[i + 2]
+                if status[0] == "R":
+                    ns.renamed[src] = (dst, int(status[1:] or 100))
+                    ns.gone.add(src)
+                ns.added.add(dst)
+                i += 3
+                continue
+            path = fields[i + 1]
+            if status == "D":
+                ns.gone.add(path)
+            elif status == "A":
+                ns.added.add(path)
+            i += 2
+        self._diff_cache[key] = ns
+        return ns
+
+
+@dataclass
+class _NameStatus:
+    """``git diff-tree --name-status -M`` between two commits, parsed."""
+
+    renamed: dict[str, tuple[str, int]] = field(default_factory=dict)  # old -> (new, score)
+    gone: set[str] = field(default_factory=set)  # deleted or renamed away
+    added: set[str] = field(default_factory=set)  # added or renamed to
+
+
+# -- release histories ---------------------------------------------------------------------
+
+
+def _check_git_path(path: str, archive: Path) -> None:
+    if any(part.lower() == ".git" for part in path.split("/")):
+        raise UnsafePathError(f"{archive}: member {path!r} would write into a .git directory")
+
+
+def spec_from_archive(archive: Path) -> tuple[ReleaseSpec, str]:
+    """``(spec, kind)`` read from a release file name (``vllm-0.30.0.tar.gz``, ``x-1.0-py3-none-any.whl``)."""
+    name = archive.name
+    try:
+        if name.endswith(".whl"):
+            project, version, _, _ = parse_wheel_filename(name)
+            return ReleaseSpec(str(project), str(version)), "wheel"
+        project, version = parse_sdist_filename(name)
+        return ReleaseSpec(str(project), str(version)), "sdist"
+    except (InvalidSdistFilename, InvalidWheelFilename, InvalidVersion) as exc:
+        raise InputError(
+            f"cannot tell the release from the file name {name!r}: {exc}",
+            hint="name it PROJECT-VERSION.tar.gz (sdist) or as a wheel, or pass a spec instead",
+        ) from None
+
+
+class ReleaseHistory(GitRepo):
+    """A bare git repository holding one commit per imported release (tags ``v<version>``).
+
+    Create it with ``ReleaseHistory.for_project("vllm")`` (``<cache>/history/vllm.git``) or on
+    any directory; it is initialised on first use. Imports are serialised by a lock file.
+    """
+
+    def __init__(self, repo_dir: Path | str, project: str | None = None) -> None:
+        super().__init__(repo_dir)
+        if not (self.git_dir / "HEAD").exists():
+            if self.git_dir.exists() and any(self.git_dir.iterdir()):
+                raise InputError(
+                    f"{self.git_dir} exists and is not a git repository",
+                    hint="point the release history at a new or empty directory",
+                )
+            self.git_dir.mkdir(parents=True, exist_ok=True)
+            run_git(["init", "-q", "--bare", "--initial-branch=main", str(self.git_dir)])
+            self.git("config", "gc.auto", "0")
+        stored = self.git("config", "--get", "patchset.project", check=False).stdout.decode().strip()
+        if project is not None:
+            name = canonicalize_name(project)
+            if stored and stored != name:
+                raise InputError(
+                    f"{self.git_dir} holds releases of {stored!r}, not {name!r}",
+                    hint="use one history repository per project",
+                )
+            if not stored:
+                self.git("config", "patchset.project", name)
+                stored = name
+        self.project: str | None = stored or None
+
+    @classmethod
+    def for_project(cls, project: str) -> ReleaseHistory:
+        """The cached history of ``project``: ``<cache>/history/<project>.git``."""
+        name = canonicalize_name(project)
+        return cls(cache.history_dir() / f"{name}.git", project=name)
+
+    # -- queries -------------------------------------------------------------------------------
+    def releases(self) -> list[tuple[str, str]]:
+        """``[(version, commit sha)]`` of every imported release tag ``v<version>``, by version."""
+        out = self.git(
+            "for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)", "refs/tags/v*"
+        ).stdout.decode()
+        found: list[tuple[Version, str, str]] = []
+        for line in out.splitlines():
+            parts = line.split()
+            tag, sha = parts[0], parts[-2] if len(parts) == 3 else parts[-1]
+            try:
+                found.append((Version(tag[1:]), tag[1:], sha))
+            except InvalidVersion:
+                continue
+        found.sort()
+        return [(v, sha) for _, v, sha in found]
+
+    def resolve(self, ref: str | ReleaseSpec, *, import_missing: bool = True) -> str:
+        """A commit sha for a sha, tag, branch, ``PROJECT==VERSION`` (or a bare version).
+
+        A release spec maps to its tag and is imported (downloaded if needed) when missing, on
+        ``main`` if it is newer than every imported release, else on ``releases/<version>``
+        branching from the closest older release.
+        """
+        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
+            spec = as_spec(ref)
+            self._check_project(spec)
+            sha = self.rev(f"refs/tags/{spec.tag}")
+            if sha:
+                return sha
+            if not import_missing:
+                raise InputError(f"{spec} is not imported into {self.git_dir}")
+            return self._import_missing(spec)
+        sha = self.rev(ref) if ref else None
+        if sha is None and ref and not _HEXISH.match(ref):
+            sha = self.rev(f"refs/tags/v{ref}")
+        if sha is None:
+            return super().resolve(ref)
+        return sha
+
+    def _check_project(self, spec: ReleaseSpec) -> None:
+        if self.project is None:
+            self.git("config", "patchset.project", spec.name)
+            self.project = spec.name
+        elif spec.name != self.project:
+            raise InputError(
+                f"{spec} does not belong in the history of {self.project!r} at {self.git_dir}",
+                hint=f"use ReleaseHistory.for_project({spec.project!r})",
+            )
+
+    def _import_missing(self, spec: ReleaseSpec) -> str:
+        new = Version(spec.version)
+        imported = [(Version(v), sha) for v, sha in self.releases()]
+        older = [(v, sha) for v, sha in imported if v < new]
+        if all(v < new for v, _ in imported) and (
+            self.branch_tip("main") is None or (older and self.branch_tip("main") == older[-1][1])
+        ):
+            return self.import_release(spec)
+        parent = older[-1][1] if older else None
+        return self.import_release(spec, parent=parent, branch=f"releases/{spec.version}")
+
+    # -- import --------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.git_dir / "patchset-import.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def import_release(
+        self,
+        source: ReleaseSpec | str | Path,
+        *,
+        parent: str | None = None,
+        branch: str = "main",
+        kind: str = "sdist",
+        platform: str | None = None,
+        tag: str | None = None,
+        progress: Progress | None = None,
+    ) -> str:
+        """Import one release as one commit on ``branch``; return the commit sha.
+
+        ``source`` is a spec (``"vllm==0.30.0"``, downloaded through the cache) or a path to a
+        release archive (the release is read from its file name). The commit's parent is
+        ``parent`` when given, else the tip of ``branch``; the tree is the archive's (sdist top
+        directory stripped, executable bits kept, symlinks kept). The tag (default ``v<version>``,
+        ``v<version>-wheel`` for wheels) makes it idempotent: a tag that exists is returned as-is.
+        """
+        archive: Path | None = None
+        if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
+            spec = as_spec(source)
+        else:
+            archive = Path(source)
+            if not archive.is_file():
+                raise InputError(f"release archive not found: {archive}")
+            spec, kind = spec_from_archive(archive)
+        tag = tag or (spec.tag if kind == "sdist" else f"{spec.tag}-wheel")
+        self._check_project(spec)
+        with self._locked():
+            existing = self.rev(f"refs/tags/{tag}")
+            if existing:
+                return existing
+            if archive is None:
+                archive = download(spec, kind, platform=platform, progress=progress)
+            parent_sha = self._parent_for(branch, parent)
+            self._fast_import(archive, spec, branch, parent_sha, tag, kind == "sdist", progress)
+            sha = self.rev(f"refs/tags/{tag}")
+            if sha is None:
+                raise EnvironmentFailure(f"git fast-import finished but tag {tag} is missing in {self.git_dir}")
+            return sha
+
+    def _parent_for(self, branch: str, parent: str | None) -> str | None:
+        tip = self.branch_tip(branch)
+        if parent is None:
+            return tip
+        parent_sha = self.resolve(parent)
+        if tip is not None and not self.is_ancestor(tip, parent_sha):
+            raise InputError(
+                f"branch {branch!r} is at {tip[:12]}, which is not an ancestor of parent {parent!r}",
+                hint="import onto another branch, or leave parent unset to extend the branch",
+            )
+        return parent_sha
+
+    def _known_blobs(self) -> set[bytes]:
+        out = self.git(
+            "cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objecttype) %(objectname)"
+        ).stdout
+        return {line[5:] for line in out.splitlines() if line.startswith(b"blob ")}
+
+    def _fast_import(
+        self,
+        archive: Path,
+        spec: ReleaseSpec,
+        branch: str,
+        parent: str | None,
+        tag: str,
+        strip_top: bool,
+        progress: Progress | None,
+    ) -> None:
+        task = None
+        if progress is not None:
+            task = progress.add_task(f"import {archive.name}", total=archive.stat().st_size)
+
+        def on_bytes(n: int) -> None:
+            if progress is not None and task is not None:
+                progress.advance(task, n)
+
+        reader = ArchiveReader(archive, strip_top=strip_top, on_bytes=on_bytes)
+        known = self._known_blobs()
+        errlog = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen(
+                [
+                    "git",
+                    "-c", f"pack.compression={FAST_IMPORT_COMPRESSION}",
+                    "-c", f"core.compression={FAST_IMPORT_COMPRESSION}",
+                    "fast-import", "--quiet", "--done", "--depth=0",
+                ],
+                cwd=self.git_dir,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errlog,
+                env=git_env(),
+                bufsize=1 << 20,
+            )
+        except FileNotFoundError as exc:
+            raise EnvironmentFailure("git is not installed", hint="install git") from exc
+        assert proc.stdin is not None
+        try:  # a bigger pipe means fewer context switches between us and fast-import (Linux)
+            fcntl.fcntl(proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
+        write = proc.stdin.write
+        ok = False
+        try:
+            entries, date = self._stream_blobs(reader, archive, known, write)
+            message = (
+                f"{spec.name} {spec.version}\n\n"
+                f"Imported from {archive.name} by patchset.\n\n"
+                f"Release: {spec.name}=={spec.version}\n"
+                f"Archive-Sha256: {reader.sha256}\n"
+            ).encode()
+            ident = f"{spec.name} release <{IMPORT_EMAIL}> {int(date)} +0000".encode()
+            out = [
+                b"commit refs/heads/%s\nmark :1\nauthor %s\ncommitter %s\ndata %d\n%s\n"
+                % (branch.encode(), ident, ident, len(message), message)
+            ]
+            if parent:
+                out.append(b"from %s\n" % parent.encode())
+            out.append(b"deleteall\n")
+            for path, (mode, ref) in entries.items():
+                out.append(b"M %s %s %s\n" % (mode, ref, fast_import_path(path)))
+            out.append(b"\nreset refs/tags/%s\nfrom :1\n\ndone\n" % tag.encode())
+            write(b"".join(out))
+            proc.stdin.close()
+            ok = proc.wait() == 0
+        except BrokenPipeError:
+            ok = False
+        finally:
+            if not proc.stdin.closed:
+                try:
+                    proc.stdin.close()  # without "done": fast-import discards everything
+                except BrokenPipeError:
+                    pass
+            proc.wait()
+            errlog.seek(0)
+            err = errlog.read().decode(errors="replace").strip()
+            errlog.close()
+            for crash in self.git_dir.glob("fast_import_crash_*"):
+                crash.unlink(missing_ok=True)
+        if not ok:
+            raise EnvironmentFailure(f"git fast-import failed importing {archive} into {self.git_dir}: {err[-2000:]}")
+
+    def _stream_blobs(
+        self, reader: ArchiveReader, archive: Path, known: set[bytes], write: Callable[[bytes], object]
+    ) -> tuple[dict[str, tuple[bytes, bytes]], int]:
+        """Send new blobs to fast-import; return ``({path: (mode, dataref)}, newest file mtime)``.
+
+        A blob git already has (from an earlier release) is referenced by id, not sent again.
+        """
+        entries: dict[str, tuple[bytes, bytes]] = {}
+        newest = 0
+        sent: dict[bytes, bytes] = {}
+        mark = 1  # :1 is the commit
+        for m in reader:
+            if m.kind == DIR:
+                continue
+            _check_git_path(m.path, archive)
+            if m.kind == HARDLINK:
+                target = entries.get(m.link)
+                if target is None or target[0] == b"120000":
+                    raise UnsafePathError(f"{archive}: hard link {m.path!r} -> {m.link!r} does not name an earlier file")
+                entries[m.path] = target
+                continue
+            if m.kind == SYMLINK:
+                data, mode = m.link.encode("utf-8", "surrogateescape"), b"120000"
+            else:
+                data, mode = m.data, (b"100755" if m.executable else b"100644")
+            oid = None
+            if known:  # hashing only pays when earlier releases may already hold the blob
+                h = hashlib.sha1(b"blob %d\0" % len(data))
+                h.update(data)
+                oid = h.hexdigest().encode()
+            ref = sent.get(oid) if oid else None
+            if ref is None:
+                if oid in known:
+                    ref = oid
+                else:
+                    mark += 1
+                    ref = b":%d" % mark
+                    write(b"blob\nmark %s\ndata %d\n" % (ref, len(data)))
+                    write(data)
+                    write(b"\n")
+                if oid:
+                    sent[oid] = ref
+            entries[m.path] = (mode, ref)
+            if m.kind == FILE:
+                newest = max(newest, m.mtime)
+        return entries, newest
+
+
+def build_history(
+    project: str,
+    versions: list[str],
+    *,
+    kind: str = "sdist",
+    progress: Progress | None = None,
+    history: ReleaseHistory | None = None,
+) -> list[tuple[str, str]]:
+    """Import ``versions`` of ``project`` in the given order onto ``main``: ``[(version, sha)]``.
+
+    Releases already imported are kept (idempotent); each new one's parent is the branch tip,
+    so importing 0.30.0, 0.31.0, 0.32.0 in that order gives a straight line of commits.
+    """
+    history = history or ReleaseHistory.for_project(project)
+    out = []
+    with progress_for(progress) as bar:
+        overall = bar.add_task(f"{project} history", total=len(versions), unit="releases") if bar else None
+        for version in versions:
+            sha = history.import_release(ReleaseSpec(project, version), kind=kind, progress=bar)
+            out.append((version, sha))
+            if bar is not None and overall is not None:
+                bar.advance(overall)
+    return out
+
+
+# -- a real upstream -----------------------------------------------------------------------
+
+
+def _dir_for_url(url: str) -> Path:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/").split("://", 1)[-1]).strip("_")
+    return cache.subdir("upstream") / (stem[-80:] + ("" if stem.endswith(".git") else ".git"))
+
+
+class UpstreamClone(GitRepo):
+    """A blobless bare clone of a real upstream (``--filter=blob:none``), fetched incrementally.
+
+    Blobs are fetched lazily by git when read (``read_blob``, ``renames``), so the first clone
+    of vLLM is small. ``sync()`` clones the first time and fetches branches and tags afterwards.
+    """
+
+    def __init__(self, url: str, directory: Path | str | None = None) -> None:
+        super().__init__(Path(directory) if directory is not None else _dir_for_url(url))
+        self.url = url
+
+    def resolve(self, ref: str | ReleaseSpec) -> str:
+        """Like ``GitRepo.resolve``; ``PROJECT==VERSION`` maps to the upstream tag ``v<VERSION>``."""
+        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
+            spec = as_spec(ref)
+            sha = self.rev(f"refs/tags/{spec.tag}")
+            if sha is None:
+                raise InputError(
+                    f"{spec}: tag {spec.tag} is not in the clone of {self.url}",
+                    hint="run sync() to fetch new tags, or check the version",
+                )
+            return sha
+        return super().resolve(ref)
+
+    @property
+    def cloned(self) -> bool:
+        return (self.git_dir / "HEAD").exists()
+
+    def sync(self) -> UpstreamClone:
+        """Clone (first time) or fetch (afterwards) every branch and tag of the upstream."""
+        if not self.cloned:
+            if self.git_dir.exists() and any(self.git_dir.iterdir()):
+                raise InputError(
+                    f"{self.git_dir} exists and is not a git clone",
+                    hint="remove it or choose another directory",
+                )
+            self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{self.git_dir.name}.", dir=self.git_dir.parent))
+            try:
+                proc = run_git(
+                    ["clone", "-q", "--bare", "--filter=blob:none", "--", self.url, str(tmp)],
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    raise EnvironmentFailure(
+                        f"cannot clone {self.url}: {proc.stderr.decode(errors='replace').strip()}",
+                        hint="check the URL and the network",
+                    )
+                run_git(["config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"], cwd=tmp)
+                if self.git_dir.exists():
+                    self.git_dir.rmdir()
+                os.replace(tmp, self.git_dir)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return self
+        have = self.git("config", "--get", "remote.origin.url", check=False).stdout.decode().strip()
+        if have != self.url:
+            raise InputError(
+                f"{self.git_dir} is a clone of {have or 'nothing'}, not {self.url}",
+                hint="use another directory for another upstream",
+            )
+        proc = self.git("fetch", "-q", "--prune", "--tags", "origin", check=False)
+        if proc.returncode != 0:
+            raise EnvironmentFailure(
+                f"cannot fetch {self.url}: {proc.stderr.decode(errors='replace').strip()}",
+                hint="check the network; the clone is unchanged",
+            )
+        self._diff_cache.clear()
+        return self

@@ -1,0 +1,472 @@
+"""Real upstream releases from the package index: find, download once, verify, unpack.
+
+vLLM's and FlashInfer's complete source trees are on the Python package index as sdists, which is
+the only upstream these machines can reach. This module speaks the index's JSON simple API
+(PEP 691), keeps every downloaded file once in ``<cache>/dist/`` (verified against the sha256 the
+index publishes, written atomically) and unpacks sdists and wheels safely (see ``archives``).
+The index URL can be pointed elsewhere with ``PATCHSET_INDEX_URL`` (a local index in tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import requests
+from packaging.tags import sys_tags
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.text import Text
+
+from patchset import atomic
+from patchset.upstream import cache
+from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
+from patchset.errors import EnvironmentFailure, HashMismatch, InputError
+from patchset.ledger.lock import sha256_file
+
+__all__ = [
+    "DEFAULT_INDEX_URL",
+    "DistFile",
+    "ReleaseSpec",
+    "download",
+    "index_url",
+    "is_spec_like",
+    "list_versions",
+    "parse_spec",
+    "probe_index",
+    "release_files",
+    "select_file",
+    "unpack",
+    "verify_file",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+INDEX_ENV = "PATCHSET_INDEX_URL"
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+KINDS = ("sdist", "wheel")
+_CHUNK = 1 << 20
+_TIMEOUT = (10, 60)  # connect, read (seconds)
+_SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$")
+_SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """An exact release of a project, e.g. ``vllm==0.30.0``."""
+
+    project: str
+    version: str
+
+    @property
+    def name(self) -> str:
+        """The canonical project name (PEP 503): ``flashinfer-python``."""
+        return canonicalize_name(self.project)
+
+    @property
+    def tag(self) -> str:
+        """The git tag a release history uses for this release: ``v0.30.0``."""
+        return f"v{self.version}"
+
+    def __str__(self) -> str:
+        return f"{self.project}=={self.version}"
+
+
+@dataclass(frozen=True)
+class DistFile:
+    """One file of a release as the index lists it."""
+
+    filename: str
+    url: str
+    sha256: str
+    size: int | None
+    kind: str  # "sdist" | "wheel"
+    version: str
+    yanked: bool = False
+    requires_python: str | None = None
+    platforms: tuple[str, ...] = ()  # wheel platform tags ("any", "manylinux_2_28_x86_64" ...)
+
+    @property
+    def pure(self) -> bool:
+        return self.platforms == ("any",)
+
+
+def parse_spec(text: str) -> ReleaseSpec:
+    """Parse ``project==version``; anything else is an InputError with an example."""
+    m = _SPEC.match(text or "")
+    if not m:
+        raise InputError(
+            f"not a release spec: {text!r}",
+            hint="pin one exact release as PROJECT==VERSION, for example vllm==0.30.0",
+        )
+    project, version = m.group(1), m.group(2)
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise InputError(
+            f"{text!r}: {version!r} is not a valid version",
+            hint="use a version as published on the index, for example vllm==0.30.0",
+        ) from None
+    return ReleaseSpec(project, version)
+
+
+def is_spec_like(text: str) -> bool:
+    """True when ``text`` starts as ``PROJECT==``: it is meant as a release spec, not a commit,
+    tag or path (``parse_spec`` then says whether it is a valid one)."""
+    return bool(_SPEC_LIKE.match(text))
+
+
+def as_spec(spec: ReleaseSpec | str) -> ReleaseSpec:
+    return spec if isinstance(spec, ReleaseSpec) else parse_spec(spec)
+
+
+def index_url() -> str:
+    """The simple-API base URL: ``$PATCHSET_INDEX_URL`` or PyPI's."""
+    return (os.environ.get(INDEX_ENV) or DEFAULT_INDEX_URL).rstrip("/")
+
+
+# -- the index -----------------------------------------------------------------------------
+
+_session: requests.Session | None = None
+
+
+def _http() -> requests.Session:
+    global _session
+    if _session is None:
+        _session = requests.Session()
+        _session.headers["User-Agent"] = "patchset (+release downloader)"
+    return _session
+
+
+def probe_index(timeout: float = 5.0) -> str | None:
+    """None when the index answers; else a short reason (for tests to skip with)."""
+    url = f"{index_url()}/pip/"
+    try:
+        resp = _http().get(url, headers={"Accept": JSON_ACCEPT}, timeout=timeout)
+    except requests.RequestException as exc:
+        return f"package index {index_url()} unreachable: {type(exc).__name__}"
+    if resp.status_code >= 500:
+        return f"package index {index_url()} answered HTTP {resp.status_code}"
+    return None
+
+
+def _listing_path(name: str) -> Path:
+    return cache.index_dir() / f"{name}.json"
+
+
+def _fetch_listing(name: str) -> dict[str, Any]:
+    base = index_url()
+    url = f"{base}/{name}/"
+    try:
+        resp = _http().get(url, headers={"Accept": JSON_ACCEPT}, timeout=_TIMEOUT)
+    except requests.RequestException as exc:
+        raise EnvironmentFailure(
+            f"cannot reach the package index at {url}: {exc}",
+            hint=f"check the network, or point {INDEX_ENV} at a reachable index",
+        ) from exc
+    if resp.status_code == 404:
+        raise InputError(f"project {name!r} is not on the package index {base}")
+    if resp.status_code != 200:
+        raise EnvironmentFailure(f"{url} answered HTTP {resp.status_code}")
+    ctype = resp.headers.get("Content-Type", "")
+    if "json" not in ctype:
+        raise EnvironmentFailure(
+            f"{url} did not answer with the JSON simple API (Content-Type {ctype!r})",
+            hint=f"{INDEX_ENV} must name an index that supports PEP 691 ({JSON_ACCEPT})",
+        )
+    try:
+        doc = resp.json()
+        files = doc["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise EnvironmentFailure(f"{url} returned a malformed listing: {exc}") from exc
+    for f in files:  # URLs may be relative to the page (PEP 691)
+        f["url"] = urljoin(url, f.get("url", ""))
+    record = {"index": base, "files": files, "versions": doc.get("versions", [])}
+    atomic.write_bytes(_listing_path(name), json.dumps(record).encode())
+    return record
+
+
+def _cached_listing(name: str) -> dict[str, Any] | None:
+    path = _listing_path(name)
+    try:
+        record = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("index") != index_url():
+        return None
+    return record
+
+
+def _to_distfile(entry: dict[str, Any]) -> DistFile | None:
+    filename = entry.get("filename", "")
+    sha = (entry.get("hashes") or {}).get("sha256")
+    if not sha:
+        return None  # we never take a file we cannot verify
+    yanked = bool(entry.get("yanked"))
+    common = dict(
+        filename=filename,
+        url=entry["url"],
+        sha256=sha.lower(),
+        size=entry.get("size"),
+        yanked=yanked,
+        requires_python=entry.get("requires-python"),
+    )
+    if filename.endswith(".whl"):
+        try:
+            _, ver, _, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            return None
+        plats = tuple(sorted({t.platform for t in tags}))
+        return DistFile(kind="wheel", version=str(ver), platforms=plats, **common)
+    if filename.endswith((".tar.gz", ".zip")):
+        try:
+            _, ver = parse_sdist_filename(filename)
+        except InvalidSdistFilename:
+            return None
+        return DistFile(kind="sdist", version=str(ver), **common)
+    return None
+
+
+def _matching(record: dict[str, Any], want: Version) -> list[DistFile]:
+    found = []
+    for entry in record["files"]:
+        df = _to_distfile(entry)
+        if df is not None and Version(df.version) == want:
+            found.append(df)
+    return found
+
+
+def release_files(spec: ReleaseSpec | str, *, refresh: bool = False) -> list[DistFile]:
+    """Every verifiable file of the release, from the cached listing or the index.
+
+    The listing is cached per project; it is refetched when it does not know the release yet
+    (or with ``refresh``), so a repeated run needs no network at all.
+    """
+    spec = as_spec(spec)
+    want = Version(spec.version)
+    record = None if refresh else _cached_listing(spec.name)
+    found = _matching(record, want) if record else []
+    if not found:
+        record = _fetch_listing(spec.name)
+        found = _matching(record, want)
+    if found:
+        return found
+    versions = (record or {}).get("versions") or []
+    recent = ", ".join(versions[-5:]) if versions else "none listed"
+    raise InputError(
+        f"{spec}: no such release on {index_url()}",
+        hint=f"check the version; the index lists for {spec.name}: {recent}",
+    )
+
+
+def list_versions(project: str, *, kind: str = "sdist", final: bool = True) -> list[Version]:
+    """The versions of ``project`` the index lists with a verifiable, not yanked file of ``kind``
+    (``sdist`` or ``wheel``), oldest first; with ``final`` only final releases (no ``1.0rc1``, no
+    ``1.0.dev3``). Always asks the index (and refreshes the cached listing); an empty list when it
+    lists none."""
+    if kind not in KINDS:
+        raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
+    record = _fetch_listing(parse_spec(f"{project}==0").name)  # parse_spec checks the project name
+    found: set[Version] = set()
+    for entry in record["files"]:
+        df = _to_distfile(entry)
+        if df is None or df.kind != kind or df.yanked:
+            continue
+        v = Version(df.version)
+        if not final or (not v.is_prerelease and not v.is_devrelease):
+            found.add(v)
+    return sorted(found)
+
+
+def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | None = None) -> DistFile:
+    """Pick the file to use: the sdist, or a pure wheel, or a platform wheel when asked.
+
+    ``platform`` matters for wheels only: ``None`` accepts only pure (``py3-none-any``) wheels,
+    ``"native"`` takes the wheel that best matches this interpreter, any other string is matched
+    against the wheel's platform tags (``"x86_64"``, ``"manylinux_2_28_aarch64"``).
+    """
+    if kind not in KINDS:
+        raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
+    pool = [f for f in files if f.kind == kind]
+    live = [f for f in pool if not f.yanked]
+    pool = live or pool
+    if not pool:
+        have = ", ".join(sorted(f.filename for f in files)) or "nothing"
+        raise InputError(f"the release has no {kind}; the index has: {have}")
+    if kind == "sdist":
+        pool.sort(key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
+        return pool[0]
+    if platform is None:
+        pure = [f for f in pool if f.pure]
+        if pure:
+            return sorted(pure, key=lambda f: f.filename)[0]
+        plats = ", ".join(sorted({p for f in pool for p in f.platforms}))
+        biggest = max((f.size or 0) for f in pool) / 1e6
+        raise InputError(
+            f"{pool[0].filename.split('-')[0]} {pool[0].version} has only platform wheels ({plats})",
+            hint=f"pass platform='x86_64' (or 'native') to download one (up to {biggest:.0f} MB), "
+            "or use kind='sdist'",
+        )
+    if platform == "native":
+        rank: dict[str, int] = {}
+        for i, tag in enumerate(sys_tags()):
+            rank.setdefault(str(tag), i)
+        scored = []
+        for f in pool:
+            _, _, _, tags = parse_wheel_filename(f.filename)
+            best = min((rank.get(str(t), 10**9) for t in tags), default=10**9)
+            if best < 10**9:
+                scored.append((best, f.filename, f))
+        if not scored:
+            raise InputError(f"no wheel of {pool[0].version} installs on this interpreter")
+        return min(scored)[2]
+    matching = [f for f in pool if any(platform in p for p in f.platforms)]
+    if not matching:
+        plats = ", ".join(sorted({p for f in pool for p in f.platforms}))
+        raise InputError(f"no wheel matches platform {platform!r}; available: {plats}")
+    return sorted(matching, key=lambda f: f.filename)[-1]
+
+
+# -- downloads -----------------------------------------------------------------------------
+
+
+def verify_file(path: Path, dist: DistFile) -> bool:
+    """True when ``path`` holds exactly the bytes the index describes."""
+    try:
+        if dist.size is not None and path.stat().st_size != dist.size:
+            return False
+    except OSError:
+        return False
+    return sha256_file(path) == dist.sha256
+
+
+class _AmountColumn(ProgressColumn):
+    """Bytes for downloads and imports; a plain count for tasks created with ``unit="..."``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bytes = DownloadColumn()
+
+    def render(self, task: Task) -> Text:
+        unit = task.fields.get("unit")
+        if unit:
+            return Text(f"{int(task.completed)}/{int(task.total or 0)} {unit}", style="progress.download")
+        return self._bytes.render(task)
+
+
+@contextmanager
+def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
+    """The caller's progress, else a transient rich bar on a terminal, else None."""
+    if progress is not None:
+        yield progress
+    elif sys.stderr.isatty():
+        own = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            _AmountColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        with own:
+            yield own
+    else:
+        yield None
+
+
+def download(
+    spec: ReleaseSpec | str,
+    kind: str = "sdist",
+    *,
+    platform: str | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Return ``<cache>/dist/<filename>`` for the release, downloading it once.
+
+    A cached file is re-verified against the index's sha256 each time (about 0.1 s for 45 MB);
+    a corrupt one is logged, removed and downloaded again. A download that does not match the
+    index raises HashMismatch and leaves nothing under the final name.
+    """
+    spec = as_spec(spec)
+    dist = select_file(release_files(spec), kind, platform=platform)
+    final = cache.dist_dir() / dist.filename
+    if final.exists():
+        if verify_file(final, dist):
+            return final
+        log.warning("cached %s does not match the index's sha256; downloading it again", final)
+        final.unlink(missing_ok=True)
+    with progress_for(progress) as bar:
+        _fetch(dist, final, bar)
+    return final
+
+
+def _fetch(dist: DistFile, final: Path, bar: Progress | None) -> None:
+    task = bar.add_task(f"download {dist.filename}", total=dist.size) if bar else None
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dist.filename}.", suffix=".part", dir=final.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with _http().get(dist.url, stream=True, timeout=_TIMEOUT) as resp:
+                if resp.status_code != 200:
+                    raise EnvironmentFailure(
+                        f"cannot download {dist.url}: HTTP {resp.status_code}",
+                        hint="try again later, or check the index URL",
+                    )
+                with os.fdopen(fd, "wb") as out:
+                    fd = -1
+                    for chunk in resp.iter_content(_CHUNK):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+                        if bar is not None and task is not None:
+                            bar.advance(task, len(chunk))
+                    out.flush()
+                    os.fsync(out.fileno())
+        except requests.RequestException as exc:
+            raise EnvironmentFailure(
+                f"cannot download {dist.url}: {exc}",
+                hint=f"check the network, or point {INDEX_ENV} at a reachable index",
+            ) from exc
+        got = digest.hexdigest()
+        if got != dist.sha256 or (dist.size is not None and size != dist.size):
+            raise HashMismatch(
+                f"download of {dist.url} does not match the index: sha256 {got} ({size} bytes), "
+                f"expected {dist.sha256} ({dist.size} bytes)",
+                hint="nothing was kept; try again, and report it if it persists",
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
