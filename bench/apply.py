@@ -33,41 +33,57 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.upstream import cache  # noqa: E402
-from patchset.upstream.archives import unpack  # noqa: E402
-from patchset.patchfmt.diffs import files_touched  # noqa: E402
-from patchset.upstream.releases import download  # noqa: E402
-from patchset.engine.tree import SeriesItem, apply_series  # noqa: E402
+from patchset.engine.tree import SeriesItem, apply_series
+from patchset.patchfmt.diffs import files_touched
+from patchset.upstream import cache
+from patchset.upstream.archives import unpack
+from patchset.upstream.releases import download
 
 VERSION = "0.30.0"
 
 # (file, edit kind, which occurrence) per patch; files repeat so later patches see earlier ones
 SERIES: list[tuple[str, list[tuple[str, str, int]]]] = [
-    ("spark-kv-cache-block-size", [("vllm/v1/core/kv_cache_utils.py", "comment-def", 3),
-                                   ("vllm/v1/core/kv_cache_utils.py", "log-def", 12)]),
+    (
+        "spark-kv-cache-block-size",
+        [("vllm/v1/core/kv_cache_utils.py", "comment-def", 3), ("vllm/v1/core/kv_cache_utils.py", "log-def", 12)],
+    ),
     ("cuda-sm121-capability", [("vllm/platforms/cuda.py", "guard-def", 4)]),
     ("envs-spark-switch", [("vllm/envs.py", "env-var", 0)]),
-    ("scheduler-prefix-resume", [("vllm/v1/core/sched/scheduler.py", "comment-def", 5),
-                                 ("vllm/v1/core/sched/scheduler.py", "log-def", 20)]),
+    (
+        "scheduler-prefix-resume",
+        [("vllm/v1/core/sched/scheduler.py", "comment-def", 5), ("vllm/v1/core/sched/scheduler.py", "log-def", 20)],
+    ),
     ("flashinfer-workspace", [("vllm/v1/attention/backends/flashinfer.py", "comment-def", 6)]),
     ("fused-moe-tile-default", [("vllm/model_executor/layers/fused_moe/fused_moe.py", "default", 2)]),
-    ("nccl-group-timeout", [("vllm/distributed/parallel_state.py", "guard-def", 8),
-                            ("vllm/distributed/parallel_state.py", "comment-def", 30)]),
+    (
+        "nccl-group-timeout",
+        [
+            ("vllm/distributed/parallel_state.py", "guard-def", 8),
+            ("vllm/distributed/parallel_state.py", "comment-def", 30),
+        ],
+    ),
     ("runner-cudagraph-note", [("vllm/v1/worker/gpu_model_runner.py", "comment-def", 10)]),
     ("cache-config-gb10", [("vllm/config/cache.py", "comment-def", 1)]),
     ("kv-cache-hash-log", [("vllm/v1/core/kv_cache_utils.py", "guard-def", 25)]),
     ("cuda-device-name", [("vllm/platforms/cuda.py", "log-def", 15)]),
     ("envs-second-switch", [("vllm/envs.py", "env-var", 1)]),
     ("scheduler-preempt-guard", [("vllm/v1/core/sched/scheduler.py", "guard-def", 35)]),
-    ("flashinfer-fp8-note", [("vllm/v1/attention/backends/flashinfer.py", "log-def", 30),
-                             ("vllm/v1/attention/backends/flashinfer.py", "comment-def", 50)]),
+    (
+        "flashinfer-fp8-note",
+        [
+            ("vllm/v1/attention/backends/flashinfer.py", "log-def", 30),
+            ("vllm/v1/attention/backends/flashinfer.py", "comment-def", 50),
+        ],
+    ),
     ("runner-graph-guard", [("vllm/v1/worker/gpu_model_runner.py", "guard-def", 60)]),
     ("block-pool-note", [("vllm/v1/core/block_pool.py", "comment-def", 4)]),
     ("kv-cache-manager-log", [("vllm/v1/core/kv_cache_manager.py", "log-def", 6)]),
     ("engine-core-note", [("vllm/v1/engine/core.py", "comment-def", 9)]),
     ("sampler-guard", [("vllm/v1/sample/sampler.py", "guard-def", 3)]),
-    ("kv-cache-final", [("vllm/v1/core/kv_cache_utils.py", "comment-def", 40),
-                        ("vllm/v1/core/kv_cache_utils.py", "default", 1)]),
+    (
+        "kv-cache-final",
+        [("vllm/v1/core/kv_cache_utils.py", "comment-def", 40), ("vllm/v1/core/kv_cache_utils.py", "default", 1)],
+    ),
 ]
 
 _DEF = re.compile(rb"^(\s*)def \w+\(")
@@ -79,16 +95,16 @@ def _edit(text: bytes, kind: str, nth: int, tag: str) -> bytes:
     if kind == "env-var":
         idx = [i for i, ln in enumerate(lines) if ln.startswith(b"    VLLM_")][nth * 7 % 50]
         name = f"VLLM_SPARK_{tag.upper().replace('-', '_')}".encode()
-        lines[idx:idx] = [b"    # DGX Spark: downstream switch, see the patch ledger",
-                          b"    \"" + name + b"\": lambda: bool(int(os.getenv(\"" + name +
-                          b"\", \"0\"))),"]
+        lines[idx:idx] = [
+            b"    # DGX Spark: downstream switch, see the patch ledger",
+            b'    "' + name + b'": lambda: bool(int(os.getenv("' + name + b'", "0"))),',
+        ]
         return b"\n".join(lines)
     if kind == "default":
         idx = [i for i, ln in enumerate(lines) if _DEFAULT.match(ln)][nth]
         m = _DEFAULT.match(lines[idx])
         assert m
-        lines[idx] = m.group(1) + str(int(m.group(2)) * 2 or 2).encode() + \
-            b"  # downstream: doubled for GB10"
+        lines[idx] = m.group(1) + str(int(m.group(2)) * 2 or 2).encode() + b"  # downstream: doubled for GB10"
         return b"\n".join(lines)
     defs = [i for i, ln in enumerate(lines) if _DEF.match(ln)]
     idx = defs[nth % len(defs)]
@@ -98,14 +114,20 @@ def _edit(text: bytes, kind: str, nth: int, tag: str) -> bytes:
     while not lines[end].rstrip().endswith(b":"):  # end of a multi-line signature
         end += 1
     if kind == "comment-def":
-        lines[idx:idx] = [indent + b"# downstream (" + tag.encode() + b"): keep in sync with the",
-                          indent + b"# patch ledger; upstream PR pending."]
+        lines[idx:idx] = [
+            indent + b"# downstream (" + tag.encode() + b"): keep in sync with the",
+            indent + b"# patch ledger; upstream PR pending.",
+        ]
     elif kind == "log-def":
-        lines[end + 1:end + 1] = [body + b"if os.environ.get(\"VLLM_SPARK_DEBUG\"):",
-                                  body + b"    print(\"[spark] " + tag.encode() + b"\")"]
+        lines[end + 1 : end + 1] = [
+            body + b'if os.environ.get("VLLM_SPARK_DEBUG"):',
+            body + b'    print("[spark] ' + tag.encode() + b'")',
+        ]
     elif kind == "guard-def":
-        lines[end + 1:end + 1] = [body + b"# downstream guard: GB10 reports sm_121",
-                                  body + b"_spark = os.environ.get(\"VLLM_SPARK\", \"\")"]
+        lines[end + 1 : end + 1] = [
+            body + b"# downstream guard: GB10 reports sm_121",
+            body + b'_spark = os.environ.get("VLLM_SPARK", "")',
+        ]
     return b"\n".join(lines)
 
 
@@ -136,13 +158,18 @@ def write_series(src: Path, out: Path) -> list[Path]:
                     p.parent.mkdir(parents=True, exist_ok=True)
                     p.write_bytes(data)
                     os.chmod(p, (src / rel).stat().st_mode & 0o777)  # same mode line as the tree
-                proc = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "-U3",
-                                       f"a/{rel}", f"b/{rel}"], cwd=work, capture_output=True)
+                proc = subprocess.run(
+                    ["git", "diff", "--no-index", "--no-prefix", "-U3", f"a/{rel}", f"b/{rel}"],
+                    cwd=work,
+                    capture_output=True,
+                )
                 assert proc.returncode == 1, proc.stderr
                 body += proc.stdout
                 state[rel] = after
-            header = (f"From: bench <bench@example.invalid>\nSubject: [PATCH {n:02d}/20] {name}\n\n"
-                      f"Downstream patch {n} of the benchmark series.\n---\n").encode()
+            header = (
+                f"From: bench <bench@example.invalid>\nSubject: [PATCH {n:02d}/20] {name}\n\n"
+                f"Downstream patch {n} of the benchmark series.\n---\n"
+            ).encode()
             path = out / f"{n:04d}-{name}.patch"
             path.write_bytes(header + body)
             patches.append(path)
@@ -176,8 +203,7 @@ def run_engine(tree: Path, patches: list[Path], dry_run: bool = False) -> float:
 def run_loop(tree: Path, patches: list[Path], argv: list[str]) -> float:
     t0 = time.perf_counter()
     for p in patches:
-        subprocess.run([*argv, str(p)], cwd=tree, check=True, stdout=subprocess.DEVNULL,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run([*argv, str(p)], cwd=tree, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -200,8 +226,9 @@ def main() -> int:
                     rels.append(rel)
         tools = {
             "patchset apply_series": lambda t: run_engine(t, patches),
-            "patch -p1 -F0 loop": lambda t: run_loop(t, patches, [
-                "patch", "-p1", "-F0", "--forward", "-s", "--no-backup-if-mismatch", "-i"]),
+            "patch -p1 -F0 loop": lambda t: run_loop(
+                t, patches, ["patch", "-p1", "-F0", "--forward", "-s", "--no-backup-if-mismatch", "-i"]
+            ),
             "git apply loop": lambda t: run_loop(t, patches, ["git", "apply", "-p1"]),
         }
         times: dict[str, list[float]] = {k: [] for k in tools}
@@ -224,16 +251,22 @@ def main() -> int:
         med = {k: statistics.median(v) for k, v in times.items()}
         hunks = sum(p.read_bytes().count(b"\n@@ ") for p in patches)
         report = {
-            "vllm": VERSION, "patches": len(patches), "files": len(rels), "hunks": hunks,
-            "runs": args.runs, "median_seconds": med,
+            "vllm": VERSION,
+            "patches": len(patches),
+            "files": len(rels),
+            "hunks": hunks,
+            "runs": args.runs,
+            "median_seconds": med,
             "ratio_git_apply_over_engine": med["git apply loop"] / med["patchset apply_series"],
             "ratio_patch_over_engine": med["patch -p1 -F0 loop"] / med["patchset apply_series"],
         }
         if args.json:
             print(json.dumps(report, indent=2))
         else:
-            print(f"vLLM {VERSION}: {len(patches)} patches, {hunks} hunks, {len(rels)} files, "
-                  f"median of {args.runs} runs (results identical across tools)")
+            print(
+                f"vLLM {VERSION}: {len(patches)} patches, {hunks} hunks, {len(rels)} files, "
+                f"median of {args.runs} runs (results identical across tools)"
+            )
             for name, m in med.items():
                 print(f"  {name:24s} {m * 1000:8.1f} ms   (min {min(times[name]) * 1000:.1f})")
             print(f"  git apply loop / engine   {report['ratio_git_apply_over_engine']:.2f}x")

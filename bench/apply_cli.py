@@ -39,8 +39,7 @@ base = "0.30.0"
 
 def cli(*args: str, cwd: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -72,14 +71,18 @@ def main() -> int:
             tool.append(cli("apply", "--tree", str(t), cwd=led))
             t2 = work / "tree-patch"
             fresh_copy(src, rels, t2)
-            script = "set -e; for p in \"$@\"; do patch -s -p1 -F0 --forward < \"$p\"; done"
+            script = 'set -e; for p in "$@"; do patch -s -p1 -F0 --forward < "$p"; done'
             t0 = time.perf_counter()
             subprocess.run(["bash", "-c", script, "loop", *map(str, patches)], cwd=t2, check=True)
             loop.append(time.perf_counter() - t0)
-            for rel in rels + ["vllm/platforms/sm12x.py"]:
+            for rel in [*rels, "vllm/platforms/sm12x.py"]:
                 assert (t / rel).read_bytes() == (t2 / rel).read_bytes(), rel
-        res = {"patches": len(patches), "runs": args.runs, "patchset_apply_s": statistics.median(tool),
-               "patch_loop_s": statistics.median(loop)}
+        res = {
+            "patches": len(patches),
+            "runs": args.runs,
+            "patchset_apply_s": statistics.median(tool),
+            "patch_loop_s": statistics.median(loop),
+        }
         res["ratio_patchset_over_patch_loop"] = res["patchset_apply_s"] / res["patch_loop_s"]
         res["goal_s"] = 0.5
         res["goal_met"] = res["patchset_apply_s"] < 0.5

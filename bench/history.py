@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.upstream import releases  # noqa: E402
-from patchset.upstream.history import ReleaseHistory  # noqa: E402
+from patchset.upstream import releases
+from patchset.upstream.history import ReleaseHistory
 
 IDENT = {
     "GIT_AUTHOR_NAME": "bench",
@@ -55,10 +55,14 @@ def naive_import(repo: Path, archive: Path, scratch: Path, message: str) -> str:
     # history must hold every file of the release, so the naive way needs -f to be comparable
     subprocess.run([*git, "add", "-A", "-f"], check=True, env=env)
     subprocess.run([*git, "commit", "-q", "--no-verify", "-m", message], check=True, env=env)
-    return subprocess.run([*git, "rev-parse", "HEAD^{tree}"], check=True, env=env, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [*git, "rev-parse", "HEAD^{tree}"], check=True, env=env, capture_output=True, text=True
+    ).stdout.strip()
 
 
-def one_run(archives: list[tuple[str, Path]], scratch: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]], bool]:
+def one_run(
+    archives: list[tuple[str, Path]], scratch: Path
+) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]], bool]:
     fast: dict[str, tuple[float, float]] = {}
     naive: dict[str, tuple[float, float]] = {}
     same = True
@@ -91,9 +95,13 @@ def main() -> int:
             runs.append(one_run(archives, Path(tmp)))
         print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
 
-    print(f"{args.project}: median of {args.runs} runs on {os.cpu_count()} cores "
-          f"(load average {os.getloadavg()[0]:.1f} at the end)")
-    print(f"{'release':>10} {'size MB':>8} | {'fast-import s':>13} {'cpu s':>6} | {'naive s':>8} {'cpu s':>6} | {'ratio':>6}")
+    print(
+        f"{args.project}: median of {args.runs} runs on {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.1f} at the end)"
+    )
+    print(
+        f"{'release':>10} {'size MB':>8} | {'fast-import s':>13} {'cpu s':>6} | {'naive s':>8} {'cpu s':>6} | {'ratio':>6}"
+    )
     totals = [0.0, 0.0]
     for version, archive in archives:
         fw = statistics.median(r[0][version][0] for r in runs)
@@ -104,7 +112,9 @@ def main() -> int:
         totals[1] += nw
         size = archive.stat().st_size / 1e6
         print(f"{version:>10} {size:>8.1f} | {fw:>13.2f} {fc:>6.2f} | {nw:>8.2f} {nc:>6.2f} | {nw / fw:>5.1f}x")
-    print(f"{'total':>10} {'':>8} | {totals[0]:>13.2f} {'':>6} | {totals[1]:>8.2f} {'':>6} | {totals[1] / totals[0]:>5.1f}x")
+    print(
+        f"{'total':>10} {'':>8} | {totals[0]:>13.2f} {'':>6} | {totals[1]:>8.2f} {'':>6} | {totals[1] / totals[0]:>5.1f}x"
+    )
     identical = all(r[2] for r in runs)
     print(f"trees identical between methods: {'yes' if identical else 'NO'}")
     return 0 if identical else 1

@@ -29,30 +29,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.patchfmt.diffs import parse_patch  # noqa: E402
-from patchset.engine.hunks import apply_file  # noqa: E402
-from patchset.upstream.history import ReleaseHistory, build_history  # noqa: E402
-from patchset.ledger.store import load_ledger  # noqa: E402
-from patchset.rebase.session import rebase  # noqa: E402
+from patchset.engine.hunks import apply_file
+from patchset.ledger.store import load_ledger
+from patchset.patchfmt.diffs import parse_patch
+from patchset.rebase.session import rebase
+from patchset.upstream.history import ReleaseHistory, build_history
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+}
 NOTE = "# patchset bench: downstream note\n"
 
 
 def git(cwd: Path, *args: str, input: bytes | None = None) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, input=input,
-                          env=GIT_ENV).stdout
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, input=input, env=GIT_ENV).stdout
 
 
 def udiff(path: str, old: str, new: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{path}", f"b/{path}", n=3))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
+        )
+    )
 
 
 def insert_after(text: str, line: int) -> str:
     lines = text.splitlines(keepends=True)
-    return "".join(lines[:line] + [NOTE] + lines[line:])
+    return "".join([*lines[:line], NOTE, *lines[line:]])
 
 
 def stable_line(old: str, new: str) -> int:
@@ -62,7 +69,7 @@ def stable_line(old: str, new: str) -> int:
     for delta in range(0, len(a)):
         for i in (mid + delta, mid - delta):
             if 3 <= i <= len(a) - 3:
-                window = "".join(a[i - 3:i + 3])
+                window = "".join(a[i - 3 : i + 3])
                 if window.strip() and old.count(window) == 1 and new.count(window) == 1:
                     return i
     raise SystemExit("no stable line found")
@@ -82,8 +89,11 @@ def series(h: ReleaseHistory, old: str, new: str) -> dict[str, tuple[str, bytes]
         out[pid] = (path, f"Subject: [PATCH] {pid}\n\nBenchmark patch.\n\n".encode() + data)
 
     changed = set(git(h.git_dir, "diff", "--name-only", old, new, "--", "vllm").decode().split())
-    files = sorted(p for p in git(h.git_dir, "ls-tree", "-r", "--name-only", old, "--", "vllm").decode().split()
-                   if p.endswith(".py"))
+    files = sorted(
+        p
+        for p in git(h.git_dir, "ls-tree", "-r", "--name-only", old, "--", "vllm").decode().split()
+        if p.endswith(".py")
+    )
     unchanged = [p for p in files if p not in changed and (h.read_blob(old, p) or b"").count(b"\n") > 80]
     for n, path in enumerate(unchanged[:: max(len(unchanged) // 6, 1)][:6], start=1):
         src = text(old, path)
@@ -93,12 +103,14 @@ def series(h: ReleaseHistory, old: str, new: str) -> dict[str, tuple[str, bytes]
         src = text(old, path)
         moved = text(new, path.replace("/nvidia/", "/common/"))
         add(f"moved-{n}", path, udiff(path, src, insert_after(src, stable_line(src, moved))))
-    merge_files = ["vllm/platforms/cuda.py", "vllm/distributed/device_communicators/pynccl.py",
-                   "vllm/config/pooler.py"]
+    merge_files = ["vllm/platforms/cuda.py", "vllm/distributed/device_communicators/pynccl.py", "vllm/config/pooler.py"]
     for n, path in enumerate(merge_files, start=1):
         src = text(old, path)
-        hunk = next(ln for ln in git(h.git_dir, "diff", "-U0", old, new, "--", path).decode().splitlines()
-                    if ln.startswith("@@ "))
+        hunk = next(
+            ln
+            for ln in git(h.git_dir, "diff", "-U0", old, new, "--", path).decode().splitlines()
+            if ln.startswith("@@ ")
+        )
         first = int(hunk.split()[1][1:].split(",")[0])  # first changed old line (1-based)
         add(f"merge-{n}", path, udiff(path, src, insert_after(src, first - 3)))
     for n, path in enumerate(("vllm/config/device.py", "vllm/config/model_arch.py", "vllm/assets/base.py"), start=1):
@@ -109,12 +121,26 @@ def series(h: ReleaseHistory, old: str, new: str) -> dict[str, tuple[str, bytes]
 def make_ledger(root: Path, pat: dict[str, tuple[str, bytes]], version: str) -> Path:
     d = root / "patchset" / "series" / "vllm"
     d.mkdir(parents=True)
-    lines = ["schema = 1", "[targets.vllm]", 'upstream = "https://github.com/vllm-project/vllm.git"',
-             'github = "vllm-project/vllm"', f'base = "vllm=={version}"', 'package = "vllm"', ""]
+    lines = [
+        "schema = 1",
+        "[targets.vllm]",
+        'upstream = "https://github.com/vllm-project/vllm.git"',
+        'github = "vllm-project/vllm"',
+        f'base = "vllm=={version}"',
+        'package = "vllm"',
+        "",
+    ]
     for pid, (path, data) in pat.items():
         (d / f"{pid}.patch").write_bytes(data)
-        lines += ["[[patch]]", f'id = "{pid}"', 'target = "vllm"', f'title = "{pid}"', 'origin = "ours"',
-                  f'files = ["{path}"]', ""]
+        lines += [
+            "[[patch]]",
+            f'id = "{pid}"',
+            'target = "vllm"',
+            f'title = "{pid}"',
+            'origin = "ours"',
+            f'files = ["{path}"]',
+            "",
+        ]
     (root / "patches.toml").write_text("\n".join(lines))
     return root / "patches.toml"
 
@@ -163,8 +189,7 @@ def main() -> int:
             ours.append(time.perf_counter() - t0)
             assert report.status == "done", report.status
             git(work, "checkout", "-q", "-f", "-B", "stack", "stack0")
-            theirs.append(timed(lambda: git(work, "rebase", "-q", "--onto", f"v{args.onto}", f"v{args.base}",
-                                            "stack")))
+            theirs.append(timed(lambda: git(work, "rebase", "-q", "--onto", f"v{args.onto}", f"v{args.base}", "stack")))
         assert report is not None
         # same result: our regenerated series on the new base == git's rebased tree
         led = load_ledger(tmp / f"run{args.runs - 1}" / "patches.toml")
@@ -177,20 +202,25 @@ def main() -> int:
                 checked += 1
         counts = report.counts()
         result = {
-            "patches": len(pat), "runs": args.runs, "onto": args.onto,
+            "patches": len(pat),
+            "runs": args.runs,
+            "onto": args.onto,
             "classes": {k: v for k, v in counts.items() if v},
             "hows": sorted({p.how for p in report.patches if p.how}),
             "patchset_median_s": round(statistics.median(ours), 3),
             "git_rebase_median_s": round(statistics.median(theirs), 3),
-            "patchset_runs_s": [round(x, 3) for x in ours], "git_rebase_runs_s": [round(x, 3) for x in theirs],
+            "patchset_runs_s": [round(x, 3) for x in ours],
+            "git_rebase_runs_s": [round(x, 3) for x in theirs],
             "files_checked_equal": checked,
         }
         result["speedup"] = round(result["git_rebase_median_s"] / result["patchset_median_s"], 2)
         if args.json:
             print(json.dumps(result, indent=1))
         else:
-            print(f"{len(pat)} patches, vLLM {args.base} -> {args.onto}, {args.runs} runs each; classes {result['classes']}"
-                  f" ({', '.join(result['hows'])})")
+            print(
+                f"{len(pat)} patches, vLLM {args.base} -> {args.onto}, {args.runs} runs each; classes {result['classes']}"
+                f" ({', '.join(result['hows'])})"
+            )
             print(f"patchset rebase  median {result['patchset_median_s']:.3f} s  runs {result['patchset_runs_s']}")
             print(f"git rebase       median {result['git_rebase_median_s']:.3f} s  runs {result['git_rebase_runs_s']}")
             print(f"patchset is {result['speedup']}x faster (goal: <= 3 s and >= 5x); {checked} files identical")

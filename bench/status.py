@@ -1,7 +1,7 @@
 """Benchmark: upstream status of 21 PRs/issues in three repositories, cold and warm.
 
 Runs the real client (PyGithub underneath) against the local GitHub-shaped server
-(``tracker.fakehub``) with the ledger-shaped world: 14 vLLM PRs, 5 FlashInfer PRs, an NCCL PR
+(``tests.support.fakehub``) with the ledger-shaped world: 14 vLLM PRs, 5 FlashInfer PRs, an NCCL PR
 and an NCCL issue. Measures
   - cold: empty cache; round trips counted by the server (goal: one per repository = 3);
   - warm: a new client on the same cache within ``max_age`` (goal: < 0.3 s, no round trip);
@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.fakehub.server import FakeHub  # noqa: E402
-from tests.support.fakehub.world import ledger_refs, ledger_world  # noqa: E402
-from patchset.tracker.github import GitHubClient, PRState  # noqa: E402
+from patchset.tracker.github import GitHubClient, PRState
+from tests.support.fakehub.server import FakeHub
+from tests.support.fakehub.world import ledger_refs, ledger_world
 
 TOKEN = "bench-token"
 GOAL_COLD_TRIPS_PER_REPO = 1
@@ -39,6 +39,7 @@ def run(repeat: int) -> dict:
     data = ledger_world()
     data["tokens"] = [TOKEN]
     with FakeHub(data) as hub, tempfile.TemporaryDirectory() as cache:
+
         def client(**kw) -> GitHubClient:
             return GitHubClient(base_url=hub.base_url, token=TOKEN, cache_dir=cache, **kw)
 
@@ -64,12 +65,19 @@ def run(repeat: int) -> dict:
         reval_trips = hub.count() - before
 
     return {
-        "refs": len(refs), "repos": repos, "states_ok": ok,
-        "cold_round_trips": cold_trips, "cold_s": round(cold_s, 4),
-        "warm_round_trips": 0, "warm_median_s": round(statistics.median(warm_times), 4),
-        "warm_max_s": round(max(warm_times), 4), "warm_runs": repeat,
-        "revalidate_round_trips": reval_trips, "revalidate_s": round(reval_s, 4),
-        "goal_cold_round_trips": GOAL_COLD_TRIPS_PER_REPO * repos, "goal_warm_s": GOAL_WARM_S,
+        "refs": len(refs),
+        "repos": repos,
+        "states_ok": ok,
+        "cold_round_trips": cold_trips,
+        "cold_s": round(cold_s, 4),
+        "warm_round_trips": 0,
+        "warm_median_s": round(statistics.median(warm_times), 4),
+        "warm_max_s": round(max(warm_times), 4),
+        "warm_runs": repeat,
+        "revalidate_round_trips": reval_trips,
+        "revalidate_s": round(reval_s, 4),
+        "goal_cold_round_trips": GOAL_COLD_TRIPS_PER_REPO * repos,
+        "goal_warm_s": GOAL_WARM_S,
     }
 
 
@@ -85,14 +93,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({**r, "cold_goal_met": cold_ok, "warm_goal_met": warm_ok}, indent=2))
     else:
         print(f"upstream status: {r['refs']} refs in {r['repos']} repositories (local GitHub-shaped server)")
-        print(f"  cold       {r['cold_round_trips']} round trips, {r['cold_s'] * 1000:.1f} ms, "
-              f"{r['states_ok']}/{r['refs']} states   goal: <= {r['goal_cold_round_trips']} round trips "
-              f"(one per repository)  {'met' if cold_ok else 'MISSED'}")
-        print(f"  warm       0 round trips, median {r['warm_median_s'] * 1000:.1f} ms, max "
-              f"{r['warm_max_s'] * 1000:.1f} ms over {r['warm_runs']} runs   goal: < {r['goal_warm_s']} s  "
-              f"{'met' if warm_ok else 'MISSED'}")
-        print(f"  revalidate {r['revalidate_round_trips']} round trips, {r['revalidate_s'] * 1000:.1f} ms "
-              f"(max_age=0: GitHub's GraphQL has no conditional requests)")
+        print(
+            f"  cold       {r['cold_round_trips']} round trips, {r['cold_s'] * 1000:.1f} ms, "
+            f"{r['states_ok']}/{r['refs']} states   goal: <= {r['goal_cold_round_trips']} round trips "
+            f"(one per repository)  {'met' if cold_ok else 'MISSED'}"
+        )
+        print(
+            f"  warm       0 round trips, median {r['warm_median_s'] * 1000:.1f} ms, max "
+            f"{r['warm_max_s'] * 1000:.1f} ms over {r['warm_runs']} runs   goal: < {r['goal_warm_s']} s  "
+            f"{'met' if warm_ok else 'MISSED'}"
+        )
+        print(
+            f"  revalidate {r['revalidate_round_trips']} round trips, {r['revalidate_s'] * 1000:.1f} ms "
+            f"(max_age=0: GitHub's GraphQL has no conditional requests)"
+        )
     return 0 if cold_ok and warm_ok else 1
 
 

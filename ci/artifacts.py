@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
 from patchset import atomic
+from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
 
 SUITE = "patchset-gate"
 
@@ -32,12 +32,16 @@ def _md(text: str) -> str:
 def markdown(r: GateReport) -> str:
     out = [f"# {_md(headline(r))}", ""]
     up = r.upstream
-    out += [f"- upstream: {up.get('kind', '?')} `{_md(up.get('location', ''))}`",
-            f"- judged: `{_md(r.onto or r.asked)}`" + (f" at `{r.commit}`" if r.commit else ""),
-            f"- series base: `{_md(r.base)}`" + (f" (`{r.base_commit[:12]}`)" if r.base_commit else "")]
+    out += [
+        f"- upstream: {up.get('kind', '?')} `{_md(up.get('location', ''))}`",
+        f"- judged: `{_md(r.onto or r.asked)}`" + (f" at `{r.commit}`" if r.commit else ""),
+        f"- series base: `{_md(r.base)}`" + (f" (`{r.base_commit[:12]}`)" if r.base_commit else ""),
+    ]
     if r.previous:
-        out.append(f"- previous run: {r.previous.get('verdict')} at `{_md(r.previous.get('judged_label', ''))}`; "
-                   f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`")
+        out.append(
+            f"- previous run: {r.previous.get('verdict')} at `{_md(r.previous.get('judged_label', ''))}`; "
+            f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`"
+        )
     out.append(f"- exit code: {r.exit_code} ({r.status})")
     out.append("")
     reasons = r.reasons()
@@ -67,8 +71,10 @@ def markdown(r: GateReport) -> str:
                     out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {blamed}")
             fb = r.first_bad.get(p["id"])
             if fb and fb.get("commit"):
-                out.append(f"- first bad upstream commit: {_md(describe_commit(fb['commit']))}; last good "
-                           f"`{fb['last_good'][:12]}` ({fb['range_size']} commits searched, {fb['probes']} replays)")
+                out.append(
+                    f"- first bad upstream commit: {_md(describe_commit(fb['commit']))}; last good "
+                    f"`{fb['last_good'][:12]}` ({fb['range_size']} commits searched, {fb['probes']} replays)"
+                )
             out.append("")
     if r.apply:
         out += ["## Apply to a fresh tree", "", f"{r.apply.get('outcome')}: {_md(r.apply.get('message', ''))}", ""]
@@ -83,17 +89,29 @@ def markdown(r: GateReport) -> str:
             out += [f"| `{t['patch']}` | {_md(t['name'])} | {t['status']} | {t['seconds']} |" for t in r.tests]
             out.append("")
             for t in r.failed_tests:
-                out += [f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>", "",
-                        "```", t.get("tail", ""), "```", "", "</details>", ""]
+                out += [
+                    f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>",
+                    "",
+                    "```",
+                    t.get("tail", ""),
+                    "```",
+                    "",
+                    "</details>",
+                    "",
+                ]
     st = r.upstream_status
     if st.get("actions"):
         out += ["## Upstream status", "", f"Mode `{st.get('mode')}`; data: {_md(st.get('data_age', ''))}.", ""]
         out += [f"- `{a['id']}`: {a['action']}: {_md(a['text'])}" for a in st["actions"]]
         out.append("")
     if r.series_patch.get("files"):
-        out += ["## Refreshed series", "",
-                f"`{r.series_patch['path']}` changes {len(r.series_patch['files'])} files "
-                f"(`git apply {r.series_patch['path']}` at the top of the repository):", ""]
+        out += [
+            "## Refreshed series",
+            "",
+            f"`{r.series_patch['path']}` changes {len(r.series_patch['files'])} files "
+            f"(`git apply {r.series_patch['path']}` at the top of the repository):",
+            "",
+        ]
         out += [f"- `{f}`" for f in r.series_patch["files"]] + [""]
     if r.warnings:
         out += ["## Warnings", ""] + [f"- {_md(w)}" for w in r.warnings] + [""]
@@ -120,8 +138,9 @@ def junit(r: GateReport) -> bytes:
         if p["verdict"] == "conflict":
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
             f = ET.SubElement(c, "failure", message=f"conflicts on {r.onto}" + (f"; first bad: {fb}" if fb else ""))
-            f.text = "\n".join(f"{x['path']}: {x.get('message') or x['how']}" for x in p["files"]
-                               if x["how"] in ("conflict", "broken"))
+            f.text = "\n".join(
+                f"{x['path']}: {x.get('message') or x['how']}" for x in p["files"] if x["how"] in ("conflict", "broken")
+            )
         else:
             out = ET.SubElement(c, "system-out")
             out.text = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
@@ -170,4 +189,3 @@ def write(r: GateReport, directory: Path, *, series_patch: bytes | None = None) 
     atomic.write_text(directory / "report.md", markdown(r))
     if r.status != UNCHANGED:
         atomic.write_bytes(directory / "junit.xml", junit(r))
-

@@ -11,13 +11,13 @@ of the range whose probe says broken while the one before it does not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from patchset.ci.upstream import Commit, Upstream
-from patchset.rebase.session import rebase
 from patchset.rebase.report import CONFLICT
+from patchset.rebase.session import rebase
 
 Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 
@@ -31,15 +31,21 @@ class FirstBad:
     probes: list[str] = field(default_factory=list)  # commits replayed for this patch, in probe order
 
     def to_json(self) -> dict:
-        return {"patch": self.patch, "commit": self.commit.to_json() if self.commit else None,
-                "last_good": self.last_good, "range_size": self.range_size, "probes": len(self.probes)}
+        return {
+            "patch": self.patch,
+            "commit": self.commit.to_json() if self.commit else None,
+            "last_good": self.last_good,
+            "range_size": self.range_size,
+            "probes": len(self.probes),
+        }
 
 
 class Prober:
     """Replays the series onto a commit once and remembers every patch's verdict there."""
 
-    def __init__(self, ledger_path: Path, target: str, upstream: Upstream,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, ledger_path: Path, target: str, upstream: Upstream, progress: Callable[[str], None] | None = None
+    ) -> None:
         self.ledger_path, self.target, self.upstream, self.progress = ledger_path, target, upstream, progress
         self.seen: dict[str, dict[str, str]] = {}
 

@@ -22,18 +22,17 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from patchset.ci import artifacts as artifacts_mod
 from patchset.ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
 from patchset.ci.state import Judgement, default_state_path, ledger_digest, load_state, save_state
 from patchset.ci.upstream import Upstream, open_upstream
-from patchset.ledger import store as ledger_mod
 from patchset.errors import EXIT_FINDING, InputError, PatchsetError
+from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 
 __all__ = ["GateProgress", "GateReport", "render", "run_gate", "split_tags"]
@@ -82,11 +81,21 @@ class _Run:
             self.log(f"{name}: {took:.3f} s")
 
 
-def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False,
-             artifacts: Path = Path("gate-artifacts"), tags: Sequence[str] = (), state_file: Path | None = None,
-             progress: GateProgress | None = None, target: str | None = None, upstream: str | None = None,
-             patches: Sequence[str] | None = None, force: bool = False,
-             refresh_status: bool = False) -> GateReport:
+def run_gate(
+    ledger_path: Path,
+    *,
+    onto: str | None = None,
+    latest: bool = False,
+    artifacts: Path = Path("gate-artifacts"),
+    tags: Sequence[str] = (),
+    state_file: Path | None = None,
+    progress: GateProgress | None = None,
+    target: str | None = None,
+    upstream: str | None = None,
+    patches: Sequence[str] | None = None,
+    force: bool = False,
+    refresh_status: bool = False,
+) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
     ``artifacts``: where report.md/report.json/junit.xml/series.patch/logs go. ``tags``: the test
@@ -136,8 +145,7 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
             report.status = UNCHANGED
             run.log(f"{label} ({sha[:12]}) was judged {prev.verdict} on {prev.judged_at}; nothing to do")
             return report
-        series_bytes = _judge(run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch,
-                              refresh_status)
+        series_bytes = _judge(run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch, refresh_status)
         report.status = RED if report.reasons() else GREEN
         if not only:
             states[t.name] = _judgement(report, up, sha, label, digest, tag_list, prev)
@@ -151,7 +159,7 @@ def run_gate(ledger_path: Path, *, onto: str | None = None, latest: bool = False
         report.status = ERROR
         report.errors.append(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
         run.log(traceback.format_exc())
-    except Exception as exc:  # noqa: BLE001 - a crash is an infrastructure failure with a message, not a traceback
+    except Exception as exc:
         report.status = ERROR
         report.errors.append(f"internal error: {type(exc).__name__}: {exc} (traceback in logs/gate.log)")
         run.log(traceback.format_exc())
@@ -177,11 +185,17 @@ def _write(run: _Run, out_dir: Path, series_bytes: bytes | None) -> None:
         r.errors.append(f"cannot write the artifacts to {out_dir}: {exc.strerror or exc}")
 
 
-def _judgement(r: GateReport, up: Upstream, sha: str, label: str, digest: str, tags: list[str],
-               prev: Judgement | None) -> Judgement:
+def _judgement(
+    r: GateReport, up: Upstream, sha: str, label: str, digest: str, tags: list[str], prev: Judgement | None
+) -> Judgement:
     clean = not r.conflicts
     return Judgement(
-        upstream=up.key, judged=sha, judged_label=label, verdict=r.status, ledger_digest=digest, tags=list(tags),
+        upstream=up.key,
+        judged=sha,
+        judged_label=label,
+        verdict=r.status,
+        ledger_digest=digest,
+        tags=list(tags),
         last_clean=sha if clean else (prev.last_clean if prev and prev.last_clean else r.base_commit),
         last_clean_label=label if clean else (prev.last_clean_label if prev and prev.last_clean else r.base),
         last_green=sha if r.status == GREEN else (prev.last_green if prev else ""),
@@ -191,8 +205,20 @@ def _judgement(r: GateReport, up: Upstream, sha: str, label: str, digest: str, t
     )
 
 
-def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: str, prev: Judgement | None,
-           tags: list[str], only: list[str], out_dir: Path, scratch: Path, refresh_status: bool) -> bytes:
+def _judge(
+    run: _Run,
+    ledger: Ledger,
+    t: Target,
+    up: Upstream,
+    sha: str,
+    label: str,
+    prev: Judgement | None,
+    tags: list[str],
+    only: list[str],
+    out_dir: Path,
+    scratch: Path,
+    refresh_status: bool,
+) -> bytes:
     """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch."""
     from patchset.ci.bisect import Prober, first_bad
     from patchset.ci.refresh import changed_files, make_workspace, series_patch
@@ -205,8 +231,13 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
     r.base_commit = base_sha
     ws = make_workspace(ledger, scratch / "series")
     with run.stage("rebase"):
-        rr = rebase(ws.work_ledger, label, target=t.name, repo=up.git_dir,
-                    progress=lambda i, n, pid: run.note("rebase", f"{i}/{n} {pid}"))
+        rr = rebase(
+            ws.work_ledger,
+            label,
+            target=t.name,
+            repo=up.git_dir,
+            progress=lambda i, n, pid: run.note("rebase", f"{i}/{n} {pid}"),
+        )
     r.rebase = rr.to_json()
     artifacts_mod.write_json(logs / "rebase.json", r.rebase)
     with run.stage("status"):
@@ -217,8 +248,12 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
     if conflicts:
         with run.stage("bisect"):
             good = base_sha
-            if prev is not None and prev.last_clean and up.repo.rev(prev.last_clean) and \
-                    up.is_ancestor(prev.last_clean, sha):
+            if (
+                prev is not None
+                and prev.last_clean
+                and up.repo.rev(prev.last_clean)
+                and up.is_ancestor(prev.last_clean, sha)
+            ):
                 good = prev.last_clean
             commits = up.commits(good, sha)
             run.log(f"bisect {len(conflicts)} patch(es) over {len(commits)} commits {good[:12]}..{sha[:12]}")
@@ -238,8 +273,9 @@ def _judge(run: _Run, ledger: Ledger, t: Target, up: Upstream, sha: str, label: 
     from patchset.commands.apply import apply_to_tree
 
     with run.stage("apply"):
-        ar = apply_to_tree(refreshed, rt, tree, layout="source",
-                           progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}"))
+        ar = apply_to_tree(
+            refreshed, rt, tree, layout="source", progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}")
+        )
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
@@ -262,8 +298,18 @@ def _touched(ledger: Ledger, target: Target) -> list[str]:
 _OUTCOME = {"pass": "passed", "fail": "failed", "error": "error"}
 
 
-def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream, sha: str, tags: list[str],
-           only: list[str], scratch: Path, logs: Path) -> None:
+def _tests(
+    run: _Run,
+    ledger_path: Path,
+    ledger: Ledger,
+    t: Target,
+    up: Upstream,
+    sha: str,
+    tags: list[str],
+    only: list[str],
+    scratch: Path,
+    logs: Path,
+) -> None:
     """The per-patch test tier (``verify``): each selected test with the refreshed series, and without its
     patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate;
     the class (proven, not-needed) is reported."""
@@ -274,8 +320,11 @@ def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream
         r.warnings.append("per-patch tests not run: the verify package is not installed")
         return
     wanted = [] if "all" in tags else tags  # verify: no tags selects every test
-    chosen = [p.id for p in ledger.series(t.name) if (not only or p.id in only)
-              and any(selected(spec, wanted) for spec in p.tests)]
+    chosen = [
+        p.id
+        for p in ledger.series(t.name)
+        if (not only or p.id in only) and any(selected(spec, wanted) for spec in p.tests)
+    ]
     if not chosen:
         which = f"of {', '.join(only)} " if only else ""
         r.warnings.append(f"no test {which}carries the tags {', '.join(tags)}: none ran")
@@ -288,17 +337,31 @@ def _tests(run: _Run, ledger_path: Path, ledger: Ledger, t: Target, up: Upstream
     with run.stage("tree"):
         tree = up.archive(sha, scratch / "pristine")
     with run.stage("tests"):
-        vr = run_verify(ledger_path, tree=tree, tags=wanted, target=t.name, junit=logs / "verify-junit.xml",
-                        progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"))
+        vr = run_verify(
+            ledger_path,
+            tree=tree,
+            tags=wanted,
+            target=t.name,
+            junit=logs / "verify-junit.xml",
+            progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
+        )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     for po in vr.patches:
         for to in po.tests:
             w = to.with_run
-            r.tests.append({"patch": to.patch_id, "name": to.name, "command": to.command,
-                            "status": _OUTCOME.get(w.outcome, "error") if w else "error",
-                            "seconds": round(w.seconds, 3) if w else 0.0, "returncode": w.exit_code if w else None,
-                            "class": to.klass, "note": to.note,
-                            "tail": (w.reason + "\n" + w.output).strip() if w else ""})
+            r.tests.append(
+                {
+                    "patch": to.patch_id,
+                    "name": to.name,
+                    "command": to.command,
+                    "status": _OUTCOME.get(w.outcome, "error") if w else "error",
+                    "seconds": round(w.seconds, 3) if w else 0.0,
+                    "returncode": w.exit_code if w else None,
+                    "class": to.klass,
+                    "note": to.note,
+                    "tail": (w.reason + "\n" + w.output).strip() if w else "",
+                }
+            )
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
     r.warnings += vr.notes
@@ -313,9 +376,17 @@ def _status(run: _Run, ledger_path: Path, refresh: bool) -> None:
     except PatchsetError as exc:
         run.report.warnings.append(f"upstream status not read: {exc.message}")
         return
-    rows = [{"id": row.id, "action": row.action, "text": row.action_text} for row in st.rows
-            if row.action not in ("nothing", "dropped")]
-    run.report.upstream_status = {"mode": st.mode, "data_age": st.oldest(), "counts": st.counts("action"),
-                                  "actions": rows, "errors": st.errors()}
+    rows = [
+        {"id": row.id, "action": row.action, "text": row.action_text}
+        for row in st.rows
+        if row.action not in ("nothing", "dropped")
+    ]
+    run.report.upstream_status = {
+        "mode": st.mode,
+        "data_age": st.oldest(),
+        "counts": st.counts("action"),
+        "actions": rows,
+        "errors": st.errors(),
+    }
     for e in st.errors():
         run.report.warnings.append(f"upstream status: {e}")

@@ -84,15 +84,34 @@ def series_patch(ws: Workspace) -> bytes:
     """What the rebase changed in the copy, as a patch for ``git apply`` at the top of the repository."""
     shutil.rmtree(ws.work / SCRATCH_STATE, ignore_errors=True)
     try:
-        proc = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "--binary", "--no-color", "--no-ext-diff",
-                               "--no-renames", "a", "b"], cwd=ws.root, capture_output=True,
-                              env={"LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(ws.root),
-                                   "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        proc = subprocess.run(
+            [
+                "git",
+                "diff",
+                "--no-index",
+                "--no-prefix",
+                "--binary",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-renames",
+                "a",
+                "b",
+            ],
+            cwd=ws.root,
+            capture_output=True,
+            env={
+                "LC_ALL": "C",
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "HOME": str(ws.root),
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            },
+        )
     except FileNotFoundError as exc:
         raise EnvironmentFailure("git is not installed", hint="install git") from exc
     if proc.returncode not in (0, 1):
-        raise EnvironmentFailure(f"git diff --no-index failed in {ws.root}: "
-                                 f"{proc.stderr.decode(errors='replace').strip()}")
+        raise EnvironmentFailure(
+            f"git diff --no-index failed in {ws.root}: {proc.stderr.decode(errors='replace').strip()}"
+        )
     return proc.stdout
 
 
@@ -103,4 +122,3 @@ def changed_files(patch: bytes) -> list[str]:
         if line.startswith("diff --git "):
             out.append(line.split(" ")[-1].split("/", 1)[1])
     return out
-

@@ -37,7 +37,7 @@ class GateReport:
     apply: dict[str, Any] = field(default_factory=dict)  # outcome, message, mismatched
     tests: list[dict[str, Any]] = field(default_factory=list)  # TestResult.to_json()
     tags: list[str] = field(default_factory=list)
-    upstream_status: dict[str, Any] = field(default_factory=dict)  # counts and actions from tracker.status
+    upstream_status: dict[str, Any] = field(default_factory=dict)  # counts and actions from patchset.tracker.status
     series_patch: dict[str, Any] = field(default_factory=dict)  # path, bytes, files
     artifacts: str = ""
     errors: list[str] = field(default_factory=list)
@@ -71,20 +71,37 @@ class GateReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": self.status, "exit_code": self.exit_code, "target": self.target, "upstream": self.upstream,
-            "asked": self.asked, "onto": self.onto, "commit": self.commit, "base": self.base,
-            "base_commit": self.base_commit, "previous": self.previous, "conflicts": self.conflicts,
-            "first_bad": self.first_bad, "reasons": self.reasons(), "rebase": self.rebase, "apply": self.apply,
-            "tags": self.tags, "tests": self.tests, "upstream_status": self.upstream_status,
-            "series_patch": self.series_patch, "artifacts": self.artifacts, "errors": self.errors,
-            "warnings": self.warnings, "timings": self.timings, "seconds": self.seconds,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "target": self.target,
+            "upstream": self.upstream,
+            "asked": self.asked,
+            "onto": self.onto,
+            "commit": self.commit,
+            "base": self.base,
+            "base_commit": self.base_commit,
+            "previous": self.previous,
+            "conflicts": self.conflicts,
+            "first_bad": self.first_bad,
+            "reasons": self.reasons(),
+            "rebase": self.rebase,
+            "apply": self.apply,
+            "tags": self.tags,
+            "tests": self.tests,
+            "upstream_status": self.upstream_status,
+            "series_patch": self.series_patch,
+            "artifacts": self.artifacts,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "timings": self.timings,
+            "seconds": self.seconds,
         }
 
 
 def describe_commit(c: dict[str, Any] | None) -> str:
     if not c:
         return ""
-    text = f"{c['sha'][:12]} \"{c['subject']}\""
+    text = f'{c["sha"][:12]} "{c["subject"]}"'
     extra = []
     if c.get("pr"):
         extra.append(f"PR #{c['pr']}")
@@ -128,8 +145,7 @@ def render(r: GateReport, console: Console | None = None) -> None:
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
             ts = tests_by_patch.get(p["id"], [])
             tests = ", ".join(f"{t['name']} {t['status']}" for t in ts) or "-"
-            table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-",
-                          tests)
+            table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests)
         console.print(table)
     if r.apply:
         console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")

@@ -52,7 +52,7 @@ quiet "${pip[@]}" install -q "torch==$torch_version"
 echo "setup_vllm_tests: vLLM $vllm_version sdist from the package index (cached)"
 sdist="$(cd "$here" && python3 - "$vllm_version" <<'EOF'
 import sys
-from patchset.releases import download
+from patchset.upstream.releases import download
 print(download(f"vllm=={sys.argv[1]}", "sdist"))
 EOF
 )"

@@ -44,8 +44,12 @@ class Judgement:
 
     def same_question(self, upstream: str, commit: str, digest: str, tags: list[str]) -> bool:
         """True when a new run would ask exactly what this judgement answered."""
-        return (self.upstream, self.judged, self.ledger_digest, sorted(self.tags)) == \
-            (upstream, commit, digest, sorted(tags))
+        return (self.upstream, self.judged, self.ledger_digest, sorted(self.tags)) == (
+            upstream,
+            commit,
+            digest,
+            sorted(tags),
+        )
 
 
 def default_state_path(ledger: Ledger) -> Path:
@@ -66,13 +70,14 @@ def load_state(path: Path) -> dict[str, Judgement]:
             raise ValueError(f"version {doc.get('version')!r}, expected {STATE_VERSION}")
         return {name: Judgement(**d) for name, d in doc["targets"].items()}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise InputError(f"{path}: not a gate state file ({exc})",
-                         hint="delete it: the next gate run judges upstream afresh and writes a new one") from None
+        raise InputError(
+            f"{path}: not a gate state file ({exc})",
+            hint="delete it: the next gate run judges upstream afresh and writes a new one",
+        ) from None
 
 
 def save_state(path: Path, states: dict[str, Judgement]) -> None:
-    doc: dict[str, Any] = {"version": STATE_VERSION,
-                           "targets": {k: asdict(v) for k, v in sorted(states.items())}}
+    doc: dict[str, Any] = {"version": STATE_VERSION, "targets": {k: asdict(v) for k, v in sorted(states.items())}}
     atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 

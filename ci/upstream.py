@@ -16,10 +16,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.upstream.bases import local_repo, version_like
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.upstream.history import GitRepo, ReleaseHistory, UpstreamClone
 from patchset.ledger.model import Target
+from patchset.upstream.bases import local_repo, version_like
+from patchset.upstream.history import GitRepo, ReleaseHistory, UpstreamClone
 from patchset.upstream.releases import is_spec_like
 
 _PR = re.compile(r"\(#(\d+)\)")
@@ -99,12 +99,15 @@ class Upstream:
                 sha = self.repo.rev(f"refs/tags/{tag}")
                 if sha:
                     return sha, f"{self.project}=={version}" if self.project else tag
-            raise InputError(f"{ref!r}: no tag v{version} in {self.location}",
-                             hint="fetch the tags, or name a commit or branch")
+            raise InputError(
+                f"{ref!r}: no tag v{version} in {self.location}", hint="fetch the tags, or name a commit or branch"
+            )
         sha = self.repo.rev(ref)
         if sha is None:
-            raise InputError(f"{ref!r} is not a commit, tag or branch of {self.location}",
-                             hint=f"check it with `git -C {self.git_dir} rev-parse {ref}`")
+            raise InputError(
+                f"{ref!r} is not a commit, tag or branch of {self.location}",
+                hint=f"check it with `git -C {self.git_dir} rev-parse {ref}`",
+            )
         return sha, (ref if self.repo.rev(f"refs/tags/{ref}") else sha)
 
     def latest(self) -> tuple[str, str]:
@@ -119,8 +122,10 @@ class Upstream:
             sha = self.repo.rev(ref)
             if sha:
                 return sha, sha
-        raise InputError(f"{self.location} has no branch {self.branch!r}",
-                         hint="set `branch` on the target to the branch upstream develops on")
+        raise InputError(
+            f"{self.location} has no branch {self.branch!r}",
+            hint="set `branch` on the target to the branch upstream develops on",
+        )
 
     # -- history -------------------------------------------------------------------------------
     def commits(self, old: str, new: str) -> list[Commit]:
@@ -140,8 +145,9 @@ class Upstream:
         return Commit(sha, subject, self._release_tags().get(sha, ""))
 
     def _release_tags(self) -> dict[str, str]:
-        out = self.repo.git("for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)",
-                            "refs/tags").stdout.decode()
+        out = self.repo.git(
+            "for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)", "refs/tags"
+        ).stdout.decode()
         found: dict[str, str] = {}
         for line in out.splitlines():
             parts = line.split()
@@ -162,15 +168,15 @@ class Upstream:
         dest.mkdir(parents=True, exist_ok=True)
         args = ["git", "--literal-pathspecs", "archive", "--format=tar", sha]
         if paths is not None:
-            listed = self.repo.git("--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha,
-                                   "--", *paths).stdout
+            listed = self.repo.git(
+                "--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *paths
+            ).stdout
             present = [p.decode("utf-8", "surrogateescape") for p in listed.split(b"\0") if p]
             if not present:
                 return dest
             args += ["--", *present]
         try:
-            git = subprocess.Popen(args, cwd=self.git_dir,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            git = subprocess.Popen(args, cwd=self.git_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             tar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, capture_output=True)
         except FileNotFoundError as exc:
             raise EnvironmentFailure(f"{exc.filename} is not installed", hint="install git and tar") from exc
@@ -178,8 +184,10 @@ class Upstream:
         git.stdout.close()
         err = git.stderr.read().decode(errors="replace")
         if git.wait() != 0 or tar.returncode != 0:
-            raise EnvironmentFailure(f"cannot write the tree of {sha[:12]} to {dest}: "
-                                     f"{err.strip() or tar.stderr.decode(errors='replace').strip()}")
+            raise EnvironmentFailure(
+                f"cannot write the tree of {sha[:12]} to {dest}: "
+                f"{err.strip() or tar.stderr.decode(errors='replace').strip()}"
+            )
         return dest
 
 
@@ -206,7 +214,14 @@ def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Up
     if local is not None:
         return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
     if target.package:
-        return Upstream("releases", ReleaseHistory.for_project(target.package), f"releases of {target.package}",
-                        target.branch, target.package)
-    raise InputError(f"target {target.name!r} has no local upstream repository and no package on the index",
-                     hint="pass --upstream PATH|URL, or set `package` on the target")
+        return Upstream(
+            "releases",
+            ReleaseHistory.for_project(target.package),
+            f"releases of {target.package}",
+            target.branch,
+            target.package,
+        )
+    raise InputError(
+        f"target {target.name!r} has no local upstream repository and no package on the index",
+        hint="pass --upstream PATH|URL, or set `package` on the target",
+    )

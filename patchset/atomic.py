@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 def fsync_path(path: Path, directory: bool = False) -> None:
@@ -63,7 +63,7 @@ def write_many(files: Mapping[Path, bytes | None]) -> None:
     """Stage every file, then rename all into place. ``None`` deletes the file.
 
     If staging fails nothing is replaced. The renames themselves are individually atomic;
-    callers that need all-or-nothing across a crash keep a journal (see ``patchset.txn``).
+    callers that need all-or-nothing across a crash keep a journal (see ``patchset.engine.txn``).
     """
     staged: list[tuple[Path, Path]] = []
     try:

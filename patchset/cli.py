@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -55,11 +56,12 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
         except OSError as exc:
             click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
             code = errors.EXIT_INPUT
-        except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+        except Exception as exc:
             if os.environ.get("PATCHSET_DEBUG"):
                 raise
-            click.echo(f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)",
-                       err=True)
+            click.echo(
+                f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)", err=True
+            )
             code = errors.EXIT_INPUT
         sys.exit(code)
 
@@ -72,10 +74,20 @@ json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readabl
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run as if started in DIR (the ledger is DIR/patches.toml).")
-@click.option("--ledger", "ledger_arg", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The ledger file (default: patches.toml in the current directory).")
+@click.option(
+    "-C",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Run as if started in DIR (the ledger is DIR/patches.toml).",
+)
+@click.option(
+    "--ledger",
+    "ledger_arg",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The ledger file (default: patches.toml in the current directory).",
+)
 @click.version_option(package_name="patchset")
 @click.pass_context
 def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) -> None:
@@ -93,6 +105,7 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
 
 
 # --------------------------------------------------------------------------- init / import / export
+
 
 @main.command()
 @click.option("--title", default="", help="A title for the ledger.")
@@ -150,6 +163,7 @@ def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> i
 
 
 # --------------------------------------------------------------------------- inspection
+
 
 @main.command()
 @json_opt
@@ -210,35 +224,60 @@ def show(c: Ctx, patch_id: str, as_json: bool) -> int:
 
 # --------------------------------------------------------------------------- apply
 
+
 def _progress_bar():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True, disable=not err.is_terminal)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
 
 
 @main.command()
-@click.option("--tree", "trees", multiple=True, metavar="[NAME=]DIR",
-              help="A plain directory (e.g. a site-packages copy), located through the target's path map.")
-@click.option("--repo", "repos", multiple=True, metavar="[NAME=]DIR",
-              help="A git checkout: one commit per patch on a new branch.")
-@click.option("--from-index", "specs", multiple=True, metavar="[NAME=]SPEC",
-              help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).")
+@click.option(
+    "--tree",
+    "trees",
+    multiple=True,
+    metavar="[NAME=]DIR",
+    help="A plain directory (e.g. a site-packages copy), located through the target's path map.",
+)
+@click.option(
+    "--repo", "repos", multiple=True, metavar="[NAME=]DIR", help="A git checkout: one commit per patch on a new branch."
+)
+@click.option(
+    "--from-index",
+    "specs",
+    multiple=True,
+    metavar="[NAME=]SPEC",
+    help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).",
+)
 @click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
 @click.option("--target", default=None, help="Restrict the run to one target.")
-@click.option("--layout", type=click.Choice(["source", "installed"]), default=None,
-              help="Layout of the tree (default: the target's ledger entry).")
+@click.option(
+    "--layout",
+    type=click.Choice(["source", "installed"]),
+    default=None,
+    help="Layout of the tree (default: the target's ledger entry).",
+)
 @click.option("--branch", default="", help="Branch for --repo (default patchset/<target>).")
 @click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
 @click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
 @click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
-@click.option("--skip-applied", is_flag=True,
-              help="On a --tree that carries part of the series, apply only the missing patches.")
+@click.option(
+    "--skip-applied", is_flag=True, help="On a --tree that carries part of the series, apply only the missing patches."
+)
 @json_opt
 @click.pass_obj
 @guarded
-def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, skip_applied,
-          as_json) -> int:
+def apply(
+    c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, skip_applied, as_json
+) -> int:
     """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
 
     \b
@@ -246,7 +285,8 @@ def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, upda
     part of the series, or a file would not match the lock (nothing is written in each case);
     2: bad input or environment.
     """
-    from patchset.commands.apply import TreeArg, parse_tree_args, run as run_apply
+    from patchset.commands.apply import TreeArg, parse_tree_args
+    from patchset.commands.apply import run as run_apply
 
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
@@ -263,15 +303,25 @@ def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, upda
             raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
         chosen[name] = TreeArg("index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "")
     if not chosen:
-        raise errors.InputError("no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR")
+        raise errors.InputError(
+            "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
+        )
     with _progress_bar() as bar:
         task = bar.add_task("apply", total=None)
 
         def progress(pid: str, i: int, n: int) -> None:
             bar.update(task, description=f"apply {pid}", completed=i, total=n)
 
-        reports = run_apply(led, chosen, fuzz=fuzz, update_lock=update_lock, dry_run=dry_run,
-                            progress=progress, download_progress=bar, skip_applied=skip_applied)
+        reports = run_apply(
+            led,
+            chosen,
+            fuzz=fuzz,
+            update_lock=update_lock,
+            dry_run=dry_run,
+            progress=progress,
+            download_progress=bar,
+            skip_applied=skip_applied,
+        )
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
     else:
@@ -283,12 +333,19 @@ def apply(c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, upda
 
 # --------------------------------------------------------------------------- rebase
 
+
 @main.command()
-@click.option("--onto", default=None, metavar="REF",
-              help="A commit, tag, branch (main), a release (vllm==0.31.0) or a directory.")
+@click.option(
+    "--onto", default=None, metavar="REF", help="A commit, tag, branch (main), a release (vllm==0.31.0) or a directory."
+)
 @click.option("--target", default=None, help="The target to rebase (needed when several have patches).")
-@click.option("--repo", "repo", type=click.Path(path_type=Path), default=None,
-              help="A local upstream clone holding both bases (default: the cached release history).")
+@click.option(
+    "--repo",
+    "repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A local upstream clone holding both bases (default: the cached release history).",
+)
 @click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
 @click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
 @click.option("--continue", "cont", is_flag=True, help="Resume after resolving a conflict.")
@@ -331,8 +388,15 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
         elif skip_:
             report = rb.skip(c.ledger_path, progress=progress)
         else:
-            report = rb.rebase(c.ledger_path, onto, target=target, repo=repo, interactive=interactive,
-                               dry_run=dry_run, progress=progress)
+            report = rb.rebase(
+                c.ledger_path,
+                onto,
+                target=target,
+                repo=repo,
+                interactive=interactive,
+                dry_run=dry_run,
+                progress=progress,
+            )
     if as_json:
         emit_json(report.to_json())
     else:
@@ -342,12 +406,18 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
 
 # --------------------------------------------------------------------------- status / fetch
 
+
 @main.command()
 @click.option("--refresh", is_flag=True, help="Ask GitHub now and record the new states in the ledger.")
 @click.option("--offline", is_flag=True, help="Never touch the network; say how old the data is.")
 @click.option("--markdown", is_flag=True, help="A markdown table (to paste in a README or an issue).")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write one static, sortable HTML page.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write one static, sortable HTML page.",
+)
 @json_opt
 @click.pass_obj
 @guarded
@@ -359,7 +429,8 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
     GITHUB_TOKEN or `gh auth token`; the API from PATCHSET_GITHUB_API (default api.github.com).
     Exit 0; 2 when some rows could not be read (they are still shown, marked).
     """
-    from patchset.tracker.status import make_client, status as do_status
+    from patchset.tracker.status import make_client
+    from patchset.tracker.status import status as do_status
 
     client = make_client(offline) if refresh else None
     report = do_status(c.ledger_path, refresh=refresh, offline=offline, client=client)
@@ -391,8 +462,9 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
 @json_opt
 @click.pass_obj
 @guarded
-def fetch(c: Ctx, ids: tuple[str, ...], all_: bool, check: bool, update_id: str | None, offline: bool,
-          as_json: bool) -> int:
+def fetch(
+    c: Ctx, ids: tuple[str, ...], all_: bool, check: bool, update_id: str | None, offline: bool, as_json: bool
+) -> int:
     """Download patch bodies from their pinned sources (PRs, commits, files, URLs) into the series.
 
     \b
@@ -420,12 +492,22 @@ def fetch(c: Ctx, ids: tuple[str, ...], all_: bool, check: bool, update_id: str 
 
 # --------------------------------------------------------------------------- verify
 
+
 @main.command()
 @click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
-@click.option("--tree", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="A pristine build tree (verify works on private copies; never modified).")
-@click.option("--from-index", "from_index", default=None, metavar="SPEC",
-              help="A release from the package index, e.g. vllm==0.30.0 (default: the target's base).")
+@click.option(
+    "--tree",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A pristine build tree (verify works on private copies; never modified).",
+)
+@click.option(
+    "--from-index",
+    "from_index",
+    default=None,
+    metavar="SPEC",
+    help="A release from the package index, e.g. vllm==0.30.0 (default: the target's base).",
+)
 @click.option("--target", default=None, help="The target whose patches to verify.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
 @click.option("--timeout", type=int, default=None, help="Seconds per test run, overriding the ledger's.")
@@ -450,8 +532,19 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
         def progress(what: str, done: int, total: int) -> None:
             bar.update(task, description=what, completed=done, total=total)
 
-        rep = run_verify(c.ledger_path, tree, from_index=from_index, tags=list(tags), jobs=jobs, timeout=timeout,
-                         junit=junit, progress=progress, target=target, keep_trees=keep_trees, download_progress=bar)
+        rep = run_verify(
+            c.ledger_path,
+            tree,
+            from_index=from_index,
+            tags=list(tags),
+            jobs=jobs,
+            timeout=timeout,
+            junit=junit,
+            progress=progress,
+            target=target,
+            keep_trees=keep_trees,
+            download_progress=bar,
+        )
     if as_json:
         emit_json(rep.to_json())
     else:
@@ -463,6 +556,7 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
 
 # --------------------------------------------------------------------------- check
 
+
 @main.group()
 def check() -> None:
     """Checks against a running server (long-context correctness past 2,048 tokens)."""
@@ -471,14 +565,32 @@ def check() -> None:
 @check.command("longctx")
 @click.option("--url", required=True, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
 @click.option("--model", default=None, help="Model name (default: the server's first model).")
-@click.option("--checks", "checks", multiple=True, metavar="NAME[,NAME]",
-              help="causality, resume, cached, rescore, reference, copy (default: the first four).")
-@click.option("--mode", type=click.Choice(["fixed", "control"]), default="fixed", show_default=True,
-              help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).")
-@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Recorded cached-token baseline (JSON) for the `cached` check.")
-@click.option("--reference-model", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Model directory for the transformers reference forward pass (`reference` check).")
+@click.option(
+    "--checks",
+    "checks",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="causality, resume, cached, rescore, reference, copy (default: the first four).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["fixed", "control"]),
+    default="fixed",
+    show_default=True,
+    help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Recorded cached-token baseline (JSON) for the `cached` check.",
+)
+@click.option(
+    "--reference-model",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Model directory for the transformers reference forward pass (`reference` check).",
+)
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per request.")
 @json_opt
 @guarded
@@ -492,8 +604,9 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     from patchset.verify.longctx import run_checks
 
     names = [n for item in checks for n in item.split(",") if n] or None
-    report = run_checks(url, model, names, mode=mode, baseline=baseline, reference_model=reference_model,
-                        timeout=timeout)
+    report = run_checks(
+        url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout
+    )
     if as_json:
         click.echo(report.to_json())
     else:
@@ -503,14 +616,24 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
 
 # --------------------------------------------------------------------------- gate
 
+
 @main.command()
 @click.option("--onto", default=None, metavar="REF", help="Judge the series against this upstream ref.")
 @click.option("--latest", is_flag=True, help="Judge against the newest upstream (fetched).")
-@click.option("--artifacts", type=click.Path(file_okay=False, path_type=Path), default=Path("gate-artifacts"),
-              show_default=True, help="report.md, report.json, junit.xml, series.patch, logs/.")
+@click.option(
+    "--artifacts",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("gate-artifacts"),
+    show_default=True,
+    help="report.md, report.json, junit.xml, series.patch, logs/.",
+)
 @click.option("--tags", multiple=True, help="Verify tiers to run (repeatable or comma-separated), e.g. cpu.")
-@click.option("--state-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where the last judged upstream commit is kept (default .patchset/gate-state.json).")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where the last judged upstream commit is kept (default .patchset/gate-state.json).",
+)
 @click.option("--target", default=None, help="The target to gate.")
 @click.option("--upstream", default=None, metavar="PATH|URL", help="An upstream clone (default: release history).")
 @click.option("--patch", "patches", multiple=True, metavar="ID", help="Only these patches' tests (matrix jobs).")
@@ -519,8 +642,9 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
 @json_opt
 @click.pass_obj
 @guarded
-def gate(c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status,
-         as_json) -> int:
+def gate(
+    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, as_json
+) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
     \b
@@ -538,10 +662,20 @@ def gate(c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, pa
         def progress(stage: str, detail: str) -> None:
             bar.update(task, description=f"{stage}: {detail}"[:70])
 
-        report = run_gate(c.ledger_path, onto=onto, latest=latest, artifacts=artifacts.resolve(),
-                          tags=split_tags(list(tags)), state_file=state_file, progress=progress, target=target,
-                          upstream=upstream, patches=list(patches) or None, force=force,
-                          refresh_status=refresh_status)
+        report = run_gate(
+            c.ledger_path,
+            onto=onto,
+            latest=latest,
+            artifacts=artifacts.resolve(),
+            tags=split_tags(list(tags)),
+            state_file=state_file,
+            progress=progress,
+            target=target,
+            upstream=upstream,
+            patches=list(patches) or None,
+            force=force,
+            refresh_status=refresh_status,
+        )
     if as_json:
         emit_json(report.to_json())
     else:

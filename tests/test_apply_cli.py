@@ -23,7 +23,10 @@ layout = "installed"
 "include/" = "fi/data/include/"
 """
 
-FILES = {"include/mla.cuh": "int tile = 64;\nint x = 1;\n", "fi/core.py": "CAP = (9, 10)\n\n\ndef ok(c):\n    return c in CAP\n"}
+FILES = {
+    "include/mla.cuh": "int tile = 64;\nint x = 1;\n",
+    "fi/core.py": "CAP = (9, 10)\n\n\ndef ok(c):\n    return c in CAP\n",
+}
 
 
 def diff(tmp: Path, rel: str, old: str, new: str) -> str:
@@ -37,7 +40,9 @@ def fi(tmp_path: Path, run) -> tuple[Path, Path]:
     """A two-patch ledger for an installed-layout target, and a site-packages-like tree."""
     led = tmp_path / "led"
     led.mkdir()
-    (led / "patches.toml").write_text(LEDGER + """
+    (led / "patches.toml").write_text(
+        LEDGER
+        + """
 [[patch]]
 id = "fi-01-cap12"
 target = "fi"
@@ -49,7 +54,8 @@ id = "fi-02-tile"
 target = "fi"
 title = "clamp the tile"
 origin = "port"
-""")
+"""
+    )
     src = tmp_path / "src"
     src.mkdir()
     p1 = diff(src, "fi/core.py", FILES["fi/core.py"], FILES["fi/core.py"].replace("(9, 10)", "(9, 10, 12)"))
@@ -79,8 +85,9 @@ def test_installed_layout_lock_and_idempotence(run, fi, digest, tmp_path: Path) 
     assert run("export", "--format", "expected", tmp_path / "exp", cwd=led).code == 0
     exp = (tmp_path / "exp/EXPECTED.sha256").read_text()
     assert "fi/data/include/mla.cuh" in exp  # an installed target's list speaks the tree's layout
-    check = subprocess.run(["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=tree,
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        ["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=tree, capture_output=True, text=True
+    )
     assert check.returncode == 0 and check.stdout.count(": OK") == 2, check.stdout + check.stderr
     # and it imports back into the same lock entries
     lock_before = (led / "patches.lock").read_text()
@@ -195,7 +202,12 @@ origin = "ours"
     assert run("import", src / "p1.patch", src / "p2.patch", cwd=led).code == 0
     r = run("apply", "--repo", repo, cwd=led)
     assert r.code == 0, r
-    log = git(repo, "log", "--format=%s|%(trailers:key=Patch-Id,valueonly,separator=)|%(trailers:key=Upstream-PR,valueonly,separator=)", "-2")
+    log = git(
+        repo,
+        "log",
+        "--format=%s|%(trailers:key=Patch-Id,valueonly,separator=)|%(trailers:key=Upstream-PR,valueonly,separator=)",
+        "-2",
+    )
     assert log.splitlines() == ["Change b|p2|", "Change a|p1|o/demo#7"]
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "patchset/demo"
     # a dirty checkout is refused
@@ -219,8 +231,10 @@ def test_quickstart_from_index(run, tmp_path: Path) -> None:
     rep = json.loads(r.stdout)["targets"][0]
     assert rep["outcome"] == "applied" and "every patched file matches the lock" in rep["message"]
     assert [p["status"] for p in rep["result"]["patches"]] == ["applied"] * 5
-    assert "sm12x_sparse.insert(0, AttentionBackendEnum.FLASHINFER_MLA_SPARSE_SM90)" in \
-        (into / "vllm/platforms/cuda.py").read_text()
+    assert (
+        "sm12x_sparse.insert(0, AttentionBackendEnum.FLASHINFER_MLA_SPARSE_SM90)"
+        in (into / "vllm/platforms/cuda.py").read_text()
+    )
     assert (into / "vllm/platforms/sm12x.py").is_file()
     # --into must be new: a second run into the same dir is refused without touching it
     r = run("apply", "--from-index", "vllm==0.30.0", "--into", into, cwd=ex)
@@ -258,8 +272,11 @@ def test_real_upstream_backport_applies_like_gnu_patch(run, tmp_path: Path) -> N
     assert run("import", tmp_path / "backport-0.31.0-core.patch", cwd=led).code == 0
     r = run("apply", "--json", "--tree", tree, cwd=led)
     assert r.code == 0, r
-    subprocess.run(["patch", "-s", "-p1", "-F0", "--forward", "-i", str(tmp_path / "backport-0.31.0-core.patch")],
-                   cwd=gnu, check=True)
+    subprocess.run(
+        ["patch", "-s", "-p1", "-F0", "--forward", "-i", str(tmp_path / "backport-0.31.0-core.patch")],
+        cwd=gnu,
+        check=True,
+    )
     for rel in BACKPORTED:
         assert (tree / rel).read_bytes() == hist.read_blob(new, rel)
         assert (tree / rel).read_bytes() == (gnu / rel).read_bytes()
@@ -283,13 +300,23 @@ def test_flashinfer_example_wheel_and_sdist_layouts(run, tmp_path: Path) -> None
     inst, src = tmp_path / "installed", tmp_path / "source"
     r = run("apply", "--json", "--from-index", "flashinfer-python==0.6.18.post1", "--into", inst, cwd=ex)
     assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"], r
-    r = run("apply", "--json", "--from-index", "flashinfer-python==0.6.18.post1", "--layout", "source",
-            "--into", src, cwd=ex)
+    r = run(
+        "apply",
+        "--json",
+        "--from-index",
+        "flashinfer-python==0.6.18.post1",
+        "--layout",
+        "source",
+        "--into",
+        src,
+        cwd=ex,
+    )
     assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"], r
     header = "include/flashinfer/attention/mla.cuh"
     assert (inst / "flashinfer/data" / header).read_bytes() == (src / header).read_bytes()
     assert b"FLASHINFER_MLA_TILE_KV(64)" in (src / header).read_bytes()
     assert run("export", "--format", "expected", tmp_path / "exp", cwd=ex).code == 0
-    check = subprocess.run(["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=inst,
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        ["sha256sum", "-c", str(tmp_path / "exp/EXPECTED.sha256")], cwd=inst, capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr

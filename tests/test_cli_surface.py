@@ -9,8 +9,20 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-COMMANDS = ["init", "import", "export", "validate", "list", "show", "apply", "rebase", "status", "fetch",
-            "verify", "gate"]
+COMMANDS = [
+    "init",
+    "import",
+    "export",
+    "validate",
+    "list",
+    "show",
+    "apply",
+    "rebase",
+    "status",
+    "fetch",
+    "verify",
+    "gate",
+]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -26,11 +38,15 @@ def test_check_longctx_help(run) -> None:
 
 
 def test_python_cli_py_works_and_bad_option_exits_2(tmp_path) -> None:
-    r = subprocess.run([sys.executable, str(REPO_ROOT / "cli.py"), "-C", str(REPO_ROOT), "list", "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "cli.py"), "-C", str(REPO_ROOT), "list", "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and '"u58021-single-group-prefix-match-unit"' in r.stdout
-    r = subprocess.run([sys.executable, str(REPO_ROOT / "cli.py"), "apply", "--no-such-flag"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "cli.py"), "apply", "--no-such-flag"], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "No such option" in r.stderr
 
 

@@ -1,4 +1,4 @@
-"""Parser (patchset.diffs) and engine (patchset.engine) behaviour, case by case.
+"""Parser (patchset.patchfmt.diffs) and engine (patchset.engine.hunks) behaviour, case by case.
 
 The broad equivalence with GNU patch is in test_engine_differential.py; these pin down the named
 rules with small readable cases, several of them checked against the real ``patch`` binary too.
@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git_bytes
-
-from patchset.patchfmt.diffs import FilePatch, files_touched, header_text, parse_patch, split_lines, strip_path
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
+from patchset.patchfmt.diffs import FilePatch, files_touched, header_text, parse_patch, split_lines, strip_path
+from tests.conftest import git_bytes
 
 try:
     from tests.support.diffgen import unified_diff
@@ -37,9 +36,12 @@ def gnu(old: bytes | None, patch: bytes, tmp: Path, fuzz: int = 0) -> tuple[int,
     if old is not None:
         (d / "f").write_bytes(old)
     (d / "p").write_bytes(patch)
-    proc = subprocess.run(["patch", "-p1", f"-F{fuzz}", "--forward", "--no-backup-if-mismatch",
-                           "-r", "-", "-i", "p"], cwd=d, capture_output=True,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["patch", "-p1", f"-F{fuzz}", "--forward", "--no-backup-if-mismatch", "-r", "-", "-i", "p"],
+        cwd=d,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
     out = (d / "f").read_bytes() if (d / "f").exists() else None
     return proc.returncode, out, proc.stdout.decode("latin-1")
 
@@ -76,8 +78,7 @@ def format_patch(tmp_path: Path) -> bytes:
     (repo / "caf\u00e9.txt").write_bytes(b"accent\n")
     g("add", "-A")
     g("commit", "-qm", "second\n\nBody line.\n--- not a diff start\nUpstream-Status: Pending")
-    return g("-c", "core.quotepath=true", "format-patch", "-1", "--stdout", "-M", "-C",
-             "--find-copies-harder")
+    return g("-c", "core.quotepath=true", "format-patch", "-1", "--stdout", "-M", "-C", "--find-copies-harder")
 
 
 def test_git_format_patch_is_parsed_with_extended_headers(format_patch: bytes) -> None:
@@ -95,8 +96,7 @@ def test_git_format_patch_is_parsed_with_extended_headers(format_patch: bytes) -
     z = fps["z.bin"]
     assert z.op == "delete" and z.binary
     assert "caf\u00e9.txt" in fps  # git's "caf\303\251.txt" quoting undone
-    assert files_touched(format_patch) == [
-        fp for fp in files_touched(format_patch)]  # stable order, no repeats
+    assert files_touched(format_patch) == [fp for fp in files_touched(format_patch)]  # stable order, no repeats
     touched = files_touched(format_patch)
     assert {"keep.py", "kept.py", "src.py", "copy.py", "x", "z.bin"} <= set(touched)
     assert len(touched) == len(set(touched))
@@ -123,16 +123,18 @@ def test_strip_levels_and_dev_null() -> None:
 
 
 def test_epoch_timestamp_means_absent_file() -> None:
-    body = (b"--- a/f\t1970-01-01 00:00:00.000000000 +0000\n+++ b/f\t2026-01-01 10:00:00 +0000\n"
-            b"@@ -0,0 +1 @@\n+x\n")
+    body = b"--- a/f\t1970-01-01 00:00:00.000000000 +0000\n+++ b/f\t2026-01-01 10:00:00 +0000\n@@ -0,0 +1 @@\n+x\n"
     assert parse_patch(body)[0].op == "create"
 
 
-@pytest.mark.parametrize("body, line", [
-    (b"From: x\n\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+b\n", 7),  # hunk shorter than said
-    (b"--- a/f\n+++ b/f\n@@ -x +1 @@\n-a\n+b\n", 1),  # unreadable hunk header: no hunks
-    (b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\nbogus\n", 5),
-])
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        (b"From: x\n\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+b\n", 7),  # hunk shorter than said
+        (b"--- a/f\n+++ b/f\n@@ -x +1 @@\n-a\n+b\n", 1),  # unreadable hunk header: no hunks
+        (b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\nbogus\n", 5),
+    ],
+)
 def test_malformed_patches_name_the_line(body: bytes, line: int) -> None:
     with pytest.raises(PatchFormatError) as exc:
         parse_patch(body, source="0003-x.patch")
@@ -312,5 +314,11 @@ def test_outcome_json_is_plain() -> None:
     fp = parse_patch(unified_diff(old, nums(*range(1, 11), extra={5: b"five\n"}), "f"))[0]
     data = apply_file(b"x\n" + old, fp).to_json()
     assert json.loads(json.dumps(data))["hunks"][0] == {
-        "index": 1, "status": "offset", "offset": 1, "fuzz": 0, "line": 3, "nearest": None,
-        "expected_line": 2}
+        "index": 1,
+        "status": "offset",
+        "offset": 1,
+        "fuzz": 0,
+        "line": 3,
+        "nearest": None,
+        "expected_line": 2,
+    }

@@ -39,8 +39,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from patchset.patchfmt.diffs import parse_patch, split_lines
 from patchset.engine.hunks import apply_file
+from patchset.patchfmt.diffs import parse_patch, split_lines
+
 try:
     from tests.support.diffgen import unified_diff
 except ImportError:  # tests/ is not a package here: its directory is on sys.path
@@ -73,7 +74,7 @@ class Case:
 def _join(lines: list[bytes], eols: list[bytes], final_newline: bool) -> bytes:
     if not lines:
         return b""
-    out = b"".join(ln + e for ln, e in zip(lines, eols))
+    out = b"".join(ln + e for ln, e in zip(lines, eols, strict=False))
     if not final_newline:
         out = out[: -len(eols[-1])]
     return out
@@ -81,8 +82,7 @@ def _join(lines: list[bytes], eols: list[bytes], final_newline: bool) -> bytes:
 
 line_st = st.one_of(
     st.sampled_from(POOL),
-    st.binary(min_size=1, max_size=6).map(lambda b: b.replace(b"\n", b"n").replace(b"\r", b"r")
-                                            .replace(b"\0", b"0")),
+    st.binary(min_size=1, max_size=6).map(lambda b: b.replace(b"\n", b"n").replace(b"\r", b"r").replace(b"\0", b"0")),
     st.integers(0, 40).map(lambda i: b"line %d" % i),
 )
 
@@ -99,9 +99,9 @@ def edited(draw, lines: list[bytes], min_ops: int, max_ops: int, line_st=line_st
         if op == "ins" or not out:
             out[pos:pos] = draw(st.lists(line_st, min_size=1, max_size=3))
         elif op == "del":
-            out[pos:pos + draw(st.integers(1, 3))] = []
+            out[pos : pos + draw(st.integers(1, 3))] = []
         else:
-            out[pos:pos + draw(st.integers(1, 2))] = draw(st.lists(line_st, min_size=1, max_size=2))
+            out[pos : pos + draw(st.integers(1, 2))] = draw(st.lists(line_st, min_size=1, max_size=2))
     return out
 
 
@@ -120,8 +120,9 @@ def case_st(draw) -> Case:
     # a third of the files have no repeated line: every hunk has one place to go, so git apply
     # and GNU patch can be compared on drifted files too (see the module docstring)
     lines_st = unique_line_st if draw(st.integers(0, 2)) == 0 else line_st
-    old_lines = draw(st.lists(lines_st, min_size=0 if kind == "create" else 1, max_size=30,
-                              unique=lines_st is unique_line_st))
+    old_lines = draw(
+        st.lists(lines_st, min_size=0 if kind == "create" else 1, max_size=30, unique=lines_st is unique_line_st)
+    )
     new_lines = draw(edited(old_lines, 1, 4, lines_st))
     old_nl = draw(st.sampled_from([True, True, True, False]))
     new_nl = old_nl if draw(st.booleans()) else not old_nl
@@ -139,8 +140,7 @@ def case_st(draw) -> Case:
         new = None
         if not old:  # an empty file's deletion diff has no hunks: GNU patch calls it garbage
             old = b"deleted\n"
-    drift = draw(st.sampled_from(["none", "none", "insert", "insert", "delete", "mixed", "applied",
-                                  "shift", "shift"]))
+    drift = draw(st.sampled_from(["none", "none", "insert", "insert", "delete", "mixed", "applied", "shift", "shift"]))
     target = old
     if kind == "create":
         target = None if drift != "applied" else new
@@ -157,7 +157,7 @@ def case_st(draw) -> Case:
             tl[0:0] = [ln + b"\n" for ln in draw(st.lists(lines_st, min_size=1, max_size=5))]
         if drift in ("delete", "mixed") and tl:
             pos = draw(st.integers(0, len(tl) - 1))
-            tl[pos:pos + draw(st.integers(1, 2))] = []
+            tl[pos : pos + draw(st.integers(1, 2))] = []
         if drift == "reword" and tl:  # lines changed in place: context mismatches (fuzz)
             for _ in range(draw(st.integers(1, 2))):
                 pos = draw(st.integers(0, len(tl) - 1))
@@ -190,7 +190,9 @@ def fuzz_case_st(draw) -> Case:
 
 # --------------------------------------------------------------------------- running binaries
 
-_HUNK = re.compile(rb"Hunk #(\d+) (?:succeeded at -?\d+(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?|(FAILED) at)")
+_HUNK = re.compile(
+    rb"Hunk #(\d+) (?:succeeded at -?\d+(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?|(FAILED) at)"
+)
 
 
 def _write(path: Path, data: bytes | None) -> None:
@@ -205,10 +207,16 @@ def _read(path: Path) -> bytes | None:
 
 
 def _sh(script: str, cwd: Path) -> None:
-    subprocess.run(["bash", "-c", script], cwd=cwd, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300,
-                   env={**os.environ, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
-                        "HOME": str(cwd)})
+    subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=300,
+        env={**os.environ, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd)},
+    )
 
 
 def make_patches(cases: list[Case], work: Path) -> None:
@@ -221,8 +229,7 @@ def make_patches(cases: list[Case], work: Path) -> None:
         _write(work / "gen" / "b" / f"c{i}" / "f", c.new)
         a = f"a/c{i}/f" if c.old is not None else "/dev/null"
         b = f"b/c{i}/f" if c.new is not None else "/dev/null"
-        script.append(f"git diff --no-index --no-prefix -U{c.context} {a} {b} "
-                      f"> ../p{i}.gitdiff || test $? -eq 1")
+        script.append(f"git diff --no-index --no-prefix -U{c.context} {a} {b} > ../p{i}.gitdiff || test $? -eq 1")
     if script:
         (work / "gen").mkdir(exist_ok=True)
         _sh("set -e\n" + "\n".join(script), work / "gen")
@@ -257,12 +264,13 @@ def run_binaries(cases: list[Case], work: Path) -> tuple[list[tuple[int, bytes]]
             _write(d / f"c{i}" / "f", c.target)
         script.append(
             f"patch -d gnu/c{i} -p1 -F{c.fuzz} --forward --no-backup-if-mismatch -r - "
-            f"-i ../../p{i}.patch > gnu/o{i} 2>&1; echo $? > gnu/rc{i}")
+            f"-i ../../p{i}.patch > gnu/o{i} 2>&1; echo $? > gnu/rc{i}"
+        )
         if with_git[i]:
             zero = "--unidiff-zero " if c.context == 0 else ""
             script.append(
-                f"git -C git/c{i} apply --reject {zero}-p1 ../../p{i}.patch > git/o{i} 2>&1; "
-                f"echo $? > git/rc{i}")
+                f"git -C git/c{i} apply --reject {zero}-p1 ../../p{i}.patch > git/o{i} 2>&1; echo $? > git/rc{i}"
+            )
     (work / "gnu").mkdir(exist_ok=True)
     (work / "git").mkdir(exist_ok=True)
     _sh("\n".join(script), work)
@@ -270,8 +278,9 @@ def run_binaries(cases: list[Case], work: Path) -> tuple[list[tuple[int, bytes]]
     git: list[tuple[int, bytes] | None] = []
     for i in range(len(cases)):
         gnu.append((int((work / "gnu" / f"rc{i}").read_text()), (work / "gnu" / f"o{i}").read_bytes()))
-        git.append((int((work / "git" / f"rc{i}").read_text()), (work / "git" / f"o{i}").read_bytes())
-                   if with_git[i] else None)
+        git.append(
+            (int((work / "git" / f"rc{i}").read_text()), (work / "git" / f"o{i}").read_bytes()) if with_git[i] else None
+        )
     return gnu, git
 
 
@@ -287,26 +296,30 @@ def _unique_hunks(fps, target: bytes) -> bool:
                 return False
             if not ((trail == 0 and lead > 0) or (trail > 0 and trail >= lead)):  # rule 3
                 return False
-            n = sum(1 for s in range(len(lines) - len(pat) + 1) if lines[s:s + len(pat)] == pat)
+            n = sum(1 for s in range(len(lines) - len(pat) + 1) if lines[s : s + len(pat)] == pat)
             if n != 1:
                 return False
     return True
 
 
-def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes],
-               git: tuple[int, bytes] | None) -> None:
+def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes], git: tuple[int, bytes] | None) -> None:
     where = f"case {i} ({c.generator} -U{c.context}, drift={c.drift})"
-    detail = (f"\n--- target ---\n{c.target!r}\n--- patch ---\n{c.patch.decode('latin-1')}"
-              f"\n--- GNU patch said (rc={gnu[0]}) ---\n{gnu[1].decode('latin-1')}")
+    detail = (
+        f"\n--- target ---\n{c.target!r}\n--- patch ---\n{c.patch.decode('latin-1')}"
+        f"\n--- GNU patch said (rc={gnu[0]}) ---\n{gnu[1].decode('latin-1')}"
+    )
     fps = parse_patch(c.patch, 1)
     assert len(fps) == 1, where + detail
     fp = fps[0]
     outcome = apply_file(c.target, fp, fuzz=c.fuzz)
     gnu_rc, gnu_out = gnu
     gnu_file = _read(work / "gnu" / f"c{i}" / f"c{i}" / "f")
-    refused = (b"Reversed (or previously applied) patch detected" in gnu_out
-               or b"which already exists" in gnu_out or b"which does not exist" in gnu_out
-               or b"which is already empty" in gnu_out)
+    refused = (
+        b"Reversed (or previously applied) patch detected" in gnu_out
+        or b"which already exists" in gnu_out
+        or b"which does not exist" in gnu_out
+        or b"which is already empty" in gnu_out
+    )
     hunks = {int(m.group(1)): m for m in _HUNK.finditer(gnu_out)}
     if refused:
         assert outcome.status in ("already_applied", "failed") and outcome.new is None, where + detail
@@ -323,7 +336,9 @@ def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes],
         assert outcome.status == "failed", f"{where}: GNU failed, engine: {outcome}" + detail
         assert outcome.partial is not None or not outcome.hunks, where + detail
         if outcome.partial is not None:
-            assert gnu_file == outcome.partial, f"{where}: partial differs\nengine={outcome.partial!r}\ngnu={gnu_file!r}" + detail
+            assert gnu_file == outcome.partial, (
+                f"{where}: partial differs\nengine={outcome.partial!r}\ngnu={gnu_file!r}" + detail
+            )
     # per-hunk agreement (GNU prints a line for every hunk that failed or moved)
     for r in outcome.hunks:
         m = hunks.get(r.index)
@@ -349,15 +364,25 @@ def check_case(i: int, c: Case, work: Path, gnu: tuple[int, bytes],
         assert git_file == outcome.new, f"{where}: git apply differs:\ngit={git_file!r}" + detail
 
 
-_stats = {"cases": 0, "git_compared": 0, "git_compared_drifted": 0, "applied": 0, "failed": 0,
-          "refused": 0, "offset": 0}
+_stats = {
+    "cases": 0,
+    "git_compared": 0,
+    "git_compared_drifted": 0,
+    "applied": 0,
+    "failed": 0,
+    "refused": 0,
+    "offset": 0,
+}
 
 
 # No shrink phase: a failure message already names the one failing case with its file, patch
 # and GNU patch's output, and shrinking a 40-case batch takes minutes.
-@settings(max_examples=EXAMPLES, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(case_st(), min_size=BATCH, max_size=BATCH))
 def test_engine_matches_gnu_patch_and_git_apply(tmp_path_factory, cases: list[Case]) -> None:
     work = tmp_path_factory.mktemp("diff")
@@ -378,10 +403,12 @@ FUZZ_TOTAL = max(BATCH, TOTAL // 4)
 _fuzz_stats = {"cases": 0, "fuzzed": 0}
 
 
-@settings(max_examples=max(1, FUZZ_TOTAL // BATCH), deadline=None,
-          phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=max(1, FUZZ_TOTAL // BATCH),
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(fuzz_case_st(), min_size=BATCH, max_size=BATCH))
 def test_fuzz_matches_gnu_patch(tmp_path_factory, cases: list[Case]) -> None:
     """``--fuzz N`` (only when asked) against ``patch -FN``: same hunks fuzzed, same bytes."""
@@ -426,7 +453,8 @@ def test_real_vllm_series_matches_gnu_patch(tmp_path: Path, version: str) -> Non
     if problem:
         pytest.skip(f"package index unreachable: {problem}")
     spec = importlib.util.spec_from_file_location(
-        "bench_apply", Path(__file__).resolve().parent.parent / "bench" / "apply.py")
+        "bench_apply", Path(__file__).resolve().parent.parent / "bench" / "apply.py"
+    )
     assert spec and spec.loader
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -445,13 +473,16 @@ def test_real_vllm_series_matches_gnu_patch(tmp_path: Path, version: str) -> Non
     for p in patches:
         fps = parse_patch(p.read_bytes())
         before = {fp.path: _read(gnu_tree / fp.path) for fp in fps}
-        proc = subprocess.run(["patch", "-p1", "-F0", "--forward", "--no-backup-if-mismatch",
-                               "-r", "-", "-i", str(p)], cwd=gnu_tree, capture_output=True,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["patch", "-p1", "-F0", "--forward", "--no-backup-if-mismatch", "-r", "-", "-i", str(p)],
+            cwd=gnu_tree,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
         said = proc.stdout
         sections = re.split(rb"(?m)^patching file ", said)[1:]
         assert len(sections) == len(fps), said
-        for fp, text in zip(fps, sections):
+        for fp, text in zip(fps, sections, strict=False):
             assert text.startswith(fp.path.encode()), (text, fp.path)
             out = apply_file(before[fp.path], fp)
             hunks = {int(m.group(1)): m for m in _HUNK.finditer(text)}
@@ -463,7 +494,7 @@ def test_real_vllm_series_matches_gnu_patch(tmp_path: Path, version: str) -> Non
                     seen["failed"] += 1
                 else:
                     assert (int(m.group(3) or 0) if m else 0) == r.offset, (p.name, r, text)
-                    assert (m is None or not m.group(4)), (p.name, r, text)
+                    assert m is None or not m.group(4), (p.name, r, text)
                     seen["offset" if r.offset else "clean"] += 1
             now = _read(gnu_tree / fp.path)
             assert (out.new if out.ok else out.partial) == now, (p.name, fp.path, out.message)

@@ -20,8 +20,8 @@ import requests
 from github import Auth, Github
 
 from patchset.errors import InputError
-from tests.support.fakehub.server import FakeHub, media_of
 from tests.support.fakehub.graphql import Obj, execute
+from tests.support.fakehub.server import FakeHub, media_of
 from tests.support.fakehub.world import ledger_world, small_diff
 
 TOKEN = "tok-fakehub-test"
@@ -182,8 +182,11 @@ def test_commit_media_types_and_contents(hub):
     import base64
 
     assert base64.b64decode(c["content"]) == b"\x00\x01\x02\xff"
-    raw = s.get(f"{hub.base_url}/repos/{REPO}/contents/README.md", params={"ref": "main"},
-                headers={"Accept": "application/vnd.github.raw"})
+    raw = s.get(
+        f"{hub.base_url}/repos/{REPO}/contents/README.md",
+        params={"ref": "main"},
+        headers={"Accept": "application/vnd.github.raw"},
+    )
     assert raw.content == b"hello\n"
     assert s.get(f"{hub.base_url}/repos/{REPO}/contents/README.md", params={"ref": "nope"}).status_code == 404
 
@@ -278,7 +281,7 @@ def test_graphql_missing_repo_unknown_field_and_rate_limit(hub):
 
 def test_graphql_engine_features():
     root = Obj("Query", {"x": lambda a: Obj("T", {"n": a.get("n"), "s": "v"}, ("I",))})
-    q = 'query Q($v: Int = 3, $skip: Boolean!) { one: x(n: $v) { n ... on I { s } } two: x(n: 5) @skip(if: $skip) { n } }'
+    q = "query Q($v: Int = 3, $skip: Boolean!) { one: x(n: $v) { n ... on I { s } } two: x(n: 5) @skip(if: $skip) { n } }"
     assert execute(q, {"skip": True}, root) == {"data": {"one": {"n": 3, "s": "v"}}}
     assert execute(q, {"skip": False, "v": 7}, root)["data"]["two"] == {"n": 5}
     assert "errors" in execute(q, {}, root)  # required variable missing
@@ -316,9 +319,13 @@ def test_pygithub_object_layer_reads_the_shapes(hub):
 def test_cli_serves_a_state_file(tmp_path):
     data = tmp_path / "state.json"
     data.write_text(json.dumps(ledger_world()))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fakehub", "--port", "0", "--data", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fakehub", "--port", "0", "--data", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("fakehub listening on http://127.0.0.1:")
@@ -326,8 +333,9 @@ def test_cli_serves_a_state_file(tmp_path):
         r = requests.get(f"{base}/repos/NVIDIA/nccl/pulls/2393", timeout=5)
         assert r.status_code == 200 and r.json()["user"]["login"] == "kodlan"
         # the admin endpoints drive it from another process
-        requests.post(base.replace("/api/v3", "/_fakehub/merge"), json={"repo": "NVIDIA/nccl", "number": 2393},
-                      timeout=5)
+        requests.post(
+            base.replace("/api/v3", "/_fakehub/merge"), json={"repo": "NVIDIA/nccl", "number": 2393}, timeout=5
+        )
         assert requests.get(f"{base}/repos/NVIDIA/nccl/pulls/2393", timeout=5).json()["merged"] is True
         counts = requests.get(base.replace("/api/v3", "/_fakehub/requests"), timeout=5).json()
         assert counts["by_endpoint"] == {"GET /repos/{owner}/{repo}/pulls/{number}": 2}
@@ -340,8 +348,13 @@ def test_cli_serves_a_state_file(tmp_path):
 def test_cli_bad_state_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"repos": {"a/b": {"pulls": {"1": {"nope": 1}}}}}')
-    out = subprocess.run([sys.executable, "-m", "tests.support.fakehub", "--data", str(bad)], capture_output=True,
-                         text=True, cwd=Path(__file__).resolve().parents[1], timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.support.fakehub", "--data", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=30,
+    )
     assert out.returncode == 2 and "unknown keys ['nope']" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -359,8 +372,13 @@ def _openapi_spec() -> dict:
         work = cache / "download"
         work.mkdir(parents=True, exist_ok=True)
         try:
-            subprocess.run([npm, "pack", f"@octokit/openapi@{OPENAPI_VERSION}", "--silent"], cwd=work,
-                           capture_output=True, timeout=180, check=True)
+            subprocess.run(
+                [npm, "pack", f"@octokit/openapi@{OPENAPI_VERSION}", "--silent"],
+                cwd=work,
+                capture_output=True,
+                timeout=180,
+                check=True,
+            )
         except (subprocess.SubprocessError, OSError) as exc:
             pytest.skip(f"cannot fetch @octokit/openapi from the npm registry: {exc}")
         tgz = next(work.glob("octokit-openapi-*.tgz"))
@@ -417,12 +435,24 @@ def test_responses_match_githubs_openapi_schemas(hub):
     writes = [
         ("/repos/{owner}/{repo}/pulls", "post", "201", pull),
         ("/repos/{owner}/{repo}/issues", "post", "201", issue),
-        ("/repos/{owner}/{repo}/issues/{issue_number}/comments", "post", "201",
-         s.post(f"{api}/issues/{issue['number']}/comments", json={"body": "c"}).json()),
-        ("/repos/{owner}/{repo}/pulls/{pull_number}", "patch", "200",
-         s.patch(f"{api}/pulls/{pull['number']}", json={"state": "closed"}).json()),
-        ("/repos/{owner}/{repo}/issues/{issue_number}", "patch", "200",
-         s.patch(f"{api}/issues/{issue['number']}", json={"state": "closed"}).json()),
+        (
+            "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+            "post",
+            "201",
+            s.post(f"{api}/issues/{issue['number']}/comments", json={"body": "c"}).json(),
+        ),
+        (
+            "/repos/{owner}/{repo}/pulls/{pull_number}",
+            "patch",
+            "200",
+            s.patch(f"{api}/pulls/{pull['number']}", json={"state": "closed"}).json(),
+        ),
+        (
+            "/repos/{owner}/{repo}/issues/{issue_number}",
+            "patch",
+            "200",
+            s.patch(f"{api}/issues/{issue['number']}", json={"state": "closed"}).json(),
+        ),
         ("/repos/{owner}/{repo}/pulls", "get", "200", s.get(f"{api}/pulls", params={"state": "all"}).json()),
         ("/repos/{owner}/{repo}/issues", "get", "200", s.get(f"{api}/issues", params={"state": "all"}).json()),
         ("/repos/{owner}/{repo}/issues", "post", "422", s.post(f"{api}/issues", json={}).json()),

@@ -1,12 +1,12 @@
-"""``patchset fetch``: pinned bodies from the real local GitHub-shaped server (tracker.fakehub),
+"""``patchset fetch``: pinned bodies from the real local GitHub-shaped server (tests.support.fakehub),
 through the real client (PyGithub), filtered, stored atomically, checked for upstream drift."""
 
 from __future__ import annotations
 
 import functools
+import http.server
 import io
 import re
-import http.server
 import subprocess
 import threading
 from pathlib import Path
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from patchset.errors import LedgerError
 from patchset.commands.fetch import (
     CHANGED,
     FAILED,
@@ -30,15 +29,16 @@ from patchset.commands.fetch import (
     fetch,
     update,
 )
-from patchset.patchfmt.filters import filter_diff, interdiff, match_glob, patch_id, split_sections
-from patchset.ledger.store import load_ledger
-from patchset.ledger.lock import sha256_bytes
 from patchset.engine.tree import SeriesItem, apply_series
-from tests.conftest import tree_digest
-from tests.support.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
-from tests.support.fakehub.server import FakeHub
+from patchset.errors import LedgerError
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.store import load_ledger
+from patchset.patchfmt.filters import filter_diff, interdiff, match_glob, patch_id, split_sections
 from patchset.tracker.github import GitHubClient
 from patchset.tracker.views import render_check, render_fetch
+from tests.conftest import tree_digest
+from tests.support.fakehub.server import FakeHub
+from tests.support.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
 
 ALL = ["u101-core3", "u102-util6", "c-extra", "04-core-17"]
 
@@ -215,8 +215,12 @@ def test_a_local_edit_is_not_overwritten(hub, ledger, tmp_path):
 # ---- force-push, --check, --update ------------------------------------------------------------
 def _shift_context(diff: str) -> str:
     """The same change with its hunk numbers moved, as after a rebase onto a moved base."""
-    return re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@",
-                  lambda m: f"@@ -{int(m[1]) + 4},{m[2]} +{int(m[3]) + 4},{m[4]} @@", diff, flags=re.M)
+    return re.sub(
+        r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@",
+        lambda m: f"@@ -{int(m[1]) + 4},{m[2]} +{int(m[3]) + 4},{m[4]} @@",
+        diff,
+        flags=re.M,
+    )
 
 
 def test_check_classifies_every_drift(hub, ledger, world, tmp_path):
@@ -229,9 +233,9 @@ def test_check_classifies_every_drift(hub, ledger, world, tmp_path):
     d101 = world.diffs["p101"]
     moved = _shift_context(d101)
     assert moved != d101
-    hub.force_push(REPO, 101, moved)                        # rebased: new head, same change
+    hub.force_push(REPO, 101, moved)  # rebased: new head, same change
     hub.force_push(REPO, 102, world.diffs["p102"].replace("util_6b = 61", "util_6b = 62"))  # content changed
-    del hub.state.repo(REPO).commits[world.commit_sha]      # the pinned commit is gone upstream
+    del hub.state.repo(REPO).commits[world.commit_sha]  # the pinned commit is gone upstream
     hub.state.set_file(OTHER, "main", "series/04-core-17.patch", world.diffs["file"])  # same bytes
     rep = check(ledger, client=c)
     by = rows(rep)
@@ -301,8 +305,11 @@ def test_url_source_from_a_local_server(ledger, world, tmp_path):
     t.start()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/extra.diff"
-        ledger.write_text(ledger.read_text().replace('kind = "commit"\nref = "acme/demo@' + world.commit_sha + '"',
-                                                     f'kind = "url"\nref = "{url}"'))
+        ledger.write_text(
+            ledger.read_text().replace(
+                'kind = "commit"\nref = "acme/demo@' + world.commit_sha + '"', f'kind = "url"\nref = "{url}"'
+            )
+        )
         rep = fetch(ledger, ["c-extra"])
         assert rows(rep)["c-extra"].status == STORED and rep.written
         assert load_ledger(ledger).body_file(load_ledger(ledger).get("c-extra")).read_text() == world.diffs["commit"]
@@ -329,21 +336,24 @@ def test_a_download_that_is_not_a_patch_is_refused(hub, ledger, tmp_path):
     before = tree_digest(ledger.parent)
     r = rows(fetch(ledger, ["04-core-17"], client=client(hub, tmp_path)))["04-core-17"]
     assert r.status == REFUSED and "no diff" in r.message
-    hub.state.set_file(OTHER, "main", "series/04-core-17.patch",
-                       "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n")  # truncated hunk
+    hub.state.set_file(
+        OTHER, "main", "series/04-core-17.patch", "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n"
+    )  # truncated hunk
     r = rows(fetch(ledger, ["04-core-17"], client=client(hub, tmp_path)))["04-core-17"]
     assert r.status == REFUSED and "not a patch" in r.message
     assert tree_digest(ledger.parent) == before
 
 
 # ---- filters, patch ids, interdiff (pure) ---------------------------------------------------------
-TRICKY = (b"From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001\nSubject: x\n\nmsg\n---\n"
-          b"diff --git a/vllm/a.py b/vllm/a.py\nindex 1..2 100644\n--- a/vllm/a.py\n+++ b/vllm/a.py\n"
-          b"@@ -1,3 +1,2 @@\n ctx\n--- not a header\n ctx2\n"
-          b"diff --git a/tests/t.py b/tests/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.py\n"
-          b"@@ -0,0 +1 @@\n+x\r\n"
-          b"diff --git a/vllm/b.py b/vllm/c.py\nsimilarity index 100%\nrename from vllm/b.py\nrename to vllm/c.py\n"
-          b"-- \n2.39.5\n\n")
+TRICKY = (
+    b"From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001\nSubject: x\n\nmsg\n---\n"
+    b"diff --git a/vllm/a.py b/vllm/a.py\nindex 1..2 100644\n--- a/vllm/a.py\n+++ b/vllm/a.py\n"
+    b"@@ -1,3 +1,2 @@\n ctx\n--- not a header\n ctx2\n"
+    b"diff --git a/tests/t.py b/tests/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.py\n"
+    b"@@ -0,0 +1 @@\n+x\r\n"
+    b"diff --git a/vllm/b.py b/vllm/c.py\nsimilarity index 100%\nrename from vllm/b.py\nrename to vllm/c.py\n"
+    b"-- \n2.39.5\n\n"
+)
 
 
 def test_split_is_byte_exact_and_counts_hunks():
@@ -359,16 +369,27 @@ def test_filter_keeps_text_and_selected_files_exactly():
     assert res.kept == ["vllm/a.py", "vllm/b.py", "vllm/c.py"] and res.dropped == ["tests/t.py"]
     assert res.data == TRICKY.replace(
         b"diff --git a/tests/t.py b/tests/t.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.py\n"
-        b"@@ -0,0 +1 @@\n+x\r\n", b"")
+        b"@@ -0,0 +1 @@\n+x\r\n",
+        b"",
+    )
     assert filter_diff(TRICKY, [], ["**/t.py", "c.py"]).kept == ["vllm/a.py"]
     assert filter_diff(TRICKY).data == TRICKY
 
 
-@pytest.mark.parametrize("path,glob,hit", [
-    ("vllm/a/b.py", "vllm/**", True), ("tests/x.py", "vllm/**", False), ("vllm/tests/test_x.py", "**/test_*.py", True),
-    ("a/b/test_x.py", "test_*.py", True), ("tests/a.py", "tests/*", True), ("tests/a/b.py", "tests/*", False),
-    ("include/x.cuh", "include/", True), ("src/x.cc", "*.[ch]", False), ("src/x.h", "*.[ch]", True),
-])
+@pytest.mark.parametrize(
+    "path,glob,hit",
+    [
+        ("vllm/a/b.py", "vllm/**", True),
+        ("tests/x.py", "vllm/**", False),
+        ("vllm/tests/test_x.py", "**/test_*.py", True),
+        ("a/b/test_x.py", "test_*.py", True),
+        ("tests/a.py", "tests/*", True),
+        ("tests/a/b.py", "tests/*", False),
+        ("include/x.cuh", "include/", True),
+        ("src/x.cc", "*.[ch]", False),
+        ("src/x.h", "*.[ch]", True),
+    ],
+)
 def test_globs(path, glob, hit):
     assert match_glob(path, glob) is hit
 

@@ -23,9 +23,9 @@ from patchset.ci.bisect import first_bad
 from patchset.ci.gate import run_gate, split_tags
 from patchset.ci.report import render
 from patchset.ci.upstream import Commit
-from tests.support.localindex import LocalIndex
 from patchset.rebase.session import rebase
 from tests.conftest import commit_files, git, tree_digest
+from tests.support.localindex import LocalIndex
 
 CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
 UTIL = "".join(f"VALUE_{i} = {i}\n" for i in range(40))
@@ -41,8 +41,9 @@ PATCH_B = ("pkg/core.py", "def limit_5(x):\n    return x + 5\n", "def limit_5(x)
 
 
 def _udiff(path: str, old: str, new: str) -> bytes:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{path}", f"b/{path}")).encode()
+    return "".join(
+        difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    ).encode()
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,11 @@ def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
     util = _edit(util, PATCH_A[1], PATCH_A[2])
     shas.append(commit_files(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
     shas.append(commit_files(repo, "Docs (#103)", {"README": "demo, documented\n"}))
-    core = _edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
+    core = _edit(
+        core,
+        "def limit_5(x):\n    return x + 5\n",
+        "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n",
+    )
     shas.append(commit_files(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
     for n in range(105, 110):
         shas.append(commit_files(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
@@ -71,7 +76,7 @@ def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> 
     series = d / "patchset" / "series" / "demo"
     series.mkdir(parents=True)
     for name, (path, old, new) in (("A", PATCH_A), ("B", PATCH_B)):
-        text = (CORE if path == "pkg/core.py" else UTIL)
+        text = CORE if path == "pkg/core.py" else UTIL
         (series / f"{name}.patch").write_bytes(_udiff(path, text, _edit(text, old, new)))
     (d / "patches.toml").write_text(f"""schema = 1
 
@@ -207,15 +212,21 @@ timeout = 1
 """
     ledger = gate_ledger(tmp_path / "proj", repo, c[0], extra)
     r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["gpu"])
-    assert (r.status, [(t["patch"], t["name"], t["status"]) for t in r.tests]) == \
-        ("green", [("B", "core-patched", "passed")])
+    assert (r.status, [(t["patch"], t["name"], t["status"]) for t in r.tests]) == (
+        "green",
+        [("B", "core-patched", "passed")],
+    )
 
     t0 = time.monotonic()
     r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["cpu,slowcpu"])
     assert time.monotonic() - t0 < 20
     got = {(t["patch"], t["name"]): (t["status"], t["class"]) for t in r.tests}
-    assert got == {("A", "util-patched"): ("passed", "proven"), ("B", "core-patched"): ("passed", "proven"),
-                   ("B", "boom"): ("failed", "broken"), ("B", "hangs"): ("error", "error")}
+    assert got == {
+        ("A", "util-patched"): ("passed", "proven"),
+        ("B", "core-patched"): ("passed", "proven"),
+        ("B", "boom"): ("failed", "broken"),
+        ("B", "hangs"): ("error", "error"),
+    }
     assert (r.status, r.exit_code) == ("red", 1)
     boom = next(t for t in r.tests if t["name"] == "boom")
     assert "exploding" in boom["tail"] and boom["returncode"] == 3
@@ -233,7 +244,7 @@ timeout = 1
 def test_no_selected_test_applies_only_the_touched_files(tmp_path, upstream):
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["nothing-has-this"])
+    r, _, _art = _gate(ledger, tmp_path, onto=c[1], tags=["nothing-has-this"])
     assert r.status == "green" and r.tests == []
     assert any("none ran" in w for w in r.warnings)
     assert r.apply["outcome"] == "applied"
@@ -250,8 +261,9 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     assert not (ledger.parent / ".patchset/gate-state.json").exists()  # nothing judged, nothing remembered
 
     # a clone that cannot be fetched (a refused connection on loopback)
-    r, _, _ = _gate(ledger, tmp_path, latest=True, upstream="http://127.0.0.1:9/vllm.git",
-                    state_file=tmp_path / "state.json")
+    r, _, _ = _gate(
+        ledger, tmp_path, latest=True, upstream="http://127.0.0.1:9/vllm.git", state_file=tmp_path / "state.json"
+    )
     assert (r.status, r.exit_code) == ("error", 2) and "cannot clone" in r.errors[0]
 
     # a state file that is not one
@@ -298,7 +310,7 @@ def test_first_bad_bisects_in_log_steps():
 
 
 def test_commit_pr_is_the_last_squash_marker():
-    assert Commit("x" * 40, "Revert \"Fix (#55960)\" (#58250)").pr == 58250
+    assert Commit("x" * 40, 'Revert "Fix (#55960)" (#58250)').pr == 58250
     assert Commit("x" * 40, "vllm 0.33.0").pr is None
 
 
@@ -337,14 +349,16 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
     d = tmp_path / "led"
     (d / "patchset/series/demo").mkdir(parents=True)
     (d / "patchset/series/demo/B.patch").write_bytes(_udiff("pkg/core.py", CORE, _edit(CORE, PATCH_B[1], PATCH_B[2])))
-    (d / "patches.toml").write_text('schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
-                                    'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
-                                    'target = "demo"\ntitle = "B"\norigin = "ours"\n')
+    (d / "patches.toml").write_text(
+        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+        'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
+        'target = "demo"\ntitle = "B"\norigin = "ours"\n'
+    )
     with LocalIndex(dists) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
         r, _, art = _gate(d / "patches.toml", tmp_path, onto="demo==1.1")
         assert (r.status, r.onto, r.upstream["kind"]) == ("green", "demo==1.1", "releases")
-        assert "+base = \"demo==1.1\"" in (art / "series.patch").read_text()
+        assert '+base = "demo==1.1"' in (art / "series.patch").read_text()
         r, _, art = _gate(d / "patches.toml", tmp_path, latest=True)
         assert (r.status, r.onto) == ("red", "demo==1.2")
         assert r.first_bad["B"]["commit"]["release"] == "1.2"
@@ -364,8 +378,13 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
     ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GITHUB_TOKEN", "tok")
-    data = {"repos": {"example/demo": {"pulls": {"5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40,
-                                                        "diff": ""}}}}}
+    data = {
+        "repos": {
+            "example/demo": {
+                "pulls": {"5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40, "diff": ""}}
+            }
+        }
+    }
     with FakeHub(data) as hub:
         hub.merge("example/demo", 5, merge_commit_sha=c[4], merged_at="2026-10-01T10:00:00Z")
         monkeypatch.setenv("PATCHSET_GITHUB_API", hub.base_url)
@@ -373,7 +392,7 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
     assert r.status == "green" and r.upstream_status["mode"] == "refresh"
     patch = (art / "series.patch").read_text()
     assert '+pr_state = "merged"' in patch
-    assert 'pr_state' not in ledger.read_text()  # recorded in the refreshed series only
+    assert "pr_state" not in ledger.read_text()  # recorded in the refreshed series only
 
 
 def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, upstream, monkeypatch):

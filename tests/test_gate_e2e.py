@@ -1,6 +1,6 @@
 """End to end on real vLLM releases: gate a series written for 0.30.0 as upstream moves 0.31.0 -> 0.33.0.
 
-The release history comes from the package index (``patchset.history``, cached in
+The release history comes from the package index (``patchset.upstream.history``, cached in
 ``$PATCHSET_CACHE``); ``--latest`` asks a local package index on 127.0.0.1 that serves the same
 four cached sdists, so "the newest release" is 0.33.0 whatever the real index has by now. The
 series is written here against the real 0.30.0 source, so each patch meets real upstream drift:
@@ -29,28 +29,38 @@ import pytest
 from patchset.ci.gate import run_gate
 from patchset.upstream import cache
 from patchset.upstream.history import ReleaseHistory
-from tests.support.localindex import LocalIndex
 from tests.conftest import release_history
+from tests.support.localindex import LocalIndex
 
 pytestmark = pytest.mark.network
 
 VERSIONS = ["0.30.0", "0.31.0", "0.32.0", "0.33.0"]
 KDA = "vllm/models/glm5next/nvidia/kda.py"
 EDITS = {
-    "metrics-note": ("vllm/v1/core/kv_cache_metrics.py",
-                     "        self.access_history: deque[int] = deque(maxlen=4)\n",
-                     "        self.access_history: deque[int] = deque(maxlen=4)\n"
-                     "        # downstream: four samples are enough for the GB10 dashboards\n"),
-    "kda-note": (KDA, "        # doesn't allow to override it\n",
-                 "        # doesn't allow to override it\n        # downstream: conv state stays float32 on SM12x\n"),
-    "kda-ssm-dtype": (KDA, "            self.model_config.dtype, self.cache_config.mamba_cache_dtype\n",
-                      "            self.model_config.dtype,\n            self.cache_config.mamba_cache_dtype,\n"
-                      "            getattr(self.cache_config, \"mamba_ssm_cache_dtype\", \"auto\"),\n"),
-    "kv-blocks-cap": ("vllm/v1/core/kv_cache_utils.py",
-                      "        num_blocks = vllm_config.cache_config.num_gpu_blocks_override\n",
-                      "        num_blocks = vllm_config.cache_config.num_gpu_blocks_override\n"
-                      "    cap = os.environ.get(\"DOWNSTREAM_KV_BLOCKS_CAP\")\n"
-                      "    if cap:\n        num_blocks = min(num_blocks, int(cap))\n"),
+    "metrics-note": (
+        "vllm/v1/core/kv_cache_metrics.py",
+        "        self.access_history: deque[int] = deque(maxlen=4)\n",
+        "        self.access_history: deque[int] = deque(maxlen=4)\n"
+        "        # downstream: four samples are enough for the GB10 dashboards\n",
+    ),
+    "kda-note": (
+        KDA,
+        "        # doesn't allow to override it\n",
+        "        # doesn't allow to override it\n        # downstream: conv state stays float32 on SM12x\n",
+    ),
+    "kda-ssm-dtype": (
+        KDA,
+        "            self.model_config.dtype, self.cache_config.mamba_cache_dtype\n",
+        "            self.model_config.dtype,\n            self.cache_config.mamba_cache_dtype,\n"
+        '            getattr(self.cache_config, "mamba_ssm_cache_dtype", "auto"),\n',
+    ),
+    "kv-blocks-cap": (
+        "vllm/v1/core/kv_cache_utils.py",
+        "        num_blocks = vllm_config.cache_config.num_gpu_blocks_override\n",
+        "        num_blocks = vllm_config.cache_config.num_gpu_blocks_override\n"
+        '    cap = os.environ.get("DOWNSTREAM_KV_BLOCKS_CAP")\n'
+        "    if cap:\n        num_blocks = min(num_blocks, int(cap))\n",
+    ),
 }
 TESTS = {
     "metrics-note": "python3 -c \"import ast; ast.parse(open('vllm/v1/core/kv_cache_metrics.py').read())\"",
@@ -67,19 +77,41 @@ def _write_series(root: Path, h: ReleaseHistory) -> Path:
     v30 = h.resolve("vllm==0.30.0")
     series = root / "patchset" / "series" / "vllm"
     series.mkdir(parents=True)
-    lines = ["schema = 1", "", "[targets.vllm]", 'upstream = "https://github.com/vllm-project/vllm.git"',
-             'github = "vllm-project/vllm"', 'base = "vllm==0.30.0"', 'package = "vllm"', ""]
+    lines = [
+        "schema = 1",
+        "",
+        "[targets.vllm]",
+        'upstream = "https://github.com/vllm-project/vllm.git"',
+        'github = "vllm-project/vllm"',
+        'base = "vllm==0.30.0"',
+        'package = "vllm"',
+        "",
+    ]
     for pid, (path, old, new) in EDITS.items():
         text = h.read_blob(v30, path).decode()
         assert text.count(old) == 1, (pid, old)
-        body = "".join(difflib.unified_diff(text.splitlines(True), text.replace(old, new).splitlines(True),
-                                            f"a/{path}", f"b/{path}"))
+        body = "".join(
+            difflib.unified_diff(
+                text.splitlines(True), text.replace(old, new).splitlines(True), f"a/{path}", f"b/{path}"
+            )
+        )
         (series / f"{pid}.patch").write_text(f"Subject: [PATCH] {pid}\n\n{body}")
-        lines += ["[[patch]]", f'id = "{pid}"', 'target = "vllm"', f'title = "{pid}"', 'origin = "ours"',
-                  f'files = ["{path}"]']
+        lines += [
+            "[[patch]]",
+            f'id = "{pid}"',
+            'target = "vllm"',
+            f'title = "{pid}"',
+            'origin = "ours"',
+            f'files = ["{path}"]',
+        ]
         if pid in TESTS:
-            lines += ["[[patch.tests]]", 'name = "tree-check"', f"command = {json.dumps(TESTS[pid])}",
-                      'tags = ["cpu"]', "timeout = 60"]
+            lines += [
+                "[[patch.tests]]",
+                'name = "tree-check"',
+                f"command = {json.dumps(TESTS[pid])}",
+                'tags = ["cpu"]',
+                "timeout = 60",
+            ]
         lines.append("")
     (root / "patches.toml").write_text("\n".join(lines))
     return root / "patches.toml"
@@ -97,7 +129,9 @@ def test_gate_across_real_vllm_releases(history, tmp_path, monkeypatch):
     assert verdicts["kda-note"] == ("carried", "moved") and verdicts["metrics-note"] == ("carried", "clean")
     # verify's classes: the grep needs the patch (proven); a syntax check passes without it (not needed)
     assert [(t["patch"], t["status"], t["class"]) for t in r.tests] == [
-        ("metrics-note", "passed", "not-needed"), ("kv-blocks-cap", "passed", "proven")]
+        ("metrics-note", "passed", "not-needed"),
+        ("kv-blocks-cap", "passed", "proven"),
+    ]
     assert any(w.startswith("metrics-note:") for w in r.warnings)
     patch = (art / "series.patch").read_text()
     assert '+base = "vllm==0.31.0"' in patch and "vllm/models/glm5next/common/kda.py" in patch

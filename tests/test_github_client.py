@@ -1,4 +1,4 @@
-"""The tracker's GitHub client: real PyGithub against the real local server (tracker.fakehub)."""
+"""The tracker's GitHub client: real PyGithub against the real local server (tests.support.fakehub)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import EnvironmentFailure, InputError
-from tests.support.fakehub.server import FakeHub
-from tests.support.fakehub.world import ledger_refs, ledger_world, small_diff
 from patchset.tracker.github import (
     FetchError,
     GitHubClient,
@@ -24,6 +22,8 @@ from patchset.tracker.github import (
     build_query,
     resolve_token,
 )
+from tests.support.fakehub.server import FakeHub
+from tests.support.fakehub.world import ledger_refs, ledger_world, small_diff
 
 TOKEN = "ghp_Sekr1tT0kenForTests0000000000000000"
 VLLM = "vllm-project/vllm"
@@ -38,12 +38,16 @@ def _world() -> dict:
     vllm = data["repos"][VLLM]
     vllm["contents"] = {"main": {"vllm/platforms/cuda.py": "# cuda\nA = 1\n"}}
     # 250 files, diff refused as too large: the files fallback needs three pages of 100.
-    many = "".join(f"diff --git a/f/{i:03d}.py b/f/{i:03d}.py\n--- a/f/{i:03d}.py\n+++ b/f/{i:03d}.py\n"
-                   f"@@ -1 +1 @@\n-a{i}\n+b{i}\n" for i in range(250))
+    many = "".join(
+        f"diff --git a/f/{i:03d}.py b/f/{i:03d}.py\n--- a/f/{i:03d}.py\n+++ b/f/{i:03d}.py\n@@ -1 +1 @@\n-a{i}\n+b{i}\n"
+        for i in range(250)
+    )
     vllm["pulls"]["59100"] = {"title": "Huge refactor", "author": "someone", "diff": many, "diff_too_large": True}
     # too large and one file is binary (no patch in the file list): the commits fallback.
-    binary = (small_diff("vllm/a.py", "bin") +
-              "diff --git a/img.png b/img.png\nindex 1111111..2222222 100644\nBinary files a/img.png and b/img.png differ\n")
+    binary = (
+        small_diff("vllm/a.py", "bin")
+        + "diff --git a/img.png b/img.png\nindex 1111111..2222222 100644\nBinary files a/img.png and b/img.png differ\n"
+    )
     vllm["pulls"]["59101"] = {"title": "With a binary", "author": "someone", "diff": binary, "diff_too_large": True}
     return data
 
@@ -96,7 +100,13 @@ def test_21_prs_in_3_repos_cold_is_3_round_trips_then_warm_is_none(hub, tmp_path
     assert list(states) == refs
     assert all(isinstance(s, PRState) and s.source == "network" for s in states.values())
     s = states[PRRef(VLLM, 57632)]
-    assert (s.state, s.merged, s.author, s.ci, s.review_decision) == ("merged", True, "Juntian777", "SUCCESS", "APPROVED")
+    assert (s.state, s.merged, s.author, s.ci, s.review_decision) == (
+        "merged",
+        True,
+        "Juntian777",
+        "SUCCESS",
+        "APPROVED",
+    )
     assert s.merged_at == "2026-09-24T10:00:00Z" and len(s.merge_commit) == 40 and len(s.head_sha) == 40
     draft = states[PRRef(VLLM, 58250)]
     assert (draft.state, draft.draft, draft.ci, draft.review_decision) == ("open", True, "PENDING", "REVIEW_REQUIRED")
@@ -126,7 +136,7 @@ def test_offline_serves_cache_with_age_and_never_touches_network(hub, tmp_path):
     before = hub.count()
     time.sleep(0.05)
     off = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "cache", offline=True)
-    rows = off.pull_states(known + [PRRef(VLLM, 58021)])
+    rows = off.pull_states([*known, PRRef(VLLM, 58021)])
     assert hub.count() == before and off.round_trips == 0
     assert rows[known[0]].source == "cache" and rows[known[0]].age_s >= 0.05
     assert rows[PRRef(VLLM, 58021)] == RowError("offline", "offline, no cached data")
@@ -224,8 +234,9 @@ def test_rate_limit_403_with_reset_time(hub, tmp_path):
     assert "API rate limit exceeded" in row.message and "resets at" in str(exc.value)
     gbucket = hub.set_rate_limit("graphql", remaining=0, reset_in=120)
     rows = c.pull_states(ledger_refs()[:3])
-    assert all(isinstance(v, RowError) and v.kind == "rate_limit" and v.reset_at == gbucket.reset
-               for v in rows.values())
+    assert all(
+        isinstance(v, RowError) and v.kind == "rate_limit" and v.reset_at == gbucket.reset for v in rows.values()
+    )
     assert rows[ledger_refs()[0]].to_json()["reset_at_iso"].endswith("Z")
 
 
@@ -333,7 +344,7 @@ def test_token_never_leaks(hub, tmp_path, caplog):
 def test_token_resolution_order(tmp_path, monkeypatch):
     gh = tmp_path / "bin" / "gh"
     gh.parent.mkdir()
-    gh.write_text("#!/bin/sh\n[ \"$1 $2\" = \"auth token\" ] && echo gho_from_gh_cli\n")
+    gh.write_text('#!/bin/sh\n[ "$1 $2" = "auth token" ] && echo gho_from_gh_cli\n')
     gh.chmod(gh.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": str(gh.parent)}
     assert resolve_token("explicit", env=env) == ("explicit", "argument")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchset.upstream import releases
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.ledger.lock import sha256_file
+from patchset.upstream import releases
 from patchset.upstream.history import (
     ReleaseHistory,
     RenameCandidate,
@@ -25,7 +26,6 @@ from patchset.upstream.history import (
     similarity,
 )
 from tests.support.localindex import LocalIndex
-from patchset.ledger.lock import sha256_file
 
 MTIME = 1_790_000_000
 GIT_ID = {
@@ -154,7 +154,7 @@ def test_releases_chain_in_import_order_and_drop_deleted_files(repo, archives, t
     assert git(repo.git_dir, "rev-list", "main").split() == shas[::-1]
     assert git(repo.git_dir, "rev-parse", f"{shas[1]}^").strip() == shas[0]
     assert "docs/old.md" in repo.list_files(shas[0]) and "docs/old.md" not in repo.list_files(shas[1])
-    for sha, archive in zip(shas, archives):
+    for sha, archive in zip(shas, archives, strict=False):
         assert git(repo.git_dir, "rev-parse", f"{sha}^{{tree}}").strip() == naive_tree(tmp_path, archive)
 
 
@@ -174,9 +174,13 @@ def test_import_is_idempotent_and_deterministic(repo, archives, tmp_path):
 def test_second_release_sends_only_changed_blobs(repo, archives):
     a1, a2, _ = archives
     repo.import_release(a1)
-    before = set(git(repo.git_dir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)").splitlines())
+    before = set(
+        git(repo.git_dir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)").splitlines()
+    )
     sha = repo.import_release(a2)
-    after = set(git(repo.git_dir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)").splitlines())
+    after = set(
+        git(repo.git_dir, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)").splitlines()
+    )
     new_blobs = {line for line in after - before if line.endswith(" blob")}
     # attention.py and utils.py changed; the moved and duplicated files are reused by id
     assert len(new_blobs) == 2
@@ -194,7 +198,7 @@ def test_import_refuses_hostile_and_damaged_archives_without_trace(repo, archive
         repo.import_release(bad)
     dotgit = tarfile.TarInfo("demo-9.1/sub/.git/config")
     dotgit.size = 0
-    with pytest.raises(UnsafePathError, match=".git"):
+    with pytest.raises(UnsafePathError, match=r"\.git"):
         repo.import_release(sdist(tmp_path, "demo", "9.1", {"ok.py": b"ok\n"}, extra=[dotgit]))
     data = a1.read_bytes()
     truncated = tmp_path / "demo-9.2.tar.gz"
@@ -318,7 +322,13 @@ def test_renames_find_moves_edits_deletions_and_ambiguity(repo, three):
     assert all(c.similarity == 100 for c in split) and ambiguous(split)
     assert found["docs/old.md"] == [] and found["never.py"] == []
     everything = repo.renames(s1, s2)  # default: every path that went away
-    assert set(everything) == {"pkg/nvidia/kda.py", "pkg/nvidia/attention.py", "pkg/util.py", "docs/old.md", "pkg/link.py"}
+    assert set(everything) == {
+        "pkg/nvidia/kda.py",
+        "pkg/nvidia/attention.py",
+        "pkg/util.py",
+        "docs/old.md",
+        "pkg/link.py",
+    }
     strict = repo.renames(s1, s2, ["pkg/nvidia/attention.py"], threshold=100)
     assert strict["pkg/nvidia/attention.py"] == []
 
@@ -332,7 +342,7 @@ def test_similarity_measure():
 
 
 def test_resolve_imports_missing_releases_from_the_index(tmp_path, monkeypatch, archives):
-    a1, a2, a3 = archives
+    a1, _a2, _a3 = archives
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     with LocalIndex(a1.parent) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
@@ -359,7 +369,7 @@ def test_build_history_with_progress(tmp_path, monkeypatch, archives):
         with Progress(console=Console(file=io.StringIO())) as progress:
             out = build_history("demo", ["1.0", "1.1", "1.2"], progress=progress)
         assert [v for v, _ in out] == ["1.0", "1.1", "1.2"]
-        overall = [t for t in progress.tasks if t.description == "demo history"][0]
+        overall = next(t for t in progress.tasks if t.description == "demo history")
         assert overall.completed == 3
         imports = [t for t in progress.tasks if t.description.startswith("import ")]
         assert len(imports) == 3 and all(t.completed == t.total for t in imports)
@@ -393,7 +403,11 @@ def test_upstream_clone_is_blobless_and_fetches_incrementally(tmp_path, upstream
     clone.sync()
     assert clone.cloned
     assert git(clone.git_dir, "config", "remote.origin.partialclonefilter").strip() == "blob:none"
-    missing = [l for l in git(clone.git_dir, "rev-list", "--objects", "--all", "--missing=print").splitlines() if l.startswith("?")]
+    missing = [
+        line
+        for line in git(clone.git_dir, "rev-list", "--objects", "--all", "--missing=print").splitlines()
+        if line.startswith("?")
+    ]
     assert len(missing) == 2  # both blobs stay upstream until read
     v30 = clone.resolve("v0.30.0")
     assert clone.read_blob(v30, "vllm/kda.py") == body(120, "kda")  # fetched lazily

@@ -97,8 +97,12 @@ def test_diffstat_of_a_real_git_mail(tmp_path: Path) -> None:
     git(repo, "commit", "-q", "-m", "Move a, drop the README, add two files")
     mail = git(repo, "format-patch", "-M", "--stdout", "-1").encode()
     stats = {s.path: (s.added, s.removed, s.op) for s in diffstat(mail)}
-    assert stats == {"pkg/a2.py": (1, 1, "renamed"), "README": (0, 1, "deleted"), "dir é/ü.txt": (2, 0, "new"),
-                     "logo.bin": (0, 0, "new")}
+    assert stats == {
+        "pkg/a2.py": (1, 1, "renamed"),
+        "README": (0, 1, "deleted"),
+        "dir é/ü.txt": (2, 0, "new"),
+        "logo.bin": (0, 0, "new"),
+    }
     assert diffstat(b"no diff in here\n") == []
 
 
@@ -107,7 +111,7 @@ def test_mbox_export_git_am(run, ledger_dir: Path, tmp_path: Path) -> None:
     # strip the mail headers from one body so the exporter has to build its own mail
     plain = quilt / "0002-Triple-in-b.patch"
     body = plain.read_bytes()
-    plain.write_bytes(body[body.index(b"diff --git"):])
+    plain.write_bytes(body[body.index(b"diff --git") :])
     assert run("import", quilt, cwd=ledger_dir).code == 0
     out = tmp_path / "mbox"
     assert run("export", "--format", "mbox", out, cwd=ledger_dir).code == 0
@@ -129,7 +133,8 @@ def test_dep3_yocto_headers(run, ledger_dir: Path, tmp_path: Path) -> None:
         "Upstream-Status: Backport [0.31.0]\n"
         "Last-Update: 2026-09-26\n"
         "---\n"
-        "--- a/f.py\n+++ b/f.py\n@@ -1 +1 @@\n-a\n+b\n")
+        "--- a/f.py\n+++ b/f.py\n@@ -1 +1 @@\n-a\n+b\n"
+    )
     assert run("import", p, cwd=ledger_dir).code == 0
     d = json.loads(run("show", "--json", "fix-gate", cwd=ledger_dir).stdout)
     assert d["title"] == "Gate the fast path on capability 12"

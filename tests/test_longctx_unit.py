@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -50,10 +51,21 @@ BOUNDARY = 2048
 class CompletionsDouble:
     """A deterministic completions 'model' with switchable long-context faults."""
 
-    def __init__(self, *, max_model_len: int = 8192, block_size: int = 128, report_cached: bool = True,
-                 causal_leak: bool = False, stale_cache: bool = False, decode_drift: bool = False,
-                 cache_off: bool = False, noise: float = 0.0, induction: bool = False,
-                 window: int | None = None, crash_past: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_model_len: int = 8192,
+        block_size: int = 128,
+        report_cached: bool = True,
+        causal_leak: bool = False,
+        stale_cache: bool = False,
+        decode_drift: bool = False,
+        cache_off: bool = False,
+        noise: float = 0.0,
+        induction: bool = False,
+        window: int | None = None,
+        crash_past: int | None = None,
+    ) -> None:
         rng = np.random.default_rng(1234)
         self.a = rng.normal(0, 1.0, (VOCAB, VOCAB))
         self.b = rng.normal(0, 0.5, (VOCAB, VOCAB))
@@ -106,22 +118,47 @@ class CompletionsDouble:
     def complete(self, req: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         prompt = req.get("prompt")
         if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
-            return 400, {"error": {"message": "prompt must be a list of token ids", "type": "BadRequestError",
-                                   "param": "prompt", "code": 400}}
+            return 400, {
+                "error": {
+                    "message": "prompt must be a list of token ids",
+                    "type": "BadRequestError",
+                    "param": "prompt",
+                    "code": 400,
+                }
+            }
         max_tokens = int(req.get("max_tokens", 16))
         n = len(prompt)
         if n + max_tokens > self.max_model_len:
-            return 400, {"error": {
-                "message": (f"This model's maximum context length is {self.max_model_len} tokens. However, you "
-                            f"requested {max_tokens} output tokens and your prompt contains {n} input tokens, "
-                            f"for a total of {n + max_tokens} tokens."),
-                "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+            return 400, {
+                "error": {
+                    "message": (
+                        f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                        f"requested {max_tokens} output tokens and your prompt contains {n} input tokens, "
+                        f"for a total of {n + max_tokens} tokens."
+                    ),
+                    "type": "BadRequestError",
+                    "param": "input_tokens",
+                    "code": 400,
+                }
+            }
         if self.crash_past is not None and n > self.crash_past:  # what vLLM answers once its EngineCore died
-            return 500, {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the "
-                                   "root cause.", "type": "InternalServerError", "param": None, "code": 500}}
+            return 500, {
+                "error": {
+                    "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                    "type": "InternalServerError",
+                    "param": None,
+                    "code": 500,
+                }
+            }
         if any(t < 0 or t >= VOCAB for t in prompt):
-            return 400, {"error": {"message": "Token id out of vocabulary", "type": "BadRequestError",
-                                   "param": "prompt", "code": 400}}
+            return 400, {
+                "error": {
+                    "message": "Token id out of vocabulary",
+                    "type": "BadRequestError",
+                    "param": "prompt",
+                    "code": 400,
+                }
+            }
         by_id = bool(req.get("return_tokens_as_token_ids"))
         name = (lambda t: f"token_id:{t}") if by_id else (lambda t: f"w{t}")
         salt = str(req.get("cache_salt") or "")
@@ -131,11 +168,11 @@ class CompletionsDouble:
         cached = 0
         if not wants_prompt_lp and not self.cache_off:
             k = (n - 1) // bs
-            while k > 0 and tuple(prompt[:k * bs]) not in blocks:
+            while k > 0 and tuple(prompt[: k * bs]) not in blocks:
                 k -= 1
             cached = k * bs
         for k in range(1, n // bs + 1):
-            blocks.add(tuple(prompt[:k * bs]))
+            blocks.add(tuple(prompt[: k * bs]))
         leak = prompt if (self.causal_leak and n > BOUNDARY) else None
 
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "stop_reason": None}
@@ -149,11 +186,17 @@ class CompletionsDouble:
             entries: list[Any] = [None]
             for p in range(1, n):
                 tok = prompt[p]
-                entry = {str(tok): {"logprob": self._noisy(actual_lp[p - 1]), "rank": int(ranks[p - 1]),
-                                    "decoded_token": f"w{tok}"}}
+                entry = {
+                    str(tok): {
+                        "logprob": self._noisy(actual_lp[p - 1]),
+                        "rank": int(ranks[p - 1]),
+                        "decoded_token": f"w{tok}",
+                    }
+                }
                 for alt in top[p - 1]:
-                    entry.setdefault(str(int(alt)), {"logprob": self._noisy(lp[p - 1, alt]), "rank": 1,
-                                                     "decoded_token": f"w{alt}"})
+                    entry.setdefault(
+                        str(int(alt)), {"logprob": self._noisy(lp[p - 1, alt]), "rank": 1, "decoded_token": f"w{alt}"}
+                    )
                 entries.append(entry)
             choice["prompt_logprobs"] = entries
         toks = list(prompt)
@@ -173,21 +216,33 @@ class CompletionsDouble:
             out_lps.append(self._noisy(val))
             if req.get("logprobs") is not None:
                 top = {}
-                for alt in np.argsort(-row)[:int(req["logprobs"])]:
+                for alt in np.argsort(-row)[: int(req["logprobs"])]:
                     top[name(int(alt))] = self._noisy(float(row[alt]))
                 tops.append(top)
             toks.append(tok)
         if req.get("logprobs") is not None:
-            choice["logprobs"] = {"text_offset": list(range(len(out_tokens))), "token_logprobs": out_lps,
-                                  "tokens": [name(t) for t in out_tokens], "top_logprobs": tops}
+            choice["logprobs"] = {
+                "text_offset": list(range(len(out_tokens))),
+                "token_logprobs": out_lps,
+                "tokens": [name(t) for t in out_tokens],
+                "top_logprobs": tops,
+            }
         else:
             choice["logprobs"] = None
         choice["text"] = " ".join(f"w{t}" for t in out_tokens)
         details = {"cached_tokens": cached} if self.report_cached else None
-        return 200, {"id": f"cmpl-{self.requests}", "object": "text_completion", "model": "double",
-                     "choices": [choice],
-                     "usage": {"prompt_tokens": n, "completion_tokens": len(out_tokens),
-                               "total_tokens": n + len(out_tokens), "prompt_tokens_details": details}}
+        return 200, {
+            "id": f"cmpl-{self.requests}",
+            "object": "text_completion",
+            "model": "double",
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": n,
+                "completion_tokens": len(out_tokens),
+                "total_tokens": n + len(out_tokens),
+                "prompt_tokens_details": details,
+            },
+        }
 
 
 def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
@@ -205,8 +260,20 @@ def _handler(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": "double", "object": "model", "owned_by": "test",
-                                                             "max_model_len": double.max_model_len}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {
+                                "id": "double",
+                                "object": "model",
+                                "owned_by": "test",
+                                "max_model_len": double.max_model_len,
+                            }
+                        ],
+                    },
+                )
             else:
                 self._send(404, {"detail": "Not Found"})
 
@@ -291,8 +358,12 @@ def test_malformed_answers_become_bad_response() -> None:
         parse_completion({"choices": [{"logprobs": "oops"}]})
     with pytest.raises(BadResponse, match="token id"):
         parse_completion({"choices": [{"logprobs": {"tokens": ["hello"]}}]})
-    ok = parse_completion({"choices": [{"prompt_logprobs": [None, {"7": {"logprob": -1.5}}]}],
-                           "usage": {"prompt_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}})
+    ok = parse_completion(
+        {
+            "choices": [{"prompt_logprobs": [None, {"7": {"logprob": -1.5}}]}],
+            "usage": {"prompt_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}},
+        }
+    )
     assert ok.prompt_token_logprobs([3, 7]) == [None, -1.5] and ok.usage.cached_tokens == 0
 
 
@@ -350,15 +421,18 @@ def test_http_400_on_a_long_prompt_is_a_failure_not_a_skip(serve: Any) -> None:
     assert "HTTP 400" in report.result("causality").error
     assert "maximum context length is 2048" in report.result("rescore").error
     # the short resumes still work; only those that cross 2,048 fail
-    assert _by_case(report, "resume") == {"warm 1024 + 37": True, "warm 2048 + 37": False,
-                                          "warm 3072 + 37": False, "warm 4096 + 37": False}
+    assert _by_case(report, "resume") == {
+        "warm 1024 + 37": True,
+        "warm 2048 + 37": False,
+        "warm 3072 + 37": False,
+        "warm 4096 + 37": False,
+    }
 
 
 def test_a_server_error_on_long_prompts_is_a_failure(serve: Any) -> None:
     url, _ = serve(crash_past=3000)
     report = run_checks(url, checks=["causality", "resume"])
-    assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False,
-                                             "N=3000 of 4096": False}
+    assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False, "N=3000 of 4096": False}
     assert _by_case(report, "resume")["warm 3072 + 37"] is False
     assert _by_case(report, "resume")["warm 2048 + 37"] is True
     assert "HTTP 500" in report.result("causality").error and "EngineCore" in report.result("causality").error
@@ -369,15 +443,18 @@ def test_causality_catches_a_future_token_leak(serve: Any) -> None:
     report = run_checks(url, checks=["causality", "rescore"])
     assert not report.result("causality").ok
     # prompts of <= 2,048 tokens are clean; the 4,096-token prompt leaks its last token backwards
-    assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False,
-                                             "N=3000 of 4096": False}
+    assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False, "N=3000 of 4096": False}
 
 
 def test_resume_catches_a_stale_cache_hit_past_2048(serve: Any) -> None:
     url, _ = serve(stale_cache=True)
     report = run_checks(url, checks=["resume", "cached", "rescore", "causality"])
-    assert _by_case(report, "resume") == {"warm 1024 + 37": True, "warm 2048 + 37": True,
-                                          "warm 3072 + 37": False, "warm 4096 + 37": False}
+    assert _by_case(report, "resume") == {
+        "warm 1024 + 37": True,
+        "warm 2048 + 37": True,
+        "warm 3072 + 37": False,
+        "warm 4096 + 37": False,
+    }
     assert report.result("cached").ok and report.result("rescore").ok and report.result("causality").ok
 
 
@@ -443,8 +520,11 @@ def test_report_json_and_table(serve: Any) -> None:
     from rich.console import Console
 
     url, _ = serve()
-    report = run_checks(url, checks=["causality", "rescore"], lengths={"total": 3000, "causal": [1500, 2500],
-                                                                      "rescore_prompt": 2020, "rescore_reply": 40})
+    report = run_checks(
+        url,
+        checks=["causality", "rescore"],
+        lengths={"total": 3000, "causal": [1500, 2500], "rescore_prompt": 2020, "rescore_reply": 40},
+    )
     data = json.loads(report.to_json())
     assert data["ok"] is True and data["lengths"]["causal"] == [1500, 2500]
     assert data["checks"][0]["measurements"][0]["details"]["binned_max"]

@@ -29,8 +29,11 @@ def sub(text: str, old: str, new: str) -> str:
 def udiff(path: str, old: str | None, new: str | None) -> str:
     a = [] if old is None else old.splitlines(keepends=True)
     b = [] if new is None else new.splitlines(keepends=True)
-    lines = list(difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{path}",
-                                      "/dev/null" if new is None else f"b/{path}", n=3))
+    lines = list(
+        difflib.unified_diff(
+            a, b, "/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}", n=3
+        )
+    )
     return "".join(lines)
 
 
@@ -111,18 +114,27 @@ def bodies() -> dict[str, bytes]:
     return {
         "p-clean": body("clean", udiff("a.py", a0, a1)),
         "p-merge": body("merge", udiff("a.py", a1, sub(a1, "line 5\n", "line 5 patched\n"))),
-        "p-offset": body("offset", udiff("g.py", BASE_FILES["g.py"], sub(BASE_FILES["g.py"], "g30\n", "g30 patched\n"))),
+        "p-offset": body(
+            "offset", udiff("g.py", BASE_FILES["g.py"], sub(BASE_FILES["g.py"], "g30\n", "g30 patched\n"))
+        ),
         "p-move": body("move", udiff("b.py", BASE_FILES["b.py"], sub(BASE_FILES["b.py"], "b10\n", "b10 patched\n"))),
-        "p-conflict": body("conflict", udiff("c.py", BASE_FILES["c.py"], sub(BASE_FILES["c.py"], "c20\n", "c20 mine\n"))),
-        "p-backport": body("backport", udiff("d.py", BASE_FILES["d.py"], sub(BASE_FILES["d.py"], "d10\n", "d10 fixed\n"))),
-        "p-port": body("port", udiff("e.py", BASE_FILES["e.py"], sub(BASE_FILES["e.py"], "e15\n", "e15 the port's way\n"))),
+        "p-conflict": body(
+            "conflict", udiff("c.py", BASE_FILES["c.py"], sub(BASE_FILES["c.py"], "c20\n", "c20 mine\n"))
+        ),
+        "p-backport": body(
+            "backport", udiff("d.py", BASE_FILES["d.py"], sub(BASE_FILES["d.py"], "d10\n", "d10 fixed\n"))
+        ),
+        "p-port": body(
+            "port", udiff("e.py", BASE_FILES["e.py"], sub(BASE_FILES["e.py"], "e15\n", "e15 the port's way\n"))
+        ),
         "p-pr": body("pr", udiff("f.py", BASE_FILES["f.py"], sub(BASE_FILES["f.py"], "f12\n", "f12 pr9 revision 1\n"))),
         "p-create": body("create", udiff("new.py", None, "print('new')\n")),
     }
 
 
-def build(tmp: Path, include: list[str] | None = None, *, upstream: Path | None = None,
-          shas: dict[str, str] | None = None) -> Demo:
+def build(
+    tmp: Path, include: list[str] | None = None, *, upstream: Path | None = None, shas: dict[str, str] | None = None
+) -> Demo:
     """The upstream (built once per call unless given) and a ledger with the ``include``d patches."""
     up = upstream or tmp / "up"
     if upstream is None:
@@ -132,24 +144,55 @@ def build(tmp: Path, include: list[str] | None = None, *, upstream: Path | None 
     (root / "patchset" / "series" / "demo").mkdir(parents=True)
     demo = Demo(root, up, shas)
     toml = [
-        "# the demo ledger", "schema = 1", "", "[targets.demo]", f'upstream = "{up}"',
-        'github = "example/demo"', 'base = "v1"   # the old base', "",
+        "# the demo ledger",
+        "schema = 1",
+        "",
+        "[targets.demo]",
+        f'upstream = "{up}"',
+        'github = "example/demo"',
+        'base = "v1"   # the old base',
+        "",
     ]
-    files = {"p-clean": "a.py", "p-merge": "a.py", "p-offset": "g.py", "p-move": "b.py", "p-conflict": "c.py",
-             "p-backport": "d.py", "p-port": "e.py", "p-pr": "f.py", "p-create": "new.py"}
+    files = {
+        "p-clean": "a.py",
+        "p-merge": "a.py",
+        "p-offset": "g.py",
+        "p-move": "b.py",
+        "p-conflict": "c.py",
+        "p-backport": "d.py",
+        "p-port": "e.py",
+        "p-pr": "f.py",
+        "p-create": "new.py",
+    }
     for pid, data in bodies().items():
         if include is not None and pid not in include:
             continue
         demo.body(pid).write_bytes(data)
         origin = {"p-backport": "upstream", "p-port": "port", "p-pr": "upstream"}.get(pid, "ours")
-        toml += ["[[patch]]", f'id = "{pid}"', 'target = "demo"', f'title = "{pid}"', f'origin = "{origin}"',
-                 f'files = ["{files[pid]}"]']
+        toml += [
+            "[[patch]]",
+            f'id = "{pid}"',
+            'target = "demo"',
+            f'title = "{pid}"',
+            f'origin = "{origin}"',
+            f'files = ["{files[pid]}"]',
+        ]
         if pid == "p-port":
-            toml += ["[patch.upstream]", 'ports = ["example/demo#7"]', "[patch.status]", 'pr_state = "merged"',
-                     f'merge_commit = "{shas["port"]}"']
+            toml += [
+                "[patch.upstream]",
+                'ports = ["example/demo#7"]',
+                "[patch.status]",
+                'pr_state = "merged"',
+                f'merge_commit = "{shas["port"]}"',
+            ]
         if pid == "p-pr":
-            toml += ["[patch.upstream]", 'prs = ["example/demo#9"]', "[patch.status]", 'pr_state = "merged"',
-                     f'merge_commit = "{shas["pr"]}"']
+            toml += [
+                "[patch.upstream]",
+                'prs = ["example/demo#9"]',
+                "[patch.status]",
+                'pr_state = "merged"',
+                f'merge_commit = "{shas["pr"]}"',
+            ]
         toml.append("")
     demo.ledger.write_text("\n".join(toml))
     return demo
@@ -168,13 +211,13 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
-from patchset.patchfmt.diffs import parse_patch  # noqa: E402
 from patchset.engine.hunks import apply_file  # noqa: E402
 from patchset.errors import InputError, LedgerError  # noqa: E402
 from patchset.ledger.store import load_ledger  # noqa: E402
-from patchset.rebase.session import abort, continue_rebase, rebase, skip  # noqa: E402
+from patchset.patchfmt.diffs import parse_patch  # noqa: E402
 from patchset.rebase.report import RebaseReport, render  # noqa: E402
 from patchset.rebase.rerere import RRCache, normalize  # noqa: E402
+from patchset.rebase.session import abort, continue_rebase, rebase, skip  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -305,9 +348,11 @@ def test_regenerated_bodies_are_byte_stable(make, tmp_path, monkeypatch):
     rebase(a.ledger, "v2")
     # a user whose git is configured to diff differently gets the same bytes
     hostile = tmp_path / "gitconfig"
-    hostile.write_text("[diff]\n\talgorithm = histogram\n\tcontext = 9\n\tnoprefix = true\n\tmnemonicPrefix = true\n"
-                       "\tsuppressBlankEmpty = true\n\tinterHunkContext = 20\n\tindentHeuristic = false\n"
-                       "[merge]\n\tconflictStyle = diff3\n")
+    hostile.write_text(
+        "[diff]\n\talgorithm = histogram\n\tcontext = 9\n\tnoprefix = true\n\tmnemonicPrefix = true\n"
+        "\tsuppressBlankEmpty = true\n\tinterHunkContext = 20\n\tindentHeuristic = false\n"
+        "[merge]\n\tconflictStyle = diff3\n"
+    )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     rebase(b.ledger, "v2")
     for pid in include:
@@ -317,15 +362,18 @@ def test_regenerated_bodies_are_byte_stable(make, tmp_path, monkeypatch):
     before = digest(a.root)
     again = rebase(a.ledger, "v2")
     assert {p.how for p in again.patches} == {"clean"}
-    assert {k: v for k, v in digest(a.root).items() if k != "patches.toml"} == \
-        {k: v for k, v in before.items() if k != "patches.toml"}
+    assert {k: v for k, v in digest(a.root).items() if k != "patches.toml"} == {
+        k: v for k, v in before.items() if k != "patches.toml"
+    }
 
 
 def _resolve_by_hand(path: Path) -> None:
     text = path.read_text()
     assert "<<<<<<< upstream v2\n" in text and ">>>>>>> patch p-conflict\n" in text
-    text = text.replace("<<<<<<< upstream v2\nc20 reworked upstream\n=======\nc20 mine\n>>>>>>> patch p-conflict\n",
-                        "c20 mine, on top of the rework\n")
+    text = text.replace(
+        "<<<<<<< upstream v2\nc20 reworked upstream\n=======\nc20 mine\n>>>>>>> patch p-conflict\n",
+        "c20 mine, on top of the rework\n",
+    )
     path.write_text(text)
 
 
@@ -396,8 +444,7 @@ def test_rerere_ids_match_git_rerere(tmp_path):
     git(repo, "checkout", "-q", "main")
     (repo / "f.txt").write_text("a\nb main\nc\nd\ne main\n")
     git(repo, "commit", "-q", "-am", "main")
-    proc = subprocess.run(["git", "merge", "side"], cwd=repo, capture_output=True,
-                          env={**os.environ, **GIT_IDENTITY})
+    proc = subprocess.run(["git", "merge", "side"], cwd=repo, capture_output=True, env={**os.environ, **GIT_IDENTITY})
     assert proc.returncode != 0
     conflicted = (repo / "f.txt").read_bytes()
     [entry] = list((repo / ".git" / "rr-cache").iterdir())
@@ -410,8 +457,9 @@ def test_rerere_ids_match_git_rerere(tmp_path):
     # a resolution we record is one git rerere can use: same layout, same id
     rr = RRCache(tmp_path / "ledger")
     assert rr.record(conflicted, b"a\nb both\nc\nd\ne both\n") == entry.name
-    assert (tmp_path / "ledger" / "patchset" / "rr-cache" / entry.name / "preimage").read_bytes() == \
-        (entry / "preimage").read_bytes()
+    assert (tmp_path / "ledger" / "patchset" / "rr-cache" / entry.name / "preimage").read_bytes() == (
+        entry / "preimage"
+    ).read_bytes()
 
 
 def test_plain_directories_rebase_the_same_way(tmp_path):
@@ -427,13 +475,16 @@ def test_plain_directories_rebase_the_same_way(tmp_path):
     root = tmp_path / "ledger"
     (root / "patchset" / "series" / "plain").mkdir(parents=True)
     (root / "patchset" / "series" / "plain" / "p1.patch").write_text(
-        udiff("pkg/mod.py", numbered("m"), sub(numbered("m"), "m30\n", "m30 patched\n")))
+        udiff("pkg/mod.py", numbered("m"), sub(numbered("m"), "m30\n", "m30 patched\n"))
+    )
     (root / "patchset" / "series" / "plain" / "p2.patch").write_text(
-        udiff("keep.py", numbered("k"), sub(numbered("k"), "k5\n", "k5 patched\n")))
+        udiff("keep.py", numbered("k"), sub(numbered("k"), "k5\n", "k5 patched\n"))
+    )
     (root / "patches.toml").write_text(
         f'schema = 1\n[targets.plain]\nupstream = "https://example.invalid/plain.git"\ngithub = "e/plain"\n'
         f'base = "{old}"\n\n[[patch]]\nid = "p1"\ntarget = "plain"\ntitle = "p1"\norigin = "ours"\n\n'
-        f'[[patch]]\nid = "p2"\ntarget = "plain"\ntitle = "p2"\norigin = "ours"\n')
+        f'[[patch]]\nid = "p2"\ntarget = "plain"\ntitle = "p2"\norigin = "ours"\n'
+    )
     report = rebase(root / "patches.toml", str(new))
     assert report.status == "done"
     assert {p.id: p.how for p in report.patches} == {"p1": "moved", "p2": "clean"}
@@ -450,16 +501,21 @@ def test_an_ambiguous_move_is_followed_with_a_warning(tmp_path):
     new_repo(up, {"x/kernel.py": numbered("k", 60)})
     git(up, "tag", "v1")
     git(up, "rm", "-q", "x/kernel.py")
-    commit_files(up, "split the kernel per vendor",
-                 {f"{d}/kernel.py": sub(numbered("k", 60), "k50\n", f"k50 {d}\n") for d in ("amd", "nvidia")})
+    commit_files(
+        up,
+        "split the kernel per vendor",
+        {f"{d}/kernel.py": sub(numbered("k", 60), "k50\n", f"k50 {d}\n") for d in ("amd", "nvidia")},
+    )
     git(up, "tag", "v2")
     root = tmp_path / "ledger"
     (root / "patchset" / "series" / "t").mkdir(parents=True)
     (root / "patchset" / "series" / "t" / "p.patch").write_text(
-        udiff("x/kernel.py", numbered("k", 60), sub(numbered("k", 60), "k10\n", "k10 patched\n")))
+        udiff("x/kernel.py", numbered("k", 60), sub(numbered("k", 60), "k10\n", "k10 patched\n"))
+    )
     (root / "patches.toml").write_text(
         f'schema = 1\n[targets.t]\nupstream = "{up}"\ngithub = "e/t"\nbase = "v1"\n\n'
-        '[[patch]]\nid = "p"\ntarget = "t"\ntitle = "p"\norigin = "ours"\n')
+        '[[patch]]\nid = "p"\ntarget = "t"\ntitle = "p"\norigin = "ours"\n'
+    )
     report = rebase(root / "patches.toml", "v2", dry_run=True)
     p = report.get("p")
     assert p.verdict == "carried" and p.how == "moved"
@@ -480,14 +536,19 @@ def test_bad_input_is_a_domain_error(make):
     demo.body("p-clean").unlink()
     with pytest.raises(LedgerError, match="not imported"):
         rebase(demo.ledger, "v2")
-    assert {k: v for k, v in digest(demo.root).items()} == {k: v for k, v in before.items()
-                                                             if "p-clean" not in k}
+    assert {k: v for k, v in digest(demo.root).items()} == {k: v for k, v in before.items() if "p-clean" not in k}
 
 
 def test_a_broken_body_is_reported_not_crashed(make):
     demo = make(["p-clean"])
-    demo.body("p-clean").write_bytes(body("clean", udiff("a.py", sub(numbered("line ", 60), "line 40\n", "X\n"),
-                                                        sub(numbered("line ", 60), "line 40\n", "Y\n"))))
+    demo.body("p-clean").write_bytes(
+        body(
+            "clean",
+            udiff(
+                "a.py", sub(numbered("line ", 60), "line 40\n", "X\n"), sub(numbered("line ", 60), "line 40\n", "Y\n")
+            ),
+        )
+    )
     report = rebase(demo.ledger, "v2", dry_run=True)
     f = report.get("p-clean").files[0]
     assert report.get("p-clean").verdict == "conflict" and f.how == "broken"
@@ -502,8 +563,15 @@ def test_render_shows_classes_conflicts_and_range_diffs(make):
     console = Console(record=True, width=200)
     render(report, console)
     text = console.export_text()
-    for word in ("carried (merged)", "already-upstream", "superseded", "conflict", "b.py -> sub/b.py",
-                 "c: rework c20", "range-diff p-offset"):
+    for word in (
+        "carried (merged)",
+        "already-upstream",
+        "superseded",
+        "conflict",
+        "b.py -> sub/b.py",
+        "c: rework c20",
+        "range-diff p-offset",
+    ):
         assert word in text, word
 
 
@@ -519,8 +587,12 @@ rebase(Path({ledger!r}), "v2")
 def _run_and_kill(demo: Demo, phase: str, tmp_path: Path) -> None:
     marker = tmp_path / f"paused-{phase}-{time.monotonic_ns()}"
     env = {**os.environ, "PATCHSET_REBASE_PAUSE": f"{phase}:{marker}"}
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(ledger=str(demo.ledger))],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(ledger=str(demo.ledger))],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not marker.exists():
         if proc.poll() is not None:

@@ -1,6 +1,6 @@
 """Proof on real vLLM releases: a series written for vLLM 0.30.0, rebased onto 0.31.0, 0.32.0, 0.33.0.
 
-The releases come from the package index through ``patchset.history`` (cached in
+The releases come from the package index through ``patchset.upstream.history`` (cached in
 ``$PATCHSET_CACHE``). The series is written here, against the real 0.30.0 source, so that each
 class meets real upstream drift:
 
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from patchset.upstream import releases
-from patchset.patchfmt.diffs import parse_patch
 from patchset.engine.hunks import apply_file
-from patchset.upstream.history import ReleaseHistory
 from patchset.ledger.store import load_ledger
+from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.session import rebase
+from patchset.upstream import releases
+from patchset.upstream.history import ReleaseHistory
 from tests.conftest import release_history
 
 pytestmark = pytest.mark.network
@@ -62,8 +62,11 @@ def history() -> ReleaseHistory:
 
 
 def _udiff(path: str, old: str, new: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        f"a/{path}", f"b/{path}", n=3))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
+        )
+    )
 
 
 def _edit(text: str, old: str, new: str) -> str:
@@ -81,24 +84,37 @@ def _bodies(h: ReleaseHistory) -> dict[str, bytes]:
 
     def mk(name: str, old: str, new: str) -> bytes:
         text = src(name)
-        return (f"Subject: [PATCH] {name}\n\nWritten for vLLM 0.30.0 by the rebase test.\n\n"
-                + _udiff(FILES[name], text, _edit(text, old, new))).encode()
+        return (
+            f"Subject: [PATCH] {name}\n\nWritten for vLLM 0.30.0 by the rebase test.\n\n"
+            + _udiff(FILES[name], text, _edit(text, old, new))
+        ).encode()
 
-    backport = h.git("diff", "--no-color", v30, h.resolve("vllm==0.31.0"), "--",
-                     FILES["backport"]).stdout
+    backport = h.git("diff", "--no-color", v30, h.resolve("vllm==0.31.0"), "--", FILES["backport"]).stdout
     assert backport.count(b"\n@@ ") >= 1
     return {
-        "clean": mk("clean", "        self.access_history: deque[int] = deque(maxlen=4)\n",
-                    "        self.access_history: deque[int] = deque(maxlen=4)\n"
-                    "        # patchset: a downstream note that upstream never touches\n"),
-        "merge": mk("merge", "        model_config = vllm_config.model_config\n\n        if (\n",
-                    "        model_config = vllm_config.model_config\n"
-                    "        # patchset: GB10 (SM12x) guard goes here\n\n        if (\n"),
-        "moved": mk("moved", "        # doesn't allow to override it\n",
-                    "        # doesn't allow to override it\n        # patchset: conv weights stay float32 on SM12x\n"),
+        "clean": mk(
+            "clean",
+            "        self.access_history: deque[int] = deque(maxlen=4)\n",
+            "        self.access_history: deque[int] = deque(maxlen=4)\n"
+            "        # patchset: a downstream note that upstream never touches\n",
+        ),
+        "merge": mk(
+            "merge",
+            "        model_config = vllm_config.model_config\n\n        if (\n",
+            "        model_config = vllm_config.model_config\n"
+            "        # patchset: GB10 (SM12x) guard goes here\n\n        if (\n",
+        ),
+        "moved": mk(
+            "moved",
+            "        # doesn't allow to override it\n",
+            "        # doesn't allow to override it\n        # patchset: conv weights stay float32 on SM12x\n",
+        ),
         "backport": b"Subject: [PATCH] backport\n\nBackport of the 0.31.0 change.\n\n" + backport,
-        "port": mk("port", '    """\n    Configuration for model architecture that required by vLLM runtime\n    """\n',
-                   '    """Configuration of the model architecture the vLLM runtime requires."""\n'),
+        "port": mk(
+            "port",
+            '    """\n    Configuration for model architecture that required by vLLM runtime\n    """\n',
+            '    """Configuration of the model architecture the vLLM runtime requires."""\n',
+        ),
         "conflict": mk("conflict", "from functools import partial\n", "from functools import partial, lru_cache\n"),
     }
 
@@ -107,18 +123,37 @@ def _ledger(root: Path, h: ReleaseHistory, names: list[str]) -> Path:
     series = root / "patchset" / "series" / "vllm"
     series.mkdir(parents=True)
     v31 = h.resolve("vllm==0.31.0")
-    lines = ["schema = 1", "", "[targets.vllm]", 'upstream = "https://github.com/vllm-project/vllm.git"',
-             'github = "vllm-project/vllm"', 'base = "vllm==0.30.0"', 'package = "vllm"', ""]
+    lines = [
+        "schema = 1",
+        "",
+        "[targets.vllm]",
+        'upstream = "https://github.com/vllm-project/vllm.git"',
+        'github = "vllm-project/vllm"',
+        'base = "vllm==0.30.0"',
+        'package = "vllm"',
+        "",
+    ]
     for name, data in _bodies(h).items():
         if name not in names:
             continue
         (series / f"{name}.patch").write_bytes(data)
         origin = {"backport": "upstream", "port": "port"}.get(name, "ours")
-        lines += ["[[patch]]", f'id = "{name}"', 'target = "vllm"', f'title = "{name}"', f'origin = "{origin}"',
-                  f'files = ["{FILES[name]}"]']
+        lines += [
+            "[[patch]]",
+            f'id = "{name}"',
+            'target = "vllm"',
+            f'title = "{name}"',
+            f'origin = "{origin}"',
+            f'files = ["{FILES[name]}"]',
+        ]
         if name == "port":
-            lines += ["[patch.upstream]", f'ports = ["{PORTED_PR}"]', "[patch.status]", 'pr_state = "merged"',
-                      f'merge_commit = "{v31}"']
+            lines += [
+                "[patch.upstream]",
+                f'ports = ["{PORTED_PR}"]',
+                "[patch.status]",
+                'pr_state = "merged"',
+                f'merge_commit = "{v31}"',
+            ]
         lines.append("")
     path = root / "patches.toml"
     path.write_text("\n".join(lines))
@@ -167,7 +202,12 @@ def test_rebase_onto_0_31_writes_a_series_that_applies(history, tmp_path):
     led = load_ledger(ledger)
     assert led.targets["vllm"].base == "vllm==0.31.0" and led.targets["vllm"].base_version == "0.31.0"
     assert {p.id: p.state for p in led.patches} == {
-        "clean": "active", "merge": "active", "moved": "active", "backport": "dropped", "port": "dropped"}
+        "clean": "active",
+        "merge": "active",
+        "moved": "active",
+        "backport": "dropped",
+        "port": "dropped",
+    }
     assert led.get("moved").files == ["vllm/models/glm5next/common/kda.py"]
     v31 = history.resolve("vllm==0.31.0")
     for p in led.series("vllm"):

@@ -1,6 +1,6 @@
 """Releases from a package index: specs, file choice, verified cached downloads, safe unpacking.
 
-Most tests run against ``patchset.localindex`` (a real HTTP server on 127.0.0.1 speaking the
+Most tests run against ``tests.support.localindex`` (a real HTTP server on 127.0.0.1 speaking the
 index's JSON API); tests marked ``network`` use the real package index and real vLLM and
 FlashInfer releases, cached in $PATCHSET_CACHE so re-runs do not download again.
 """
@@ -19,12 +19,12 @@ import pytest
 from rich.console import Console
 from rich.progress import Progress
 
+from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
+from patchset.ledger.lock import sha256_file
 from patchset.upstream import cache, releases
 from patchset.upstream.archives import ArchiveReader
-from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
-from tests.support.localindex import LocalIndex
-from patchset.ledger.lock import sha256_file
 from patchset.upstream.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
+from tests.support.localindex import LocalIndex
 
 # -- crafted archives ----------------------------------------------------------------------
 
@@ -98,7 +98,9 @@ def test_parse_spec_accepts_exact_pins():
     assert str(parse_spec("vllm==0.31.0")) == "vllm==0.31.0"
 
 
-@pytest.mark.parametrize("bad", ["vllm", "vllm>=0.30.0", "vllm==", "==0.30.0", "vllm==0.30.0,<1", "vllm==not.a.version", ""])
+@pytest.mark.parametrize(
+    "bad", ["vllm", "vllm>=0.30.0", "vllm==", "==0.30.0", "vllm==0.30.0,<1", "vllm==not.a.version", ""]
+)
 def test_parse_spec_rejects_everything_else_with_a_hint(bad):
     with pytest.raises(InputError) as err:
         parse_spec(bad)
@@ -289,10 +291,12 @@ def test_tar_reader_matches_tarfile(tmp_path, mode, fmt):
     """The fast tar reader sees exactly what Python's tarfile sees, in every format."""
     files = {f"top/dir{i}/file_{i:03d}.py": os.urandom(i * 37 % 2000) for i in range(60)}
     files["top/" + "/".join(["segment"] * 12) + "/x.txt"] = b"long path\n"  # > 100 chars
-    members = [("top", "dir", None, 0o755)] + [(n, "file", d, 0o755 if i % 7 == 0 else 0o644) for i, (n, d) in enumerate(files.items())]
+    members = [("top", "dir", None, 0o755)] + [
+        (n, "file", d, 0o755 if i % 7 == 0 else 0o644) for i, (n, d) in enumerate(files.items())
+    ]
     archive = make_tar(tmp_path / "a.tar", members, fmt=fmt, mode=mode)
     with tarfile.open(archive) as tf:
-        expected = {m.name[len("top/"):]: (tf.extractfile(m).read(), m.mode) for m in tf if m.isfile()}
+        expected = {m.name[len("top/") :]: (tf.extractfile(m).read(), m.mode) for m in tf if m.isfile()}
     reader = ArchiveReader(archive)
     got = {m.path: (m.data, m.mode) for m in reader if m.kind == "file"}
     assert got == expected
@@ -400,7 +404,7 @@ VLLM = ["0.30.0", "0.31.0", "0.32.0", "0.33.0"]
 @pytest.mark.network
 def test_real_vllm_sdists_download_verify_and_unpack(pypi, tmp_path):
     paths = [releases.download(f"vllm=={v}") for v in VLLM]
-    for version, path in zip(VLLM, paths):
+    for version, path in zip(VLLM, paths, strict=False):
         assert path.name == f"vllm-{version}.tar.gz"
         assert 40e6 < path.stat().st_size < 50e6
         dist = releases.select_file(releases.release_files(f"vllm=={version}"), "sdist")

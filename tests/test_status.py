@@ -1,5 +1,5 @@
 """``patchset status``: upstream state, drift classes and actions, against the real local
-GitHub-shaped server (tracker.fakehub) through the real client; offline-first behaviour; every
+GitHub-shaped server (tests.support.fakehub) through the real client; offline-first behaviour; every
 failure mode is a marked row, never a crash; the real ledger renders with no network."""
 
 from __future__ import annotations
@@ -14,31 +14,41 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from patchset.errors import InputError
 from patchset.commands.fetch import fetch
-from patchset.upstream.history import GitRepo
+from patchset.errors import InputError
 from patchset.ledger.store import load_ledger
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.html import to_html
+from patchset.tracker.status import make_client, status
+from patchset.tracker.views import render_status, to_markdown
+from patchset.upstream.history import GitRepo
+from patchset.upstream.refs import PRRef
 from tests.conftest import REPO_ROOT, commit_files, git, tree_digest
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import small_diff
-from patchset.tracker.github import GitHubClient
-from patchset.tracker.html import to_html
-from patchset.upstream.refs import PRRef
-from patchset.tracker.status import make_client, status
-from patchset.tracker.views import render_status, to_markdown
 
 TOKEN = "ghp_statusWorldToken00000000000000000000"
 REPO = "acme/demo"
 
 # number -> (patch id, file)
-PRS = {201: ("u201-open", "demo/a.py"), 202: ("u202-revised", "demo/b.py"), 203: ("u203-rebased", "demo/c.py"),
-       204: ("u204-merged", "demo/d.py"), 205: ("u205-merged-changed", "demo/e.py"),
-       206: ("u206-closed", "demo/f.py"), 207: ("u207-in-base", "demo/g.py")}
+PRS = {
+    201: ("u201-open", "demo/a.py"),
+    202: ("u202-revised", "demo/b.py"),
+    203: ("u203-rebased", "demo/c.py"),
+    204: ("u204-merged", "demo/d.py"),
+    205: ("u205-merged-changed", "demo/e.py"),
+    206: ("u206-closed", "demo/f.py"),
+    207: ("u207-in-base", "demo/g.py"),
+}
 
 
 def shifted(diff: str, by: int = 7) -> str:
-    return re.sub(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@",
-                  lambda m: f"@@ -{int(m[1]) + by},{m[2]} +{int(m[3]) + by},{m[4]} @@", diff, flags=re.M)
+    return re.sub(
+        r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@",
+        lambda m: f"@@ -{int(m[1]) + by},{m[2]} +{int(m[3]) + by},{m[4]} @@",
+        diff,
+        flags=re.M,
+    )
 
 
 def _history(tmp: Path) -> tuple[GitRepo, dict[str, str]]:
@@ -56,7 +66,8 @@ def _history(tmp: Path) -> tuple[GitRepo, dict[str, str]]:
 
 
 def _ledger_text(base: str) -> str:
-    out = [f"""# status test ledger
+    out = [
+        f"""# status test ledger
 schema = 1
 title = "status demo"
 
@@ -65,7 +76,8 @@ upstream = "https://example.invalid/acme/demo.git"
 github = "acme/demo"
 base = "{base}"
 branch = "main"
-"""]
+"""
+    ]
     for n, (pid, _) in PRS.items():
         out.append(f"""
 [[patch]]
@@ -76,7 +88,7 @@ origin = "upstream"
 authors = ["alice"]
 [patch.upstream]
 prs = ["acme/demo#{n}"]
-{'issues = ["acme/demo#300"]' if n == 201 else ''}
+{'issues = ["acme/demo#300"]' if n == 201 else ""}
 [patch.source]
 kind = "pr"
 ref = "acme/demo#{n}"
@@ -115,11 +127,22 @@ prs = ["acme/demo#208"]
 
 
 def _hub_data() -> dict:
-    pulls = {str(n): {"title": f"Change {f}", "author": "alice", "diff": small_diff(f, str(n), 2),
-                      "review_decision": "APPROVED" if n == 201 else None, "ci": "SUCCESS" if n == 201 else None}
-             for n, (_, f) in PRS.items()}
-    pulls["208"] = {"title": "old fix", "author": "bob", "diff": small_diff("demo/z.py", "208"),
-                    "merged_at": "2026-09-20T07:00:00Z"}
+    pulls = {
+        str(n): {
+            "title": f"Change {f}",
+            "author": "alice",
+            "diff": small_diff(f, str(n), 2),
+            "review_decision": "APPROVED" if n == 201 else None,
+            "ci": "SUCCESS" if n == 201 else None,
+        }
+        for n, (_, f) in PRS.items()
+    }
+    pulls["208"] = {
+        "title": "old fix",
+        "author": "bob",
+        "diff": small_diff("demo/z.py", "208"),
+        "merged_at": "2026-09-20T07:00:00Z",
+    }
     return {"tokens": [TOKEN], "repos": {REPO: {"pulls": pulls, "issues": {"300": {"title": "a bug"}}}}}
 
 
@@ -184,13 +207,21 @@ def test_refresh_detects_every_drift_class_and_records_it(world):
     assert r["u201-open"].head_moved is False and r["u202-revised"].head_moved is True
     assert r["u203-rebased"].head_moved is True and any("same change" in n for n in r["u203-rebased"].notes)
     # where the merges are
-    assert (r["u204-merged"].in_base, r["u204-merged"].in_main, r["u204-merged"].first_release) == (False, True, "1.1.0")
+    assert (r["u204-merged"].in_base, r["u204-merged"].in_main, r["u204-merged"].first_release) == (
+        False,
+        True,
+        "1.1.0",
+    )
     assert (r["u207-in-base"].in_base, r["u207-in-base"].first_release) == (True, "1.0.0")
     assert "already in the base" in r["u207-in-base"].action_text
     assert any("not in the local history" in n for n in r["u205-merged-changed"].notes)
     assert "fails the drift check" in r["held-1"].action_text
     # details from GitHub: author, review, CI, the issue next to the PR
-    assert (r["u201-open"].pr.author, r["u201-open"].pr.review, r["u201-open"].pr.ci) == ("alice", "APPROVED", "SUCCESS")
+    assert (r["u201-open"].pr.author, r["u201-open"].pr.review, r["u201-open"].pr.ci) == (
+        "alice",
+        "APPROVED",
+        "SUCCESS",
+    )
     assert [(x.ref, x.kind, x.state) for x in r["u201-open"].refs] == [("acme/demo#300", "issue", "open")]
     assert all(x.pr is None or x.pr.source == "network" for x in rep.rows)
 
@@ -199,7 +230,10 @@ def test_refresh_detects_every_drift_class_and_records_it(world):
     today = dt.date.today()
     st = {p.id: p.status for p in ledger.patches}
     assert (st["u204-merged"].pr_state, st["u204-merged"].merged_at, st["u204-merged"].merge_commit) == (
-        "merged", dt.date(2026, 10, 1), world["shas"]["m204"])
+        "merged",
+        dt.date(2026, 10, 1),
+        world["shas"]["m204"],
+    )
     assert st["u206-closed"].pr_state == "closed" and st["u202-revised"].pr_state == "open"
     assert st["u201-open"].recorded == today and st["u201-open"].note == "keep me"
     assert all(s.head == "" for s in st.values())  # the vendored head is the lock's, never overwritten
@@ -274,8 +308,14 @@ def _fault(hub: FakeHub, name: str) -> dict:
     return {}
 
 
-KINDS = {"401": "auth", "rate-limit": "rate_limit", "5xx": "server", "timeout": "timeout",
-         "malformed": "malformed", "404": "not_found"}
+KINDS = {
+    "401": "auth",
+    "rate-limit": "rate_limit",
+    "5xx": "server",
+    "timeout": "timeout",
+    "malformed": "malformed",
+    "404": "not_found",
+}
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -346,10 +386,17 @@ def test_real_ledger_offline_shows_every_entry_with_recorded_states(tmp_path):
     assert states == {"active", "held", "dropped"}
     assert sum(1 for r in rep.rows if r.state == "active") == 21
     r = by_id(rep)
-    assert (r["u58250-revert-55960-dflash2-grouped-conv"].upstream_state, r["u58834-glm5next-non-mhc-sp-decoder-layout"]
-            .upstream_state, r["pr2393-v2.30.7"].upstream_state) == ("draft", "open", "open")
-    for pid in ("u57632-dflash-context-kv-in-draft-cudagraph", "u58704-sm90-sparse-mla-index-kpool",
-                "u58454-kpool-tail-ring-spec-decode", "u58021-single-group-prefix-match-unit"):
+    assert (
+        r["u58250-revert-55960-dflash2-grouped-conv"].upstream_state,
+        r["u58834-glm5next-non-mhc-sp-decoder-layout"].upstream_state,
+        r["pr2393-v2.30.7"].upstream_state,
+    ) == ("draft", "open", "open")
+    for pid in (
+        "u57632-dflash-context-kv-in-draft-cudagraph",
+        "u58704-sm90-sparse-mla-index-kpool",
+        "u58454-kpool-tail-ring-spec-decode",
+        "u58021-single-group-prefix-match-unit",
+    ):
         assert r[pid].upstream_state == "merged" and r[pid].action == "drop-at-rebase"
         assert r[pid].pr.source == "recorded" and r[pid].pr.recorded == "2026-09-26"
     assert r["p1-short-turn-caching"].action == "held" and r["u57477-long-context-fix"].action == "dropped"
@@ -380,7 +427,8 @@ def test_real_ledger_refresh_against_a_ledger_shaped_upstream(tmp_path):
     assert r["u58021-single-group-prefix-match-unit"].pr.merged_at.startswith("2026-10-01")
     assert r["u58250-revert-55960-dflash2-grouped-conv"].upstream_state == "draft"
     assert [(x.ref, x.state) for x in r["u58250-revert-55960-dflash2-grouped-conv"].refs] == [
-        ("vllm-project/vllm#55960", "merged")]
+        ("vllm-project/vllm#55960", "merged")
+    ]
     assert [(x.ref, x.kind, x.state) for x in r["pr2393-v2.30.7"].refs] == [("NVIDIA/nccl#2334", "issue", "open")]
     led = load_ledger(d / "patches.toml")
     st = led.get("u58021-single-group-prefix-match-unit").status
@@ -396,8 +444,11 @@ def test_a_newer_recorded_state_beats_an_older_cache(world):
     c = client(hub, tmp)
     c.pull_states([PRRef(REPO, 201)])  # cache: 201 open, today
     tomorrow = dt.date.today() + dt.timedelta(days=1)
-    led.write_text(led.read_text().replace('pr_state = "open"\nrecorded = 2026-09-26',
-                                           f'pr_state = "merged"\nrecorded = {tomorrow.isoformat()}'))
+    led.write_text(
+        led.read_text().replace(
+            'pr_state = "open"\nrecorded = 2026-09-26', f'pr_state = "merged"\nrecorded = {tomorrow.isoformat()}'
+        )
+    )
     r = by_id(status(led, client=client(hub, tmp, offline=True), histories={}))["u201-open"]
     assert (r.upstream_state, r.pr.source, r.action) == ("merged", "recorded", "drop-at-rebase")
     led.write_text(led.read_text().replace(f"recorded = {tomorrow.isoformat()}", "recorded = 2026-09-26"))

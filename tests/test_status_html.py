@@ -12,13 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from patchset.tracker.html import to_html, write_html
 from patchset.tracker.status import RefRow, StatusRow, make_client, status
+from tests.conftest import REPO_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 class Rows(HTMLParser):
@@ -43,8 +51,13 @@ class Rows(HTMLParser):
 def dump_dom(page: Path, fragment: str, tmp: Path) -> Rows:
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium): the page test needs a real browser")
-    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", "--dump-dom",
-           page.resolve().as_uri() + fragment]
+    cmd = [
+        CHROMIUM,
+        *FLAGS,
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        "--dump-dom",
+        page.resolve().as_uri() + fragment,
+    ]
     proc = subprocess.run(cmd, capture_output=True, timeout=90)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     parser = Rows()
@@ -58,14 +71,28 @@ def report(tmp_path_factory):
     d = tmp / "real"
     d.mkdir()
     shutil.copy(REPO_ROOT / "patches.toml", d / "patches.toml")
-    rep = status(d / "patches.toml", client=make_client(offline=True, base_url="http://127.0.0.1:9/api/v3",
-                                                          cache_dir=tmp / "cache"), histories={})
+    rep = status(
+        d / "patches.toml",
+        client=make_client(offline=True, base_url="http://127.0.0.1:9/api/v3", cache_dir=tmp / "cache"),
+        histories={},
+    )
     # a hostile title and an error row: both must show as text
-    evil = StatusRow(order=99, id="zz-evil", target="vllm", title="<img src=x onerror=alert(1)>", origin="ours",
-                     state="active", pr=RefRow(ref="vllm-project/vllm#1", role="prs", title="<script>boom()</script>",
-                                               error={"error": "rate_limit", "message": "API rate limit exceeded",
-                                                      "reset_at_iso": "2026-10-01T00:00:00Z"}),
-                     action="unknown", action_text="upstream state unknown")
+    evil = StatusRow(
+        order=99,
+        id="zz-evil",
+        target="vllm",
+        title="<img src=x onerror=alert(1)>",
+        origin="ours",
+        state="active",
+        pr=RefRow(
+            ref="vllm-project/vllm#1",
+            role="prs",
+            title="<script>boom()</script>",
+            error={"error": "rate_limit", "message": "API rate limit exceeded", "reset_at_iso": "2026-10-01T00:00:00Z"},
+        ),
+        action="unknown",
+        action_text="upstream state unknown",
+    )
     rep.rows.append(evil)
     return rep
 
@@ -77,8 +104,12 @@ def page(report, tmp_path_factory) -> Path:
 
 def _expected(report, key, desc: bool) -> list[str]:
     pos = {r.id: i for i, r in enumerate(report.rows)}
-    vals = {"order": lambda r: r.order or 9999, "id": lambda r: r.id.lower(), "drift": lambda r: r.drift,
-            "action": lambda r: r.action}[key]
+    vals = {
+        "order": lambda r: r.order or 9999,
+        "id": lambda r: r.id.lower(),
+        "drift": lambda r: r.drift,
+        "action": lambda r: r.action,
+    }[key]
     out = sorted(report.rows, key=lambda r: vals(r))
     if desc:  # the page reverses the comparison but keeps ties in page order
         out = sorted(report.rows, key=lambda r: vals(r), reverse=True)
@@ -95,8 +126,15 @@ def test_page_shows_every_row_in_ledger_order(report, page, tmp_path):
     assert dom.sorted is None
 
 
-@pytest.mark.parametrize("fragment,key,desc", [("#sort=-order", "order", True), ("#sort=id", "id", False),
-                                               ("#sort=drift", "drift", False), ("#sort=-action", "action", True)])
+@pytest.mark.parametrize(
+    "fragment,key,desc",
+    [
+        ("#sort=-order", "order", True),
+        ("#sort=id", "id", False),
+        ("#sort=drift", "drift", False),
+        ("#sort=-action", "action", True),
+    ],
+)
 def test_clicking_a_header_sorts(report, page, tmp_path, fragment, key, desc):
     dom = dump_dom(page, fragment, tmp_path)
     assert dom.ids == _expected(report, key, desc)

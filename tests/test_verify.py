@@ -47,8 +47,10 @@ def write_ledger(root: Path, patches: list[dict]) -> Path:
     """A ledger with target 'demo' and the given patches: {id, diff, tests: [toml snippets]}."""
     series = root / "patchset" / "series" / "demo"
     series.mkdir(parents=True, exist_ok=True)
-    text = ('schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
-            'github = "example/demo"\nstrip = 1\n')
+    text = (
+        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+        'github = "example/demo"\nstrip = 1\n'
+    )
     for p in patches:
         (series / f"{p['id']}.patch").write_text(p["diff"])
         text += f'\n[[patch]]\nid = "{p["id"]}"\ntarget = "demo"\ntitle = "{p["id"]}"\norigin = "ours"\n'
@@ -89,24 +91,45 @@ def three_class_ledger(root: Path) -> Path:
     fixed = CALC.replace("return a - b", "return a + b")
     commented = fixed.replace("    return a * b", "    # a product\n    return a * b")
     broken = commented.replace("return -a", "return a")
-    return write_ledger(root, [
-        {"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": [f"""
+    return write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": [
+                    f"""
             name = "add"
             command = '{check_script(root, "t_add.py", "import calc; assert calc.add(2, 3) == 5, calc.add(2, 3)")}'
             tags = ["cpu"]
             timeout = 60
-            """]},
-        {"id": "02-comment-mul", "diff": make_diff("calc.py", fixed, commented), "tests": [f"""
+            """
+                ],
+            },
+            {
+                "id": "02-comment-mul",
+                "diff": make_diff("calc.py", fixed, commented),
+                "tests": [
+                    f"""
             name = "mul"
             command = '{check_script(root, "t_mul.py", "import calc; assert calc.mul(2, 3) == 6")}'
             tags = ["cpu"]
-            """]},
-        {"id": "03-break-neg", "diff": make_diff("calc.py", commented, broken), "tests": [f"""
+            """
+                ],
+            },
+            {
+                "id": "03-break-neg",
+                "diff": make_diff("calc.py", commented, broken),
+                "tests": [
+                    f"""
             name = "neg"
             command = '{check_script(root, "t_neg.py", "import calc; assert calc.neg(1) == -1")}'
             tags = ["cpu", "gpu"]
-            """]},
-    ])
+            """
+                ],
+            },
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- the three classes
@@ -119,11 +142,17 @@ def test_proven_not_needed_broken(tmp_path: Path, project: Path, digest) -> None
     rep = run_verify(ledger, project, tags=["cpu"], jobs=2, junit=junit)
     classes = {p.patch_id: p.klass for p in rep.patches}
     assert classes == {"01-fix-add": PROVEN, "02-comment-mul": NOT_NEEDED, "03-break-neg": BROKEN}
-    runs = {(t.patch_id, v): r.outcome
-            for t in rep.tests for v, r in (("with", t.with_run), ("without", t.without_run))}
-    assert runs == {("01-fix-add", "with"): "pass", ("01-fix-add", "without"): "fail",
-                    ("02-comment-mul", "with"): "pass", ("02-comment-mul", "without"): "pass",
-                    ("03-break-neg", "with"): "fail", ("03-break-neg", "without"): "pass"}
+    runs = {
+        (t.patch_id, v): r.outcome for t in rep.tests for v, r in (("with", t.with_run), ("without", t.without_run))
+    }
+    assert runs == {
+        ("01-fix-add", "with"): "pass",
+        ("01-fix-add", "without"): "fail",
+        ("02-comment-mul", "with"): "pass",
+        ("02-comment-mul", "without"): "pass",
+        ("03-break-neg", "with"): "fail",
+        ("03-break-neg", "without"): "pass",
+    }
     assert "AssertionError" in rep.patches[0].tests[0].without_run.output
     assert not rep.ok and rep.exit_code == 1
     assert digest(project) == before, "verify must never touch the tree it was given"
@@ -174,19 +203,27 @@ def test_error_missing_tool_timeout_and_dependent_patch(tmp_path: Path, project:
     root = tmp_path / "ledger"
     step1 = CALC + "\n\ndef sq(a):\n    return a * a\n"
     step2 = step1.replace("return a * a", "return a ** 2")  # needs 01's new lines
-    ledger = write_ledger(root, [
-        {"id": "01-add-sq", "diff": make_diff("calc.py", CALC, step1), "tests": [
-            f"""name = "sq"
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-add-sq",
+                "diff": make_diff("calc.py", CALC, step1),
+                "tests": [
+                    f"""name = "sq"
             command = '{check_script(root, "t_sq.py", "import calc; assert calc.sq(3) == 9")}'""",
-            """name = "tool"
+                    """name = "tool"
             command = "no-such-tool-for-patchset --version"
             """,
-            """name = "slow"
+                    """name = "slow"
             command = "sleep 30"
             timeout = 1
-            """]},
-        {"id": "02-sq-pow", "diff": make_diff("calc.py", step1, step2)},
-    ])
+            """,
+                ],
+            },
+            {"id": "02-sq-pow", "diff": make_diff("calc.py", step1, step2)},
+        ],
+    )
     t0 = time.monotonic()
     rep = run_verify(ledger, project, jobs=2)
     assert time.monotonic() - t0 < 20, "the 1 s time box did not hold"
@@ -204,8 +241,16 @@ def test_error_missing_tool_timeout_and_dependent_patch(tmp_path: Path, project:
 def test_timeout_override_and_bad_arguments(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": [
-        'command = "sleep 20"\ntimeout = 600']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": ['command = "sleep 20"\ntimeout = 600'],
+            }
+        ],
+    )
     rep = run_verify(ledger, project, timeout=1)
     assert rep.tests[0].timeout == 1
     assert rep.tests[0].with_run.reason == rep.tests[0].without_run.reason == "timed out after 1 s"
@@ -220,12 +265,28 @@ def test_timeout_override_and_bad_arguments(tmp_path: Path, project: Path) -> No
 def test_bad_test_specs_name_file_line_and_patch(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed),
-                                  "tests": ['name = "up"\ncommand = "true"\ncwd = "../.."']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": ['name = "up"\ncommand = "true"\ncwd = "../.."'],
+            }
+        ],
+    )
     with pytest.raises(InputError, match=r"patches.toml:\d+: .*cwd: path '../..' is outside the build tree"):
         run_verify(ledger, project)
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed),
-                                  "tests": ['name = "never"\ncommand = "true"\ntimeout = 0']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": ['name = "never"\ncommand = "true"\ntimeout = 0'],
+            }
+        ],
+    )
     with pytest.raises(InputError, match=r"patches.toml:\d+: patch 01-fix-add: tests never: test timeout 0"):
         run_verify(ledger, project)
 
@@ -233,9 +294,19 @@ def test_bad_test_specs_name_file_line_and_patch(tmp_path: Path, project: Path) 
 def test_missing_cwd_is_an_error_and_cwd_is_used(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": [
-        'name = "in-docs"\ncommand = "test -f notes.txt && ! test -f calc.py"\ncwd = "docs"',
-        'name = "nowhere"\ncommand = "true"\ncwd = "no/such/dir"']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": [
+                    'name = "in-docs"\ncommand = "test -f notes.txt && ! test -f calc.py"\ncwd = "docs"',
+                    'name = "nowhere"\ncommand = "true"\ncwd = "no/such/dir"',
+                ],
+            }
+        ],
+    )
     rep = run_verify(ledger, project)
     t = {t.name: t for t in rep.tests}
     assert t["in-docs"].with_run.outcome == "pass" and t["in-docs"].klass == NOT_NEEDED
@@ -245,8 +316,9 @@ def test_missing_cwd_is_an_error_and_cwd_is_used(tmp_path: Path, project: Path) 
 def test_series_that_does_not_apply_and_tree_that_carries_it(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed),
-                                  "tests": ['command = "true"']}])
+    ledger = write_ledger(
+        root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": ['command = "true"']}]
+    )
     other = tmp_path / "other"
     other.mkdir()
     (other / "calc.py").write_text("something else\n")
@@ -260,8 +332,16 @@ def test_series_that_does_not_apply_and_tree_that_carries_it(tmp_path: Path, pro
 def test_test_that_writes_through_a_hard_link_is_caught(tmp_path: Path, project: Path, digest) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": [
-        'name = "scribbler"\ncommand = "echo scribble >> README"']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": ['name = "scribbler"\ncommand = "echo scribble >> README"'],
+            }
+        ],
+    )
     before = digest(project)
     rep = run_verify(ledger, project)
     t = rep.tests[0]
@@ -277,15 +357,27 @@ def test_test_that_writes_through_a_hard_link_is_caught(tmp_path: Path, project:
 def test_environment_of_a_run(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    script = check_script(root, "t_env.py", """
+    script = check_script(
+        root,
+        "t_env.py",
+        """
         import json, os
         keys = ["PATCHSET_TREE", "PATCHSET_VARIANT", "PATCHSET_PATCH", "PATCHSET_LEDGER_DIR", "PATCHSET_PYTHON",
                 "PATCHSET_HOME", "MY_PATH", "OMP_NUM_THREADS"]
         out = os.path.join(os.environ["PATCHSET_LEDGER_DIR"], "env-" + os.environ["PATCHSET_VARIANT"] + ".json")
         json.dump({k: os.environ.get(k) for k in keys} | {"cwd": os.getcwd()}, open(out, "w"))
-        """)
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed), "tests": [
-        f"""command = '{script}'\nenv = {{ MY_PATH = "$PATCHSET_TREE/lib" }}"""]}])
+        """,
+    )
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": [f"""command = '{script}'\nenv = {{ MY_PATH = "$PATCHSET_TREE/lib" }}"""],
+            }
+        ],
+    )
     run_verify(ledger, project, jobs=2)
     for variant in ("with", "without"):
         env = json.loads((root / f"env-{variant}.json").read_text())
@@ -306,15 +398,27 @@ def test_environment_of_a_run(tmp_path: Path, project: Path) -> None:
 def test_runs_go_in_parallel_with_jobs(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a - b", "return a + b")
-    stamp = check_script(root, "t_stamp.py", """
+    stamp = check_script(
+        root,
+        "t_stamp.py",
+        """
         import os, time
         log = os.path.join(os.environ["PATCHSET_LEDGER_DIR"], "stamps.log")
         start = time.time(); time.sleep(0.4); end = time.time()
         with open(log, "a") as f:
             f.write(f"{start} {end}\\n")
-        """)
-    ledger = write_ledger(root, [{"id": "01-fix-add", "diff": make_diff("calc.py", CALC, fixed),
-                                  "tests": [f"name = 'a'\ncommand = '{stamp}'", f"name = 'b'\ncommand = '{stamp}'"]}])
+        """,
+    )
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fix-add",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "tests": [f"name = 'a'\ncommand = '{stamp}'", f"name = 'b'\ncommand = '{stamp}'"],
+            }
+        ],
+    )
     run_verify(ledger, project, jobs=2)
     spans = sorted(tuple(map(float, ln.split())) for ln in (root / "stamps.log").read_text().splitlines())
     assert len(spans) == 4
@@ -339,8 +443,17 @@ def test_keep_trees_keeps_logs_and_trees(tmp_path: Path, project: Path) -> None:
 def test_switches_env_note_for_a_not_needed_patch(tmp_path: Path, project: Path) -> None:
     root = tmp_path / "ledger"
     fixed = CALC.replace("return a * b", "return a * b  # honours CALC_FAST")
-    ledger = write_ledger(root, [{"id": "01-fast", "diff": make_diff("calc.py", CALC, fixed),
-                                  "switches": '{ CALC_FAST = "1 enables it" }', "tests": ['command = "true"']}])
+    ledger = write_ledger(
+        root,
+        [
+            {
+                "id": "01-fast",
+                "diff": make_diff("calc.py", CALC, fixed),
+                "switches": '{ CALC_FAST = "1 enables it" }',
+                "tests": ['command = "true"'],
+            }
+        ],
+    )
     rep = run_verify(ledger, project)
     assert rep.patches[0].klass == NOT_NEEDED
     assert "acts only with CALC_FAST set" in rep.patches[0].note
@@ -361,8 +474,10 @@ def test_classify_table() -> None:
     r = lambda o: testrun.CommandResult(o, 0, 0.1, f"why-{o}")  # noqa: E731
     assert classify(r("pass"), r("fail"))[0] == PROVEN
     assert classify(r("pass"), r("pass"))[0] == NOT_NEEDED
-    assert classify(r("fail"), r("pass")) == (BROKEN, "fails with the patch (why-fail); passes without it: "
-                                                      "this patch breaks the test")
+    assert classify(r("fail"), r("pass")) == (
+        BROKEN,
+        "fails with the patch (why-fail); passes without it: this patch breaks the test",
+    )
     assert "predates" in classify(r("fail"), r("fail"))[1]
     assert classify(r("fail"), r("error"))[0] == BROKEN
     assert classify(r("error"), r("pass"))[0] == ERROR
@@ -404,8 +519,9 @@ def test_private_copy_skips_git_and_is_independent(tmp_path: Path, project: Path
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    res = testrun.run_command(f"sleep 60 & echo $! > {pidfile}; wait", tmp_path, dict(os.environ), 1.0,
-                              tmp_path / "log.txt")
+    res = testrun.run_command(
+        f"sleep 60 & echo $! > {pidfile}; wait", tmp_path, dict(os.environ), 1.0, tmp_path / "log.txt"
+    )
     assert res.outcome == "error" and res.exit_code is None and res.seconds < 10
     pid = int(pidfile.read_text())
     for _ in range(50):
@@ -454,8 +570,9 @@ def test_vllm_env_add_file_never_writes_through_a_hard_link(tmp_path: Path) -> N
         vllm_env.add_file(src, tree, "../elsewhere/")
 
 
-def test_vllm_env_without_venv_says_it_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture) -> None:
+def test_vllm_env_without_venv_says_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.setenv("PATCHSET_VLLM_TESTS_VENV", str(tmp_path / "no-venv"))
     assert vllm_env.main(["--tree", str(tmp_path), "--", "-q"]) == 77
     assert "not set up" in capsys.readouterr().out

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from patchset.upstream.releases import probe_index
 from patchset.engine.tree import SeriesItem, apply_series
+from patchset.upstream.releases import probe_index
 from patchset.verify import overlay, vllm_env
 from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, index_base, run_verify
 
@@ -41,7 +41,7 @@ def vllm_ready() -> Path:
         vllm_env.ensure_venv()  # a failure here with a reachable index is a real failure
     try:
         base = index_base("vllm==0.30.0", "source")
-    except Exception as exc:  # noqa: BLE001 - only the network may make this skip
+    except Exception as exc:
         problem = probe_index()
         if problem:
             pytest.skip(f"package index unreachable ({problem}): no vLLM 0.30.0 source")
@@ -53,8 +53,11 @@ def test_example_series_is_proven_not_needed_and_broken(vllm_ready: Path, tmp_pa
     junit = tmp_path / "verify.xml"
     rep = run_verify(EXAMPLE, tags=["cpu"], jobs=2, junit=junit)
     got = {p.patch_id: p.klass for p in rep.patches}
-    assert got == {"01-kv-popleft-n-valueerror": PROVEN, "02-kv-popleft-empty-guard": NOT_NEEDED,
-                   "03-kv-popleft-n-keep-links": BROKEN}, json.dumps(rep.to_json(), indent=1)[:6000]
+    assert got == {
+        "01-kv-popleft-n-valueerror": PROVEN,
+        "02-kv-popleft-empty-guard": NOT_NEEDED,
+        "03-kv-popleft-n-keep-links": BROKEN,
+    }, json.dumps(rep.to_json(), indent=1)[:6000]
     assert rep.exit_code == 1 and rep.base.startswith("vllm==0.30.0")
     assert "the tested tree matches the lock (every patched file)" in rep.notes
     t1, t2, t3 = (p.tests[0] for p in rep.patches)
@@ -64,8 +67,7 @@ def test_example_series_is_proven_not_needed_and_broken(vllm_ready: Path, tmp_pa
     # 02: both sides pass: vLLM 0.30.0 already raises "No free blocks available"
     assert "2 passed" in t2.with_run.output and "2 passed" in t2.without_run.output
     # 03: vLLM's own popleft_n test fails with the series and passes without the patch
-    assert "FAILED tests/v1/core/test_kv_cache_utils.py::test_free_kv_cache_block_queue_popleft_n" \
-        in t3.with_run.output
+    assert "FAILED tests/v1/core/test_kv_cache_utils.py::test_free_kv_cache_block_queue_popleft_n" in t3.with_run.output
     assert "failed tests/v1/core/test_kv_cache_utils.py::test_free_kv_cache_block_queue_popleft_n" in t3.note
     assert "6 passed" in t3.without_run.output
     # every run imported vllm from its own build tree, never from the venv's installed copy
@@ -81,22 +83,42 @@ def test_the_tree_vllm_shadows_the_installed_copy(vllm_ready: Path, tmp_path: Pa
     tree = tmp_path / "tree"
     overlay.make_overlay(vllm_ready, tree)
     lines = (vllm_ready / "vllm/v1/core/kv_cache_metrics.py").read_bytes().splitlines(keepends=True)[:4]
-    body = (b"--- a/vllm/v1/core/kv_cache_metrics.py\n+++ b/vllm/v1/core/kv_cache_metrics.py\n@@ -1,4 +1,5 @@\n"
-            + b"".join(b" " + ln for ln in lines[:2]) + b"+PATCHSET_MARKER = 'patched tree'\n"
-            + b"".join(b" " + ln for ln in lines[2:]))
+    body = (
+        b"--- a/vllm/v1/core/kv_cache_metrics.py\n+++ b/vllm/v1/core/kv_cache_metrics.py\n@@ -1,4 +1,5 @@\n"
+        + b"".join(b" " + ln for ln in lines[:2])
+        + b"+PATCHSET_MARKER = 'patched tree'\n"
+        + b"".join(b" " + ln for ln in lines[2:])
+    )
     assert apply_series(tree, [SeriesItem("marker", body)]).ok
     env = vllm_env.test_env(tree)
-    proc = subprocess.run([str(vllm_env.venv_python()), "-c",
-                           "import vllm, vllm.v1.core.kv_cache_metrics as m; print(vllm.__file__, m.PATCHSET_MARKER)"],
-                          cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(vllm_env.venv_python()),
+            "-c",
+            "import vllm, vllm.v1.core.kv_cache_metrics as m; print(vllm.__file__, m.PATCHSET_MARKER)",
+        ],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""  # vLLM may log to stdout first
     assert last == f"{tree / 'vllm' / '__init__.py'} patched tree", proc.stderr[-2000:]
     # the installed copy is the unpatched one: without PYTHONPATH the marker is not there
     plain = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([str(vllm_env.venv_python()), "-c",
-                           "import vllm.v1.core.kv_cache_metrics as m; "
-                           "print(hasattr(m, 'PATCHSET_MARKER'), m.__file__)"],
-                          cwd=tmp_path, env=plain, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(vllm_env.venv_python()),
+            "-c",
+            "import vllm.v1.core.kv_cache_metrics as m; print(hasattr(m, 'PATCHSET_MARKER'), m.__file__)",
+        ],
+        cwd=tmp_path,
+        env=plain,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("False ") and "site-packages" in last, proc.stderr[-2000:]
 
@@ -104,7 +126,12 @@ def test_the_tree_vllm_shadows_the_installed_copy(vllm_ready: Path, tmp_path: Pa
 def test_wrapper_refuses_to_test_the_installed_copy(vllm_ready: Path, tmp_path: Path) -> None:
     empty = tmp_path / "not-a-vllm-tree"
     empty.mkdir()
-    proc = subprocess.run([sys.executable, str(REPO / "verify" / "vllm_env.py"), "--tree", str(empty), "--", "-q"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "verify" / "vllm_env.py"), "--tree", str(empty), "--", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
     assert proc.returncode == 99, proc.stdout[-2000:]
     assert "refusing to test the wrong code" in proc.stdout + proc.stderr

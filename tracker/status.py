@@ -1,7 +1,7 @@
 """``patchset status``: what upstream's state means for every patch of the ledger, and what to do.
 
 For each patch the dashboard reads the state of every pull request and issue the ledger names
-(``[patch.upstream]``) through ``tracker.github.GitHubClient`` (one batched request per
+(``[patch.upstream]``) through ``patchset.tracker.github.GitHubClient`` (one batched request per
 repository), then works out what it means:
 
 * a merged PR: is its merge commit in the target's base, in upstream's branch, and which release
@@ -26,18 +26,28 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from patchset.ledger import store as ledger_mod
 from patchset.errors import InputError, PatchFormatError
-from patchset.patchfmt.filters import filter_diff, patch_id, split_sections
+from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
+from patchset.patchfmt.filters import filter_diff, patch_id, split_sections
 from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
 
-__all__ = ["RefRow", "StatusRow", "StatusReport", "make_client", "status", "collect_status", "record_status",
-           "open_histories", "VERBATIM_ORIGINS"]
+__all__ = [
+    "VERBATIM_ORIGINS",
+    "RefRow",
+    "StatusReport",
+    "StatusRow",
+    "collect_status",
+    "make_client",
+    "open_histories",
+    "record_status",
+    "status",
+]
 
 VERBATIM_ORIGINS = ("upstream", "upstream-partial", "revert")
 MODES = ("default", "offline", "refresh")
@@ -65,8 +75,13 @@ CHECK = "unknown"
 ROLES = (("prs", "pr"), ("ports", "pr"), ("reverts", "pr"), ("issues", "issue"), ("based_on", "pr"))
 
 
-def make_client(offline: bool = False, base_url: str | None = None, token: str | None = None,
-                cache_dir: str | os.PathLike[str] | None = None, **kw: Any):  # -> GitHubClient
+def make_client(
+    offline: bool = False,
+    base_url: str | None = None,
+    token: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **kw: Any,
+):  # -> GitHubClient
     """The client every command uses: ``base_url`` from the argument, ``$PATCHSET_GITHUB_API`` or
     ``$GITHUB_API_URL`` (GitHub Enterprise, or a local GitHub-shaped server), else api.github.com."""
     from patchset.tracker.github import GitHubClient
@@ -209,12 +224,25 @@ class StatusReport:
         return 2 if self.errors() else 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"ledger": self.ledger, "exit_code": self.exit_code, "title": self.title, "mode": self.mode, "generated_at": self.generated_at,
-                "data_age": self.oldest(), "warnings": self.warnings, "errors": self.errors(),
-                "recorded": self.recorded, "round_trips": self.round_trips, "targets": self.targets,
-                "counts": {"action": self.counts("action"), "drift": self.counts("drift"),
-                           "upstream_state": self.counts("upstream_state")},
-                "rows": [r.to_json() for r in self.rows]}
+        return {
+            "ledger": self.ledger,
+            "exit_code": self.exit_code,
+            "title": self.title,
+            "mode": self.mode,
+            "generated_at": self.generated_at,
+            "data_age": self.oldest(),
+            "warnings": self.warnings,
+            "errors": self.errors(),
+            "recorded": self.recorded,
+            "round_trips": self.round_trips,
+            "targets": self.targets,
+            "counts": {
+                "action": self.counts("action"),
+                "drift": self.counts("drift"),
+                "upstream_state": self.counts("upstream_state"),
+            },
+            "rows": [r.to_json() for r in self.rows],
+        }
 
 
 def error_text(err: Mapping[str, Any]) -> str:
@@ -262,14 +290,14 @@ def _duration(s: float) -> str:
 # ---- histories ---------------------------------------------------------------------------------
 def open_histories(ledger: Ledger) -> dict[str, Any]:
     """A local upstream git history per target, when one is already there (never cloned or
-    fetched here): the clone ``patchset.history.UpstreamClone`` keeps for the target's upstream."""
+    fetched here): the clone ``patchset.upstream.history.UpstreamClone`` keeps for the target's upstream."""
     from patchset.upstream.history import UpstreamClone
 
     out: dict[str, Any] = {}
     for name, t in ledger.targets.items():
         try:
             clone = UpstreamClone(t.upstream)
-        except Exception:  # noqa: BLE001 - a cache directory we cannot use is "no history"
+        except Exception:
             continue
         if clone.cloned:
             out[name] = clone
@@ -282,8 +310,9 @@ def _releases(repo: Any) -> list[tuple[str, str]]:
         return list(repo.releases())
     from packaging.version import InvalidVersion, Version
 
-    out = repo.git("for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)",
-                   "refs/tags").stdout.decode()
+    out = repo.git(
+        "for-each-ref", "--format=%(refname:strip=2) %(*objectname) %(objectname)", "refs/tags"
+    ).stdout.decode()
     found = []
     for line in out.splitlines():
         parts = line.split()
@@ -322,7 +351,7 @@ def _place_merge(row: StatusRow, target: Any, repo: Any | None) -> None:
             if repo.is_ancestor(mc, sha):
                 row.first_release = version
                 break
-    except Exception as exc:  # noqa: BLE001 - a history problem is a note on the row, never a crash
+    except Exception as exc:
         row.notes.append(f"history of {row.target}: {exc}")
 
 
@@ -375,8 +404,9 @@ def _recorded_is_newer(p: Patch, ref: RefRow) -> bool:
     return p.status.recorded > fetched
 
 
-def collect_status(ledger: Ledger, *, client: Any = None, mode: str = "default",
-                   histories: Mapping[str, Any] | None = None) -> StatusReport:
+def collect_status(
+    ledger: Ledger, *, client: Any = None, mode: str = "default", histories: Mapping[str, Any] | None = None
+) -> StatusReport:
     """Build the dashboard. ``client``: a ``GitHubClient`` (``offline=True`` unless mode is
     refresh); None reads only what the ledger recorded. ``histories``: target -> ``GitRepo``."""
     if mode not in MODES:
@@ -394,18 +424,27 @@ def collect_status(ledger: Ledger, *, client: Any = None, mode: str = "default",
     states: dict[PRRef, PRState | RowError] = {}
     if client is not None and all_refs:
         if mode == "refresh" and not client.authenticated:
-            warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated, 60 requests "
-                            "per hour, and no review decision or CI state")
+            warnings.append(
+                "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated, 60 requests "
+                "per hour, and no review decision or CI state"
+            )
         try:
             states = client.pull_states(all_refs, max_age=0 if mode == "refresh" else None)
-        except Exception as exc:  # noqa: BLE001 - the client promises row errors; a bug still renders
+        except Exception as exc:
             states = {r: RowError("http", f"state request failed ({type(exc).__name__}: {exc})") for r in all_refs}
     rows: list[StatusRow] = []
     order: dict[str, int] = {}
     for p in ledger.patches:
         order[p.target] = order.get(p.target, 0) + (1 if p.state == "active" else 0)
-        row = StatusRow(order=order[p.target] if p.state == "active" else 0, id=p.id, target=p.target,
-                        title=p.title, origin=p.origin, state=p.state, optional=p.optional)
+        row = StatusRow(
+            order=order[p.target] if p.state == "active" else 0,
+            id=p.id,
+            target=p.target,
+            title=p.title,
+            origin=p.origin,
+            state=p.state,
+            optional=p.optional,
+        )
         refs = per_patch[p.id]
         primary = next(((role, r) for role, r in refs if role in ("prs", "ports") and r.kind == "pr"), None)
         for role, ref in refs:
@@ -425,12 +464,20 @@ def collect_status(ledger: Ledger, *, client: Any = None, mode: str = "default",
             _place_merge(row, ledger.targets.get(p.target), histories.get(p.target))
         _decide(p, row)
         rows.append(row)
-    targets = {n: {"github": t.github, "branch": t.branch, "base": t.base, "base_version": t.base_version}
-               for n, t in ledger.targets.items()}
-    return StatusReport(ledger=str(ledger.path), title=str(ledger.extra.get("title", "")), mode=mode,
-                        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), rows=rows,
-                        targets=targets, warnings=warnings,
-                        round_trips=getattr(client, "round_trips", 0) - trips0)
+    targets = {
+        n: {"github": t.github, "branch": t.branch, "base": t.base, "base_version": t.base_version}
+        for n, t in ledger.targets.items()
+    }
+    return StatusReport(
+        ledger=str(ledger.path),
+        title=str(ledger.extra.get("title", "")),
+        mode=mode,
+        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        rows=rows,
+        targets=targets,
+        warnings=warnings,
+        round_trips=getattr(client, "round_trips", 0) - trips0,
+    )
 
 
 # ---- drift -----------------------------------------------------------------------------------
@@ -561,8 +608,14 @@ def _decide(p: Patch, row: StatusRow) -> None:
 
 
 # ---- entry points ------------------------------------------------------------------------------
-def status(ledger_path: Path, *, refresh: bool = False, offline: bool = False, client: Any = None,
-           histories: Mapping[str, Any] | None = None) -> StatusReport:
+def status(
+    ledger_path: Path,
+    *,
+    refresh: bool = False,
+    offline: bool = False,
+    client: Any = None,
+    histories: Mapping[str, Any] | None = None,
+) -> StatusReport:
     """The dashboard for ``ledger_path``. Default and ``offline``: no network (cache, else the
     recorded states). ``refresh``: ask GitHub, then record the new states into the ledger."""
     if refresh and offline:
@@ -579,8 +632,9 @@ def status(ledger_path: Path, *, refresh: bool = False, offline: bool = False, c
     if refresh:
         report.recorded = record_status(ledger_path, report)
     if mode != "refresh" and any(r.pr and r.pr.source == "recorded" for r in report.rows):
-        report.warnings.append(f"offline: showing recorded states (oldest: {report.oldest()}); "
-                               "`patchset status --refresh` asks GitHub")
+        report.warnings.append(
+            f"offline: showing recorded states (oldest: {report.oldest()}); `patchset status --refresh` asks GitHub"
+        )
     elif mode == "offline":
         report.warnings.append(f"offline: no network used; the oldest data shown is {report.oldest()}")
     return report

@@ -5,7 +5,8 @@ state, drift and action) and Markdown (for an issue or a PR comment). Machines u
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,15 +14,43 @@ from rich.text import Text
 
 from patchset.tracker.status import StatusReport, StatusRow
 
-STATE_STYLE = {"merged": "magenta", "open": "green", "draft": "cyan", "closed": "red", "unknown": "yellow",
-               "none": "dim"}
-DRIFT_STYLE = {"unchanged": "green", "revised": "bold yellow", "merged-as-vendored": "magenta",
-               "merged-with-changes": "bold magenta", "merged": "magenta", "closed-unmerged": "red",
-               "head-moved": "yellow", "unknown": "dim", "n/a": "dim"}
-ACTION_STYLE = {"drop-at-rebase": "bold magenta", "refresh": "bold yellow", "upstream": "blue", "held": "yellow",
-                "nothing": "green", "dropped": "dim", "unknown": "bold red"}
-ACTION_WORDS = {"drop-at-rebase": "drop at next rebase", "refresh": "refresh from the PR", "upstream": "upstream it",
-                "held": "held", "nothing": "nothing to do", "dropped": "dropped", "unknown": "unknown"}
+STATE_STYLE = {
+    "merged": "magenta",
+    "open": "green",
+    "draft": "cyan",
+    "closed": "red",
+    "unknown": "yellow",
+    "none": "dim",
+}
+DRIFT_STYLE = {
+    "unchanged": "green",
+    "revised": "bold yellow",
+    "merged-as-vendored": "magenta",
+    "merged-with-changes": "bold magenta",
+    "merged": "magenta",
+    "closed-unmerged": "red",
+    "head-moved": "yellow",
+    "unknown": "dim",
+    "n/a": "dim",
+}
+ACTION_STYLE = {
+    "drop-at-rebase": "bold magenta",
+    "refresh": "bold yellow",
+    "upstream": "blue",
+    "held": "yellow",
+    "nothing": "green",
+    "dropped": "dim",
+    "unknown": "bold red",
+}
+ACTION_WORDS = {
+    "drop-at-rebase": "drop at next rebase",
+    "refresh": "refresh from the PR",
+    "upstream": "upstream it",
+    "held": "held",
+    "nothing": "nothing to do",
+    "dropped": "dropped",
+    "unknown": "unknown",
+}
 
 
 def _yes(v: bool | None) -> str:
@@ -71,16 +100,26 @@ def render_status(console: Console, report: StatusReport) -> None:
     if report.title:
         head += f" — {report.title}"
     console.print(Text(head, style="bold"))
-    console.print(f"mode: {report.mode}; data: {report.oldest()}"
-                  + (f"; {report.round_trips} request(s)" if report.round_trips else ""))
+    console.print(
+        f"mode: {report.mode}; data: {report.oldest()}"
+        + (f"; {report.round_trips} request(s)" if report.round_trips else "")
+    )
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
         title = f"{target} ({t.get('github', '')}, base {t.get('base') or '—'})"
         table = Table(title=title, title_justify="left", show_lines=False, expand=False)
-        for col, kw in (("#", {"justify": "right"}), ("patch", {}), ("origin", {}), ("upstream", {}),
-                        ("detail", {}), ("drift", {}), ("action", {}), ("data", {"style": "dim"})):
+        for col, kw in (
+            ("#", {"justify": "right"}),
+            ("patch", {}),
+            ("origin", {}),
+            ("upstream", {}),
+            ("detail", {}),
+            ("drift", {}),
+            ("action", {}),
+            ("data", {"style": "dim"}),
+        ):
             table.add_column(col, overflow="fold", **kw)
         for r in rows:
             state = r.upstream_state
@@ -93,12 +132,22 @@ def render_status(console: Console, report: StatusReport) -> None:
             pid = Text(r.id, style="dim" if r.state != "active" else "")
             if r.state != "active":
                 pid.append(f" [{r.state}]", style=STATE_STYLE.get("unknown") if r.state == "held" else "dim")
-            table.add_row(str(r.order or ""), pid, r.origin, up, detail_cell(r),
-                          Text(r.drift, style=DRIFT_STYLE.get(r.drift, "")), action, r.data)
+            table.add_row(
+                str(r.order or ""),
+                pid,
+                r.origin,
+                up,
+                detail_cell(r),
+                Text(r.drift, style=DRIFT_STYLE.get(r.drift, "")),
+                action,
+                r.data,
+            )
         console.print(table)
     counts = report.counts("action")
-    console.print("actions: " + ", ".join(f"[{ACTION_STYLE.get(a, '')}]{n} {ACTION_WORDS.get(a, a)}[/]"
-                                          for a, n in sorted(counts.items())))
+    console.print(
+        "actions: "
+        + ", ".join(f"[{ACTION_STYLE.get(a, '')}]{n} {ACTION_WORDS.get(a, a)}[/]" for a, n in sorted(counts.items()))
+    )
     for e in report.errors():
         console.print(f"[bold red]error:[/] {e}")
     if report.recorded:
@@ -111,17 +160,24 @@ def _md(text: str) -> str:
 
 def to_markdown(report: StatusReport) -> str:
     """The dashboard as Markdown: a table per target and a line on the data's age."""
-    out = [f"# Upstream status{': ' + _md(report.title) if report.title else ''}", "",
-           f"Mode `{report.mode}`, generated {report.generated_at}; data: {_md(report.oldest())}.", ""]
+    out = [
+        f"# Upstream status{': ' + _md(report.title) if report.title else ''}",
+        "",
+        f"Mode `{report.mode}`, generated {report.generated_at}; data: {_md(report.oldest())}.",
+        "",
+    ]
     for w in report.warnings:
         out.append(f"> **warning:** {_md(w)}")
     if report.warnings:
         out.append("")
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
-        out += [f"## {target} (`{t.get('github', '')}`, base `{t.get('base') or '—'}`)", "",
-                "| # | patch | origin | upstream | detail | drift | action | data |",
-                "|--:|---|---|---|---|---|---|---|"]
+        out += [
+            f"## {target} (`{t.get('github', '')}`, base `{t.get('base') or '—'}`)",
+            "",
+            "| # | patch | origin | upstream | detail | drift | action | data |",
+            "|--:|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             pid = f"`{r.id}`" + (f" *({r.state})*" if r.state != "active" else "")
             up = upstream_cell(r)
@@ -131,9 +187,13 @@ def to_markdown(report: StatusReport) -> str:
                 up = _md(up)
             if r.error:
                 up += f" **{_md(r.error)}**"
-            action = f"**{ACTION_WORDS.get(r.action, r.action)}**" + (f": {_md(r.action_text)}" if r.action_text else "")
-            out.append(f"| {r.order or ''} | {pid} | {r.origin} | {up} | {_md(detail_cell(r))} | {r.drift} | "
-                       f"{action} | {_md(r.data)} |")
+            action = f"**{ACTION_WORDS.get(r.action, r.action)}**" + (
+                f": {_md(r.action_text)}" if r.action_text else ""
+            )
+            out.append(
+                f"| {r.order or ''} | {pid} | {r.origin} | {up} | {_md(detail_cell(r))} | {r.drift} | "
+                f"{action} | {_md(r.data)} |"
+            )
         out.append("")
     counts = report.counts("action")
     out.append("Actions: " + ", ".join(f"{n} {ACTION_WORDS.get(a, a)}" for a, n in sorted(counts.items())) + ".")
@@ -144,14 +204,30 @@ def to_markdown(report: StatusReport) -> str:
 
 
 # ---- patchset fetch ------------------------------------------------------------------------------
-FETCH_STYLE = {"stored": "green", "present": "dim", "local": "dim", "missing": "yellow", "failed": "bold red",
-               "refused": "bold red"}
-CHECK_STYLE = {"unchanged": "green", "moved-same": "cyan", "changed": "bold yellow", "moved": "yellow",
-               "gone": "bold red", "error": "bold red", "unpinned": "dim", "local": "dim", "offline": "dim"}
+FETCH_STYLE = {
+    "stored": "green",
+    "present": "dim",
+    "local": "dim",
+    "missing": "yellow",
+    "failed": "bold red",
+    "refused": "bold red",
+}
+CHECK_STYLE = {
+    "unchanged": "green",
+    "moved-same": "cyan",
+    "changed": "bold yellow",
+    "moved": "yellow",
+    "gone": "bold red",
+    "error": "bold red",
+    "unpinned": "dim",
+    "local": "dim",
+    "offline": "dim",
+}
 
 
-def _source_table(rows: Sequence[Any], styles: dict[str, str], shas: tuple[str, str],
-                  headings: tuple[str, str] | None = None) -> Table:
+def _source_table(
+    rows: Sequence[Any], styles: dict[str, str], shas: tuple[str, str], headings: tuple[str, str] | None = None
+) -> Table:
     """One row per patch source (fetch and check rows alike): patch, source, coloured status, two
     commit or sha256 fields cut to 12 characters (the row attributes ``shas``, shown under
     ``headings``), and the detail message."""
@@ -159,12 +235,17 @@ def _source_table(rows: Sequence[Any], styles: dict[str, str], shas: tuple[str, 
     for col in ("patch", "source", "status", *(headings or shas), "detail"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r.id, r.source, Text(r.status, style=styles.get(r.status, "")),
-                      *((getattr(r, a) or "")[:12] for a in shas), r.message)
+        table.add_row(
+            r.id,
+            r.source,
+            Text(r.status, style=styles.get(r.status, "")),
+            *((getattr(r, a) or "")[:12] for a in shas),
+            r.message,
+        )
     return table
 
 
-def render_fetch(console: Console, report) -> None:  # report: patchset.fetch.FetchReport
+def render_fetch(console: Console, report) -> None:  # report: patchset.commands.fetch.FetchReport
     """One line per patch: what fetch did, and whether anything was written."""
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
@@ -178,7 +259,7 @@ def render_fetch(console: Console, report) -> None:  # report: patchset.fetch.Fe
             console.print(f"  could not reach {s}")
 
 
-def render_check(console: Console, report) -> None:  # report: patchset.fetch.CheckReport
+def render_check(console: Console, report) -> None:  # report: patchset.commands.fetch.CheckReport
     """One line per source, then the interdiff of every source whose change changed."""
     console.print(_source_table(report.rows, CHECK_STYLE, ("pinned", "current"), headings=("pinned", "now")))
     for r in report.rows:

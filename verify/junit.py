@@ -33,12 +33,16 @@ def _run_text(label: str, run) -> str:
     return head + "\n" + (run.output or "") + "\n"
 
 
-def _case(suite: ET.Element, t: "TestOutcome") -> tuple[int, int]:
+def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
     case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=t.name, time=f"{t.seconds:.3f}")
     props = ET.SubElement(case, "properties")
-    for k, v in (("class", t.klass), ("command", t.command), ("cwd", t.cwd),
-                 ("with", t.with_run.outcome if t.with_run else "not run"),
-                 ("without", t.without_run.outcome if t.without_run else "not run")):
+    for k, v in (
+        ("class", t.klass),
+        ("command", t.command),
+        ("cwd", t.cwd),
+        ("with", t.with_run.outcome if t.with_run else "not run"),
+        ("without", t.without_run.outcome if t.without_run else "not run"),
+    ):
         ET.SubElement(props, "property", name=k, value=_clean(v))
     failures = errors = 0
     if t.klass in ("broken", "not-needed"):
@@ -54,7 +58,7 @@ def _case(suite: ET.Element, t: "TestOutcome") -> tuple[int, int]:
     return failures, errors
 
 
-def render_junit(report: "VerifyReport") -> str:
+def render_junit(report: VerifyReport) -> str:
     root = ET.Element("testsuites", name="patchset verify")
     total_f = total_e = total_t = 0
     for p in report.patches:
@@ -76,6 +80,6 @@ def render_junit(report: "VerifyReport") -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(report: "VerifyReport", path: Path) -> None:
+def write_junit(report: VerifyReport, path: Path) -> None:
     """Write the report as JUnit XML, atomically."""
     atomic.write_text(path, render_junit(report))

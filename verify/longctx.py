@@ -33,9 +33,10 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from patchset.errors import EXIT_FINDING, EXIT_OK, InputError
 from patchset.verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
@@ -68,8 +69,16 @@ class Lengths:
     def validate(self) -> None:
         def bad(msg: str) -> InputError:
             return InputError(f"lengths: {msg}", hint="lengths must be positive token counts")
-        for name in ("total", "resume_tail", "rescore_prompt", "rescore_reply", "reference",
-                     "copy_passage", "boundary"):
+
+        for name in (
+            "total",
+            "resume_tail",
+            "rescore_prompt",
+            "rescore_reply",
+            "reference",
+            "copy_passage",
+            "boundary",
+        ):
             if int(getattr(self, name)) <= 0:
                 raise bad(f"{name} must be > 0, got {getattr(self, name)}")
         if not self.causal or any(n <= 1 or n >= self.total for n in self.causal):
@@ -81,7 +90,7 @@ class Lengths:
         return max(self.total, max(self.resume) + self.resume_tail, self.rescore_prompt, self.reference)
 
     @classmethod
-    def coerce(cls, value: "Lengths | Mapping[str, Any] | None") -> "Lengths":
+    def coerce(cls, value: Lengths | Mapping[str, Any] | None) -> Lengths:
         if value is None:
             out = cls()
         elif isinstance(value, Lengths):
@@ -100,11 +109,11 @@ class Lengths:
 
 
 FIXED_BARS: dict[str, float] = {
-    "causality": 1e-3,   # max |logprob diff|, nats
+    "causality": 1e-3,  # max |logprob diff|, nats
     "resume": 1e-3,
     "rescore": 1e-3,
     "reference": 2e-2,
-    "copy": 0.25,        # mean NLL per token of the second copy / of the first copy
+    "copy": 0.25,  # mean NLL per token of the second copy / of the first copy
 }
 
 
@@ -303,7 +312,7 @@ def binned_max(a: Sequence[float | None], b: Sequence[float | None], bin_size: i
     out: list[float] = []
     n = min(len(a), len(b))
     for lo in range(0, n, bin_size):
-        worst, _ = max_abs_diff(a[lo:lo + bin_size], b[lo:lo + bin_size])
+        worst, _ = max_abs_diff(a[lo : lo + bin_size], b[lo : lo + bin_size])
         out.append(worst)
     return out
 
@@ -356,12 +365,17 @@ def load_baseline(path: Path | str) -> tuple[dict[str, Any], list[CachedCase]]:
     for i, item in enumerate(data.get("cached") or []):
         try:
             replay = item.get("replay") or item
-            case = CachedCase(case=str(item.get("case") or item.get("session") or f"case{i}"),
-                              warm_tokens=int(replay["warm_tokens"]), prompt_tokens=int(replay["prompt_tokens"]),
-                              cached_tokens=int(item["cached_tokens"]))
+            case = CachedCase(
+                case=str(item.get("case") or item.get("session") or f"case{i}"),
+                warm_tokens=int(replay["warm_tokens"]),
+                prompt_tokens=int(replay["prompt_tokens"]),
+                cached_tokens=int(item["cached_tokens"]),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{path}: cached[{i}] needs integer warm_tokens, prompt_tokens and cached_tokens "
-                             f"(directly or under 'replay'): {exc}") from exc
+            raise InputError(
+                f"{path}: cached[{i}] needs integer warm_tokens, prompt_tokens and cached_tokens "
+                f"(directly or under 'replay'): {exc}"
+            ) from exc
         if case.prompt_tokens < case.warm_tokens or case.warm_tokens <= 0:
             raise InputError(f"{path}: cached[{i}]: prompt_tokens must be >= warm_tokens > 0")
         cases.append(case)
@@ -376,9 +390,18 @@ def load_baseline(path: Path | str) -> tuple[dict[str, Any], list[CachedCase]]:
 class _Run:
     """State shared by the checks of one run: client, document, thresholds, memoised warm resumes."""
 
-    def __init__(self, client: CompletionsClient, lengths: Lengths, thresholds: Thresholds, *,
-                 seed: int, token_range: tuple[int, int], top_k: int, measure_control: bool,
-                 extra_doc: int = 0) -> None:
+    def __init__(
+        self,
+        client: CompletionsClient,
+        lengths: Lengths,
+        thresholds: Thresholds,
+        *,
+        seed: int,
+        token_range: tuple[int, int],
+        top_k: int,
+        measure_control: bool,
+        extra_doc: int = 0,
+    ) -> None:
         self.client = client
         self.lengths = lengths
         self.th = thresholds
@@ -386,8 +409,9 @@ class _Run:
         self.token_range = token_range
         self.top_k = top_k
         self.measure_control = measure_control or thresholds.mode == "control"
-        self.doc = make_document(max(lengths.doc_tokens(), extra_doc), seed=seed,
-                                 low=token_range[0], high=token_range[1])
+        self.doc = make_document(
+            max(lengths.doc_tokens(), extra_doc), seed=seed, low=token_range[0], high=token_range[1]
+        )
         self._warm: dict[tuple[int, int], tuple[Completion, Completion]] = {}
 
     def prompt_lps(self, n: int, tag: str) -> list[float | None]:
@@ -455,11 +479,22 @@ def _check_causality(run: _Run) -> list[Measurement]:
             out.append(_failed_case(case, "max |dlogprob|", exc))
             continue
         drift, where = max_abs_diff(full[:n], part)
-        out.append(Measurement(
-            case=case, metric="max |dlogprob|", value=drift, control=control,
-            bar=run.th.bar("causality", control), ok=run.th.passes("causality", drift, control),
-            details={"worst_position": where, "positions": n - 1,
-                     "past_boundary": n > L.boundary, "binned_max": binned_max(full[:n], part)}))
+        out.append(
+            Measurement(
+                case=case,
+                metric="max |dlogprob|",
+                value=drift,
+                control=control,
+                bar=run.th.bar("causality", control),
+                ok=run.th.passes("causality", drift, control),
+                details={
+                    "worst_position": where,
+                    "positions": n - 1,
+                    "past_boundary": n > L.boundary,
+                    "binned_max": binned_max(full[:n], part),
+                },
+            )
+        )
     return out
 
 
@@ -470,28 +505,52 @@ def _check_resume(run: _Run) -> list[Measurement]:
         prompt_len = warm + L.resume_tail
         case = f"warm {warm} + {L.resume_tail}"
         try:
-            cold = run.client.complete(run.doc[:prompt_len], max_tokens=1, logprobs=run.top_k,
-                                       cache_salt=new_salt(f"cold{warm}"))
+            cold = run.client.complete(
+                run.doc[:prompt_len], max_tokens=1, logprobs=run.top_k, cache_salt=new_salt(f"cold{warm}")
+            )
             _, resumed = run.warm_resume(warm, prompt_len)
             control = None
             if run.measure_control:
-                cold2 = run.client.complete(run.doc[:prompt_len], max_tokens=1, logprobs=run.top_k,
-                                            cache_salt=new_salt(f"cold{warm}-control"))
+                cold2 = run.client.complete(
+                    run.doc[:prompt_len], max_tokens=1, logprobs=run.top_k, cache_salt=new_salt(f"cold{warm}-control")
+                )
                 control = topk_drift(cold.top_logprobs[0], cold2.top_logprobs[0])
             cold_top, warm_top = cold.top_logprobs[0], resumed.top_logprobs[0]
         except (ServerRejected, BadResponse, IndexError) as exc:
-            out.append(_failed_case(case, "top-k drift", exc if not isinstance(exc, IndexError)
-                                    else BadResponse("no top_logprobs for the first generated token")))
+            out.append(
+                _failed_case(
+                    case,
+                    "top-k drift",
+                    exc
+                    if not isinstance(exc, IndexError)
+                    else BadResponse("no top_logprobs for the first generated token"),
+                )
+            )
             continue
         drift = topk_drift(cold_top, warm_top)
-        out.append(Measurement(
-            case=case, metric="top-k drift", value=drift, control=control,
-            bar=run.th.bar("resume", control), ok=run.th.passes("resume", drift, control),
-            details={"cached_tokens": resumed.usage.cached_tokens, "prompt_tokens": prompt_len,
-                     "note": (None if resumed.usage.cached_tokens else
-                              "no prefix-cache hit reported: this case compared two cold prefills"),
-                     "top1_cold": _top1(cold_top), "top1_warm": _top1(warm_top),
-                     "cold_top": cold_top, "warm_top": warm_top}))
+        out.append(
+            Measurement(
+                case=case,
+                metric="top-k drift",
+                value=drift,
+                control=control,
+                bar=run.th.bar("resume", control),
+                ok=run.th.passes("resume", drift, control),
+                details={
+                    "cached_tokens": resumed.usage.cached_tokens,
+                    "prompt_tokens": prompt_len,
+                    "note": (
+                        None
+                        if resumed.usage.cached_tokens
+                        else "no prefix-cache hit reported: this case compared two cold prefills"
+                    ),
+                    "top1_cold": _top1(cold_top),
+                    "top1_warm": _top1(warm_top),
+                    "cold_top": cold_top,
+                    "warm_top": warm_top,
+                },
+            )
+        )
     return out
 
 
@@ -506,52 +565,80 @@ def _check_cached(run: _Run, cases: Sequence[CachedCase]) -> list[Measurement]:
             out.append(_failed_case(case, "cached_tokens", exc))
             continue
         got = second.usage.cached_tokens
-        details: dict[str, Any] = {"expected": c.cached_tokens, "prompt_tokens": second.usage.prompt_tokens,
-                                   "warm_cached_tokens": first.usage.cached_tokens}
+        details: dict[str, Any] = {
+            "expected": c.cached_tokens,
+            "prompt_tokens": second.usage.prompt_tokens,
+            "warm_cached_tokens": first.usage.cached_tokens,
+        }
         if got is None:
-            details["error"] = ("server reports no usage.prompt_tokens_details.cached_tokens "
-                                "(start vLLM with --enable-prompt-tokens-details)")
-        out.append(Measurement(case=case, metric="cached_tokens", value=got, bar=c.cached_tokens,
-                               ok=(got == c.cached_tokens), details=details))
+            details["error"] = (
+                "server reports no usage.prompt_tokens_details.cached_tokens "
+                "(start vLLM with --enable-prompt-tokens-details)"
+            )
+        out.append(
+            Measurement(
+                case=case,
+                metric="cached_tokens",
+                value=got,
+                bar=c.cached_tokens,
+                ok=(got == c.cached_tokens),
+                details=details,
+            )
+        )
     return out
 
 
 def _check_rescore(run: _Run) -> list[Measurement]:
     L = run.lengths
     case = f"{L.rescore_prompt} + {L.rescore_reply} greedy"
-    prompt = run.doc[:L.rescore_prompt]
+    prompt = run.doc[: L.rescore_prompt]
     try:
         gen = run.client.complete(prompt, max_tokens=L.rescore_reply, logprobs=1, cache_salt=new_salt("gen"))
         if len(gen.tokens) != L.rescore_reply or len(gen.token_logprobs) != len(gen.tokens):
-            raise BadResponse(f"asked for {L.rescore_reply} tokens with logprobs, got {len(gen.tokens)} tokens "
-                              f"and {len(gen.token_logprobs)} logprobs")
+            raise BadResponse(
+                f"asked for {L.rescore_reply} tokens with logprobs, got {len(gen.tokens)} tokens "
+                f"and {len(gen.token_logprobs)} logprobs"
+            )
         full = prompt + gen.tokens
         pre = run.client.complete(full, max_tokens=1, prompt_logprobs=1, cache_salt=new_salt("rescore"))
-        rescored = pre.prompt_token_logprobs(full)[len(prompt):]
+        rescored = pre.prompt_token_logprobs(full)[len(prompt) :]
         control = None
         same = len(gen.tokens)
         if run.measure_control:
             gen2 = run.client.complete(prompt, max_tokens=L.rescore_reply, logprobs=1, cache_salt=new_salt("gen2"))
             # compare the resend up to the first token where the greedy paths part (noise can flip a near tie)
-            same = next((i for i, (a, b) in enumerate(zip(gen.tokens, gen2.tokens)) if a != b),
-                        min(len(gen.tokens), len(gen2.tokens)))
+            same = next(
+                (i for i, (a, b) in enumerate(zip(gen.tokens, gen2.tokens, strict=False)) if a != b),
+                min(len(gen.tokens), len(gen2.tokens)),
+            )
             control = max_abs_diff(gen.token_logprobs[:same], gen2.token_logprobs[:same])[0] if same else math.nan
     except (ServerRejected, BadResponse) as exc:
         return [_failed_case(case, "max |dlogprob|", exc)]
     decoded: list[float | None] = list(gen.token_logprobs)
     drift, where = max_abs_diff(decoded, rescored)
-    diffs = [None if (a is None or b is None) else abs(a - b) for a, b in zip(decoded, rescored)]
+    diffs = [None if (a is None or b is None) else abs(a - b) for a, b in zip(decoded, rescored, strict=False)]
     cross = L.boundary - len(prompt)  # index of the first reply token at position >= boundary
-    before = [d for d in diffs[:max(cross, 0)] if d is not None]
-    after = [d for d in diffs[max(cross, 0):] if d is not None]
-    return [Measurement(
-        case=case, metric="max |dlogprob|", value=drift, control=control,
-        bar=run.th.bar("rescore", control), ok=run.th.passes("rescore", drift, control),
-        details={"worst_reply_index": where, "worst_position": len(prompt) + where if where >= 0 else None,
-                 "max_before_boundary": max(before) if before else None,
-                 "max_past_boundary": max(after) if after else None,
-                 "reply_tokens": gen.tokens, "per_token_diff": diffs,
-                 "control_tokens_compared": same if run.measure_control else None})]
+    before = [d for d in diffs[: max(cross, 0)] if d is not None]
+    after = [d for d in diffs[max(cross, 0) :] if d is not None]
+    return [
+        Measurement(
+            case=case,
+            metric="max |dlogprob|",
+            value=drift,
+            control=control,
+            bar=run.th.bar("rescore", control),
+            ok=run.th.passes("rescore", drift, control),
+            details={
+                "worst_reply_index": where,
+                "worst_position": len(prompt) + where if where >= 0 else None,
+                "max_before_boundary": max(before) if before else None,
+                "max_past_boundary": max(after) if after else None,
+                "reply_tokens": gen.tokens,
+                "per_token_diff": diffs,
+                "control_tokens_compared": same if run.measure_control else None,
+            },
+        )
+    ]
 
 
 def _check_reference(run: _Run, reference: Callable[[Sequence[int]], Sequence[float | None]]) -> list[Measurement]:
@@ -561,15 +648,27 @@ def _check_reference(run: _Run, reference: Callable[[Sequence[int]], Sequence[fl
         server = run.prompt_lps(L.reference, "reference")
     except (ServerRejected, BadResponse) as exc:
         return [_failed_case(case, "max |dlogprob|", exc)]
-    ref = list(reference(run.doc[:L.reference]))
+    ref = list(reference(run.doc[: L.reference]))
     drift, where = max_abs_diff(server, ref)
-    before, _ = max_abs_diff(server[:L.boundary], ref[:L.boundary])
-    after, _ = max_abs_diff(server[L.boundary:], ref[L.boundary:]) if L.reference > L.boundary else (0.0, -1)
-    return [Measurement(case=case, metric="max |dlogprob|", value=drift, bar=run.th.bar("reference"),
-                        ok=run.th.passes("reference", drift),
-                        details={"worst_position": where, "max_before_boundary": before,
-                                 "max_past_boundary": after, "binned_max": binned_max(server, ref),
-                                 "mean_nll_server": _mean_nll(server), "mean_nll_reference": _mean_nll(ref)})]
+    before, _ = max_abs_diff(server[: L.boundary], ref[: L.boundary])
+    after, _ = max_abs_diff(server[L.boundary :], ref[L.boundary :]) if L.reference > L.boundary else (0.0, -1)
+    return [
+        Measurement(
+            case=case,
+            metric="max |dlogprob|",
+            value=drift,
+            bar=run.th.bar("reference"),
+            ok=run.th.passes("reference", drift),
+            details={
+                "worst_position": where,
+                "max_before_boundary": before,
+                "max_past_boundary": after,
+                "binned_max": binned_max(server, ref),
+                "mean_nll_server": _mean_nll(server),
+                "mean_nll_reference": _mean_nll(ref),
+            },
+        )
+    ]
 
 
 def _mean_nll(lps: Iterable[float | None]) -> float | None:
@@ -589,22 +688,45 @@ def _check_copy(run: _Run) -> list[Measurement]:
         return [_failed_case(case, "NLL 2nd/1st copy", exc)]
     lps = comp.prompt_token_logprobs(prompt)
     first = _mean_nll(lps[1:n])
-    second = _mean_nll(lps[n + 1:])  # the first token of the second copy is not predictable
-    bins = [_mean_nll(lps[lo:lo + BIN]) for lo in range(0, len(lps), BIN)]
+    second = _mean_nll(lps[n + 1 :])  # the first token of the second copy is not predictable
+    bins = [_mean_nll(lps[lo : lo + BIN]) for lo in range(0, len(lps), BIN)]
     ratio = (second / first) if (first and second is not None) else None
     bar = run.th.fixed["copy"]
     ok = ratio is not None and ratio <= bar
-    return [Measurement(case=case, metric="NLL 2nd/1st copy", value=ratio, bar=bar, ok=ok,
-                        details={"nll_first_copy": first, "nll_second_copy": second,
-                                 "binned_nll": bins, "prompt_tokens": len(prompt)})]
+    return [
+        Measurement(
+            case=case,
+            metric="NLL 2nd/1st copy",
+            value=ratio,
+            bar=bar,
+            ok=ok,
+            details={
+                "nll_first_copy": first,
+                "nll_second_copy": second,
+                "binned_nll": bins,
+                "prompt_tokens": len(prompt),
+            },
+        )
+    ]
 
 
-def run_checks(url: str, model: str | None = None, checks: Sequence[str] | None = None,
-               lengths: Lengths | Mapping[str, Any] | None = None, mode: str = "fixed", *,
-               thresholds: Thresholds | None = None, baseline: Path | str | None = None,
-               reference_model: Path | str | None = None, reference_python: Path | str | None = None,
-               seed: int = 0, token_range: tuple[int, int] = (100, 1000), top_k: int = 5,
-               measure_control: bool = False, timeout: float = 600.0) -> LongctxReport:
+def run_checks(
+    url: str,
+    model: str | None = None,
+    checks: Sequence[str] | None = None,
+    lengths: Lengths | Mapping[str, Any] | None = None,
+    mode: str = "fixed",
+    *,
+    thresholds: Thresholds | None = None,
+    baseline: Path | str | None = None,
+    reference_model: Path | str | None = None,
+    reference_python: Path | str | None = None,
+    seed: int = 0,
+    token_range: tuple[int, int] = (100, 1000),
+    top_k: int = 5,
+    measure_control: bool = False,
+    timeout: float = 600.0,
+) -> LongctxReport:
     """Run the long-context checks against the server at ``url`` and return the report.
 
     ``checks`` defaults to causality, resume, cached, rescore (plus reference when ``reference_model``
@@ -620,8 +742,10 @@ def run_checks(url: str, model: str | None = None, checks: Sequence[str] | None 
     if unknown or not checks:
         raise InputError(f"unknown check(s) {unknown}; known: {', '.join(CHECKS)}")
     if "reference" in checks and not reference_model:
-        raise InputError("the reference check needs reference_model: a local directory with the served "
-                         "weights (config.json + safetensors)")
+        raise InputError(
+            "the reference check needs reference_model: a local directory with the served "
+            "weights (config.json + safetensors)"
+        )
     if reference_model and not (Path(reference_model) / "config.json").exists():
         raise InputError(f"{reference_model}: not a model directory (no config.json)")
     baseline_path = Path(baseline) if baseline else DEFAULT_BASELINE
@@ -633,14 +757,25 @@ def run_checks(url: str, model: str | None = None, checks: Sequence[str] | None 
         raise InputError(f"token_range {token_range} is empty")
 
     client = CompletionsClient(url, model, timeout=timeout)
-    run = _Run(client, lengths, thresholds, seed=seed, token_range=(lo, hi), top_k=top_k,
-               measure_control=measure_control,
-               extra_doc=max((c.prompt_tokens for c in cached_cases), default=0))
+    run = _Run(
+        client,
+        lengths,
+        thresholds,
+        seed=seed,
+        token_range=(lo, hi),
+        top_k=top_k,
+        measure_control=measure_control,
+        extra_doc=max((c.prompt_tokens for c in cached_cases), default=0),
+    )
 
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
         from tests.support.models import reference_logprobs
-        return reference_logprobs(Path(reference_model), tokens,  # type: ignore[arg-type]
-                                  python=Path(reference_python) if reference_python else None)
+
+        return reference_logprobs(
+            Path(reference_model),
+            tokens,  # type: ignore[arg-type]
+            python=Path(reference_python) if reference_python else None,
+        )
 
     runners: dict[str, Callable[[], list[Measurement]]] = {
         "causality": lambda: _check_causality(run),
@@ -656,11 +791,24 @@ def run_checks(url: str, model: str | None = None, checks: Sequence[str] | None 
         measurements = runners[name]()
         _pool_control(thresholds, name, measurements)
         errors = [m.details["error"] for m in measurements if m.details.get("error")]
-        results.append(CheckResult(name=name, ok=bool(measurements) and all(m.ok for m in measurements),
-                                   measurements=measurements, error=errors[0] if errors else None,
-                                   seconds=time.monotonic() - c0))
+        results.append(
+            CheckResult(
+                name=name,
+                ok=bool(measurements) and all(m.ok for m in measurements),
+                measurements=measurements,
+                error=errors[0] if errors else None,
+                seconds=time.monotonic() - c0,
+            )
+        )
     info = client.model_info()
-    return LongctxReport(url=client.base_url, model=client.model, mode=thresholds.mode, lengths=lengths,
-                         thresholds=thresholds, results=results, seconds=time.monotonic() - t0,
-                         server={"max_model_len": info.get("max_model_len"), "owned_by": info.get("owned_by")},
-                         baseline=str(baseline_path) if "cached" in checks else None)
+    return LongctxReport(
+        url=client.base_url,
+        model=client.model,
+        mode=thresholds.mode,
+        lengths=lengths,
+        thresholds=thresholds,
+        results=results,
+        seconds=time.monotonic() - t0,
+        server={"max_model_len": info.get("max_model_len"), "owned_by": info.get("owned_by")},
+        baseline=str(baseline_path) if "cached" in checks else None,
+    )

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import requests
 
@@ -85,12 +86,13 @@ def _token_id(key: str | int) -> int:
         return key
     text = str(key)
     if text.startswith("token_id:"):
-        text = text[len("token_id:"):]
+        text = text[len("token_id:") :]
     try:
         return int(text)
     except ValueError as exc:
-        raise BadResponse(f"token key {key!r} is not a token id; the server ignored "
-                          "return_tokens_as_token_ids") from exc
+        raise BadResponse(
+            f"token key {key!r} is not a token id; the server ignored return_tokens_as_token_ids"
+        ) from exc
 
 
 def _float(value: Any) -> float:
@@ -116,8 +118,10 @@ def parse_completion(body: dict[str, Any]) -> Completion:
     try:
         return _parse_completion(body)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        raise BadResponse(f"response does not follow the completions schema ({exc.__class__.__name__}: "
-                          f"{exc}): {json.dumps(body)[:300]}") from exc
+        raise BadResponse(
+            f"response does not follow the completions schema ({exc.__class__.__name__}: "
+            f"{exc}): {json.dumps(body)[:300]}"
+        ) from exc
 
 
 def _parse_completion(body: dict[str, Any]) -> Completion:
@@ -130,17 +134,22 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     usage = Usage(
         prompt_tokens=int(usage_raw.get("prompt_tokens", 0)),
         completion_tokens=int(usage_raw.get("completion_tokens", 0)),
-        cached_tokens=(int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None
-                       else None),
+        cached_tokens=(int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None),
     )
     lp = choice.get("logprobs") or {}
     tokens = [_token_id(t) for t in (lp.get("tokens") or [])]
     token_logprobs = [_float(x) for x in (lp.get("token_logprobs") or [])]
     top = [{_token_id(k): _float(v) for k, v in (d or {}).items()} for d in (lp.get("top_logprobs") or [])]
     prompt_lp = [_prompt_entry(e) for e in (choice.get("prompt_logprobs") or [])]
-    return Completion(tokens=tokens, token_logprobs=token_logprobs, top_logprobs=top,
-                      prompt_logprobs=prompt_lp, usage=usage,
-                      finish_reason=choice.get("finish_reason"), raw=body)
+    return Completion(
+        tokens=tokens,
+        token_logprobs=token_logprobs,
+        top_logprobs=top,
+        prompt_logprobs=prompt_lp,
+        usage=usage,
+        finish_reason=choice.get("finish_reason"),
+        raw=body,
+    )
 
 
 def _error_message(resp: requests.Response) -> str:
@@ -165,8 +174,9 @@ class CompletionsClient:
     def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0) -> None:
         url = base_url.rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise InputError(f"server URL {base_url!r} must start with http:// or https://",
-                             hint="e.g. --url http://127.0.0.1:8000")
+            raise InputError(
+                f"server URL {base_url!r} must start with http:// or https://", hint="e.g. --url http://127.0.0.1:8000"
+            )
         if url.endswith("/v1"):
             url = url[: -len("/v1")]
         self.base_url = url
@@ -175,13 +185,16 @@ class CompletionsClient:
         self._session.trust_env = False  # never route loopback traffic through a proxy
         self.model = model or self._first_model()
 
-    def _request(self, method: str, path: str, payload: dict[str, Any] | None = None,
-                 prompt_tokens: int | None = None) -> dict[str, Any]:
+    def _request(
+        self, method: str, path: str, payload: dict[str, Any] | None = None, prompt_tokens: int | None = None
+    ) -> dict[str, Any]:
         try:
             resp = self._session.request(method, self.base_url + path, json=payload, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise ServerUnreachable(f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
-                                    hint="is the server running? check --url") from exc
+            raise ServerUnreachable(
+                f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
+                hint="is the server running? check --url",
+            ) from exc
         if resp.status_code >= 400:
             raise ServerRejected(resp.status_code, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
         try:
@@ -196,8 +209,9 @@ class CompletionsClient:
         try:
             data = self._request("GET", "/v1/models").get("data")
         except (ServerRejected, BadResponse) as exc:
-            raise NotCompletionsServer(f"{self.base_url}/v1/models: {exc}",
-                                       hint="--url must point at an OpenAI-compatible server") from exc
+            raise NotCompletionsServer(
+                f"{self.base_url}/v1/models: {exc}", hint="--url must point at an OpenAI-compatible server"
+            ) from exc
         if not isinstance(data, list) or not all(isinstance(d, dict) and "id" in d for d in data):
             raise NotCompletionsServer(f"{self.base_url}/v1/models: no 'data' list of models")
         return data
@@ -215,9 +229,16 @@ class CompletionsClient:
                 return dict(item)
         return {}
 
-    def complete(self, prompt: Sequence[int], *, max_tokens: int = 1, logprobs: int | None = None,
-                 prompt_logprobs: int | None = None, cache_salt: str | None = None,
-                 ignore_eos: bool = True) -> Completion:
+    def complete(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int = 1,
+        logprobs: int | None = None,
+        prompt_logprobs: int | None = None,
+        cache_salt: str | None = None,
+        ignore_eos: bool = True,
+    ) -> Completion:
         """Greedy completion of a token-id prompt."""
         payload: dict[str, Any] = {
             "model": self.model,

@@ -3,7 +3,7 @@
 ``verify`` runs every test on the tree *with* the series and on the tree *without* one patch, so it
 needs many copies of an 8,000-file source tree. An overlay is a new directory tree whose files are
 hard links to the base's (a vLLM tree links in ~0.2 s, a full copy takes seconds and 130 MB);
-applying the series through ``patchset.tree`` then replaces only the touched files (its commit
+applying the series through ``patchset.engine.tree`` then replaces only the touched files (its commit
 renames new files into place, so the link to the base is broken for exactly those files).
 
 The one hazard of hard links: a test that rewrites an *existing* file in place (``open(f, "w")``,
@@ -79,8 +79,10 @@ def make_overlay(base: Path, dest: Path) -> OverlayStats:
         _walk(base, dest, link=True, skip=frozenset({".patchset-txn"}), stats=stats)
     except OSError as exc:
         shutil.rmtree(dest, ignore_errors=True)
-        raise EnvironmentFailure(f"cannot build a tree at {dest} from {base}: {exc.strerror or exc}",
-                                 hint="check free disk space and permissions of the patchset cache") from None
+        raise EnvironmentFailure(
+            f"cannot build a tree at {dest} from {base}: {exc.strerror or exc}",
+            hint="check free disk space and permissions of the patchset cache",
+        ) from None
     return stats
 
 
@@ -93,8 +95,9 @@ def private_copy(src: Path, dest: Path) -> OverlayStats:
         _walk(src, dest, link=False, skip=SKIP_DIRS, stats=stats)
     except OSError as exc:
         shutil.rmtree(dest, ignore_errors=True)
-        raise EnvironmentFailure(f"cannot copy {src} to {dest}: {exc.strerror or exc}",
-                                 hint="check free disk space in the patchset cache") from None
+        raise EnvironmentFailure(
+            f"cannot copy {src} to {dest}: {exc.strerror or exc}", hint="check free disk space in the patchset cache"
+        ) from None
     return stats
 
 
@@ -106,7 +109,7 @@ class Snapshot:
     files: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @classmethod
-    def take(cls, root: Path) -> "Snapshot":
+    def take(cls, root: Path) -> Snapshot:
         snap = cls(root)
         base = str(root)
         for dirpath, dirnames, filenames in os.walk(root):

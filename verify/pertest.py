@@ -39,18 +39,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from patchset.upstream import cache
 from patchset.commands.apply import path_mapper, series_items
-from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
-from patchset.ledger.store import load_ledger
-from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.engine.tree import SeriesItem, SeriesResult, apply_series, detect_state
-
+from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
+from patchset.ledger.model import Ledger, Patch, Target, TestSpec
+from patchset.ledger.store import load_ledger
+from patchset.upstream import cache
 from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
 
@@ -86,11 +85,19 @@ class TestOutcome:
         return sum(r.seconds for r in (self.with_run, self.without_run) if r is not None)
 
     def to_json(self) -> dict:
-        return {"patch": self.patch_id, "test": self.name, "command": self.command, "cwd": self.cwd,
-                "tags": self.tags, "timeout": self.timeout, "class": self.klass, "note": self.note,
-                "seconds": round(self.seconds, 3),
-                "with": self.with_run.to_json() if self.with_run else None,
-                "without": self.without_run.to_json() if self.without_run else None}
+        return {
+            "patch": self.patch_id,
+            "test": self.name,
+            "command": self.command,
+            "cwd": self.cwd,
+            "tags": self.tags,
+            "timeout": self.timeout,
+            "class": self.klass,
+            "note": self.note,
+            "seconds": round(self.seconds, 3),
+            "with": self.with_run.to_json() if self.with_run else None,
+            "without": self.without_run.to_json() if self.without_run else None,
+        }
 
 
 @dataclass
@@ -104,8 +111,13 @@ class PatchOutcome:
     note: str = ""
 
     def to_json(self) -> dict:
-        return {"patch": self.patch_id, "title": self.title, "class": self.klass, "note": self.note,
-                "tests": [t.to_json() for t in self.tests]}
+        return {
+            "patch": self.patch_id,
+            "title": self.title,
+            "class": self.klass,
+            "note": self.note,
+            "tests": [t.to_json() for t in self.tests],
+        }
 
 
 @dataclass
@@ -146,11 +158,21 @@ class VerifyReport:
         return 2 if any(p.klass == ERROR for p in self.patches) else 1
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "exit_code": self.exit_code, "ledger": self.ledger, "target": self.target,
-                "base": self.base, "tags": self.tags, "jobs": self.jobs,
-                "wall_seconds": round(self.wall_seconds, 3), "counts": self.counts(),
-                "patches": [p.to_json() for p in self.patches], "untested": self.untested,
-                "notes": self.notes, "work_dir": self.work_dir or None}
+        return {
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "ledger": self.ledger,
+            "target": self.target,
+            "base": self.base,
+            "tags": self.tags,
+            "jobs": self.jobs,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "counts": self.counts(),
+            "patches": [p.to_json() for p in self.patches],
+            "untested": self.untested,
+            "notes": self.notes,
+            "work_dir": self.work_dir or None,
+        }
 
 
 # --------------------------------------------------------------------------- classification
@@ -207,8 +229,11 @@ def _check_spec(ledger: Ledger, patch: Patch, test: TestSpec, name: str) -> None
         raise InputError("test command is empty", where=where)
     parts = [p for p in test.cwd.replace("\\", "/").split("/") if p not in ("", ".")]
     if test.cwd.startswith("/") or ".." in parts:
-        raise InputError(f"test cwd {test.cwd!r} leaves the build tree", where=where,
-                         hint="cwd is a directory inside the build tree, e.g. '.' or 'tests'")
+        raise InputError(
+            f"test cwd {test.cwd!r} leaves the build tree",
+            where=where,
+            hint="cwd is a directory inside the build tree, e.g. '.' or 'tests'",
+        )
     if test.timeout <= 0:
         raise InputError(f"test timeout {test.timeout} is not a positive number of seconds", where=where)
 
@@ -218,19 +243,26 @@ def choose_target(ledger: Ledger, target: str | None, tags: list[str]) -> Target
         if target not in ledger.targets:
             raise InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(ledger.targets) or '(none)'}")
         return ledger.targets[target]
-    with_tests = [name for name in ledger.targets
-                  if any(selected(t, tags) for p in ledger.series(name) for t in p.tests)]
+    with_tests = [
+        name for name in ledger.targets if any(selected(t, tags) for p in ledger.series(name) for t in p.tests)
+    ]
     if len(with_tests) == 1:
         return ledger.targets[with_tests[0]]
     if not with_tests:
         declared = sorted({tag for p in ledger.series() for t in p.tests for tag in t.tags})
         if not any(p.tests for p in ledger.series()):
-            raise InputError(f"no active patch in {ledger.path} declares a test",
-                             hint="add [[patch.tests]] tables (command, cwd, env, tags, timeout) to the ledger")
-        raise InputError(f"no test carries the tags {', '.join(tags)}",
-                         hint=f"tags used in the ledger: {', '.join(declared) or '(none)'}")
-    raise InputError(f"tests of several targets are selected: {', '.join(with_tests)}",
-                     hint="verify one target at a time (pass the target name)")
+            raise InputError(
+                f"no active patch in {ledger.path} declares a test",
+                hint="add [[patch.tests]] tables (command, cwd, env, tags, timeout) to the ledger",
+            )
+        raise InputError(
+            f"no test carries the tags {', '.join(tags)}",
+            hint=f"tags used in the ledger: {', '.join(declared) or '(none)'}",
+        )
+    raise InputError(
+        f"tests of several targets are selected: {', '.join(with_tests)}",
+        hint="verify one target at a time (pass the target name)",
+    )
 
 
 # --------------------------------------------------------------------------- the base tree
@@ -242,9 +274,10 @@ def _spec_for(target: Target, from_index: str | None) -> str:
     if not spec:
         version = target.base_version or target.base
         if not version or not re.match(r"^v?\d", version):
-            raise InputError(f"target {target.name}: no build tree given and its base {target.base!r} "
-                             "is not a release", hint="pass --tree DIR (a pristine tree) or --from-index "
-                                                      f"{project}==VERSION")
+            raise InputError(
+                f"target {target.name}: no build tree given and its base {target.base!r} is not a release",
+                hint=f"pass --tree DIR (a pristine tree) or --from-index {project}==VERSION",
+            )
         return f"{project}=={version.lstrip('v')}"
     return spec if "==" in spec else f"{project}=={spec.lstrip('v')}"
 
@@ -313,8 +346,20 @@ def _describe_failure(result: SeriesResult) -> str:
 
 
 class _Verifier:
-    def __init__(self, ledger: Ledger, target: Target, base: Path, layout: str, work: Path, *,
-                 jobs: int, timeout: int | None, progress: Progress | None, keep: bool, base_is_cache: bool):
+    def __init__(
+        self,
+        ledger: Ledger,
+        target: Target,
+        base: Path,
+        layout: str,
+        work: Path,
+        *,
+        jobs: int,
+        timeout: int | None,
+        progress: Progress | None,
+        keep: bool,
+        base_is_cache: bool,
+    ):
         self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
         self.base_is_cache = base_is_cache
@@ -328,9 +373,15 @@ class _Verifier:
 
     def _env(self, run: _Run, tree: Path) -> dict[str, str]:
         env = dict(os.environ)
-        ours = {"PATCHSET_TREE": str(tree), "PATCHSET_VARIANT": run.variant, "PATCHSET_PATCH": run.patch.id,
-                "PATCHSET_LEDGER_DIR": str(self.ledger.root.resolve()), "PATCHSET_PYTHON": sys.executable,
-                "PATCHSET_HOME": str(PATCHSET_HOME), "PATCHSET_CACHE": str(cache.cache_dir())}
+        ours = {
+            "PATCHSET_TREE": str(tree),
+            "PATCHSET_VARIANT": run.variant,
+            "PATCHSET_PATCH": run.patch.id,
+            "PATCHSET_LEDGER_DIR": str(self.ledger.root.resolve()),
+            "PATCHSET_PYTHON": sys.executable,
+            "PATCHSET_HOME": str(PATCHSET_HOME),
+            "PATCHSET_CACHE": str(cache.cache_dir()),
+        }
         env.update(ours)
         if "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in run.spec.env:
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
@@ -359,11 +410,16 @@ class _Verifier:
             if changed:
                 with self.lock:
                     self.damaged.extend(c for c in changed if c not in self.damaged)
-                run.result = CommandResult(ERROR, run.result.exit_code, run.result.seconds,
-                                           f"the test rewrote {len(changed)} file(s) of the build tree in place "
-                                           f"(e.g. {changed[0]}), files shared with the pristine base by hard "
-                                           "links; replace files by writing a new file and renaming it",
-                                           run.result.output, run.result.log)
+                run.result = CommandResult(
+                    ERROR,
+                    run.result.exit_code,
+                    run.result.seconds,
+                    f"the test rewrote {len(changed)} file(s) of the build tree in place "
+                    f"(e.g. {changed[0]}), files shared with the pristine base by hard "
+                    "links; replace files by writing a new file and renaming it",
+                    run.result.output,
+                    run.result.log,
+                )
         except EnvironmentFailure as exc:
             run.result = CommandResult(ERROR, None, 0.0, exc.message)
         finally:
@@ -373,8 +429,11 @@ class _Verifier:
                 self.done += 1
                 if self.progress:
                     r = run.result
-                    self.progress(f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}",
-                                  self.done, self.total)
+                    self.progress(
+                        f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}",
+                        self.done,
+                        self.total,
+                    )
 
     def run(self, runs: list[_Run]) -> None:
         self.total = len(runs)
@@ -392,10 +451,20 @@ def _dry_run(base: Path, items: list[SeriesItem], mapper) -> SeriesResult:
     return apply_series(base, items, path_for=mapper, dry_run=True)
 
 
-def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str | None = None,
-               tags: list[str] | None = None, jobs: int = 1, timeout: int | None = None,
-               junit: Path | None = None, progress: Progress | None = None, target: str | None = None,
-               keep_trees: bool = False, download_progress=None) -> VerifyReport:
+def run_verify(
+    ledger_path: Path,
+    tree: Path | None = None,
+    *,
+    from_index: str | None = None,
+    tags: list[str] | None = None,
+    jobs: int = 1,
+    timeout: int | None = None,
+    junit: Path | None = None,
+    progress: Progress | None = None,
+    target: str | None = None,
+    keep_trees: bool = False,
+    download_progress=None,
+) -> VerifyReport:
     """Run every selected per-patch test with and without its patch; return the classes.
 
     ``tree``: a pristine build tree (never modified: verify works on a private copy);
@@ -456,10 +525,14 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
         if not full.ok:
             state = detect_state(base, items, path_for=mapper)
             if state.all_applied or any(p.state == "applied" for p in state.patches):
-                raise InputError(f"the build tree already carries patches of the series ({state.summary()})",
-                                 hint="verify needs the pristine tree the series applies to")
-            raise ApplyFailed(f"the series does not apply to {base_desc}: {_describe_failure(full)}",
-                              hint="see `patchset apply --dry-run`; rebase the series first")
+                raise InputError(
+                    f"the build tree already carries patches of the series ({state.summary()})",
+                    hint="verify needs the pristine tree the series applies to",
+                )
+            raise ApplyFailed(
+                f"the series does not apply to {base_desc}: {_describe_failure(full)}",
+                hint="see `patchset apply --dry-run`; rebase the series first",
+            )
         _lock_note(ledger, tgt, layout, full, report)
 
         runs: list[_Run] = []
@@ -467,8 +540,11 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
         for p, chosen in plan:
             minus = [it for it in items if it.patch_id != p.id]
             reduced = _dry_run(base, minus, mapper) if minus else None
-            minus_error = None if reduced is None or reduced.ok else (
-                f"the series without {p.id} does not apply: {_describe_failure(reduced)}")
+            minus_error = (
+                None
+                if reduced is None or reduced.ok
+                else (f"the series without {p.id} does not apply: {_describe_failure(reduced)}")
+            )
             tests = []
             for t, name in chosen:
                 to = TestOutcome(p.id, name, t.command, t.cwd, list(t.tags), timeout or t.timeout)
@@ -479,23 +555,35 @@ def run_verify(ledger_path: Path, tree: Path | None = None, *, from_index: str |
                 else:
                     runs.append(_Run(to, t, p, WITHOUT, minus))
             outcomes.append(PatchOutcome(p.id, p.title, tests))
-        verifier = _Verifier(ledger, tgt, base, layout, work, jobs=jobs, timeout=timeout, progress=progress,
-                             keep=keep_trees, base_is_cache=base_is_cache)
+        verifier = _Verifier(
+            ledger,
+            tgt,
+            base,
+            layout,
+            work,
+            jobs=jobs,
+            timeout=timeout,
+            progress=progress,
+            keep=keep_trees,
+            base_is_cache=base_is_cache,
+        )
         verifier.run(runs)
         for r in runs:
             if r.variant == WITH:
                 r.test.with_run = r.result
             else:
                 r.test.without_run = r.result
-        for po, (p, _) in zip(outcomes, plan):
+        for po, (p, _) in zip(outcomes, plan, strict=True):
             for t in po.tests:
                 t.klass, t.note = classify(t.with_run, t.without_run)
             po.klass = patch_class(po.tests)
             po.note = _patch_note(p, po)
         report.patches = outcomes
         if verifier.damaged:
-            report.notes.append(f"tests rewrote {len(verifier.damaged)} file(s) of the pristine base in place: "
-                                + ", ".join(verifier.damaged[:5]))
+            report.notes.append(
+                f"tests rewrote {len(verifier.damaged)} file(s) of the pristine base in place: "
+                + ", ".join(verifier.damaged[:5])
+            )
             if base_is_cache:
                 remove_tree(base)
                 report.notes.append(f"removed the damaged cached base {base}; the next run unpacks it again")
@@ -548,7 +636,9 @@ def _lock_note(ledger: Ledger, target: Target, layout: str, full: SeriesResult, 
     got = {(target.path_map.to_source(k) if layout == "installed" else k): v for k, v in full.files.items()}
     bad = sorted(p for p, d in locked.files.items() if got.get(p) != d)
     if bad:
-        report.notes.append(f"the tested tree differs from the lock in {len(bad)} file(s) ({', '.join(bad[:3])}): "
-                            "the base is not the release the lock was made on")
+        report.notes.append(
+            f"the tested tree differs from the lock in {len(bad)} file(s) ({', '.join(bad[:3])}): "
+            "the base is not the release the lock was made on"
+        )
     else:
         report.notes.append("the tested tree matches the lock (every patched file)")

@@ -1,6 +1,6 @@
 """The terminal view of a ``patchset verify`` report: one table row per test, then what to do.
 
-Kept apart from ``verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
+Kept apart from ``patchset.verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
 ``render_verify(console, report)``.
 """
 
@@ -24,24 +24,39 @@ def _run_cell(run) -> str:
 
 
 def render_verify(console: Console, report: VerifyReport) -> None:
-    table = Table(title=escape(f"patchset verify: {report.target} on {report.base}")
-                        + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
-                  title_justify="left")
-    for col, kw in (("patch", {"overflow": "fold"}), ("test", {"overflow": "fold"}), ("with", {"no_wrap": True}),
-                    ("without", {"no_wrap": True}), ("class", {"no_wrap": True}),
-                    ("seconds", {"justify": "right", "no_wrap": True})):
+    table = Table(
+        title=escape(f"patchset verify: {report.target} on {report.base}")
+        + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
+        title_justify="left",
+    )
+    for col, kw in (
+        ("patch", {"overflow": "fold"}),
+        ("test", {"overflow": "fold"}),
+        ("with", {"no_wrap": True}),
+        ("without", {"no_wrap": True}),
+        ("class", {"no_wrap": True}),
+        ("seconds", {"justify": "right", "no_wrap": True}),
+    ):
         table.add_column(col, **kw)
     for p in report.patches:
         for i, t in enumerate(p.tests):
-            table.add_row(escape(p.patch_id) if i == 0 else "", escape(t.name),
-                          _run_cell(t.with_run), _run_cell(t.without_run),
-                          f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]", f"{t.seconds:.1f}")
+            table.add_row(
+                escape(p.patch_id) if i == 0 else "",
+                escape(t.name),
+                _run_cell(t.with_run),
+                _run_cell(t.without_run),
+                f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]",
+                f"{t.seconds:.1f}",
+            )
     console.print(table)
     for p in report.patches:
         for t in p.tests:
             if t.klass != PROVEN:
-                console.print(f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {escape(p.patch_id)} / {escape(t.name)}: "
-                              f"{escape(t.note)}", highlight=False)
+                console.print(
+                    f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {escape(p.patch_id)} / {escape(t.name)}: "
+                    f"{escape(t.note)}",
+                    highlight=False,
+                )
         if p.note:
             console.print(f"  {escape(p.patch_id)}: {escape(p.note)}", highlight=False)
     if report.untested:
@@ -50,7 +65,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         console.print(f"  note: {escape(n)}", highlight=False)
     c = report.counts()
     summary = ", ".join(f"[{STYLE[k]}]{c[k]} {LABEL[k]}[/]" for k in (PROVEN, NOT_NEEDED, BROKEN, ERROR))
-    console.print(f"{len(report.patches)} patch(es): {summary}; wall time {report.wall_seconds:.1f} s "
-                  f"on {report.jobs} job(s)")
+    console.print(
+        f"{len(report.patches)} patch(es): {summary}; wall time {report.wall_seconds:.1f} s on {report.jobs} job(s)"
+    )
     if report.work_dir:
         console.print(f"trees and logs kept in {report.work_dir}", highlight=False)

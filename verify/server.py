@@ -16,9 +16,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import requests
 
@@ -66,7 +66,7 @@ def process_group_alive(pgid: int) -> bool:
             text = stat.read_text()
         except OSError:
             continue
-        fields = text[text.rfind(")") + 2:].split()  # state, ppid, pgrp, ...
+        fields = text[text.rfind(")") + 2 :].split()  # state, ppid, pgrp, ...
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             return True
     return False
@@ -76,6 +76,7 @@ def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM if the process that started the server dies (Linux)."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
@@ -121,10 +122,23 @@ class EngineServer:
 
     def command(self) -> list[str]:
         cfg = self.config
-        cmd = [str(venv_python(self.venv)), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", str(cfg.model_dir), "--dtype", "float32",
-               "--max-model-len", str(cfg.max_model_len), "--enable-prompt-tokens-details",
-               "--enforce-eager", "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [
+            str(venv_python(self.venv)),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(cfg.model_dir),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(cfg.max_model_len),
+            "--enable-prompt-tokens-details",
+            "--enforce-eager",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         if cfg.served_model_name:
             cmd += ["--served-model-name", cfg.served_model_name]
         if cfg.kv_cache_dtype:
@@ -152,17 +166,23 @@ class EngineServer:
         env.update(self.config.extra_env)
         return env
 
-    def start(self) -> "EngineServer":
+    def start(self) -> EngineServer:
         reason = engine_missing_reason(self.venv)
         if reason:
             raise EnvironmentFailure(reason)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "wb")  # noqa: SIM115 - the server process owns it until stop()
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.environment(),
-                                     cwd=str(cache_dir()), start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.environment(),
+            cwd=str(cache_dir()),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         self.pgid = self.proc.pid
         log.close()
         deadline = t0 + self.config.startup_timeout
@@ -173,7 +193,8 @@ class EngineServer:
                 if self.proc.poll() is not None:
                     raise EnvironmentFailure(
                         f"vLLM server exited with code {self.proc.returncode} during start-up; "
-                        f"log {self.log_path}:\n{self.log_tail()}")
+                        f"log {self.log_path}:\n{self.log_tail()}"
+                    )
                 try:
                     if session.get(self.url + "/v1/models", timeout=2).status_code == 200:
                         break
@@ -182,7 +203,8 @@ class EngineServer:
                 if time.monotonic() > deadline:
                     raise EnvironmentFailure(
                         f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
-                        f"log {self.log_path}:\n{self.log_tail()}")
+                        f"log {self.log_path}:\n{self.log_tail()}"
+                    )
                 time.sleep(0.5)
         except BaseException:
             self.stop()
@@ -233,7 +255,7 @@ class EngineServer:
             time.sleep(0.2)
         self.proc = None
 
-    def __enter__(self) -> "EngineServer":
+    def __enter__(self) -> EngineServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
-ERROR_CODES = {77: "the test says it cannot run here (exit 77)",
-               99: "the test reports a hard error (exit 99)",
-               126: "command not executable (exit 126)",
-               127: "command not found (exit 127)"}
+ERROR_CODES = {
+    77: "the test says it cannot run here (exit 77)",
+    99: "the test reports a hard error (exit 99)",
+    126: "command not executable (exit 126)",
+    127: "command not found (exit 127)",
+}
 TAIL_CHARS = 4000
 KILL_GRACE = 5.0
 
@@ -42,8 +44,14 @@ class CommandResult:
     log: str = ""  # the full log file, when kept
 
     def to_json(self) -> dict:
-        return {"outcome": self.outcome, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
-                "reason": self.reason, "output_tail": self.output, "log": self.log or None}
+        return {
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "reason": self.reason,
+            "output_tail": self.output,
+            "log": self.log or None,
+        }
 
 
 def _tail(path: Path, limit: int = TAIL_CHARS) -> str:
@@ -56,7 +64,7 @@ def _tail(path: Path, limit: int = TAIL_CHARS) -> str:
     except OSError:
         return ""
     text = data.decode("utf-8", "replace")
-    return text if size <= limit else "..." + text[text.find("\n") + 1:] if "\n" in text else text
+    return text if size <= limit else "..." + text[text.find("\n") + 1 :] if "\n" in text else text
 
 
 def _last_line(text: str) -> str:
@@ -96,8 +104,15 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, lo
         out.write(f"$ {command}\n# cwd: {cwd}\n".encode())
         out.flush()
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             return CommandResult(ERROR, None, time.monotonic() - start, f"cannot start /bin/sh: {exc.strerror}")
         try:
@@ -122,8 +137,9 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, lo
         return CommandResult(PASS, 0, seconds, "", tail, str(log))
     if code in ERROR_CODES:
         detail = _last_line(tail)
-        return CommandResult(ERROR, code, seconds, ERROR_CODES[code] + (f": {detail}" if detail else ""),
-                             tail, str(log))
+        return CommandResult(
+            ERROR, code, seconds, ERROR_CODES[code] + (f": {detail}" if detail else ""), tail, str(log)
+        )
     why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
     detail = _failure_detail(tail)
     return CommandResult(FAIL, code, seconds, why + (f": {detail}" if detail else ""), tail, str(log))

@@ -40,8 +40,8 @@ if __package__ in (None, ""):  # run as a file: make patchset importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from patchset import atomic
-from patchset.upstream import cache  # noqa: E402
-from patchset.errors import EnvironmentFailure  # noqa: E402
+from patchset.errors import EnvironmentFailure
+from patchset.upstream import cache
 
 VENV_ENV = "PATCHSET_VLLM_TESTS_VENV"
 HOME = Path(__file__).resolve().parent.parent
@@ -50,27 +50,73 @@ EXIT_SKIP, EXIT_HARD = 77, 99
 
 # Published configuration facts of the models vLLM 0.30.0's tests/v1/core/ name. Config only: the
 # unit tests build ModelConfig/VllmConfig from them and never load weights or a tokenizer.
-_QWEN_COMMON = {"vocab_size": 151936, "rms_norm_eps": 1e-06, "hidden_act": "silu", "torch_dtype": "bfloat16",
-                "bos_token_id": 151643, "use_sliding_window": False}
+_QWEN_COMMON = {
+    "vocab_size": 151936,
+    "rms_norm_eps": 1e-06,
+    "hidden_act": "silu",
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 151643,
+    "use_sliding_window": False,
+}
 MODEL_CONFIGS: dict[str, dict] = {
-    "Qwen/Qwen3-0.6B": {**_QWEN_COMMON, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-                        "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
-                        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-                        "max_position_embeddings": 40960, "rope_theta": 1000000, "tie_word_embeddings": True,
-                        "eos_token_id": 151645, "attention_bias": False, "sliding_window": None,
-                        "max_window_layers": 28},
-    "Qwen/Qwen1.5-7B": {**_QWEN_COMMON, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
-                        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                        "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768,
-                        "rope_theta": 1000000.0, "tie_word_embeddings": False, "eos_token_id": 151643,
-                        "sliding_window": 32768, "max_window_layers": 28},
-    "facebook/opt-125m": {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 768,
-                          "ffn_dim": 3072, "num_hidden_layers": 12, "num_attention_heads": 12, "vocab_size": 50272,
-                          "max_position_embeddings": 2048, "word_embed_proj_dim": 768,
-                          "do_layer_norm_before": True, "activation_function": "relu", "bos_token_id": 2,
-                          "eos_token_id": 2, "pad_token_id": 1, "torch_dtype": "float16", "enable_bias": True,
-                          "layer_norm_elementwise_affine": True, "dropout": 0.1, "attention_dropout": 0.0,
-                          "init_std": 0.02, "layerdrop": 0.0, "use_cache": True},
+    "Qwen/Qwen3-0.6B": {
+        **_QWEN_COMMON,
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 40960,
+        "rope_theta": 1000000,
+        "tie_word_embeddings": True,
+        "eos_token_id": 151645,
+        "attention_bias": False,
+        "sliding_window": None,
+        "max_window_layers": 28,
+    },
+    "Qwen/Qwen1.5-7B": {
+        **_QWEN_COMMON,
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": False,
+        "eos_token_id": 151643,
+        "sliding_window": 32768,
+        "max_window_layers": 28,
+    },
+    "facebook/opt-125m": {
+        "architectures": ["OPTForCausalLM"],
+        "model_type": "opt",
+        "hidden_size": 768,
+        "ffn_dim": 3072,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "vocab_size": 50272,
+        "max_position_embeddings": 2048,
+        "word_embed_proj_dim": 768,
+        "do_layer_norm_before": True,
+        "activation_function": "relu",
+        "bos_token_id": 2,
+        "eos_token_id": 2,
+        "pad_token_id": 1,
+        "torch_dtype": "float16",
+        "enable_bias": True,
+        "layer_norm_elementwise_affine": True,
+        "dropout": 0.1,
+        "attention_dropout": 0.0,
+        "init_std": 0.02,
+        "layerdrop": 0.0,
+        "use_cache": True,
+    },
 }
 
 
@@ -91,14 +137,17 @@ def venv_ready() -> bool:
 def ensure_venv(timeout: float = 1800) -> Path:
     """Run ``ci/setup_vllm_tests.sh`` (idempotent; ~4 min the first time); return the venv's python."""
     try:
-        proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         raise EnvironmentFailure(f"{SETUP_SCRIPT} did not finish in {timeout:g} s") from None
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise EnvironmentFailure(f"{SETUP_SCRIPT} failed (exit {proc.returncode}):\n{tail}",
-                                 hint="it needs the package index; run it by hand to see the whole log")
+        raise EnvironmentFailure(
+            f"{SETUP_SCRIPT} failed (exit {proc.returncode}):\n{tail}",
+            hint="it needs the package index; run it by hand to see the whole log",
+        )
     return venv_python()
 
 
@@ -124,16 +173,18 @@ def model_redirects() -> Path:
 def test_env(tree: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for vLLM's unit tests on CPU, importing vLLM from ``tree``."""
     env = dict(os.environ if base is None else base)
-    env.update({
-        "VLLM_TARGET_DEVICE": "cpu",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_DO_NOT_TRACK": "1",
-        "PYTHONPATH": str(tree),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "VLLM_MODEL_REDIRECT_PATH": str(model_redirects()),
-    })
+    env.update(
+        {
+            "VLLM_TARGET_DEVICE": "cpu",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "VLLM_DO_NOT_TRACK": "1",
+            "PYTHONPATH": str(tree),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "VLLM_MODEL_REDIRECT_PATH": str(model_redirects()),
+        }
+    )
     env.pop("PYTHONHOME", None)
     return env
 
@@ -200,13 +251,19 @@ def _map_pytest(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m patchset.verify.vllm_env",
-                                 description="Run vLLM's unit tests on CPU from a source tree (the tree's vllm/ "
-                                             "is imported, not the installed one).")
+    ap = argparse.ArgumentParser(
+        prog="python -m patchset.verify.vllm_env",
+        description="Run vLLM's unit tests on CPU from a source tree (the tree's vllm/ "
+        "is imported, not the installed one).",
+    )
     ap.add_argument("--tree", type=Path, default=None, help="the source tree (default: $PATCHSET_TREE or .)")
-    ap.add_argument("--add", action="append", default=[], metavar="SRC:DEST",
-                    help="copy a test file into the tree first (DEST relative to the tree; a directory if it "
-                         "ends in '/')")
+    ap.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="SRC:DEST",
+        help="copy a test file into the tree first (DEST relative to the tree; a directory if it ends in '/')",
+    )
     ap.add_argument("--setup", action="store_true", help="create the venv first if it is missing (slow)")
     ap.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest (after --)")
     ns = ap.parse_args(argv)
@@ -215,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not venv_ready():
             if not ns.setup:
-                print(f"vllm_env: the vLLM test venv {venv_dir()} is not set up; run bash {SETUP_SCRIPT}",
-                      flush=True)
+                print(f"vllm_env: the vLLM test venv {venv_dir()} is not set up; run bash {SETUP_SCRIPT}", flush=True)
                 return EXIT_SKIP
             ensure_venv()
         for spec in ns.add:

@@ -15,8 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
-from patchset.ci.scripts._common import main_guard, set_output
 from patchset import atomic
+from patchset.ci.scripts._common import main_guard, set_output
 from patchset.errors import InputError
 
 _RANK = {"unchanged": 0, "green": 0, "red": 1, "error": 2}

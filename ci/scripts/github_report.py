@@ -127,7 +127,9 @@ def report_issue(repo, state: str, title: str, body: str, label: str = DEFAULT_L
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m patchset.ci.scripts.github_report", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m patchset.ci.scripts.github_report", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""), help="OWNER/NAME")
     ap.add_argument("--api", default=None, help="API base URL (default $GITHUB_API_URL or api.github.com)")
     sub = ap.add_subparsers(dest="cmd", required=True)

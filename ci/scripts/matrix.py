@@ -43,8 +43,9 @@ def targets_matrix(ledgers: list[Path]) -> dict:
             if not active or not t.base or not all(ledger.body_file(p).is_file() for p in active):
                 continue  # nothing to apply, no base to apply to, or bodies not imported here
             release = bool(t.package) and is_release(t.base)
-            include.append({"ledger": str(path.parent), "target": name, "onto": t.base,
-                            "upstream": "" if release else t.upstream})
+            include.append(
+                {"ledger": str(path.parent), "target": name, "onto": t.base, "upstream": "" if release else t.upstream}
+            )
     return {"include": include}
 
 

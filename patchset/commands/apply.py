@@ -3,23 +3,23 @@
 Three kinds of tree: a plain directory (``--tree``, located through the target's path map), a
 git checkout (``--repo``: one commit per patch with ``Patch-Id:``/``Origin:``/``Upstream-PR:``
 trailers) and a release from the package index (``--from-index`` + ``--into``). The engine work
-(in-memory application, crash-safe commit) is ``patchset.tree``; this module decides what to
+(in-memory application, crash-safe commit) is ``patchset.engine.tree``; this module decides what to
 apply, proves the result against the lock before anything is written, and records the lock.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from patchset.ledger import store as ledger_mod
-from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
+from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
+from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
 
 Progress = Callable[[str, int, int], None]
 
@@ -56,9 +56,17 @@ class TargetReport:
 
     def to_json(self) -> dict:
         return {
-            "target": self.target, "tree": self.tree, "kind": self.kind, "layout": self.layout,
-            "outcome": self.outcome, "ok": self.ok, "message": self.message, "fuzz": self.fuzz,
-            "mismatched": self.mismatched, "lock_missing": self.unlocked, "commits": self.commits,
+            "target": self.target,
+            "tree": self.tree,
+            "kind": self.kind,
+            "layout": self.layout,
+            "outcome": self.outcome,
+            "ok": self.ok,
+            "message": self.message,
+            "fuzz": self.fuzz,
+            "mismatched": self.mismatched,
+            "lock_missing": self.unlocked,
+            "commits": self.commits,
             "result": self.result.to_json() if self.result else None,
             "state": self.state.to_json() if self.state else None,
         }
@@ -80,11 +88,15 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
         assert body is not None
         items.append(SeriesItem(p.id, body, p.source.strip if p.source.strip is not None else target.strip))
     if missing:
-        raise InputError(f"target {target.name}: body not imported for {len(missing)} patch(es): "
-                         + ", ".join(missing), hint="bring the bodies in with `patchset fetch` or `patchset import`")
+        raise InputError(
+            f"target {target.name}: body not imported for {len(missing)} patch(es): " + ", ".join(missing),
+            hint="bring the bodies in with `patchset fetch` or `patchset import`",
+        )
     if changed:
-        raise InputError(f"target {target.name}: body changed since it was locked: {', '.join(changed)}",
-                         hint="re-import the body (`patchset import`) so the lock records its new hash")
+        raise InputError(
+            f"target {target.name}: body changed since it was locked: {', '.join(changed)}",
+            hint="re-import the body (`patchset import`) so the lock records its new hash",
+        )
     if not items:
         raise InputError(f"target {target.name} has no active patches")
     return items
@@ -110,9 +122,19 @@ def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
     return sorted(bad)
 
 
-def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fuzz: int = 0,
-                  update_lock: bool = False, dry_run: bool = False, kind: str = "tree",
-                  progress: Progress | None = None, skip_applied: bool = False) -> TargetReport:
+def apply_to_tree(
+    ledger: Ledger,
+    target: Target,
+    root: Path,
+    *,
+    layout: str,
+    fuzz: int = 0,
+    update_lock: bool = False,
+    dry_run: bool = False,
+    kind: str = "tree",
+    progress: Progress | None = None,
+    skip_applied: bool = False,
+) -> TargetReport:
     """Apply one target's series to a directory: dry run, check against the lock, then commit.
 
     A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
@@ -143,7 +165,7 @@ def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fu
             return report
         carried = [p.state == "applied" for p in state.patches]
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
-            items = [i for i, c in zip(items, carried) if not c]
+            items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
             trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
         elif any(carried):
@@ -163,8 +185,10 @@ def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fu
         bad = _compare(expected, got)
         if bad:
             report.outcome, report.mismatched = "mismatch", bad
-            report.message += (f"{len(bad)} patched file(s) would not match the lock; nothing was written "
-                               "(re-run with --update-lock if the new result is intended)")
+            report.message += (
+                f"{len(bad)} patched file(s) would not match the lock; nothing was written "
+                "(re-run with --update-lock if the new result is intended)"
+            )
             return report
     report.unlocked = expected is None
     if dry_run:
@@ -187,8 +211,12 @@ def apply_to_tree(ledger: Ledger, target: Target, root: Path, *, layout: str, fu
         tail = ", every patched file matches the lock"
     report.message += f"{len(items)} patches applied{tail}"
     if update_lock:
-        record_lock(ledger, target, {k: v for k, v in got.items() if v is not None},
-                    {_lock_key(target, layout, k): v for k, v in before.items() if v is not None})
+        record_lock(
+            ledger,
+            target,
+            {k: v for k, v in got.items() if v is not None},
+            {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+        )
     return report
 
 
@@ -209,8 +237,10 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Pat
     from patchset.upstream.releases import download
 
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
-        raise InputError(f"--into {into} exists and is not empty",
-                         hint="choose a new directory; apply --tree DIR patches an existing tree")
+        raise InputError(
+            f"--into {into} exists and is not empty",
+            hint="choose a new directory; apply --tree DIR patches an existing tree",
+        )
     kind = "sdist" if layout == "source" else "wheel"
     archive = download(spec, kind, progress=progress)
     unpack(archive, into, strip_top=(kind == "sdist"))
@@ -241,9 +271,18 @@ def _commit_message(p: Patch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def apply_to_repo(ledger: Ledger, target: Target, repo_dir: Path, *, layout: str, branch: str = "",
-                  fuzz: int = 0, update_lock: bool = False, dry_run: bool = False,
-                  progress: Progress | None = None) -> TargetReport:
+def apply_to_repo(
+    ledger: Ledger,
+    target: Target,
+    repo_dir: Path,
+    *,
+    layout: str,
+    branch: str = "",
+    fuzz: int = 0,
+    update_lock: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> TargetReport:
     """One commit per patch on a new branch of a git checkout; nothing changes unless all apply."""
     import git  # GitPython
 
@@ -252,14 +291,19 @@ def apply_to_repo(ledger: Ledger, target: Target, repo_dir: Path, *, layout: str
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise InputError(f"{repo_dir} is not a git checkout", hint="use --tree for a plain directory") from None
     if repo.is_dirty(untracked_files=False):
-        raise InputError(f"{repo_dir} has uncommitted changes",
-                         hint="commit or stash them first: apply --repo starts from a clean HEAD")
+        raise InputError(
+            f"{repo_dir} has uncommitted changes",
+            hint="commit or stash them first: apply --repo starts from a clean HEAD",
+        )
     branch = branch or f"patchset/{target.name}"
     if branch in [h.name for h in repo.heads]:
-        raise InputError(f"branch {branch!r} already exists in {repo_dir}",
-                         hint="pass --branch NAME for a new one, or delete the old branch")
-    trial = apply_to_tree(ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True,
-                          update_lock=update_lock, kind="repo")
+        raise InputError(
+            f"branch {branch!r} already exists in {repo_dir}",
+            hint="pass --branch NAME for a new one, or delete the old branch",
+        )
+    trial = apply_to_tree(
+        ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True, update_lock=update_lock, kind="repo"
+    )
     if trial.outcome != "dry-run" or dry_run:
         return trial
     items = series_items(ledger, target)
@@ -309,8 +353,10 @@ def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> d
         elif len(targets) == 1:
             out[targets[0]] = v
         else:
-            raise InputError(f"--{kind} {v!r}: which target?",
-                             hint=f"write --{kind} NAME=VALUE with NAME one of: {', '.join(targets)}")
+            raise InputError(
+                f"--{kind} {v!r}: which target?",
+                hint=f"write --{kind} NAME=VALUE with NAME one of: {', '.join(targets)}",
+            )
     return out
 
 
@@ -319,9 +365,17 @@ def check_fuzz(fuzz: int) -> None:
         raise InputError(f"--fuzz {fuzz} is out of range", hint="use 0 (default), 1, 2 or 3")
 
 
-def run(ledger: Ledger, trees: dict[str, TreeArg], *, fuzz: int = 0, update_lock: bool = False,
-        dry_run: bool = False, progress: Progress | None = None, download_progress=None,
-        skip_applied: bool = False) -> list[TargetReport]:
+def run(
+    ledger: Ledger,
+    trees: dict[str, TreeArg],
+    *,
+    fuzz: int = 0,
+    update_lock: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    download_progress=None,
+    skip_applied: bool = False,
+) -> list[TargetReport]:
     check_fuzz(fuzz)
     reports = []
     for name, arg in trees.items():
@@ -337,12 +391,15 @@ def run(ledger: Ledger, trees: dict[str, TreeArg], *, fuzz: int = 0, update_lock
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":
-            reports.append(apply_to_index(ledger, target, arg.spec, arg.path, layout=layout,
-                                          download_progress=download_progress, **kw))
+            reports.append(
+                apply_to_index(
+                    ledger, target, arg.spec, arg.path, layout=layout, download_progress=download_progress, **kw
+                )
+            )
         else:  # pragma: no cover - the CLI only builds the three kinds
             raise EnvironmentFailure(f"unknown tree kind {arg.kind}")
         ledger = ledger_mod.load_ledger(ledger.path) if update_lock else ledger
     return reports
 
 
-__all__ = ["TreeArg", "TargetReport", "run", "parse_tree_args", "ApplyFailed", "HashMismatch"]
+__all__ = ["ApplyFailed", "HashMismatch", "TargetReport", "TreeArg", "parse_tree_args", "run"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchset import atomic
-from patchset.errors import InputError
-from patchset.patchfmt.headers import split_header
 from patchset.commands.inspection import BODY_MISSING, body_state
+from patchset.errors import InputError
 from patchset.ledger.lock import render_expected
 from patchset.ledger.model import Ledger, Patch
+from patchset.patchfmt.headers import split_header
 
 FORMATS = ("quilt", "mbox", "expected")
 _ZERO = "0" * 40
@@ -52,10 +52,12 @@ def as_mail(p: Patch, body: bytes, index: int, total: int) -> bytes:
     author = p.authors[0] if p.authors else "patchset"
     login = "".join(c for c in author if c.isalnum() or c in "-_") or "patchset"
     desc = "\n".join((">" + ln if ln.startswith("From ") else ln) for ln in (p.description or "").splitlines())
-    head = (f"From {_ZERO} Mon Sep 17 00:00:00 2001\n"
-            f"From: {author} <{login}@users.noreply.github.com>\n"
-            f"Date: Thu, 1 Jan 2026 00:00:00 +0000\n"
-            f"Subject: [PATCH {index}/{total}] {p.title}\n\n")
+    head = (
+        f"From {_ZERO} Mon Sep 17 00:00:00 2001\n"
+        f"From: {author} <{login}@users.noreply.github.com>\n"
+        f"Date: Thu, 1 Jan 2026 00:00:00 +0000\n"
+        f"Subject: [PATCH {index}/{total}] {p.title}\n\n"
+    )
     text = head + (desc + "\n\n" if desc else "") + "\n".join(trailers(p)) + "\n---\n"
     return text.encode("utf-8") + diff + (b"" if diff.endswith(b"\n") else b"\n")
 
@@ -67,8 +69,12 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
     names = _targets(ledger, target)
     populated = [t for t in names if (_bodies(ledger, t) if fmt != "expected" else ledger.lock.target(t).files)]
     if not populated:
-        raise InputError(f"nothing to export for {fmt}: no imported bodies" if fmt != "expected" else
-                         "no expected hashes in the lock", hint="import bodies first (`patchset import`)")
+        raise InputError(
+            f"nothing to export for {fmt}: no imported bodies"
+            if fmt != "expected"
+            else "no expected hashes in the lock",
+            hint="import bodies first (`patchset import`)",
+        )
     nested = len(populated) > 1
     writes: dict[Path, bytes] = {}
     written: dict[str, list[str]] = {}
@@ -90,8 +96,10 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             written[t] = [p.id for p, _ in items]
         else:  # in the layout the build tree has (an installed target: site-packages paths)
             target = ledger.targets[t]
-            files = {(target.path_map.to_installed(k) if target.layout == "installed" else k): v
-                     for k, v in ledger.lock.target(t).files.items()}
+            files = {
+                (target.path_map.to_installed(k) if target.layout == "installed" else k): v
+                for k, v in ledger.lock.target(t).files.items()
+            }
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
     atomic.write_many(writes)

@@ -2,7 +2,7 @@
 
 Each ``[patch.source]`` names an upstream pull request (``owner/repo#N``, optional ``pin`` head),
 a commit (``owner/repo@sha``), a file in another repository at a ref (``owner/repo@ref:path``) or
-a URL, with ``include``/``exclude`` globs and a strip level (``patchset.filters``). A download is
+a URL, with ``include``/``exclude`` globs and a strip level (``patchset.patchfmt.filters``). A download is
 filtered, checked (it must parse as a patch; it must match ``source.sha256`` when that is set)
 and stored in the entry's body path, and the lock records its sha256 and the head it came from.
 
@@ -19,23 +19,34 @@ deliberately and records it (body, lock, and ``source.pin``/``source.sha256`` wh
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from patchset.ledger import store as ledger_mod
-from patchset.patchfmt.diffs import parse_patch
 from patchset.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, InputError, LedgerError, Location, PatchFormatError
-from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
+from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
 
 if TYPE_CHECKING:  # the client pulls in PyGithub; import it only when a download is needed
     from patchset.tracker.github import GitHubClient
     from patchset.upstream.refs import PRState, RowError
 
-__all__ = ["SourceRef", "FetchRow", "FetchReport", "CheckRow", "CheckReport", "parse_source", "fetch", "update",
-           "check", "select"]
+__all__ = [
+    "CheckReport",
+    "CheckRow",
+    "FetchReport",
+    "FetchRow",
+    "SourceRef",
+    "check",
+    "fetch",
+    "parse_source",
+    "select",
+    "update",
+]
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _SHA40 = re.compile(r"^[0-9a-f]{40}$")
@@ -45,18 +56,18 @@ _FILE = re.compile(rf"^(?P<repo>{_REPO})@(?P<ref>[^:\s]+):(?P<path>\S.*)$")
 URL_TIMEOUT = 30
 
 # Row statuses
-STORED = "stored"          # downloaded, filtered, written (or would be, had nothing failed)
-PRESENT = "present"        # stored body matches the lock: not downloaded again
-MISSING = "missing"        # offline and no stored body
-LOCAL = "local"            # kind = "local": nothing to fetch
-FAILED = "failed"          # the source could not be reached (network, API, 404, rate limit ...)
-REFUSED = "refused"        # reached, but not taken (hash, format, moved pin, local edit, empty)
+STORED = "stored"  # downloaded, filtered, written (or would be, had nothing failed)
+PRESENT = "present"  # stored body matches the lock: not downloaded again
+MISSING = "missing"  # offline and no stored body
+LOCAL = "local"  # kind = "local": nothing to fetch
+FAILED = "failed"  # the source could not be reached (network, API, 404, rate limit ...)
+REFUSED = "refused"  # reached, but not taken (hash, format, moved pin, local edit, empty)
 
 # Check statuses
 UNCHANGED = "unchanged"
 MOVED_SAME = "moved-same"
 CHANGED = "changed"
-MOVED = "moved"            # the head moved and there is no stored body to compare with
+MOVED = "moved"  # the head moved and there is no stored body to compare with
 GONE = "gone"
 ERROR = "error"
 UNPINNED = "unpinned"
@@ -92,10 +103,16 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
     if src.kind == "local":
         return SourceRef("local")
     if not ref:
-        raise LedgerError(f"a source of kind {src.kind!r} needs a ref", where=where,
-                          hint={"pr": "ref = \"owner/repo#N\"", "commit": "ref = \"owner/repo@<sha>\"",
-                                "repo-file": "ref = \"owner/repo@<ref>:<path>\"", "url": "ref = \"https://...\""}
-                          .get(src.kind))
+        raise LedgerError(
+            f"a source of kind {src.kind!r} needs a ref",
+            where=where,
+            hint={
+                "pr": 'ref = "owner/repo#N"',
+                "commit": 'ref = "owner/repo@<sha>"',
+                "repo-file": 'ref = "owner/repo@<ref>:<path>"',
+                "url": 'ref = "https://..."',
+            }.get(src.kind),
+        )
     if src.kind == "pr":
         from patchset.upstream.refs import PRRef
 
@@ -114,8 +131,11 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
     if src.kind == "repo-file":
         m = _FILE.match(ref)
         if not m:
-            raise LedgerError(f"{ref!r} is not OWNER/REPO@REF:PATH", where=where,
-                              hint="e.g. owner/repo@main:patches/vllm/01-fix.patch")
+            raise LedgerError(
+                f"{ref!r} is not OWNER/REPO@REF:PATH",
+                where=where,
+                hint="e.g. owner/repo@main:patches/vllm/01-fix.patch",
+            )
         return SourceRef("repo-file", repo=m["repo"], ref=m["ref"], path=m["path"].lstrip("/"))
     if src.kind == "url":
         if not re.match(r"^https?://[^\s/]+", ref):
@@ -179,8 +199,14 @@ class FetchReport:
         return [f"{r.id}: {r.source}" for r in self.failed]
 
     def to_json(self) -> dict[str, Any]:
-        return {"written": self.written, "offline": self.offline, "ok": self.ok, "warnings": self.warnings,
-                "unreachable": self.unreachable(), "rows": [r.to_json() for r in self.rows]}
+        return {
+            "written": self.written,
+            "offline": self.offline,
+            "ok": self.ok,
+            "warnings": self.warnings,
+            "unreachable": self.unreachable(),
+            "rows": [r.to_json() for r in self.rows],
+        }
 
 
 @dataclass
@@ -269,10 +295,16 @@ def _same_sha(a: str | None, b: str | None) -> bool:
     return bool(a and b and (a.startswith(b) or b.startswith(a)))
 
 
-def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[str, int], Any],
-              pin: str | None, take_new: bool, revalidate: bool = False) -> _Download:
+def _download(
+    client: GitHubClient | None,
+    spec: SourceRef,
+    states: dict[tuple[str, int], Any],
+    pin: str | None,
+    take_new: bool,
+    revalidate: bool = False,
+) -> _Download:
     from patchset.tracker.github import FetchError
-    from patchset.upstream.refs import MALFORMED, PRState, PRRef, RowError
+    from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
 
     if spec.kind == "url":
         return _download_url(spec.url)
@@ -285,8 +317,10 @@ def _download(client: GitHubClient | None, spec: SourceRef, states: dict[tuple[s
             if not isinstance(state, PRState) or not state.head_sha:
                 raise _Unreachable(RowError(MALFORMED, f"no head commit reported for {spec}"))
             if pin and not _same_sha(pin, state.head_sha) and not take_new:
-                raise _Refused(f"upstream head moved from the pinned {pin[:12]} to {state.head_sha[:12]}: "
-                               f"see `patchset fetch --check`, take it with `patchset fetch --update ID`")
+                raise _Refused(
+                    f"upstream head moved from the pinned {pin[:12]} to {state.head_sha[:12]}: "
+                    f"see `patchset fetch --check`, take it with `patchset fetch --update ID`"
+                )
             d = client.pr_diff_detail(PRRef(spec.repo, spec.number))
             return _Download(d.data, state.head_sha, d.source)
         if spec.kind == "commit":
@@ -333,15 +367,24 @@ def _prepare(ledger: Ledger, patch: Patch, dl: _Download) -> FilterResult:
     if b"\0" in res.data:
         raise _Refused("not a patch: the download holds NUL bytes (a binary file?)")
     if not res.kept:
-        what = f"the filters (include {src.include or '*'}, exclude {src.exclude or '-'}) kept no file" \
-            if res.dropped else "the download holds no diff"
+        what = (
+            f"the filters (include {src.include or '*'}, exclude {src.exclude or '-'}) kept no file"
+            if res.dropped
+            else "the download holds no diff"
+        )
         raise _Refused(f"{what}; nothing to store")
     return res
 
 
 # ---- fetch -----------------------------------------------------------------------------------
-def fetch(ledger_path: Path, ids: Sequence[str] = (), *, all_: bool = False, client: GitHubClient | None = None,
-          offline: bool = False) -> FetchReport:
+def fetch(
+    ledger_path: Path,
+    ids: Sequence[str] = (),
+    *,
+    all_: bool = False,
+    client: GitHubClient | None = None,
+    offline: bool = False,
+) -> FetchReport:
     """Fetch the bodies of ``ids`` (or ``all_``) and store them; see the module docstring."""
     ledger = ledger_mod.load_ledger(ledger_path)
     return _run(ledger_path, ledger, select(ledger, ids, all_), client, offline, take_new=False)
@@ -368,8 +411,9 @@ def _stored_body(ledger: Ledger, patch: Patch) -> bytes | None:
     return f.read_bytes() if f.is_file() else None
 
 
-def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHubClient | None, offline: bool,
-         take_new: bool) -> FetchReport:
+def _run(
+    ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHubClient | None, offline: bool, take_new: bool
+) -> FetchReport:
     rows: list[FetchRow] = []
     todo: list[tuple[Patch, SourceRef, FetchRow]] = []
     for p in patches:
@@ -392,13 +436,18 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
             continue
         if data is not None and locked is not None and locked != digest and not take_new:
             row.status = REFUSED
-            row.message = (f"{p.body_path} was changed locally (sha256 {digest[:12]}…, the lock says "
-                           f"{locked[:12]}…); not overwritten: `patchset fetch --update {p.id}` replaces it")
+            row.message = (
+                f"{p.body_path} was changed locally (sha256 {digest[:12]}…, the lock says "
+                f"{locked[:12]}…); not overwritten: `patchset fetch --update {p.id}` replaces it"
+            )
             continue
         if offline:
             row.status = MISSING if data is None else REFUSED
-            row.message = ("offline: no stored body" if data is None else
-                           "offline: the stored body is not the pinned one and cannot be fetched")
+            row.message = (
+                "offline: no stored body"
+                if data is None
+                else "offline: the stored body is not the pinned one and cannot be fetched"
+            )
             continue
         todo.append((p, spec, row))
 
@@ -406,15 +455,17 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
     if todo:
         c = _client_for(client, [s for _, s, _ in todo])
         if c is not None and not c.authenticated:
-            warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, "
-                            "60 per hour")
+            warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, 60 per hour")
         from patchset.upstream.refs import RowError
 
         try:
             states = _pr_states(c, [s for _, s, _ in todo]) if c is not None else {}
-        except Exception as exc:  # noqa: BLE001 - the client promises RowErrors; a bug must not write files
-            states = {(s.repo, s.number): RowError("http", f"state request failed ({type(exc).__name__})")
-                      for _, s, _ in todo if s.kind == "pr"}
+        except Exception as exc:
+            states = {
+                (s.repo, s.number): RowError("http", f"state request failed ({type(exc).__name__})")
+                for _, s, _ in todo
+                if s.kind == "pr"
+            }
         writes: list[tuple[Patch, FetchRow, bytes, str | None]] = []
         for p, spec, row in todo:
             try:
@@ -431,15 +482,23 @@ def _run(ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHub
             row.kept, row.dropped = res.kept, res.dropped
             if p.source.sha256 and p.source.sha256 != digest and not take_new:
                 row.status = REFUSED
-                row.message = (f"downloaded body has sha256 {digest[:12]}…, the ledger pins "
-                               f"{p.source.sha256[:12]}… (source.sha256): refused, not stored")
+                row.message = (
+                    f"downloaded body has sha256 {digest[:12]}…, the ledger pins "
+                    f"{p.source.sha256[:12]}… (source.sha256): refused, not stored"
+                )
                 continue
             stored = ledger.body_file(p)
-            if (stored.is_file() and p.id not in ledger.lock.bodies and not take_new
-                    and sha256_bytes(stored.read_bytes()) != digest):
+            if (
+                stored.is_file()
+                and p.id not in ledger.lock.bodies
+                and not take_new
+                and sha256_bytes(stored.read_bytes()) != digest
+            ):
                 row.status = REFUSED
-                row.message = (f"{p.body_path} exists, is not in the lock and differs from the download: "
-                               f"not overwritten (`patchset fetch --update {p.id}` replaces it)")
+                row.message = (
+                    f"{p.body_path} exists, is not in the lock and differs from the download: "
+                    f"not overwritten (`patchset fetch --update {p.id}` replaces it)"
+                )
                 continue
             row.status = STORED
             row.message = f"{len(res.data)} bytes" + (f", dropped {len(res.dropped)} file(s)" if res.dropped else "")
@@ -482,8 +541,9 @@ def _write(ledger_path: Path, writes: list[tuple[Patch, FetchRow, bytes, str | N
 
 
 # ---- check -----------------------------------------------------------------------------------
-def check(ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | None = None,
-          offline: bool = False) -> CheckReport:
+def check(
+    ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | None = None, offline: bool = False
+) -> CheckReport:
     """For each selected source (default: every active and held patch with a source), has
     upstream moved since the stored body? Never writes anything."""
     ledger = ledger_mod.load_ledger(ledger_path)
@@ -555,8 +615,11 @@ def check(ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | 
 
 
 def _check_error(row: CheckRow, err: RowError, not_found: str) -> None:
-    gone = err.kind == not_found or err.status in (404, 410) or (
-        err.status == 422 and "no commit found" in err.message.lower())
+    gone = (
+        err.kind == not_found
+        or err.status in (404, 410)
+        or (err.status == 422 and "no commit found" in err.message.lower())
+    )
     row.status = GONE if gone else ERROR
     row.message = ("source gone upstream: " if gone else "") + str(err)
     row.error = err.to_json()

@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.ledger import store as ledger_mod
 from patchset.errors import InputError, Location
-from patchset.patchfmt.headers import parse_meta
+from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger
+from patchset.patchfmt.headers import parse_meta
 
 PATCH_SUFFIXES = (".patch", ".diff")
 
@@ -60,13 +60,19 @@ def read_series_file(series: Path) -> list[ImportItem]:
         for opt in parts[1:]:
             m = re.fullmatch(r"-p(\d+)", opt)
             if not m:
-                raise InputError(f"unsupported option {opt!r} in series file", where=Location(series, lineno),
-                                 hint="only -pN is understood")
+                raise InputError(
+                    f"unsupported option {opt!r} in series file",
+                    where=Location(series, lineno),
+                    hint="only -pN is understood",
+                )
             strip = int(m.group(1))
         path = series.parent / parts[0]
         if not path.is_file():
-            raise InputError(f"series names {parts[0]!r}, which does not exist", where=Location(series, lineno),
-                             hint=f"add the file to {series.parent} or remove the line")
+            raise InputError(
+                f"series names {parts[0]!r}, which does not exist",
+                where=Location(series, lineno),
+                hint=f"add the file to {series.parent} or remove the line",
+            )
         items.append(ImportItem(path=path, name=Path(parts[0]).name, strip=strip))
     return items
 
@@ -93,21 +99,26 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
             else:
                 items.append(ImportItem(path=src, name=src.name))
         else:
-            raise InputError(f"{src}: no such file or directory", hint="pass a quilt directory, patch files or "
-                                                                        "EXPECTED.sha256 files")
+            raise InputError(
+                f"{src}: no such file or directory", hint="pass a quilt directory, patch files or EXPECTED.sha256 files"
+            )
     return items, expected
 
 
 def _choose_target(ledger: Ledger, target: str | None) -> str:
     if target:
         if target not in ledger.targets:
-            raise InputError(f"unknown target {target!r}", hint=f"targets in {ledger.path.name}: "
-                                                                 f"{', '.join(ledger.targets) or '(none)'}")
+            raise InputError(
+                f"unknown target {target!r}",
+                hint=f"targets in {ledger.path.name}: {', '.join(ledger.targets) or '(none)'}",
+            )
         return target
     if len(ledger.targets) == 1:
         return next(iter(ledger.targets))
-    raise InputError("which target do these patches belong to?",
-                     hint=f"pass --target NAME (one of: {', '.join(ledger.targets) or '(none: add [targets.<name>])'})")
+    raise InputError(
+        "which target do these patches belong to?",
+        hint=f"pass --target NAME (one of: {', '.join(ledger.targets) or '(none: add [targets.<name>])'})",
+    )
 
 
 def import_sources(ledger_path: Path, sources: list[Path], target: str | None = None) -> ImportResult:
@@ -127,8 +138,11 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
             digest = sha256_bytes(body)
             if existing is not None:
                 if existing.get("target") != tname:
-                    raise InputError(f"patch {pid!r} exists for target {existing.get('target')!r}",
-                                     where=Location(item.path), hint=f"import it with --target {existing.get('target')}")
+                    raise InputError(
+                        f"patch {pid!r} exists for target {existing.get('target')!r}",
+                        where=Location(item.path),
+                        hint=f"import it with --target {existing.get('target')}",
+                    )
                 rel = existing.get("body") or f"patchset/series/{tname}/{pid}.patch"
                 old = ledger_path.parent / rel
                 if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(pid) == digest:
@@ -140,9 +154,13 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
             else:
                 meta = parse_meta(body)
                 values = {
-                    "id": pid, "target": tname, "body": rel, "title": meta.title or pid,
+                    "id": pid,
+                    "target": tname,
+                    "body": rel,
+                    "title": meta.title or pid,
                     "origin": meta.origin or ("upstream" if meta.prs else "ours"),
-                    "authors": meta.authors, "description": meta.description[:2000],
+                    "authors": meta.authors,
+                    "description": meta.description[:2000],
                 }
                 table = e.add_patch(values)
                 if meta.prs or meta.commits:
@@ -159,8 +177,10 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
             e.lock.bodies[pid] = digest
         target = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's (the patches') layout
-            hashes = {(target.path_map.to_source(k) if target.layout == "installed" else k): v
-                      for k, v in parse_expected(ef).items()}
+            hashes = {
+                (target.path_map.to_source(k) if target.layout == "installed" else k): v
+                for k, v in parse_expected(ef).items()
+            }
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)

@@ -11,11 +11,11 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from patchset.patchfmt.diffs import parse_patch
 from patchset.errors import PatchFormatError
-from patchset.patchfmt.headers import split_header
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.headers import split_header
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -51,8 +51,14 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     for fp in files:
         lines = [ln for h in fp.hunks for ln in h.lines]
         path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
-        out.append(FileStat(path=path, added=sum(1 for ln in lines if ln.startswith(b"+")),
-                            removed=sum(1 for ln in lines if ln.startswith(b"-")), op=_STAT_OPS[fp.op]))
+        out.append(
+            FileStat(
+                path=path,
+                added=sum(1 for ln in lines if ln.startswith(b"+")),
+                removed=sum(1 for ln in lines if ln.startswith(b"-")),
+                op=_STAT_OPS[fp.op],
+            )
+        )
     return out
 
 
@@ -109,8 +115,10 @@ def validate(ledger: Ledger) -> ValidateReport:
         state, body = body_state(ledger, p)
         rep.bodies[p.id] = state
         if state == BODY_MISMATCH:
-            rep.problems.append(f"{p.id}: body {p.body_path} does not match its sha256 in {ledger.lock_path.name}"
-                                " (re-import it or run `patchset import` to record the new hash)")
+            rep.problems.append(
+                f"{p.id}: body {p.body_path} does not match its sha256 in {ledger.lock_path.name}"
+                " (re-import it or run `patchset import` to record the new hash)"
+            )
         elif state == BODY_UNLOCKED:
             rep.warnings.append(f"{p.id}: body {p.body_path} has no hash in the lock (run `patchset import`)")
         if body is not None:
@@ -120,8 +128,10 @@ def validate(ledger: Ledger) -> ValidateReport:
             declared = set(p.files)
             actual = {s.path for s in stats}
             if declared and actual and declared != actual:
-                rep.warnings.append(f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
-                                    f"body's {sorted(actual - declared)}")
+                rep.warnings.append(
+                    f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
+                    f"body's {sorted(actual - declared)}"
+                )
         if p.state == "active":
             for f in patch_files(ledger, p, body):
                 touched[(p.target, f)].append(p.id)
@@ -155,11 +165,20 @@ def list_rows(ledger: Ledger, target: str | None = None, states: tuple[str, ...]
             continue
         order[p.target] += 1
         state, body = body_state(ledger, p)
-        rows.append({
-            "order": order[p.target], "id": p.id, "target": p.target, "origin": p.origin,
-            "prs": p.upstream.prs or p.upstream.ports, "pr_state": p.status.pr_state, "state": p.state,
-            "files": patch_files(ledger, p, body), "body": state, "title": p.title,
-        })
+        rows.append(
+            {
+                "order": order[p.target],
+                "id": p.id,
+                "target": p.target,
+                "origin": p.origin,
+                "prs": p.upstream.prs or p.upstream.ports,
+                "pr_state": p.status.pr_state,
+                "state": p.state,
+                "files": patch_files(ledger, p, body),
+                "body": state,
+                "title": p.title,
+            }
+        )
     return rows
 
 

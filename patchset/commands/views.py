@@ -29,9 +29,13 @@ def render_validate(console: Console, rep: ValidateReport) -> None:
         for f, ids in rep.shared_files.items():
             console.print(f"  {f}: " + " → ".join(ids))
     if rep.switches:
-        console.print("switches: " + "; ".join(
-            f"{pid} ({', '.join([*(f'{k}={v}' for k, v in s['env'].items()), *s['flags']])})"
-            for pid, s in rep.switches.items()))
+        console.print(
+            "switches: "
+            + "; ".join(
+                f"{pid} ({', '.join([*(f'{k}={v}' for k, v in s['env'].items()), *s['flags']])})"
+                for pid, s in rep.switches.items()
+            )
+        )
     if rep.tests:
         console.print("tests declared: " + ", ".join(f"{pid} ({n})" for pid, n in rep.tests.items()))
     for w in rep.warnings:
@@ -48,15 +52,25 @@ def render_list(console: Console, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         files = [f.split("/", 1)[1] if f.count("/") > 1 else f for f in r["files"]]  # drop the package dir
         shown = "\n".join(files[:3]) + (f"\n… +{len(files) - 3}" if len(files) > 3 else "")
-        t.add_row(str(r["order"]), r["id"], r["target"], r["origin"], ", ".join(r["prs"]) or "—", r["pr_state"],
-                  f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
-                  f"[{BODY_STYLE.get(r['body'], '')}]{r['body']}[/]", shown)
+        t.add_row(
+            str(r["order"]),
+            r["id"],
+            r["target"],
+            r["origin"],
+            ", ".join(r["prs"]) or "—",
+            r["pr_state"],
+            f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
+            f"[{BODY_STYLE.get(r['body'], '')}]{r['body']}[/]",
+            shown,
+        )
     console.print(t)
 
 
 def render_show(console: Console, d: dict[str, Any]) -> None:
-    console.print(f"[bold]{d['id']}[/]  ({d['target']}, {d['origin']}, [{STATE_STYLE.get(d['state'], '')}]"
-                  f"{d['state']}[/]{', #' + str(d['order']) if d['order'] else ''})")
+    console.print(
+        f"[bold]{d['id']}[/]  ({d['target']}, {d['origin']}, [{STATE_STYLE.get(d['state'], '')}]"
+        f"{d['state']}[/]{', #' + str(d['order']) if d['order'] else ''})"
+    )
     console.print(f"  {d['title']}")
     if d["description"]:
         console.print(f"  {d['description']}")
@@ -73,8 +87,12 @@ def render_show(console: Console, d: dict[str, Any]) -> None:
         console.print("  switches: " + ", ".join([*(f"{k}={v}" for k, v in sw["env"].items()), *sw["flags"]]))
     st = d["status"]
     if st["pr_state"] != "unknown" or st["recorded"]:
-        console.print(f"  upstream status: {st['pr_state']}" + (f" (recorded {st['recorded']})" if st["recorded"] else "")
-                      + (f", merged {st['merged_at']}" if st["merged_at"] else "") + (f": {st['note']}" if st["note"] else ""))
+        console.print(
+            f"  upstream status: {st['pr_state']}"
+            + (f" (recorded {st['recorded']})" if st["recorded"] else "")
+            + (f", merged {st['merged_at']}" if st["merged_at"] else "")
+            + (f": {st['note']}" if st["note"] else "")
+        )
     if d["source"]["ref"]:
         console.print(f"  source: {d['source']['kind']} {d['source']['ref']}")
     for t in d["tests"]:
@@ -92,15 +110,24 @@ def render_show(console: Console, d: dict[str, Any]) -> None:
             console.print(f"    {f}")
 
 
-OUTCOME_STYLE = {"applied": "green", "already": "green", "dry-run": "cyan", "partial": "yellow",
-                 "failed": "bold red", "mismatch": "bold red"}
+OUTCOME_STYLE = {
+    "applied": "green",
+    "already": "green",
+    "dry-run": "cyan",
+    "partial": "yellow",
+    "failed": "bold red",
+    "mismatch": "bold red",
+}
 
 
 def render_apply(console: Console, reports: list[Any]) -> None:
     """Per target: the outcome, and per patch clean / offset / fuzz / failed with hunk detail."""
     for rep in reports:
-        console.print(f"[bold]{rep.target}[/] → {rep.tree} ({rep.kind}, {rep.layout} layout"
-                      + (f", fuzz {rep.fuzz}" if rep.fuzz else "") + ")")
+        console.print(
+            f"[bold]{rep.target}[/] → {rep.tree} ({rep.kind}, {rep.layout} layout"
+            + (f", fuzz {rep.fuzz}" if rep.fuzz else "")
+            + ")"
+        )
         res = rep.result
         if res is not None:
             t = Table(box=None, padding=(0, 1), show_header=True)
@@ -112,18 +139,25 @@ def render_apply(console: Console, reports: list[Any]) -> None:
                     moved = [h for h in hunks if h.status in ("offset", "fuzz")]
                     label = "fuzz" if any(h.status == "fuzz" for h in hunks) else "offset" if moved else "clean"
                     style = "yellow" if moved else "green"
-                    detail = "; ".join(f"{f.path} {h.describe()}" for f in pr.files for h in f.hunks
-                                       if h.status in ("offset", "fuzz"))
+                    detail = "; ".join(
+                        f"{f.path} {h.describe()}" for f in pr.files for h in f.hunks if h.status in ("offset", "fuzz")
+                    )
                 else:
                     label, style = pr.status.replace("_", " "), "red" if pr.status != "not_reached" else "dim"
-                    detail = "; ".join(f"{f.path}: " + (f.message or f.status) + "".join(
-                        f" — {h.describe()}" for h in f.hunks if h.status == "failed") for f in pr.files
-                        if f.status != "applied")
+                    detail = "; ".join(
+                        f"{f.path}: "
+                        + (f.message or f.status)
+                        + "".join(f" — {h.describe()}" for h in f.hunks if h.status == "failed")
+                        for f in pr.files
+                        if f.status != "applied"
+                    )
                 t.add_row(str(i), pr.patch_id, f"[{style}]{label}[/]", detail)
             console.print(t)
         if rep.state is not None and rep.outcome in ("partial", "already"):
             for ps in rep.state.patches:
-                console.print(f"   {ps.patch_id}: {ps.state.replace('_', ' ')}" + (f" ({ps.reason})" if ps.reason else ""))
+                console.print(
+                    f"   {ps.patch_id}: {ps.state.replace('_', ' ')}" + (f" ({ps.reason})" if ps.reason else "")
+                )
         for f in rep.mismatched:
             console.print(f"   [red]hash mismatch:[/] {f}")
         for c in rep.commits:

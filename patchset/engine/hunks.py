@@ -69,14 +69,14 @@ class HunkResult:
         if self.status == "offset":
             return f"hunk #{self.index} applied at line {self.line} (offset {self.offset:+d} lines)"
         if self.status == "fuzz":
-            return (f"hunk #{self.index} applied at line {self.line} with fuzz {self.fuzz} "
-                    f"(offset {self.offset:+d} lines)")
+            return (
+                f"hunk #{self.index} applied at line {self.line} with fuzz {self.fuzz} (offset {self.offset:+d} lines)"
+            )
         if self.status == "ignored":
             return f"hunk #{self.index} ignored"
         text = f"hunk #{self.index} FAILED (expected at line {self.expected_line})"
         if self.nearest:
-            text += (f"; nearest match at line {self.nearest.line} "
-                     f"({self.nearest.similarity:.0%} of its old lines)")
+            text += f"; nearest match at line {self.nearest.line} ({self.nearest.similarity:.0%} of its old lines)"
         return text
 
 
@@ -147,11 +147,10 @@ def _match(lines: list[bytes], pattern: list[bytes], where: int, pfuzz: int, sfu
         return True
     if lines[lo] != pattern[pfuzz]:
         return False
-    return lines[lo:hi] == pattern[pfuzz:len(pattern) - sfuzz]
+    return lines[lo:hi] == pattern[pfuzz : len(pattern) - sfuzz]
 
 
-def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int,
-            last_frozen: int) -> int:
+def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_frozen: int) -> int:
     """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none."""
     input_lines = len(lines)
     first_guess = h.first + in_offset
@@ -172,12 +171,14 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int,
 
     if prefix_fuzz < 0 and h.first <= 1:
         # too little leading context: the hunk can only match at the start of the file
-        if suffix_fuzz < 0:
-            if pat_lines != input_lines or h.prefix < last_frozen:
-                return 0
+        if suffix_fuzz < 0 and (pat_lines != input_lines or h.prefix < last_frozen):
+            return 0
         offset = 1 - first_guess
-        if last_frozen <= h.prefix and offset <= max_pos_offset and \
-                _match(lines, h.pattern, first_guess + offset, 0, max(suffix_fuzz, 0)):
+        if (
+            last_frozen <= h.prefix
+            and offset <= max_pos_offset
+            and _match(lines, h.pattern, first_guess + offset, 0, max(suffix_fuzz, 0))
+        ):
             return first_guess + offset
         return 0
     if prefix_fuzz < 0:
@@ -186,17 +187,14 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int,
     if suffix_fuzz < 0:
         # too little trailing context: the hunk can only match at the end of the file
         offset = first_guess - (input_lines - pat_lines + 1)
-        if offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset,
-                                               prefix_fuzz, 0):
+        if offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset, prefix_fuzz, 0):
             return first_guess - offset
         return 0
 
     for offset in range(0, max_offset + 1):
-        if offset <= max_pos_offset and _match(lines, h.pattern, first_guess + offset,
-                                               prefix_fuzz, suffix_fuzz):
+        if offset <= max_pos_offset and _match(lines, h.pattern, first_guess + offset, prefix_fuzz, suffix_fuzz):
             return first_guess + offset
-        if 0 < offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset,
-                                                   prefix_fuzz, suffix_fuzz):
+        if 0 < offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset, prefix_fuzz, suffix_fuzz):
             return first_guess - offset
     return 0
 
@@ -222,8 +220,7 @@ def nearest_region(lines: list[bytes], hunk: Hunk, expected: int) -> NearestRegi
         return None
     best = max(votes, key=lambda s: (votes[s], -abs(s + 1 - expected)))
     # exact count at that alignment, frequent lines included
-    same = sum(1 for j, ln in enumerate(pattern)
-               if 0 <= best + j < len(lines) and lines[best + j] == ln)
+    same = sum(1 for j, ln in enumerate(pattern) if 0 <= best + j < len(lines) and lines[best + j] == ln)
     return NearestRegion(line=max(best + 1, 1), similarity=round(same / len(pattern), 3))
 
 
@@ -252,7 +249,7 @@ class _Writer:
         # past the end of the input there is nothing to copy (GNU: an empty line fetch);
         # every input line but the last ends in "\n", so a slice is copied in one go
         if self.frozen < line:
-            chunk = self.lines[self.frozen:line]
+            chunk = self.lines[self.frozen : line]
             if chunk:
                 if not self.after_newline:
                     self.out.append(b"\n")
@@ -281,8 +278,9 @@ class _Writer:
 # --------------------------------------------------------------------------- apply
 
 
-def _run_hunks(lines: list[bytes], prepared: list[_Prepared], fuzz: int,
-               hunks: list[Hunk]) -> tuple[bytes, list[HunkResult], bool]:
+def _run_hunks(
+    lines: list[bytes], prepared: list[_Prepared], fuzz: int, hunks: list[Hunk]
+) -> tuple[bytes, list[HunkResult], bool]:
     """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected)."""
     writer = _Writer(lines)
     results: list[HunkResult] = []
@@ -303,14 +301,20 @@ def _run_hunks(lines: list[bytes], prepared: list[_Prepared], fuzz: int,
                 break
         expected = h.first + in_offset
         if not where:
-            results.append(HunkResult(idx, "failed", line=None, expected_line=expected,
-                                      nearest=nearest_region(lines, hunks[idx - 1], expected)))
+            results.append(
+                HunkResult(
+                    idx,
+                    "failed",
+                    line=None,
+                    expected_line=expected,
+                    nearest=nearest_region(lines, hunks[idx - 1], expected),
+                )
+            )
             continue
         offset = where - h.first
         in_offset = offset
         status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
-        results.append(HunkResult(idx, status, offset=offset, fuzz=used, line=where,
-                                  expected_line=expected))
+        results.append(HunkResult(idx, status, offset=offset, fuzz=used, line=where, expected_line=expected))
         writer.apply(h, where)
     return writer.finish(), results, False
 
@@ -327,32 +331,47 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
     if fp.op == "create":
         if old:  # GNU patch treats an existing empty file as absent
             if old == _create_content(fp):
-                return FileOutcome("already_applied", None, message=(
-                    f"{fp.new_path}: the patch creates this file and it already exists with "
-                    "the same content (already applied)"))
-            return FileOutcome("failed", None, message=(
-                f"{fp.new_path}: the patch creates this file but it already exists"))
+                return FileOutcome(
+                    "already_applied",
+                    None,
+                    message=(
+                        f"{fp.new_path}: the patch creates this file and it already exists with "
+                        "the same content (already applied)"
+                    ),
+                )
+            return FileOutcome(
+                "failed", None, message=(f"{fp.new_path}: the patch creates this file but it already exists")
+            )
         old = b""
     elif old is None:
         if fp.op == "delete":
-            return FileOutcome("already_applied", None, message=(
-                f"{fp.old_path}: the patch deletes this file and it does not exist "
-                "(already applied)"))
+            return FileOutcome(
+                "already_applied",
+                None,
+                message=(f"{fp.old_path}: the patch deletes this file and it does not exist (already applied)"),
+            )
         if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
             old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it
         else:
             return FileOutcome("failed", None, message=f"{fp.path}: file to patch does not exist")
-    elif not old and fp.hunks and (fp.op == "delete" or (
-            len(fp.hunks) == 1 and fp.hunks[0].new_start == 0 and fp.hunks[0].new_len == 0)):
-        return FileOutcome("already_applied", None, message=(
-            f"{fp.path}: the patch empties this file and it is already empty (already applied)"))
+    elif (
+        not old
+        and fp.hunks
+        and (fp.op == "delete" or (len(fp.hunks) == 1 and fp.hunks[0].new_start == 0 and fp.hunks[0].new_len == 0))
+    ):
+        return FileOutcome(
+            "already_applied",
+            None,
+            message=(f"{fp.path}: the patch empties this file and it is already empty (already applied)"),
+        )
 
     if not fp.hunks:
         # rename / copy / mode change only
         if fp.op == "delete":
             if old:
-                return FileOutcome("failed", None, message=(
-                    f"{fp.old_path}: deletion patch has no hunks but the file is not empty"))
+                return FileOutcome(
+                    "failed", None, message=(f"{fp.old_path}: deletion patch has no hunks but the file is not empty")
+                )
             return FileOutcome("applied", None, message="deleted")
         return FileOutcome("applied", old, new_mode=new_mode)
 
@@ -361,19 +380,29 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
     out, results, reversed_ = _run_hunks(lines, prepared, fuzz, fp.hunks)
     if reversed_:
         return FileOutcome(
-            "already_applied", None,
+            "already_applied",
+            None,
             hunks=[HunkResult(i, "ignored") for i in range(1, len(fp.hunks) + 1)],
-            message=(f"{fp.path}: reversed (or previously applied) patch detected: "
-                     "the patch looks already applied"))
+            message=(f"{fp.path}: reversed (or previously applied) patch detected: the patch looks already applied"),
+        )
     failed = [r for r in results if r.status == "failed"]
     if failed:
         return FileOutcome(
-            "failed", None, hunks=results, partial=out,
-            message=f"{fp.path}: {len(failed)} out of {len(results)} hunk(s) FAILED")
+            "failed",
+            None,
+            hunks=results,
+            partial=out,
+            message=f"{fp.path}: {len(failed)} out of {len(results)} hunk(s) FAILED",
+        )
     if fp.op == "delete":
         if out:
-            return FileOutcome("failed", None, hunks=results, partial=out, message=(
-                f"{fp.old_path}: deletion patch applied but the file is not empty afterwards"))
+            return FileOutcome(
+                "failed",
+                None,
+                hunks=results,
+                partial=out,
+                message=(f"{fp.old_path}: deletion patch applied but the file is not empty afterwards"),
+            )
         return FileOutcome("applied", None, hunks=results, message="deleted")
     return FileOutcome("applied", out, new_mode=new_mode, hunks=results)
 
@@ -400,8 +429,16 @@ def reverse_file_patch(fp: FilePatch) -> FilePatch:
                 lines.append(b"+" + raw[1:])
             else:
                 lines.append(raw)
-        hunks.append(Hunk(h.new_start, h.new_len, h.old_start, h.old_len, lines, h.section,
-                          h.line_no))
-    return FilePatch(old_path=fp.new_path, new_path=fp.old_path, op=op,  # type: ignore[arg-type]
-                     old_mode=fp.new_mode, new_mode=fp.old_mode, hunks=hunks, binary=fp.binary,
-                     similarity=fp.similarity, git=fp.git, line_no=fp.line_no)
+        hunks.append(Hunk(h.new_start, h.new_len, h.old_start, h.old_len, lines, h.section, h.line_no))
+    return FilePatch(
+        old_path=fp.new_path,
+        new_path=fp.old_path,
+        op=op,  # type: ignore[arg-type]
+        old_mode=fp.new_mode,
+        new_mode=fp.old_mode,
+        hunks=hunks,
+        binary=fp.binary,
+        similarity=fp.similarity,
+        git=fp.git,
+        line_no=fp.line_no,
+    )

@@ -3,7 +3,7 @@
 ``apply_series`` parses every patch, checks every path is safe, reads only the touched files,
 applies the series in memory with the engine (a file touched by several patches sees them in
 order) and, only if every hunk of every patch applied, commits all resulting files at once
-through ``patchset.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
+through ``patchset.engine.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
 interrupted commit). ``detect_state`` tells which patches of a series a tree already carries.
 """
 
@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from patchset.engine import txn
-from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
+from patchset.patchfmt.diffs import FilePatch, parse_patch
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 Progress = Callable[[str, int, int], None]  # (patch_id, 1-based index, total)
@@ -45,9 +46,14 @@ class FileResult:
 
     def to_json(self) -> dict:
         return {
-            "path": self.path, "patch_path": self.patch_path, "op": self.op,
-            "old_path": self.old_path, "status": self.status, "message": self.message,
-            "sha256": self.sha256, "hunks": [h.to_json() for h in self.hunks],
+            "path": self.path,
+            "patch_path": self.patch_path,
+            "op": self.op,
+            "old_path": self.old_path,
+            "status": self.status,
+            "message": self.message,
+            "sha256": self.sha256,
+            "hunks": [h.to_json() for h in self.hunks],
         }
 
 
@@ -62,8 +68,7 @@ class PatchResult:
         return self.status == "applied"
 
     def to_json(self) -> dict:
-        return {"patch_id": self.patch_id, "status": self.status,
-                "files": [f.to_json() for f in self.files]}
+        return {"patch_id": self.patch_id, "status": self.status, "files": [f.to_json() for f in self.files]}
 
     def describe(self) -> str:
         lines = [f"{self.patch_id}: {self.status}"]
@@ -89,8 +94,11 @@ class SeriesResult:
 
     def to_json(self) -> dict:
         return {
-            "root": self.root, "ok": self.ok, "dry_run": self.dry_run,
-            "committed": self.committed, "recovered": self.recovered,
+            "root": self.root,
+            "ok": self.ok,
+            "dry_run": self.dry_run,
+            "committed": self.committed,
+            "recovered": self.recovered,
             "failed_patch": self.failed_patch,
             "patches": [p.to_json() for p in self.patches],
             "files": dict(self.files),
@@ -102,11 +110,12 @@ class SeriesResult:
         if self.ok:
             return
         bad = next(p for p in self.patches if p.status in ("failed", "already_applied"))
-        hint = ("the tree seems to carry this patch already: check with detect_state"
-                if bad.status == "already_applied" else
-                "rebase the patch onto this tree; nothing was written")
-        raise ApplyFailed(f"patch {bad.patch_id} does not apply to {self.root}:\n"
-                          + bad.describe(), hint=hint)
+        hint = (
+            "the tree seems to carry this patch already: check with detect_state"
+            if bad.status == "already_applied"
+            else "rebase the patch onto this tree; nothing was written"
+        )
+        raise ApplyFailed(f"patch {bad.patch_id} does not apply to {self.root}:\n" + bad.describe(), hint=hint)
 
 
 # --------------------------------------------------------------------------- paths
@@ -135,13 +144,14 @@ class _Paths:
         if not parts or any(p == ".." for p in parts):
             raise UnsafePathError(f"{where} escapes the tree with '..'")
         if parts[0] == txn.TXN_DIR or ".git" in parts:
-            raise UnsafePathError(f"{where} points into {parts[0] if parts[0] == txn.TXN_DIR else '.git'}",
-                                  hint="patches may not touch repository or patchset metadata")
+            raise UnsafePathError(
+                f"{where} points into {parts[0] if parts[0] == txn.TXN_DIR else '.git'}",
+                hint="patches may not touch repository or patchset metadata",
+            )
         real = os.path.realpath(self.root.joinpath(*parts))
         root = str(self.root)
         if real != root and not real.startswith(root.rstrip("/") + "/"):
-            raise UnsafePathError(f"{where} leaves the tree {root} through a symlink "
-                                  f"(resolves to {real})")
+            raise UnsafePathError(f"{where} leaves the tree {root} through a symlink (resolves to {real})")
         rel = os.path.relpath(real, root)
         if rel == "." or rel.split("/")[0] == txn.TXN_DIR or ".git" in rel.split("/"):
             raise UnsafePathError(f"{where} resolves to {rel!r}, which patches may not touch")
@@ -171,8 +181,9 @@ class _State:
                 raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
             else:
                 if not stat.S_ISREG(st.st_mode):
-                    raise EnvironmentFailure(f"{path}: not a regular file",
-                                             hint="patches can only change regular files")
+                    raise EnvironmentFailure(
+                        f"{path}: not a regular file", hint="patches can only change regular files"
+                    )
                 try:
                     self.disk[rel] = (path.read_bytes(), st.st_mode & 0o7777)
                 except OSError as exc:
@@ -188,7 +199,7 @@ class _State:
         self._load(rel)
         self.now[rel] = (data, mode if data is not None else None)
 
-    def fork(self) -> "_State":
+    def fork(self) -> _State:
         other = _State(self.root)
         other.disk = self.disk  # shared read cache
         other.now = dict(self.now)
@@ -209,8 +220,7 @@ def _git_mode(mode: str | None) -> int | None:
     return 0o755 if bits & 0o100 else 0o644
 
 
-def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
-               fuzz: int) -> FileResult:
+def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int) -> FileResult:
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
     src = paths.resolve(fp.path, patch_id)
     dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
@@ -225,8 +235,13 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
     old, old_mode = state.get(src)
     if fp.op == "create":
         old_mode = None
-    res = FileResult(path=dst or src, patch_path=fp.target or fp.path, op=fp.op, status="failed",
-                     old_path=src if fp.op in ("rename", "copy") else None)
+    res = FileResult(
+        path=dst or src,
+        patch_path=fp.target or fp.path,
+        op=fp.op,
+        status="failed",
+        old_path=src if fp.op in ("rename", "copy") else None,
+    )
     if fp.op in ("rename", "copy") and dst is not None and dst != src:
         if old is None:
             there, _ = state.get(dst)
@@ -234,8 +249,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
                 # the source is gone and the target exists: looks like a done rename
                 probe = apply_file(there, _as_modify(fp), fuzz)
                 if probe.status == "already_applied" or not fp.hunks:
-                    res.status, res.message = "already_applied", (
-                        f"{fp.op} {fp.old_path} -> {fp.new_path}: source missing, target present")
+                    res.status, res.message = (
+                        "already_applied",
+                        (f"{fp.op} {fp.old_path} -> {fp.new_path}: source missing, target present"),
+                    )
                     return res
             res.message = f"{fp.op} source {fp.old_path} does not exist"
             return res
@@ -243,8 +260,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
         if there is not None:
             probe = apply_file(old, fp, fuzz)
             if fp.op == "copy" and probe.ok and probe.new == there:
-                res.status, res.message = "already_applied", (
-                    f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content")
+                res.status, res.message = (
+                    "already_applied",
+                    (f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content"),
+                )
             else:
                 res.message = f"{fp.op} target {fp.new_path} already exists"
             return res
@@ -267,8 +286,18 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str,
 
 
 def _as_modify(fp: FilePatch) -> FilePatch:
-    return FilePatch(fp.new_path, fp.new_path, "modify", fp.old_mode, fp.new_mode, fp.hunks,
-                     fp.binary, fp.similarity, True, fp.line_no)
+    return FilePatch(
+        fp.new_path,
+        fp.new_path,
+        "modify",
+        fp.old_mode,
+        fp.new_mode,
+        fp.hunks,
+        fp.binary,
+        fp.similarity,
+        True,
+        fp.line_no,
+    )
 
 
 def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
@@ -282,8 +311,7 @@ def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
     return parsed
 
 
-def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths,
-                 fuzz: int) -> PatchResult:
+def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths, fuzz: int) -> PatchResult:
     """All file patches of one patch, or none (on failure ``state`` is left unchanged)."""
     trial = state.fork()
     result = PatchResult(item.patch_id, "applied")
@@ -303,9 +331,15 @@ def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _
 # --------------------------------------------------------------------------- public API
 
 
-def apply_series(root: Path, items: list[SeriesItem], *, fuzz: int = 0,
-                 path_for: Callable[[str], str] | None = None, dry_run: bool = False,
-                 progress: Progress | None = None) -> SeriesResult:
+def apply_series(
+    root: Path,
+    items: list[SeriesItem],
+    *,
+    fuzz: int = 0,
+    path_for: Callable[[str], str] | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
     Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
@@ -320,15 +354,16 @@ def apply_series(root: Path, items: list[SeriesItem], *, fuzz: int = 0,
     recovered = None
     if txn.pending(root):
         if dry_run:
-            raise EnvironmentFailure(f"{root}: an earlier apply was interrupted",
-                                     hint="run recover(root) (or a real apply) first")
+            raise EnvironmentFailure(
+                f"{root}: an earlier apply was interrupted", hint="run recover(root) (or a real apply) first"
+            )
         recovered = txn.recover(root)
     paths = _Paths(root, path_for)
     parsed = _parse_all(items, paths)
     state = _State(paths.root)
     results: list[PatchResult] = []
     failed: str | None = None
-    for i, (item, fps) in enumerate(zip(items, parsed), start=1):
+    for i, (item, fps) in enumerate(zip(items, parsed, strict=True), start=1):
         if failed:
             results.append(PatchResult(item.patch_id, "not_reached"))
             continue
@@ -348,9 +383,17 @@ def apply_series(root: Path, items: list[SeriesItem], *, fuzz: int = 0,
         if changes:
             txn.commit(paths.root, changes)
         committed = True
-    return SeriesResult(root=str(root), ok=ok, dry_run=dry_run, committed=committed,
-                        patches=results, files=files, modes=modes, recovered=recovered,
-                        failed_patch=failed)
+    return SeriesResult(
+        root=str(root),
+        ok=ok,
+        dry_run=dry_run,
+        committed=committed,
+        patches=results,
+        files=files,
+        modes=modes,
+        recovered=recovered,
+        failed_patch=failed,
+    )
 
 
 def recover(root: Path, direction: txn.Direction = "auto") -> str | None:
@@ -412,17 +455,24 @@ class SeriesState:
         return text
 
     def to_json(self) -> dict:
-        return {"summary": self.summary(), "matches_expected": self.matches_expected,
-                "patches": [p.to_json() for p in self.patches]}
+        return {
+            "summary": self.summary(),
+            "matches_expected": self.matches_expected,
+            "patches": [p.to_json() for p in self.patches],
+        }
 
 
 def _reverse(fps: list[FilePatch]) -> list[FilePatch]:
     return [reverse_file_patch(fp) for fp in reversed(fps)]
 
 
-def detect_state(root: Path, items: list[SeriesItem],
-                 expected: dict[str, str | None] | None = None, *,
-                 path_for: Callable[[str], str] | None = None) -> SeriesState:
+def detect_state(
+    root: Path,
+    items: list[SeriesItem],
+    expected: dict[str, str | None] | None = None,
+    *,
+    path_for: Callable[[str], str] | None = None,
+) -> SeriesState:
     """Which patches of ``items`` does the tree at ``root`` carry? Reads, never writes.
 
     ``expected`` (path -> sha256 after the whole series, ``None`` for an absent file; paths in
@@ -445,8 +495,7 @@ def detect_state(root: Path, items: list[SeriesItem],
                 matches = False
                 break
         if matches:
-            return SeriesState([PatchState(i.patch_id, "applied", "file hashes match")
-                                for i in items], True)
+            return SeriesState([PatchState(i.patch_id, "applied", "file hashes match") for i in items], True)
     n = len(items)
     applied = [False] * n
     peel = state.fork()
@@ -465,15 +514,13 @@ def detect_state(root: Path, items: list[SeriesItem],
             if r.ok:
                 states.append(PatchState(item.patch_id, "applied", "reverse-applies"))
                 continue
-            states.append(PatchState(item.patch_id, "unknown",
-                                     "reverse-applies, but not forward on the peeled tree"))
+            states.append(PatchState(item.patch_id, "unknown", "reverse-applies, but not forward on the peeled tree"))
             continue
         r = _apply_patch(replay, parsed[k], item, paths, 0)
         if r.ok:
             states.append(PatchState(item.patch_id, "not_applied", "applies forward"))
         else:
-            why = "; ".join(f"{f.path}: {f.message or f.status}" for f in r.files
-                            if f.status != "applied") or r.status
+            why = "; ".join(f"{f.path}: {f.message or f.status}" for f in r.files if f.status != "applied") or r.status
             states.append(PatchState(item.patch_id, "unknown", f"applies neither way: {why}"))
     del base
     return SeriesState(states, matches)

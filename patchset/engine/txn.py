@@ -88,13 +88,14 @@ class _Lock:
         self.dir = root / TXN_DIR
         self.fd = -1
 
-    def __enter__(self) -> "_Lock":
+    def __enter__(self) -> _Lock:
         try:
             self.dir.mkdir(exist_ok=True)
             self.fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
-            raise EnvironmentFailure(f"{self.dir}: cannot create the transaction directory: "
-                                     f"{exc.strerror}", hint="is the tree writable?") from None
+            raise EnvironmentFailure(
+                f"{self.dir}: cannot create the transaction directory: {exc.strerror}", hint="is the tree writable?"
+            ) from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -102,7 +103,8 @@ class _Lock:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise EnvironmentFailure(
                     f"{self.dir.parent}: another patchset process is applying to this tree",
-                    hint="wait for it to finish") from None
+                    hint="wait for it to finish",
+                ) from None
             raise
         return self
 
@@ -127,16 +129,18 @@ def commit(root: Path, changes: list[Change]) -> None:
             # nothing in the tree has changed yet: drop the staging area
             _recover_locked(root, "auto")
             _finish(root, txn)
-            raise EnvironmentFailure(f"{root}: cannot stage the new files: {exc}",
-                                     hint="check free space and permissions; the tree is "
-                                          "unchanged") from None
+            raise EnvironmentFailure(
+                f"{root}: cannot stage the new files: {exc}",
+                hint="check free space and permissions; the tree is unchanged",
+            ) from None
         try:
             _roll_forward(root, txn, entries, created_dirs)
         except OSError as exc:
             _recover_locked(root, "back")
             _finish(root, txn)
-            raise EnvironmentFailure(f"{root}: writing the new files failed: {exc}",
-                                     hint="the tree was rolled back to its old state") from None
+            raise EnvironmentFailure(
+                f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
+            ) from None
         _finish(root, txn)
 
 
@@ -149,8 +153,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
     staged: list[tuple[Path, bytes, int]] = []
     for n, ch in enumerate(changes):
         target = root / ch.path
-        entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None,
-                       "new_mode": None}
+        entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None, "new_mode": None}
         if ch.data is not None:
             mode = 0o644 if ch.mode is None else ch.mode
             staged.append((txn / "new" / str(n), ch.data, mode))
@@ -184,8 +187,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
     fsync_path(txn / "new", directory=True)
     fsync_path(txn / "old", directory=True)
     tmp = txn / (JOURNAL + ".tmp")
-    _write_file(tmp, json.dumps({"version": 1, "entries": entries,
-                                 "created_dirs": created_dirs}).encode(), 0o644)
+    _write_file(tmp, json.dumps({"version": 1, "entries": entries, "created_dirs": created_dirs}).encode(), 0o644)
     os.replace(tmp, txn / JOURNAL)
     fsync_path(txn, directory=True)
     _step()
@@ -275,8 +277,9 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         data = json.loads(journal.read_text())
         entries, created = data["entries"], data.get("created_dirs", [])
     except (OSError, ValueError, KeyError) as exc:
-        raise EnvironmentFailure(f"{journal}: unreadable transaction journal: {exc}",
-                                 hint="inspect it by hand; the old files are in old/") from None
+        raise EnvironmentFailure(
+            f"{journal}: unreadable transaction journal: {exc}", hint="inspect it by hand; the old files are in old/"
+        ) from None
     if direction == "back":
         _roll_back(root, txn, entries, created)
         done = "rolled back"

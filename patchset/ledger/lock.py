@@ -43,9 +43,12 @@ def load_lock(path: Path) -> Lock:
     loc = Locator(text)
 
     def bad(keypath: tuple, msg: str) -> LedgerError:
-        return LedgerError(msg, where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))),
-                           hint="the lock is written by patchset: regenerate it with `patchset apply --update-lock` "
-                                "or `patchset import`, do not edit it")
+        return LedgerError(
+            msg,
+            where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))),
+            hint="the lock is written by patchset: regenerate it with `patchset apply --update-lock` "
+            "or `patchset import`, do not edit it",
+        )
 
     allowed = {"schema", "bodies", "heads", "targets"}
     for key in data:
@@ -117,8 +120,11 @@ def parse_expected(path: Path, text: str | None = None) -> dict[str, str]:
             continue
         parts = line.split(None, 1)
         if len(parts) != 2 or not SHA256_RE.match(parts[0].lower()):
-            raise LedgerError(f"not a `<sha256>  <path>` line: {line[:80]!r}", where=Location(path, lineno),
-                              hint="each line is 64 hex digits, two spaces, and a path (sha256sum's format)")
+            raise LedgerError(
+                f"not a `<sha256>  <path>` line: {line[:80]!r}",
+                where=Location(path, lineno),
+                hint="each line is 64 hex digits, two spaces, and a path (sha256sum's format)",
+            )
         fpath = parts[1].strip().lstrip("*")
         if fpath.startswith("./"):
             fpath = fpath[2:]

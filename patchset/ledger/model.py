@@ -32,11 +32,11 @@ class PathMap:
 
     def to_installed(self, path: str) -> str:
         best = max((p for p in self.prefixes if path.startswith(p[0])), key=lambda p: len(p[0]), default=None)
-        return best[1] + path[len(best[0]):] if best else path
+        return best[1] + path[len(best[0]) :] if best else path
 
     def to_source(self, path: str) -> str:
         best = max((p for p in self.prefixes if path.startswith(p[1])), key=lambda p: len(p[1]), default=None)
-        return best[0] + path[len(best[1]):] if best else path
+        return best[0] + path[len(best[1]) :] if best else path
 
 
 @dataclass
@@ -201,8 +201,9 @@ class Ledger:
         for p in self.patches:
             if p.id == patch_id:
                 return p
-        from patchset.errors import InputError
         import difflib
+
+        from patchset.errors import InputError
 
         near = difflib.get_close_matches(patch_id, [p.id for p in self.patches], n=1)
         raise InputError(

@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from patchset.errors import LedgerError, Location
 from patchset.ledger.model import LAYOUTS, ORIGINS, PR_STATES, SCHEMA_VERSION, SOURCE_KINDS, STATES
@@ -32,7 +33,7 @@ class Field:
     required: bool = False
     choices: tuple[str, ...] = ()
     check: Callable[[Any], str | None] | None = None
-    table: dict[str, "Field"] | None = None
+    table: dict[str, Field] | None = None
 
 
 def _pattern(rx: re.Pattern[str], what: str) -> Callable[[Any], str | None]:
@@ -46,7 +47,9 @@ def _pattern(rx: re.Pattern[str], what: str) -> Callable[[Any], str | None]:
     return check
 
 
-REFS = Field("list[str]", check=_pattern(REF_RE, "an upstream reference like 'vllm-project/vllm#57632' or 'vllm#57632'"))
+REFS = Field(
+    "list[str]", check=_pattern(REF_RE, "an upstream reference like 'vllm-project/vllm#57632' or 'vllm#57632'")
+)
 
 UPSTREAM = {
     "prs": REFS,
@@ -124,9 +127,15 @@ TOP = {
 }
 
 _TYPE_NAMES = {
-    "str": "a string", "int": "an integer", "bool": "true or false", "date": "a date (YYYY-MM-DD)",
-    "list[str]": "a list of strings", "map[str]": "a table of strings", "table": "a table",
-    "array": "an array of tables ([[...]])", "map[table]": "a table of tables",
+    "str": "a string",
+    "int": "an integer",
+    "bool": "true or false",
+    "date": "a date (YYYY-MM-DD)",
+    "list[str]": "a list of strings",
+    "map[str]": "a table of strings",
+    "table": "a table",
+    "array": "an array of tables ([[...]])",
+    "map[table]": "a table of tables",
 }
 
 
@@ -146,8 +155,8 @@ class Validator:
             if key not in spec:
                 near = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
                 hint = f"did you mean {near[0]!r}?" if near else f"valid keys here: {', '.join(sorted(spec))}"
-                raise self.fail(at + (key,), f"unknown key {key!r}", hint)
-            self.check_value(value, spec[key], at + (key,))
+                raise self.fail((*at, key), f"unknown key {key!r}", hint)
+            self.check_value(value, spec[key], (*at, key))
         for key, fld in spec.items():
             if fld.required and key not in data:
                 raise self.fail(at, f"missing required key {key!r}", f"add `{key} = ...` to this table")
@@ -178,33 +187,44 @@ class Validator:
             self.check_table(value, fld.table, at)
         elif fld.kind == "array" and fld.table:
             for i, item in enumerate(value):
-                self.check_table(item, fld.table, at + (i,))
+                self.check_table(item, fld.table, (*at, i))
         elif fld.kind == "map[table]" and fld.table:
             for name, item in value.items():
-                self.check_table(item, fld.table, at + (name,))
+                self.check_table(item, fld.table, (*at, name))
 
     def check_document(self, data: dict[str, Any]) -> None:
         self.check_table(data, TOP, ())
         if data["schema"] != SCHEMA_VERSION:
-            raise self.fail(("schema",), f"schema version {data['schema']} is not supported",
-                            f"this patchset reads schema {SCHEMA_VERSION}; upgrade patchset or fix the version")
+            raise self.fail(
+                ("schema",),
+                f"schema version {data['schema']} is not supported",
+                f"this patchset reads schema {SCHEMA_VERSION}; upgrade patchset or fix the version",
+            )
         targets = data.get("targets", {})
         seen: dict[str, int] = {}
         for i, patch in enumerate(data.get("patch", [])):
             pid = patch["id"]
             if pid in seen:
-                raise self.fail(("patch", i, "id"), f"duplicate id {pid!r} (first defined in patch #{seen[pid] + 1})",
-                                "ids must be unique: rename one of them")
+                raise self.fail(
+                    ("patch", i, "id"),
+                    f"duplicate id {pid!r} (first defined in patch #{seen[pid] + 1})",
+                    "ids must be unique: rename one of them",
+                )
             seen[pid] = i
             if patch["target"] not in targets:
                 near = difflib.get_close_matches(patch["target"], list(targets), n=1, cutoff=0.4)
-                raise self.fail(("patch", i, "target"), f"unknown target {patch['target']!r}",
-                                f"did you mean {near[0]!r}?" if near else
-                                f"declare [targets.{patch['target']}] or use one of: {', '.join(targets) or '(none)'}")
+                raise self.fail(
+                    ("patch", i, "target"),
+                    f"unknown target {patch['target']!r}",
+                    f"did you mean {near[0]!r}?"
+                    if near
+                    else f"declare [targets.{patch['target']}] or use one of: {', '.join(targets) or '(none)'}",
+                )
             state = patch.get("state", "active")
             if state in ("held", "dropped") and not patch.get("reason"):
-                raise self.fail(("patch", i, "state"), f"a {state} patch needs a reason",
-                                "add `reason = \"...\"` saying why")
+                raise self.fail(
+                    ("patch", i, "state"), f"a {state} patch needs a reason", 'add `reason = "..."` saying why'
+                )
             body = patch.get("body")
             if body is not None:
                 self.check_inside(body, ("patch", i, "body"))
@@ -215,5 +235,4 @@ class Validator:
     def check_inside(self, rel: str, at: KeyPath, root: str = "the repository") -> None:
         p = Path(rel)
         if not rel or p.is_absolute() or ".." in p.parts or rel.startswith("~"):
-            raise self.fail(at, f"path {rel!r} is outside {root}",
-                            f"use a path relative to {root}, without '..'")
+            raise self.fail(at, f"path {rel!r} is outside {root}", f"use a path relative to {root}, without '..'")

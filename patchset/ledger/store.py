@@ -7,10 +7,11 @@ touches disk and lands atomically together with the lock and any body files (``a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import tomlkit
 from tomlkit.items import AoT, Table
@@ -47,10 +48,18 @@ def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Pa
 def _target(name: str, d: dict[str, Any]) -> Target:
     pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
-        name=name, upstream=d["upstream"], github=d["github"], branch=d.get("branch", "main"),
-        base=d.get("base", ""), base_version=d.get("base_version", ""), strip=d.get("strip", 1),
-        layout=d.get("layout", "source"), package=d.get("package", ""), installed_root=d.get("installed_root", ""),
-        path_map=pm, notes=d.get("notes", ""),
+        name=name,
+        upstream=d["upstream"],
+        github=d["github"],
+        branch=d.get("branch", "main"),
+        base=d.get("base", ""),
+        base_version=d.get("base_version", ""),
+        strip=d.get("strip", 1),
+        layout=d.get("layout", "source"),
+        package=d.get("package", ""),
+        installed_root=d.get("installed_root", ""),
+        path_map=pm,
+        notes=d.get("notes", ""),
     )
 
 
@@ -60,10 +69,19 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
     sw = d.get("switches", {})
     st = d.get("status", {})
     return Patch(
-        id=d["id"], target=d["target"], title=d["title"], origin=d["origin"], body=d.get("body", ""),
-        description=d.get("description", ""), files=list(d.get("files", [])), authors=list(d.get("authors", [])),
-        porter=d.get("porter", ""), state=d.get("state", "active"), reason=d.get("reason", ""),
-        optional=d.get("optional", False), notes=d.get("notes", ""),
+        id=d["id"],
+        target=d["target"],
+        title=d["title"],
+        origin=d["origin"],
+        body=d.get("body", ""),
+        description=d.get("description", ""),
+        files=list(d.get("files", [])),
+        authors=list(d.get("authors", [])),
+        porter=d.get("porter", ""),
+        state=d.get("state", "active"),
+        reason=d.get("reason", ""),
+        optional=d.get("optional", False),
+        notes=d.get("notes", ""),
         upstream=Upstream(**{k: list(v) for k, v in up.items()}),
         source=Source(**src),
         switches=Switches(env=dict(sw.get("env", {})), flags=list(sw.get("flags", []))),
@@ -169,4 +187,3 @@ def init_ledger(path: Path, title: str = "") -> None:
         raise InputError(f"{path} already exists", hint="use it as it is, or pass --ledger for another file")
     (path.parent / "patchset" / "series").mkdir(parents=True, exist_ok=True)
     atomic.write_many({path: new_ledger_text(title).encode(), path.with_suffix(".lock"): render_lock(Lock()).encode()})
-

@@ -37,8 +37,11 @@ def parse(path: Path, text: str | None = None) -> dict[str, Any]:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise LedgerError("file not found", where=Location(path),
-                              hint="run `patchset init` to create a ledger, or pass --ledger FILE / -C DIR") from None
+            raise LedgerError(
+                "file not found",
+                where=Location(path),
+                hint="run `patchset init` to create a ledger, or pass --ledger FILE / -C DIR",
+            ) from None
         except UnicodeDecodeError as exc:
             raise LedgerError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=Location(path)) from None
     try:
@@ -47,8 +50,11 @@ def parse(path: Path, text: str | None = None) -> dict[str, Any]:
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)
         line = int(m.group(1)) if m else None
-        raise LedgerError(f"invalid TOML: {msg}", where=Location(path, line),
-                          hint="fix the syntax at that line (quotes, brackets, `key = value`)") from None
+        raise LedgerError(
+            f"invalid TOML: {msg}",
+            where=Location(path, line),
+            hint="fix the syntax at that line (quotes, brackets, `key = value`)",
+        ) from None
 
 
 class Locator:
@@ -63,13 +69,13 @@ class Locator:
             if m:
                 names = _split_dotted(m.group(1))
                 context = self._resolve_prefix(names[:-1], counters)
-                arr = context + (names[-1],)
+                arr = (*context, names[-1])
                 idx = counters.get(arr, -1) + 1
                 counters[arr] = idx
                 # a new element resets the counters of arrays nested inside it
                 for k in [k for k in counters if len(k) > len(arr) and k[: len(arr)] == arr]:
                     del counters[k]
-                context = arr + (idx,)
+                context = (*arr, idx)
                 self.lines.setdefault(context, lineno)
                 continue
             m = _TABLE_HDR.match(raw)
@@ -87,9 +93,9 @@ class Locator:
     def _resolve_prefix(names: list[str], counters: dict[KeyPath, int]) -> KeyPath:
         out: KeyPath = ()
         for name in names:
-            out = out + (name,)
+            out = (*out, name)
             if out in counters:
-                out = out + (counters[out],)
+                out = (*out, counters[out])
         return out
 
     def line_of(self, path: KeyPath) -> int | None:

@@ -22,8 +22,9 @@ does not do:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Literal
 
 from unidiff import PatchSet
 from unidiff.constants import (
@@ -44,9 +45,7 @@ _EPOCH = re.compile(
     r"(1970-01-01 00:00:00(\.0+)? \+0000|1969-12-31 \d\d:00:00(\.0+)? -\d{4}|"
     r"1970-01-01 \d\d:00:00(\.0+)? \+\d{4}|Thu Jan  1 00:00:00 1970)"
 )
-_GIT_ONLY = re.compile(
-    r"^(rename from|rename to|copy from|copy to|similarity index|dissimilarity index) (.*)$"
-)
+_GIT_ONLY = re.compile(r"^(rename from|rename to|copy from|copy to|similarity index|dissimilarity index) (.*)$")
 
 
 @dataclass
@@ -157,8 +156,11 @@ def _diff_start(lines: list[bytes]) -> int:
         if line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
             j = i
             # a plain ``diff -u a b`` / ``Index:`` line directly above belongs to the diff
-            while j > 0 and (lines[j - 1].startswith(b"diff ") or lines[j - 1].startswith(b"Index: ")
-                             or lines[j - 1].startswith(b"=" * 10)):
+            while j > 0 and (
+                lines[j - 1].startswith(b"diff ")
+                or lines[j - 1].startswith(b"Index: ")
+                or lines[j - 1].startswith(b"=" * 10)
+            ):
                 j -= 1
             return j
     return len(lines)
@@ -170,8 +172,7 @@ def header_text(body: bytes) -> bytes:
     return b"".join(lines[: _diff_start(lines)])
 
 
-_UNQUOTE = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "a": "\a", "b": "\b", "f": "\f",
-            "r": "\r", "v": "\v"}
+_UNQUOTE = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "a": "\a", "b": "\b", "f": "\f", "r": "\r", "v": "\v"}
 
 
 def _unquote(name: str) -> str:
@@ -185,8 +186,8 @@ def _unquote(name: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if re.match(r"[0-7]{3}", s[i + 1:i + 4]):
-                out.append(chr(int(s[i + 1:i + 4], 8)))
+            if re.match(r"[0-7]{3}", s[i + 1 : i + 4]):
+                out.append(chr(int(s[i + 1 : i + 4], 8)))
                 i += 4
                 continue
             out.append(_UNQUOTE.get(n, n))
@@ -212,8 +213,10 @@ def strip_path(path: str, strip: int, *, where: Location | None = None) -> str:
         if idx < 0:
             raise PatchFormatError(
                 f"path {path!r} has fewer than {strip} leading component(s) to strip",
-                where=where, hint="check the strip level (-p) of this patch")
-        rest = rest[idx + 1:].lstrip("/")
+                where=where,
+                hint="check the strip level (-p) of this patch",
+            )
+        rest = rest[idx + 1 :].lstrip("/")
     return rest
 
 
@@ -254,15 +257,17 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
     lines = split_lines(bytes(body))
     start = _diff_start(lines)
     if start == len(lines):
-        raise PatchFormatError("no diff found (no 'diff --git' or '---'/'+++' header)",
-                               where=Location(source), hint="is this a patch file?")
+        raise PatchFormatError(
+            "no diff found (no 'diff --git' or '---'/'+++' header)",
+            where=Location(source),
+            hint="is this a patch file?",
+        )
     text_lines = [ln.decode("latin-1") for ln in lines[start:]]
     feeder = _CountingLines(text_lines, start + 1)
     try:
         pset = PatchSet(iter(feeder))
     except UnidiffParseError as exc:
-        raise PatchFormatError(f"malformed diff: {exc}".rstrip(),
-                               where=Location(source, feeder.last)) from None
+        raise PatchFormatError(f"malformed diff: {exc}".rstrip(), where=Location(source, feeder.last)) from None
     files: list[FilePatch] = []
     for pf in pset:
         files.append(_convert(pf, strip, source, start))
@@ -271,7 +276,7 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
     return files
 
 
-def _convert(pf, strip: int, source: str, start: int) -> FilePatch:  # noqa: C901 - one flat switch
+def _convert(pf, strip: int, source: str, start: int) -> FilePatch:
     line_no = (pf.diff_line_no or 1) + start
     where = Location(source, line_no or None)
     info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
@@ -326,8 +331,7 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:  # noqa: C90
 
     old_mode = pf.source_mode if not new_file else None
     new_mode = pf.target_mode if not deleted else None
-    if not any(x.startswith(("old mode", "new mode", "new file mode", "deleted file mode"))
-               for x in info):
+    if not any(x.startswith(("old mode", "new mode", "new file mode", "deleted file mode")) for x in info):
         # only an ``index a..b MODE`` line: the mode is unchanged, not a change request
         old_mode = new_mode = pf.source_mode if pf.source_mode else None
         if new_file or deleted:
@@ -343,12 +347,17 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:  # noqa: C90
             elif t == LINE_TYPE_NO_NEWLINE:
                 raw_lines.append(NO_NEWLINE_MARKER)
             # unidiff appends blank separator lines after a complete hunk as type "": skip them
-        hunks.append(Hunk(
-            old_start=h.source_start, old_len=h.source_length,
-            new_start=h.target_start, new_len=h.target_length,
-            lines=raw_lines, section=h.section_header or "",
-            line_no=(h[0].diff_line_no - 1 + start) if len(h) and h[0].diff_line_no else line_no,
-        ))
+        hunks.append(
+            Hunk(
+                old_start=h.source_start,
+                old_len=h.source_length,
+                new_start=h.target_start,
+                new_len=h.target_length,
+                lines=raw_lines,
+                section=h.section_header or "",
+                line_no=(h[0].diff_line_no - 1 + start) if len(h) and h[0].diff_line_no else line_no,
+            )
+        )
     if hunks and _headers_crlf(pf):
         # GNU patch: "Stripping trailing CRs from patch" when the file headers end in CRLF
         for h in hunks:
@@ -356,11 +365,19 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:  # noqa: C90
     if op == "rename" and not hunks and similarity is None:
         similarity = 100
     if not hunks and not binary and op in ("modify",) and old_mode == new_mode:
-        raise PatchFormatError(
-            f"diff for {old or new!r} has no hunks and changes nothing", where=where)
-    return FilePatch(old_path=old, new_path=new, op=op, old_mode=old_mode, new_mode=new_mode,
-                     hunks=hunks, binary=binary, similarity=similarity, git=git,
-                     line_no=line_no)
+        raise PatchFormatError(f"diff for {old or new!r} has no hunks and changes nothing", where=where)
+    return FilePatch(
+        old_path=old,
+        new_path=new,
+        op=op,
+        old_mode=old_mode,
+        new_mode=new_mode,
+        hunks=hunks,
+        binary=binary,
+        similarity=similarity,
+        git=git,
+        line_no=line_no,
+    )
 
 
 def _headers_crlf(pf) -> bool:

@@ -25,15 +25,27 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from patchset.patchfmt.diffs import parse_patch, split_lines
 from patchset.errors import InputError, PatchFormatError
+from patchset.patchfmt.diffs import parse_patch, split_lines
 
-__all__ = ["Section", "FilterResult", "split_sections", "match_glob", "filter_diff", "patch_id", "interdiff"]
+__all__ = ["FilterResult", "Section", "filter_diff", "interdiff", "match_glob", "patch_id", "split_sections"]
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_EXT_HEADERS = (b"index ", b"old mode ", b"new mode ", b"deleted file mode ", b"new file mode ",
-                b"similarity index ", b"dissimilarity index ", b"rename from ", b"rename to ", b"copy from ",
-                b"copy to ", b"Binary files ", b"GIT binary patch")
+_EXT_HEADERS = (
+    b"index ",
+    b"old mode ",
+    b"new mode ",
+    b"deleted file mode ",
+    b"new file mode ",
+    b"similarity index ",
+    b"dissimilarity index ",
+    b"rename from ",
+    b"rename to ",
+    b"copy from ",
+    b"copy to ",
+    b"Binary files ",
+    b"GIT binary patch",
+)
 
 
 @dataclass
@@ -88,13 +100,15 @@ def split_sections(body: bytes, strip: int = 1, *, source: str = "<diff>") -> li
             sec.append(lines[i])
             i += 1
             binary = False
-            while i < n and (lines[i].startswith(_EXT_HEADERS) or (binary and not _starts_file(lines, i)
-                                                                   and not lines[i].startswith(b"From "))):
+            while i < n and (
+                lines[i].startswith(_EXT_HEADERS)
+                or (binary and not _starts_file(lines, i) and not lines[i].startswith(b"From "))
+            ):
                 binary = binary or lines[i].startswith(b"GIT binary patch")
                 sec.append(lines[i])
                 i += 1
         if i + 1 < n and lines[i].startswith(b"--- ") and lines[i + 1].startswith(b"+++ "):
-            sec += lines[i:i + 2]
+            sec += lines[i : i + 2]
             i += 2
         while i < n and lines[i].startswith(b"@@ "):
             m = _HUNK.match(lines[i])
@@ -114,9 +128,10 @@ def split_sections(body: bytes, strip: int = 1, *, source: str = "<diff>") -> li
                 elif c == b"+":
                     new -= 1
                 elif c != b"\\":
-                    raise PatchFormatError(f"{source}: line {i + 1}: hunk ends early (expected {old} more "
-                                           f"old and {new} more new lines)",
-                                           hint="the download is truncated or not a unified diff")
+                    raise PatchFormatError(
+                        f"{source}: line {i + 1}: hunk ends early (expected {old} more old and {new} more new lines)",
+                        hint="the download is truncated or not a unified diff",
+                    )
                 sec.append(line)
                 i += 1
             while i < n and lines[i].startswith(b"\\"):
@@ -144,8 +159,9 @@ def _paths_of(section: bytes, strip: int, source: str) -> list[str]:
 @lru_cache(maxsize=512)
 def _glob_re(pattern: str) -> re.Pattern[str]:
     if not pattern.strip("/"):
-        raise InputError(f"empty glob {pattern!r} in include/exclude",
-                         hint="write a path pattern such as 'vllm/**' or '**/tests/**'")
+        raise InputError(
+            f"empty glob {pattern!r} in include/exclude", hint="write a path pattern such as 'vllm/**' or '**/tests/**'"
+        )
     pat = pattern + "**" if pattern.endswith("/") else pattern  # a directory: everything under it
     pat = pat.lstrip("/") if "/" in pat.rstrip("*").strip("/") or pat.startswith("/") else "**/" + pat
     out = []
@@ -172,7 +188,7 @@ def _glob_re(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape("["))
                 i += 1
             else:
-                body = pat[i + 1:j]
+                body = pat[i + 1 : j]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")
@@ -194,8 +210,14 @@ def _selected(paths: list[str], include: list[str], exclude: list[str]) -> bool:
     return not any(match_glob(p, g) for p in paths for g in exclude)
 
 
-def filter_diff(body: bytes, include: list[str] | None = None, exclude: list[str] | None = None,
-                strip: int = 1, *, source: str = "<diff>") -> FilterResult:
+def filter_diff(
+    body: bytes,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    strip: int = 1,
+    *,
+    source: str = "<diff>",
+) -> FilterResult:
     """Keep the file sections whose paths match ``include`` (all when empty) and none of
     ``exclude``; text around them is kept. Sections are kept byte for byte."""
     include, exclude = list(include or []), list(exclude or [])
@@ -261,10 +283,8 @@ def _readable(body: bytes) -> list[str]:
     return out
 
 
-def interdiff(old: bytes, new: bytes, old_label: str = "stored", new_label: str = "upstream",
-              context: int = 3) -> str:
+def interdiff(old: bytes, new: bytes, old_label: str = "stored", new_label: str = "upstream", context: int = 3) -> str:
     """A unified diff of two patch bodies (a diff of diffs), with ``index`` lines and hunk line
     numbers left out so only changes to the change show. Empty when they say the same thing."""
-    lines = list(difflib.unified_diff(_readable(old), _readable(new), old_label, new_label, n=context,
-                                      lineterm=""))
+    lines = list(difflib.unified_diff(_readable(old), _readable(new), old_label, new_label, n=context, lineterm=""))
     return "\n".join(lines) + "\n" if lines else ""

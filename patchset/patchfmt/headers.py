@@ -17,8 +17,22 @@ _SUBJECT_PREFIX = re.compile(r"^\[[^\]]*PATCH[^\]]*\]\s*", re.I)
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 
 DEP3_FIELDS = {
-    "description", "subject", "origin", "bug", "forwarded", "author", "from", "reviewed-by", "acked-by",
-    "last-update", "applied-upstream", "upstream-status", "signed-off-by", "date", "patch-id", "upstream-pr",
+    "description",
+    "subject",
+    "origin",
+    "bug",
+    "forwarded",
+    "author",
+    "from",
+    "reviewed-by",
+    "acked-by",
+    "last-update",
+    "applied-upstream",
+    "upstream-status",
+    "signed-off-by",
+    "date",
+    "patch-id",
+    "upstream-pr",
 }
 
 
@@ -41,13 +55,13 @@ def split_header(body: bytes) -> tuple[bytes, bytes]:
     m = _DIFF_START.search(body)
     if not m:
         return body, b""
-    return body[: m.start()], body[m.start():]
+    return body[: m.start()], body[m.start() :]
 
 
 def _decode(value: str) -> str:
     try:
         return str(email.header.make_header(email.header.decode_header(value)))
-    except Exception:  # noqa: BLE001 - a malformed encoded word keeps its raw text
+    except Exception:
         return value
 
 
@@ -62,8 +76,11 @@ def _origin_from(status: str, dep3_origin: str) -> str:
     o = dep3_origin.lower()
     if s.startswith("backport") or o.startswith("upstream") or o.startswith("backport"):
         return "upstream"
-    if o.startswith("other") or o.startswith("vendor") or s.startswith(("pending", "submitted", "inappropriate",
-                                                                          "denied", "inactive-upstream")):
+    if (
+        o.startswith("other")
+        or o.startswith("vendor")
+        or s.startswith(("pending", "submitted", "inappropriate", "denied", "inactive-upstream"))
+    ):
         return "ours"
     return ""
 
@@ -99,9 +116,7 @@ def parse_meta(body: bytes) -> PatchMeta:
             continue
         if line.strip() == "---" and meta.is_mail:
             break
-        if meta.is_mail and not in_headers:
-            free.append(line)
-        elif not m and line.strip():
+        if (meta.is_mail and not in_headers) or (not m and line.strip()):
             free.append(line)
     subject = _decode(fields.get("subject", [""])[0])
     desc_field = fields.get("description", [""])[0]

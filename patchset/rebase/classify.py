@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import difflib
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-from patchset.patchfmt.diffs import FilePatch, split_lines
 from patchset.engine.hunks import apply_file, reverse_file_patch
+from patchset.ledger.model import Patch
+from patchset.patchfmt.diffs import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
+from patchset.rebase.replay import BlobStore, Move, Tree
 from patchset.upstream.git import git_env
 from patchset.upstream.history import GitRepo
-from patchset.ledger.model import Patch
-from patchset.rebase.replay import BlobStore, Move, Tree
 
 MAX_PATCH_ID_COMMITS = 400
 
@@ -58,8 +58,9 @@ def _merge_of(ref: str, patch: Patch, pr_merges: Mapping[str, str]) -> tuple[str
     return None, ""
 
 
-def merge_signals(patch: Patch, repo: GitRepo, new: str, label: str, pr_merges: Mapping[str, str],
-                  *, ports: bool) -> list[Signal]:
+def merge_signals(
+    patch: Patch, repo: GitRepo, new: str, label: str, pr_merges: Mapping[str, str], *, ports: bool
+) -> list[Signal]:
     """For ``upstream.prs`` (ports=False) or ``upstream.ports`` (ports=True): is the PR in ``new``?"""
     refs = patch.upstream.ports if ports else patch.upstream.prs
     name = "port-merged" if ports else "pr-merged"
@@ -68,19 +69,30 @@ def merge_signals(patch: Patch, repo: GitRepo, new: str, label: str, pr_merges: 
         sha, source = _merge_of(ref, patch, pr_merges)
         if sha is None:
             if patch.status.pr_state == "merged" and not ports:
-                out.append(Signal("note", f"{ref} is recorded merged but no merge commit is recorded: cannot tell "
-                                          f"whether {label} contains it", decisive=False))
+                out.append(
+                    Signal(
+                        "note",
+                        f"{ref} is recorded merged but no merge commit is recorded: cannot tell "
+                        f"whether {label} contains it",
+                        decisive=False,
+                    )
+                )
             continue
         full = repo.rev(sha)
         if full is None:
-            out.append(Signal("note", f"{ref} merged as {sha[:12]} ({source}), but that commit is not in the "
-                                      "local upstream history: cannot tell", decisive=False))
+            out.append(
+                Signal(
+                    "note",
+                    f"{ref} merged as {sha[:12]} ({source}), but that commit is not in the "
+                    "local upstream history: cannot tell",
+                    decisive=False,
+                )
+            )
         elif repo.is_ancestor(full, new):
             what = "ported PR" if ports else "PR"
             out.append(Signal(name, f"{what} {ref} merged as {full[:12]} ({source}), which {label} contains"))
         else:
-            out.append(Signal("note", f"{ref} merged as {full[:12]} ({source}), not yet in {label}",
-                              decisive=False))
+            out.append(Signal("note", f"{ref} merged as {full[:12]} ({source}), not yet in {label}", decisive=False))
     return out
 
 
@@ -102,8 +114,12 @@ def _git_style(diff: bytes) -> bytes:
     lines = split_lines(diff)
     out: list[bytes] = []
     for i, line in enumerate(lines):
-        if (line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
-                and not (out and out[-1].startswith((b"diff --git ", b"index ", b"new file mode", b"deleted file mode")))):
+        if (
+            line.startswith(b"--- ")
+            and i + 1 < len(lines)
+            and lines[i + 1].startswith(b"+++ ")
+            and not (out and out[-1].startswith((b"diff --git ", b"index ", b"new file mode", b"deleted file mode")))
+        ):
             a = line[4:].split(b"\t")[0].strip()
             b = lines[i + 1][4:].split(b"\t")[0].strip()
             a = b if a == b"/dev/null" else a
@@ -119,22 +135,34 @@ def _sections(diff: bytes) -> dict[str, bytes]:
     for sec in (b"\n" + diff).split(b"\ndiff --git ")[1:]:
         header = sec.split(b"\n", 1)[0]
         n = (len(header) - 5) // 2
-        if n <= 0 or not header.startswith(b"a/") or header[2 + n:2 + n + 3] != b" b/":
+        if n <= 0 or not header.startswith(b"a/") or header[2 + n : 2 + n + 3] != b" b/":
             continue
-        out[header[2:2 + n].decode("utf-8", "surrogateescape")] = b"diff --git " + sec.rstrip(b"\n") + b"\n"
+        out[header[2 : 2 + n].decode("utf-8", "surrogateescape")] = b"diff --git " + sec.rstrip(b"\n") + b"\n"
     return out
 
 
-def patch_id_signals(repo: GitRepo, old: str, new: str, patches: Mapping[str, tuple[bytes, list[str]]]
-                     ) -> dict[str, Signal]:
+def patch_id_signals(
+    repo: GitRepo, old: str, new: str, patches: Mapping[str, tuple[bytes, list[str]]]
+) -> dict[str, Signal]:
     """For each patch ``{id: (body, paths)}``: an upstream commit in ``old..new`` whose change to the
     patch's ``paths`` has the patch's patch-id. One ``git log -p`` and one ``git patch-id`` in all."""
     keys = [k for k, (_, paths) in patches.items() if paths]
     if not keys:
         return {}
     every = sorted({p for k in keys for p in patches[k][1]})
-    log = repo.git("log", "-p", "--no-merges", "--no-renames", "--no-color", "--format=%x01%H%x02%s",
-                   f"-n{MAX_PATCH_ID_COMMITS}", f"{old}..{new}", "--", *every, check=False).stdout
+    log = repo.git(
+        "log",
+        "-p",
+        "--no-merges",
+        "--no-renames",
+        "--no-color",
+        "--format=%x01%H%x02%s",
+        f"-n{MAX_PATCH_ID_COMMITS}",
+        f"{old}..{new}",
+        "--",
+        *every,
+        check=False,
+    ).stdout
     commits: list[tuple[str, str, dict[str, bytes]]] = []
     for rec in log.split(b"\x01")[1:]:
         head, _, rest = rec.partition(b"\n")
@@ -233,8 +261,9 @@ def blame_lines(repo: GitRepo, old: str, new: str, path: str, start: int, end: i
     """Commits in ``old..new`` that changed lines ``start..end`` of ``path`` (as in ``new``)."""
     if end < start:
         end = start
-    proc = repo.git("log", f"-L{start},{end}:{path}", "-s", "--no-color", "--format=%H%x1f%s", f"{old}..{new}",
-                    check=False)
+    proc = repo.git(
+        "log", f"-L{start},{end}:{path}", "-s", "--no-color", "--format=%H%x1f%s", f"{old}..{new}", check=False
+    )
     if proc.returncode != 0:
         return [Blame(e.sha, e.subject) for e in repo.log_range(old, new, path)]
     out = []
@@ -251,13 +280,14 @@ def _name_status(out: bytes) -> list[tuple[str, list[str]]]:
     while i < len(fields) and fields[i]:
         status = fields[i]
         n = 2 if status[:1] in ("R", "C") else 1
-        rows.append((status, fields[i + 1:i + 1 + n]))
+        rows.append((status, fields[i + 1 : i + 1 + n]))
         i += 1 + n
     return rows
 
 
-def moves_for(repo: GitRepo, old: str, new: str, paths: list[str],
-              stores: tuple[BlobStore, BlobStore] | None = None) -> dict[str, Move]:
+def moves_for(
+    repo: GitRepo, old: str, new: str, paths: list[str], stores: tuple[BlobStore, BlobStore] | None = None
+) -> dict[str, Move]:
     """Where each path (gone from ``new``) went: git's rename pick, plus added files with the same
     name scoring at least 50%; best first, ambiguity flagged.
 
@@ -276,9 +306,13 @@ def moves_for(repo: GitRepo, old: str, new: str, paths: list[str],
     if not added or not gone:
         return out
     spec = [f":(literal){p}" for p in gone + added]
-    renamed = {f[0]: (f[1], int(st[1:] or 0)) for st, f in _name_status(
-        repo.git("diff-tree", "-r", "-z", "--name-status", "-M50%", "-l0", old, new, "--", *spec).stdout)
-        if st.startswith("R")}
+    renamed = {
+        f[0]: (f[1], int(st[1:] or 0))
+        for st, f in _name_status(
+            repo.git("diff-tree", "-r", "-z", "--name-status", "-M50%", "-l0", old, new, "--", *spec).stdout
+        )
+        if st.startswith("R")
+    }
     by_name: dict[str, list[str]] = {}
     for a in added:
         by_name.setdefault(a.rsplit("/", 1)[-1], []).append(a)

@@ -15,15 +15,28 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.patchfmt.diffs import header_text
 from patchset.errors import EnvironmentFailure
-from patchset.upstream.git import git_env
+from patchset.patchfmt.diffs import header_text
 from patchset.rebase.replay import blob_sha
+from patchset.upstream.git import git_env
 
 _ZERO = "0" * 40
-_DIFF_OPTS = ["-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
-              "-c", "diff.relative=false", "-c", "core.autocrlf=false", "-c", "diff.suppressBlankEmpty=false",
-              "-c", "diff.interHunkContext=0"]
+_DIFF_OPTS = [
+    "-c",
+    "core.quotePath=false",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "-c",
+    "diff.interHunkContext=0",
+]
 
 
 @dataclass
@@ -51,18 +64,39 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
             (a / str(i)).write_bytes(before)
             (b / str(i)).write_bytes(after)
         proc = subprocess.run(
-            ["git", *_DIFF_OPTS, "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-textconv", "--text",
-             "--no-renames", "--src-prefix=<", "--dst-prefix=>", "-U3", "--inter-hunk-context=0",
-             "--diff-algorithm=myers", "--indent-heuristic", "--", "a", "b"], cwd=tmp, capture_output=True, env=git_env())
+            [
+                "git",
+                *_DIFF_OPTS,
+                "diff",
+                "--no-index",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--text",
+                "--no-renames",
+                "--src-prefix=<",
+                "--dst-prefix=>",
+                "-U3",
+                "--inter-hunk-context=0",
+                "--diff-algorithm=myers",
+                "--indent-heuristic",
+                "--",
+                "a",
+                "b",
+            ],
+            cwd=tmp,
+            capture_output=True,
+            env=git_env(),
+        )
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
     sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]
     for n, section in enumerate(sections):
         if n + 1 < len(sections):
             section += b"\n"  # the separator took the newline of this section's last line
-        index = int(section[:section.index(b" ")])
+        index = int(section[: section.index(b" ")])
         at = section.find(b"\n@@ ")
-        out[index] = section[at + 1:] if at >= 0 else b""
+        out[index] = section[at + 1 :] if at >= 0 else b""
     return out
 
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from patchset.patchfmt.diffs import FilePatch
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
+from patchset.patchfmt.diffs import FilePatch
 from patchset.upstream.git import git_env, ls_tree_blobs
 from patchset.upstream.history import GitRepo, RenameCandidate
 
@@ -48,8 +48,11 @@ class BlobStore:
         want = sorted({p for p in paths if p and p not in self._files})
         if not want:
             return
-        found = ls_tree_blobs(self.repo.git("ls-tree", "-r", "-z", "--full-tree", self.commit, "--",
-                                            *[f":(literal){p}" for p in want]).stdout)
+        found = ls_tree_blobs(
+            self.repo.git(
+                "ls-tree", "-r", "-z", "--full-tree", self.commit, "--", *[f":(literal){p}" for p in want]
+            ).stdout
+        )
         blobs: dict[str, bytes] = {}
         oids = sorted({oid for _, oid in found.values()})
         if oids:
@@ -59,7 +62,7 @@ class BlobStore:
                 nl = data.index(b"\n", pos)
                 oid, _, size = data[pos:nl].split()
                 n = int(size)
-                blobs[oid.decode()] = data[nl + 1:nl + 1 + n]
+                blobs[oid.decode()] = data[nl + 1 : nl + 1 + n]
                 pos = nl + 1 + n + 1
         for p in want:
             if p in found:
@@ -93,7 +96,7 @@ class Tree:
         else:
             self.changes[path] = (data, mode or self.mode(path) or "100644")
 
-    def copy(self) -> "Tree":
+    def copy(self) -> Tree:
         return Tree(self.store, dict(self.changes))
 
 
@@ -125,13 +128,31 @@ class Merger:
             p.write_bytes(data)
             names.append(str(p))
         proc = subprocess.run(
-            ["git", "-c", "merge.conflictStyle=merge", "merge-file", "-p", "--marker-size=7", "-L", labels[0], "-L", labels[1], "-L", labels[2], *names],
-            capture_output=True, env=git_env())
+            [
+                "git",
+                "-c",
+                "merge.conflictStyle=merge",
+                "merge-file",
+                "-p",
+                "--marker-size=7",
+                "-L",
+                labels[0],
+                "-L",
+                labels[1],
+                "-L",
+                labels[2],
+                *names,
+            ],
+            capture_output=True,
+            env=git_env(),
+        )
         for n in names:
             Path(n).unlink(missing_ok=True)
         if proc.returncode < 0 or proc.returncode > 127:
-            raise EnvironmentFailure(f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}",
-                                     hint="binary files cannot be merged line by line")
+            raise EnvironmentFailure(
+                f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}",
+                hint="binary files cannot be merged line by line",
+            )
         return MergeResult(proc.stdout, proc.returncode)
 
 
@@ -213,8 +234,9 @@ def _hunk_how(out: FileOutcome) -> str:
     return OFFSET if any(h.offset for h in out.hunks) else CLEAN
 
 
-def replay_patch(files: list[FilePatch], old: Tree, new: Tree, moves: Callable[[str], Move], merger: Merger,
-                 labels: tuple[str, str]) -> PatchReplay:
+def replay_patch(
+    files: list[FilePatch], old: Tree, new: Tree, moves: Callable[[str], Move], merger: Merger, labels: tuple[str, str]
+) -> PatchReplay:
     """Replay one parsed patch; updates ``old`` (the old world always takes the patch), not ``new``.
 
     ``labels`` are (upstream label, patch label) for conflict markers.
@@ -225,9 +247,17 @@ def replay_patch(files: list[FilePatch], old: Tree, new: Tree, moves: Callable[[
         base = old.read(src) if fp.op != "create" else old.read(fp.new_path or src)
         before = apply_file(base, fp)
         if not before.ok:
-            out.append(FileReplay(src, None, BROKEN, message=(
-                f"does not apply to the old base with zero fuzz: {before.message}; the ledger's body does not "
-                "match its recorded base")))
+            out.append(
+                FileReplay(
+                    src,
+                    None,
+                    BROKEN,
+                    message=(
+                        f"does not apply to the old base with zero fuzz: {before.message}; the ledger's body does not "
+                        "match its recorded base"
+                    ),
+                )
+            )
             continue
         theirs = before.new
         theirs_mode = before.new_mode or old.mode(src) or "100644"
@@ -239,8 +269,16 @@ def replay_patch(files: list[FilePatch], old: Tree, new: Tree, moves: Callable[[
     return PatchReplay(out)
 
 
-def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs_mode: str, new: Tree,
-                 moves: Callable[[str], Move], merger: Merger, labels: tuple[str, str]) -> FileReplay:
+def _replay_file(
+    fp: FilePatch,
+    base: bytes | None,
+    theirs: bytes | None,
+    theirs_mode: str,
+    new: Tree,
+    moves: Callable[[str], Move],
+    merger: Merger,
+    labels: tuple[str, str],
+) -> FileReplay:
     src = fp.path
     if fp.op == "create":
         dest = fp.new_path or src
@@ -273,8 +311,17 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
     delete_path = None
     if fp.op == "rename" and fp.new_path:
         dest, delete_path = fp.new_path, q
-    r = FileReplay(src, dest, CLEAN, ours=ours, base=base, mode=mode or theirs_mode, moved_from=moved_from,
-                   move=move, delete_path=delete_path)
+    r = FileReplay(
+        src,
+        dest,
+        CLEAN,
+        ours=ours,
+        base=base,
+        mode=mode or theirs_mode,
+        moved_from=moved_from,
+        move=move,
+        delete_path=delete_path,
+    )
     if ours is None:
         r.how = CONFLICT
         r.message = "the file was deleted upstream and no moved copy was found"
@@ -292,8 +339,9 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
     return r
 
 
-def _merge_into(r: FileReplay, base: bytes, ours: bytes, theirs: bytes, merger: Merger, labels: tuple[str, str],
-                message: str) -> None:
+def _merge_into(
+    r: FileReplay, base: bytes, ours: bytes, theirs: bytes, merger: Merger, labels: tuple[str, str], message: str
+) -> None:
     m = merger.merge(base, ours, theirs, (labels[0], "old base", labels[1]))
     r.result = m.data
     if m.conflicts:

@@ -13,8 +13,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = "carried", "already-upstream", "superseded", "conflict", \
-    "skipped"
+CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
+    "carried",
+    "already-upstream",
+    "superseded",
+    "conflict",
+    "skipped",
+)
 VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
 # how a carried patch got there
 HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited")
@@ -65,7 +70,7 @@ class PatchResult:
         return f"set aside while rebasing onto {label}: conflicts in {files}; the body still applies to the old base"
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "PatchResult":
+    def from_json(cls, d: dict[str, Any]) -> PatchResult:
         files = []
         for f in d.get("files", []):
             hunks = [HunkConflict(**h) for h in f.get("hunks", [])]
@@ -105,7 +110,8 @@ class RebaseReport:
     @property
     def ok(self) -> bool:
         return self.status in ("done", "dry-run", "nothing-to-do") and not any(
-            p.verdict == CONFLICT for p in self.patches)
+            p.verdict == CONFLICT for p in self.patches
+        )
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -114,7 +120,7 @@ class RebaseReport:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RebaseReport":
+    def from_json(cls, d: dict[str, Any]) -> RebaseReport:
         d = {k: v for k, v in d.items() if k not in ("counts", "ok")}
         return cls(**{**d, "patches": [PatchResult.from_json(p) for p in d.get("patches", [])]})
 
@@ -139,8 +145,10 @@ def _detail(p: PatchResult) -> str:
 def render(report: RebaseReport, console: Console | None = None, *, range_diffs: bool = True) -> None:
     """Print the report: one row per patch, then conflicts with their upstream commits."""
     console = console or Console()
-    title = (f"rebase {report.target}: {report.old_base} ({report.old_commit[:12]}) -> "
-             f"{report.onto} ({report.new_commit[:12]})")
+    title = (
+        f"rebase {report.target}: {report.old_base} ({report.old_commit[:12]}) -> "
+        f"{report.onto} ({report.new_commit[:12]})"
+    )
     table = Table(title=title, show_lines=False)
     table.add_column("#", justify="right")
     table.add_column("patch")
@@ -173,12 +181,18 @@ def render(report: RebaseReport, console: Console | None = None, *, range_diffs:
                 console.print(Text(p.range_diff.rstrip("\n")))
     c = report.counts()
     summary = ", ".join(f"{n} {v}" for v, n in c.items() if n)
-    console.print(f"{summary or 'no active patches'}; status: {report.status}"
-                  + (f"; previous series kept in {report.backup}" if report.backup else "")
-                  + ("; dry run, nothing written" if report.status == "dry-run" else ""))
+    console.print(
+        f"{summary or 'no active patches'}; status: {report.status}"
+        + (f"; previous series kept in {report.backup}" if report.backup else "")
+        + ("; dry run, nothing written" if report.status == "dry-run" else "")
+    )
     if report.status == "stopped":
-        console.print(f"stopped at {report.stopped_at}: edit {', '.join(report.work_files)} then run "
-                      "`patchset rebase --continue` (or --skip, --abort)")
+        console.print(
+            f"stopped at {report.stopped_at}: edit {', '.join(report.work_files)} then run "
+            "`patchset rebase --continue` (or --skip, --abort)"
+        )
     elif report.status == "conflicts":
-        console.print("nothing written: resolve the conflicts with `patchset rebase --onto "
-                      f"{report.onto} --interactive` (recorded resolutions replay next time)")
+        console.print(
+            "nothing written: resolve the conflicts with `patchset rebase --onto "
+            f"{report.onto} --interactive` (recorded resolutions replay next time)"
+        )

@@ -23,7 +23,7 @@ def _is_marker(line: bytes, ch: bytes, size: int = MARKER) -> bool:
     """git's is_cmarker: ``size`` marker chars, then whitespace (a space required after < and >)."""
     if not line.startswith(ch * size):
         return False
-    rest = line[size:size + 1]
+    rest = line[size : size + 1]
     if ch in (b"<", b">") and rest != b" ":
         return False
     return rest in (b" ", b"\t", b"\n", b"\r", b"\v", b"\f")
@@ -59,7 +59,7 @@ def normalize(data: bytes) -> Normalized:
     return Normalized(h.hexdigest() if found else None, b"".join(out))
 
 
-def _conflict(lines: list[bytes], i: int, h: "hashlib._Hash | None") -> tuple[bytes, int, bool]:
+def _conflict(lines: list[bytes], i: int, h: hashlib._Hash | None) -> tuple[bytes, int, bool]:
     one: list[bytes] = []
     two: list[bytes] = []
     side = 1

@@ -16,14 +16,17 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import tomlkit
 
+from patchset.errors import InputError, LedgerError, Location
 from patchset.ledger import store as ledger_mod
-from patchset.upstream.bases import Bases, open_bases, reopen
+from patchset.ledger.lock import render_lock, sha256_bytes
+from patchset.ledger.model import Ledger, Patch, Target
+from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.rebase.classify import (
     Signal,
     blame_lines,
@@ -33,10 +36,20 @@ from patchset.rebase.classify import (
     patch_id_signals,
     reverse_apply_signal,
 )
-from patchset.patchfmt.diffs import FilePatch, parse_patch
-from patchset.errors import InputError, LedgerError, Location
-from patchset.ledger.lock import render_lock, sha256_bytes
-from patchset.ledger.model import Ledger, Patch, Target
+from patchset.rebase.regen import FileChange, range_diff, regenerate_many
+from patchset.rebase.replay import (
+    BROKEN,
+    BlobStore,
+    FileReplay,
+    Merger,
+    Move,
+    PatchReplay,
+    Tree,
+    replay_patch,
+)
+from patchset.rebase.replay import (
+    CONFLICT as F_CONFLICT,
+)
 from patchset.rebase.report import (
     ALREADY_UPSTREAM,
     CARRIED,
@@ -49,20 +62,9 @@ from patchset.rebase.report import (
     RebaseReport,
     render,
 )
-from patchset.rebase.state import State, new_backup_dir, pause_point
-from patchset.rebase.regen import FileChange, range_diff, regenerate_many
-from patchset.rebase.replay import (
-    BROKEN,
-    CONFLICT as F_CONFLICT,
-    BlobStore,
-    FileReplay,
-    Merger,
-    Move,
-    PatchReplay,
-    Tree,
-    replay_patch,
-)
 from patchset.rebase.rerere import RRCache, has_markers
+from patchset.rebase.state import State, new_backup_dir, pause_point
+from patchset.upstream.bases import Bases, open_bases, reopen
 
 __all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "render", "skip"]
 
@@ -106,7 +108,9 @@ class _Session:
     def move(self, path: str) -> Move:
         m = self.moves.get(path)
         if m is None:
-            m = moves_for(self.bases.repo, self.bases.old, self.bases.new, [path], (self.old.store, self.new_base))[path]
+            m = moves_for(self.bases.repo, self.bases.old, self.bases.new, [path], (self.old.store, self.new_base))[
+                path
+            ]
             self.moves[path] = m
         return m
 
@@ -131,8 +135,10 @@ def pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
     with_patches = [t for t in ledger.targets.values() if ledger.series(t.name)]
     if len(with_patches) == 1:
         return with_patches[0]
-    raise InputError(f"which target should move onto {onto!r}? the ledger has several: "
-                     f"{', '.join(ledger.targets)}", hint="name it with --target")
+    raise InputError(
+        f"which target should move onto {onto!r}? the ledger has several: {', '.join(ledger.targets)}",
+        hint="name it with --target",
+    )
 
 
 def _load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]]:
@@ -142,9 +148,11 @@ def _load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str,
     for p in patches:
         path = ledger.body_file(p)
         if not path.is_file():
-            raise LedgerError(f"the body of {p.id} is not imported ({p.body_path})",
-                              where=Location(ledger.path, p.line),
-                              hint="import or fetch it first: rebase needs every active body")
+            raise LedgerError(
+                f"the body of {p.id} is not imported ({p.body_path})",
+                where=Location(ledger.path, p.line),
+                hint="import or fetch it first: rebase needs every active body",
+            )
         bodies[p.id] = path.read_bytes()
         parsed[p.id] = parse_patch(bodies[p.id], target.strip, source=p.body_path)
     return patches, bodies, parsed
@@ -160,9 +168,14 @@ def _touched(parsed: dict[str, list[FilePatch]]) -> list[str]:
     return out
 
 
-def _open_session(ledger: Ledger, target: Target, bases: Bases, pr_merges: Mapping[str, str] | None,
-                  interactive: bool, series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]]
-                  ) -> _Session:
+def _open_session(
+    ledger: Ledger,
+    target: Target,
+    bases: Bases,
+    pr_merges: Mapping[str, str] | None,
+    interactive: bool,
+    series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]],
+) -> _Session:
     patches, bodies, parsed = series
     old_store = BlobStore(bases.repo, bases.old)
     new_store = BlobStore(bases.repo, bases.new)
@@ -174,8 +187,20 @@ def _open_session(ledger: Ledger, target: Target, bases: Bases, pr_merges: Mappi
     moves = moves_for(bases.repo, bases.old, bases.new, gone, (old_store, new_store))
     targets = [m.path for m in moves.values() if m.path]
     new_store.prefetch(targets)
-    s = _Session(ledger, target, bases, patches, bodies, parsed, Tree(old_store), Tree(new_store), new_store,
-                 moves, dict(pr_merges or {}), interactive)
+    s = _Session(
+        ledger,
+        target,
+        bases,
+        patches,
+        bodies,
+        parsed,
+        Tree(old_store),
+        Tree(new_store),
+        new_store,
+        moves,
+        dict(pr_merges or {}),
+        interactive,
+    )
     wanted = {}
     for p in patches:
         paths = {q for fp in parsed[p.id] for q in fp.paths()}
@@ -231,8 +256,11 @@ def _changes_for(s: _Session, rep: PatchReplay) -> list[FileChange]:
             changes.append(FileChange(f.delete_path, None, f.ours, None, s.new.mode(f.delete_path), None))
         elif f.new_path is not None:
             before_mode = s.new.mode(f.new_path) if f.ours is not None else None
-            changes.append(FileChange(f.new_path if f.ours is not None else None, f.new_path, f.ours, f.result,
-                                      before_mode, f.mode))
+            changes.append(
+                FileChange(
+                    f.new_path if f.ours is not None else None, f.new_path, f.ours, f.result, before_mode, f.mode
+                )
+            )
     return changes
 
 
@@ -249,7 +277,7 @@ def _flush_bodies(s: _Session) -> None:
         return
     new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], s.target.strip)
     by_id = {r.id: r for r in s.results}
-    for k, body in zip(ids, new):
+    for k, body in zip(ids, new, strict=True):
         s.new_bodies[k] = body
         by_id[k].new_sha256 = sha256_bytes(body)
         by_id[k].range_diff = range_diff(s.bodies[k], body, k)
@@ -267,11 +295,9 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     rep = replay_patch(files, s.old, s.new, s.move, s.merger, (f"upstream {label}", f"patch {patch.id}"))
     res.files = [_file_result(s, f) for f in rep.files]
     for f in rep.files:
-        if f.moved_from and f.move is not None:
-            if f.move.ambiguous:
-                cands = ", ".join(f"{c.path} ({c.similarity}%)" for c in f.move.candidates)
-                res.warnings.append(f"the move target of {f.moved_from} is ambiguous: {cands}; followed "
-                                    f"{f.new_path}")
+        if f.moved_from and f.move is not None and f.move.ambiguous:
+            cands = ", ".join(f"{c.path} ({c.similarity}%)" for c in f.move.candidates)
+            res.warnings.append(f"the move target of {f.moved_from} is ambiguous: {cands}; followed {f.new_path}")
     if superseded:
         res.verdict, res.evidence = SUPERSEDED, _evidence(signals)
         return res, rep
@@ -290,7 +316,7 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
             res.how = "resolved"
             _carry(s, patch, rep, res)
             return res, rep
-        for f, fr, fp in zip(rep.files, res.files, files):
+        for f, fr, fp in zip(rep.files, res.files, files, strict=True):
             if f.how in (F_CONFLICT, BROKEN):
                 fr.hunks = _conflict_hunks(s, f, fp)
         res.verdict = CONFLICT
@@ -304,7 +330,7 @@ def _rerere(s: _Session, rep: PatchReplay, res: PatchResult) -> bool:
     """Resolve every conflicting file of ``rep`` from recorded resolutions; all or nothing."""
     rr = RRCache(s.root)
     found: list[tuple[FileReplay, FileResult, str, bytes]] = []
-    for f, fr in zip(rep.files, res.files):
+    for f, fr in zip(rep.files, res.files, strict=True):
         if f.how != F_CONFLICT:
             continue
         if f.result is None:
@@ -329,9 +355,17 @@ def _rerere(s: _Session, rep: PatchReplay, res: PatchResult) -> bool:
 
 
 def _report(s: _Session, status: str) -> RebaseReport:
-    return RebaseReport(target=s.target.name, onto=s.bases.onto, old_base=s.bases.old_ref, old_commit=s.bases.old,
-                        new_commit=s.bases.new, new_base=s.bases.new_label, status=status, patches=list(s.results),
-                        seconds=round(time.monotonic() - s.started, 3))
+    return RebaseReport(
+        target=s.target.name,
+        onto=s.bases.onto,
+        old_base=s.bases.old_ref,
+        old_commit=s.bases.old,
+        new_commit=s.bases.new,
+        new_base=s.bases.new_label,
+        status=status,
+        patches=list(s.results),
+        seconds=round(time.monotonic() - s.started, 3),
+    )
 
 
 def _run(s: _Session, start: int, progress: Progress | None, dry_run: bool, state: State) -> RebaseReport:
@@ -354,9 +388,18 @@ def _run(s: _Session, start: int, progress: Progress | None, dry_run: bool, stat
     return _commit(s, state)
 
 
-def rebase(ledger_path: Path, onto: str, *, target: str | None = None, repo: Path | str | None = None,
-           interactive: bool = False, dry_run: bool = False, progress: Progress | None = None,
-           pr_merges: Mapping[str, str] | None = None, old_base: str | None = None) -> RebaseReport:
+def rebase(
+    ledger_path: Path,
+    onto: str,
+    *,
+    target: str | None = None,
+    repo: Path | str | None = None,
+    interactive: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    pr_merges: Mapping[str, str] | None = None,
+    old_base: str | None = None,
+) -> RebaseReport:
     """Rebase the active series of ``target`` onto ``onto`` (commit, tag, branch, ``vllm==X.Y.Z``,
     a directory).
 
@@ -442,8 +485,10 @@ def _commit(s: _Session, state: State) -> RebaseReport:
         _apply_to_doc(s, e)
         text = tomlkit.dumps(e.doc)
         ledger_mod.load_ledger(s.ledger.path, text)  # refuse before anything is written
-        pending: dict[str, bytes | None] = {s.ledger.path.name: text.encode("utf-8"),
-                                            s.ledger.lock_path.name: render_lock(e.lock).encode("utf-8")}
+        pending: dict[str, bytes | None] = {
+            s.ledger.path.name: text.encode("utf-8"),
+            s.ledger.lock_path.name: render_lock(e.lock).encode("utf-8"),
+        }
         for path, data in e.files.items():
             pending[path.relative_to(s.root).as_posix()] = data
         report.written, report.backup = True, str(backup.relative_to(s.root))
@@ -457,8 +502,10 @@ def _commit(s: _Session, state: State) -> RebaseReport:
 
 def _report_files(report: RebaseReport) -> dict[str, bytes]:
     rd = "".join(p.range_diff for p in report.patches if p.range_diff)
-    return {"report.json": json.dumps(report.to_json(), indent=1, sort_keys=True).encode(),
-            "range-diff.txt": rd.encode("utf-8")}
+    return {
+        "report.json": json.dumps(report.to_json(), indent=1, sort_keys=True).encode(),
+        "range-diff.txt": rd.encode("utf-8"),
+    }
 
 
 # --------------------------------------------------------------------------- stop / continue / skip / abort
@@ -473,15 +520,42 @@ def _tree_from(state: State, store: BlobStore, d: dict[str, list]) -> Tree:
 
 
 def _replay_json(state: State, rep: PatchReplay) -> list[dict]:
-    return [{"path": f.path, "new_path": f.new_path, "how": f.how, "result": state.put(f.result), "mode": f.mode,
-             "ours": state.put(f.ours), "moved_from": f.moved_from, "delete_path": f.delete_path,
-             "message": f.message} for f in rep.files]
+    return [
+        {
+            "path": f.path,
+            "new_path": f.new_path,
+            "how": f.how,
+            "result": state.put(f.result),
+            "mode": f.mode,
+            "ours": state.put(f.ours),
+            "moved_from": f.moved_from,
+            "delete_path": f.delete_path,
+            "message": f.message,
+        }
+        for f in rep.files
+    ]
 
 
 def _replay_from(state: State, d: list[dict]) -> PatchReplay:
-    return PatchReplay([FileReplay(x["path"], x["new_path"], x["how"], state.get(x["result"]), x["mode"],
-                                   state.get(x["ours"]), None, x["moved_from"], None, [], x["message"],
-                                   x["delete_path"]) for x in d])
+    return PatchReplay(
+        [
+            FileReplay(
+                x["path"],
+                x["new_path"],
+                x["how"],
+                state.get(x["result"]),
+                x["mode"],
+                state.get(x["ours"]),
+                None,
+                x["moved_from"],
+                None,
+                [],
+                x["message"],
+                x["delete_path"],
+            )
+            for x in d
+        ]
+    )
 
 
 def _stop(s: _Session, state: State, index: int, rep: PatchReplay) -> RebaseReport:
@@ -492,7 +566,7 @@ def _stop(s: _Session, state: State, index: int, rep: PatchReplay) -> RebaseRepo
         state.backup(state.dir / "backup", _ledger_rels(s))
     res = s.results[index]
     work = []
-    for f, fr in zip(rep.files, res.files):
+    for f in rep.files:
         if f.how == F_CONFLICT:
             work.append(state.write_work(f.new_path or f.path, f.result if f.result is not None else b""))
         elif f.how == BROKEN:
@@ -501,16 +575,32 @@ def _stop(s: _Session, state: State, index: int, rep: PatchReplay) -> RebaseRepo
             f.new_path = dest
             work.append(state.write_work(dest, s.new.read(dest) or b""))
     b = s.bases
-    state.save({
-        "version": 1, "ledger": s.ledger.path.name, "target": s.target.name, "onto": b.onto, "old_ref": b.old_ref,
-        "old": b.old, "new": b.new, "new_label": b.new_label, "new_version": b.new_version, "location": b.location,
-        "pr_merges": dict(s.pr_merges), "interactive": s.interactive, "index": index, "stopped_at": res.id,
-        "results": [asdict(r) for r in s.results],
-        "new_bodies": {k: state.put(v) for k, v in s.new_bodies.items()},
-        "old_tree": _tree_json(state, s.old), "new_tree": _tree_json(state, s.new),
-        "replay": _replay_json(state, rep), "work": work, "started": time.time(),
-        "ledger_sha256": sha256_bytes(s.ledger.path.read_bytes()),
-    })
+    state.save(
+        {
+            "version": 1,
+            "ledger": s.ledger.path.name,
+            "target": s.target.name,
+            "onto": b.onto,
+            "old_ref": b.old_ref,
+            "old": b.old,
+            "new": b.new,
+            "new_label": b.new_label,
+            "new_version": b.new_version,
+            "location": b.location,
+            "pr_merges": dict(s.pr_merges),
+            "interactive": s.interactive,
+            "index": index,
+            "stopped_at": res.id,
+            "results": [asdict(r) for r in s.results],
+            "new_bodies": {k: state.put(v) for k, v in s.new_bodies.items()},
+            "old_tree": _tree_json(state, s.old),
+            "new_tree": _tree_json(state, s.new),
+            "replay": _replay_json(state, rep),
+            "work": work,
+            "started": time.time(),
+            "ledger_sha256": sha256_bytes(s.ledger.path.read_bytes()),
+        }
+    )
     report = _report(s, "stopped")
     report.stopped_at, report.work_files, report.state_dir = res.id, work, str(state.dir.relative_to(s.root))
     return report
@@ -524,12 +614,22 @@ def _resume(ledger_path: Path) -> tuple[State, dict, _Session]:
         raise InputError("no rebase is stopped here", hint="start one with `patchset rebase --onto REF --interactive`")
     d = state.load()
     if sha256_bytes(ledger_path.read_bytes()) != d["ledger_sha256"]:
-        raise InputError(f"{ledger_path.name} changed since the rebase stopped",
-                         hint="run `patchset rebase --abort` (it restores the ledger as it was) and start again")
+        raise InputError(
+            f"{ledger_path.name} changed since the rebase stopped",
+            hint="run `patchset rebase --abort` (it restores the ledger as it was) and start again",
+        )
     t = ledger.targets[d["target"]]
     series = _load_series(ledger, t)
-    bases = reopen(d["location"], d["old"], d["new"], d["old_ref"], d["onto"], d["new_label"], d["new_version"],
-                   _touched(series[2]))
+    bases = reopen(
+        d["location"],
+        d["old"],
+        d["new"],
+        d["old_ref"],
+        d["onto"],
+        d["new_label"],
+        d["new_version"],
+        _touched(series[2]),
+    )
     try:
         s = _open_session(ledger, t, bases, d["pr_merges"], d["interactive"], series)
     except BaseException:
@@ -539,7 +639,7 @@ def _resume(ledger_path: Path) -> tuple[State, dict, _Session]:
     s.new_bodies = {k: state.get(v) or b"" for k, v in d["new_bodies"].items()}
     s.old = _tree_from(state, s.old.store, d["old_tree"])
     s.new = _tree_from(state, s.new_base, d["new_tree"])
-    if [p.id for p in s.patches[:d["index"] + 1]] != [r.id for r in s.results]:
+    if [p.id for p in s.patches[: d["index"] + 1]] != [r.id for r in s.results]:
         s.close()
         raise InputError("the series changed since the rebase stopped", hint="run `patchset rebase --abort`")
     return state, d, s
@@ -561,16 +661,18 @@ def continue_rebase(ledger_path: Path, *, progress: Progress | None = None) -> R
         rep = _replay_from(state, d["replay"])
         res = s.results[index]
         rr = RRCache(s.root)
-        for f, fr in zip(rep.files, res.files):
+        for f, fr in zip(rep.files, res.files, strict=True):
             if f.how not in (F_CONFLICT, BROKEN):
                 continue
             rel = f.new_path or f.path
             edited = state.read_work(rel)
             line = has_markers(edited)
             if line:
-                raise InputError("a conflict marker is still there",
-                                 where=Location(state.dir / "work" / rel, line),
-                                 hint="finish resolving the file, or `patchset rebase --skip` this patch")
+                raise InputError(
+                    "a conflict marker is still there",
+                    where=Location(state.dir / "work" / rel, line),
+                    hint="finish resolving the file, or `patchset rebase --skip` this patch",
+                )
             if f.how == F_CONFLICT and f.result is not None:
                 fr.rerere_id = rr.record(f.result, edited) or ""
             f.how, f.result = "edited", edited
@@ -601,8 +703,7 @@ def _finish_interrupted(state: State) -> RebaseReport:
     try:
         report = RebaseReport.from_json(json.loads((backup / "report.json").read_text()))
     except (OSError, ValueError):
-        report = RebaseReport(target="", onto="", old_base="", old_commit="", new_commit="", new_base="",
-                              status="done")
+        report = RebaseReport(target="", onto="", old_base="", old_commit="", new_commit="", new_base="", status="done")
     report.written, report.backup = True, j["backup"]
     state.clear()
     return report

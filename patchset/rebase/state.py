@@ -74,15 +74,18 @@ class State:
 
     def refuse_if_in_progress(self) -> None:
         if self.committing:
-            raise InputError("a rebase was interrupted while writing the new series",
-                             hint="run `patchset rebase --continue` to finish writing it, or `--abort` to put "
-                                  "the previous ledger, lock and bodies back byte for byte")
+            raise InputError(
+                "a rebase was interrupted while writing the new series",
+                hint="run `patchset rebase --continue` to finish writing it, or `--abort` to put "
+                "the previous ledger, lock and bodies back byte for byte",
+            )
         if self.stopped:
             data = self.load()
-            raise InputError(f"a rebase onto {data.get('onto')} is in progress (stopped at "
-                             f"{data.get('stopped_at')})",
-                             hint="edit the files under .patchset/rebase/work/, then `patchset rebase --continue`; "
-                                  "or `--skip` this patch, or `--abort`")
+            raise InputError(
+                f"a rebase onto {data.get('onto')} is in progress (stopped at {data.get('stopped_at')})",
+                hint="edit the files under .patchset/rebase/work/, then `patchset rebase --continue`; "
+                "or `--skip` this patch, or `--abort`",
+            )
 
     # -- blobs -------------------------------------------------------------------------------
     def put(self, data: bytes | None) -> str | None:
@@ -101,11 +104,15 @@ class State:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise InputError(f"the rebase state is incomplete: {path} is missing",
-                             hint="run `patchset rebase --abort` and start again") from None
+            raise InputError(
+                f"the rebase state is incomplete: {path} is missing",
+                hint="run `patchset rebase --abort` and start again",
+            ) from None
         if sha256_bytes(data) != digest:
-            raise InputError(f"the rebase state is damaged: {path} does not match its name",
-                             hint="run `patchset rebase --abort` and start again")
+            raise InputError(
+                f"the rebase state is damaged: {path} does not match its name",
+                hint="run `patchset rebase --abort` and start again",
+            )
         return data
 
     # -- session -----------------------------------------------------------------------------
@@ -116,8 +123,9 @@ class State:
         try:
             return json.loads((self.dir / "state.json").read_text())
         except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the rebase state {self.dir / 'state.json'}: {exc}",
-                             hint="run `patchset rebase --abort`") from None
+            raise InputError(
+                f"cannot read the rebase state {self.dir / 'state.json'}: {exc}", hint="run `patchset rebase --abort`"
+            ) from None
 
     def clear(self) -> None:
         """Remove the state directory (renamed away first, so a kill leaves no half-removed state)."""
@@ -135,8 +143,10 @@ class State:
     def read_work(self, rel: str) -> bytes:
         path = self.dir / "work" / rel
         if not path.is_file():
-            raise InputError(f"{path.relative_to(self.root)} is missing",
-                             hint="write the resolved file there, or `patchset rebase --skip` this patch")
+            raise InputError(
+                f"{path.relative_to(self.root)} is missing",
+                hint="write the resolved file there, or `patchset rebase --skip` this patch",
+            )
         return path.read_bytes()
 
     # -- backups and the commit journal ------------------------------------------------------
@@ -157,8 +167,10 @@ class State:
                 info = tarfile.TarInfo(rel)
                 info.size, info.mtime, info.mode = len(data), 0, 0o644
                 tf.addfile(info, io.BytesIO(data))
-        files = {dest / "previous.tar": buf.getvalue(),
-                 dest / "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode()}
+        files = {
+            dest / "previous.tar": buf.getvalue(),
+            dest / "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
+        }
         files.update({dest / name: data for name, data in (extra or {}).items()})
         atomic.write_many(files)
 
@@ -185,8 +197,10 @@ class State:
     def journal(self, backup: Path, pending: dict[str, bytes | None]) -> None:
         """Record the new bytes about to be written (after the backup is safe), in one file."""
         files = {rel: None if data is None else base64.b64encode(data).decode() for rel, data in pending.items()}
-        atomic.write_bytes(self.dir / "commit.json", json.dumps(
-            {"backup": str(backup.relative_to(self.root)), "files": files}, sort_keys=True).encode())
+        atomic.write_bytes(
+            self.dir / "commit.json",
+            json.dumps({"backup": str(backup.relative_to(self.root)), "files": files}, sort_keys=True).encode(),
+        )
 
     def load_journal(self) -> dict[str, Any]:
         try:

@@ -109,9 +109,7 @@ class ArchiveReader:
 
     def __iter__(self) -> Iterator[Member]:
         try:
-            if is_zip_name(self.path) or (
-                not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path)
-            ):
+            if is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path)):
                 yield from self._iter_zip()
             else:
                 yield from self._iter_tar()
@@ -190,11 +188,11 @@ class ArchiveReader:
             common: str | None = None
             if self.strip_top:
                 heads = {n.partition("/")[0] for n in names if n}
-                nested = all("/" in n or i.is_dir() for n, i in zip(names, infos) if n)
+                nested = all("/" in n or i.is_dir() for n, i in zip(names, infos, strict=True) if n)
                 if len(heads) == 1 and nested:
                     common = heads.pop()
                     self.top = common
-            for info, name in zip(infos, names):
+            for info, name in zip(infos, names, strict=True):
                 if common is not None:
                     name = name.partition("/")[2]
                 if self.on_bytes:
@@ -203,7 +201,7 @@ class ArchiveReader:
                     continue
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 mode = (unix & 0o7777) or (0o755 if info.is_dir() else 0o644)
-                mtime = calendar.timegm(info.date_time + (0, 0, 0))
+                mtime = calendar.timegm((*info.date_time, 0, 0, 0))
                 if info.is_dir():
                     yield Member(name, DIR, mode, mtime)
                 elif stat.S_ISLNK(unix):
@@ -260,9 +258,7 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
         for i in range(1, len(parts) + 1):
             prefix = "/".join(parts[:i])
             if prefix in links:
-                raise UnsafePathError(
-                    f"{reader.path}: member under {prefix!r} would be written through a symlink"
-                )
+                raise UnsafePathError(f"{reader.path}: member under {prefix!r} would be written through a symlink")
             if prefix not in made_dirs:
                 full = os.path.join(root_str, prefix)
                 if not os.path.isdir(full):

@@ -19,10 +19,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchset.upstream.dirhistory import import_directories
 from patchset.errors import InputError
-from patchset.upstream.history import GitRepo, ReleaseHistory
 from patchset.ledger.model import Target
+from patchset.upstream.dirhistory import import_directories
+from patchset.upstream.history import GitRepo, ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
 
 
@@ -47,7 +47,7 @@ class Bases:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    def __enter__(self) -> "Bases":
+    def __enter__(self) -> Bases:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -71,7 +71,7 @@ def local_repo(path: str | Path) -> Path | None:
     else None."""
     text = str(path)
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     p = Path(text).expanduser()
     if p.is_dir() and ((p / ".git").exists() or (p / "HEAD").is_file()):
         return p
@@ -102,12 +102,21 @@ def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
             if re.fullmatch(r"[0-9a-f]{4,40}", ref):
                 return sha, sha
             return sha, ref
-    raise InputError(f"{what} {ref!r} is not a commit, tag or branch of {repo.git_dir}",
-                     hint="check the name with `git -C <repo> rev-parse <ref>`")
+    raise InputError(
+        f"{what} {ref!r} is not a commit, tag or branch of {repo.git_dir}",
+        hint="check the name with `git -C <repo> rev-parse <ref>`",
+    )
 
 
-def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None = None,
-               old_base: str | None = None, paths: list[str] | None = None) -> Bases:
+def open_bases(
+    root: Path,
+    target: Target,
+    onto: str,
+    *,
+    repo: Path | str | None = None,
+    old_base: str | None = None,
+    paths: list[str] | None = None,
+) -> Bases:
     """Resolve the target's recorded base (or ``old_base``) and ``onto`` to commits.
 
     ``paths`` (the files the series touches) lets a plain-directory history import only what a
@@ -116,15 +125,19 @@ def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None
     if not onto or not onto.strip():
         raise InputError("--onto needs a commit, tag, branch, PROJECT==VERSION or a directory")
     if not old_ref:
-        raise InputError(f"target {target.name!r} records no base to rebase from",
-                         hint=f"set `base` in [targets.{target.name}] to the base the series applies to")
+        raise InputError(
+            f"target {target.name!r} records no base to rebase from",
+            hint=f"set `base` in [targets.{target.name}] to the base the series applies to",
+        )
     new_dir = _dir_arg(root, onto) if repo is None else None
     if new_dir is not None:
         old_dir = _dir_arg(root, old_ref)
         if old_dir is None:
-            raise InputError(f"--onto {onto} is a directory, but the old base {old_ref!r} of target "
-                             f"{target.name!r} is not a directory",
-                             hint="a plain-directory rebase needs the old base files as a directory too")
+            raise InputError(
+                f"--onto {onto} is a directory, but the old base {old_ref!r} of target "
+                f"{target.name!r} is not a directory",
+                hint="a plain-directory rebase needs the old base files as a directory too",
+            )
         return _dirs(old_dir, new_dir, old_ref, onto, paths)
     local = local_repo(repo) if repo is not None else local_repo(target.upstream)
     if repo is not None and local is None:
@@ -134,8 +147,7 @@ def open_bases(root: Path, target: Target, onto: str, *, repo: Path | str | None
         old, _ = _resolve_in_repo(g, old_ref, "the old base")
         new, label = _resolve_in_repo(g, onto, "--onto")
         version = parse_spec(onto).version if is_spec_like(onto) else (version_like(onto) or "")
-        return Bases(g, "repo", old, new, old_ref, onto, label, version,
-                     {"kind": "repo", "path": str(local.resolve())})
+        return Bases(g, "repo", old, new, old_ref, onto, label, version, {"kind": "repo", "path": str(local.resolve())})
     return _releases(target, old_ref, onto)
 
 
@@ -149,26 +161,39 @@ def _as_spec(project: str, ref: str) -> str | None:
 def _releases(target: Target, old_ref: str, onto: str) -> Bases:
     project = parse_spec(onto).project if is_spec_like(onto) else target.package
     if not project:
-        raise InputError(f"cannot find {onto!r}: target {target.name!r} has no local upstream repository "
-                         "and no package on the index",
-                         hint="pass the path of a local clone (--repo), or set `package` on the target")
+        raise InputError(
+            f"cannot find {onto!r}: target {target.name!r} has no local upstream repository "
+            "and no package on the index",
+            hint="pass the path of a local clone (--repo), or set `package` on the target",
+        )
     if target.package and canonicalize_name(target.package) != canonicalize_name(project):
-        raise InputError(f"{onto!r} is a release of {project!r}, but target {target.name!r} is the package "
-                         f"{target.package!r}")
+        raise InputError(
+            f"{onto!r} is a release of {project!r}, but target {target.name!r} is the package {target.package!r}"
+        )
     new_spec = _as_spec(project, onto)
     old_spec = _as_spec(project, old_ref)
     if new_spec is None or old_spec is None:
         bad = onto if new_spec is None else old_ref
-        raise InputError(f"{bad!r} is not a release of {project} and target {target.name!r} has no local "
-                         "upstream repository to look it up in",
-                         hint="pass a local clone holding that commit (--repo PATH), or rebase between "
-                              f"releases ({project}==X.Y.Z)")
+        raise InputError(
+            f"{bad!r} is not a release of {project} and target {target.name!r} has no local "
+            "upstream repository to look it up in",
+            hint=f"pass a local clone holding that commit (--repo PATH), or rebase between releases ({project}==X.Y.Z)",
+        )
     history = ReleaseHistory.for_project(project)
     old = history.resolve(old_spec)
     new = history.resolve(new_spec)
     spec = parse_spec(new_spec)
-    return Bases(history, "releases", old, new, old_ref, onto, f"{spec.project}=={spec.version}", spec.version,
-                 {"kind": "releases", "project": project, "old": old_spec, "new": new_spec})
+    return Bases(
+        history,
+        "releases",
+        old,
+        new,
+        old_ref,
+        onto,
+        f"{spec.project}=={spec.version}",
+        spec.version,
+        {"kind": "releases", "project": project, "old": old_spec, "new": new_spec},
+    )
 
 
 def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str] | None) -> Bases:
@@ -178,21 +203,47 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Bases(GitRepo(Path(tmp) / "dirs.git"), "dirs", old, new, old_ref, onto, onto, "",
-                 {"kind": "dirs", "old": str(old_dir), "new": str(new_dir), "old_ref": old_ref}, _tmp=tmp)
+    return Bases(
+        GitRepo(Path(tmp) / "dirs.git"),
+        "dirs",
+        old,
+        new,
+        old_ref,
+        onto,
+        onto,
+        "",
+        {"kind": "dirs", "old": str(old_dir), "new": str(new_dir), "old_ref": old_ref},
+        _tmp=tmp,
+    )
 
 
-def reopen(location: dict[str, Any], old: str, new: str, old_ref: str, onto: str, new_label: str,
-           new_version: str, paths: list[str] | None = None) -> Bases:
+def reopen(
+    location: dict[str, Any],
+    old: str,
+    new: str,
+    old_ref: str,
+    onto: str,
+    new_label: str,
+    new_version: str,
+    paths: list[str] | None = None,
+) -> Bases:
     """The same bases again (after ``--interactive`` stopped), checked to be the same commits."""
     kind = location.get("kind")
     if kind == "repo":
-        b = Bases(GitRepo(Path(location["path"])), "repo", old, new, old_ref, onto, new_label, new_version,
-                  location)
+        b = Bases(GitRepo(Path(location["path"])), "repo", old, new, old_ref, onto, new_label, new_version, location)
     elif kind == "releases":
         h = ReleaseHistory.for_project(location["project"])
-        b = Bases(h, "releases", h.resolve(location["old"]), h.resolve(location["new"]), old_ref, onto,
-                  new_label, new_version, location)
+        b = Bases(
+            h,
+            "releases",
+            h.resolve(location["old"]),
+            h.resolve(location["new"]),
+            old_ref,
+            onto,
+            new_label,
+            new_version,
+            location,
+        )
     elif kind == "dirs":
         b = _dirs(Path(location["old"]), Path(location["new"]), location["old_ref"], onto, paths)
         b.new_label, b.new_version = new_label, new_version
@@ -200,6 +251,8 @@ def reopen(location: dict[str, Any], old: str, new: str, old_ref: str, onto: str
         raise InputError(f"unknown base kind {kind!r} in the rebase state")
     if (b.old, b.new) != (old, new):
         b.close()
-        raise InputError("the bases of the rebase in progress changed since it stopped "
-                         f"(old {old[:12]} / new {new[:12]})", hint="run `patchset rebase --abort` and start again")
+        raise InputError(
+            f"the bases of the rebase in progress changed since it stopped (old {old[:12]} / new {new[:12]})",
+            hint="run `patchset rebase --abort` and start again",
+        )
     return b

@@ -13,8 +13,8 @@ import os
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.upstream.git import fast_import_path, git_env, run_git
@@ -69,11 +69,13 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         listings = [{p: f for p, f in x.items() if p in wanted} for x in listings]
     stream: list[bytes] = []
     prev: dict[str, tuple[bytes, bytes]] = {}
-    for n, ((label, d), listing) in enumerate(zip(dirs, listings), start=1):
+    for n, ((label, d), listing) in enumerate(zip(dirs, listings, strict=True), start=1):
         files = {p: got for p, full in sorted(listing.items()) if (got := _read(full)) is not None}
         message = f"directory {label}\n\nImported from {d} by patchset.\n".encode()
-        stream.append(b"commit refs/heads/main\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\n"
-                      % (n, _IDENT, _IDENT, len(message), message))
+        stream.append(
+            b"commit refs/heads/main\nmark :%d\nauthor %s\ncommitter %s\ndata %d\n%s\n"
+            % (n, _IDENT, _IDENT, len(message), message)
+        )
         if n > 1:
             stream.append(b"from :%d\n" % (n - 1))
         for path in sorted(prev):
@@ -90,12 +92,19 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         prev = files
     stream.append(b"done\n")
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.run(["git", "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import",
-                               "--quiet", "--done"], cwd=git_dir, input=b"".join(stream),
-                              stdout=subprocess.DEVNULL, stderr=err, env=git_env())
+        proc = subprocess.run(
+            ["git", "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import", "--quiet", "--done"],
+            cwd=git_dir,
+            input=b"".join(stream),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=git_env(),
+        )
         if proc.returncode != 0:
             err.seek(0)
-            raise EnvironmentFailure(f"git fast-import failed in {git_dir}: {err.read().decode(errors='replace')[-2000:]}")
+            raise EnvironmentFailure(
+                f"git fast-import failed in {git_dir}: {err.read().decode(errors='replace')[-2000:]}"
+            )
     repo = GitRepo(git_dir)
     try:
         return [repo.resolve(f"refs/tags/{label}") for label, _ in dirs]

@@ -37,9 +37,9 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from rich.progress import Progress
 
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
-from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream.git import fast_import_path, git_env, ls_tree_blobs, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
 
@@ -288,9 +288,9 @@ class GitRepo:
         key = (so, sn, threshold)
         if key in self._diff_cache:
             return self._diff_cache[key]
-        out = self.git(
-            "diff-tree", "-r", "-z", "--name-status", f"-M{threshold}%", "-l0", so, sn
-        ).stdout.decode("utf-8", "surrogateescape")
+        out = self.git("diff-tree", "-r", "-z", "--name-status", f"-M{threshold}%", "-l0", so, sn).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
         fields = out.split("\0")
         ns = _NameStatus()
         i = 0
@@ -535,14 +535,19 @@ class ReleaseHistory(GitRepo):
 
         reader = ArchiveReader(archive, strip_top=strip_top, on_bytes=on_bytes)
         known = self._known_blobs()
-        errlog = tempfile.TemporaryFile()
+        errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
         try:
             proc = subprocess.Popen(
                 [
                     "git",
-                    "-c", f"pack.compression={FAST_IMPORT_COMPRESSION}",
-                    "-c", f"core.compression={FAST_IMPORT_COMPRESSION}",
-                    "fast-import", "--quiet", "--done", "--depth=0",
+                    "-c",
+                    f"pack.compression={FAST_IMPORT_COMPRESSION}",
+                    "-c",
+                    f"core.compression={FAST_IMPORT_COMPRESSION}",
+                    "fast-import",
+                    "--quiet",
+                    "--done",
+                    "--depth=0",
                 ],
                 cwd=self.git_dir,
                 stdin=subprocess.PIPE,
@@ -617,7 +622,9 @@ class ReleaseHistory(GitRepo):
             if m.kind == HARDLINK:
                 target = entries.get(m.link)
                 if target is None or target[0] == b"120000":
-                    raise UnsafePathError(f"{archive}: hard link {m.path!r} -> {m.link!r} does not name an earlier file")
+                    raise UnsafePathError(
+                        f"{archive}: hard link {m.path!r} -> {m.link!r} does not name an earlier file"
+                    )
                 entries[m.path] = target
                 continue
             if m.kind == SYMLINK:

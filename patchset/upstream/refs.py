@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from patchset.errors import InputError
 
@@ -57,14 +58,18 @@ class PRRef:
             return cls(m.group("repo"), int(m.group("n")), kind or found)
         m = _SHORT.match(text)
         if not m:
-            raise InputError(f"cannot read {text!r} as a pull request or issue reference",
-                             hint="write OWNER/REPO#NUMBER (vllm-project/vllm#57632) or ALIAS#NUMBER (vllm#57632)")
+            raise InputError(
+                f"cannot read {text!r} as a pull request or issue reference",
+                hint="write OWNER/REPO#NUMBER (vllm-project/vllm#57632) or ALIAS#NUMBER (vllm#57632)",
+            )
         repo = m.group("repo")
         if "/" not in repo:
             if repo not in names:
                 known = ", ".join(sorted(names)) or "none"
-                raise InputError(f"unknown repository alias {repo!r} in {text!r}",
-                                 hint=f"known aliases: {known}; or write the full OWNER/REPO#NUMBER")
+                raise InputError(
+                    f"unknown repository alias {repo!r} in {text!r}",
+                    hint=f"known aliases: {known}; or write the full OWNER/REPO#NUMBER",
+                )
             repo = names[repo]
         return cls(repo, int(m.group("n")), kind or "pr")
 
@@ -165,8 +170,12 @@ class RowError:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.kind, "message": self.message, "status": self.status,
-                               "reset_at": self.reset_at}
+        out: dict[str, Any] = {
+            "error": self.kind,
+            "message": self.message,
+            "status": self.status,
+            "reset_at": self.reset_at,
+        }
         if self.reset_at:
             out["reset_at_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.reset_at))
         return out

@@ -46,10 +46,10 @@ from rich.progress import (
 from rich.text import Text
 
 from patchset import atomic
-from patchset.upstream import cache
-from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger.lock import sha256_file
+from patchset.upstream import cache
+from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 
 __all__ = [
     "DEFAULT_INDEX_URL",
@@ -332,8 +332,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
         biggest = max((f.size or 0) for f in pool) / 1e6
         raise InputError(
             f"{pool[0].filename.split('-')[0]} {pool[0].version} has only platform wheels ({plats})",
-            hint=f"pass platform='x86_64' (or 'native') to download one (up to {biggest:.0f} MB), "
-            "or use kind='sdist'",
+            hint=f"pass platform='x86_64' (or 'native') to download one (up to {biggest:.0f} MB), or use kind='sdist'",
         )
     if platform == "native":
         rank: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """A small upstream made for the fetch and status tests: a real git repository of a tiny project,
 patches written against it as real ``git diff`` output, served by the local GitHub-shaped server
-(``tracker.fakehub``) as pull requests, a commit and a file in another repository, and a ledger
+(``tests.support.fakehub``) as pull requests, a commit and a file in another repository, and a ledger
 that names them.
 
 Nothing here is copied from a real project: the files and changes are made up, small, and
@@ -25,8 +25,8 @@ def _lines(tag: str, n: int) -> str:
 
 
 BASE_FILES = {
-    "demo/core.py": "\"\"\"core\"\"\"\n" + _lines("core", 20),
-    "demo/util.py": "\"\"\"util\"\"\"\n" + _lines("util", 12),
+    "demo/core.py": '"""core"""\n' + _lines("core", 20),
+    "demo/util.py": '"""util"""\n' + _lines("util", 12),
     "tests/test_core.py": "import demo.core\n\n\ndef test_one():\n    assert demo.core.core_1 == 1\n",
     "README.md": "demo\n",
 }
@@ -52,8 +52,9 @@ class World:
     def files_at(self, rev: str) -> dict[str, bytes]:
         out = {}
         for path in git(self.root, "ls-tree", "-r", "--name-only", rev).split():
-            out[path] = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=self.root, check=True,
-                                       capture_output=True).stdout
+            out[path] = subprocess.run(
+                ["git", "show", f"{rev}:{path}"], cwd=self.root, check=True, capture_output=True
+            ).stdout
         return out
 
 
@@ -71,8 +72,13 @@ def build_world(tmp: Path) -> World:
         w.diffs[name] = git(root, "diff", before, after)
         return after
 
-    step("p101", lambda: (_edit(root, "demo/core.py", "core_3 = 3\n", "core_3 = 30  # fixed upstream\n"),
-                          _edit(root, "tests/test_core.py", "== 1\n", "== 1\n    assert demo.core.core_3 == 30\n")))
+    step(
+        "p101",
+        lambda: (
+            _edit(root, "demo/core.py", "core_3 = 3\n", "core_3 = 30  # fixed upstream\n"),
+            _edit(root, "tests/test_core.py", "== 1\n", "== 1\n    assert demo.core.core_3 == 30\n"),
+        ),
+    )
     step("p102", lambda: _edit(root, "demo/util.py", "util_6 = 6\n", "util_6 = 60\nutil_6b = 61\n"))
     w.commit_sha = step("commit", lambda: (root / "demo" / "extra.py").write_text("EXTRA = True\n"))
     step("file", lambda: _edit(root, "demo/core.py", "core_17 = 17\n", "core_17 = 170\n"))
@@ -90,12 +96,23 @@ def hub_data(w: World) -> dict:
         "repos": {
             REPO: {
                 "pulls": {
-                    "101": {"title": "Fix core_3", "author": "alice", "diff": w.diffs["p101"],
-                            "review_decision": "APPROVED", "ci": "SUCCESS"},
+                    "101": {
+                        "title": "Fix core_3",
+                        "author": "alice",
+                        "diff": w.diffs["p101"],
+                        "review_decision": "APPROVED",
+                        "ci": "SUCCESS",
+                    },
                     "102": {"title": "Widen util_6", "author": "bob", "diff": w.diffs["p102"], "diff_too_large": True},
                 },
-                "commits": {w.commit_sha: {"message": "Add extra", "author": "carol", "parents": [w.base],
-                                           "diff": w.diffs["commit"]}},
+                "commits": {
+                    w.commit_sha: {
+                        "message": "Add extra",
+                        "author": "carol",
+                        "parents": [w.base],
+                        "diff": w.diffs["commit"],
+                    }
+                },
             },
             OTHER: {"contents": {"main": {"series/04-core-17.patch": w.diffs["file"]}}},
         },

@@ -1,7 +1,7 @@
 """Subprocess entry point for the SIGKILL tests: apply a series stored as files, nothing else.
 
 Usage: ``python -m tests.support.helpers_crash ROOT SERIES_DIR`` where SERIES_DIR holds ``NN-name.patch``
-files applied in name order; ``python -m tests.support.helpers_crash --recover ROOT`` runs ``recover``. ``PATCHSET_TEST_CRASH_AFTER=k`` (read by ``patchset.txn``) makes
+files applied in name order; ``python -m tests.support.helpers_crash --recover ROOT`` runs ``recover``. ``PATCHSET_TEST_CRASH_AFTER=k`` (read by ``patchset.engine.txn``) makes
 the process SIGKILL itself at the k-th commit step. Exit 0: committed; 3: did not apply.
 """
 

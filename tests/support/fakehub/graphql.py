@@ -15,8 +15,9 @@ subscriptions, introspection beyond ``__typename``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 Resolver = Callable[[dict[str, Any]], Any]
 
@@ -156,7 +157,7 @@ class _Parser:
     def fail(self, what: str) -> GraphQLSyntaxError:
         t = self.tok
         shown = t.value or "end of document"
-        return GraphQLSyntaxError(f"Parse error on \"{shown}\" ({t.kind.upper()}): expected {what}", t.line, t.col)
+        return GraphQLSyntaxError(f'Parse error on "{shown}" ({t.kind.upper()}): expected {what}', t.line, t.col)
 
     def peek(self, value: str) -> bool:
         return self.tok.value == value and self.tok.kind in ("punct", "spread", "name")
@@ -335,8 +336,9 @@ class _QueryError(Exception):
         self.error = error
 
 
-def execute(query: str, variables: dict[str, Any] | None, root: Obj,
-            operation_name: str | None = None) -> dict[str, Any]:
+def execute(
+    query: str, variables: dict[str, Any] | None, root: Obj, operation_name: str | None = None
+) -> dict[str, Any]:
     """Run ``query`` against ``root``; return the response body GitHub would send ({data, errors})."""
     try:
         doc = parse(query)
@@ -344,16 +346,32 @@ def execute(query: str, variables: dict[str, Any] | None, root: Obj,
         return {"errors": [{"message": str(exc), "locations": [{"line": exc.line, "column": exc.column}]}]}
     ops = [o for o in doc.operations if operation_name is None or o.name == operation_name]
     if len(ops) != 1:
-        return {"errors": [{"message": "An operation name is required" if len(ops) > 1
-                            else f"No operation named \"{operation_name}\""}]}
+        return {
+            "errors": [
+                {
+                    "message": "An operation name is required"
+                    if len(ops) > 1
+                    else f'No operation named "{operation_name}"'
+                }
+            ]
+        }
     op = ops[0]
     if op.kind != "query":
         return {"errors": [{"message": f"The fake hub answers queries only, not {op.kind}s"}]}
     variables = dict(variables or {})
     missing = [v for v in op.var_required if v not in variables]
     if missing:
-        return {"errors": [{"extensions": {"value": None, "problems": [{"path": [], "explanation": "Expected value to not be null"}]},
-                            "message": f"Variable ${missing[0]} of type was provided invalid value"}]}
+        return {
+            "errors": [
+                {
+                    "extensions": {
+                        "value": None,
+                        "problems": [{"path": [], "explanation": "Expected value to not be null"}],
+                    },
+                    "message": f"Variable ${missing[0]} of type was provided invalid value",
+                }
+            ]
+        }
     env = {**op.var_defaults, **variables}
     errors: list[dict[str, Any]] = []
     ex = _Executor(doc, env, errors)
@@ -405,8 +423,12 @@ class _Executor:
                     self.collect(obj, sel.selections, out)
             elif isinstance(sel, Spread):
                 if sel.name not in self.doc.fragments:
-                    raise _QueryError({"message": f"Fragment {sel.name} was used, but not defined",
-                                       "locations": [{"line": sel.line, "column": sel.col}]})
+                    raise _QueryError(
+                        {
+                            "message": f"Fragment {sel.name} was used, but not defined",
+                            "locations": [{"line": sel.line, "column": sel.col}],
+                        }
+                    )
                 on, sels = self.doc.fragments[sel.name]
                 if self.included(sel.directives) and self.applies(obj, on):
                     self.collect(obj, sels, out)
@@ -420,24 +442,33 @@ class _Executor:
                 result[f.key] = obj.typename
                 continue
             if f.name not in obj.fields:
-                raise _QueryError({
-                    "path": ["query", *path, f.key],
-                    "extensions": {"code": "undefinedField", "typeName": obj.typename, "fieldName": f.name},
-                    "locations": [{"line": f.line, "column": f.col}],
-                    "message": f"Field '{f.name}' doesn't exist on type '{obj.typename}'",
-                })
+                raise _QueryError(
+                    {
+                        "path": ["query", *path, f.key],
+                        "extensions": {"code": "undefinedField", "typeName": obj.typename, "fieldName": f.name},
+                        "locations": [{"line": f.line, "column": f.col}],
+                        "message": f"Field '{f.name}' doesn't exist on type '{obj.typename}'",
+                    }
+                )
             raw = obj.fields[f.name]
             here = [*path, f.key]
             try:
                 value = raw(self.resolve_value(f.args)) if callable(raw) else raw
             except NotFound as exc:
-                self.errors.append({"type": "NOT_FOUND", "path": here,
-                                    "locations": [{"line": f.line, "column": f.col}], "message": str(exc)})
+                self.errors.append(
+                    {
+                        "type": "NOT_FOUND",
+                        "path": here,
+                        "locations": [{"line": f.line, "column": f.col}],
+                        "message": str(exc),
+                    }
+                )
                 result[f.key] = None
                 continue
             except ArgumentError as exc:
-                raise _QueryError({"path": ["query", *here], "locations": [{"line": f.line, "column": f.col}],
-                                   "message": str(exc)}) from None
+                raise _QueryError(
+                    {"path": ["query", *here], "locations": [{"line": f.line, "column": f.col}], "message": str(exc)}
+                ) from None
             result[f.key] = self.complete(value, f, here)
         return result
 
@@ -448,11 +479,21 @@ class _Executor:
             return [self.complete(v, f, [*path, i]) for i, v in enumerate(value)]
         if isinstance(value, Obj):
             if f.selections is None:
-                raise _QueryError({"path": ["query", *path], "locations": [{"line": f.line, "column": f.col}],
-                                   "message": f"Field must have selections (field '{f.name}' returns "
-                                              f"{value.typename} but has no selections)"})
+                raise _QueryError(
+                    {
+                        "path": ["query", *path],
+                        "locations": [{"line": f.line, "column": f.col}],
+                        "message": f"Field must have selections (field '{f.name}' returns "
+                        f"{value.typename} but has no selections)",
+                    }
+                )
             return self.select(value, f.selections, path)
         if f.selections is not None:
-            raise _QueryError({"path": ["query", *path], "locations": [{"line": f.line, "column": f.col}],
-                               "message": f"Selections can't be made on scalars (field '{f.name}')"})
+            raise _QueryError(
+                {
+                    "path": ["query", *path],
+                    "locations": [{"line": f.line, "column": f.col}],
+                    "message": f"Selections can't be made on scalars (field '{f.name}')",
+                }
+            )
         return value

@@ -54,11 +54,12 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from patchset.errors import InputError
@@ -109,7 +110,7 @@ class Fault:
             return False
         if self.times is not None and self.hits >= self.times:
             return False
-        rel = path[len(REST_PREFIX):] if path.startswith(REST_PREFIX + "/") else path
+        rel = path[len(REST_PREFIX) :] if path.startswith(REST_PREFIX + "/") else path
         return fnmatch.fnmatchcase(path, self.path) or fnmatch.fnmatchcase(rel, self.path)
 
 
@@ -141,32 +142,80 @@ _Route = tuple[str, "re.Pattern[str]", str, str]
 _ROUTES: list[_Route] = [
     ("GET", re.compile(r"^/rate_limit$"), "GET /rate_limit", "_rate_limit_json"),
     ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)$"), "GET /repos/{owner}/{repo}", "_get_repo"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
-     "GET /repos/{owner}/{repo}/pulls/{number}", "_get_pull"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)/files$"),
-     "GET /repos/{owner}/{repo}/pulls/{number}/files", "_get_pull_files"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)/commits$"),
-     "GET /repos/{owner}/{repo}/pulls/{number}/commits", "_get_pull_commits"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/commits/(?P<ref>[^/]+)$"),
-     "GET /repos/{owner}/{repo}/commits/{ref}", "_get_commit"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
-     "GET /repos/{owner}/{repo}/issues/{number}", "_get_issue"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/contents/(?P<path>.+)$"),
-     "GET /repos/{owner}/{repo}/contents/{path}", "_get_contents"),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
+        "GET /repos/{owner}/{repo}/pulls/{number}",
+        "_get_pull",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)/files$"),
+        "GET /repos/{owner}/{repo}/pulls/{number}/files",
+        "_get_pull_files",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)/commits$"),
+        "GET /repos/{owner}/{repo}/pulls/{number}/commits",
+        "_get_pull_commits",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/commits/(?P<ref>[^/]+)$"),
+        "GET /repos/{owner}/{repo}/commits/{ref}",
+        "_get_commit",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
+        "GET /repos/{owner}/{repo}/issues/{number}",
+        "_get_issue",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/contents/(?P<path>.+)$"),
+        "GET /repos/{owner}/{repo}/contents/{path}",
+        "_get_contents",
+    ),
     # writes (and the lists a writer reads first): handlers take the JSON body instead of the media
     ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "GET /repos/{owner}/{repo}/pulls", "_list_pulls"),
-    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"), "POST /repos/{owner}/{repo}/pulls",
-     "_create_pull"),
-    ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
-     "PATCH /repos/{owner}/{repo}/pulls/{number}", "_update_pull"),
-    ("GET", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "GET /repos/{owner}/{repo}/issues",
-     "_list_issues"),
-    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"), "POST /repos/{owner}/{repo}/issues",
-     "_create_issue"),
-    ("PATCH", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
-     "PATCH /repos/{owner}/{repo}/issues/{number}", "_update_issue"),
-    ("POST", re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)/comments$"),
-     "POST /repos/{owner}/{repo}/issues/{number}/comments", "_create_comment"),
+    (
+        "POST",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls$"),
+        "POST /repos/{owner}/{repo}/pulls",
+        "_create_pull",
+    ),
+    (
+        "PATCH",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/pulls/(?P<n>\d+)$"),
+        "PATCH /repos/{owner}/{repo}/pulls/{number}",
+        "_update_pull",
+    ),
+    (
+        "GET",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"),
+        "GET /repos/{owner}/{repo}/issues",
+        "_list_issues",
+    ),
+    (
+        "POST",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues$"),
+        "POST /repos/{owner}/{repo}/issues",
+        "_create_issue",
+    ),
+    (
+        "PATCH",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)$"),
+        "PATCH /repos/{owner}/{repo}/issues/{number}",
+        "_update_issue",
+    ),
+    (
+        "POST",
+        re.compile(r"^/repos/(?P<o>[^/]+)/(?P<r>[^/]+)/issues/(?P<n>\d+)/comments$"),
+        "POST /repos/{owner}/{repo}/issues/{number}/comments",
+        "_create_comment",
+    ),
 ]
 
 
@@ -197,8 +246,11 @@ def _not_found() -> Reply:
 
 def _invalid(resource: str, field: str, code: str = "missing_field", message: str = "") -> Reply:
     """GitHub's 422 for a write: one error naming the field (or a custom message)."""
-    err = {"resource": resource, "code": "custom", "message": message} if message else \
-        {"resource": resource, "field": field, "code": code}
+    err = (
+        {"resource": resource, "code": "custom", "message": message}
+        if message
+        else {"resource": resource, "field": field, "code": code}
+    )
     return _err(422, "Validation Failed", errors=[err])
 
 
@@ -214,8 +266,16 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
 class FakeHub:
     """The server plus its state, faults, rate-limit buckets and request log."""
 
-    def __init__(self, data: dict[str, Any] | HubState | str | Path | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0, core_limit: int = 5000, graphql_limit: int = 5000, anon_limit: int = 60) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any] | HubState | str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        core_limit: int = 5000,
+        graphql_limit: int = 5000,
+        anon_limit: int = 60,
+    ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise InputError(f"fakehub binds to loopback only, not {host}", hint="use 127.0.0.1")
         if isinstance(data, HubState):
@@ -250,8 +310,9 @@ class FakeHub:
         self._server = _Server((self.host, self.port), Handler)
         self.port = self._server.server_address[1]
         self._stop.clear()
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"fakehub:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fakehub:{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -294,8 +355,17 @@ class FakeHub:
     def close(self, repo: str, number: int) -> None:
         self.state.close(repo, number)
 
-    def inject(self, path: str, *, status: int | None = None, delay: float = 0.0, malformed: bool = False,
-               secondary: bool = False, times: int | None = None, method: str | None = None) -> Fault:
+    def inject(
+        self,
+        path: str,
+        *,
+        status: int | None = None,
+        delay: float = 0.0,
+        malformed: bool = False,
+        secondary: bool = False,
+        times: int | None = None,
+        method: str | None = None,
+    ) -> Fault:
         fault = Fault(path, status, delay, malformed, secondary, times, method)
         with self._lock:
             self.faults.append(fault)
@@ -305,8 +375,14 @@ class FakeHub:
         with self._lock:
             self.faults.clear()
 
-    def set_rate_limit(self, resource: str = "core", *, remaining: int | None = None, limit: int | None = None,
-                       reset_in: float | None = None) -> Bucket:
+    def set_rate_limit(
+        self,
+        resource: str = "core",
+        *,
+        remaining: int | None = None,
+        limit: int | None = None,
+        reset_in: float | None = None,
+    ) -> Bucket:
         with self._lock:
             b = self.buckets[resource]
             if limit is not None:
@@ -323,14 +399,23 @@ class FakeHub:
             b = self.buckets[resource]
             return Bucket(b.limit, b.remaining, b.reset, b.used)
 
-    def count(self, endpoint: str | None = None, *, status: int | None = None, method: str | None = None,
-              media: str | None = None) -> int:
+    def count(
+        self,
+        endpoint: str | None = None,
+        *,
+        status: int | None = None,
+        method: str | None = None,
+        media: str | None = None,
+    ) -> int:
         """Requests served (admin calls excluded), filtered by endpoint template, status, method, media."""
         with self._lock:
             return sum(
-                1 for r in self.requests
-                if (endpoint is None or r.endpoint == endpoint) and (status is None or r.status == status)
-                and (method is None or r.method == method) and (media is None or r.media == media)
+                1
+                for r in self.requests
+                if (endpoint is None or r.endpoint == endpoint)
+                and (status is None or r.status == status)
+                and (method is None or r.method == method)
+                and (media is None or r.media == media)
             )
 
     def counts(self) -> Counter[str]:
@@ -365,7 +450,7 @@ class FakeHub:
             endpoint, resource = "POST /graphql", "graphql"
             reply = self._graphql(method, token, body, fault)
         elif path.startswith(REST_PREFIX + "/"):
-            reply, endpoint = self._rest(method, path[len(REST_PREFIX):], query, headers, token, fault, body)
+            reply, endpoint = self._rest(method, path[len(REST_PREFIX) :], query, headers, token, fault, body)
             resource = "core" if authenticated else "core:anon"
             if endpoint == "GET /rate_limit":
                 resource = ""  # GitHub: calling /rate_limit does not count against the limit
@@ -375,8 +460,11 @@ class FakeHub:
         with self._lock:
             if resource:
                 self._account(reply, resource, headers)
-            self.requests.append(RequestRecord(method, path, endpoint, reply.status, reply.media,
-                                               authenticated, conditional, time.time()))
+            self.requests.append(
+                RequestRecord(
+                    method, path, endpoint, reply.status, reply.media, authenticated, conditional, time.time()
+                )
+            )
         return reply, delay
 
     def _check_token(self, token: str | None) -> Reply | None:
@@ -388,8 +476,11 @@ class FakeHub:
         if fault is None or fault.malformed:
             return None
         if fault.secondary:
-            r = _err(403, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-                     "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits")
+            r = _err(
+                403,
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+            )
             r.headers["Retry-After"] = "60"
             return r
         if fault.status is None:
@@ -405,7 +496,9 @@ class FakeHub:
             page = b"<html><body><h1>502 Bad Gateway</h1>Server Error</body></html>\n"
             return Reply(502, page, "text/html; charset=utf-8")
         if st == 503:
-            return _json({"message": "Service Unavailable", "documentation_url": shapes.DOCS, "code": "unavailable"}, 503)
+            return _json(
+                {"message": "Service Unavailable", "documentation_url": shapes.DOCS, "code": "unavailable"}, 503
+            )
         if st >= 500:
             return _json({"message": "Server Error"}, st)
         return _err(st, "Injected failure")
@@ -414,16 +507,19 @@ class FakeHub:
         """Rate-limit bookkeeping and headers. A 304 costs nothing, as on GitHub."""
         b = self.buckets[resource]
         b.refresh(time.time())
-        if reply.status != 304 and reply.headers.get("X-Fakehub-Uncounted") is None:
-            if b.remaining > 0:
-                b.remaining -= 1
-                b.used += 1
+        if reply.status != 304 and reply.headers.get("X-Fakehub-Uncounted") is None and b.remaining > 0:
+            b.remaining -= 1
+            b.used += 1
         reply.headers.pop("X-Fakehub-Uncounted", None)
-        reply.headers.update({
-            "X-RateLimit-Limit": str(b.limit), "X-RateLimit-Remaining": str(b.remaining),
-            "X-RateLimit-Reset": str(b.reset), "X-RateLimit-Used": str(b.used),
-            "X-RateLimit-Resource": resource.split(":")[0],
-        })
+        reply.headers.update(
+            {
+                "X-RateLimit-Limit": str(b.limit),
+                "X-RateLimit-Remaining": str(b.remaining),
+                "X-RateLimit-Reset": str(b.reset),
+                "X-RateLimit-Used": str(b.used),
+                "X-RateLimit-Resource": resource.split(":")[0],
+            }
+        )
 
     def _exhausted(self, resource: str) -> bool:
         with self._lock:
@@ -432,8 +528,16 @@ class FakeHub:
             return b.remaining <= 0
 
     # ---- REST ----------------------------------------------------------------------------
-    def _rest(self, method: str, rel: str, query: dict[str, str], headers: dict[str, str], token: str | None,
-              fault: Fault | None, body: bytes = b"") -> tuple[Reply, str]:
+    def _rest(
+        self,
+        method: str,
+        rel: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        token: str | None,
+        fault: Fault | None,
+        body: bytes = b"",
+    ) -> tuple[Reply, str]:
         endpoint = f"{method} ?"
         handler: Callable[..., Reply] | None = None
         groups: dict[str, str] = {}
@@ -453,8 +557,12 @@ class FakeHub:
         resource = "core" if token else "core:anon"
         if endpoint != "GET /rate_limit" and self._exhausted(resource):
             who = "user ID 1" if token else "127.0.0.1"
-            r = _err(403, f"API rate limit exceeded for {who}. If you reach out to GitHub Support for help, "
-                          f"please include the request ID {uuid.uuid4().hex[:16].upper()}.", DOC_RATE)
+            r = _err(
+                403,
+                f"API rate limit exceeded for {who}. If you reach out to GitHub Support for help, "
+                f"please include the request ID {uuid.uuid4().hex[:16].upper()}.",
+                DOC_RATE,
+            )
             r.headers["X-Fakehub-Uncounted"] = "1"
             return r, endpoint
         if handler is None:
@@ -470,8 +578,14 @@ class FakeHub:
             with self.state.lock:
                 reply = handler(groups, query, data)
         if fault and fault.malformed and reply.status == 200:
-            reply = Reply(200, reply.body[: max(1, len(reply.body) // 2)], reply.content_type, reply.headers,
-                          reply.media, reply.last_modified)
+            reply = Reply(
+                200,
+                reply.body[: max(1, len(reply.body) // 2)],
+                reply.content_type,
+                reply.headers,
+                reply.media,
+                reply.last_modified,
+            )
         if method == "GET" and reply.status == 200:
             self._conditional(reply, headers)
         return reply, endpoint
@@ -491,7 +605,7 @@ class FakeHub:
         if inm is not None:
             tags = [t.strip() for t in inm.split(",")]
             bare = etag[2:]
-            fresh = "*" in tags or any(t == etag or t == bare or t.removeprefix("W/") == bare for t in tags)
+            fresh = "*" in tags or any(t in (etag, bare) or t.removeprefix("W/") == bare for t in tags)
         elif ims is not None and reply.last_modified:
             try:
                 fresh = parsedate_to_datetime(ims).timestamp() >= _iso_epoch(reply.last_modified)
@@ -530,16 +644,22 @@ class FakeHub:
             return _not_found()
         if media == "diff":
             if p.diff_too_large:
-                return _err(406, "Sorry, the diff exceeded the maximum number of lines (20000). Consider using "
-                                 "'List pull requests files' API or locally cloning the repository instead.",
-                            "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
-                            errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}])
+                return _err(
+                    406,
+                    "Sorry, the diff exceeded the maximum number of lines (20000). Consider using "
+                    "'List pull requests files' API or locally cloning the repository instead.",
+                    "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
+                    errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}],
+                )
             return Reply(200, p.diff.encode("utf-8"), "application/vnd.github.diff; charset=utf-8", media="diff")
         if media == "patch":
             if p.diff_too_large:
-                return _err(406, "Sorry, the diff exceeded the maximum number of lines (20000).",
-                            "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
-                            errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}])
+                return _err(
+                    406,
+                    "Sorry, the diff exceeded the maximum number of lines (20000).",
+                    "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
+                    errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}],
+                )
             text = "".join(shapes.commit_patch(repo.commits[s]) for s in p.commits if s in repo.commits)
             return Reply(200, text.encode("utf-8"), "application/vnd.github.patch; charset=utf-8", media="patch")
         return _json(shapes.pull(repo, p, self._urls()), last_modified=p.updated_at)
@@ -553,7 +673,7 @@ class FakeHub:
         if cap is not None:
             items = items[:cap]
         last = max(1, -(-len(items) // per_page))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk = items[(page - 1) * per_page : page * per_page]
         reply = _json(chunk)
         links = []
         base = f"{self.base_url}{rel_url}?per_page={per_page}&page="
@@ -595,12 +715,18 @@ class FakeHub:
             hits = [x for s, x in repo.commits.items() if s.startswith(ref)]
             c = hits[0] if len(hits) == 1 else None
         if c is None:
-            return _err(422, f"No commit found for SHA: {ref}", "https://docs.github.com/rest/commits/commits#get-a-commit")
+            return _err(
+                422, f"No commit found for SHA: {ref}", "https://docs.github.com/rest/commits/commits#get-a-commit"
+            )
         if media == "diff":
             return Reply(200, c.diff.encode("utf-8"), "application/vnd.github.diff; charset=utf-8", media="diff")
         if media == "patch":
-            return Reply(200, shapes.commit_patch(c).encode("utf-8"), "application/vnd.github.patch; charset=utf-8",
-                         media="patch")
+            return Reply(
+                200,
+                shapes.commit_patch(c).encode("utf-8"),
+                "application/vnd.github.patch; charset=utf-8",
+                media="patch",
+            )
         if media == "sha":
             return Reply(200, c.sha.encode("ascii"), "application/vnd.github.sha; charset=utf-8", media="sha")
         return _json(shapes.commit(repo, c, self._urls()), last_modified=c.date)
@@ -622,8 +748,11 @@ class FakeHub:
         ref = q.get("ref") or repo.default_branch
         files = repo.contents.get(ref)
         if files is None:
-            return _err(404, f"No commit found for the ref {ref}",
-                        "https://docs.github.com/rest/repos/contents#get-repository-content")
+            return _err(
+                404,
+                f"No commit found for the ref {ref}",
+                "https://docs.github.com/rest/repos/contents#get-repository-content",
+            )
         path = g["path"].strip("/")
         if path not in files:
             return _not_found()
@@ -638,10 +767,13 @@ class FakeHub:
         if repo is None:
             return _not_found()
         state = q.get("state", "open")
-        items = [p for p in sorted(repo.pulls.values(), key=lambda p: -p.number)
-                 if (state == "all" or p.state == state)
-                 and (not q.get("head") or q["head"] == f"{repo.owner}:{p.head_ref}")
-                 and (not q.get("base") or q["base"] == p.base_ref)]
+        items = [
+            p
+            for p in sorted(repo.pulls.values(), key=lambda p: -p.number)
+            if (state == "all" or p.state == state)
+            and (not q.get("head") or q["head"] == f"{repo.owner}:{p.head_ref}")
+            and (not q.get("base") or q["base"] == p.base_ref)
+        ]
         return self._paged([shapes.pull(repo, p, self._urls()) for p in items], q, f"/repos/{repo.full_name}/pulls")
 
     def _create_pull(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
@@ -654,8 +786,14 @@ class FakeHub:
         head = str(data["head"]).split(":", 1)[-1]
         if any(p.state == "open" and p.head_ref == head and p.base_ref == data["base"] for p in repo.pulls.values()):
             return _invalid("PullRequest", "head", message=f"A pull request already exists for {repo.owner}:{head}.")
-        p = self.state.open_pull(repo.full_name, data["title"], head, data["base"], body=data.get("body") or "",
-                                 draft=bool(data.get("draft")))
+        p = self.state.open_pull(
+            repo.full_name,
+            data["title"],
+            head,
+            data["base"],
+            body=data.get("body") or "",
+            draft=bool(data.get("draft")),
+        )
         return _json(shapes.pull(repo, p, self._urls()), 201)
 
     def _update_pull(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
@@ -663,8 +801,13 @@ class FakeHub:
         n = int(g["n"])
         if repo is None or n not in repo.pulls:
             return _not_found()
-        p = self.state.edit_pull(repo.full_name, n, title=data.get("title"),
-                                 body=(data["body"] or "") if "body" in data else None, state=data.get("state"))
+        p = self.state.edit_pull(
+            repo.full_name,
+            n,
+            title=data.get("title"),
+            body=(data["body"] or "") if "body" in data else None,
+            state=data.get("state"),
+        )
         return _json(shapes.pull(repo, p, self._urls()))
 
     def _list_issues(self, g: dict[str, str], q: dict[str, str], media: str) -> Reply:
@@ -674,8 +817,11 @@ class FakeHub:
         state = q.get("state", "open")
         labels = [x for x in q.get("labels", "").split(",") if x]
         items: list[Issue | Pull] = [*repo.issues.values(), *repo.pulls.values()]  # GitHub lists both
-        items = [i for i in sorted(items, key=lambda i: -i.number)
-                 if (state == "all" or i.state == state) and all(x in i.labels for x in labels)]
+        items = [
+            i
+            for i in sorted(items, key=lambda i: -i.number)
+            if (state == "all" or i.state == state) and all(x in i.labels for x in labels)
+        ]
         return self._paged([shapes.issue(repo, i, self._urls()) for i in items], q, f"/repos/{repo.full_name}/issues")
 
     def _create_issue(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
@@ -684,8 +830,9 @@ class FakeHub:
             return _not_found()
         if not data.get("title"):
             return _invalid("Issue", "title")
-        i = self.state.open_issue(repo.full_name, data["title"], body=data.get("body") or "",
-                                  labels=list(data.get("labels") or []))
+        i = self.state.open_issue(
+            repo.full_name, data["title"], body=data.get("body") or "", labels=list(data.get("labels") or [])
+        )
         return _json(shapes.issue(repo, i, self._urls()), 201)
 
     def _update_issue(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
@@ -693,10 +840,15 @@ class FakeHub:
         n = int(g["n"])
         if repo is None or n not in repo.issues:
             return _not_found()
-        i = self.state.edit_issue(repo.full_name, n, title=data.get("title"),
-                                  body=(data["body"] or "") if "body" in data else None,
-                                  labels=list(data["labels"]) if "labels" in data else None,
-                                  state=data.get("state"), state_reason=data.get("state_reason"))
+        i = self.state.edit_issue(
+            repo.full_name,
+            n,
+            title=data.get("title"),
+            body=(data["body"] or "") if "body" in data else None,
+            labels=list(data["labels"]) if "labels" in data else None,
+            state=data.get("state"),
+            state_reason=data.get("state_reason"),
+        )
         return _json(shapes.issue(repo, i, self._urls()))
 
     def _create_comment(self, g: dict[str, str], q: dict[str, str], data: dict[str, Any]) -> Reply:
@@ -724,8 +876,17 @@ class FakeHub:
         if self._exhausted("graphql"):
             # GitHub answers an exhausted GraphQL limit with 200, an error of type RATE_LIMITED and
             # X-RateLimit-Remaining: 0 (the documented behaviour; recent GitHub may also send 403).
-            r = _json({"errors": [{"type": "RATE_LIMITED", "code": "graphql_rate_limit",
-                                   "message": "API rate limit already exceeded for user ID 1."}]})
+            r = _json(
+                {
+                    "errors": [
+                        {
+                            "type": "RATE_LIMITED",
+                            "code": "graphql_rate_limit",
+                            "message": "API rate limit already exceeded for user ID 1.",
+                        }
+                    ]
+                }
+            )
             r.headers["X-Fakehub-Uncounted"] = "1"
             return r
         try:
@@ -758,9 +919,17 @@ class FakeHub:
         def rate_limit(args: dict[str, Any]) -> Obj:
             with self._lock:
                 b = self.buckets["graphql"]
-                return Obj("RateLimit", {"limit": b.limit, "cost": 1, "remaining": b.remaining,
-                                         "used": b.used, "nodeCount": 0,
-                                         "resetAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b.reset))})
+                return Obj(
+                    "RateLimit",
+                    {
+                        "limit": b.limit,
+                        "cost": 1,
+                        "remaining": b.remaining,
+                        "used": b.used,
+                        "nodeCount": 0,
+                        "resetAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b.reset)),
+                    },
+                )
 
         return Obj("Query", {"repository": repository, "rateLimit": rate_limit})
 
@@ -793,13 +962,25 @@ class FakeHub:
                 return self._gql_issue(repo, repo.issues[n])
             raise NotFound(f"Could not resolve to an issue or pull request with the number of {n}.")
 
-        owner = Obj("Organization", {"login": repo.owner, "url": f"{self.root_url}/{repo.owner}"},
-                    ("RepositoryOwner", "Actor"))
-        return Obj("Repository", {
-            "id": f"R_{repo.id}", "name": repo.name, "nameWithOwner": repo.full_name, "url": h,
-            "owner": owner, "description": repo.description, "isArchived": False,
-            "pullRequest": pull_request, "issue": issue, "issueOrPullRequest": issue_or_pull,
-        }, ("Node",))
+        owner = Obj(
+            "Organization", {"login": repo.owner, "url": f"{self.root_url}/{repo.owner}"}, ("RepositoryOwner", "Actor")
+        )
+        return Obj(
+            "Repository",
+            {
+                "id": f"R_{repo.id}",
+                "name": repo.name,
+                "nameWithOwner": repo.full_name,
+                "url": h,
+                "owner": owner,
+                "description": repo.description,
+                "isArchived": False,
+                "pullRequest": pull_request,
+                "issue": issue,
+                "issueOrPullRequest": issue_or_pull,
+            },
+            ("Node",),
+        )
 
     def _actor(self, login: str) -> Obj:
         return Obj("User", {"login": login, "url": f"{self.root_url}/{login}"}, ("Actor", "Node"))
@@ -809,63 +990,104 @@ class FakeHub:
 
         def commit_obj(sha: str) -> Obj:
             c = repo.commits.get(sha)
-            return Obj("Commit", {
-                "oid": sha, "abbreviatedOid": sha[:7],
-                "statusCheckRollup": rollup if sha == p.head_sha else None,
-                "message": c.message if c else "", "committedDate": c.date if c else p.updated_at,
-            }, ("Node", "GitObject"))
+            return Obj(
+                "Commit",
+                {
+                    "oid": sha,
+                    "abbreviatedOid": sha[:7],
+                    "statusCheckRollup": rollup if sha == p.head_sha else None,
+                    "message": c.message if c else "",
+                    "committedDate": c.date if c else p.updated_at,
+                },
+                ("Node", "GitObject"),
+            )
 
         def commits(args: dict[str, Any]) -> Obj:
             shas = list(p.commits)
             if isinstance(args.get("last"), int):
-                shas = shas[-args["last"]:] if args["last"] else []
+                shas = shas[-args["last"] :] if args["last"] else []
             if isinstance(args.get("first"), int):
                 shas = shas[: args["first"]]
             nodes = [Obj("PullRequestCommit", {"commit": commit_obj(s)}) for s in shas]
             return Obj("PullRequestCommitConnection", {"totalCount": len(p.commits), "nodes": nodes})
 
         state = "MERGED" if p.merged else p.state.upper()
-        return Obj("PullRequest", {
-            "id": f"PR_{p.id}", "number": p.number, "title": p.title, "body": p.body,
-            "url": f"{self.root_url}/{repo.full_name}/pull/{p.number}",
-            "state": state, "isDraft": p.draft, "merged": p.merged, "mergedAt": p.merged_at,
-            "closed": p.state == "closed", "closedAt": p.closed_at, "createdAt": p.created_at,
-            "updatedAt": p.updated_at, "author": self._actor(p.author),
-            "mergedBy": self._actor(p.merged_by) if p.merged and p.merged_by else None,
-            "mergeCommit": commit_obj(p.merge_commit_sha) if p.merge_commit_sha else None,
-            "headRefOid": p.head_sha, "headRefName": p.head_ref, "baseRefName": p.base_ref,
-            "baseRefOid": p.base_sha, "reviewDecision": p.review_decision, "commits": commits,
-        }, ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"))
+        return Obj(
+            "PullRequest",
+            {
+                "id": f"PR_{p.id}",
+                "number": p.number,
+                "title": p.title,
+                "body": p.body,
+                "url": f"{self.root_url}/{repo.full_name}/pull/{p.number}",
+                "state": state,
+                "isDraft": p.draft,
+                "merged": p.merged,
+                "mergedAt": p.merged_at,
+                "closed": p.state == "closed",
+                "closedAt": p.closed_at,
+                "createdAt": p.created_at,
+                "updatedAt": p.updated_at,
+                "author": self._actor(p.author),
+                "mergedBy": self._actor(p.merged_by) if p.merged and p.merged_by else None,
+                "mergeCommit": commit_obj(p.merge_commit_sha) if p.merge_commit_sha else None,
+                "headRefOid": p.head_sha,
+                "headRefName": p.head_ref,
+                "baseRefName": p.base_ref,
+                "baseRefOid": p.base_sha,
+                "reviewDecision": p.review_decision,
+                "commits": commits,
+            },
+            ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"),
+        )
 
     def _gql_issue(self, repo: Repo, i: Issue) -> Obj:
-        return Obj("Issue", {
-            "id": f"I_{i.id}", "number": i.number, "title": i.title, "body": i.body,
-            "url": f"{self.root_url}/{repo.full_name}/issues/{i.number}",
-            "state": i.state.upper(), "stateReason": i.state_reason.upper() if i.state_reason else None,
-            "closed": i.state == "closed", "closedAt": i.closed_at, "createdAt": i.created_at,
-            "updatedAt": i.updated_at, "author": self._actor(i.author),
-        }, ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"))
+        return Obj(
+            "Issue",
+            {
+                "id": f"I_{i.id}",
+                "number": i.number,
+                "title": i.title,
+                "body": i.body,
+                "url": f"{self.root_url}/{repo.full_name}/issues/{i.number}",
+                "state": i.state.upper(),
+                "stateReason": i.state_reason.upper() if i.state_reason else None,
+                "closed": i.state == "closed",
+                "closedAt": i.closed_at,
+                "createdAt": i.created_at,
+                "updatedAt": i.updated_at,
+                "author": self._actor(i.author),
+            },
+            ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"),
+        )
 
     # ---- admin endpoints (not GitHub's: drive the server from another process) -------------
     def _admin(self, method: str, path: str, body: bytes) -> Reply:
-        action = path[len("/_fakehub/"):]
+        action = path[len("/_fakehub/") :]
         try:
             args = json.loads(body or b"{}")
             if method == "GET" and action == "requests":
                 with self._lock:
-                    return _json({"total": len(self.requests), "by_endpoint": dict(self.counts()),
-                                  "requests": [asdict(r) for r in self.requests]})
+                    return _json(
+                        {
+                            "total": len(self.requests),
+                            "by_endpoint": dict(self.counts()),
+                            "requests": [asdict(r) for r in self.requests],
+                        }
+                    )
             if method != "POST":
                 return _not_found()
             if action == "reset-counts":
                 self.reset_counts()
                 return _json({"ok": True})
             if action == "force-push":
-                return _json({"head_sha": self.force_push(args["repo"], int(args["number"]), args["diff"],
-                                                          args.get("head_sha"))})
+                return _json(
+                    {"head_sha": self.force_push(args["repo"], int(args["number"]), args["diff"], args.get("head_sha"))}
+                )
             if action == "merge":
-                return _json({"merge_commit_sha": self.merge(args["repo"], int(args["number"]),
-                                                             args.get("merge_commit_sha"))})
+                return _json(
+                    {"merge_commit_sha": self.merge(args["repo"], int(args["number"]), args.get("merge_commit_sha"))}
+                )
             if action == "close":
                 self.close(args["repo"], int(args["number"]))
                 return _json({"ok": True})
@@ -943,8 +1165,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.support.fakehub",
-                                 description="Serve a GitHub-shaped API on 127.0.0.1 from a JSON state file.")
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.support.fakehub",
+        description="Serve a GitHub-shaped API on 127.0.0.1 from a JSON state file.",
+    )
     ap.add_argument("--port", type=int, default=0, help="port (0: pick a free one)")
     ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     ap.add_argument("--data", type=Path, help="JSON state file (repos, pulls, issues, commits, contents)")

@@ -32,13 +32,24 @@ def user(login: str, u: Urls, uid: int | None = None) -> dict[str, Any]:
     uid = uid if uid is not None else (int(fake_sha("user", login)[:7], 16))
     a = f"{u.api}/users/{login}"
     return {
-        "login": login, "id": uid, "node_id": f"U_{uid}", "avatar_url": f"{u.html}/avatars/{login}",
-        "gravatar_id": "", "url": a, "html_url": f"{u.html}/{login}",
-        "followers_url": f"{a}/followers", "following_url": f"{a}/following{{/other_user}}",
-        "gists_url": f"{a}/gists{{/gist_id}}", "starred_url": f"{a}/starred{{/owner}}{{/repo}}",
-        "subscriptions_url": f"{a}/subscriptions", "organizations_url": f"{a}/orgs",
-        "repos_url": f"{a}/repos", "events_url": f"{a}/events{{/privacy}}",
-        "received_events_url": f"{a}/received_events", "type": "User", "site_admin": False,
+        "login": login,
+        "id": uid,
+        "node_id": f"U_{uid}",
+        "avatar_url": f"{u.html}/avatars/{login}",
+        "gravatar_id": "",
+        "url": a,
+        "html_url": f"{u.html}/{login}",
+        "followers_url": f"{a}/followers",
+        "following_url": f"{a}/following{{/other_user}}",
+        "gists_url": f"{a}/gists{{/gist_id}}",
+        "starred_url": f"{a}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{a}/subscriptions",
+        "organizations_url": f"{a}/orgs",
+        "repos_url": f"{a}/repos",
+        "events_url": f"{a}/events{{/privacy}}",
+        "received_events_url": f"{a}/received_events",
+        "type": "User",
+        "site_admin": False,
     }
 
 
@@ -46,38 +57,89 @@ def repository(repo: Repo, u: Urls) -> dict[str, Any]:
     a = f"{u.api}/repos/{repo.full_name}"
     h = f"{u.html}/{repo.full_name}"
     open_issues = sum(1 for p in repo.pulls.values() if p.state == "open") + sum(
-        1 for i in repo.issues.values() if i.state == "open")
+        1 for i in repo.issues.values() if i.state == "open"
+    )
     out: dict[str, Any] = {
-        "id": repo.id, "node_id": f"R_{repo.id}", "name": repo.name, "full_name": repo.full_name,
-        "owner": user(repo.owner, u), "private": False, "html_url": h, "description": repo.description,
-        "fork": False, "url": a, "homepage": None, "language": "Python", "mirror_url": None,
-        "license": None, "default_branch": repo.default_branch, "size": 1,
-        "created_at": repo.created_at, "updated_at": repo.updated_at, "pushed_at": repo.updated_at,
+        "id": repo.id,
+        "node_id": f"R_{repo.id}",
+        "name": repo.name,
+        "full_name": repo.full_name,
+        "owner": user(repo.owner, u),
+        "private": False,
+        "html_url": h,
+        "description": repo.description,
+        "fork": False,
+        "url": a,
+        "homepage": None,
+        "language": "Python",
+        "mirror_url": None,
+        "license": None,
+        "default_branch": repo.default_branch,
+        "size": 1,
+        "created_at": repo.created_at,
+        "updated_at": repo.updated_at,
+        "pushed_at": repo.updated_at,
         "git_url": f"git://{u.html.split('://', 1)[-1]}/{repo.full_name}.git",
-        "ssh_url": f"git@localhost:{repo.full_name}.git", "clone_url": f"{h}.git", "svn_url": h,
-        "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0, "watchers_count": 0,
-        "open_issues": open_issues, "open_issues_count": open_issues,
-        "network_count": 0, "subscribers_count": 0,
-        "has_issues": True, "has_projects": False, "has_wiki": False, "has_pages": False,
-        "has_downloads": True, "has_discussions": False, "archived": False, "disabled": False,
-        "visibility": "public", "topics": [],
+        "ssh_url": f"git@localhost:{repo.full_name}.git",
+        "clone_url": f"{h}.git",
+        "svn_url": h,
+        "forks": 0,
+        "forks_count": 0,
+        "stargazers_count": 0,
+        "watchers": 0,
+        "watchers_count": 0,
+        "open_issues": open_issues,
+        "open_issues_count": open_issues,
+        "network_count": 0,
+        "subscribers_count": 0,
+        "has_issues": True,
+        "has_projects": False,
+        "has_wiki": False,
+        "has_pages": False,
+        "has_downloads": True,
+        "has_discussions": False,
+        "archived": False,
+        "disabled": False,
+        "visibility": "public",
+        "topics": [],
     }
     for key, tail in [
-        ("archive_url", "/{archive_format}{/ref}"), ("assignees_url", "/assignees{/user}"),
-        ("blobs_url", "/git/blobs{/sha}"), ("branches_url", "/branches{/branch}"),
-        ("collaborators_url", "/collaborators{/collaborator}"), ("comments_url", "/comments{/number}"),
-        ("commits_url", "/commits{/sha}"), ("compare_url", "/compare/{base}...{head}"),
-        ("contents_url", "/contents/{+path}"), ("contributors_url", "/contributors"),
-        ("deployments_url", "/deployments"), ("downloads_url", "/downloads"), ("events_url", "/events"),
-        ("forks_url", "/forks"), ("git_commits_url", "/git/commits{/sha}"), ("git_refs_url", "/git/refs{/sha}"),
-        ("git_tags_url", "/git/tags{/sha}"), ("hooks_url", "/hooks"),
-        ("issue_comment_url", "/issues/comments{/number}"), ("issue_events_url", "/issues/events{/number}"),
-        ("issues_url", "/issues{/number}"), ("keys_url", "/keys{/key_id}"), ("labels_url", "/labels{/name}"),
-        ("languages_url", "/languages"), ("merges_url", "/merges"), ("milestones_url", "/milestones{/number}"),
-        ("notifications_url", "/notifications{?since,all,participating}"), ("pulls_url", "/pulls{/number}"),
-        ("releases_url", "/releases{/id}"), ("stargazers_url", "/stargazers"), ("statuses_url", "/statuses/{sha}"),
-        ("subscribers_url", "/subscribers"), ("subscription_url", "/subscription"), ("tags_url", "/tags"),
-        ("teams_url", "/teams"), ("trees_url", "/git/trees{/sha}"),
+        ("archive_url", "/{archive_format}{/ref}"),
+        ("assignees_url", "/assignees{/user}"),
+        ("blobs_url", "/git/blobs{/sha}"),
+        ("branches_url", "/branches{/branch}"),
+        ("collaborators_url", "/collaborators{/collaborator}"),
+        ("comments_url", "/comments{/number}"),
+        ("commits_url", "/commits{/sha}"),
+        ("compare_url", "/compare/{base}...{head}"),
+        ("contents_url", "/contents/{+path}"),
+        ("contributors_url", "/contributors"),
+        ("deployments_url", "/deployments"),
+        ("downloads_url", "/downloads"),
+        ("events_url", "/events"),
+        ("forks_url", "/forks"),
+        ("git_commits_url", "/git/commits{/sha}"),
+        ("git_refs_url", "/git/refs{/sha}"),
+        ("git_tags_url", "/git/tags{/sha}"),
+        ("hooks_url", "/hooks"),
+        ("issue_comment_url", "/issues/comments{/number}"),
+        ("issue_events_url", "/issues/events{/number}"),
+        ("issues_url", "/issues{/number}"),
+        ("keys_url", "/keys{/key_id}"),
+        ("labels_url", "/labels{/name}"),
+        ("languages_url", "/languages"),
+        ("merges_url", "/merges"),
+        ("milestones_url", "/milestones{/number}"),
+        ("notifications_url", "/notifications{?since,all,participating}"),
+        ("pulls_url", "/pulls{/number}"),
+        ("releases_url", "/releases{/id}"),
+        ("stargazers_url", "/stargazers"),
+        ("statuses_url", "/statuses/{sha}"),
+        ("subscribers_url", "/subscribers"),
+        ("subscription_url", "/subscription"),
+        ("tags_url", "/tags"),
+        ("teams_url", "/teams"),
+        ("trees_url", "/git/trees{/sha}"),
     ]:
         out[key] = a + tail
     return out
@@ -85,8 +147,15 @@ def repository(repo: Repo, u: Urls) -> dict[str, Any]:
 
 def _label(repo: Repo, name: str, u: Urls) -> dict[str, Any]:
     lid = int(fake_sha("label", repo.full_name, name)[:7], 16)
-    return {"id": lid, "node_id": f"LA_{lid}", "url": f"{u.api}/repos/{repo.full_name}/labels/{name}",
-            "name": name, "description": None, "color": "ededed", "default": False}
+    return {
+        "id": lid,
+        "node_id": f"LA_{lid}",
+        "url": f"{u.api}/repos/{repo.full_name}/labels/{name}",
+        "name": name,
+        "description": None,
+        "color": "ededed",
+        "default": False,
+    }
 
 
 def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
@@ -96,37 +165,68 @@ def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
     repo_json = repository(repo, u)
 
     def side(ref: str, sha: str) -> dict[str, Any]:
-        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha, "user": user(repo.owner, u),
-                "repo": repo_json}
+        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha, "user": user(repo.owner, u), "repo": repo_json}
 
     links = {
-        "self": f"{a}/pulls/{p.number}", "html": f"{h}/pull/{p.number}", "issue": f"{a}/issues/{p.number}",
-        "comments": f"{a}/issues/{p.number}/comments", "review_comments": f"{a}/pulls/{p.number}/comments",
-        "review_comment": f"{a}/pulls/comments{{/number}}", "commits": f"{a}/pulls/{p.number}/commits",
+        "self": f"{a}/pulls/{p.number}",
+        "html": f"{h}/pull/{p.number}",
+        "issue": f"{a}/issues/{p.number}",
+        "comments": f"{a}/issues/{p.number}/comments",
+        "review_comments": f"{a}/pulls/{p.number}/comments",
+        "review_comment": f"{a}/pulls/comments{{/number}}",
+        "commits": f"{a}/pulls/{p.number}/commits",
         "statuses": f"{a}/statuses/{p.head_sha}",
     }
     return {
-        "url": links["self"], "id": p.id, "node_id": f"PR_{p.id}", "html_url": links["html"],
-        "diff_url": f"{h}/pull/{p.number}.diff", "patch_url": f"{h}/pull/{p.number}.patch",
-        "issue_url": links["issue"], "commits_url": links["commits"],
-        "review_comments_url": links["review_comments"], "review_comment_url": links["review_comment"],
-        "comments_url": links["comments"], "statuses_url": links["statuses"],
-        "number": p.number, "state": p.state, "locked": False, "title": p.title, "user": user(p.author, u),
-        "body": p.body or None, "labels": [_label(repo, n, u) for n in p.labels], "milestone": None,
-        "active_lock_reason": None, "created_at": p.created_at, "updated_at": p.updated_at,
-        "closed_at": p.closed_at, "merged_at": p.merged_at, "merge_commit_sha": p.merge_commit_sha,
-        "assignee": None, "assignees": [], "requested_reviewers": [], "requested_teams": [],
-        "head": side(p.head_ref, p.head_sha), "base": side(p.base_ref, p.base_sha),
+        "url": links["self"],
+        "id": p.id,
+        "node_id": f"PR_{p.id}",
+        "html_url": links["html"],
+        "diff_url": f"{h}/pull/{p.number}.diff",
+        "patch_url": f"{h}/pull/{p.number}.patch",
+        "issue_url": links["issue"],
+        "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"],
+        "review_comment_url": links["review_comment"],
+        "comments_url": links["comments"],
+        "statuses_url": links["statuses"],
+        "number": p.number,
+        "state": p.state,
+        "locked": False,
+        "title": p.title,
+        "user": user(p.author, u),
+        "body": p.body or None,
+        "labels": [_label(repo, n, u) for n in p.labels],
+        "milestone": None,
+        "active_lock_reason": None,
+        "created_at": p.created_at,
+        "updated_at": p.updated_at,
+        "closed_at": p.closed_at,
+        "merged_at": p.merged_at,
+        "merge_commit_sha": p.merge_commit_sha,
+        "assignee": None,
+        "assignees": [],
+        "requested_reviewers": [],
+        "requested_teams": [],
+        "head": side(p.head_ref, p.head_sha),
+        "base": side(p.base_ref, p.base_sha),
         "_links": {k: {"href": v} for k, v in links.items()},
-        "author_association": "CONTRIBUTOR", "auto_merge": None, "draft": p.draft, "merged": p.merged,
+        "author_association": "CONTRIBUTOR",
+        "auto_merge": None,
+        "draft": p.draft,
+        "merged": p.merged,
         # GitHub computes mergeability in the background (null at first); the fake answers at once.
         "mergeable": None if p.state == "closed" else True,
         "rebaseable": None if p.state == "closed" else True,
         "mergeable_state": "unknown" if p.state == "closed" else "clean",
         "merged_by": user(p.merged_by, u) if p.merged and p.merged_by else None,
-        "comments": len(p.comments), "review_comments": 0, "maintainer_can_modify": False,
-        "commits": len(p.commits), "additions": sum(f["additions"] for f in files),
-        "deletions": sum(f["deletions"] for f in files), "changed_files": len(files),
+        "comments": len(p.comments),
+        "review_comments": 0,
+        "maintainer_can_modify": False,
+        "commits": len(p.commits),
+        "additions": sum(f["additions"] for f in files),
+        "deletions": sum(f["deletions"] for f in files),
+        "changed_files": len(files),
     }
 
 
@@ -136,21 +236,40 @@ def issue(repo: Repo, i: Issue | Pull, u: Urls) -> dict[str, Any]:
     h = f"{u.html}/{repo.full_name}"
     is_pull = isinstance(i, Pull)
     out: dict[str, Any] = {
-        "id": i.id, "node_id": f"I_{i.id}", "url": f"{a}/issues/{i.number}", "repository_url": a,
-        "labels_url": f"{a}/issues/{i.number}/labels{{/name}}", "comments_url": f"{a}/issues/{i.number}/comments",
+        "id": i.id,
+        "node_id": f"I_{i.id}",
+        "url": f"{a}/issues/{i.number}",
+        "repository_url": a,
+        "labels_url": f"{a}/issues/{i.number}/labels{{/name}}",
+        "comments_url": f"{a}/issues/{i.number}/comments",
         "events_url": f"{a}/issues/{i.number}/events",
-        "html_url": f"{h}/{'pull' if is_pull else 'issues'}/{i.number}", "number": i.number,
-        "state": i.state, "state_reason": None if is_pull else i.state_reason, "title": i.title,
-        "body": i.body or None, "user": user(i.author, u), "labels": [_label(repo, n, u) for n in i.labels],
-        "assignee": None, "assignees": [], "milestone": None, "locked": False, "active_lock_reason": None,
-        "comments": len(i.comments), "closed_at": i.closed_at, "created_at": i.created_at,
+        "html_url": f"{h}/{'pull' if is_pull else 'issues'}/{i.number}",
+        "number": i.number,
+        "state": i.state,
+        "state_reason": None if is_pull else i.state_reason,
+        "title": i.title,
+        "body": i.body or None,
+        "user": user(i.author, u),
+        "labels": [_label(repo, n, u) for n in i.labels],
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "locked": False,
+        "active_lock_reason": None,
+        "comments": len(i.comments),
+        "closed_at": i.closed_at,
+        "created_at": i.created_at,
         "updated_at": i.updated_at,
         "author_association": "CONTRIBUTOR",
     }
     if is_pull:
-        out["pull_request"] = {"url": f"{a}/pulls/{i.number}", "html_url": f"{h}/pull/{i.number}",
-                               "diff_url": f"{h}/pull/{i.number}.diff", "patch_url": f"{h}/pull/{i.number}.patch",
-                               "merged_at": i.merged_at}
+        out["pull_request"] = {
+            "url": f"{a}/pulls/{i.number}",
+            "html_url": f"{h}/pull/{i.number}",
+            "diff_url": f"{h}/pull/{i.number}.diff",
+            "patch_url": f"{h}/pull/{i.number}.patch",
+            "merged_at": i.merged_at,
+        }
         out["draft"] = i.draft
     return out
 
@@ -159,9 +278,14 @@ def issue_comment(repo: Repo, number: int, c: Comment, u: Urls) -> dict[str, Any
     """A comment on issue (or pull request) ``number``, as the issue comments API returns it."""
     a = f"{u.api}/repos/{repo.full_name}"
     return {
-        "id": c.id, "node_id": f"IC_{c.id}", "url": f"{a}/issues/comments/{c.id}",
-        "html_url": f"{u.html}/{repo.full_name}/issues/{number}#issuecomment-{c.id}", "body": c.body,
-        "user": user(c.author, u), "created_at": c.created_at, "updated_at": c.updated_at,
+        "id": c.id,
+        "node_id": f"IC_{c.id}",
+        "url": f"{a}/issues/comments/{c.id}",
+        "html_url": f"{u.html}/{repo.full_name}/issues/{number}#issuecomment-{c.id}",
+        "body": c.body,
+        "user": user(c.author, u),
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
         "issue_url": f"{a}/issues/{number}",
         "author_association": "OWNER" if c.author == repo.owner else "CONTRIBUTOR",
     }
@@ -183,7 +307,7 @@ def diff_files(diff: str) -> list[dict[str, Any]]:
     if len(sections) != len(ps):
         sections = ["".join(str(h) for h in pf) for pf in ps]
     out = []
-    for pf, raw in zip(ps, sections):
+    for pf, raw in zip(ps, sections, strict=False):
         path = pf.path
         if pf.is_added_file:
             status = "added"
@@ -194,7 +318,10 @@ def diff_files(diff: str) -> list[dict[str, Any]]:
         else:
             status = "modified"
         entry: dict[str, Any] = {
-            "filename": path, "status": status, "additions": pf.added, "deletions": pf.removed,
+            "filename": path,
+            "status": status,
+            "additions": pf.added,
+            "deletions": pf.removed,
             "changes": pf.added + pf.removed,
         }
         if pf.is_rename:
@@ -234,18 +361,32 @@ def commit(repo: Repo, c: Commit, u: Urls, with_files: bool = True) -> dict[str,
     a = f"{u.api}/repos/{repo.full_name}"
     person = {"name": c.author_name, "email": c.author_email, "date": c.date}
     out: dict[str, Any] = {
-        "url": f"{a}/commits/{c.sha}", "sha": c.sha, "node_id": f"C_{c.sha[:16]}",
-        "html_url": f"{u.html}/{repo.full_name}/commit/{c.sha}", "comments_url": f"{a}/commits/{c.sha}/comments",
+        "url": f"{a}/commits/{c.sha}",
+        "sha": c.sha,
+        "node_id": f"C_{c.sha[:16]}",
+        "html_url": f"{u.html}/{repo.full_name}/commit/{c.sha}",
+        "comments_url": f"{a}/commits/{c.sha}/comments",
         "commit": {
-            "url": f"{a}/git/commits/{c.sha}", "author": person, "committer": person, "message": c.message,
+            "url": f"{a}/git/commits/{c.sha}",
+            "author": person,
+            "committer": person,
+            "message": c.message,
             "comment_count": 0,
             "tree": {"sha": fake_sha("tree", c.sha), "url": f"{a}/git/trees/{fake_sha('tree', c.sha)}"},
-            "verification": {"verified": False, "reason": "unsigned", "payload": None, "signature": None,
-                             "verified_at": None},
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "payload": None,
+                "signature": None,
+                "verified_at": None,
+            },
         },
-        "author": user(c.author, u), "committer": user(c.author, u),
-        "parents": [{"sha": p, "url": f"{a}/commits/{p}", "html_url": f"{u.html}/{repo.full_name}/commit/{p}"}
-                    for p in c.parents],
+        "author": user(c.author, u),
+        "committer": user(c.author, u),
+        "parents": [
+            {"sha": p, "url": f"{a}/commits/{p}", "html_url": f"{u.html}/{repo.full_name}/commit/{p}"}
+            for p in c.parents
+        ],
     }
     if with_files:
         files = diff_files(c.diff)
@@ -280,14 +421,21 @@ def content(repo: Repo, ref: str, path: str, data: bytes, u: Urls) -> dict[str, 
     sha = blob_sha(data)
     big = len(data) > 1024 * 1024
     enc = base64.b64encode(data).decode("ascii")
-    wrapped = "\n".join(enc[i:i + 60] for i in range(0, len(enc), 60)) + ("\n" if enc else "")
+    wrapped = "\n".join(enc[i : i + 60] for i in range(0, len(enc), 60)) + ("\n" if enc else "")
     self_url = f"{a}/contents/{path}?ref={ref}"
     html = f"{u.html}/{repo.full_name}/blob/{ref}/{path}"
     git = f"{a}/git/blobs/{sha}"
     return {
-        "type": "file", "encoding": "none" if big else "base64", "size": len(data),
-        "name": path.rsplit("/", 1)[-1], "path": path, "content": "" if big else wrapped, "sha": sha,
-        "url": self_url, "git_url": git, "html_url": html,
+        "type": "file",
+        "encoding": "none" if big else "base64",
+        "size": len(data),
+        "name": path.rsplit("/", 1)[-1],
+        "path": path,
+        "content": "" if big else wrapped,
+        "sha": sha,
+        "url": self_url,
+        "git_url": git,
+        "html_url": html,
         "download_url": f"{u.html}/{repo.full_name}/raw/{ref}/{path}",
         "_links": {"self": self_url, "git": git, "html": html},
     }

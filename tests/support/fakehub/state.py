@@ -283,22 +283,36 @@ class HubState:
                 raise KeyError(f"no pull {full_name}#{number} in the fake hub")
             return pull
 
-    def force_push(self, full_name: str, number: int, diff: str, head_sha: str | None = None,
-                   message: str | None = None) -> str:
+    def force_push(
+        self, full_name: str, number: int, diff: str, head_sha: str | None = None, message: str | None = None
+    ) -> str:
         """Replace the PR's commits with one new commit carrying ``diff``; return the new head sha."""
         with self.lock:
             pull = self.pull(full_name, number)
             sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, diff)
-            self.add_commit(full_name, sha=sha, message=message or pull.title, author=pull.author,
-                            parents=[pull.base_sha], diff=diff, date=now_iso())
+            self.add_commit(
+                full_name,
+                sha=sha,
+                message=message or pull.title,
+                author=pull.author,
+                parents=[pull.base_sha],
+                diff=diff,
+                date=now_iso(),
+            )
             pull.commits = [sha]
             pull.head_sha = sha
             pull.diff = diff
             pull.updated_at = now_iso()
             return sha
 
-    def merge(self, full_name: str, number: int, merge_commit_sha: str | None = None,
-              merged_at: str | None = None, merged_by: str = "merger") -> str:
+    def merge(
+        self,
+        full_name: str,
+        number: int,
+        merge_commit_sha: str | None = None,
+        merged_at: str | None = None,
+        merged_by: str = "merger",
+    ) -> str:
         with self.lock:
             pull = self.pull(full_name, number)
             at = merged_at or now_iso()
@@ -308,8 +322,15 @@ class HubState:
             pull.state = "closed"
             pull.merged_by = merged_by
             pull.merge_commit_sha = merge_commit_sha or fake_sha(full_name, str(number), "merge", pull.head_sha)
-            self.add_commit(full_name, sha=pull.merge_commit_sha, message=f"{pull.title} (#{number})",
-                            author=merged_by, parents=[pull.base_sha], diff=pull.diff, date=at)
+            self.add_commit(
+                full_name,
+                sha=pull.merge_commit_sha,
+                message=f"{pull.title} (#{number})",
+                author=merged_by,
+                parents=[pull.base_sha],
+                diff=pull.diff,
+                date=at,
+            )
             return pull.merge_commit_sha
 
     def issue(self, full_name: str, number: int) -> Issue:
@@ -319,32 +340,67 @@ class HubState:
                 raise KeyError(f"no issue {full_name}#{number} in the fake hub")
             return issue
 
-    # ---- writes the REST API makes (POST/PATCH; see tracker.fakehub) -----------------------
+    # ---- writes the REST API makes (POST/PATCH; see tests.support.fakehub) -----------------------
     def next_number(self, full_name: str) -> int:
         """The number a new issue or pull request gets: both share one sequence, as on GitHub."""
         with self.lock:
             repo = self._need_repo(full_name)
             return max([0, *repo.issues, *repo.pulls]) + 1
 
-    def open_pull(self, full_name: str, title: str, head: str, base: str, *, body: str = "", draft: bool = False,
-                  author: str = "octocat") -> Pull:
+    def open_pull(
+        self,
+        full_name: str,
+        title: str,
+        head: str,
+        base: str,
+        *,
+        body: str = "",
+        draft: bool = False,
+        author: str = "octocat",
+    ) -> Pull:
         """A new pull request from branch ``head`` into ``base``. The head branch need not exist:
         its head commit is made up (no diff)."""
         with self.lock:
             at = now_iso()
-            return self.add_pull(full_name, self.next_number(full_name), title=title, body=body, head_ref=head,
-                                 base_ref=base, head_sha=fake_sha(full_name, "head", head, at), draft=draft,
-                                 author=author, created_at=at, updated_at=at)
+            return self.add_pull(
+                full_name,
+                self.next_number(full_name),
+                title=title,
+                body=body,
+                head_ref=head,
+                base_ref=base,
+                head_sha=fake_sha(full_name, "head", head, at),
+                draft=draft,
+                author=author,
+                created_at=at,
+                updated_at=at,
+            )
 
-    def open_issue(self, full_name: str, title: str, *, body: str = "", labels: list[str] | None = None,
-                   author: str = "octocat") -> Issue:
+    def open_issue(
+        self, full_name: str, title: str, *, body: str = "", labels: list[str] | None = None, author: str = "octocat"
+    ) -> Issue:
         with self.lock:
             at = now_iso()
-            return self.add_issue(full_name, self.next_number(full_name), title=title, body=body,
-                                  labels=list(labels or []), author=author, created_at=at, updated_at=at)
+            return self.add_issue(
+                full_name,
+                self.next_number(full_name),
+                title=title,
+                body=body,
+                labels=list(labels or []),
+                author=author,
+                created_at=at,
+                updated_at=at,
+            )
 
-    def edit_pull(self, full_name: str, number: int, *, title: str | None = None, body: str | None = None,
-                  state: str | None = None) -> Pull:
+    def edit_pull(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        state: str | None = None,
+    ) -> Pull:
         """PATCH semantics: what is None stays; ``state`` is ``open`` or ``closed``."""
         with self.lock:
             pull = self.pull(full_name, number)
@@ -359,9 +415,17 @@ class HubState:
             pull.updated_at = at
             return pull
 
-    def edit_issue(self, full_name: str, number: int, *, title: str | None = None, body: str | None = None,
-                   labels: list[str] | None = None, state: str | None = None,
-                   state_reason: str | None = None) -> Issue:
+    def edit_issue(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        title: str | None = None,
+        body: str | None = None,
+        labels: list[str] | None = None,
+        state: str | None = None,
+        state_reason: str | None = None,
+    ) -> Issue:
         """PATCH semantics: what is None stays. Closing without a reason is ``completed``, opening
         is ``reopened``, as on GitHub."""
         with self.lock:

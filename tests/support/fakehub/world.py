@@ -14,19 +14,68 @@ from patchset.upstream.refs import PRRef
 
 # (number, author, state, merged_at, draft, review, ci, file touched)
 _VLLM: list[tuple[int, str, str, str | None, bool, str | None, str | None, str]] = [
-    (57632, "Juntian777", "closed", "2026-09-24T10:00:00Z", False, "APPROVED", "SUCCESS",
-     "vllm/v1/worker/gpu/spec_decode/dflash/cudagraph.py"),
-    (58704, "mmastrac", "closed", "2026-09-25T09:00:00Z", False, "APPROVED", "SUCCESS",
-     "vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py"),
-    (58454, "mmastrac", "closed", "2026-09-25T11:00:00Z", False, "APPROVED", "SUCCESS",
-     "vllm/models/glm5next/common/attention.py"),
+    (
+        57632,
+        "Juntian777",
+        "closed",
+        "2026-09-24T10:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/v1/worker/gpu/spec_decode/dflash/cudagraph.py",
+    ),
+    (
+        58704,
+        "mmastrac",
+        "closed",
+        "2026-09-25T09:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm90.py",
+    ),
+    (
+        58454,
+        "mmastrac",
+        "closed",
+        "2026-09-25T11:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/models/glm5next/common/attention.py",
+    ),
     (58250, "mgoin", "open", None, True, "REVIEW_REQUIRED", "PENDING", "vllm/model_executor/models/qwen3_dflash2.py"),
-    (55960, "mgoin", "closed", "2026-08-30T08:00:00Z", False, "APPROVED", "SUCCESS",
-     "vllm/model_executor/models/qwen3_dflash2.py"),
+    (
+        55960,
+        "mgoin",
+        "closed",
+        "2026-08-30T08:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/model_executor/models/qwen3_dflash2.py",
+    ),
     (58834, "shiweijiezero", "open", None, False, "REVIEW_REQUIRED", "FAILURE", "vllm/models/glm5next/common/model.py"),
-    (58021, "QHarshil", "closed", "2026-10-01T16:00:00Z", False, "APPROVED", "SUCCESS", "vllm/v1/core/kv_cache_utils.py"),
-    (57477, "JaredforReal", "closed", "2026-09-20T07:00:00Z", False, "APPROVED", "SUCCESS",
-     "vllm/models/glm5next/nvidia/ops/kpool_compress.py"),
+    (
+        58021,
+        "QHarshil",
+        "closed",
+        "2026-10-01T16:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/v1/core/kv_cache_utils.py",
+    ),
+    (
+        57477,
+        "JaredforReal",
+        "closed",
+        "2026-09-20T07:00:00Z",
+        False,
+        "APPROVED",
+        "SUCCESS",
+        "vllm/models/glm5next/nvidia/ops/kpool_compress.py",
+    ),
     (58368, "netanel-haber", "open", None, False, "CHANGES_REQUESTED", "SUCCESS", "vllm/v1/core/kv_cache_utils.py"),
     (58434, "njhill", "open", None, False, None, "PENDING", "vllm/v1/core/sched/scheduler.py"),
     # synthetic
@@ -48,17 +97,25 @@ def small_diff(path: str, tag: str, lines: int = 1) -> str:
     """A valid one-file unified diff changing ``lines`` lines of ``path``."""
     old = "".join(f"-old line {i} {tag}\n" for i in range(lines))
     new = "".join(f"+new line {i} {tag}\n" for i in range(lines))
-    return (f"diff --git a/{path} b/{path}\nindex 1111111..2222222 100644\n--- a/{path}\n+++ b/{path}\n"
-            f"@@ -1,{lines + 1} +1,{lines + 1} @@\n context {tag}\n{old}{new}")
+    return (
+        f"diff --git a/{path} b/{path}\nindex 1111111..2222222 100644\n--- a/{path}\n+++ b/{path}\n"
+        f"@@ -1,{lines + 1} +1,{lines + 1} @@\n context {tag}\n{old}{new}"
+    )
 
 
 def _pulls(rows: list[tuple[int, str, str, str | None, bool, str | None, str | None, str]]) -> dict[str, Any]:
     out = {}
     for number, author, state, merged_at, draft, review, ci, path in rows:
         out[str(number)] = {
-            "title": f"Change {path.rsplit('/', 1)[-1]} (#{number})", "author": author, "state": state,
-            "merged_at": merged_at, "draft": draft, "review_decision": review, "ci": ci,
-            "diff": small_diff(path, str(number)), "updated_at": merged_at or "2026-09-26T08:00:00Z",
+            "title": f"Change {path.rsplit('/', 1)[-1]} (#{number})",
+            "author": author,
+            "state": state,
+            "merged_at": merged_at,
+            "draft": draft,
+            "review_decision": review,
+            "ci": ci,
+            "diff": small_diff(path, str(number)),
+            "updated_at": merged_at or "2026-09-26T08:00:00Z",
             "merged_by": "maintainer" if merged_at else None,
         }
     return out
@@ -68,15 +125,25 @@ def ledger_world() -> dict[str, Any]:
     """The JSON state for ``FakeHub``: vllm-project/vllm, flashinfer-ai/flashinfer, NVIDIA/nccl."""
     return {
         "repos": {
-            "vllm-project/vllm": {"description": "A high-throughput and memory-efficient inference engine",
-                                  "pulls": _pulls(_VLLM)},
-            "flashinfer-ai/flashinfer": {"description": "FlashInfer: Kernel Library for LLM Serving",
-                                         "pulls": _pulls(_FLASHINFER)},
+            "vllm-project/vllm": {
+                "description": "A high-throughput and memory-efficient inference engine",
+                "pulls": _pulls(_VLLM),
+            },
+            "flashinfer-ai/flashinfer": {
+                "description": "FlashInfer: Kernel Library for LLM Serving",
+                "pulls": _pulls(_FLASHINFER),
+            },
             "NVIDIA/nccl": {
                 "default_branch": "master",
                 "description": "Optimized primitives for collective multi-GPU communication",
-                "pulls": {"2393": {"title": "Add acquire fence in ncclIbIsend CTS poll", "author": "kodlan",
-                                   "diff": small_diff("src/transport/net_ib.cc", "2393"), "ci": None}},
+                "pulls": {
+                    "2393": {
+                        "title": "Add acquire fence in ncclIbIsend CTS poll",
+                        "author": "kodlan",
+                        "diff": small_diff("src/transport/net_ib.cc", "2393"),
+                        "ci": None,
+                    }
+                },
                 "issues": {"2334": {"title": "RoCE deadlock in ncclIbIsend", "author": "reporter"}},
             },
         }

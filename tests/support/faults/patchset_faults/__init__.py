@@ -114,7 +114,7 @@ def _stale_decode() -> None:
             if table is None:
                 table = meta.block_table.clone()
             used = (seq + self.block_size - 1) // self.block_size
-            table[row, stride:used] = meta.block_table[row, 0:used - stride]
+            table[row, stride:used] = meta.block_table[row, 0 : used - stride]
         if table is not None:
             meta.block_table = table
         return meta
