@@ -102,9 +102,16 @@ class Switches:
 
 @dataclass
 class TestSpec:
-    """One per-patch regression test."""
+    """One per-patch regression test: a command run in the build tree (``kind = "command"``), or
+    long-context checks against an engine started from the build tree (``kind = "longctx"``)."""
 
-    command: str
+    command: str = ""
+    kind: str = "command"
+    checks: list[str] = field(default_factory=list)
+    model: str = ""
+    mode: str = "fixed"
+    baseline: str = ""
+    engine_args: list[str] = field(default_factory=list)
     name: str = ""
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)

@@ -69,8 +69,19 @@ SOURCE = {
     "sha256": Field("str", check=_pattern(SHA256_RE, "a sha256 (64 hex digits)")),
 }
 SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
+TEST_KINDS = ("command", "longctx")
+LONGCTX_CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
+LONGCTX_MODES = ("fixed", "control")
 TEST = {
-    "command": Field("str", required=True),
+    # kind = "command" (the default) runs `command` in the build tree; kind = "longctx" starts an
+    # engine from the build tree and runs the named long-context checks against it.
+    "kind": Field("str", choices=TEST_KINDS),
+    "command": Field("str"),
+    "checks": Field("list[str]"),
+    "model": Field("str"),
+    "mode": Field("str", choices=LONGCTX_MODES),
+    "baseline": Field("str"),
+    "engine_args": Field("list[str]"),
     "name": Field("str"),
     "cwd": Field("str"),
     "env": Field("map[str]"),
@@ -229,8 +240,33 @@ class Validator:
             if body is not None:
                 self.check_inside(body, ("patch", i, "body"))
             for j, test in enumerate(patch.get("tests", [])):
-                if "cwd" in test:
-                    self.check_inside(test["cwd"], ("patch", i, "tests", j, "cwd"), root="the build tree")
+                self.check_test(test, ("patch", i, "tests", j))
+
+    def check_test(self, test: dict[str, Any], at: KeyPath) -> None:
+        """A command test needs `command`; a long-context test needs known `checks` and no `command`."""
+        kind = test.get("kind", "command")
+        if "cwd" in test:
+            self.check_inside(test["cwd"], (*at, "cwd"), root="the build tree")
+        if kind == "command":
+            if not test.get("command"):
+                raise self.fail(at, "a command test needs `command`", 'add `command = "..."`, or `kind = "longctx"`')
+            for key in ("checks", "model", "mode", "baseline", "engine_args"):
+                if key in test:
+                    raise self.fail((*at, key), f"`{key}` belongs to a long-context test", 'add `kind = "longctx"`')
+            return
+        if "command" in test:
+            raise self.fail((*at, "command"), "a long-context test runs checks, not a command", "remove `command`")
+        checks = test.get("checks") or []
+        if not checks:
+            raise self.fail(at, "a long-context test needs `checks`", f"name some of: {', '.join(LONGCTX_CHECKS)}")
+        for k, name in enumerate(checks):
+            if name not in LONGCTX_CHECKS:
+                near = difflib.get_close_matches(name, LONGCTX_CHECKS, n=1, cutoff=0.5)
+                raise self.fail(
+                    (*at, "checks", k),
+                    f"unknown long-context check {name!r}",
+                    f"did you mean {near[0]!r}?" if near else f"one of: {', '.join(LONGCTX_CHECKS)}",
+                )
 
     def check_inside(self, rel: str, at: KeyPath, root: str = "the repository") -> None:
         p = Path(rel)
