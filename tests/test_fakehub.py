@@ -7,11 +7,8 @@ OpenAPI description (npm ``@octokit/openapi``) can be had, against its response 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import requests
 from github import Auth, Github
 
 from patchset.errors import InputError
+from tests.support.fakehub import specs
 from tests.support.fakehub.graphql import Obj, execute
 from tests.support.fakehub.server import FakeHub, media_of
 from tests.support.fakehub.world import ledger_world, small_diff
@@ -292,7 +290,7 @@ def test_media_type_parsing():
     assert media_of("application/vnd.github.v3.diff") == "diff"
     assert media_of("application/vnd.github.diff") == "diff"
     assert media_of("application/vnd.github.patch, */*") == "patch"
-    assert media_of("application/vnd.github.raw+json") == "json"
+    assert media_of("application/vnd.github.raw+json") == "raw"  # GitHub's documented raw type for contents
     assert media_of("application/vnd.github+json") == "json"
     assert media_of("*/*") == "json"
 
@@ -359,39 +357,11 @@ def test_cli_bad_state_file(tmp_path):
 
 
 # ---- schema validation against GitHub's OpenAPI description ---------------------------------
-OPENAPI_VERSION = "23.0.2"
-
-
 def _openapi_spec() -> dict:
-    cache = Path(os.environ.get("PATCHSET_CACHE") or Path.home() / ".cache" / "patchset") / "octokit-openapi"
-    spec = cache / OPENAPI_VERSION / "api.github.com.deref.json"
-    if not spec.exists():
-        npm = shutil.which("npm")
-        if not npm:
-            pytest.skip("GitHub's OpenAPI description is not cached and npm is not installed")
-        work = cache / "download"
-        work.mkdir(parents=True, exist_ok=True)
-        try:
-            subprocess.run(
-                [npm, "pack", f"@octokit/openapi@{OPENAPI_VERSION}", "--silent"],
-                cwd=work,
-                capture_output=True,
-                timeout=180,
-                check=True,
-            )
-        except (subprocess.SubprocessError, OSError) as exc:
-            pytest.skip(f"cannot fetch @octokit/openapi from the npm registry: {exc}")
-        tgz = next(work.glob("octokit-openapi-*.tgz"))
-        with tarfile.open(tgz) as tar:
-            member = tar.getmember("package/generated/api.github.com.deref.json")
-            fh = tar.extractfile(member)
-            assert fh is not None
-            spec.parent.mkdir(parents=True, exist_ok=True)
-            tmp = spec.with_suffix(".tmp")
-            tmp.write_bytes(fh.read())
-            tmp.replace(spec)
-        tgz.unlink()
-    return json.loads(spec.read_text())
+    try:
+        return specs.openapi(fetch=True)
+    except specs.Missing as exc:
+        pytest.skip(str(exc))
 
 
 def _to_jsonschema(s):
