@@ -128,6 +128,11 @@ class RequestRecord:
     authenticated: bool
     conditional: bool
     at: float
+    query: str = ""  # the raw query string
+    accept: str = ""  # the Accept header as sent
+    api_version: str | None = None  # X-GitHub-Api-Version as sent
+    content_type: str = ""  # of the reply
+    body: bytes | None = None  # the reply's body, kept only when ``FakeHub.keep_bodies``
 
 
 @dataclass
@@ -276,6 +281,14 @@ def _diff_refusal(p: Pull) -> Reply | None:
     return None
 
 
+def _query_of(body: bytes) -> str:
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return doc.get("query", "") if isinstance(doc, dict) and isinstance(doc.get("query"), str) else ""
+
+
 def _json_object(body: bytes) -> dict[str, Any] | None:
     """A write's JSON body (none: ``{}``); None when it is not a JSON object."""
     try:
@@ -320,6 +333,8 @@ class FakeHub:
         self.validator = DocumentValidator(graphql_schema)
         self.faults: list[Fault] = []
         self.requests: list[RequestRecord] = []
+        self.graphql_documents: list[str] = []  # every GraphQL document received, in order
+        self.keep_bodies = False  # keep each reply's body in ``requests`` (conformance tests)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -452,6 +467,7 @@ class FakeHub:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.graphql_documents.clear()
 
     # ---- request handling (transport-free; _Handler does the socket side) -----------------
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[Reply, float]:
@@ -491,9 +507,23 @@ class FakeHub:
                 self._account(reply, resource, headers)
             self.requests.append(
                 RequestRecord(
-                    method, path, endpoint, reply.status, reply.media, authenticated, conditional, time.time()
+                    method,
+                    path,
+                    endpoint,
+                    reply.status,
+                    reply.media,
+                    authenticated,
+                    conditional,
+                    time.time(),
+                    query=split.query,
+                    accept=headers.get("accept", ""),
+                    api_version=headers.get("x-github-api-version"),
+                    content_type=reply.content_type,
+                    body=reply.body if self.keep_bodies else None,
                 )
             )
+            if path == GRAPHQL_PATH and method == "POST":
+                self.graphql_documents.append(_query_of(body))
         return reply, delay
 
     def _check_token(self, token: str | None) -> Reply | None:
@@ -1142,7 +1172,7 @@ class FakeHub:
                         {
                             "total": len(self.requests),
                             "by_endpoint": dict(self.counts()),
-                            "requests": [asdict(r) for r in self.requests],
+                            "requests": [{k: v for k, v in asdict(r).items() if k != "body"} for r in self.requests],
                         }
                     )
             if method != "POST":
