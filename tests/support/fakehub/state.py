@@ -238,7 +238,7 @@ class HubState:
     def add_commit(self, full_name: str, sha: str | None = None, **kw: Any) -> Commit:
         with self.lock:
             repo = self._need_repo(full_name)
-            sha = sha or fake_sha(full_name, "commit", str(len(repo.commits)), kw.get("diff", ""))
+            sha = sha or fake_sha(full_name, "commit", str(len(repo.commits)), as_text(kw.get("diff", "")))
             commit = Commit(sha=sha, **kw)
             repo.commits[sha] = commit
             return commit
@@ -319,7 +319,7 @@ class HubState:
         """Replace the PR's commits with one new commit carrying ``diff``; return the new head sha."""
         with self.lock:
             pull = self.pull(full_name, number)
-            sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, diff)
+            sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, as_text(diff))
             self.add_commit(
                 full_name,
                 sha=sha,
