@@ -77,6 +77,11 @@ def all_exchanges(replay_dir: Path) -> list[Exchange]:
     return out
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
 class ReplayServer:
     """``with ReplayServer(exchanges) as r: GitHubClient(base_url=r.base_url, ...)``."""
 
@@ -122,6 +127,7 @@ class ReplayServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = 10  # a kept-alive connection the client never closes ends by itself
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -140,8 +146,7 @@ class ReplayServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
