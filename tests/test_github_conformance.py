@@ -163,6 +163,17 @@ def test_status_refresh_of_the_real_ledger_sends_only_valid_documents(schema, re
         assert hub.count("POST /graphql") == len(repos)
         assert hub.rate("core").used == before  # the REST reads were 304s: no cost with a token
         assert hub.count(status=200) == hub.count("POST /graphql")
+        # without a token: GitHub's GraphQL refuses, so one REST read per ref (60 per hour)
+        hub.reset_counts()
+        anon_before = hub.rate("core:anon").used
+        anon = GitHubClient(base_url=hub.base_url, token=None, gh="", cache_dir=tmp_path / "anon", retries=0)
+        status(ledger, refresh=True, client=anon)
+        assert hub.count("POST /graphql") == 0 and hub.count() == len(refs)
+        anon_cost = hub.rate("core:anon").used - anon_before
+        status(ledger, refresh=True, client=anon)  # again: 304s, which cost without a token
+        assert hub.rate("core:anon").used - anon_before == 2 * len(refs)
+        with capsys.disabled():
+            print(f"without a token: {hub.count()} REST requests over two refreshes, {anon_cost} per refresh")
 
 
 # ---- REST ------------------------------------------------------------------------------------

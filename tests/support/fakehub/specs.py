@@ -59,7 +59,7 @@ def _npm_fetch(spec: tuple[str, str, str, str]) -> Path:
     with tempfile.TemporaryDirectory(prefix="patchset-npm-") as work:
         try:
             out = subprocess.run(
-                [npm, "pack", f"{name}@{version}", "--silent"],
+                [npm, "pack", f"{name}@{version}", "--loglevel=error"],
                 cwd=work,
                 capture_output=True,
                 text=True,
