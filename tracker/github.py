@@ -408,7 +408,7 @@ class GitHubClient:
                         HTTP,
                         f"{_where(start)}: {resp.status} moved to another host ({there.scheme}://{there.netloc}); "
                         "not followed, so the token stays with the configured API: if the API itself moved, "
-                        "point GITHUB_API_URL (or --github-url) there",
+                        "point PATCHSET_GITHUB_API (or GITHUB_API_URL) there",
                         status=resp.status,
                     )
                 )
