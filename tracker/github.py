@@ -1,11 +1,16 @@
 """The GitHub client of the tracker: upstream PR/issue state in one request per repository,
 PR and commit diffs, file contents; cached on disk, honest about failures.
 
-PyGithub does the HTTP (auth header, base_url, retries, timeouts, GraphQL URL): every request
-goes through its ``Requester.requestJson``. On top of it this module adds what PyGithub lacks:
-conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no rate limit), an
-offline mode, one batched GraphQL query per repository, the too-large-diff fallbacks, and a
-classification of every failure into a ``RowError`` so one bad row never hides the others.
+Every request goes through PyGithub's ``Requester.requestJson`` (auth header, user agent, base
+URL and GraphQL URL, a debug log with the token masked) over a connection object of this module
+(``_Wire``, on the client's own ``requests`` session with its retries and timeout), because
+PyGithub's own connection decodes bodies to text and follows a 301 without its query string. On
+top of it this module adds what PyGithub lacks: exact bytes, redirects followed with the full URL
+(same origin only), conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no
+rate limit with a token), an offline mode, one batched GraphQL query per repository that passes
+GitHub's validation rules, the refused-diff fallbacks, and a classification of every failure into
+a ``RowError`` so one bad row never hides the others. What it asks GitHub for, and what that
+costs: docs/github.md.
 
     client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
     states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
