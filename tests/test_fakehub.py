@@ -27,7 +27,7 @@ REPO = "vllm-project/vllm"
 
 
 @pytest.fixture()
-def hub():
+def hub(serve_hub):
     data = ledger_world()
     data["tokens"] = [TOKEN]
     repo = data["repos"][REPO]
@@ -35,8 +35,7 @@ def hub():
     many = "".join(small_diff(f"pkg/f{i:03d}.py", str(i)) for i in range(7))
     repo["pulls"]["59000"] = {"title": "Seven files", "author": "someone", "diff": many}
     repo["pulls"]["59001"] = {"title": "Huge", "author": "someone", "diff": many, "diff_too_large": True}
-    with FakeHub(data) as h:
-        yield h
+    return serve_hub(data)
 
 
 def _s(token: str | None = TOKEN) -> requests.Session:

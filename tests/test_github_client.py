@@ -53,9 +53,8 @@ def _world() -> dict:
 
 
 @pytest.fixture()
-def hub():
-    with FakeHub(_world()) as h:
-        yield h
+def hub(serve_hub):
+    return serve_hub(_world())
 
 
 def _client(hub: FakeHub, tmp_path: Path, **kw) -> GitHubClient:
@@ -273,7 +272,10 @@ def test_5xx_is_retried(hub, tmp_path):
     c = _client(hub, tmp_path, retries=2, backoff=0.01)
     hub.inject("/api/graphql", status=503, times=2)
     rows = c.pull_states([PRRef(VLLM, 57632)])
-    assert isinstance(rows[PRRef(VLLM, 57632)], PRState)
+    got = rows[PRRef(VLLM, 57632)]
+    assert isinstance(got, PRState)  # the world: merged by Juntian777 on 2026-09-24
+    assert (got.state, got.merged, got.author) == ("merged", True, "Juntian777")
+    assert got.merged_at is not None and got.merged_at.startswith("2026-09-24")
     assert hub.count(GQL, status=503) == 2 and hub.count(GQL, status=200) == 1
 
 
@@ -317,7 +319,9 @@ def test_token_never_leaks(hub, tmp_path, caplog):
     c = _client(hub, tmp_path)
     texts = [repr(c), str(c)]
     rows = c.pull_states(ledger_refs())
-    assert all(isinstance(v, PRState) for v in rows.values())  # the server did get and accept it
+    # the server did get and accept the token: every ref has its state, not an auth error
+    assert all(isinstance(v, PRState) and v.ref == r and v.title for r, v in rows.items())
+    assert rows[PRRef(VLLM, 58250)].state == "open" and rows[PRRef(VLLM, 58250)].draft
     c.pr_diff(PRRef(VLLM, 59100))
     hub.inject("/repos/*", status=401, times=1)
     hub.inject("/api/graphql", status=500, times=1)
