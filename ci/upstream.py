@@ -19,9 +19,11 @@ from pathlib import Path
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
 from patchset.upstream.bases import local_repo, version_like
+from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.git import popen_git
-from patchset.upstream.history import GitRepo, ReleaseHistory, UpstreamClone
+from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like
+from patchset.upstream.repo import GitRepo
 
 _PR = re.compile(r"\(#(\d+)\)")
 

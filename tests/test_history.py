@@ -17,14 +17,9 @@ import pytest
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.upstream import releases
-from patchset.upstream.history import (
-    ReleaseHistory,
-    RenameCandidate,
-    UpstreamClone,
-    ambiguous,
-    build_history,
-    similarity,
-)
+from patchset.upstream.clone import UpstreamClone
+from patchset.upstream.history import ReleaseHistory, build_history
+from patchset.upstream.repo import RenameCandidate, ambiguous, similarity
 from tests.support.localindex import LocalIndex
 
 MTIME = 1_790_000_000

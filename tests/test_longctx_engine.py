@@ -27,6 +27,7 @@ import pytest
 from patchset.verify.longctx import LongctxReport, run_checks
 from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
 from tests.support import models
+from tests.support.faults_dir import FAULTS_DIR
 
 pytestmark = pytest.mark.engine
 
@@ -128,7 +129,8 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
     served = models.sliding_window_variant(model_dir) if case.sliding_window else model_dir
     config = EngineConfig(
         model_dir=served,
-        fault=case.fault,
+        pythonpath=(str(FAULTS_DIR),),
+        extra_env={"PATCHSET_FAULT": case.fault} if case.fault else {},
         kv_cache_dtype=case.kv_cache_dtype,
         max_model_len=case.max_model_len,
         served_model_name=model_name,

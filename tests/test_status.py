@@ -21,8 +21,8 @@ from patchset.tracker.github import GitHubClient
 from patchset.tracker.html import to_html
 from patchset.tracker.status import make_client, status
 from patchset.tracker.views import render_status, to_markdown
-from patchset.upstream.history import GitRepo
 from patchset.upstream.refs import PRRef
+from patchset.upstream.repo import GitRepo
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import small_diff
 from tests.support.repo import REPO_ROOT, commit_files, git, tree_digest

@@ -290,8 +290,8 @@ def _duration(s: float) -> str:
 # ---- histories ---------------------------------------------------------------------------------
 def open_histories(ledger: Ledger) -> dict[str, Any]:
     """A local upstream git history per target, when one is already there (never cloned or
-    fetched here): the clone ``patchset.upstream.history.UpstreamClone`` keeps for the target's upstream."""
-    from patchset.upstream.history import UpstreamClone
+    fetched here): the clone ``patchset.upstream.clone.UpstreamClone`` keeps for the target's upstream."""
+    from patchset.upstream.clone import UpstreamClone
 
     out: dict[str, Any] = {}
     for name, t in ledger.targets.items():

@@ -25,9 +25,7 @@ import requests
 from patchset.errors import EnvironmentFailure
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FAULTS_SRC = Path(__file__).resolve().parent / "faults"
 VLLM_VERSION = "0.30.0"
-FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
 
 
 def cache_dir() -> Path:
@@ -92,21 +90,18 @@ def free_port() -> int:
 
 @dataclass
 class EngineConfig:
-    """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine."""
+    """How to start one server. ``pythonpath`` goes first on the server's ``PYTHONPATH`` (a plug-in
+    under test, a patched tree); ``extra_env`` adds variables (e.g. a plug-in's switches)."""
 
     model_dir: Path
     max_model_len: int = 8192
     kv_cache_dtype: str | None = None
-    fault: str | None = None
+    pythonpath: Sequence[str] = ()
     kvcache_space_gb: int = 2
     extra_args: Sequence[str] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 300.0
     served_model_name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.fault is not None and self.fault not in FAULT_NAMES:
-            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULT_NAMES)}")
 
 
 class EngineServer:
@@ -161,10 +156,10 @@ class EngineServer:
         env["VLLM_NO_USAGE_STATS"] = "1"
         env["DO_NOT_TRACK"] = "1"
         env["NO_PROXY"] = "127.0.0.1,localhost"
-        # The checked-out plugin code wins over any copy installed in the venv.
-        env["PYTHONPATH"] = os.pathsep.join([str(FAULTS_SRC)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        if self.config.fault:
-            env["PATCHSET_FAULT"] = self.config.fault
+        # Code named here (a plug-in's checkout, a patched tree) wins over copies installed in the venv.
+        paths = [str(p) for p in self.config.pythonpath] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
         env.update(self.config.extra_env)
         return env
 

@@ -26,7 +26,7 @@ from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.diffs import FilePatch
 from patchset.upstream.git import ls_tree_blobs, run_git
-from patchset.upstream.history import GitRepo, RenameCandidate
+from patchset.upstream.repo import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
 CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN = "clean", "offset", "merged", "already", "conflict", "broken"

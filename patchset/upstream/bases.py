@@ -22,8 +22,9 @@ from packaging.version import InvalidVersion, Version
 from patchset.errors import InputError
 from patchset.ledger.model import Target
 from patchset.upstream.dirhistory import import_directories
-from patchset.upstream.history import GitRepo, ReleaseHistory
+from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
+from patchset.upstream.repo import GitRepo
 
 
 @dataclass

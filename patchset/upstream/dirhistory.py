@@ -16,7 +16,7 @@ from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.upstream.git import fast_import_path, run_git
-from patchset.upstream.history import GitRepo
+from patchset.upstream.repo import GitRepo
 
 _IDENT = b"patchset directory import <dirs@patchset.invalid> 0 +0000"
 

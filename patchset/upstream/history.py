@@ -1,4 +1,4 @@
-"""A local upstream git history, built from release archives, plus the git queries on it.
+"""A local upstream git history, built from release archives.
 
 These machines cannot reach GitHub, but the package index has every vLLM release as a complete
 source tree. ``ReleaseHistory`` turns releases into a git repository with one commit per release
@@ -6,9 +6,6 @@ source tree. ``ReleaseHistory`` turns releases into a git repository with one co
 Archives are streamed straight into ``git fast-import`` (no unpacking, no ``git add``), files
 already stored by an earlier release are referenced by their blob id instead of being sent again,
 and the commit is deterministic: the same archive on the same parent always gives the same sha.
-
-``UpstreamClone`` offers the same queries on a real upstream (a blobless bare clone, fetched
-incrementally) for machines that can reach one.
 """
 
 from __future__ import annotations
@@ -18,11 +15,8 @@ import hashlib
 import re
 import subprocess
 import tempfile
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import (
@@ -35,297 +29,17 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from rich.progress import Progress
 
-from patchset.atomic import publish_dir
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
-from patchset.upstream.git import fast_import_path, ls_tree_blobs, popen_git, run_git
+from patchset.upstream.git import fast_import_path, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
-
-__all__ = [
-    "GitRepo",
-    "LogEntry",
-    "ReleaseHistory",
-    "RenameCandidate",
-    "UpstreamClone",
-    "ambiguous",
-    "build_history",
-    "similarity",
-]
+from patchset.upstream.repo import GitRepo
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
 IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
-
-
-@dataclass(frozen=True)
-class RenameCandidate:
-    """Where an old path's content may live in the new commit.
-
-    ``similarity`` is a percentage of content kept: git's own rename score when ``how`` is
-    ``"git"``, else the same measure computed here (bytes of shared lines / larger file).
-    ``how``: ``"same-path"`` (the path still exists), ``"git"`` (git's rename detection chose
-    it), ``"same-name"`` (an added file with the same file name, scored here).
-    """
-
-    path: str
-    similarity: int
-    how: str
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    sha: str
-    timestamp: int  # committer date, seconds since the epoch
-    subject: str
-
-
-def ambiguous(candidates: list[RenameCandidate], margin: int = 10) -> bool:
-    """True when the best two candidates are within ``margin`` points: a human must choose."""
-    return len(candidates) >= 2 and candidates[0].similarity - candidates[1].similarity < margin
-
-
-def similarity(old: bytes, new: bytes) -> int:
-    """Percent of content kept, in the spirit of git's rename score: bytes of lines the two
-    share (as multisets) over the size of the larger one."""
-    if old == new:
-        return 100
-    if not old or not new:
-        return 0
-    shared = Counter(old.splitlines(keepends=True)) & Counter(new.splitlines(keepends=True))
-    common = sum(len(line) * n for line, n in shared.items())
-    return common * 100 // max(len(old), len(new))
-
-
-class GitRepo:
-    """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
-
-    #: Whether git here may read the user's configuration (a clone that reaches the network does).
-    user_config = False
-
-    def __init__(self, git_dir: Path | str) -> None:
-        self.git_dir = Path(git_dir)
-        self._batch: subprocess.Popen[bytes] | None = None
-        self._batch_lock = threading.Lock()
-        self._diff_cache: dict[tuple[str, str, int], _NameStatus] = {}
-
-    # -- plumbing ------------------------------------------------------------------------------
-    def git(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        """Run ``git <args>`` in this repository; EnvironmentFailure when it fails and ``check``."""
-        return run_git(list(args), cwd=self.git_dir, input=input, check=check, user_config=self.user_config)
-
-    def close(self) -> None:
-        """Stop the persistent ``git cat-file`` reader, if one runs."""
-        with self._batch_lock:
-            if self._batch is not None:
-                try:
-                    if self._batch.stdin:
-                        self._batch.stdin.close()
-                    self._batch.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    self._batch.kill()
-                self._batch = None
-
-    def __enter__(self) -> GitRepo:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def rev(self, ref: str) -> str | None:
-        """The commit sha ``ref`` names, or None."""
-        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}", check=False)
-        out = proc.stdout.decode().strip()
-        return out if proc.returncode == 0 and _SHA.match(out) else None
-
-    def resolve(self, ref: str) -> str:
-        """A full commit sha for a sha (full or abbreviated), tag, or branch."""
-        if isinstance(ref, str) and _SHA.match(ref) and self.rev(ref):
-            return ref
-        sha = self.rev(ref) if ref else None
-        if sha is None:
-            raise InputError(
-                f"unknown revision {ref!r} in {self.git_dir}",
-                hint="use a commit sha, a tag (v0.30.0), a branch, or PROJECT==VERSION",
-            )
-        return sha
-
-    def branch_tip(self, branch: str) -> str | None:
-        return self.rev(f"refs/heads/{branch}")
-
-    # -- content -------------------------------------------------------------------------------
-    def read_blob(self, commit: str, path: str) -> bytes | None:
-        """The bytes of ``path`` at ``commit``; None when the path is absent or not a file."""
-        sha = self.resolve(commit)
-        if "\n" in path:
-            raise InputError(f"path with a newline cannot be read: {path!r}")
-        with self._batch_lock:
-            if self._batch is None or self._batch.poll() is not None:
-                self._batch = popen_git(
-                    ["cat-file", "--batch"],
-                    cwd=self.git_dir,
-                    user_config=self.user_config,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                )
-            proc = self._batch
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(f"{sha}:{path.strip('/')}\n".encode("utf-8", "surrogateescape"))
-            proc.stdin.flush()
-            header = proc.stdout.readline()
-            if not header:
-                self._batch = None
-                raise EnvironmentFailure(f"git cat-file stopped while reading {path} at {sha}")
-            parts = header.split()
-            if len(parts) != 3:  # "<name> missing" / "ambiguous"
-                return None
-            size = int(parts[2])
-            data = proc.stdout.read(size)
-            proc.stdout.read(1)  # trailing LF
-            return data if parts[1] == b"blob" else None
-
-    def tree(self, commit: str) -> dict[str, tuple[str, str]]:
-        """``{path: (mode, blob sha)}`` for every file (and symlink) at ``commit``."""
-        sha = self.resolve(commit)
-        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout)
-
-    def list_files(self, commit: str, prefix: str | None = None) -> list[str]:
-        """Every file path at ``commit`` (sorted as git sorts), optionally under ``prefix``."""
-        sha = self.resolve(commit)
-        args = ["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha]
-        if prefix:
-            args += ["--", prefix.strip("/")]
-        out = self.git(*args).stdout
-        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
-
-    # -- history -------------------------------------------------------------------------------
-    def is_ancestor(self, a: str, b: str) -> bool:
-        """True when commit ``a`` is ``b`` or one of its ancestors."""
-        sa, sb = self.resolve(a), self.resolve(b)
-        proc = self.git("merge-base", "--is-ancestor", sa, sb, check=False)
-        if proc.returncode in (0, 1):
-            return proc.returncode == 0
-        raise EnvironmentFailure(f"git merge-base failed: {proc.stderr.decode(errors='replace').strip()}")
-
-    def log_range(self, old: str, new: str, path: str | None = None, *, follow: bool = False) -> list[LogEntry]:
-        """Commits in ``old..new`` (newest first), only those touching ``path`` when given."""
-        so, sn = self.resolve(old), self.resolve(new)
-        args = ["log", "-z", "--format=%H%x1f%ct%x1f%s", f"{so}..{sn}"]
-        if follow:
-            if not path:
-                raise InputError("log_range(follow=True) needs a path")
-            args.append("--follow")
-        if path:
-            args += ["--", path]
-        out = self.git(*args).stdout.decode("utf-8", "replace")
-        entries = []
-        for record in out.split("\0"):
-            record = record.strip("\n")
-            if record:
-                sha, ts, subject = record.split("\x1f", 2)
-                entries.append(LogEntry(sha, int(ts), subject))
-        return entries
-
-    def renames(
-        self,
-        old: str,
-        new: str,
-        paths: Iterable[str] | None = None,
-        *,
-        threshold: int = 50,
-        max_candidates: int = 5,
-    ) -> dict[str, list[RenameCandidate]]:
-        """Where each old path went between ``old`` and ``new``.
-
-        For every path (default: every path deleted or renamed between the commits) the list
-        holds candidates, best first: the path itself when it still exists (``same-path``),
-        git's rename pick (``git diff -M<threshold>% -l0``), and added files with the same file
-        name scoring at least ``threshold``. An empty list means the content is gone (or the
-        path never existed). Use ``ambiguous(candidates)`` to see whether a human must choose.
-        """
-        so, sn = self.resolve(old), self.resolve(new)
-        ns = self._name_status(so, sn, threshold)
-        wanted = sorted(ns.gone) if paths is None else [p.strip("/") for p in paths]
-        result: dict[str, list[RenameCandidate]] = {}
-        new_by_name: dict[str, list[str]] | None = None
-        for path in wanted:
-            if path not in ns.gone:
-                old_blob = self.read_blob(so, path)
-                new_blob = self.read_blob(sn, path)
-                if new_blob is None:
-                    result[path] = []
-                elif old_blob is None:
-                    result[path] = [RenameCandidate(path, 100, "same-path")]
-                else:
-                    result[path] = [RenameCandidate(path, similarity(old_blob, new_blob), "same-path")]
-                continue
-            cands: dict[str, RenameCandidate] = {}
-            if path in ns.renamed:
-                dst, score = ns.renamed[path]
-                cands[dst] = RenameCandidate(dst, score, "git")
-            if new_by_name is None:
-                new_by_name = {}
-                for added in ns.added:
-                    new_by_name.setdefault(added.rsplit("/", 1)[-1], []).append(added)
-            base = path.rsplit("/", 1)[-1]
-            same_name = [p for p in new_by_name.get(base, []) if p not in cands]
-            if same_name:
-                old_blob = self.read_blob(so, path) or b""
-                for cand in same_name:
-                    score = similarity(old_blob, self.read_blob(sn, cand) or b"")
-                    if score >= threshold:
-                        cands[cand] = RenameCandidate(cand, score, "same-name")
-            ranked = sorted(cands.values(), key=lambda c: (-c.similarity, c.how != "git", c.path))
-            result[path] = ranked[:max_candidates]
-        return result
-
-    def _name_status(self, so: str, sn: str, threshold: int) -> _NameStatus:
-        key = (so, sn, threshold)
-        if key in self._diff_cache:
-            return self._diff_cache[key]
-        out = self.git("diff-tree", "-r", "-z", "--name-status", f"-M{threshold}%", "-l0", so, sn).stdout.decode(
-            "utf-8", "surrogateescape"
-        )
-        fields = out.split("\0")
-        ns = _NameStatus()
-        i = 0
-        while i < len(fields) and fields[i]:
-            status = fields[i]
-            if status[0] in "RC":
-                src, dst = fields[i + 1], fields[i + 2]
-                if status[0] == "R":
-                    ns.renamed[src] = (dst, int(status[1:] or 100))
-                    ns.gone.add(src)
-                ns.added.add(dst)
-                i += 3
-                continue
-            path = fields[i + 1]
-            if status == "D":
-                ns.gone.add(path)
-            elif status == "A":
-                ns.added.add(path)
-            i += 2
-        self._diff_cache[key] = ns
-        return ns
-
-
-@dataclass
-class _NameStatus:
-    """``git diff-tree --name-status -M`` between two commits, parsed."""
-
-    renamed: dict[str, tuple[str, int]] = field(default_factory=dict)  # old -> (new, score)
-    gone: set[str] = field(default_factory=set)  # deleted or renamed away
-    added: set[str] = field(default_factory=set)  # added or renamed to
-
-
-# -- release histories ---------------------------------------------------------------------
 
 
 def _check_git_path(path: str, archive: Path) -> None:
@@ -681,75 +395,3 @@ def build_history(
 
 
 # -- a real upstream -----------------------------------------------------------------------
-
-
-def _dir_for_url(url: str) -> Path:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", url.rstrip("/").split("://", 1)[-1]).strip("_")
-    return cache.subdir("upstream") / (stem[-80:] + ("" if stem.endswith(".git") else ".git"))
-
-
-class UpstreamClone(GitRepo):
-    """A blobless bare clone of a real upstream (``--filter=blob:none``), fetched incrementally.
-
-    Blobs are fetched lazily by git when read (``read_blob``, ``renames``), so the first clone
-    of vLLM is small. ``sync()`` clones the first time and fetches branches and tags afterwards.
-    """
-
-    user_config = True  # clone, fetch and lazy blob reads reach the network: proxies, credentials
-
-    def __init__(self, url: str, directory: Path | str | None = None) -> None:
-        super().__init__(Path(directory) if directory is not None else _dir_for_url(url))
-        self.url = url
-
-    def resolve(self, ref: str | ReleaseSpec) -> str:
-        """Like ``GitRepo.resolve``; ``PROJECT==VERSION`` maps to the upstream tag ``v<VERSION>``."""
-        if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
-            spec = as_spec(ref)
-            sha = self.rev(f"refs/tags/{spec.tag}")
-            if sha is None:
-                raise InputError(
-                    f"{spec}: tag {spec.tag} is not in the clone of {self.url}",
-                    hint="run sync() to fetch new tags, or check the version",
-                )
-            return sha
-        return super().resolve(ref)
-
-    @property
-    def cloned(self) -> bool:
-        return (self.git_dir / "HEAD").exists()
-
-    def sync(self) -> UpstreamClone:
-        """Clone (first time) or fetch (afterwards) every branch and tag of the upstream."""
-        if not self.cloned:
-            if self.git_dir.exists() and any(self.git_dir.iterdir()):
-                raise InputError(
-                    f"{self.git_dir} exists and is not a git clone",
-                    hint="remove it or choose another directory",
-                )
-            with publish_dir(self.git_dir) as tmp:
-                proc = run_git(
-                    ["clone", "-q", "--bare", "--filter=blob:none", "--", self.url, str(tmp)],
-                    check=False,
-                    user_config=True,
-                )
-                if proc.returncode != 0:
-                    raise EnvironmentFailure(
-                        f"cannot clone {self.url}: {proc.stderr.decode(errors='replace').strip()}",
-                        hint="check the URL and the network",
-                    )
-                run_git(["config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"], cwd=tmp)
-            return self
-        have = self.git("config", "--get", "remote.origin.url", check=False).stdout.decode().strip()
-        if have != self.url:
-            raise InputError(
-                f"{self.git_dir} is a clone of {have or 'nothing'}, not {self.url}",
-                hint="use another directory for another upstream",
-            )
-        proc = self.git("fetch", "-q", "--prune", "--tags", "origin", check=False)
-        if proc.returncode != 0:
-            raise EnvironmentFailure(
-                f"cannot fetch {self.url}: {proc.stderr.decode(errors='replace').strip()}",
-                hint="check the network; the clone is unchanged",
-            )
-        self._diff_cache.clear()
-        return self
