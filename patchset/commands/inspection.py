@@ -159,7 +159,7 @@ def validate(ledger: Ledger) -> ValidateReport:
             if not p.tests:
                 # a warning, not a problem: a ledger without tests is valid, only less proven
                 rep.untested.append(p.id)
-                rep.warnings.append(f"{p.id}: no test declared (add a [[patch.tests]] entry; see docs/ledger.md)")
+                rep.warnings.append(f"{p.id}: no test declared (declare one in its patch.tests, see docs/ledger.md)")
         if p.switches:
             rep.switches[p.id] = {"env": p.switches.env, "flags": p.switches.flags}
         if p.tests:
