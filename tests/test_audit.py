@@ -296,3 +296,39 @@ def test_real_ledger_declares_p2p_cc_for_the_nccl_fix(tmp_path: Path) -> None:
     rep = audit(load_ledger(REPO_ROOT / "patches.toml"), tmp_path / "image-main", "nccl")
     assert rep.matched == {"pr2393-v2.30.7": "nccl/pr2393-v2.30.7.diff"}
     assert rep.findings == [], rep.lines()
+
+
+def test_real_ledger_validate_with_an_installed_layout_flashinfer_body(run, tmp_path: Path) -> None:
+    """The issue's case: the production ledger with a FlashInfer body in the installed layout at its
+    default path. The body is examples/flashinfer-sm12x's fix (written here against real FlashInfer
+    0.6.18.post1 files) with its paths spelled as the installed wheel has them."""
+    import shutil
+
+    d = tmp_path / "real"
+    (d / "patchset/series/flashinfer").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "patches.toml", d / "patches.toml")
+    src = REPO_ROOT / "examples/flashinfer-sm12x/patchset/series/flashinfer/fi-02-fp8-mla-cta-tile-clamp.patch"
+    body = src.read_bytes().replace(b" a/include/", b" a/flashinfer/data/include/")
+    body = body.replace(b" b/include/", b" b/flashinfer/data/include/")
+    assert b"+++ b/flashinfer/data/include/flashinfer/attention/mla.cuh" in body
+    (d / "patchset/series/flashinfer/fi-02-fp8-mla-cta-tile-clamp.patch").write_bytes(body)
+    r = run("validate", "--json", cwd=d)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert rep["bodies"]["fi-02-fp8-mla-cta-tile-clamp"] == "not in lock"
+    assert not [w for w in rep["warnings"] if "differ" in w], rep["warnings"]
+    # audit agrees, and an export of the example round-trips through audit without a finding
+    rep = audit(load_ledger(d / "patches.toml"), d / "patchset/series", "flashinfer")
+    assert [f.kind for f in rep.findings] == ["no-body"]  # fi-01 is not there; fi-02 matches
+    out = tmp_path / "export"
+    ex = REPO_ROOT / "examples/flashinfer-sm12x"
+    assert run("export", "--format", "quilt", out, cwd=ex).code == 0
+    assert run("export", "--format", "expected", out, cwd=ex).code == 0
+    r = run("audit", out, cwd=ex)
+    assert r.code == 0 and r.stdout.strip() == "2 bodies matched, 0 finding(s)", r
+    (out / "series").write_text("fi-02-fp8-mla-cta-tile-clamp.patch\nfi-01-fp8-mla-sm12x-guard.patch\n")
+    r = run("audit", out, cwd=ex)
+    assert r.code == 1 and r.stdout.splitlines()[1] == "2 bodies matched, 1 finding(s)"
+    assert r.stdout.startswith(
+        "series:1: fi-02-fp8-mla-cta-tile-clamp: out of the ledger's order (the ledger applies it after fi-01"
+    )
