@@ -11,15 +11,14 @@ have written.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
 from patchset.ledger.model import Ledger
 from patchset.rebase.rerere import RR_CACHE
+from patchset.upstream.git import run_git
 
 SCRATCH_STATE = ".patchset"  # what a rebase leaves in its directory (backups): not part of the series
 
@@ -46,8 +45,8 @@ class Workspace:
 def repo_prefix(directory: Path) -> str:
     """``directory`` relative to the top of its git work tree ("" when it is the top or not in git)."""
     try:
-        proc = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=directory, capture_output=True)
-    except FileNotFoundError:
+        proc = run_git(["rev-parse", "--show-prefix"], cwd=directory, check=False)
+    except EnvironmentFailure:  # git is not installed: not in a work tree as far as we can tell
         return ""
     return proc.stdout.decode().strip() if proc.returncode == 0 else ""
 
@@ -83,31 +82,21 @@ def make_workspace(ledger: Ledger, scratch: Path) -> Workspace:
 def series_patch(ws: Workspace) -> bytes:
     """What the rebase changed in the copy, as a patch for ``git apply`` at the top of the repository."""
     shutil.rmtree(ws.work / SCRATCH_STATE, ignore_errors=True)
-    try:
-        proc = subprocess.run(
-            [
-                "git",
-                "diff",
-                "--no-index",
-                "--no-prefix",
-                "--binary",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-renames",
-                "a",
-                "b",
-            ],
-            cwd=ws.root,
-            capture_output=True,
-            env={
-                "LC_ALL": "C",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "HOME": str(ws.root),
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            },
-        )
-    except FileNotFoundError as exc:
-        raise EnvironmentFailure("git is not installed", hint="install git") from exc
+    proc = run_git(
+        [
+            "diff",
+            "--no-index",
+            "--no-prefix",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+            "a",
+            "b",
+        ],
+        cwd=ws.root,
+        check=False,
+    )
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(
             f"git diff --no-index failed in {ws.root}: {proc.stderr.decode(errors='replace').strip()}"

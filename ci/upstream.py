@@ -19,6 +19,7 @@ from pathlib import Path
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
 from patchset.upstream.bases import local_repo, version_like
+from patchset.upstream.git import popen_git
 from patchset.upstream.history import GitRepo, ReleaseHistory, UpstreamClone
 from patchset.upstream.releases import is_spec_like
 
@@ -166,7 +167,7 @@ class Upstream:
         """The files of ``sha`` (only ``paths`` that exist there, when given) written under ``dest``
         (``git archive | tar -x``)."""
         dest.mkdir(parents=True, exist_ok=True)
-        args = ["git", "--literal-pathspecs", "archive", "--format=tar", sha]
+        args = ["--literal-pathspecs", "archive", "--format=tar", sha]
         if paths is not None:
             listed = self.repo.git(
                 "--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *paths
@@ -175,11 +176,14 @@ class Upstream:
             if not present:
                 return dest
             args += ["--", *present]
+        git = popen_git(
+            args, cwd=self.git_dir, user_config=self.repo.user_config, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
-            git = subprocess.Popen(args, cwd=self.git_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             tar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, capture_output=True)
         except FileNotFoundError as exc:
-            raise EnvironmentFailure(f"{exc.filename} is not installed", hint="install git and tar") from exc
+            git.kill()
+            raise EnvironmentFailure("tar is not installed", hint="install tar") from exc
         assert git.stdout is not None and git.stderr is not None
         git.stdout.close()
         err = git.stderr.read().decode(errors="replace")

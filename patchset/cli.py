@@ -493,15 +493,16 @@ def fetch(
     """
     from patchset.commands import fetch as fetch_mod
     from patchset.tracker import views
+    from patchset.tracker.status import make_client
 
     if check:
-        rep = fetch_mod.check(c.ledger_path, ids, offline=offline)
+        rep = fetch_mod.check(c.ledger_path, ids, offline=offline, connect=make_client)
         render = views.render_check
     elif update_id:
-        rep = fetch_mod.update(c.ledger_path, update_id)
+        rep = fetch_mod.update(c.ledger_path, update_id, connect=make_client)
         render = views.render_fetch
     else:
-        rep = fetch_mod.fetch(c.ledger_path, ids, all_=all_, offline=offline)
+        rep = fetch_mod.fetch(c.ledger_path, ids, all_=all_, offline=offline, connect=make_client)
         render = views.render_fetch
     if as_json:
         emit_json(rep.to_json())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git, new_repo
+from tests.support.repo import REPO_ROOT, git, new_repo
 
 LEDGER = """\
 schema = 1

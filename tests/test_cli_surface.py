@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 COMMANDS = [
     "init",

@@ -16,12 +16,8 @@ import pytest
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
 from patchset.patchfmt.diffs import FilePatch, files_touched, header_text, parse_patch, split_lines, strip_path
-from tests.conftest import git_bytes
-
-try:
-    from tests.support.diffgen import unified_diff
-except ImportError:  # tests/ is not a package here: its directory is on sys.path
-    from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
+from tests.support.diffgen import unified_diff
+from tests.support.repo import git_bytes
 
 
 def nums(*ns: int, extra: dict[int, bytes] | None = None) -> bytes:

@@ -36,9 +36,9 @@ from patchset.ledger.store import load_ledger
 from patchset.patchfmt.filters import filter_diff, interdiff, match_glob, patch_id, split_sections
 from patchset.tracker.github import GitHubClient
 from patchset.tracker.views import render_check, render_fetch
-from tests.conftest import tree_digest
 from tests.support.fakehub.server import FakeHub
 from tests.support.fetch_world import OTHER, REPO, TOKEN, World, base_tree, build_world, hub_data, write_ledger
+from tests.support.repo import tree_digest
 
 ALL = ["u101-core3", "u102-util6", "c-extra", "04-core-17"]
 

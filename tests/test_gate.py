@@ -9,11 +9,9 @@ repository so the series patch must carry the repository prefix.
 
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,96 +22,10 @@ from patchset.ci.gate import run_gate, split_tags
 from patchset.ci.report import render
 from patchset.ci.upstream import Commit
 from patchset.rebase.session import rebase
-from tests.conftest import commit_files, git, tree_digest
+from tests.support.gateworld import CORE, PATCH_B, gate_ledger
 from tests.support.localindex import LocalIndex
-
-CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
-UTIL = "".join(f"VALUE_{i} = {i}\n" for i in range(40))
-
-
-def _edit(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
-
-
-PATCH_A = ("pkg/util.py", "VALUE_30 = 30\n", "VALUE_30 = 30  # PATCHED-A\n")
-PATCH_B = ("pkg/core.py", "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return min(x, 5)  # PATCHED-B\n")
-
-
-def _udiff(path: str, old: str, new: str) -> bytes:
-    return "".join(
-        difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}")
-    ).encode()
-
-
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
-    """``(repo, [c0 .. c9])``: a linear main branch with squash-merge subjects."""
-    repo = tmp_path_factory.mktemp("upstream") / "demo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    core, util = CORE, UTIL
-    shas = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util, "README": "demo\n"})]
-    util = _edit(util, "VALUE_3 = 3\n", "VALUE_3 = 33\n")
-    shas.append(commit_files(repo, "Tune VALUE_3 (#101)", {"pkg/util.py": util}))
-    util = _edit(util, PATCH_A[1], PATCH_A[2])
-    shas.append(commit_files(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
-    shas.append(commit_files(repo, "Docs (#103)", {"README": "demo, documented\n"}))
-    core = _edit(
-        core,
-        "def limit_5(x):\n    return x + 5\n",
-        "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n",
-    )
-    shas.append(commit_files(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
-    for n in range(105, 110):
-        shas.append(commit_files(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
-    return repo, shas
-
-
-def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
-    """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
-    d = root / "ledgers" / "demo"
-    series = d / "patchset" / "series" / "demo"
-    series.mkdir(parents=True)
-    for name, (path, old, new) in (("A", PATCH_A), ("B", PATCH_B)):
-        text = CORE if path == "pkg/core.py" else UTIL
-        (series / f"{name}.patch").write_bytes(_udiff(path, text, _edit(text, old, new)))
-    (d / "patches.toml").write_text(f"""schema = 1
-
-[targets.demo]
-upstream = "{upstream_repo}"
-github = "example/demo"
-base = "{base}"
-
-[[patch]]
-id = "A"
-target = "demo"
-title = "A note on VALUE_30"
-origin = "ours"
-files = ["pkg/util.py"]
-
-[[patch.tests]]
-name = "util-patched"
-command = "grep -q PATCHED-A pkg/util.py"
-tags = ["cpu"]
-
-[[patch]]
-id = "B"
-target = "demo"
-title = "limit_5 caps at 5"
-origin = "ours"
-files = ["pkg/core.py"]
-
-[[patch.tests]]
-name = "core-patched"
-command = "{sys.executable} -c \\"import sys; sys.exit('PATCHED-B' not in open('pkg/core.py').read())\\""
-tags = ["cpu", "gpu"]
-{tests}""")
-    if not (root / ".git").exists():
-        git(root, "init", "-q", "-b", "main")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", "ledger")
-    return d / "patches.toml"
+from tests.support.repo import commit_files, git, tree_digest
+from tests.support.text import edit, udiff
 
 
 def _gate(ledger: Path, tmp: Path, **kw) -> tuple:
@@ -343,12 +255,14 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
     core = CORE
     _sdist(dists, "1.0", {"pkg/core.py": core})
     _sdist(dists, "1.1", {"pkg/core.py": core, "NEWS": "1.1\n"})
-    broken = _edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
+    broken = edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
     _sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
     _sdist(dists, "1.3rc1", {"pkg/core.py": broken, "NEWS": "rc\n"})  # a pre-release is not "latest"
     d = tmp_path / "led"
     (d / "patchset/series/demo").mkdir(parents=True)
-    (d / "patchset/series/demo/B.patch").write_bytes(_udiff("pkg/core.py", CORE, _edit(CORE, PATCH_B[1], PATCH_B[2])))
+    (d / "patchset/series/demo/B.patch").write_bytes(
+        udiff("pkg/core.py", CORE, edit(CORE, PATCH_B[1], PATCH_B[2])).encode()
+    )
     (d / "patches.toml").write_text(
         'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
         'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'

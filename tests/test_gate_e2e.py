@@ -29,8 +29,8 @@ import pytest
 from patchset.ci.gate import run_gate
 from patchset.upstream import cache
 from patchset.upstream.history import ReleaseHistory
-from tests.conftest import release_history
 from tests.support.localindex import LocalIndex
+from tests.support.repo import release_history
 
 pytestmark = pytest.mark.network
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, new_repo
+from tests.support.repo import git, new_repo
 
 BASE_FILES = {
     "pkg/a.py": "def a():\n    return 1\n\n\nVALUE = 'a'\n",

@@ -8,33 +8,18 @@ The fixture upstream has a tagged old base ``v1`` and, one commit per kind of dr
 
 from __future__ import annotations
 
-import difflib
 import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import GIT_IDENTITY, commit_files, git, new_repo
+from tests.support.repo import GIT_IDENTITY, commit_files, git, new_repo
+from tests.support.text import edit as sub
+from tests.support.text import udiff
 
 
 def numbered(prefix: str, n: int = 40) -> str:
     return "".join(f"{prefix}{i}\n" for i in range(1, n + 1))
-
-
-def sub(text: str, old: str, new: str) -> str:
-    assert old in text, (old, text[:80])
-    return text.replace(old, new, 1)
-
-
-def udiff(path: str, old: str | None, new: str | None) -> str:
-    a = [] if old is None else old.splitlines(keepends=True)
-    b = [] if new is None else new.splitlines(keepends=True)
-    lines = list(
-        difflib.unified_diff(
-            a, b, "/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}", n=3
-        )
-    )
-    return "".join(lines)
 
 
 def body(title: str, *diffs: str) -> bytes:

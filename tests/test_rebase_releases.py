@@ -19,7 +19,6 @@ class meets real upstream drift:
 
 from __future__ import annotations
 
-import difflib
 import time
 from pathlib import Path
 
@@ -31,7 +30,8 @@ from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.session import rebase
 from patchset.upstream import releases
 from patchset.upstream.history import ReleaseHistory
-from tests.conftest import release_history
+from tests.support.repo import release_history
+from tests.support.text import edit, udiff
 
 pytestmark = pytest.mark.network
 
@@ -61,19 +61,6 @@ def history() -> ReleaseHistory:
     return release_history("vllm", VERSIONS)
 
 
-def _udiff(path: str, old: str, new: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3
-        )
-    )
-
-
-def _edit(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
-
-
 def _bodies(h: ReleaseHistory) -> dict[str, bytes]:
     v30 = h.resolve("vllm==0.30.0")
 
@@ -86,7 +73,7 @@ def _bodies(h: ReleaseHistory) -> dict[str, bytes]:
         text = src(name)
         return (
             f"Subject: [PATCH] {name}\n\nWritten for vLLM 0.30.0 by the rebase test.\n\n"
-            + _udiff(FILES[name], text, _edit(text, old, new))
+            + udiff(FILES[name], text, edit(text, old, new))
         ).encode()
 
     backport = h.git("diff", "--no-color", v30, h.resolve("vllm==0.31.0"), "--", FILES["backport"]).stdout

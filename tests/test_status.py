@@ -23,9 +23,9 @@ from patchset.tracker.status import make_client, status
 from patchset.tracker.views import render_status, to_markdown
 from patchset.upstream.history import GitRepo
 from patchset.upstream.refs import PRRef
-from tests.conftest import REPO_ROOT, commit_files, git, tree_digest
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import small_diff
+from tests.support.repo import REPO_ROOT, commit_files, git, tree_digest
 
 TOKEN = "ghp_statusWorldToken00000000000000000000"
 REPO = "acme/demo"

@@ -14,7 +14,7 @@ import pytest
 
 from patchset.tracker.html import to_html, write_html
 from patchset.tracker.status import RefRow, StatusRow, make_client, status
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [

@@ -18,12 +18,8 @@ from patchset.engine import txn
 from patchset.engine.tree import SeriesItem, apply_series, detect_state, recover
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes as sha256
-from tests.conftest import git_bytes
-
-try:
-    from tests.support.diffgen import unified_diff
-except ImportError:  # tests/ is not a package here: its directory is on sys.path
-    from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
+from tests.support.diffgen import unified_diff
+from tests.support.repo import git_bytes
 
 HERE = Path(__file__).resolve().parent
 

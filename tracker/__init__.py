@@ -1,5 +1,6 @@
 """Upstream status: what GitHub says about the pull requests and issues the ledger tracks.
 
-``patchset.tracker.github`` is the client (PyGithub underneath, an on-disk ETag cache beside it);
-``tests.support.fakehub`` is a local GitHub-shaped server the tests and benchmarks talk to.
+``github`` is the client (PyGithub underneath, an on-disk ETag cache in ``httpcache``); ``status``
+turns its answers into a per-patch dashboard, rendered by ``views`` (terminal, Markdown) and
+``html``. The tests' GitHub-shaped server lives in ``tests/support/fakehub``, not here.
 """

@@ -36,7 +36,6 @@ import urllib3
 from github import Auth, Github, GithubException
 from urllib3.util.retry import Retry
 
-from patchset.errors import EnvironmentFailure
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
 from patchset.upstream.refs import (
     AUTH,
@@ -51,6 +50,7 @@ from patchset.upstream.refs import (
     RATE_LIMIT,
     SERVER,
     TIMEOUT,
+    FetchError,
     PRRef,
     PRState,
     RowError,
@@ -77,19 +77,6 @@ PATCH = "application/vnd.github.patch"
 RAW = "application/vnd.github.raw"
 MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split into several
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
-
-
-class FetchError(EnvironmentFailure):
-    """A diff or file could not be fetched; ``row`` says why (same kinds as a status row)."""
-
-    def __init__(self, row: RowError, what: str) -> None:
-        hint = {
-            AUTH: "set GITHUB_TOKEN (or run `gh auth login`) with a token GitHub accepts",
-            RATE_LIMIT: "wait for the reset, or use a token (5000 requests/hour instead of 60)",
-            OFFLINE: "run once with network access to fill the cache",
-        }.get(row.kind)
-        super().__init__(f"{what}: {row}", hint=hint)
-        self.row = row
 
 
 @dataclass

@@ -51,8 +51,9 @@ def _replace(path: Path, data: bytes) -> None:
 
 def default_cache_dir() -> Path:
     """``$PATCHSET_CACHE/github`` (default ``~/.cache/patchset/github``)."""
-    base = os.environ.get("PATCHSET_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "patchset")
-    return Path(base) / "github"
+    from patchset.upstream.cache import subdir
+
+    return subdir("github", create=False)
 
 
 @dataclass

@@ -31,8 +31,10 @@ FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
 
 
 def cache_dir() -> Path:
-    """``$PATCHSET_CACHE`` or ``~/.cache/patchset``."""
-    return Path(os.environ.get("PATCHSET_CACHE") or Path.home() / ".cache" / "patchset")
+    """patchset's cache root (``$PATCHSET_CACHE`` or ``~/.cache/patchset``)."""
+    from patchset.upstream.cache import cache_dir as root
+
+    return root(create=False)
 
 
 def engine_venv() -> Path:

@@ -24,15 +24,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchset.errors import EXIT_FINDING, EXIT_INPUT, EXIT_OK, InputError, LedgerError, Location, PatchFormatError
+from patchset.errors import (
+    EXIT_FINDING,
+    EXIT_INPUT,
+    EXIT_OK,
+    EnvironmentFailure,
+    InputError,
+    LedgerError,
+    Location,
+    PatchFormatError,
+)
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
 
-if TYPE_CHECKING:  # the client pulls in PyGithub; import it only when a download is needed
-    from patchset.tracker.github import GitHubClient
+if TYPE_CHECKING:
+    from patchset.upstream.hub import Connect, GitHubReader
     from patchset.upstream.refs import PRState, RowError
 
 __all__ = [
@@ -280,7 +289,7 @@ def _strip_of(ledger: Ledger, patch: Patch) -> int:
     return t.strip if t else 1
 
 
-def _pr_states(client: GitHubClient, specs: Iterable[SourceRef]) -> dict[tuple[str, int], PRState | RowError]:
+def _pr_states(client: GitHubReader, specs: Iterable[SourceRef]) -> dict[tuple[str, int], PRState | RowError]:
     """Current head of every PR source: one batched request per repository, never from cache."""
     from patchset.upstream.refs import PRRef
 
@@ -296,15 +305,14 @@ def _same_sha(a: str | None, b: str | None) -> bool:
 
 
 def _download(
-    client: GitHubClient | None,
+    client: GitHubReader | None,
     spec: SourceRef,
     states: dict[tuple[str, int], Any],
     pin: str | None,
     take_new: bool,
     revalidate: bool = False,
 ) -> _Download:
-    from patchset.tracker.github import FetchError
-    from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
+    from patchset.upstream.refs import MALFORMED, FetchError, PRRef, PRState, RowError
 
     if spec.kind == "url":
         return _download_url(spec.url)
@@ -382,28 +390,37 @@ def fetch(
     ids: Sequence[str] = (),
     *,
     all_: bool = False,
-    client: GitHubClient | None = None,
+    client: GitHubReader | None = None,
+    connect: Connect | None = None,
     offline: bool = False,
 ) -> FetchReport:
-    """Fetch the bodies of ``ids`` (or ``all_``) and store them; see the module docstring."""
+    """Fetch the bodies of ``ids`` (or ``all_``) and store them; see the module docstring. GitHub
+    sources are read through ``client``, or one built by ``connect`` when first needed."""
     ledger = ledger_mod.load_ledger(ledger_path)
-    return _run(ledger_path, ledger, select(ledger, ids, all_), client, offline, take_new=False)
+    return _run(ledger_path, ledger, select(ledger, ids, all_), client, connect, offline, take_new=False)
 
 
-def update(ledger_path: Path, patch_id: str, *, client: GitHubClient | None = None) -> FetchReport:
+def update(
+    ledger_path: Path, patch_id: str, *, client: GitHubReader | None = None, connect: Connect | None = None
+) -> FetchReport:
     """Take the source's current revision for one patch, deliberately: the body, the lock head,
     and ``source.pin`` / ``source.sha256`` (when the ledger sets them) are rewritten."""
     ledger = ledger_mod.load_ledger(ledger_path)
-    return _run(ledger_path, ledger, [ledger.get(patch_id)], client, False, take_new=True)
+    return _run(ledger_path, ledger, [ledger.get(patch_id)], client, connect, False, take_new=True)
 
 
-def _client_for(client: GitHubClient | None, specs: Iterable[SourceRef]) -> GitHubClient | None:
-    """The client given, else a new one when some source is on GitHub (a plain URL needs none)."""
+def _client_for(
+    client: GitHubReader | None, connect: Connect | None, specs: Iterable[SourceRef]
+) -> GitHubReader | None:
+    """The client given, else one built by ``connect`` when some source is on GitHub (a plain URL
+    needs none)."""
     if client is not None or all(s.kind == "url" for s in specs):
         return client
-    from patchset.tracker.status import make_client
-
-    return make_client(offline=False)
+    if connect is None:
+        raise EnvironmentFailure(
+            "fetching from GitHub needs a GitHub client", hint="pass `client=` or `connect=` (the CLI does)"
+        )
+    return connect()
 
 
 def _stored_body(ledger: Ledger, patch: Patch) -> bytes | None:
@@ -412,7 +429,13 @@ def _stored_body(ledger: Ledger, patch: Patch) -> bytes | None:
 
 
 def _run(
-    ledger_path: Path, ledger: Ledger, patches: list[Patch], client: GitHubClient | None, offline: bool, take_new: bool
+    ledger_path: Path,
+    ledger: Ledger,
+    patches: list[Patch],
+    client: GitHubReader | None,
+    connect: Connect | None,
+    offline: bool,
+    take_new: bool,
 ) -> FetchReport:
     rows: list[FetchRow] = []
     todo: list[tuple[Patch, SourceRef, FetchRow]] = []
@@ -453,7 +476,7 @@ def _run(
 
     warnings: list[str] = []
     if todo:
-        c = _client_for(client, [s for _, s, _ in todo])
+        c = _client_for(client, connect, [s for _, s, _ in todo])
         if c is not None and not c.authenticated:
             warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, 60 per hour")
         from patchset.upstream.refs import RowError
@@ -542,7 +565,12 @@ def _write(ledger_path: Path, writes: list[tuple[Patch, FetchRow, bytes, str | N
 
 # ---- check -----------------------------------------------------------------------------------
 def check(
-    ledger_path: Path, ids: Sequence[str] = (), *, client: GitHubClient | None = None, offline: bool = False
+    ledger_path: Path,
+    ids: Sequence[str] = (),
+    *,
+    client: GitHubReader | None = None,
+    connect: Connect | None = None,
+    offline: bool = False,
 ) -> CheckReport:
     """For each selected source (default: every active and held patch with a source), has
     upstream moved since the stored body? Never writes anything."""
@@ -568,7 +596,7 @@ def check(
         todo.append((p, spec, row, stored))
     if not todo:
         return CheckReport(rows)
-    c = _client_for(client, [s for _, s, _, _ in todo])
+    c = _client_for(client, connect, [s for _, s, _, _ in todo])
     from patchset.upstream.refs import NOT_FOUND, PRState, RowError
 
     states = _pr_states(c, [s for _, s, _, _ in todo]) if c is not None else {}

@@ -18,7 +18,6 @@ found with ``git log -L``.
 from __future__ import annotations
 
 import difflib
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,7 +26,7 @@ from patchset.ledger.model import Patch
 from patchset.patchfmt.diffs import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
 from patchset.rebase.replay import BlobStore, Move, Tree
-from patchset.upstream.git import git_env
+from patchset.upstream.git import run_git
 from patchset.upstream.history import GitRepo
 
 MAX_PATCH_ID_COMMITS = 400
@@ -100,7 +99,7 @@ def merge_signals(
 
 
 def _patch_ids(data: bytes) -> list[tuple[str, str]]:
-    proc = subprocess.run(["git", "patch-id", "--stable"], input=data, capture_output=True, env=git_env())
+    proc = run_git(["patch-id", "--stable"], input=data, check=False)
     out = []
     for line in proc.stdout.decode().splitlines():
         parts = line.split()

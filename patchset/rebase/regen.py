@@ -10,7 +10,6 @@ the same bytes whatever the user's git configuration.
 from __future__ import annotations
 
 import difflib
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.diffs import header_text
 from patchset.rebase.replay import blob_sha
-from patchset.upstream.git import git_env
+from patchset.upstream.git import run_git
 
 _ZERO = "0" * 40
 _DIFF_OPTS = [
@@ -63,9 +62,8 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
         for i, (before, after) in enumerate(pairs):
             (a / str(i)).write_bytes(before)
             (b / str(i)).write_bytes(after)
-        proc = subprocess.run(
+        proc = run_git(
             [
-                "git",
                 *_DIFF_OPTS,
                 "diff",
                 "--no-index",
@@ -84,9 +82,8 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
                 "a",
                 "b",
             ],
-            cwd=tmp,
-            capture_output=True,
-            env=git_env(),
+            cwd=Path(tmp),
+            check=False,
         )
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")

@@ -17,7 +17,6 @@ The result says per file what happened, and the caller decides whether the new w
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.diffs import FilePatch
-from patchset.upstream.git import git_env, ls_tree_blobs
+from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.history import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
@@ -127,9 +126,8 @@ class Merger:
             p = d / f"{self._n}.{role}"
             p.write_bytes(data)
             names.append(str(p))
-        proc = subprocess.run(
+        proc = run_git(
             [
-                "git",
                 "-c",
                 "merge.conflictStyle=merge",
                 "merge-file",
@@ -143,8 +141,7 @@ class Merger:
                 labels[2],
                 *names,
             ],
-            capture_output=True,
-            env=git_env(),
+            check=False,
         )
         for n in names:
             Path(n).unlink(missing_ok=True)

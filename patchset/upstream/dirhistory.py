@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.upstream.git import fast_import_path, git_env, run_git
+from patchset.upstream.git import fast_import_path, run_git
 from patchset.upstream.history import GitRepo
 
 _IDENT = b"patchset directory import <dirs@patchset.invalid> 0 +0000"
@@ -91,20 +89,14 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         stream.append(b"\nreset refs/tags/%s\nfrom :%d\n\n" % (label.encode(), n))
         prev = files
     stream.append(b"done\n")
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.run(
-            ["git", "-c", "pack.compression=1", "-c", "core.compression=1", "fast-import", "--quiet", "--done"],
-            cwd=git_dir,
-            input=b"".join(stream),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=git_env(),
-        )
-        if proc.returncode != 0:
-            err.seek(0)
-            raise EnvironmentFailure(
-                f"git fast-import failed in {git_dir}: {err.read().decode(errors='replace')[-2000:]}"
-            )
+    proc = run_git(
+        ["-c", "pack.compression=1", "-c", "core.compression=1", "fast-import", "--quiet", "--done"],
+        cwd=git_dir,
+        input=b"".join(stream),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise EnvironmentFailure(f"git fast-import failed in {git_dir}: {proc.stderr.decode(errors='replace')[-2000:]}")
     repo = GitRepo(git_dir)
     try:
         return [repo.resolve(f"refs/tags/{label}") for label, _ in dirs]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from patchset.errors import EnvironmentFailure
 
-__all__ = ["GIT_ENV_DROP", "fast_import_path", "git_env", "ls_tree_blobs", "run_git"]
+__all__ = ["GIT_ENV_DROP", "fast_import_path", "git_env", "ls_tree_blobs", "popen_git", "run_git"]
 
 # Variables that would make git act on another repository, index or config than the one named.
 GIT_ENV_DROP = (
@@ -30,28 +31,50 @@ GIT_ENV_DROP = (
 )
 
 
-def git_env() -> dict[str, str]:
+def git_env(user_config: bool = False) -> dict[str, str]:
     """This process's environment without ``GIT_ENV_DROP``, with prompts off and ``LC_ALL=C``
-    unless the caller set a locale of its own."""
+    unless the caller set a locale of its own. Isolated from the user's and the system's git
+    configuration (so ``diff.noprefix``, ``color.ui`` or a ``core.autocrlf`` cannot change what
+    patchset reads or writes) unless ``user_config``: operations that reach the network (clone,
+    fetch, a partial clone's lazy blobs) need the user's proxies and credential helpers."""
     env = {k: v for k, v in os.environ.items() if k not in GIT_ENV_DROP}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.setdefault("LC_ALL", "C")
+    if not user_config:
+        env["GIT_CONFIG_NOSYSTEM"] = "1"
+        env["GIT_CONFIG_GLOBAL"] = os.devnull
     return env
 
 
 def run_git(
-    args: list[str], *, cwd: Path | None = None, input: bytes | None = None, check: bool = True
+    args: list[str],
+    *,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+    user_config: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     """``git <args>`` in ``cwd`` with ``git_env()``, output captured. ``EnvironmentFailure`` when
     git is not installed, or (with ``check``) when it exits non-zero, with git's own message."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env())
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env(user_config))
     except FileNotFoundError as exc:
         raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
     if check and proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
         raise EnvironmentFailure(f"git {' '.join(args[:3])} failed in {cwd}: {err}")
     return proc
+
+
+def popen_git(
+    args: list[str], *, cwd: Path | None = None, user_config: bool = False, **kw: Any
+) -> subprocess.Popen[bytes]:
+    """A long-running ``git <args>`` (``cat-file --batch``, ``fast-import``) with ``git_env()``;
+    ``kw`` goes to ``subprocess.Popen`` (pipes, buffering)."""
+    try:
+        return subprocess.Popen(["git", *args], cwd=cwd, env=git_env(user_config), **kw)
+    except FileNotFoundError as exc:
+        raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
 
 
 def fast_import_path(path: str) -> bytes:

@@ -40,7 +40,7 @@ from rich.progress import Progress
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
-from patchset.upstream.git import fast_import_path, git_env, ls_tree_blobs, run_git
+from patchset.upstream.git import fast_import_path, ls_tree_blobs, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
 
 __all__ = [
@@ -102,6 +102,9 @@ def similarity(old: bytes, new: bytes) -> int:
 class GitRepo:
     """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
 
+    #: Whether git here may read the user's configuration (a clone that reaches the network does).
+    user_config = False
+
     def __init__(self, git_dir: Path | str) -> None:
         self.git_dir = Path(git_dir)
         self._batch: subprocess.Popen[bytes] | None = None
@@ -111,7 +114,7 @@ class GitRepo:
     # -- plumbing ------------------------------------------------------------------------------
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         """Run ``git <args>`` in this repository; EnvironmentFailure when it fails and ``check``."""
-        return run_git(list(args), cwd=self.git_dir, input=input, check=check)
+        return run_git(list(args), cwd=self.git_dir, input=input, check=check, user_config=self.user_config)
 
     def close(self) -> None:
         """Stop the persistent ``git cat-file`` reader, if one runs."""
@@ -166,12 +169,12 @@ class GitRepo:
             raise InputError(f"path with a newline cannot be read: {path!r}")
         with self._batch_lock:
             if self._batch is None or self._batch.poll() is not None:
-                self._batch = subprocess.Popen(
-                    ["git", "cat-file", "--batch"],
+                self._batch = popen_git(
+                    ["cat-file", "--batch"],
                     cwd=self.git_dir,
+                    user_config=self.user_config,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    env=git_env(),
                 )
             proc = self._batch
             assert proc.stdin is not None and proc.stdout is not None
@@ -537,9 +540,8 @@ class ReleaseHistory(GitRepo):
         known = self._known_blobs()
         errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
         try:
-            proc = subprocess.Popen(
+            proc = popen_git(
                 [
-                    "git",
                     "-c",
                     f"pack.compression={FAST_IMPORT_COMPRESSION}",
                     "-c",
@@ -553,11 +555,11 @@ class ReleaseHistory(GitRepo):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=errlog,
-                env=git_env(),
                 bufsize=1 << 20,
             )
-        except FileNotFoundError as exc:
-            raise EnvironmentFailure("git is not installed", hint="install git") from exc
+        except EnvironmentFailure:
+            errlog.close()
+            raise
         assert proc.stdin is not None
         try:  # a bigger pipe means fewer context switches between us and fast-import (Linux)
             fcntl.fcntl(proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
@@ -694,6 +696,8 @@ class UpstreamClone(GitRepo):
     of vLLM is small. ``sync()`` clones the first time and fetches branches and tags afterwards.
     """
 
+    user_config = True  # clone, fetch and lazy blob reads reach the network: proxies, credentials
+
     def __init__(self, url: str, directory: Path | str | None = None) -> None:
         super().__init__(Path(directory) if directory is not None else _dir_for_url(url))
         self.url = url
@@ -729,6 +733,7 @@ class UpstreamClone(GitRepo):
                 proc = run_git(
                     ["clone", "-q", "--bare", "--filter=blob:none", "--", self.url, str(tmp)],
                     check=False,
+                    user_config=True,
                 )
                 if proc.returncode != 0:
                     raise EnvironmentFailure(

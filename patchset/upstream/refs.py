@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from patchset.errors import InputError
+from patchset.errors import EnvironmentFailure, InputError
 
 # Short names people write in the ledger ("vllm#57632"); facts from the production ledger.
 DEFAULT_ALIASES: dict[str, str] = {
@@ -179,3 +179,16 @@ class RowError:
         if self.reset_at:
             out["reset_at_iso"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.reset_at))
         return out
+
+
+class FetchError(EnvironmentFailure):
+    """A diff or file could not be fetched; ``row`` says why (same kinds as a status row)."""
+
+    def __init__(self, row: RowError, what: str) -> None:
+        hint = {
+            AUTH: "set GITHUB_TOKEN (or run `gh auth login`) with a token GitHub accepts",
+            RATE_LIMIT: "wait for the reset, or use a token (5000 requests/hour instead of 60)",
+            OFFLINE: "run once with network access to fill the cache",
+        }.get(row.kind)
+        super().__init__(f"{what}: {row}", hint=hint)
+        self.row = row

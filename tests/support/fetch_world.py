@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import commit_files, git, new_repo
+from tests.support.repo import commit_files, git, new_repo
 
 TOKEN = "ghp_fetchWorldToken000000000000000000000"
 REPO = "acme/demo"

@@ -1,0 +1,88 @@
+"""A small upstream with squash-merge history and a two-patch ledger on it: the gate's test world.
+
+Shared by the gate tests and the workflow tests (the ``upstream`` fixture in ``tests/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.support.repo import commit_files, git
+from tests.support.text import edit, udiff
+
+CORE = "".join(f"def limit_{i}(x):\n    return x + {i}\n\n" for i in range(20))
+UTIL = "".join(f"VALUE_{i} = {i}\n" for i in range(40))
+
+
+PATCH_A = ("pkg/util.py", "VALUE_30 = 30\n", "VALUE_30 = 30  # PATCHED-A\n")
+PATCH_B = ("pkg/core.py", "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return min(x, 5)  # PATCHED-B\n")
+
+
+def build_upstream(root: Path) -> tuple[Path, list[str]]:
+    """``(repo, [c0 .. c9])``: a linear main branch with squash-merge subjects, under ``root``."""
+    repo = root / "demo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    core, util = CORE, UTIL
+    shas = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util, "README": "demo\n"})]
+    util = edit(util, "VALUE_3 = 3\n", "VALUE_3 = 33\n")
+    shas.append(commit_files(repo, "Tune VALUE_3 (#101)", {"pkg/util.py": util}))
+    util = edit(util, PATCH_A[1], PATCH_A[2])
+    shas.append(commit_files(repo, "Take the downstream VALUE_30 note (#102)", {"pkg/util.py": util}))
+    shas.append(commit_files(repo, "Docs (#103)", {"README": "demo, documented\n"}))
+    core = edit(
+        core,
+        "def limit_5(x):\n    return x + 5\n",
+        "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n",
+    )
+    shas.append(commit_files(repo, "[Core] Rework limit_5 with a cap (#104)", {"pkg/core.py": core}))
+    for n in range(105, 110):
+        shas.append(commit_files(repo, f"Unrelated change {n} (#{n})", {f"docs/n{n}.md": f"{n}\n"}))
+    return repo, shas
+
+
+def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
+    """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
+    d = root / "ledgers" / "demo"
+    series = d / "patchset" / "series" / "demo"
+    series.mkdir(parents=True)
+    for name, (path, old, new) in (("A", PATCH_A), ("B", PATCH_B)):
+        text = CORE if path == "pkg/core.py" else UTIL
+        (series / f"{name}.patch").write_bytes(udiff(path, text, edit(text, old, new)).encode())
+    (d / "patches.toml").write_text(f"""schema = 1
+
+[targets.demo]
+upstream = "{upstream_repo}"
+github = "example/demo"
+base = "{base}"
+
+[[patch]]
+id = "A"
+target = "demo"
+title = "A note on VALUE_30"
+origin = "ours"
+files = ["pkg/util.py"]
+
+[[patch.tests]]
+name = "util-patched"
+command = "grep -q PATCHED-A pkg/util.py"
+tags = ["cpu"]
+
+[[patch]]
+id = "B"
+target = "demo"
+title = "limit_5 caps at 5"
+origin = "ours"
+files = ["pkg/core.py"]
+
+[[patch.tests]]
+name = "core-patched"
+command = "{sys.executable} -c \\"import sys; sys.exit('PATCHED-B' not in open('pkg/core.py').read())\\""
+tags = ["cpu", "gpu"]
+{tests}""")
+    if not (root / ".git").exists():
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "ledger")
+    return d / "patches.toml"
