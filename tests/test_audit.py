@@ -18,7 +18,7 @@ import pytest
 from patchset.commands.audit import audit
 from patchset.commands.inspection import canonical_path, validate
 from patchset.ledger.store import load_ledger
-from tests.conftest import REPO_ROOT, commit_files, git_bytes, new_repo
+from tests.support.repo import REPO_ROOT, commit_files, git_bytes, new_repo
 
 LEDGER = """\
 schema = 1
