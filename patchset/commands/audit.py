@@ -234,15 +234,21 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                     Finding("series-missing", srel, f"names {name!r}, which is not in {s.path.parent}", lineno)
                 )
                 continue
-            p = by_name.get(Path(name).name)
-            if p is None:
+            entry = by_name.get(Path(name).name)
+            if entry is None:
                 continue  # an unmatched body: reported above
-            if not p.active:
+            if not entry.active:
                 rep.findings.append(
-                    Finding("held-in-series", srel, f"applies {p.id}, which the ledger marks {p.state}", lineno, p.id)
+                    Finding(
+                        "held-in-series",
+                        srel,
+                        f"applies {entry.id}, which the ledger marks {entry.state}",
+                        lineno,
+                        entry.id,
+                    )
                 )
                 continue
-            order.append((lineno, p))
+            order.append((lineno, entry))
         _order_findings(ledger, order, srel, rep)
     # numbered patches without a series file: their numbers are the order
     seen_dirs = {s.path.parent for s in series_list}
@@ -278,14 +284,14 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
             continue
         t = ledger.targets[tname]
         want = {canonical_path(t, k): (v, k) for k, v in raw.items()}
-        locked = {canonical_path(t, k): v for k, v in ledger.lock.target(tname).files.items()}
+        lock_files = {canonical_path(t, k): v for k, v in ledger.lock.target(tname).files.items()}
         for path, (digest, written) in sorted(want.items()):
             line = lines.get(written)
-            if path in locked and locked[path] != digest:
+            if path in lock_files and lock_files[path] != digest:
                 rep.findings.append(
                     Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
                 )
-            elif locked and path not in locked:
+            elif lock_files and path not in lock_files:
                 rep.findings.append(
                     Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line)
                 )
@@ -293,7 +299,7 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                 rep.findings.append(
                     Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
                 )
-        for path in sorted(set(locked) - set(want)):
+        for path in sorted(set(lock_files) - set(want)):
             rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
         for path in sorted(touched[tname] - set(want)):
             rep.findings.append(

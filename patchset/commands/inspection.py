@@ -140,22 +140,22 @@ def validate(ledger: Ledger) -> ValidateReport:
             )
         elif state == BODY_UNLOCKED:
             rep.warnings.append(f"{p.id}: body {p.body_path} has no hash in the lock (run `patchset import`)")
-        target = ledger.targets[p.target]
+        tgt = ledger.targets[p.target]
         if body is not None:
             stats = diffstat(body)
             if not stats and body.strip():
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
             # compared through the path map: a layout-only difference is no difference
-            declared = {canonical_path(target, f) for f in p.files}
-            actual = {canonical_path(target, s.path) for s in stats}
+            declared = {canonical_path(tgt, name) for name in p.files}
+            actual = {canonical_path(tgt, s.path) for s in stats}
             if declared and actual and declared != actual:
                 rep.warnings.append(
                     f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
                     f"body's {sorted(actual - declared)}"
                 )
         if p.state == "active":
-            for f in patch_files(ledger, p, body):
-                touched[(p.target, canonical_path(target, f))].append(p.id)
+            for name in patch_files(ledger, p, body):
+                touched[(p.target, canonical_path(tgt, name))].append(p.id)
             if not p.tests:
                 # a warning, not a problem: a ledger without tests is valid, only less proven
                 rep.untested.append(p.id)
@@ -164,9 +164,9 @@ def validate(ledger: Ledger) -> ValidateReport:
             rep.switches[p.id] = {"env": p.switches.env, "flags": p.switches.flags}
         if p.tests:
             rep.tests[p.id] = len(p.tests)
-    for (target, f), ids in sorted(touched.items()):
+    for (tname, fname), ids in sorted(touched.items()):
         if len(ids) > 1:
-            rep.shared_files[f"{target}:{f}"] = ids
+            rep.shared_files[f"{tname}:{fname}"] = ids
     rep.counts = {t: dict(c) for t, c in counts.items()}
     referenced = {ledger.body_file(p).resolve() for p in ledger.patches}
     series_root = ledger.root / "patchset" / "series"
