@@ -194,7 +194,7 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
         if p.active:
             touched[p.target] |= actual
         declared = {canonical_path(t, x) for x in p.files}
-        if declared and declared != actual:
+        if declared and declared != actual:  # an entry that declares none has nothing to disagree with
             parts = []
             if declared - actual:
                 parts.append(f"declares {', '.join(sorted(declared - actual))}, which the body does not change")
@@ -203,15 +203,6 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                     f"the body changes {', '.join(sorted(actual - declared))}, which the ledger does not declare"
                 )
             rep.findings.append(Finding("files", rel, f"{pid}: " + "; ".join(parts), patch=pid))
-        elif not declared:
-            rep.findings.append(
-                Finding(
-                    "files",
-                    rel,
-                    f"{pid}: the ledger declares no files; the body changes {', '.join(sorted(actual))}",
-                    patch=pid,
-                )
-            )
         locked = ledger.lock.bodies.get(pid)
         if locked is not None and locked != sha256_bytes(data):
             rep.findings.append(
