@@ -17,6 +17,7 @@ from typing import Any
 
 from patchset import atomic
 from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
+from patchset.text import md_cell
 
 SUITE = "patchset-gate"
 
@@ -25,8 +26,7 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write_text(path, json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+_md = md_cell
 
 
 def markdown(r: GateReport) -> str:

@@ -34,6 +34,7 @@ from patchset.ci.upstream import Upstream, open_upstream
 from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
+from patchset.text import split_list
 
 __all__ = ["GateProgress", "GateReport", "render", "run_gate", "split_tags"]
 
@@ -42,16 +43,7 @@ GateProgress = Callable[[str, str], None]  # (stage, detail): fetch, rebase, sta
 
 def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     """``["cpu,gpu", "spark"]`` -> ``["cpu", "gpu", "spark"]`` (order kept, duplicates dropped)."""
-    if tags is None:
-        return []
-    items = [tags] if isinstance(tags, str) else list(tags)
-    out: list[str] = []
-    for item in items:
-        for t in item.split(","):
-            t = t.strip()
-            if t and t not in out:
-                out.append(t)
-    return out
+    return split_list(tags)
 
 
 @dataclass

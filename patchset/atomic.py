@@ -1,4 +1,5 @@
-"""Atomic writes: a file is either the old bytes or the new bytes, never half of either.
+"""Atomic writes: a file is either the old bytes or the new bytes, never half of either; a directory
+is either absent (or empty) or complete.
 
 Every write patchset makes to a user's files (ledger, lock, patch bodies) goes through here.
 ``write_many`` stages every file first and renames them into place only when all are staged,
@@ -8,8 +9,10 @@ so a validation error never leaves a half-written set.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -81,3 +84,27 @@ def write_many(files: Mapping[Path, bytes | None]) -> None:
             Path(path).unlink(missing_ok=True)
     for parent in {p.parent for p in files}:
         fsync_path(parent, directory=True)
+
+
+@contextmanager
+def publish_dir(dest: Path, *, ready: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """Build a directory beside ``dest`` and rename it into place when the block ends without error.
+
+    Yields an empty staging directory on ``dest``'s file system. On success it replaces ``dest``
+    when ``dest`` is absent or an empty directory; if another process published ``dest`` first
+    and ``ready(dest)`` says it is complete, the stage is dropped and theirs is kept. On any error
+    (and after a kill, on the next run: stages are dot-named) nothing is left under ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".stage", dir=dest.parent))
+    try:
+        yield stage
+        if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+            dest.rmdir()
+        try:
+            os.replace(stage, dest)
+        except OSError:
+            if ready is None or not ready(dest):
+                raise
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from patchset import errors
 from patchset.ledger import store as ledger_mod
+from patchset.text import split_list
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -624,7 +625,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     """
     from patchset.verify.longctx import run_checks
 
-    names = [n for item in checks for n in item.split(",") if n] or None
+    names = split_list(checks) or None
     report = run_checks(
         url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout
     )

@@ -83,3 +83,15 @@ def upstream(tmp_path_factory) -> tuple[Path, list[str]]:
     from tests.support.gateworld import build_upstream
 
     return build_upstream(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture
+def serve_hub():
+    """``serve_hub(data)``: a local GitHub-shaped server (``tests.support.fakehub``) on ``data``,
+    stopped when the test ends. Each test module builds the world it needs and serves it here."""
+    from contextlib import ExitStack
+
+    from tests.support.fakehub.server import FakeHub
+
+    with ExitStack() as stack:
+        yield lambda data, **kw: stack.enter_context(FakeHub(data, **kw))

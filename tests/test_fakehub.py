@@ -7,11 +7,8 @@ OpenAPI description (npm ``@octokit/openapi``) can be had, against its response 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import requests
 from github import Auth, Github
 
 from patchset.errors import InputError
+from tests.support.fakehub import specs
 from tests.support.fakehub.graphql import Obj, execute
 from tests.support.fakehub.server import FakeHub, media_of
 from tests.support.fakehub.world import ledger_world, small_diff
@@ -29,7 +27,7 @@ REPO = "vllm-project/vllm"
 
 
 @pytest.fixture()
-def hub():
+def hub(serve_hub):
     data = ledger_world()
     data["tokens"] = [TOKEN]
     repo = data["repos"][REPO]
@@ -37,8 +35,7 @@ def hub():
     many = "".join(small_diff(f"pkg/f{i:03d}.py", str(i)) for i in range(7))
     repo["pulls"]["59000"] = {"title": "Seven files", "author": "someone", "diff": many}
     repo["pulls"]["59001"] = {"title": "Huge", "author": "someone", "diff": many, "diff_too_large": True}
-    with FakeHub(data) as h:
-        yield h
+    return serve_hub(data)
 
 
 def _s(token: str | None = TOKEN) -> requests.Session:
@@ -292,7 +289,7 @@ def test_media_type_parsing():
     assert media_of("application/vnd.github.v3.diff") == "diff"
     assert media_of("application/vnd.github.diff") == "diff"
     assert media_of("application/vnd.github.patch, */*") == "patch"
-    assert media_of("application/vnd.github.raw+json") == "json"
+    assert media_of("application/vnd.github.raw+json") == "raw"  # GitHub's documented raw type for contents
     assert media_of("application/vnd.github+json") == "json"
     assert media_of("*/*") == "json"
 
@@ -359,39 +356,11 @@ def test_cli_bad_state_file(tmp_path):
 
 
 # ---- schema validation against GitHub's OpenAPI description ---------------------------------
-OPENAPI_VERSION = "23.0.2"
-
-
 def _openapi_spec() -> dict:
-    cache = Path(os.environ.get("PATCHSET_CACHE") or Path.home() / ".cache" / "patchset") / "octokit-openapi"
-    spec = cache / OPENAPI_VERSION / "api.github.com.deref.json"
-    if not spec.exists():
-        npm = shutil.which("npm")
-        if not npm:
-            pytest.skip("GitHub's OpenAPI description is not cached and npm is not installed")
-        work = cache / "download"
-        work.mkdir(parents=True, exist_ok=True)
-        try:
-            subprocess.run(
-                [npm, "pack", f"@octokit/openapi@{OPENAPI_VERSION}", "--silent"],
-                cwd=work,
-                capture_output=True,
-                timeout=180,
-                check=True,
-            )
-        except (subprocess.SubprocessError, OSError) as exc:
-            pytest.skip(f"cannot fetch @octokit/openapi from the npm registry: {exc}")
-        tgz = next(work.glob("octokit-openapi-*.tgz"))
-        with tarfile.open(tgz) as tar:
-            member = tar.getmember("package/generated/api.github.com.deref.json")
-            fh = tar.extractfile(member)
-            assert fh is not None
-            spec.parent.mkdir(parents=True, exist_ok=True)
-            tmp = spec.with_suffix(".tmp")
-            tmp.write_bytes(fh.read())
-            tmp.replace(spec)
-        tgz.unlink()
-    return json.loads(spec.read_text())
+    try:
+        return specs.openapi(fetch=True)
+    except specs.Missing as exc:
+        pytest.skip(str(exc))
 
 
 def _to_jsonschema(s):
@@ -427,7 +396,7 @@ def test_responses_match_githubs_openapi_schemas(hub):
     for template, path in cases:
         schema = spec["paths"][template]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         body = s.get(hub.base_url + path).json()
-        jsonschema.validate(body, _to_jsonschema(schema))
+        jsonschema.Draft4Validator(_to_jsonschema(schema)).validate(body)
     # the write endpoints
     api = f"{hub.base_url}/repos/{REPO}"
     pull = s.post(f"{api}/pulls", json={"title": "t", "head": "h", "base": "main"}).json()
@@ -459,8 +428,97 @@ def test_responses_match_githubs_openapi_schemas(hub):
     ]
     for template, method, status, body in writes:
         schema = spec["paths"][template][method]["responses"][status]["content"]["application/json"]["schema"]
-        jsonschema.validate(body, _to_jsonschema(schema))
+        jsonschema.Draft4Validator(_to_jsonschema(schema)).validate(body)
     # error bodies: "Basic Error"
     err_schema = spec["paths"]["/repos/{owner}/{repo}/pulls/{pull_number}"]["get"]["responses"]["406"]
     body = s.get(f"{hub.base_url}/repos/{REPO}/pulls/59001", headers={"Accept": "application/vnd.github.diff"}).json()
-    jsonschema.validate(body, _to_jsonschema(err_schema["content"]["application/json"]["schema"]))
+    jsonschema.Draft4Validator(_to_jsonschema(err_schema["content"]["application/json"]["schema"])).validate(body)
+
+
+# ---- strict where GitHub is strict, and GitHub's odd answers (issue #12) ----------------------
+OLD_DOCUMENT = """query($owner: String!, $name: String!) {
+  repository(owner: $owner, name: $name) { pr1: pullRequest(number: 57632) { ...PRFields } }
+}
+fragment PRFields on PullRequest { number state }
+fragment IssueFields on Issue { number state }
+"""
+
+
+def test_graphql_document_with_an_unused_fragment_is_refused_even_without_the_schema():
+    data = ledger_world()
+    with FakeHub(data, graphql_schema=None) as h:
+        assert h.validator.mode == "schema-free rules only"
+        r = _s().post(
+            h.graphql_url, json={"query": OLD_DOCUMENT, "variables": {"owner": "vllm-project", "name": "vllm"}}
+        )
+        body = r.json()
+        assert r.status_code == 200 and "data" not in body
+        assert body["errors"][0]["message"] == "Fragment IssueFields was defined, but not used"
+        assert body["errors"][0]["locations"] == [{"line": 5, "column": 1}]
+
+
+def test_moved_repository_301_keeps_path_and_query(hub):
+    hub.state.set_file(REPO, "v1", "a.txt", "one\n")
+    repo = hub.state.rename(REPO, "vllm-project/vllm-renamed")
+    s = _s()
+    r = s.get(f"{hub.base_url}/repos/{REPO}/contents/a.txt", params={"ref": "v1"}, allow_redirects=False)
+    assert r.status_code == 301 and r.json()["message"] == "Moved Permanently"
+    assert r.headers["Location"] == f"{hub.base_url}/repositories/{repo.id}/contents/a.txt?ref=v1"
+    assert r.json()["url"] == r.headers["Location"]
+    followed = s.get(r.headers["Location"], headers={"Accept": "application/vnd.github.raw+json"})
+    assert followed.content == b"one\n"
+    hub.state.rename("vllm-project/vllm-renamed", "elsewhere/vllm", other_root="http://localhost:1")
+    r = s.get(f"{hub.base_url}/repos/vllm-project/vllm-renamed/pulls/57632", allow_redirects=False)
+    assert r.status_code == 301 and r.headers["Location"].startswith("http://localhost:1/api/v3/repositories/")
+
+
+def test_contents_over_1mb_is_403_too_large_for_json_only(hub):
+    hub.state.set_file(REPO, "main", "big.bin", b"\x01" * (1024 * 1024 + 1))
+    url = f"{hub.base_url}/repos/{REPO}/contents/big.bin"
+    r = _s().get(url)
+    assert r.status_code == 403
+    assert r.json()["errors"] == [{"resource": "Blob", "field": "data", "code": "too_large"}]
+    raw = _s().get(url, headers={"Accept": "application/vnd.github.raw+json"})
+    assert raw.status_code == 200 and len(raw.content) == 1024 * 1024 + 1
+
+
+def test_diff_not_available_422_and_non_utf8_bytes(hub):
+    pull = hub.state.pull(REPO, 58834)
+    pull.diff_unavailable = True
+    r = _s().get(f"{hub.base_url}/repos/{REPO}/pulls/58834", headers={"Accept": "application/vnd.github.diff"})
+    assert r.status_code == 422 and r.json()["errors"][0]["code"] == "not_available"
+    assert "taking too long" in r.json()["message"]
+    pull.diff_unavailable = False
+    pull.diff = b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\xe9\n+\xff\n"
+    r = _s().get(f"{hub.base_url}/repos/{REPO}/pulls/58834", headers={"Accept": "application/vnd.github.diff"})
+    assert r.content == pull.diff
+    files = _s().get(f"{hub.base_url}/repos/{REPO}/pulls/58834/files").json()
+    assert files[0]["patch"] == "@@ -1 +1 @@\n-\ufffd\n+\ufffd"  # JSON carries text: replaced
+
+
+def test_429_with_and_without_retry_after(hub):
+    url = f"{hub.base_url}/repos/{REPO}/pulls/57632"
+    hub.inject("/repos/*", status=429, retry_after=7, times=1)
+    r = _s().get(url)
+    assert r.status_code == 429 and r.headers["Retry-After"] == "7" and "secondary rate limit" in r.json()["message"]
+    hub.inject("/repos/*", status=429, retry_after=None, times=1)
+    r = _s().get(url)
+    assert r.status_code == 429 and "Retry-After" not in r.headers
+    hub.inject("/repos/*", secondary=True, retry_after=None, times=1)
+    r = _s().get(url)
+    assert r.status_code == 403 and "Retry-After" not in r.headers
+
+
+def test_head_repo_null_when_the_fork_is_gone(hub):
+    hub.state.pull(REPO, 58834).head_repo_deleted = True
+    pr = _s().get(f"{hub.base_url}/repos/{REPO}/pulls/58834").json()
+    assert pr["head"]["repo"] is None and len(pr["head"]["sha"]) == 40 and pr["base"]["repo"]["full_name"] == REPO
+
+
+def test_304_is_free_only_with_a_token(hub):
+    url = f"{hub.base_url}/repos/{REPO}/pulls/57632"
+    for session, bucket in ((_s(None), "core:anon"), (_s(), "core")):
+        etag = session.get(url).headers["ETag"]
+        used = hub.rate(bucket).used
+        assert session.get(url, headers={"If-None-Match": etag}).status_code == 304
+        assert hub.rate(bucket).used == used + (1 if bucket == "core:anon" else 0)

@@ -49,9 +49,8 @@ def world(tmp_path_factory) -> World:
 
 
 @pytest.fixture()
-def hub(world):
-    with FakeHub(hub_data(world)) as h:
-        yield h
+def hub(world, serve_hub):
+    return serve_hub(hub_data(world))
 
 
 @pytest.fixture()

@@ -316,9 +316,8 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):
 
 
 @pytest.fixture
-def hub():
-    with FakeHub({"tokens": ["tok"], "repos": {"me/fork": {"default_branch": "main"}}}) as h:
-        yield h
+def hub(serve_hub):
+    return serve_hub({"tokens": ["tok"], "repos": {"me/fork": {"default_branch": "main"}}})
 
 
 def _gh(

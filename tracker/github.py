@@ -1,11 +1,16 @@
 """The GitHub client of the tracker: upstream PR/issue state in one request per repository,
 PR and commit diffs, file contents; cached on disk, honest about failures.
 
-PyGithub does the HTTP (auth header, base_url, retries, timeouts, GraphQL URL): every request
-goes through its ``Requester.requestJson``. On top of it this module adds what PyGithub lacks:
-conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no rate limit), an
-offline mode, one batched GraphQL query per repository, the too-large-diff fallbacks, and a
-classification of every failure into a ``RowError`` so one bad row never hides the others.
+Every request goes through PyGithub's ``Requester.requestJson`` (auth header, user agent, base
+URL and GraphQL URL, a debug log with the token masked) over a connection object of this module
+(``_Wire``, on the client's own ``requests`` session with its retries and timeout), because
+PyGithub's own connection decodes bodies to text and follows a 301 without its query string. On
+top of it this module adds what PyGithub lacks: exact bytes, redirects followed with the full URL
+(same origin only), conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no
+rate limit with a token), an offline mode, one batched GraphQL query per repository that passes
+GitHub's validation rules, the refused-diff fallbacks, and a classification of every failure into
+a ``RowError`` so one bad row never hides the others. What it asks GitHub for, and what that
+costs: docs/github.md.
 
     client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
     states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
@@ -29,11 +34,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import requests
 import urllib3
 from github import Auth, Github, GithubException
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
@@ -74,7 +80,10 @@ PUBLIC_API = "https://api.github.com"
 JSON = "application/vnd.github+json"
 DIFF = "application/vnd.github.diff"
 PATCH = "application/vnd.github.patch"
-RAW = "application/vnd.github.raw"
+RAW = "application/vnd.github.raw+json"  # GitHub's documented raw media type for the contents API
+API_VERSION = "2022-11-28"  # sent as X-GitHub-Api-Version on every request
+MAX_REDIRECTS = 5
+PR_COMMIT_CAP = 250  # GitHub lists at most this many commits of a pull request
 MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split into several
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -146,9 +155,60 @@ class _Secret:
 
 
 class _Failure(Exception):
-    def __init__(self, row: RowError) -> None:
+    """A failed read: the row to report, and the ``errors[].code`` values of GitHub's error body
+    (``too_large``, ``not_available``…) so a caller can pick a fallback."""
+
+    def __init__(self, row: RowError, codes: tuple[str, ...] = ()) -> None:
         super().__init__(str(row))
         self.row = row
+        self.codes = codes
+
+
+class _Wire:
+    """One HTTP exchange in the shape PyGithub's ``requestJson(cnx=...)`` expects, over the
+    client's own ``requests`` session. It exists for two things PyGithub's own connection gets
+    wrong for this client: the body is kept as the exact bytes received (PyGithub hands back
+    ``response.text``, which turns a non-UTF-8 byte of a diff into U+FFFD), and a redirect's
+    ``Location`` is hidden from PyGithub (which follows a 301 with the path only, dropping the
+    query string, and raises ``RuntimeError`` for another host) so the client follows it itself."""
+
+    def __init__(self, session: requests.Session, origin: str, timeout: float) -> None:
+        self.session = session
+        self.origin = origin  # scheme://host[:port] of the base URL
+        self.timeout = timeout
+        self.response: requests.Response | None = None
+        self.location: str | None = None
+
+    def request(self, verb: str, url: str, input: Any, headers: dict[str, str], stream: bool = False) -> None:
+        self._args = (verb, url, input, headers)
+
+    def getresponse(self) -> _Wire:
+        verb, url, data, headers = self._args
+        self.response = self.session.request(
+            verb, self.origin + url, data=data, headers=headers, timeout=self.timeout, allow_redirects=False
+        )
+        self.location = None
+        return self
+
+    @property
+    def status(self) -> int:
+        assert self.response is not None
+        return self.response.status_code
+
+    def getheaders(self) -> list[tuple[str, str]]:
+        assert self.response is not None
+        items = list(self.response.headers.items())
+        if 300 <= self.status < 400:
+            self.location = self.response.headers.get("location")
+            items = [(k, v) for k, v in items if k.lower() != "location"]
+        return items
+
+    def read(self) -> str:
+        assert self.response is not None
+        return self.response.content.decode("latin-1")  # lossless; the client reads ``response.content``
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -237,6 +297,8 @@ class GitHubClient:
                     "states are read one REST request at a time"
                 )
         self._gh: Github | None = None
+        self._http: requests.Session | None = None
+        self.redirects: list[tuple[str, str]] = []  # (asked, followed to), for the caller to report
 
     def __repr__(self) -> str:
         return (
@@ -252,6 +314,9 @@ class GitHubClient:
         if self._gh is not None:
             self._gh.close()
             self._gh = None
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     def __enter__(self) -> GitHubClient:
         return self
@@ -262,6 +327,19 @@ class GitHubClient:
     # ---- transport -----------------------------------------------------------------------
     def _requester(self) -> Any:
         if self._gh is None:
+            value = self._token.reveal()
+            self._gh = Github(
+                base_url=self.base_url,
+                auth=Auth.Token(value) if value else None,
+                timeout=self.timeout,
+                per_page=100,
+                seconds_between_requests=None,
+                seconds_between_writes=None,
+            )
+        return self._gh.requester
+
+    def _session(self) -> requests.Session:
+        if self._http is None:
             retry = Retry(
                 total=self.retries,
                 connect=self.retries,
@@ -272,24 +350,25 @@ class GitHubClient:
                 allowed_methods=frozenset({"GET", "POST"}),
                 raise_on_status=False,
                 respect_retry_after_header=False,
+                redirect=0,
             )
-            value = self._token.reveal()
-            self._gh = Github(
-                base_url=self.base_url,
-                auth=Auth.Token(value) if value else None,
-                timeout=self.timeout,
-                retry=retry,
-                per_page=100,
-                seconds_between_requests=None,
-                seconds_between_writes=None,
-            )
-        return self._gh.requester
+            session = requests.Session()
+            session.trust_env = False  # no .netrc credentials or proxy settings from the environment
+            adapter = HTTPAdapter(max_retries=retry)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            self._http = session
+        return self._http
 
     def _absolute(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> str:
         url = path_or_url if "://" in path_or_url else self.base_url + path_or_url
         if params:
             url += ("&" if "?" in url else "?") + urlencode(sorted(params.items()))
         return url
+
+    def _same_origin(self, url: str) -> bool:
+        a, b = urlsplit(url), urlsplit(self.base_url)
+        return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
 
     def _send(
         self,
@@ -299,15 +378,50 @@ class GitHubClient:
         headers: Mapping[str, str] | None = None,
         payload: Any = None,
     ) -> _Resp:
-        """One round trip through PyGithub's requester. Never raises anything but ``_Failure``."""
+        """One request, following same-origin redirects with the full URL (path and query) the
+        server named; a redirect to another origin is refused (the token would go with it).
+        Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
         hdrs = dict(headers or {})
         if accept:
             hdrs["Accept"] = accept
+        hdrs["X-GitHub-Api-Version"] = API_VERSION
+        start = url
+        for _hop in range(MAX_REDIRECTS + 1):
+            resp, location = self._once(method, url, hdrs, payload)
+            if resp.status not in (301, 302, 303, 307, 308) or not location:
+                return resp
+            target = urljoin(url, location)
+            if not self._same_origin(target):
+                there = urlsplit(target)
+                raise _Failure(
+                    RowError(
+                        HTTP,
+                        f"{_where(start)}: {resp.status} moved to another host ({there.scheme}://{there.netloc}); "
+                        "not followed, so the token stays with the configured API: if the API itself moved, "
+                        "point PATCHSET_GITHUB_API (or GITHUB_API_URL) there",
+                        status=resp.status,
+                    )
+                )
+            if method != "GET" and resp.status not in (307, 308):
+                raise _Failure(
+                    RowError(HTTP, f"{_where(start)}: {resp.status} redirect of a {method}", status=resp.status)
+                )
+            log.info("%s: %s, following to %s", _where(url), resp.status, _where(target))
+            self.redirects.append((start, target))
+            url = target
+        raise _Failure(RowError(HTTP, f"{_where(start)}: more than {MAX_REDIRECTS} redirects"))
+
+    def _once(self, method: str, url: str, hdrs: Mapping[str, str], payload: Any) -> tuple[_Resp, str | None]:
+        """One round trip through PyGithub's requester (auth, user agent, masked debug log) over
+        this client's own session (``_Wire``: exact bytes, redirects left to ``_send``)."""
+        wire = _Wire(self._session(), _origin(self.base_url), self.timeout)
         self.round_trips += 1
         try:
-            status, rhdrs, text = self._requester().requestJson(method, url, headers=hdrs, input=payload)
+            status, rhdrs, _text = self._requester().requestJson(
+                method, url, headers=dict(hdrs), input=payload, cnx=wire
+            )
         except requests.exceptions.Timeout:
             raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
         except requests.exceptions.RetryError:
@@ -316,13 +430,16 @@ class GitHubClient:
             if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
                 raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
             raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
+        except requests.exceptions.RequestException as exc:
+            raise _Failure(RowError(NETWORK, f"request to {_where(url)} failed ({_short(exc)})")) from None
         except GithubException as exc:
             raise _Failure(RowError(HTTP, f"{_where(url)}: {exc.status} {_short(exc)}", status=exc.status)) from None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (RuntimeError, ValueError, UnicodeDecodeError) as exc:
             raise _Failure(RowError(MALFORMED, f"unreadable response from {_where(url)} ({_short(exc)})")) from None
         lower = {str(k).lower(): str(v) for k, v in rhdrs.items()}
         self._note_rate(lower)
-        return _Resp(status, lower, text.encode("utf-8"))
+        body = wire.response.content if wire.response is not None else b""
+        return _Resp(status, lower, body), wire.location
 
     def _note_rate(self, h: Mapping[str, str]) -> None:
         try:
@@ -357,7 +474,7 @@ class GitHubClient:
         if resp.status == 304 and entry is not None:
             return _from_cache(self.cache.revalidated(entry, resp.headers))
         if resp.status != 200:
-            raise _Failure(classify(resp.status, resp.headers, resp.body))
+            raise _failure(resp)
         if want_json:
             resp.json()  # raises MALFORMED: a broken body is never cached
         self.cache.put("GET", url, accept, b"", resp.status, resp.headers, resp.body)
@@ -425,22 +542,24 @@ class GitHubClient:
         return self.pr_diff_detail(ref).data
 
     def pr_diff_detail(self, ref: PRRef) -> PRDiff:
-        """GitHub's diff of the PR; on 406 (too large) rebuilt from the per-file patches, or, if
-        some file has no patch there, the PR's commits as format-patch text."""
+        """GitHub's diff of the PR, as the exact bytes GitHub sent. When GitHub will not produce
+        it (406 ``too_large``, or 422 ``not_available``: "diff is taking too long to generate")
+        it is rebuilt from the per-file patches, or, if some file has no patch there, from the
+        PR's non-merge commits as format-patch text."""
         what = f"diff of {ref}"
         try:
             resp = self._get(f"/repos/{ref.repo}/pulls/{ref.number}", DIFF, want_json=False)
             return PRDiff(ref, resp.body, "diff", resp.cached, resp.age_s)
         except _Failure as f:
-            if f.row.status != 406 and f.row.kind != OFFLINE:
+            if not (_diff_refused(f) or f.row.kind == OFFLINE):
                 raise FetchError(f.row, what) from None
-            # offline: a too-large diff may have been rebuilt from cached file pages before
-            too_large = f.row.message
+            # offline: a refused diff may have been rebuilt from cached file pages before
+            refused = f.row.message
         try:
             files, cached = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/files")
             data, missing = _diff_from_files(files)
             if not missing and len(files) < 3000:
-                note = f"GitHub refused the whole diff ({too_large}); rebuilt from {len(files)} per-file patches"
+                note = f"GitHub refused the whole diff ({refused}); rebuilt from {len(files)} per-file patches"
                 log.info("%s: %s", ref, note)
                 return PRDiff(ref, data, "files", cached, None, note)
             reason = (
@@ -448,22 +567,49 @@ class GitHubClient:
                 if missing
                 else "the file list stops at 3000 files"
             )
-            commits, _ = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/commits")
-            parts = []
-            for c in commits:
-                sha = c.get("sha") if isinstance(c, dict) else None
-                if not isinstance(sha, str):
-                    raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
-                parts.append(
-                    self._get(
-                        f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(_HEX40.match(sha)), want_json=False
-                    ).body
-                )
-            note = f"GitHub refused the whole diff and {reason}; concatenated {len(parts)} commit patches"
-            log.info("%s: %s", ref, note)
-            return PRDiff(ref, b"".join(parts), "commits", False, None, note)
+            return self._diff_from_commits(ref, f"GitHub refused the whole diff and {reason}")
         except _Failure as f:
             raise FetchError(f.row, what) from None
+
+    def _diff_from_commits(self, ref: PRRef, why: str) -> PRDiff:
+        """The PR's commits as concatenated ``git format-patch`` text. Refuses a PR with more
+        commits than GitHub lists (250): the body would silently miss the rest. Skips merge
+        commits (more than one parent): their patch is the diff against the first parent, which
+        carries whatever upstream changes were merged into the branch, not the PR's change."""
+        pull = self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json()
+        total = pull.get("commits") if isinstance(pull, dict) else None
+        commits, _ = self._get_all(f"/repos/{ref.repo}/pulls/{ref.number}/commits")
+        if (isinstance(total, int) and total > len(commits)) or len(commits) > PR_COMMIT_CAP:
+            raise _Failure(
+                RowError(
+                    HTTP,
+                    f"{why}, and the PR has {total} commits while GitHub lists only the first "
+                    f"{PR_COMMIT_CAP}: a body from them would be incomplete; fetch the branch with git "
+                    f"(git fetch <remote> pull/{ref.number}/head) and export it instead",
+                )
+            )
+        parts: list[bytes] = []
+        merges: list[str] = []
+        for c in commits:
+            sha = c.get("sha") if isinstance(c, dict) else None
+            if not isinstance(sha, str):
+                raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
+            parents = c.get("parents")
+            if isinstance(parents, list) and len(parents) > 1:
+                merges.append(sha)
+                continue
+            parts.append(
+                self._get(
+                    f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(_HEX40.match(sha)), want_json=False
+                ).body
+            )
+        note = f"{why}; concatenated {len(parts)} commit patches"
+        if merges:
+            note += f", skipped {len(merges)} merge commit(s) ({', '.join(m[:12] for m in merges[:3])})"
+        if not parts:
+            raise _Failure(RowError(HTTP, f"{why}, and the PR has no commits other than merges"))
+        log.info("%s: %s", ref, note)
+        return PRDiff(ref, b"".join(parts), "commits", False, None, note)
 
     def commit_diff(self, repo: str, sha: str, *, revalidate: bool = False) -> bytes:
         """One commit's diff (GitHub's diff media type). A full sha is served from the cache once
@@ -480,13 +626,20 @@ class GitHubClient:
             raise FetchError(f.row, f"diff of {repo}@{sha}") from None
 
     def file_at(self, repo: str, ref: str, path: str, *, revalidate: bool = False) -> bytes:
-        """The bytes of ``path`` at ``ref`` (contents API, base64; exact bytes). At a full sha it
-        is served from the cache once seen, unless ``revalidate`` (see ``commit_diff``)."""
+        """The bytes of ``path`` at ``ref`` (contents API, base64; exact bytes). Over 1 MB GitHub
+        answers the JSON media type with 403 ``too_large``: the raw media type is asked instead.
+        At a full sha it is served from the cache once seen, unless ``revalidate`` (see
+        ``commit_diff``)."""
         what = f"{repo}:{path}@{ref}"
         url = f"/repos/{repo}/contents/{quote(path.lstrip('/'))}"
         immutable = bool(_HEX40.match(ref)) and not revalidate
         try:
-            doc = self._get(url, JSON, {"ref": ref}, immutable=immutable).json()
+            try:
+                doc = self._get(url, JSON, {"ref": ref}, immutable=immutable).json()
+            except _Failure as f:
+                if f.row.status == 403 and "too_large" in f.codes:
+                    return self._get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
+                raise
             if not isinstance(doc, dict) or doc.get("type") != "file":
                 raise _Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
             if doc.get("encoding") == "base64":
@@ -494,8 +647,7 @@ class GitHubClient:
                     return base64.b64decode(doc.get("content") or "", validate=False)
                 except (binascii.Error, ValueError):
                     raise _Failure(RowError(MALFORMED, "content is not valid base64")) from None
-            # Over 1 MB GitHub sends no content; the raw media type has it. PyGithub hands back
-            # text, so bytes that are not UTF-8 come back replaced (U+FFFD) on this path only.
+            # encoding "none" (a 1-100 MB file through the object media type): no content; ask raw.
             return self._get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
         except _Failure as f:
             raise FetchError(f.row, what) from None
@@ -505,7 +657,7 @@ class GitHubClient:
         try:
             resp = self._send("GET", self._absolute("/rate_limit"), JSON)
             if resp.status != 200:
-                raise _Failure(classify(resp.status, resp.headers, resp.body))
+                raise _failure(resp)
             res = resp.json().get("resources", {})
             return {
                 k: RateInfo(k, int(v["limit"]), int(v["remaining"]), int(v["reset"]), int(v.get("used", 0)))
@@ -527,7 +679,7 @@ class GitHubClient:
                 payload={"query": build_query(refs), "variables": {"owner": owner, "name": name}},
             )
             if resp.status != 200:
-                raise _Failure(classify(resp.status, resp.headers, resp.body))
+                raise _failure(resp)
             doc = resp.json()
             if not isinstance(doc, dict):
                 raise _Failure(RowError(MALFORMED, "GraphQL answer is not an object"))
@@ -575,25 +727,37 @@ _PR_FIELDS = (
     "mergeCommit { oid } headRefOid reviewDecision "
     "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }"
 )
-_ISSUE_FIELDS = "number title url state stateReason closedAt updatedAt author { login }"
+# ``state`` is an IssueState on an Issue and a PullRequestState on a PullRequest: selecting both
+# under one response key in ``issueOrPullRequest`` breaks the spec's OverlappingFieldsCanBeMerged
+# rule, so the issue's is aliased.
+_ISSUE_FIELDS = "number title url issueState: state stateReason closedAt updatedAt author { login }"
 
 
 def build_query(refs: Iterable[PRRef]) -> str:
-    """The one GraphQL document for a repository: an aliased field per ref."""
+    """The one GraphQL document for a repository: an aliased field per ref. Only the fragments
+    the document uses are defined: GitHub rejects a document with an unused fragment."""
     lines = []
+    used: set[str] = set()
     for ref in refs:
         if ref.kind == "pr":
             lines.append(f"    {ref.alias}: pullRequest(number: {ref.number}) {{ ...PRFields }}")
+            used.add("PRFields")
         else:
             lines.append(
                 f"    {ref.alias}: issueOrPullRequest(number: {ref.number}) {{ __typename ...IssueFields ...PRFields }}"
             )
+            used.update(("PRFields", "IssueFields"))
+    fragments = {
+        "PRFields": f"fragment PRFields on PullRequest {{ {_PR_FIELDS} }}\n",
+        "IssueFields": f"fragment IssueFields on Issue {{ {_ISSUE_FIELDS} }}\n",
+    }
     return (
         "query($owner: String!, $name: String!) {\n"
         "  rateLimit { limit remaining resetAt cost }\n"
-        "  repository(owner: $owner, name: $name) {\n" + "\n".join(lines) + "\n  }\n}\n"
-        f"fragment PRFields on PullRequest {{ {_PR_FIELDS} }}\n"
-        f"fragment IssueFields on Issue {{ {_ISSUE_FIELDS} }}\n"
+        "  repository(owner: $owner, name: $name) {\n"
+        + "\n".join(lines)
+        + "\n  }\n}\n"
+        + "".join(text for name, text in fragments.items() if name in used)
     )
 
 
@@ -681,7 +845,7 @@ def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
         ref=ref,
         title=str(n["title"]),
         author=author,
-        state=str(n["state"]).lower(),
+        state=str(n["issueState"] if "issueState" in n else n["state"]).lower(),
         url=n.get("url"),
         updated_at=n.get("updatedAt"),
         closed_at=n.get("closedAt"),
@@ -753,8 +917,15 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     if status == 401:
         return RowError(AUTH, text + " (the token was refused)", status=status)
     if status in (403, 429):
+        # GitHub: a primary limit is a 403/429 with X-RateLimit-Remaining: 0; a secondary limit is
+        # a 403 or 429 whose message says so, with or without Retry-After. A 429 is always a limit.
         low = message.lower()
-        if headers.get("x-ratelimit-remaining") == "0" or "rate limit" in low or "retry-after" in headers:
+        if (
+            status == 429
+            or headers.get("x-ratelimit-remaining") == "0"
+            or "rate limit" in low
+            or "retry-after" in headers
+        ):
             return RowError(RATE_LIMIT, text, reset_at=_reset_of(headers), status=status)
         return RowError(FORBIDDEN, text, status=status)
     if status == 404:
@@ -764,15 +935,42 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     return RowError(HTTP, text, status=status)
 
 
+def _diff_refused(f: _Failure) -> bool:
+    """GitHub would not produce the whole diff: 406 (too large) or 422 ``not_available`` (taking
+    too long to generate). Other 422s (no such commit…) are real failures."""
+    if f.row.status == 406:
+        return True
+    return f.row.status == 422 and ("not_available" in f.codes or "too long" in f.row.message.lower())
+
+
+def error_codes(body: bytes) -> tuple[str, ...]:
+    """The ``errors[].code`` values of a GitHub error body (``too_large``, ``not_available``…)."""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return ()
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if not isinstance(errors, list):
+        return ()
+    return tuple(str(e["code"]) for e in errors if isinstance(e, dict) and isinstance(e.get("code"), str))
+
+
+def _failure(resp: _Resp) -> _Failure:
+    return _Failure(classify(resp.status, resp.headers, resp.body), error_codes(resp.body))
+
+
 def _reset_of(headers: Mapping[str, str]) -> float | None:
+    """When to ask again, as GitHub documents it: after ``Retry-After`` seconds; else, when the
+    primary limit is spent (remaining 0), at ``X-RateLimit-Reset``; else (a secondary limit
+    without Retry-After) in at least a minute."""
     try:
         if "retry-after" in headers:
             return float(int(time.time()) + int(headers["retry-after"]))
-        if "x-ratelimit-reset" in headers:
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
             return float(int(headers["x-ratelimit-reset"]))
     except ValueError:
         return None
-    return None
+    return float(int(time.time()) + 60)
 
 
 def _diff_from_files(files: list[Any]) -> tuple[bytes, list[str]]:
@@ -833,6 +1031,11 @@ def _is_timeout(exc: BaseException) -> bool:
     return isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
         reason, urllib3.exceptions.NewConnectionError
     )
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _where(url: str) -> str:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from patchset.text import md_cell
 from patchset.tracker.status import StatusReport, StatusRow
 
 STATE_STYLE = {
@@ -154,8 +155,7 @@ def render_status(console: Console, report: StatusReport) -> None:
         console.print(f"recorded into the ledger: {', '.join(report.recorded)}")
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+_md = md_cell
 
 
 def to_markdown(report: StatusReport) -> str:

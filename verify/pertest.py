@@ -44,11 +44,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.atomic import publish_dir
 from patchset.commands.apply import path_mapper, series_items
 from patchset.engine.tree import SeriesItem, SeriesResult, apply_series, detect_state
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
+from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
@@ -205,13 +207,7 @@ def patch_class(tests: list[TestOutcome]) -> str:
 
 def parse_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
     """``["cpu,fast", "gpu"]`` -> ``["cpu", "fast", "gpu"]`` (order kept, duplicates dropped)."""
-    out: list[str] = []
-    for t in tags or []:
-        for part in str(t).split(","):
-            part = part.strip()
-            if part and part not in out:
-                out.append(part)
-    return out
+    return split_list(tags)
 
 
 def selected(test: TestSpec, tags: list[str]) -> bool:
@@ -306,21 +302,16 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
         return dest
     kind = "sdist" if layout == "source" else "wheel"
     archive = download(rs, kind, progress=progress)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    if dest.exists() and not (dest / ".patchset-verify-base").is_file():
+        shutil.rmtree(dest)  # a half-removed base (see the damage check): replace it
+    # another verify run may unpack the same release first: then theirs is used
+    with publish_dir(dest, ready=lambda d: (d / ".patchset-verify-base").is_file()) as tmp:
         unpack(archive, tmp / "tree", strip_top=(kind == "sdist"))
         precompile(tmp / "tree", workers=os.cpu_count() or 1)
         (tmp / "tree" / ".patchset-verify-base").write_text(f"{rs} {kind} {archive.name}\n")
-        if dest.exists() and not (dest / ".patchset-verify-base").is_file():
-            shutil.rmtree(dest)  # a half-removed base (see the damage check): replace it
-        try:
-            os.replace(tmp / "tree", dest)
-        except OSError:
-            if not (dest / ".patchset-verify-base").is_file():
-                raise
-            # another verify run unpacked the same release first: use theirs
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for item in (tmp / "tree").iterdir():
+            os.replace(item, tmp / item.name)
+        (tmp / "tree").rmdir()
     return dest
 
 

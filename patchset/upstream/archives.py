@@ -16,13 +16,13 @@ import posixpath
 import re
 import shutil
 import stat
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchset.atomic import publish_dir
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
@@ -232,16 +232,8 @@ def unpack(archive: Path | str, dest: Path | str, *, strip_top: bool = True) -> 
             f"unpack destination {dest} exists and is not an empty directory",
             hint="choose a new directory or remove the old tree first",
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".unpack", dir=dest.parent))
-    try:
+    with publish_dir(dest) as tmp:
         count = _extract(ArchiveReader(archive, strip_top=strip_top), tmp)
-        if dest.exists():
-            dest.rmdir()
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return count
 
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import re
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -37,6 +35,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from rich.progress import Progress
 
+from patchset.atomic import publish_dir
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
@@ -727,9 +726,7 @@ class UpstreamClone(GitRepo):
                     f"{self.git_dir} exists and is not a git clone",
                     hint="remove it or choose another directory",
                 )
-            self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{self.git_dir.name}.", dir=self.git_dir.parent))
-            try:
+            with publish_dir(self.git_dir) as tmp:
                 proc = run_git(
                     ["clone", "-q", "--bare", "--filter=blob:none", "--", self.url, str(tmp)],
                     check=False,
@@ -741,12 +738,6 @@ class UpstreamClone(GitRepo):
                         hint="check the URL and the network",
                     )
                 run_git(["config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*"], cwd=tmp)
-                if self.git_dir.exists():
-                    self.git_dir.rmdir()
-                os.replace(tmp, self.git_dir)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
             return self
         have = self.git("config", "--get", "remote.origin.url", check=False).stdout.decode().strip()
         if have != self.url:

@@ -21,9 +21,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from patchset.atomic import publish_dir
 
 TINY_VOCAB = 1024
 TINY_SEED = 0
@@ -67,18 +68,8 @@ def _cached_build(name: str, builder_args: Sequence[str]) -> Path:
     final = _models_dir() / f"{name}-v{MODEL_FORMAT}"
     if (final / "config.json").exists():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
-    try:
+    with publish_dir(final, ready=lambda d: (d / "config.json").exists()) as stage:
         _run_in_venv([*builder_args, "--out", str(stage)])
-        try:
-            os.replace(stage, final)
-        except OSError:  # another process finished first
-            if not (final / "config.json").exists():
-                raise
-    finally:
-        if stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
     return final
 
 
@@ -99,8 +90,7 @@ def with_config(base: Path, name: str, **changes: object) -> Path:
     final = base.parent / f"{base.name}-{name}"
     if (final / "config.json").exists():
         return final
-    stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=base.parent))
-    try:
+    with publish_dir(final, ready=lambda d: (d / "config.json").exists()) as stage:
         for item in base.iterdir():
             if item.name == "config.json":
                 continue
@@ -111,14 +101,6 @@ def with_config(base: Path, name: str, **changes: object) -> Path:
         config = json.loads((base / "config.json").read_text())
         config.update(changes)
         (stage / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        try:
-            os.replace(stage, final)
-        except OSError:
-            if not (final / "config.json").exists():
-                raise
-    finally:
-        if stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
     return final
 
 

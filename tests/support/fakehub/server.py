@@ -65,11 +65,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from patchset.errors import InputError
 from tests.support.fakehub import shapes
 from tests.support.fakehub.graphql import ArgumentError, NotFound, Obj, execute
-from tests.support.fakehub.state import HubState, Issue, Pull, Repo
+from tests.support.fakehub.state import HubState, Issue, Pull, Repo, as_bytes
+from tests.support.fakehub.validation import DocumentValidator
 
 log = logging.getLogger(__name__)
 
 REST_PREFIX = "/api/v3"
+CONTENTS_JSON_LIMIT = 1024 * 1024  # the contents API's JSON media type refuses larger files (403 too_large)
 GRAPHQL_PATH = "/api/graphql"
 DOC_RATE = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 DOC_GRAPHQL_AUTH = "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql"
@@ -92,7 +94,8 @@ class Fault:
     ``status``: answer with GitHub's error body for that status (401, 403, 404, 5xx).
     ``delay``: sleep this long before answering (the answer is otherwise normal): a timeout.
     ``malformed``: answer 200 with the real JSON body cut in half.
-    ``secondary``: a 403 secondary rate limit with ``Retry-After``.
+    ``secondary``: a 403 secondary rate limit; ``status=429`` is one too. ``retry_after``: its
+    ``Retry-After`` header (None: none, as GitHub sometimes sends).
     ``times``: how many matching requests to affect (None: all).
     """
 
@@ -104,6 +107,7 @@ class Fault:
     times: int | None = None
     method: str | None = None
     hits: int = 0
+    retry_after: int | None = 60  # the Retry-After of a secondary limit (None: no header, as GitHub may)
 
     def matches(self, method: str, path: str) -> bool:
         if self.method and self.method.upper() != method:
@@ -124,6 +128,11 @@ class RequestRecord:
     authenticated: bool
     conditional: bool
     at: float
+    query: str = ""  # the raw query string
+    accept: str = ""  # the Accept header as sent
+    api_version: str | None = None  # X-GitHub-Api-Version as sent
+    content_type: str = ""  # of the reply
+    body: bytes | None = None  # the reply's body, kept only when ``FakeHub.keep_bodies``
 
 
 @dataclass
@@ -225,10 +234,7 @@ def media_of(accept: str) -> str:
         mt = part.split(";")[0].strip().lower()
         m = re.match(r"^application/vnd\.github(?:\.v3)?(?:\.([a-z]+))?(?:\+json)?$", mt)
         if m and m.group(1) in ("diff", "patch", "raw", "sha", "object", "html", "text", "full"):
-            kind = m.group(1)
-            if kind == "raw" and mt.endswith("+json"):
-                return "json"
-            return kind
+            return m.group(1)  # application/vnd.github.raw+json is raw too, as GitHub documents
     return "json"
 
 
@@ -254,6 +260,35 @@ def _invalid(resource: str, field: str, code: str = "missing_field", message: st
     return _err(422, "Validation Failed", errors=[err])
 
 
+def _diff_refusal(p: Pull) -> Reply | None:
+    """GitHub's answers when it will not produce a pull request's diff: 406 ``too_large`` (over
+    20,000 lines or 300 files) and 422 ``not_available`` (the diff took too long to generate)."""
+    if p.diff_too_large:
+        return _err(
+            406,
+            "Sorry, the diff exceeded the maximum number of lines (20000). Consider using "
+            "'List pull requests files' API or locally cloning the repository instead.",
+            "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
+            errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}],
+        )
+    if p.diff_unavailable:
+        return _err(
+            422,
+            "Sorry, this diff is taking too long to generate.",
+            "https://docs.github.com/rest/pulls/pulls#get-a-pull-request",
+            errors=[{"resource": "PullRequest", "field": "diff", "code": "not_available"}],
+        )
+    return None
+
+
+def _query_of(body: bytes) -> str:
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return doc.get("query", "") if isinstance(doc, dict) and isinstance(doc.get("query"), str) else ""
+
+
 def _json_object(body: bytes) -> dict[str, Any] | None:
     """A write's JSON body (none: ``{}``); None when it is not a JSON object."""
     try:
@@ -275,6 +310,7 @@ class FakeHub:
         core_limit: int = 5000,
         graphql_limit: int = 5000,
         anon_limit: int = 60,
+        graphql_schema: Any = "published",
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise InputError(f"fakehub binds to loopback only, not {host}", hint="use 127.0.0.1")
@@ -292,8 +328,13 @@ class FakeHub:
             "graphql": Bucket(graphql_limit, graphql_limit, now + 3600),
             "core:anon": Bucket(anon_limit, anon_limit, now + 3600),
         }
+        # GraphQL documents are checked with the spec's validation rules against GitHub's published
+        # schema (npm @octokit/graphql-schema, when cached), else with the rules that need no schema.
+        self.validator = DocumentValidator(graphql_schema)
         self.faults: list[Fault] = []
         self.requests: list[RequestRecord] = []
+        self.graphql_documents: list[str] = []  # every GraphQL document received, in order
+        self.keep_bodies = False  # keep each reply's body in ``requests`` (conformance tests)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -365,8 +406,9 @@ class FakeHub:
         secondary: bool = False,
         times: int | None = None,
         method: str | None = None,
+        retry_after: int | None = 60,
     ) -> Fault:
-        fault = Fault(path, status, delay, malformed, secondary, times, method)
+        fault = Fault(path, status, delay, malformed, secondary, times, method, retry_after=retry_after)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -425,6 +467,7 @@ class FakeHub:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.graphql_documents.clear()
 
     # ---- request handling (transport-free; _Handler does the socket side) -----------------
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[Reply, float]:
@@ -450,7 +493,9 @@ class FakeHub:
             endpoint, resource = "POST /graphql", "graphql"
             reply = self._graphql(method, token, body, fault)
         elif path.startswith(REST_PREFIX + "/"):
-            reply, endpoint = self._rest(method, path[len(REST_PREFIX) :], query, headers, token, fault, body)
+            reply, endpoint = self._rest(
+                method, path[len(REST_PREFIX) :], query, headers, token, fault, body, split.query
+            )
             resource = "core" if authenticated else "core:anon"
             if endpoint == "GET /rate_limit":
                 resource = ""  # GitHub: calling /rate_limit does not count against the limit
@@ -462,9 +507,23 @@ class FakeHub:
                 self._account(reply, resource, headers)
             self.requests.append(
                 RequestRecord(
-                    method, path, endpoint, reply.status, reply.media, authenticated, conditional, time.time()
+                    method,
+                    path,
+                    endpoint,
+                    reply.status,
+                    reply.media,
+                    authenticated,
+                    conditional,
+                    time.time(),
+                    query=split.query,
+                    accept=headers.get("accept", ""),
+                    api_version=headers.get("x-github-api-version"),
+                    content_type=reply.content_type,
+                    body=reply.body if self.keep_bodies else None,
                 )
             )
+            if path == GRAPHQL_PATH and method == "POST":
+                self.graphql_documents.append(_query_of(body))
         return reply, delay
 
     def _check_token(self, token: str | None) -> Reply | None:
@@ -475,13 +534,16 @@ class FakeHub:
     def _fault_reply(self, fault: Fault | None, resource: str) -> Reply | None:
         if fault is None or fault.malformed:
             return None
-        if fault.secondary:
+        if fault.secondary or fault.status == 429:
+            # GitHub: a secondary limit is a 403 or a 429, with or without Retry-After.
             r = _err(
-                403,
-                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                429 if fault.status == 429 else 403,
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+                "If you reach out to GitHub Support for help, please include the request ID 0000:0000.",
                 "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
             )
-            r.headers["Retry-After"] = "60"
+            if fault.retry_after is not None:
+                r.headers["Retry-After"] = str(fault.retry_after)
             return r
         if fault.status is None:
             return None
@@ -504,10 +566,12 @@ class FakeHub:
         return _err(st, "Injected failure")
 
     def _account(self, reply: Reply, resource: str, headers: dict[str, str]) -> None:
-        """Rate-limit bookkeeping and headers. A 304 costs nothing, as on GitHub."""
+        """Rate-limit bookkeeping and headers. A 304 costs nothing when the request was
+        authenticated, as GitHub documents; an unauthenticated 304 counts like any request."""
         b = self.buckets[resource]
         b.refresh(time.time())
-        if reply.status != 304 and reply.headers.get("X-Fakehub-Uncounted") is None and b.remaining > 0:
+        free = reply.status == 304 and not resource.endswith(":anon")
+        if not free and reply.headers.get("X-Fakehub-Uncounted") is None and b.remaining > 0:
             b.remaining -= 1
             b.used += 1
         reply.headers.pop("X-Fakehub-Uncounted", None)
@@ -537,8 +601,15 @@ class FakeHub:
         token: str | None,
         fault: Fault | None,
         body: bytes = b"",
+        raw_query: str = "",
     ) -> tuple[Reply, str]:
         endpoint = f"{method} ?"
+        by_id = re.match(r"^/repositories/(\d+)(/.*)?$", rel)
+        if by_id:  # where GitHub's redirects for moved repositories point
+            moved_repo = self.state.repo_by_id(int(by_id.group(1)))
+            if moved_repo is None:
+                return _not_found(), f"{method} /repositories/{{id}}"
+            rel = f"/repos/{moved_repo.full_name}{by_id.group(2) or ''}"
         handler: Callable[..., Reply] | None = None
         groups: dict[str, str] = {}
         for m, rx, name, attr in _ROUTES:
@@ -549,6 +620,9 @@ class FakeHub:
         bad = self._check_token(token)
         if bad:
             return bad, endpoint
+        moved = self._moved(rel, raw_query)
+        if moved is not None:
+            return moved, endpoint
         injected = self._fault_reply(fault, "core")
         if injected:
             return injected, endpoint
@@ -589,6 +663,31 @@ class FakeHub:
         if method == "GET" and reply.status == 200:
             self._conditional(reply, headers)
         return reply, endpoint
+
+    def _moved(self, rel: str, raw_query: str) -> Reply | None:
+        """GitHub's 301 for a renamed or transferred repository: ``Location`` names the
+        repository by id and keeps the rest of the path and the query string."""
+        m = re.match(r"^/repos/([^/]+)/([^/]+)(/.*)?$", rel)
+        if not m or self.state.repo(f"{m.group(1)}/{m.group(2)}") is not None:
+            return None
+        target = self.state.moved.get(f"{m.group(1)}/{m.group(2)}".lower())
+        repo = self.state.repo(target[0]) if target else None
+        if target is None or repo is None:
+            return None
+        root = target[1] or self.root_url
+        location = f"{root}{REST_PREFIX}/repositories/{repo.id}{m.group(3) or ''}" + (
+            f"?{raw_query}" if raw_query else ""
+        )
+        reply = _json(
+            {
+                "message": "Moved Permanently",
+                "url": location,
+                "documentation_url": "https://docs.github.com/rest/guides/best-practices-for-using-the-rest-api#follow-redirects",
+            },
+            301,
+        )
+        reply.headers["Location"] = location
+        return reply
 
     @staticmethod
     def _conditional(reply: Reply, headers: dict[str, str]) -> None:
@@ -642,26 +741,14 @@ class FakeHub:
         p = repo.pulls.get(int(g["n"])) if repo else None
         if repo is None or p is None:
             return _not_found()
-        if media == "diff":
-            if p.diff_too_large:
-                return _err(
-                    406,
-                    "Sorry, the diff exceeded the maximum number of lines (20000). Consider using "
-                    "'List pull requests files' API or locally cloning the repository instead.",
-                    "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
-                    errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}],
-                )
-            return Reply(200, p.diff.encode("utf-8"), "application/vnd.github.diff; charset=utf-8", media="diff")
-        if media == "patch":
-            if p.diff_too_large:
-                return _err(
-                    406,
-                    "Sorry, the diff exceeded the maximum number of lines (20000).",
-                    "https://docs.github.com/rest/pulls/pulls#list-pull-requests-files",
-                    errors=[{"resource": "PullRequest", "field": "diff", "code": "too_large"}],
-                )
-            text = "".join(shapes.commit_patch(repo.commits[s]) for s in p.commits if s in repo.commits)
-            return Reply(200, text.encode("utf-8"), "application/vnd.github.patch; charset=utf-8", media="patch")
+        if media in ("diff", "patch"):
+            refused = _diff_refusal(p)
+            if refused is not None:
+                return refused
+            if media == "diff":
+                return Reply(200, as_bytes(p.diff), "application/vnd.github.diff; charset=utf-8", media="diff")
+            data = b"".join(shapes.commit_patch(repo.commits[s]) for s in p.commits if s in repo.commits)
+            return Reply(200, data, "application/vnd.github.patch; charset=utf-8", media="patch")
         return _json(shapes.pull(repo, p, self._urls()), last_modified=p.updated_at)
 
     def _paged(self, items: list[Any], q: dict[str, str], rel_url: str, cap: int | None = None) -> Reply:
@@ -719,14 +806,9 @@ class FakeHub:
                 422, f"No commit found for SHA: {ref}", "https://docs.github.com/rest/commits/commits#get-a-commit"
             )
         if media == "diff":
-            return Reply(200, c.diff.encode("utf-8"), "application/vnd.github.diff; charset=utf-8", media="diff")
+            return Reply(200, as_bytes(c.diff), "application/vnd.github.diff; charset=utf-8", media="diff")
         if media == "patch":
-            return Reply(
-                200,
-                shapes.commit_patch(c).encode("utf-8"),
-                "application/vnd.github.patch; charset=utf-8",
-                media="patch",
-            )
+            return Reply(200, shapes.commit_patch(c), "application/vnd.github.patch; charset=utf-8", media="patch")
         if media == "sha":
             return Reply(200, c.sha.encode("ascii"), "application/vnd.github.sha; charset=utf-8", media="sha")
         return _json(shapes.commit(repo, c, self._urls()), last_modified=c.date)
@@ -759,6 +841,15 @@ class FakeHub:
         data = files[path]
         if media == "raw":
             return Reply(200, data, "application/vnd.github.raw; charset=utf-8", media="raw")
+        if len(data) > CONTENTS_JSON_LIMIT:
+            # GitHub: over 1 MB the JSON representation is refused; the raw media type works.
+            return _err(
+                403,
+                "This API returns blobs up to 1 MB in size. The requested blob is too large to fetch via the "
+                "API, but you can use the Git Data API to request blobs up to 100 MB in size.",
+                "https://docs.github.com/rest/repos/contents#get-repository-content",
+                errors=[{"resource": "Blob", "field": "data", "code": "too_large"}],
+            )
         return _json(shapes.content(repo, ref, path, data, self._urls()))
 
     # ---- REST writes (and the lists a writer reads) ------------------------------------------
@@ -896,6 +987,12 @@ class FakeHub:
                 raise TypeError
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             return _err(400, "Problems parsing JSON", "https://docs.github.com/graphql")
+        problems = self.validator.errors(query)
+        if problems:
+            # GitHub answers a document that fails the spec's validation rules with 200 and errors only.
+            r = _json({"errors": problems})
+            r.headers["X-Fakehub-Uncounted"] = "1"
+            return r
         variables = req.get("variables") or {}
         with self.state.lock:
             result = execute(query, variables, self._gql_root(), req.get("operationName"))
@@ -912,6 +1009,9 @@ class FakeHub:
             if owner is None or name is None:
                 raise ArgumentError("Field 'repository' is missing required arguments: owner, name")
             repo = st.repo(f"{owner}/{name}")
+            moved = st.moved.get(f"{owner}/{name}".lower())
+            if repo is None and moved is not None:  # GitHub's GraphQL resolves a renamed repository
+                repo = st.repo(moved[0])
             if repo is None:
                 raise NotFound(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
             return self._gql_repo(repo)
@@ -1072,7 +1172,7 @@ class FakeHub:
                         {
                             "total": len(self.requests),
                             "by_endpoint": dict(self.counts()),
-                            "requests": [asdict(r) for r in self.requests],
+                            "requests": [{k: v for k, v in asdict(r).items() if k != "body"} for r in self.requests],
                         }
                     )
             if method != "POST":

@@ -15,7 +15,7 @@ from typing import Any
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from tests.support.fakehub.state import Comment, Commit, Issue, Pull, Repo, blob_sha, fake_sha
+from tests.support.fakehub.state import Comment, Commit, Issue, Pull, Repo, as_bytes, as_text, blob_sha, fake_sha
 
 DOCS = "https://docs.github.com/rest"
 
@@ -164,8 +164,15 @@ def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
     files = diff_files(p.diff)
     repo_json = repository(repo, u)
 
-    def side(ref: str, sha: str) -> dict[str, Any]:
-        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha, "user": user(repo.owner, u), "repo": repo_json}
+    def side(ref: str, sha: str, gone: bool = False) -> dict[str, Any]:
+        # A pull request whose fork was deleted has ``head.repo: null`` (GitHub keeps the label).
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": user(repo.owner, u),
+            "repo": None if gone else repo_json,
+        }
 
     links = {
         "self": f"{a}/pulls/{p.number}",
@@ -208,7 +215,7 @@ def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
         "assignees": [],
         "requested_reviewers": [],
         "requested_teams": [],
-        "head": side(p.head_ref, p.head_sha),
+        "head": side(p.head_ref, p.head_sha, p.head_repo_deleted),
         "base": side(p.base_ref, p.base_sha),
         "_links": {k: {"href": v} for k, v in links.items()},
         "author_association": "CONTRIBUTOR",
@@ -291,12 +298,14 @@ def issue_comment(repo: Repo, number: int, c: Comment, u: Urls) -> dict[str, Any
     }
 
 
-def diff_files(diff: str) -> list[dict[str, Any]]:
+def diff_files(diff: str | bytes) -> list[dict[str, Any]]:
     """The per-file entries GitHub lists for a diff (without URLs): name, status, counts, patch.
 
     ``patch`` is the file's hunks from the first ``@@`` on, without the trailing newline, as GitHub
     returns it. GitHub leaves ``patch`` out for binary files and very large file diffs; so does this.
+    A diff that is not UTF-8 is listed with U+FFFD in place of the bad bytes (JSON carries text).
     """
+    diff = as_text(diff)
     if not diff.strip():
         return []
     try:
@@ -397,21 +406,19 @@ def commit(repo: Repo, c: Commit, u: Urls, with_files: bool = True) -> dict[str,
     return out
 
 
-def commit_patch(c: Commit) -> str:
-    """``git format-patch`` style text for one commit (GitHub's ``vnd.github.patch`` media type)."""
+def commit_patch(c: Commit) -> bytes:
+    """``git format-patch`` style bytes for one commit (GitHub's ``vnd.github.patch`` media type);
+    the diff part is byte for byte the commit's diff."""
     subject, _, rest = c.message.partition("\n")
     body = rest.strip("\n")
-    return (
+    diff = as_bytes(c.diff)
+    head = (
         f"From {c.sha} Mon Sep 17 00:00:00 2001\n"
         f"From: {c.author_name} <{c.author_email}>\n"
         f"Date: {c.date}\n"
-        f"Subject: [PATCH] {subject}\n\n"
-        + (body + "\n\n" if body else "")
-        + "---\n"
-        + c.diff
-        + ("" if c.diff.endswith("\n") or not c.diff else "\n")
-        + "--\n2.45.0\n\n"
+        f"Subject: [PATCH] {subject}\n\n" + (body + "\n\n" if body else "") + "---\n"
     )
+    return head.encode("utf-8") + diff + (b"" if diff.endswith(b"\n") or not diff else b"\n") + b"--\n2.45.0\n\n"
 
 
 def content(repo: Repo, ref: str, path: str, data: bytes, u: Urls) -> dict[str, Any]:

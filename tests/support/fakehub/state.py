@@ -60,7 +60,7 @@ class Commit:
     author_email: str = "octocat@example.invalid"
     date: str = _EPOCH_DEFAULT
     parents: list[str] = field(default_factory=list)
-    diff: str = ""
+    diff: str | bytes = ""  # bytes: a diff that is not UTF-8 (served byte for byte)
 
 
 @dataclass
@@ -94,8 +94,10 @@ class Pull:
     body: str = ""
     review_decision: str | None = None  # APPROVED | CHANGES_REQUESTED | REVIEW_REQUIRED | None
     ci: str | None = None  # SUCCESS | FAILURE | PENDING | ERROR | EXPECTED | None (no checks)
-    diff: str = ""
-    diff_too_large: bool = False
+    diff: str | bytes = ""  # bytes: a diff that is not UTF-8 (served byte for byte)
+    diff_too_large: bool = False  # the diff media types answer 406 too_large
+    diff_unavailable: bool = False  # the diff media types answer 422 not_available ("taking too long")
+    head_repo_deleted: bool = False  # the fork is gone: ``head.repo`` is null in the REST shape
     commits: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     comments: list[Comment] = field(default_factory=list)
@@ -149,6 +151,13 @@ def _fields(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
     return dict(raw)
 
 
+def _diff_field(raw: dict[str, Any]) -> dict[str, Any]:
+    """A diff in a JSON state file is text, or ``{"base64": ...}`` for bytes that are not UTF-8."""
+    if isinstance(raw.get("diff"), dict):
+        raw["diff"] = _content_bytes(raw["diff"])
+    return raw
+
+
 def _comments(items: list[Any], where: str) -> list[Comment]:
     """Comments as given in Python (``Comment``) or in a JSON state file (objects)."""
     out = []
@@ -164,6 +173,9 @@ class HubState:
 
     def __init__(self, tokens: list[str] | None = None) -> None:
         self.repos: dict[str, Repo] = {}
+        # old "owner/name" (lower case) -> (current full name, other web root or None): GitHub
+        # answers 301 for a renamed or transferred repository (see ``rename``)
+        self.moved: dict[str, tuple[str, str | None]] = {}
         self.tokens: set[str] | None = set(tokens) if tokens is not None else None
         self.lock = threading.RLock()
 
@@ -181,9 +193,10 @@ class HubState:
             contents = raw.pop("contents", {}) or {}
             repo = state.add_repo(full, **_fields(Repo, raw, f"{where}: repos.{full}"))
             for sha, c in commits.items():
-                state.add_commit(full, sha=sha, **_fields(Commit, c, f"{where}: {full} commit {sha}"))
+                c = _diff_field(_fields(Commit, c, f"{where}: {full} commit {sha}"))
+                state.add_commit(full, sha=sha, **c)
             for num, p in pulls.items():
-                state.add_pull(full, int(num), **_fields(Pull, p, f"{where}: {full} pull {num}"))
+                state.add_pull(full, int(num), **_diff_field(_fields(Pull, p, f"{where}: {full} pull {num}")))
             for num, i in issues.items():
                 state.add_issue(full, int(num), **_fields(Issue, i, f"{where}: {full} issue {num}"))
             for ref, files in contents.items():
@@ -225,7 +238,7 @@ class HubState:
     def add_commit(self, full_name: str, sha: str | None = None, **kw: Any) -> Commit:
         with self.lock:
             repo = self._need_repo(full_name)
-            sha = sha or fake_sha(full_name, "commit", str(len(repo.commits)), kw.get("diff", ""))
+            sha = sha or fake_sha(full_name, "commit", str(len(repo.commits)), as_text(kw.get("diff", "")))
             commit = Commit(sha=sha, **kw)
             repo.commits[sha] = commit
             return commit
@@ -275,6 +288,23 @@ class HubState:
             repo = self._need_repo(full_name)
             repo.contents.setdefault(ref, {})[path] = data.encode("utf-8") if isinstance(data, str) else data
 
+    def rename(self, old: str, new: str, *, other_root: str | None = None) -> Repo:
+        """Rename (or transfer) repository ``old`` to ``new``. REST reads of the old name then
+        answer 301 with ``Location: …/repositories/{id}/…`` (the query string kept), as GitHub
+        does; ``other_root`` (e.g. ``http://localhost:PORT``) makes that Location point at
+        another host, as a moved GitHub Enterprise server would."""
+        with self.lock:
+            repo = self._need_repo(old)
+            del self.repos[old.lower()]
+            repo.owner, _, repo.name = new.partition("/")
+            self.repos[new.lower()] = repo
+            self.moved[old.lower()] = (repo.full_name, other_root)
+            return repo
+
+    def repo_by_id(self, repo_id: int) -> Repo | None:
+        with self.lock:
+            return next((r for r in self.repos.values() if r.id == repo_id), None)
+
     # ---- mutations tests use -------------------------------------------------------------
     def pull(self, full_name: str, number: int) -> Pull:
         with self.lock:
@@ -284,12 +314,12 @@ class HubState:
             return pull
 
     def force_push(
-        self, full_name: str, number: int, diff: str, head_sha: str | None = None, message: str | None = None
+        self, full_name: str, number: int, diff: str | bytes, head_sha: str | None = None, message: str | None = None
     ) -> str:
         """Replace the PR's commits with one new commit carrying ``diff``; return the new head sha."""
         with self.lock:
             pull = self.pull(full_name, number)
-            sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, diff)
+            sha = head_sha or fake_sha(full_name, str(number), "force-push", pull.head_sha, as_text(diff))
             self.add_commit(
                 full_name,
                 sha=sha,
@@ -471,6 +501,15 @@ class HubState:
             target.state = "closed"
             target.closed_at = at
             target.updated_at = at
+
+
+def as_bytes(diff: str | bytes) -> bytes:
+    return diff.encode("utf-8") if isinstance(diff, str) else diff
+
+
+def as_text(diff: str | bytes) -> str:
+    """A diff as text for the JSON shapes (GitHub's JSON cannot carry a byte that is not UTF-8)."""
+    return diff if isinstance(diff, str) else diff.decode("utf-8", "replace")
 
 
 def _content_bytes(value: Any) -> bytes:

@@ -156,3 +156,22 @@ def ledger_refs() -> list[PRRef]:
     refs += [PRRef("flashinfer-ai/flashinfer", r[0]) for r in _FLASHINFER]
     refs += [PRRef("NVIDIA/nccl", 2393), PRRef("NVIDIA/nccl", 2334, "issue")]
     return refs
+
+
+def world_for_refs(refs: list[PRRef]) -> dict[str, Any]:
+    """``ledger_world`` plus every ref in ``refs`` it lacks (an open PR with a generated one-file
+    diff, or an open issue), so a real ledger's ``status --refresh`` finds all its refs."""
+    data = ledger_world()
+    for ref in refs:
+        repo = data["repos"].setdefault(ref.repo, {"description": None})
+        key = str(ref.number)
+        if ref.kind == "issue":
+            if key not in repo.get("issues", {}) and key not in repo.get("pulls", {}):
+                repo.setdefault("issues", {})[key] = {"title": f"Issue {ref.number}", "author": "reporter"}
+        elif key not in repo.get("pulls", {}):
+            repo.setdefault("pulls", {})[key] = {
+                "title": f"Change #{ref.number}",
+                "author": "someone",
+                "diff": small_diff(f"src/change_{ref.number}.py", key),
+            }
+    return data
