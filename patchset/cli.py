@@ -184,6 +184,26 @@ def validate(c: Ctx, as_json: bool) -> int:
     return 0 if rep.ok else 1
 
 
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--target", default=None, help="Audit one target only.")
+@json_opt
+@click.pass_obj
+@guarded
+def audit(c: Ctx, directory: Path, target: str | None, as_json: bool) -> int:
+    """Hold the ledger against a directory of real bodies, series and EXPECTED.sha256 files (reads only); exit 1 on a disagreement."""
+    from patchset.commands.audit import audit as do_audit
+
+    rep = do_audit(c.load(), directory, target)
+    if as_json:
+        emit_json(rep.to_json())
+    else:
+        for line in rep.lines():
+            click.echo(line)
+        click.echo(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
+    return 0 if rep.ok else 1
+
+
 @main.command("list")
 @click.option("--target", default=None)
 @click.option("--state", "states", multiple=True, type=click.Choice(["active", "held", "dropped"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,96 @@ def test_write_keeps_comments_and_order(run, ledger_dir: Path, tmp_path: Path) -
     assert text.startswith("# a comment a human wrote\nschema = 1\n\n[targets.demo]")
     assert 'title = "Fix a thing"' in text
     assert (ledger_dir / "patches.lock").read_text().startswith("# Written by patchset")
+
+
+# ---- the production ledger's facts (shared/ledger-facts.md) and its tests (issue 17, item 3) ------
+
+
+def test_real_ledger_facts_that_were_guessed_are_corrected() -> None:
+    led = load_ledger(Path(__file__).resolve().parent.parent / "patches.toml")
+    nccl = led.get("pr2393-v2.30.7")
+    assert nccl.files == ["src/transport/net_ib/p2p.cc"] and nccl.authors == ["kodlan"]
+    revert = led.get("u58250-revert-55960-dflash2-grouped-conv")
+    assert revert.authors == [] and "unknown" in revert.notes and "mgoin" in revert.notes
+    # porter only where the record says the maintainer ported it
+    assert {p.id for p in led.patches if p.porter} == {"10-dflash2-drafter-w8a16", "p2-mla-fused-qkv-a-w8a16"}
+    assert "carried so later patches" not in led.get("u58834-glm5next-non-mhc-sp-decoder-layout").notes
+    assert led.get("u58021-single-group-prefix-match-unit").status.merged_at is None  # "before 2026-10-02"
+    assert nccl.status.recorded is None and nccl.status.pr_state == "open"
+
+
+def test_real_ledger_every_active_patch_declares_a_test(run, real_ledger: Path) -> None:
+    r = run("validate", "--json", cwd=real_ledger)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert rep["untested"] == [] and not [w for w in rep["warnings"] if "no test" in w]
+    assert len(rep["tests"]) == 21
+    led = load_ledger(real_ledger / "patches.toml")
+    for p in led.series(states=("active",)):
+        assert p.tests, p.id
+        for t in p.tests:
+            if t.kind == "command":
+                assert re.search(r"\btests/\S+\.py\b", t.command), (p.id, t.command)
+            if "gpu" in t.tags or "spark" in t.tags:
+                assert {"gpu", "spark"} <= set(t.tags), (p.id, t.name)
+    longctx = {p.id for p in led.series(states=("active",)) if any(t.kind == "longctx" for t in p.tests)}
+    assert {"u58704-sm90-sparse-mla-index-kpool", "u58454-kpool-tail-ring-spec-decode"} <= longctx
+
+
+def test_validate_warns_per_untested_patch_without_failing(run, ledger_dir: Path, tmp_path: Path) -> None:
+    text = (ledger_dir / "patches.toml").read_text()
+    text += '\n[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+    text += '\n[[patch]]\nid = "b"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+    text += '[[patch.tests]]\ncommand = "true"\n'
+    text += '\n[[patch]]\nid = "c"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\nreason = "r"\n'
+    (ledger_dir / "patches.toml").write_text(text)
+    r = run("validate", "--json", cwd=ledger_dir)
+    assert r.code == 0, r  # a warning, not a problem: untested ledgers stay valid
+    rep = json.loads(r.stdout)
+    assert rep["untested"] == ["a"]  # b has a test, c is held
+    assert [w for w in rep["warnings"] if "no test" in w] == [
+        "a: no test declared (declare one in its patch.tests, see docs/ledger.md)"
+    ]
+    r = run("validate", cwd=ledger_dir)
+    assert r.code == 0 and "a: no test declared" in r.stdout
+
+
+def _bracketing_releases(project: str, version: str) -> tuple[str, str]:
+    """The last release at or before ``version`` and the first at or after it, from the index."""
+    from packaging.version import Version
+
+    from patchset.upstream import releases
+
+    want = Version(version)
+    have = releases.list_versions(project)
+    return str(max(v for v in have if v <= want)), str(min(v for v in have if v >= want))
+
+
+@pytest.mark.network
+def test_declared_upstream_test_files_exist_in_the_base_source() -> None:
+    """Every upstream test file the production ledger names exists in the base's source. The base
+    is a nightly (0.30.1rc1.dev48) no release is; the releases on either side of it (read from the
+    index, through the patchset.upstream.releases cache) must both carry the file."""
+    from patchset.upstream import releases
+    from patchset.upstream.archives import FILE, ArchiveReader
+
+    reason = releases.probe_index()
+    if reason:
+        pytest.skip(f"network test: {reason}")
+    led = load_ledger(Path(__file__).resolve().parent.parent / "patches.toml")
+    before, after = _bracketing_releases("vllm", led.targets["vllm"].base_version)
+    assert (before, after) == ("0.30.0", "0.31.0")
+    named = {
+        m
+        for p in led.series(states=("active",))
+        for t in p.tests
+        if t.kind == "command"
+        for m in re.findall(r"\btests/\S+\.py\b", t.command)
+    }
+    assert len(named) >= 10
+    for version in (before, after):
+        archive = releases.download(f"vllm=={version}")
+        files = {m.path for m in ArchiveReader(archive) if m.kind == FILE and m.path.startswith("tests/")}
+        assert not named - files, f"vllm {version} lacks {sorted(named - files)}"
+        # and a path that is not there is seen as missing: the check can fail
+        assert "tests/v1/core/test_no_such_file.py" not in files

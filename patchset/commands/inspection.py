@@ -13,7 +13,7 @@ from typing import Any
 
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
-from patchset.ledger.model import Ledger, Patch
+from patchset.ledger.model import Ledger, Patch, Target
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import split_header
 
@@ -62,6 +62,24 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     return out
 
 
+def canonical_path(target: Target, path: str) -> str:
+    """The one spelling of a file path that every comparison uses: the source layout.
+
+    Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
+    written in the source layout (``include/x.cuh``) or the installed one
+    (``flashinfer/data/include/x.cuh``, possibly under the target's ``installed_root``); they name
+    the same file when their canonical paths are equal. A leading ``./`` and the installed root
+    are dropped, then the target's path map takes installed prefixes back to source prefixes.
+    """
+    path = path.strip()
+    while path.startswith("./"):
+        path = path[2:]
+    root = target.installed_root.strip("/")
+    if root and path.lstrip("/").startswith(root + "/"):
+        path = path.lstrip("/")[len(root) + 1 :]
+    return target.path_map.to_source(path)
+
+
 def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
     path = ledger.body_file(patch)
     if not path.is_file():
@@ -94,6 +112,7 @@ class ValidateReport:
     shared_files: dict[str, list[str]] = field(default_factory=dict)
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)
     tests: dict[str, int] = field(default_factory=dict)
+    untested: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -121,27 +140,33 @@ def validate(ledger: Ledger) -> ValidateReport:
             )
         elif state == BODY_UNLOCKED:
             rep.warnings.append(f"{p.id}: body {p.body_path} has no hash in the lock (run `patchset import`)")
+        tgt = ledger.targets[p.target]
         if body is not None:
             stats = diffstat(body)
             if not stats and body.strip():
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
-            declared = set(p.files)
-            actual = {s.path for s in stats}
+            # compared through the path map: a layout-only difference is no difference
+            declared = {canonical_path(tgt, name) for name in p.files}
+            actual = {canonical_path(tgt, s.path) for s in stats}
             if declared and actual and declared != actual:
                 rep.warnings.append(
                     f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
                     f"body's {sorted(actual - declared)}"
                 )
         if p.state == "active":
-            for f in patch_files(ledger, p, body):
-                touched[(p.target, f)].append(p.id)
+            for name in patch_files(ledger, p, body):
+                touched[(p.target, canonical_path(tgt, name))].append(p.id)
+            if not p.tests:
+                # a warning, not a problem: a ledger without tests is valid, only less proven
+                rep.untested.append(p.id)
+                rep.warnings.append(f"{p.id}: no test declared (declare one in its patch.tests, see docs/ledger.md)")
         if p.switches:
             rep.switches[p.id] = {"env": p.switches.env, "flags": p.switches.flags}
         if p.tests:
             rep.tests[p.id] = len(p.tests)
-    for (target, f), ids in sorted(touched.items()):
+    for (tname, fname), ids in sorted(touched.items()):
         if len(ids) > 1:
-            rep.shared_files[f"{target}:{f}"] = ids
+            rep.shared_files[f"{tname}:{fname}"] = ids
     rep.counts = {t: dict(c) for t, c in counts.items()}
     referenced = {ledger.body_file(p).resolve() for p in ledger.patches}
     series_root = ledger.root / "patchset" / "series"

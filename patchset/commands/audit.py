@@ -1,0 +1,385 @@
+"""``patchset audit DIR``: hold the ledger against a directory of real bodies, without importing.
+
+A ledger can be written from facts before its bodies are at hand (the production ledger was). When
+the real files turn up — a quilt directory with its ``series``, numbered patches, an
+``EXPECTED.sha256`` — this module says where the ledger and the files disagree: which ledger id each
+file is, the order of the ``series`` file against the ledger's, the files each body changes against
+the files its entry declares, bodies the ledger lacks and entries with no body, and the lock's
+hashes against the files. Nothing is written; every path comparison goes through
+``inspection.canonical_path`` (the target's path map), so a layout-only difference is no finding.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchset.commands.importer import PATCH_SUFFIXES
+from patchset.commands.inspection import canonical_path, diffstat
+from patchset.errors import InputError
+from patchset.ledger.lock import parse_expected, sha256_bytes
+from patchset.ledger.model import Ledger, Patch
+
+_NUMBERED = re.compile(r"^(\d+)[-_.]")
+
+
+@dataclass
+class Finding:
+    """One disagreement between the ledger and the directory."""
+
+    kind: str  # unmatched-body, no-body, ambiguous, order, held-in-series, series-missing, files, no-diff,
+    # body-hash, expected-hash, expected-extra, expected-missing
+    file: str
+    message: str
+    line: int | None = None
+    patch: str | None = None
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class AuditReport:
+    directory: str
+    ledger: str
+    matched: dict[str, str] = field(default_factory=dict)  # patch id -> body file (relative to the directory)
+    series_files: list[str] = field(default_factory=list)
+    expected_files: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def lines(self) -> list[str]:
+        return [f.render() for f in self.findings]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+@dataclass
+class _Series:
+    path: Path
+    entries: list[tuple[int, str]]  # (line, file name as written)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _stem(name: str) -> str:
+    for suf in PATCH_SUFFIXES:
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def _read_series(path: Path) -> _Series:
+    """A quilt ``series`` file: one patch per line, options after it, ``#`` comments."""
+    entries = []
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            entries.append((lineno, line.split()[0]))
+    return _Series(path, entries)
+
+
+def _scan(directory: Path) -> tuple[list[Path], list[_Series], list[Path]]:
+    bodies, series, expected = [], [], []
+    for f in sorted(directory.rglob("*")):
+        rel = f.relative_to(directory)
+        if not f.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        if f.suffix in PATCH_SUFFIXES:
+            bodies.append(f)
+        elif f.name == "series":
+            series.append(_read_series(f))
+        elif f.name.endswith(".sha256"):
+            expected.append(f)
+    return bodies, series, expected
+
+
+def _candidates(p: Patch) -> set[str]:
+    """File names a patch's body may carry: its body path, its repo-file source, ``<id>.patch|.diff``."""
+    names = {Path(p.body_path).name, *(p.id + s for s in PATCH_SUFFIXES)}
+    if p.source.kind == "repo-file" and ":" in p.source.ref:
+        names.add(Path(p.source.ref.rsplit(":", 1)[1]).name)
+    return names
+
+
+def _match(name: str, patches: list[Patch]) -> list[Patch]:
+    """The ledger entries a file is: by file name, else by id with a leading number dropped."""
+    exact = [p for p in patches if name in _candidates(p)]
+    if exact:
+        return exact
+    stem = _stem(name)
+    m = _NUMBERED.match(stem)
+    if m:
+        bare = stem[m.end() :]
+        return [p for p in patches if p.id == bare]
+    return []
+
+
+def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditReport:
+    """Compare the ledger with the bodies, series files and EXPECTED.sha256 files under ``directory``."""
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory", hint="pass the directory holding the bodies")
+    if target is not None and target not in ledger.targets:
+        raise InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(ledger.targets)}")
+    root = directory
+    rep = AuditReport(directory=str(directory), ledger=str(ledger.path))
+    patches = [p for p in ledger.patches if target is None or p.target == target]
+    bodies, series_list, expected_files = _scan(directory)
+    ledger_name = ledger.path.name
+
+    # 1. ids matched to files
+    by_id: dict[str, list[Path]] = defaultdict(list)
+    by_name: dict[str, Patch] = {}
+    for f in bodies:
+        found = _match(f.name, patches)
+        if not found:
+            if target is None or not _match(f.name, ledger.patches):
+                rep.findings.append(
+                    Finding(
+                        "unmatched-body", _rel(f, root), "body not in the ledger (no entry has this id or file name)"
+                    )
+                )
+            continue
+        if len(found) > 1:
+            ids = ", ".join(p.id for p in found)
+            rep.findings.append(Finding("ambiguous", _rel(f, root), f"matches several ledger entries: {ids}"))
+            continue
+        by_id[found[0].id].append(f)
+    for p in patches:
+        files = by_id.get(p.id, [])
+        if len(files) > 1:
+            names = ", ".join(_rel(f, root) for f in files)
+            rep.findings.append(
+                Finding("ambiguous", ledger_name, f"{p.id}: several bodies match it: {names}", p.line, p.id)
+            )
+        elif files:
+            rep.matched[p.id] = _rel(files[0], root)
+            by_name[files[0].name] = p
+        elif p.active:
+            rep.findings.append(
+                Finding("no-body", ledger_name, f"{p.id}: no body for this entry in {directory}", p.line, p.id)
+            )
+
+    # 2. declared files vs each body's files, and the lock's body hashes
+    touched: dict[str, set[str]] = defaultdict(set)  # target -> canonical paths the bodies change
+    dir_target: dict[Path, Counter[str]] = defaultdict(Counter)
+    for pid, rel in rep.matched.items():
+        p = ledger.get(pid)
+        t = ledger.targets[p.target]
+        f = root / rel
+        dir_target[f.parent][p.target] += 1
+        data = f.read_bytes()
+        stats = diffstat(data, p.source.strip if p.source.strip is not None else t.strip)
+        if not stats:
+            rep.findings.append(Finding("no-diff", rel, f"{pid}: contains no unified diff", patch=pid))
+            continue
+        actual = {canonical_path(t, s.path) for s in stats}
+        if p.active:
+            touched[p.target] |= actual
+        declared = {canonical_path(t, x) for x in p.files}
+        if declared and declared != actual:  # an entry that declares none has nothing to disagree with
+            parts = []
+            if declared - actual:
+                parts.append(f"declares {', '.join(sorted(declared - actual))}, which the body does not change")
+            if actual - declared:
+                parts.append(
+                    f"the body changes {', '.join(sorted(actual - declared))}, which the ledger does not declare"
+                )
+            rep.findings.append(Finding("files", rel, f"{pid}: " + "; ".join(parts), patch=pid))
+        locked = ledger.lock.bodies.get(pid)
+        if locked is not None and locked != sha256_bytes(data):
+            rep.findings.append(
+                Finding(
+                    "body-hash",
+                    rel,
+                    f"{pid}: sha256 {sha256_bytes(data)[:12]}… differs from the lock's {locked[:12]}…",
+                    patch=pid,
+                )
+            )
+
+    # 3. order vs each series file
+    for s in series_list:
+        srel = _rel(s.path, root)
+        rep.series_files.append(srel)
+        order: list[tuple[int, Patch]] = []
+        for lineno, name in s.entries:
+            if not (s.path.parent / name).is_file():
+                rep.findings.append(
+                    Finding("series-missing", srel, f"names {name!r}, which is not in {s.path.parent}", lineno)
+                )
+                continue
+            entry = by_name.get(Path(name).name)
+            if entry is None:
+                continue  # an unmatched body: reported above
+            if not entry.active:
+                rep.findings.append(
+                    Finding(
+                        "held-in-series",
+                        srel,
+                        f"applies {entry.id}, which the ledger marks {entry.state}",
+                        lineno,
+                        entry.id,
+                    )
+                )
+                continue
+            order.append((lineno, entry))
+        _order_findings(ledger, order, srel, rep)
+    # numbered patches without a series file: their numbers are the order
+    seen_dirs = {s.path.parent for s in series_list}
+    numbered: dict[Path, list[tuple[int, Patch, str]]] = defaultdict(list)
+    for name, p in by_name.items():
+        f = root / rep.matched[p.id]
+        m = _NUMBERED.match(name)
+        if f.parent not in seen_dirs and m and p.active:
+            numbered[f.parent].append((int(m.group(1)), p, _rel(f, root)))
+    for items in numbered.values():
+        items.sort(key=lambda x: x[0])
+        pos = {p.id: i for i, p in enumerate(ledger.series(items[0][1].target))}
+        for a, b in itertools.pairwise(items):
+            if pos[a[1].id] > pos[b[1].id]:
+                rep.findings.append(
+                    Finding(
+                        "order",
+                        b[2],
+                        f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before",
+                        patch=b[1].id,
+                    )
+                )
+
+    # 4. EXPECTED.sha256 vs the lock and vs the files the series changes
+    for ef in expected_files:
+        erel = _rel(ef, root)
+        rep.expected_files.append(erel)
+        raw = parse_expected(ef)
+        lines = _expected_lines(ef)
+        tname = _expected_target(ledger, ef.parent, raw, dir_target, touched, target)
+        if tname is None:
+            rep.findings.append(Finding("expected-extra", erel, "cannot tell which target these hashes belong to"))
+            continue
+        t = ledger.targets[tname]
+        want = {canonical_path(t, k): (v, k) for k, v in raw.items()}
+        lock_files = {canonical_path(t, k): v for k, v in ledger.lock.target(tname).files.items()}
+        for path, (digest, written) in sorted(want.items()):
+            line = lines.get(written)
+            if path in lock_files and lock_files[path] != digest:
+                rep.findings.append(
+                    Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
+                )
+            elif lock_files and path not in lock_files:
+                rep.findings.append(
+                    Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line)
+                )
+            if touched[tname] and path not in touched[tname]:
+                rep.findings.append(
+                    Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
+                )
+        for path in sorted(set(lock_files) - set(want)):
+            rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
+        for path in sorted(touched[tname] - set(want)):
+            rep.findings.append(
+                Finding("expected-missing", erel, f"the {tname} series changes {path}, which has no line here")
+            )
+    rep.findings.sort(key=lambda f: (f.file != ledger_name, f.file, f.line or 0))
+    return rep
+
+
+def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, rep: AuditReport) -> None:
+    """Name the fewest entries whose place in the series file differs from the ledger's order.
+
+    The entries on a longest run that agrees with the ledger stay; every other one is out of place
+    and is reported on its line, with its neighbour in the ledger's order.
+    """
+    if not order:
+        return
+    ranks = {}
+    for tname in {p.target for _, p in order}:
+        for i, p in enumerate(ledger.series(tname)):
+            ranks[p.id] = i
+    seq = [ranks[p.id] for _, p in order]
+    keep = _longest_increasing(seq)
+    for i, (lineno, p) in enumerate(order):
+        if i in keep:
+            continue
+        series_ids = [q.id for q in ledger.series(p.target)]
+        k = series_ids.index(p.id)
+        where = f"after {series_ids[k - 1]}" if k else "first"
+        rep.findings.append(
+            Finding("order", srel, f"{p.id}: out of the ledger's order (the ledger applies it {where})", lineno, p.id)
+        )
+
+
+def _longest_increasing(seq: list[int]) -> set[int]:
+    """Indices of one longest strictly increasing subsequence (patience sorting, O(n log n))."""
+
+    tails: list[int] = []
+    tails_idx: list[int] = []
+    prev = [-1] * len(seq)
+    for i, v in enumerate(seq):
+        k = bisect.bisect_left(tails, v)
+        if k == len(tails):
+            tails.append(v)
+            tails_idx.append(i)
+        else:
+            tails[k] = v
+            tails_idx[k] = i
+        prev[i] = tails_idx[k - 1] if k else -1
+    out: set[int] = set()
+    i = tails_idx[-1] if tails_idx else -1
+    while i >= 0:
+        out.add(i)
+        i = prev[i]
+    return out
+
+
+def _expected_lines(path: Path) -> dict[str, int]:
+    """Line number of each path in an EXPECTED.sha256 file (as written, after ``parse_expected``'s cleaning)."""
+    out = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split(None, 1)
+        if len(parts) == 2 and not line.lstrip().startswith("#"):
+            name = parts[1].strip().lstrip("*")
+            out[name[2:] if name.startswith("./") else name] = lineno
+    return out
+
+
+def _expected_target(
+    ledger: Ledger,
+    folder: Path,
+    raw: dict[str, str],
+    dir_target: dict[Path, Counter[str]],
+    touched: dict[str, set[str]],
+    only: str | None,
+) -> str | None:
+    """The target an EXPECTED.sha256 describes: the one given, that of the bodies beside it, else
+    the one whose patched files it names most."""
+    if only is not None:
+        return only
+    if dir_target.get(folder):
+        return dir_target[folder].most_common(1)[0][0]
+    if len(ledger.targets) == 1:
+        return next(iter(ledger.targets))
+    best = None
+    score = 0
+    for name, t in ledger.targets.items():
+        declared = {canonical_path(t, f) for p in ledger.series(name) for f in p.files} | touched.get(name, set())
+        n = sum(1 for k in raw if canonical_path(t, k) in declared)
+        if n > score:
+            best, score = name, n
+    return best
