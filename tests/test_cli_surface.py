@@ -14,6 +14,7 @@ COMMANDS = [
     "import",
     "export",
     "validate",
+    "audit",
     "list",
     "show",
     "apply",
