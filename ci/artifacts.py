@@ -69,11 +69,11 @@ def markdown(r: GateReport) -> str:
                     subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
                     blamed = _md(subjects) or "(no upstream commit blamed)"
                     out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {blamed}")
-            fb = r.first_bad.get(p["id"])
-            if fb and fb.get("commit"):
+            bad = r.first_bad.get(p["id"])
+            if bad and bad.get("commit"):
                 out.append(
-                    f"- first bad upstream commit: {_md(describe_commit(fb['commit']))}; last good "
-                    f"`{fb['last_good'][:12]}` ({fb['range_size']} commits searched, {fb['probes']} replays)"
+                    f"- first bad upstream commit: {_md(describe_commit(bad['commit']))}; last good "
+                    f"`{bad['last_good'][:12]}` ({bad['range_size']} commits searched, {bad['probes']} replays)"
                 )
             out.append("")
     if r.apply:

@@ -496,6 +496,7 @@ def fetch(
     from patchset.tracker import views
     from patchset.tracker.status import make_client
 
+    rep: fetch_mod.CheckReport | fetch_mod.FetchReport
     if check:
         rep = fetch_mod.check(c.ledger_path, ids, offline=offline, connect=make_client)
         render = views.render_check

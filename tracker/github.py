@@ -33,6 +33,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
@@ -281,7 +282,7 @@ class GitHubClient:
         self.retries = retries
         self.backoff = backoff
         self.aliases = dict(DEFAULT_ALIASES if aliases is None else aliases)
-        self.cache = HttpCache(cache_dir if cache_dir is not None else default_cache_dir())
+        self.cache = HttpCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
         self.round_trips = 0
         self.rate: dict[str, RateInfo] = {}
         host = urlsplit(self.base_url).hostname

@@ -111,7 +111,7 @@ def render_status(console: Console, report: StatusReport) -> None:
         t = report.targets.get(target, {})
         title = f"{target} ({t.get('github', '')}, base {t.get('base') or '—'})"
         table = Table(title=title, title_justify="left", show_lines=False, expand=False)
-        for col, kw in (
+        columns: tuple[tuple[str, dict[str, Any]], ...] = (
             ("#", {"justify": "right"}),
             ("patch", {}),
             ("origin", {}),
@@ -120,7 +120,8 @@ def render_status(console: Console, report: StatusReport) -> None:
             ("drift", {}),
             ("action", {}),
             ("data", {"style": "dim"}),
-        ):
+        )
+        for col, kw in columns:
             table.add_column(col, overflow="fold", **kw)
         for r in rows:
             state = r.upstream_state

@@ -100,7 +100,9 @@ class Lengths:
             unknown = set(value) - known
             if unknown:
                 raise InputError(f"lengths: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
-            conv = {k: tuple(int(x) for x in v) if k in ("causal", "resume") else int(v) for k, v in value.items()}
+            conv: dict[str, Any] = {
+                k: tuple(int(x) for x in v) if k in ("causal", "resume") else int(v) for k, v in value.items()
+            }
             out = cls(**conv)
         else:
             raise InputError(f"lengths must be a Lengths or a mapping, got {type(value).__name__}")
@@ -771,10 +773,9 @@ def run_checks(
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
         from patchset.verify.reference import reference_logprobs
 
+        assert reference_model is not None  # the reference check runs only with a reference model
         return reference_logprobs(
-            Path(reference_model),
-            tokens,  # type: ignore[arg-type]
-            python=Path(reference_python) if reference_python else None,
+            Path(reference_model), tokens, python=Path(reference_python) if reference_python else None
         )
 
     runners: dict[str, Callable[[], list[Measurement]]] = {

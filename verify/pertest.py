@@ -565,8 +565,8 @@ def run_verify(
             else:
                 r.test.without_run = r.result
         for po, (p, _) in zip(outcomes, plan, strict=True):
-            for t in po.tests:
-                t.klass, t.note = classify(t.with_run, t.without_run)
+            for outcome in po.tests:
+                outcome.klass, outcome.note = classify(outcome.with_run, outcome.without_run)
             po.klass = patch_class(po.tests)
             po.note = _patch_note(p, po)
         report.patches = outcomes

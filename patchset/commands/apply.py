@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
 from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
@@ -116,7 +117,7 @@ def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
     return sha256_bytes(f.read_bytes()) if f.is_file() else None
 
 
-def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
+def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> list[str]:
     bad = [p for p, d in got.items() if p in expected and expected[p] != d]
     bad += [p for p in expected if p not in got]
     return sorted(bad)
@@ -147,7 +148,7 @@ def apply_to_tree(
     if recovered:
         report.message = f"finished an interrupted earlier apply ({recovered}); "
     locked = ledger.lock.targets.get(target.name)
-    expected = dict(locked.files) if locked and locked.files else None
+    expected: dict[str, str | None] | None = dict(locked.files) if locked and locked.files else None
     trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
     if not trial.ok:
         state = detect_state(root, items, expected, path_for=mapper)
@@ -158,6 +159,7 @@ def apply_to_tree(
             report.message += state.summary() + "; nothing changed"
             return report
         if state.all_applied:
+            assert expected is not None  # the series is applied and no lock: returned above
             report.result = None
             report.outcome = "mismatch"
             report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
@@ -383,7 +385,7 @@ def run(
             raise InputError(f"unknown target {name!r}", hint=f"one of: {', '.join(ledger.targets)}")
         target = ledger.targets[name]
         layout = arg.layout or target.layout
-        kw = dict(fuzz=fuzz, update_lock=update_lock, dry_run=dry_run, progress=progress)
+        kw: dict[str, Any] = dict(fuzz=fuzz, update_lock=update_lock, dry_run=dry_run, progress=progress)
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")

@@ -95,9 +95,9 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             writes[out / "series.mbox"] = mails
             written[t] = [p.id for p, _ in items]
         else:  # in the layout the build tree has (an installed target: site-packages paths)
-            target = ledger.targets[t]
+            tgt = ledger.targets[t]
             files = {
-                (target.path_map.to_installed(k) if target.layout == "installed" else k): v
+                (tgt.path_map.to_installed(k) if tgt.layout == "installed" else k): v
                 for k, v in ledger.lock.target(t).files.items()
             }
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()

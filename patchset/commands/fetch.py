@@ -457,7 +457,7 @@ def _run(
             row.status, row.sha256, row.bytes, row.head = PRESENT, digest, len(data or b""), head
             row.message = "stored body matches the lock"
             continue
-        if data is not None and locked is not None and locked != digest and not take_new:
+        if data is not None and digest is not None and locked is not None and locked != digest and not take_new:
             row.status = REFUSED
             row.message = (
                 f"{p.body_path} was changed locally (sha256 {digest[:12]}…, the lock says "

@@ -175,10 +175,10 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
                 result.added.append(pid)
             e.write_file(rel, body)
             e.lock.bodies[pid] = digest
-        target = ledger.targets[tname]
+        tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's (the patches') layout
             hashes = {
-                (target.path_map.to_source(k) if target.layout == "installed" else k): v
+                (tgt.path_map.to_source(k) if tgt.layout == "installed" else k): v
                 for k, v in parse_expected(ef).items()
             }
             tl = e.lock.target(tname)

@@ -29,7 +29,7 @@ compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from patchset.patchfmt.diffs import FilePatch, Hunk, split_lines
 
@@ -44,7 +44,7 @@ class NearestRegion:
     line: int
     similarity: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -58,7 +58,7 @@ class HunkResult:
     nearest: NearestRegion | None = None
     expected_line: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["nearest"] = self.nearest.to_json() if self.nearest else None
         return d
@@ -93,7 +93,7 @@ class FileOutcome:
     def ok(self) -> bool:
         return self.status == "applied"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "new_mode": self.new_mode,

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from patchset.engine import txn
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
@@ -44,7 +44,7 @@ class FileResult:
     sha256: str | None = None  # of the file after this patch (None: absent)
     old_path: str | None = None  # tree path read (renames/copies)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "patch_path": self.patch_path,
@@ -67,7 +67,7 @@ class PatchResult:
     def ok(self) -> bool:
         return self.status == "applied"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"patch_id": self.patch_id, "status": self.status, "files": [f.to_json() for f in self.files]}
 
     def describe(self) -> str:
@@ -92,7 +92,7 @@ class SeriesResult:
     recovered: str | None = None  # what recover() did with an interrupted earlier run
     failed_patch: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "root": self.root,
             "ok": self.ok,
@@ -228,9 +228,9 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
         # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
         # one that exists; if both do, the one with fewest components, then shortest name
         names = [n for n in (fp.old_path, fp.new_path) if n is not None]
-        there = [n for n in names if state.get(paths.resolve(n, patch_id))[0] is not None]
-        if there:
-            best = min(there, key=lambda n: (n.count("/"), len(n.rsplit("/", 1)[-1]), len(n)))
+        existing = [n for n in names if state.get(paths.resolve(n, patch_id))[0] is not None]
+        if existing:
+            best = min(existing, key=lambda n: (n.count("/"), len(n.rsplit("/", 1)[-1]), len(n)))
             src = dst = paths.resolve(best, patch_id)
     old, old_mode = state.get(src)
     if fp.op == "create":
@@ -412,7 +412,7 @@ class PatchState:
     state: StateName
     reason: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
 
 
@@ -454,7 +454,7 @@ class SeriesState:
             text += f"; unknown: {spans('unknown')}"
         return text
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "summary": self.summary(),
             "matches_expected": self.matches_expected,

@@ -35,7 +35,7 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from patchset.atomic import fsync_path
 from patchset.errors import EnvironmentFailure
@@ -144,7 +144,7 @@ def commit(root: Path, changes: list[Change]) -> None:
         _finish(root, txn)
 
 
-def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], list[str]]:
+def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict[str, Any]], list[str]]:
     """Steps 1-2: staged files, backups, the journal. Returns (entries, created dirs)."""
     (txn / "new").mkdir()
     (txn / "old").mkdir()
@@ -153,7 +153,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
     staged: list[tuple[Path, bytes, int]] = []
     for n, ch in enumerate(changes):
         target = root / ch.path
-        entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None, "new_mode": None}
+        entry: dict[str, Any] = {"path": ch.path, "new": None, "old": None, "old_mode": None, "new_mode": None}
         if ch.data is not None:
             mode = 0o644 if ch.mode is None else ch.mode
             staged.append((txn / "new" / str(n), ch.data, mode))
@@ -194,7 +194,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
     return entries, created_dirs
 
 
-def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
+def _roll_forward(root: Path, txn: Path, entries: list[dict[str, Any]], created_dirs: list[str]) -> None:
     for d in created_dirs:
         (root / d).mkdir(exist_ok=True)
     touched: set[Path] = set()
@@ -222,7 +222,7 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
+def _roll_back(root: Path, txn: Path, entries: list[dict[str, Any]], created_dirs: list[str]) -> None:
     touched: set[Path] = set()
     for e in reversed(entries):
         target = root / e["path"]
@@ -240,9 +240,9 @@ def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[st
             (root / d).rmdir()
         except OSError:
             pass
-    for d in touched:
-        if d.exists():
-            fsync_path(d, directory=True)
+    for parent in touched:
+        if parent.exists():
+            fsync_path(parent, directory=True)
 
 
 def _finish(root: Path, txn: Path) -> None:

@@ -42,7 +42,7 @@ def load_lock(path: Path) -> Lock:
     data = parse(path, text)
     loc = Locator(text)
 
-    def bad(keypath: tuple, msg: str) -> LedgerError:
+    def bad(keypath: tuple[str | int, ...], msg: str) -> LedgerError:
         return LedgerError(
             msg,
             where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))),

@@ -103,7 +103,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
     targets = {name: _target(name, t) for name, t in data.get("targets", {}).items()}
     patches = [_patch(p, v.locator.line_of(("patch", i)) or 0) for i, p in enumerate(data.get("patch", []))]
     lock = load_lock(path.with_suffix(".lock"))
-    extra = {k: data[k] for k in ("title", "description") if k in data}
+    extra: dict[str, Any] = {k: data[k] for k in ("title", "description") if k in data}
     return Ledger(path=path, targets=targets, patches=patches, lock=lock, schema=data["schema"], extra=extra)
 
 
@@ -119,7 +119,8 @@ class Edit:
     def patch_tables(self) -> AoT | list[Table]:
         if "patch" not in self.doc:
             self.doc.append("patch", tomlkit.aot())
-        return self.doc["patch"]
+        tables: AoT | list[Table] = self.doc["patch"]
+        return tables
 
     def patch_table(self, patch_id: str) -> Table | None:
         for t in self.patch_tables():

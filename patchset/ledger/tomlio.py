@@ -45,7 +45,8 @@ def parse(path: Path, text: str | None = None) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise LedgerError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=Location(path)) from None
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)

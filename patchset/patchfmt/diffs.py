@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from unidiff import PatchSet
+from unidiff import PatchedFile, PatchSet
 from unidiff.constants import (
     LINE_TYPE_ADDED,
     LINE_TYPE_CONTEXT,
@@ -276,7 +276,7 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
     return files
 
 
-def _convert(pf, strip: int, source: str, start: int) -> FilePatch:
+def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
     line_no = (pf.diff_line_no or 1) + start
     where = Location(source, line_no or None)
     info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
@@ -360,8 +360,8 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:
         )
     if hunks and _headers_crlf(pf):
         # GNU patch: "Stripping trailing CRs from patch" when the file headers end in CRLF
-        for h in hunks:
-            h.lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in h.lines]
+        for hk in hunks:
+            hk.lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in hk.lines]
     if op == "rename" and not hunks and similarity is None:
         similarity = 100
     if not hunks and not binary and op in ("modify",) and old_mode == new_mode:
@@ -380,7 +380,7 @@ def _convert(pf, strip: int, source: str, start: int) -> FilePatch:
     )
 
 
-def _headers_crlf(pf) -> bool:
+def _headers_crlf(pf: PatchedFile) -> bool:
     src = pf.source_timestamp or pf.source_file or ""
     tgt = pf.target_timestamp or pf.target_file or ""
     return src.endswith("\r") or tgt.endswith("\r")

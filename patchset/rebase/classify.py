@@ -165,8 +165,8 @@ def patch_id_signals(
     commits: list[tuple[str, str, dict[str, bytes]]] = []
     for rec in log.split(b"\x01")[1:]:
         head, _, rest = rec.partition(b"\n")
-        sha, _, subject = head.partition(b"\x02")
-        commits.append((sha.decode(), subject.decode("utf-8", "replace"), _sections(rest)))
+        raw_sha, _, raw_subject = head.partition(b"\x02")
+        commits.append((raw_sha.decode(), raw_subject.decode("utf-8", "replace"), _sections(rest)))
     if not commits:
         return {}
     stream: list[bytes] = []
@@ -179,7 +179,7 @@ def patch_id_signals(
     for k in keys:
         body, paths = patches[k]
         add(_git_style(split_header(body)[1]), (k, -1))
-        for ci, (_, _, secs) in enumerate(commits):
+        for ci, (_sha, _subject, secs) in enumerate(commits):
             chunk = b"".join(secs[p] for p in sorted(set(paths)) if p in secs)
             if chunk:
                 add(chunk, (k, ci))

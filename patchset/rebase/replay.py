@@ -59,9 +59,9 @@ class BlobStore:
             pos = 0
             while pos < len(data):
                 nl = data.index(b"\n", pos)
-                oid, _, size = data[pos:nl].split()
+                raw_oid, _, size = data[pos:nl].split()
                 n = int(size)
-                blobs[oid.decode()] = data[nl + 1 : nl + 1 + n]
+                blobs[raw_oid.decode()] = data[nl + 1 : nl + 1 + n]
                 pos = nl + 1 + n + 1
         for p in want:
             if p in found:
@@ -209,7 +209,9 @@ class PatchReplay:
     @property
     def how(self) -> str:
         """For a carried patch: clean | offset | merged (the worst file)."""
-        worst = max((f.how for f in self.files if f.how in (CLEAN, OFFSET, MERGED)), key=_RANK.get, default=CLEAN)
+        worst = max(
+            (f.how for f in self.files if f.how in (CLEAN, OFFSET, MERGED)), key=lambda how: _RANK[how], default=CLEAN
+        )
         return worst
 
     @property
@@ -278,9 +280,9 @@ def _replay_file(
 ) -> FileReplay:
     src = fp.path
     if fp.op == "create":
-        dest = fp.new_path or src
-        ours = new.read(dest)
-        r = FileReplay(src, dest, CLEAN, ours=ours, base=None, mode=theirs_mode)
+        created = fp.new_path or src
+        ours = new.read(created)
+        r = FileReplay(src, created, CLEAN, ours=ours, base=None, mode=theirs_mode)
         if ours is None:
             r.result = theirs
         elif ours == theirs:
@@ -304,8 +306,8 @@ def _replay_file(
             r.how, r.result, r.new_path = CONFLICT, ours, q
             r.message = "the patch deletes this file but upstream changed it"
         return r
-    dest = q
-    delete_path = None
+    dest: str | None = q
+    delete_path: str | None = None
     if fp.op == "rename" and fp.new_path:
         dest, delete_path = fp.new_path, q
     r = FileReplay(

@@ -179,8 +179,8 @@ def render(report: RebaseReport, console: Console | None = None, *, range_diffs:
             if p.range_diff:
                 console.print(f"[bold]range-diff {p.id}[/bold]")
                 console.print(Text(p.range_diff.rstrip("\n")))
-    c = report.counts()
-    summary = ", ".join(f"{n} {v}" for v, n in c.items() if n)
+    counts = report.counts()
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     console.print(
         f"{summary or 'no active patches'}; status: {report.status}"
         + (f"; previous series kept in {report.backup}" if report.backup else "")

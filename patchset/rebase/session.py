@@ -203,9 +203,9 @@ def _open_session(
     )
     wanted = {}
     for p in patches:
-        paths = {q for fp in parsed[p.id] for q in fp.paths()}
-        paths |= {moves[q].path for q in paths if q in moves and moves[q].path}
-        wanted[p.id] = (bodies[p.id], sorted(paths))
+        touched = {q for fp in parsed[p.id] for q in fp.paths()}
+        touched |= {path for q in touched if q in moves and (path := moves[q].path)}
+        wanted[p.id] = (bodies[p.id], sorted(touched))
     s.patch_ids = patch_id_signals(bases.repo, bases.old, bases.new, wanted)
     return s
 

@@ -24,6 +24,9 @@ class DiffDetail(Protocol):
 class GitHubReader(Protocol):
     """The reads ``fetch`` needs: pull-request states, a PR's diff, a commit's diff, a file at a ref."""
 
+    #: Whether requests carry a token (unauthenticated ones get 60 per hour).
+    authenticated: bool
+
     def pull_states(
         self, refs: Iterable[PRRef], *, max_age: float | None = None
     ) -> dict[PRRef, PRState | RowError]: ...
