@@ -662,12 +662,12 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:
-        out.print(f"[green]built[/green] {rep.message}")
-        out.print(f"  {rep.wheel}")
+        out.print(f"[green]built[/green] {rep.message}", soft_wrap=True)
+        out.print(f"  {rep.wheel}", soft_wrap=True)
     else:
-        out.print(f"[red]{rep.outcome}[/red] {rep.message}")
+        out.print(f"[red]{rep.outcome}[/red] {rep.message}", soft_wrap=True)
         for p in rep.mismatched:
-            out.print(f"  does not match the lock: {p}")
+            out.print(f"  does not match the lock: {p}", soft_wrap=True)
     return 0 if rep.ok else 1
 
 
@@ -705,13 +705,13 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:
-        out.print(f"[green]built[/green] {rep.message}")
+        out.print(f"[green]built[/green] {rep.message}", soft_wrap=True)
         for w in rep.written:
-            out.print(f"  {w}")
+            out.print(f"  {w}", soft_wrap=True)
     else:
-        out.print(f"[red]{rep.outcome}[/red] {rep.message}")
+        out.print(f"[red]{rep.outcome}[/red] {rep.message}", soft_wrap=True)
         for p in rep.mismatched + rep.missing:
-            out.print(f"  {p}")
+            out.print(f"  {p}", soft_wrap=True)
     return 0 if rep.ok else 1
 
 
