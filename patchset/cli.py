@@ -740,11 +740,18 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
 @click.option("--patch", "patches", multiple=True, metavar="ID", help="Only these patches' tests (matrix jobs).")
 @click.option("--force", is_flag=True, help="Judge even when upstream has not moved.")
 @click.option("--refresh-status", is_flag=True, help="Refresh the upstream PR status (network).")
+@click.option(
+    "--build",
+    "builds",
+    multiple=True,
+    type=click.Choice(["wheel", "overlay"]),
+    help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
+)
 @json_opt
 @click.pass_obj
 @guarded
 def gate(
-    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, as_json
+    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, builds, as_json
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
@@ -776,6 +783,7 @@ def gate(
             patches=list(patches) or None,
             force=force,
             refresh_status=refresh_status,
+            build=list(builds),
         )
     if as_json:
         emit_json(report.to_json())
