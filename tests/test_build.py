@@ -331,6 +331,64 @@ def test_build_overlay_refuses_an_unpatched_tree_and_bad_input(demo, run, tmp_pa
     assert r.code == 2 and "installed_root" in r.stderr
 
 
+FAKE_DOCKER = """#!/usr/bin/env bash
+# A stand-in for the docker client (no daemon here): an "image" is the directory $FAKE_IMAGE_ROOT;
+# create prints an id, cp copies out of that directory, rm does nothing, build keeps the context
+# in $FAKE_BUILT. Real docker also runs the Dockerfile; this one does not.
+set -euo pipefail
+echo "$*" >> "$FAKE_LOG"
+case "$1" in
+  create) echo fake-container-1 ;;
+  cp) src="${2#*:}"; cp "$FAKE_IMAGE_ROOT$src" "$3" ;;
+  rm) ;;
+  build) cp -r "${@: -1}" "$FAKE_BUILT" ;;
+  *) echo "fake docker: unknown command $1" >&2; exit 2 ;;
+esac
+"""
+
+
+def test_build_script_runs_the_flow_from_the_image(demo, run, tmp_path: Path) -> None:
+    """build.sh with a stand-in docker client (see FAKE_DOCKER for how it differs from docker):
+    copies the patched files out of the image, applies, writes a fresh context and builds it."""
+    out = tmp_path / "ctx"
+    assert run("build", "overlay", "--tree", demo["tree"], "--out", out, cwd=demo["ledger"]).code == 0
+    image = tmp_path / "image"
+    with zipfile.ZipFile(demo["wheel"]) as zf:
+        zf.extractall(image / ROOT_IN_IMAGE.lstrip("/"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_IMAGE_ROOT": str(image),
+        "FAKE_BUILT": str(tmp_path / "built"),
+        "FAKE_LOG": str(tmp_path / "docker.log"),
+        "PATCHSET": str(Path(sys.executable).parent / "patchset"),
+    }
+    if not Path(env["PATCHSET"]).exists():
+        pytest.skip("the patchset command is not installed beside this interpreter")
+    res = subprocess.run(["bash", str(out / "build.sh"), "demo:test"], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    log = (tmp_path / "docker.log").read_text().splitlines()
+    assert log[0] == "create example.invalid/demo-base:1.0"
+    copied = sorted(ln.split()[1].split(":", 1)[1] for ln in log if ln.startswith("cp "))
+    assert copied == [f"{ROOT_IN_IMAGE}/demo/core.py", f"{ROOT_IN_IMAGE}/demo/data/include/demo/tile.h"]
+    assert log[-2].startswith("build --tag demo:test ") and log[-1] == "rm -f fake-container-1"
+    built = tmp_path / "built"
+    for name in ("Dockerfile", "EXPECTED.sha256", "overlay/opt/patchset/demo.sha256"):
+        assert (built / name).read_bytes() == (out / name).read_bytes(), name
+    rel = ROOT_IN_IMAGE.lstrip("/")
+    for f in ("demo/core.py", "demo/data/include/demo/tile.h", "demo/extra.py"):
+        assert (built / "overlay" / rel / f).read_bytes() == (out / "overlay" / rel / f).read_bytes()
+    # an image whose file differs from the series' base: apply refuses, nothing is built
+    (image / rel / "demo/core.py").write_text(CORE.replace("return x + 7\n", "return x + 70\n"))
+    shutil.rmtree(built)
+    res = subprocess.run(["bash", str(out / "build.sh")], env=env, capture_output=True, text=True)
+    assert res.returncode == 1 and not built.exists(), res.stdout + res.stderr
+
+
 # --------------------------------------------------------------------------- the real FlashInfer wheel
 
 
