@@ -6,9 +6,10 @@ applied (through the path map) to the files the wheel installs, the version give
 naming the series (``0.6.18.post1+ps.<short hash of the lock>``), the ``.dist-info`` directory
 renamed to match, RECORD rewritten with the new hashes and sizes, every other member unchanged.
 
-The wheel format is handled by PyPA's libraries, not by hand: ``installer`` validates the input
-wheel and the result against their RECORDs (an independent reader of what we write), ``wheel``'s
-``WheelFile`` writes the archive and computes RECORD as members are added, ``packaging`` parses
+The wheel format is handled by PyPA's libraries, not by hand: ``wheel``'s ``WheelFile`` reads the
+input (checking every member against its RECORD line as it is read), writes the archive and
+computes RECORD as members are added; ``installer`` validates the result against its RECORD
+before it is renamed into place (an independent reader of what we write); ``packaging`` parses
 and builds the names. The series is applied with the project's own engine to a scratch directory
 holding only the files it touches, checked against the lock, and the wheel is written to a
 temporary name in ``--out`` and renamed into place only when every check passed.
@@ -20,14 +21,15 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from installer.sources import WheelFile as WheelSource
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
-from wheel.wheelfile import WheelFile
+from wheel.wheelfile import WheelError, WheelFile
 
 from patchset import atomic
 from patchset.build.series import SeriesFacts, series_facts
@@ -158,6 +160,19 @@ def _validate(path: Path, what: str) -> str:
         ) from None
 
 
+@contextmanager
+def _source(path: Path) -> Iterator[WheelFile]:
+    """The input wheel, read through ``WheelFile``: every member read is checked against its
+    RECORD line (a member RECORD does not name is refused), so the rewrite itself validates it."""
+    try:
+        with WheelFile(path) as zf:
+            yield zf
+    except (WheelError, zipfile.BadZipFile) as exc:
+        raise InputError(
+            f"the wheel {path} does not match its RECORD: {exc}", hint="the wheel is damaged: download it again"
+        ) from None
+
+
 def _extract(zf: zipfile.ZipFile, names: set[str], wanted: list[str], into: Path) -> None:
     for rel in wanted:
         if rel in names:
@@ -185,13 +200,12 @@ def build_wheel(
     facts = series_facts(ledger, target)
     version, new_version, new_file, dist_name = new_names(wheel_path.name, facts.label)
     report = WheelBuild(target.name, str(wheel_path), "failed", "", version, new_version, facts.label)
-    say(f"validate {wheel_path.name}")
-    old_info = _validate(wheel_path, "the wheel")
     with tempfile.TemporaryDirectory(prefix="patchset-wheel-") as scratch:
         tree = Path(scratch) / "tree"
         tree.mkdir()
-        with zipfile.ZipFile(wheel_path) as zf:
+        with _source(wheel_path) as zf:
             names = set(zf.namelist())
+            old_info = zf.dist_info_path
             _extract(zf, names, facts.touched, tree)
         say(f"apply {target.name} ({len(facts.touched)} files)")
         applied = apply_to_tree(ledger, target, tree, layout="installed", kind="wheel")
@@ -269,7 +283,7 @@ def _write(
     ``.dist-info`` members, RECORD last (written by ``WheelFile`` on close)."""
     new_info = f"{dist_name}-{new_version}.dist-info"
     prefix = old_info + "/"
-    with zipfile.ZipFile(src_path) as zin, _Writer(dest, "w") as out:
+    with _source(src_path) as zin, _Writer(dest, "w") as out:
         infos = zin.infolist()
         have = {i.filename for i in infos}
         pending = sorted(p for p, sha in changed.items() if sha is not None and p not in have)
