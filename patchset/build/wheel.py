@@ -89,7 +89,7 @@ def new_names(filename: str, label: str) -> tuple[str, str, str, str]:
     stock one, never stacked).
     """
     try:
-        name, version, build, _tags = parse_wheel_filename(filename)
+        _name, version, _build, _tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
         raise InputError(f"{filename}: not a wheel file name ({exc})") from None
     new_version = Version(f"{version.public}+{label}")
@@ -97,7 +97,6 @@ def new_names(filename: str, label: str) -> tuple[str, str, str, str]:
     # PEP 427: name-version[-build]-python-abi-platform; keep the name and tags exactly as given
     rest = stem[2:]
     new_file = "-".join([stem[0], str(new_version), *rest]) + ".whl"
-    del name, build
     return str(version), str(new_version), new_file, stem[0]
 
 
