@@ -44,6 +44,8 @@ def markdown(r: GateReport) -> str:
         )
     out.append(f"- exit code: {r.exit_code} ({r.status})")
     out.append("")
+    for kind, b in r.build.items():
+        out.append(f"- build {kind}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
     reasons = r.reasons()
     if reasons:
         out += ["## Regressions", ""] + [f"- {_md(x)}" for x in reasons] + [""]
@@ -167,7 +169,7 @@ def junit(r: GateReport) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
 
 
-OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs")
+OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "overlay")  # dist/, overlay/: --build
 
 
 def clear(directory: Path) -> None:

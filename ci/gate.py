@@ -87,6 +87,7 @@ def run_gate(
     patches: Sequence[str] | None = None,
     force: bool = False,
     refresh_status: bool = False,
+    build: Sequence[str] = (),
 ) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
@@ -98,12 +99,17 @@ def run_gate(
     ``patches``: run only these patches' tests (a workflow matrix job; the state is not updated).
     ``force``: judge even when upstream has not moved. ``refresh_status``: ask GitHub for the
     upstream status (recorded into the refreshed series) instead of reading it offline.
+    ``build``: artifacts to build from the refreshed series once it applies (``wheel``: the judged
+    release's wheel patched, into ``dist/``; ``overlay``: the image overlay, into ``overlay/``).
 
     Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
     ``InputError``.
     """
     if bool(onto) == bool(latest):
         raise InputError("name the upstream commit to judge: --onto REF or --latest (one of them)")
+    unknown = [b for b in build if b not in BUILDS]
+    if unknown:
+        raise InputError(f"--build {unknown[0]!r}: unknown artifact", hint=f"one of: {', '.join(BUILDS)}")
     tag_list = split_tags(tags)
     only = list(patches or [])
     out_dir = Path(artifacts).resolve()
@@ -137,7 +143,9 @@ def run_gate(
             report.status = UNCHANGED
             run.log(f"{label} ({sha[:12]}) was judged {prev.verdict} on {prev.judged_at}; nothing to do")
             return report
-        series_bytes = _judge(run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch, refresh_status)
+        series_bytes = _judge(
+            run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch, refresh_status, list(build)
+        )
         report.status = RED if report.reasons() else GREEN
         if not only:
             states[t.name] = _judgement(report, up, sha, label, digest, tag_list, prev)
@@ -210,6 +218,7 @@ def _judge(
     out_dir: Path,
     scratch: Path,
     refresh_status: bool,
+    build: list[str] | None = None,
 ) -> bytes:
     """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch."""
     from patchset.ci.bisect import Prober, first_bad
@@ -272,7 +281,35 @@ def _judge(
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
         _tests(run, ws.work_ledger, refreshed, t, up, sha, tags, only, scratch, logs)
+    if ar.outcome == "applied" and build:
+        with run.stage("build"):
+            _build(run, refreshed, rt, tree, up, label, build, out_dir)
     return patch
+
+
+BUILDS = ("wheel", "overlay")
+
+
+def _build(
+    run: _Run, ledger: Ledger, t: Target, tree: Path, up: Upstream, label: str, kinds: list[str], out_dir: Path
+) -> None:
+    """``--build``: the deployable artifacts of the refreshed series (``patchset.build``)."""
+    from patchset.build.overlay import build_overlay
+    from patchset.build.wheel import build_wheel, fetch_wheel
+
+    for kind in kinds:
+        run.note("build", kind)
+        if kind == "overlay":
+            rep = build_overlay(ledger, t, tree, out_dir / "overlay", layout="source")
+        elif up.kind != "releases":
+            raise InputError(
+                "--build wheel needs a release to take the wheel from; this upstream is a git repository",
+                hint="judge a release (--onto PROJECT==VERSION) or build the wheel with `patchset build wheel`",
+            )
+        else:
+            rep = build_wheel(ledger, t, fetch_wheel(label), out_dir / "dist")
+        run.report.build[kind] = rep.to_json()
+        run.log(f"build {kind}: {rep.outcome}: {rep.message}")
 
 
 def _touched(ledger: Ledger, target: Target) -> list[str]:

@@ -39,6 +39,7 @@ class GateReport:
     tags: list[str] = field(default_factory=list)
     upstream_status: dict[str, Any] = field(default_factory=dict)  # counts and actions from patchset.tracker.status
     series_patch: dict[str, Any] = field(default_factory=dict)  # path, bytes, files
+    build: dict[str, dict[str, Any]] = field(default_factory=dict)  # --build: wheel/overlay -> its report
     artifacts: str = ""
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -67,6 +68,9 @@ class GateReport:
             out.append(f"the refreshed series does not apply: {self.apply.get('message', '')}")
         for t in self.failed_tests:
             out.append(f"test {t['patch']}/{t['name']} {t['status']}")
+        for kind, b in self.build.items():
+            if not b.get("ok"):
+                out.append(f"build {kind} refused: {b.get('message', '')}")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +94,7 @@ class GateReport:
             "tests": self.tests,
             "upstream_status": self.upstream_status,
             "series_patch": self.series_patch,
+            "build": self.build,
             "artifacts": self.artifacts,
             "errors": self.errors,
             "warnings": self.warnings,
@@ -149,6 +154,8 @@ def render(r: GateReport, console: Console | None = None) -> None:
         console.print(table)
     if r.apply:
         console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
+    for kind, b in r.build.items():
+        console.print(f"build {kind}: {b.get('outcome')}: {b.get('message', '')}", soft_wrap=True)
     for line in r.reasons():
         console.print(f"[red]regression[/red] {line}")
     for w in r.warnings:

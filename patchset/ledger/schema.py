@@ -126,6 +126,7 @@ TARGET = {
     "layout": Field("str", choices=LAYOUTS),
     "package": Field("str"),
     "installed_root": Field("str"),
+    "base_image": Field("str"),
     "path_map": Field("map[str]"),
     "notes": Field("str"),
 }

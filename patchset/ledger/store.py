@@ -58,6 +58,7 @@ def _target(name: str, d: dict[str, Any]) -> Target:
         layout=d.get("layout", "source"),
         package=d.get("package", ""),
         installed_root=d.get("installed_root", ""),
+        base_image=d.get("base_image", ""),
         path_map=pm,
         notes=d.get("notes", ""),
     )

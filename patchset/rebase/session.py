@@ -469,13 +469,12 @@ def _apply_to_doc(s: _Session, e: ledger_mod.Edit) -> None:
                     arr.append(moved.get(str(f), str(f)))
                 table["files"] = arr
             for fp in parse_patch(body, s.target.strip, source=patch.body_path):
-                for path in fp.paths():
-                    key = s.target.path_map.to_installed(path) if s.target.layout == "installed" else path
+                for path in fp.paths():  # lock keys are the patches' (source-layout) paths, as apply writes them
                     base, final = s.new_base.get(path)[0], s.new.read(path)
                     if base is not None:
-                        tl.base_files[key] = sha256_bytes(base)
+                        tl.base_files[path] = sha256_bytes(base)
                     if final is not None:
-                        tl.files[key] = sha256_bytes(final)
+                        tl.files[path] = sha256_bytes(final)
 
 
 def _commit(s: _Session, state: State) -> RebaseReport:

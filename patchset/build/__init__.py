@@ -1,0 +1,1 @@
+"""From a patched tree to what gets deployed: a patched wheel (``wheel``) or an image overlay (``overlay``)."""

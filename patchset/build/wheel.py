@@ -1,0 +1,336 @@
+"""``patchset build wheel``: a wheel with the series applied, that pip installs and can undo.
+
+Patching files after ``pip install`` leaves a RECORD that no longer matches and is silently undone
+by ``pip install --force-reinstall``. This module writes a new wheel instead: the target's series
+applied (through the path map) to the files the wheel installs, the version given a local label
+naming the series (``0.6.18.post1+ps.<short hash of the lock>``), the ``.dist-info`` directory
+renamed to match, RECORD rewritten with the new hashes and sizes, every other member unchanged.
+
+The wheel format is handled by PyPA's libraries, not by hand: ``wheel``'s ``WheelFile`` reads the
+input (checking every member against its RECORD line as it is read), writes the archive and
+computes RECORD as members are added; ``installer`` validates the result against its RECORD
+before it is renamed into place (an independent reader of what we write); ``packaging`` parses
+and builds the names. The series is applied with the project's own engine to a scratch directory
+holding only the files it touches, checked against the lock, and the wheel is written to a
+temporary name in ``--out`` and renamed into place only when every check passed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from installer.sources import WheelFile as WheelSource
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
+from wheel.wheelfile import WheelError, WheelFile
+
+from patchset import atomic
+from patchset.build.series import SeriesFacts, series_facts
+from patchset.commands.apply import apply_to_tree
+from patchset.errors import EnvironmentFailure, InputError
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Target
+
+Progress = Callable[[str], None]
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meaningless for the new one
+
+
+@dataclass
+class WheelBuild:
+    """What ``build wheel`` did (or refused to do) for one target."""
+
+    target: str
+    source: str
+    outcome: str  # built | failed | mismatch | already | partial
+    message: str
+    version: str = ""
+    new_version: str = ""
+    label: str = ""
+    wheel: str | None = None
+    patched: list[dict] = field(default_factory=list)  # {path, sha256, size, op}
+    mismatched: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # members left out (signatures of the old RECORD)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "built"
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "source": self.source,
+            "ok": self.ok,
+            "outcome": self.outcome,
+            "message": self.message,
+            "version": self.version,
+            "new_version": self.new_version,
+            "label": self.label,
+            "wheel": self.wheel,
+            "patched": self.patched,
+            "mismatched": self.mismatched,
+            "dropped": self.dropped,
+        }
+
+
+# --------------------------------------------------------------------------- names
+
+
+def new_names(filename: str, label: str) -> tuple[str, str, str, str]:
+    """(old version, new version, new wheel filename, dist-info prefix name) for ``filename``.
+
+    ``label`` replaces any local label the wheel already has (a patched wheel is rebuilt from the
+    stock one, never stacked).
+    """
+    try:
+        _name, version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise InputError(f"{filename}: not a wheel file name ({exc})") from None
+    new_version = Version(f"{version.public}+{label}")
+    stem = filename[: -len(".whl")].split("-")
+    # PEP 427: name-version[-build]-python-abi-platform; keep the name and tags exactly as given
+    rest = stem[2:]
+    new_file = "-".join([stem[0], str(new_version), *rest]) + ".whl"
+    return str(version), str(new_version), new_file, stem[0]
+
+
+def _rewrite_metadata(data: bytes, old: str, new: str, where: str) -> bytes:
+    """METADATA with its ``Version:`` header (in the header block) set to ``new``; nothing else moves."""
+    lines = data.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.strip() == b"":
+            break  # end of the headers: the rest is the description
+        if line.lower().startswith(b"version:"):
+            value = line.split(b":", 1)[1].strip().decode("utf-8", "replace")
+            if Version(value) != Version(old):
+                raise InputError(f"{where}: Version {value} does not match the wheel's file name ({old})")
+            ending = line[len(line.rstrip(b"\r\n")) :]
+            lines[i] = b"Version: " + new.encode() + ending
+            return b"".join(lines)
+    raise InputError(f"{where}: no Version header", hint="the wheel's METADATA is malformed")
+
+
+def _member_info(src: zipfile.ZipInfo, name: str, mode: int | None = None) -> zipfile.ZipInfo:
+    """A fresh entry carrying the original's name (or its new name), time, mode and compression."""
+    info = zipfile.ZipInfo(name, date_time=src.date_time)
+    info.compress_type = src.compress_type
+    info.create_system = src.create_system
+    info.external_attr = src.external_attr
+    if mode is not None:
+        info.external_attr = ((src.external_attr >> 16) & ~0o7777 | (mode & 0o7777)) << 16
+    return info
+
+
+class _Writer(WheelFile):
+    """``WheelFile`` that writes RECORD with the original RECORD's entry time and mode (so the
+    same inputs give the same bytes) instead of the clock."""
+
+    record_template: zipfile.ZipInfo | None = None
+
+    def writestr(self, zinfo_or_arcname, data, compress_type=None):  # type: ignore[override]
+        name = zinfo_or_arcname.filename if isinstance(zinfo_or_arcname, zipfile.ZipInfo) else zinfo_or_arcname
+        if name == self.record_path and self.record_template is not None:
+            zinfo_or_arcname = _member_info(self.record_template, self.record_path)
+        super().writestr(zinfo_or_arcname, data, compress_type)
+
+
+# --------------------------------------------------------------------------- the build
+
+
+def _validate(path: Path, what: str) -> str:
+    """installer's RECORD validation (names, hashes, sizes); returns the dist-info directory."""
+    try:
+        with WheelSource.open(path) as src:
+            src.validate_record()
+            return src.dist_info_dir
+    except zipfile.BadZipFile as exc:
+        raise InputError(f"{path}: not a zip archive ({exc})") from None
+    except ValueError as exc:  # installer's validation errors are ValueErrors
+        issues = getattr(exc, "issues", None) or [str(exc)]
+        raise InputError(
+            f"{what} {path} does not match its RECORD: " + "; ".join(issues[:3]) + (" …" if len(issues) > 3 else ""),
+            hint="the wheel is damaged: download it again",
+        ) from None
+
+
+@contextmanager
+def _source(path: Path) -> Iterator[WheelFile]:
+    """The input wheel, read through ``WheelFile``: every member read is checked against its
+    RECORD line (a member RECORD does not name is refused), so the rewrite itself validates it."""
+    try:
+        with WheelFile(path) as zf:
+            yield zf
+    except (WheelError, zipfile.BadZipFile) as exc:
+        raise InputError(
+            f"the wheel {path} does not match its RECORD: {exc}", hint="the wheel is damaged: download it again"
+        ) from None
+
+
+def _extract(zf: zipfile.ZipFile, names: set[str], wanted: list[str], into: Path) -> None:
+    for rel in wanted:
+        if rel in names:
+            dest = into / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(zf.read(rel))
+
+
+def build_wheel(
+    ledger: Ledger,
+    target: Target,
+    wheel_path: Path,
+    out_dir: Path,
+    *,
+    progress: Progress | None = None,
+) -> WheelBuild:
+    """Apply ``target``'s series to ``wheel_path`` and write the patched wheel into ``out_dir``.
+
+    Nothing is written unless the series applies with zero fuzz and every patched file matches the
+    lock; the report says why otherwise (outcome ``failed``/``mismatch``/``already``/``partial``).
+    """
+    say = progress or (lambda _m: None)
+    if not wheel_path.is_file():
+        raise InputError(f"--wheel {wheel_path}: no such file")
+    facts = series_facts(ledger, target)
+    version, new_version, new_file, dist_name = new_names(wheel_path.name, facts.label)
+    report = WheelBuild(target.name, str(wheel_path), "failed", "", version, new_version, facts.label)
+    with tempfile.TemporaryDirectory(prefix="patchset-wheel-") as scratch:
+        tree = Path(scratch) / "tree"
+        tree.mkdir()
+        with _source(wheel_path) as zf:
+            names = set(zf.namelist())
+            old_info = zf.dist_info_path
+            _extract(zf, names, facts.touched, tree)
+        say(f"apply {target.name} ({len(facts.touched)} files)")
+        applied = apply_to_tree(ledger, target, tree, layout="installed", kind="wheel")
+        if applied.outcome != "applied":
+            report.outcome = applied.outcome if applied.outcome in ("mismatch", "already", "partial") else "failed"
+            report.mismatched = applied.mismatched
+            detail = applied.result.patches if applied.result else []
+            failed = next((p.describe() for p in detail if p.status == "failed"), "")
+            report.message = (
+                f"{wheel_path.name}: {applied.message}" + (f"\n{failed}" if failed else "") + "; no wheel was written"
+            )
+            return report
+        assert applied.result is not None
+        changed = applied.result.files  # installed path -> sha256 after (None: removed)
+        modes = applied.result.modes
+        contents = {p: (tree / p).read_bytes() for p, sha in changed.items() if sha is not None}
+    created_out = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / new_file
+    work = Path(tempfile.mkdtemp(prefix=".patchset-build-", dir=out_dir))
+    try:
+        tmp = work / new_file  # WheelFile derives the dist-info name from the file name
+        say(f"write {new_file}")
+        _write(wheel_path, tmp, old_info, new_version, version, dist_name, changed, contents, modes, report)
+        say(f"check {new_file}")
+        new_info = _validate(tmp, "the patched wheel")
+        _check_against_lock(tmp, facts, report)
+        if report.mismatched:
+            report.outcome = "mismatch"
+            report.message = (
+                f"{len(report.mismatched)} file(s) in the written wheel do not match the lock; no wheel was written"
+            )
+            return report
+        expected_info = f"{dist_name}-{new_version}.dist-info"
+        if new_info != expected_info:  # pragma: no cover - guards the renaming above
+            raise EnvironmentFailure(f"wrote {new_info}, expected {expected_info}")
+        atomic.fsync_path(tmp)
+        os.replace(tmp, final)
+        atomic.fsync_path(final.parent, directory=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if created_out and not final.exists():
+            shutil.rmtree(out_dir, ignore_errors=True)
+    report.wheel = str(final)
+    report.outcome = "built"
+    report.patched = [
+        {
+            "path": p,
+            "sha256": sha,
+            "size": len(contents[p]) if sha else None,
+            "op": "removed" if sha is None else "patched",
+        }
+        for p, sha in sorted(changed.items())
+    ]
+    report.message = (
+        f"{final.name}: {len(ledger.series(target.name))} patches, {len(changed)} file(s) changed, "
+        "every patched file matches the lock"
+    )
+    return report
+
+
+def _write(
+    src_path: Path,
+    dest: Path,
+    old_info: str,
+    new_version: str,
+    version: str,
+    dist_name: str,
+    changed: dict[str, str | None],
+    contents: dict[str, bytes],
+    modes: dict[str, int | None],
+    report: WheelBuild,
+) -> None:
+    """Write the new archive to ``dest``: member order kept, new files just before the
+    ``.dist-info`` members, RECORD last (written by ``WheelFile`` on close)."""
+    new_info = f"{dist_name}-{new_version}.dist-info"
+    prefix = old_info + "/"
+    with _source(src_path) as zin, _Writer(dest, "w") as out:
+        infos = zin.infolist()
+        have = {i.filename for i in infos}
+        pending = sorted(p for p, sha in changed.items() if sha is not None and p not in have)
+        template = next((i for i in infos if i.filename.startswith(prefix)), infos[-1])
+
+        def add_new() -> None:
+            for p in pending:
+                out.writestr(_member_info(template, p, modes.get(p) or 0o644), contents[p])
+            pending.clear()
+
+        for info in infos:
+            name = info.filename
+            if name.startswith(prefix):
+                add_new()
+            if name == prefix + "RECORD":
+                out.record_template = info
+                continue
+            if name.startswith(prefix) and name.rsplit("/", 1)[-1] in SIGNATURES:
+                report.dropped.append(name)
+                continue
+            new_name = new_info + name[len(old_info) :] if name.startswith(prefix) else name
+            if name.endswith("/"):  # a directory entry: no RECORD line
+                zipfile.ZipFile.writestr(out, _member_info(info, new_name), b"")
+            elif name in changed:
+                if changed[name] is not None:  # None: the series removes it
+                    out.writestr(_member_info(info, new_name, modes.get(name)), contents[name])
+            elif name == prefix + "METADATA":
+                data = _rewrite_metadata(zin.read(info), version, new_version, f"{src_path.name}: {name}")
+                out.writestr(_member_info(info, new_name), data)
+            else:
+                out.writestr(_member_info(info, new_name), zin.read(info))
+        add_new()
+
+
+def _check_against_lock(path: Path, facts: SeriesFacts, report: WheelBuild) -> None:
+    """Read every locked file back from the written archive and compare with the lock."""
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        for rel, sha in facts.expected.items():
+            if rel not in names or sha256_bytes(zf.read(rel)) != sha:
+                report.mismatched.append(rel)
+
+
+def fetch_wheel(spec: str, progress=None) -> Path:
+    """The release's wheel from the package index (cached): a pure wheel, else this machine's."""
+    from patchset.upstream.releases import download, release_files
+
+    files = release_files(spec)
+    wheels = [f for f in files if f.kind == "wheel"]
+    pure = any(f.pure for f in wheels)
+    return download(spec, "wheel", platform=None if pure or not wheels else "native", progress=progress)
