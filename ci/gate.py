@@ -294,11 +294,12 @@ def _build(
     run: _Run, ledger: Ledger, t: Target, tree: Path, up: Upstream, label: str, kinds: list[str], out_dir: Path
 ) -> None:
     """``--build``: the deployable artifacts of the refreshed series (``patchset.build``)."""
-    from patchset.build.overlay import build_overlay
-    from patchset.build.wheel import build_wheel, fetch_wheel
+    from patchset.build.overlay import OverlayBuild, build_overlay
+    from patchset.build.wheel import WheelBuild, build_wheel, fetch_wheel
 
     for kind in kinds:
         run.note("build", kind)
+        rep: OverlayBuild | WheelBuild
         if kind == "overlay":
             rep = build_overlay(ledger, t, tree, out_dir / "overlay", layout="source")
         elif up.kind != "releases":

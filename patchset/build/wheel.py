@@ -133,7 +133,7 @@ class _Writer(WheelFile):
 
     record_template: zipfile.ZipInfo | None = None
 
-    def writestr(self, zinfo_or_arcname, data, compress_type=None):  # type: ignore[override]
+    def writestr(self, zinfo_or_arcname, data, compress_type=None):
         name = zinfo_or_arcname.filename if isinstance(zinfo_or_arcname, zipfile.ZipInfo) else zinfo_or_arcname
         if name == self.record_path and self.record_template is not None:
             zinfo_or_arcname = _member_info(self.record_template, self.record_path)
