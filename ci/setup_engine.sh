@@ -61,7 +61,7 @@ if [[ "$with_smollm2" == 1 ]]; then
   fi
 fi
 
-# The fault plugin: only its entry point is registered here; the engine adds verify/faults to
+# The fault plugin: only its entry point is registered here; the engine test adds tests/support/faults to
 # PYTHONPATH when it starts a server, so the code that runs is always the checked-out one.
 if ! "$py" - <<'EOF' 2>/dev/null
 from importlib.metadata import entry_points
@@ -73,7 +73,7 @@ then
   # Build from a copy so setuptools leaves no build/ or egg-info in the work tree.
   src="$(mktemp -d)"
   trap 'rm -rf "$src"' EXIT
-  cp -r "$here/verify/faults/." "$src/"
+  cp -r "$here/tests/support/faults/." "$src/"
   isolation=()
   "$py" -c 'import setuptools' 2>/dev/null && isolation=(--no-build-isolation)
   quiet "${pip[@]}" install -q --no-deps "${isolation[@]}" "$src"
