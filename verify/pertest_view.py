@@ -40,9 +40,10 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         table.add_column(col, **kw)
     for p in report.patches:
         for i, t in enumerate(p.tests):
+            name = escape(t.name) + (f"\n[dim]longctx: {escape(', '.join(t.checks))}[/]" if t.kind == "longctx" else "")
             table.add_row(
                 escape(p.patch_id) if i == 0 else "",
-                escape(t.name),
+                name,
                 _run_cell(t.with_run),
                 _run_cell(t.without_run),
                 f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]",
@@ -61,6 +62,21 @@ def render_verify(console: Console, report: VerifyReport) -> None:
             console.print(f"  {escape(p.patch_id)}: {escape(p.note)}", highlight=False)
     if report.untested:
         console.print(f"  no selected test: {escape(', '.join(report.untested))}", highlight=False)
+    if report.engines:
+        engines = Table(title="long-context engines (one per tree, shared by its tests)", title_justify="left")
+        for col, kw in (
+            ("tree", {"overflow": "fold"}),
+            ("tests", {"overflow": "fold"}),
+            ("start-up s", {"justify": "right", "no_wrap": True}),
+            ("checks s", {"justify": "right", "no_wrap": True}),
+            ("engine log", {"overflow": "fold"}),
+        ):
+            engines.add_column(col, **kw)
+        for e in report.engines:
+            up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f}"
+            log = escape(e.log) + (f"\n[magenta]{escape(e.error[:200])}[/]" if e.error else "")
+            engines.add_row(escape(e.label), escape(", ".join(e.tests)), up, f"{e.check_seconds:.1f}", log)
+        console.print(engines)
     for n in report.notes:
         console.print(f"  note: {escape(n)}", highlight=False)
     c = report.counts()
