@@ -63,20 +63,19 @@ def render_verify(console: Console, report: VerifyReport) -> None:
     if report.untested:
         console.print(f"  no selected test: {escape(', '.join(report.untested))}", highlight=False)
     if report.engines:
-        engines = Table(title="long-context engines (one per tree, shared by its tests)", title_justify="left")
-        for col, kw in (
-            ("tree", {"overflow": "fold"}),
-            ("tests", {"overflow": "fold"}),
-            ("start-up s", {"justify": "right", "no_wrap": True}),
-            ("checks s", {"justify": "right", "no_wrap": True}),
-            ("engine log", {"overflow": "fold"}),
-        ):
-            engines.add_column(col, **kw)
+        # lines, not a table: a log path or a patch id must never be broken across lines
+        console.print("long-context engines (one per tree, shared by the tests on it):", highlight=False)
         for e in report.engines:
-            up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f}"
-            log = escape(e.log) + (f"\n[magenta]{escape(e.error[:200])}[/]" if e.error else "")
-            engines.add_row(escape(e.label), escape(", ".join(e.tests)), up, f"{e.check_seconds:.1f}", log)
-        console.print(engines)
+            up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
+            console.print(
+                f"  {escape(e.label)}: start-up {up}, checks {e.check_seconds:.1f} s; "
+                f"tests {escape(', '.join(e.tests))}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            if e.error:
+                console.print(f"    [magenta]did not serve: {escape(e.error)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"    log {escape(e.log)}", highlight=False, soft_wrap=True)
     for n in report.notes:
         console.print(f"  note: {escape(n)}", highlight=False)
     c = report.counts()
