@@ -20,10 +20,12 @@ import os
 import sys
 import tarfile
 import xml.etree.ElementTree as ET
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from patchset.ci.artifacts import markdown
 from patchset.ci.report import GREEN, GateReport, longctx_rows, render
@@ -31,6 +33,7 @@ from patchset.errors import InputError
 from patchset.verify.junit import render_junit
 from patchset.verify.longctx_runs import EngineRequest
 from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, run_verify
+from patchset.verify.pertest_view import render_verify
 from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from tests.support.diffgen import unified_diff
 
@@ -174,6 +177,13 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     assert t["without"]["checks"][0]["failed_cases"] == ["warm 3072 + 37", "warm 4096 + 37"]
     assert t["with"]["engine_startup_seconds"] > 0 and t["with"]["engine_log"].endswith(".log")
 
+    out = StringIO()
+    render_verify(Console(file=out, width=60, color_system=None), report)
+    view = out.getvalue()
+    assert "long-context engines (one per tree, shared by the tests on it):" in view
+    for e in report.engines:
+        assert f"log {e.log}" in view  # a log path is never broken across lines, at any width
+
     root = ET.fromstring(render_junit(report).split("\n", 1)[1])
     case = root.find(".//testcase[@classname='d2-stale-cache-fix']")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -257,10 +267,6 @@ def test_gate_report_shows_longctx_rows_next_to_other_tests() -> None:
     assert "### Long-context tests" in md
     assert "| `fix` | resume-past-2048 | resume | pass; engine up 31.5 s, checks 2.2 s | fail (resume)" in md
     assert "| `other` | unit | command | passed | not-needed | 1.0 |" in md
-    from io import StringIO
-
-    from rich.console import Console
-
     out = StringIO()
     render(r, Console(file=out, width=200, color_system=None))
     text = out.getvalue()

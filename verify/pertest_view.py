@@ -64,7 +64,9 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         console.print(f"  no selected test: {escape(', '.join(report.untested))}", highlight=False)
     if report.engines:
         # lines, not a table: a log path or a patch id must never be broken across lines
-        console.print("long-context engines (one per tree, shared by the tests on it):", highlight=False)
+        console.print(
+            "long-context engines (one per tree, shared by the tests on it):", highlight=False, soft_wrap=True
+        )
         for e in report.engines:
             up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
             console.print(
