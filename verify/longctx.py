@@ -769,7 +769,7 @@ def run_checks(
     )
 
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
-        from tests.support.models import reference_logprobs
+        from patchset.verify.reference import reference_logprobs
 
         return reference_logprobs(
             Path(reference_model),
