@@ -191,13 +191,18 @@ def render(r: GateReport, console: Console | None = None) -> None:
             table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests)
         console.print(table)
     lc = longctx_rows(r)
-    if lc:
-        lct = Table(title="long-context tests (engine per tree)", title_justify="left")
-        for col in ("patch", "test", "checks", "with the series", "without the patch", "class", "engine logs"):
-            lct.add_column(col, overflow="fold")
+    if lc:  # lines, not a table: engine log paths and patch ids are never broken
+        console.print("long-context tests (one engine per tree):", highlight=False, soft_wrap=True)
         for row in lc:
-            lct.add_row(*(row[k] for k in ("patch", "test", "checks", "with", "without", "class", "logs")))
-        console.print(lct)
+            console.print(
+                f"  {row['patch']} / {row['test']} ({row['checks']}): {row['class']}; "
+                f"with the series: {row['with']}; without the patch: {row['without']}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            if row["logs"]:
+                console.print(f"    engine logs: {row['logs']}", highlight=False, markup=False, soft_wrap=True)
     if r.apply:
         console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
     for line in r.reasons():

@@ -285,7 +285,13 @@ def test_gate_report_shows_longctx_rows_next_to_other_tests() -> None:
     render(r, Console(file=out, width=200, color_system=None))
     text = out.getvalue()
     assert "resume-past-2048 (longctx: resume) passed, proven" in text
-    assert "engine-002-without_fix.log" in text
+    narrow = StringIO()
+    render(r, Console(file=narrow, width=60, color_system=None))
+    assert "fix / resume-past-2048 (resume): proven; with the series: pass; engine up 31.5 s" in narrow.getvalue()
+    assert (
+        "engine logs: /logs/engines/engine-001-with_the_series.log, /logs/engines/engine-002-without_fix.log"
+        in narrow.getvalue()
+    )  # paths are never broken, at any width
 
 
 # --------------------------------------------------------------------------- the real engine
