@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic
-from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline
+from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
 from patchset.text import md_cell
 
 SUITE = "patchset-gate"
@@ -87,9 +87,27 @@ def markdown(r: GateReport) -> str:
         if not r.tests:
             out += ["No test of the series carries these tags.", ""]
         else:
-            out += ["| patch | test | result | seconds |", "|---|---|---|---|"]
-            out += [f"| `{t['patch']}` | {_md(t['name'])} | {t['status']} | {t['seconds']} |" for t in r.tests]
+            out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
+            out += [
+                f"| `{t['patch']}` | {_md(t['name'])} | {t.get('kind', 'command')} | {t['status']} "
+                f"| {t.get('class', '')} | {t['seconds']} |"
+                for t in r.tests
+            ]
             out.append("")
+            lc = longctx_rows(r)
+            if lc:
+                out += [
+                    "### Long-context tests",
+                    "",
+                    "| patch | test | checks | with the series | without the patch | class | engine logs |",
+                    "|---|---|---|---|---|---|---|",
+                ]
+                out += [
+                    f"| `{x['patch']}` | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+                    f"{_md(x['without'])} | {x['class']} | {_md(x['logs'])} |"
+                    for x in lc
+                ]
+                out.append("")
             for t in r.failed_tests:
                 out += [
                     f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>",
@@ -155,6 +173,18 @@ def junit(r: GateReport) -> bytes:
             f.text = "\n".join(r.apply.get("mismatched", []))
     for t in r.tests:
         c = case(f"tests.{t['patch']}", t["name"], t["seconds"])
+        for label, run in (t.get("longctx") or {}).items():
+            if run:
+                props = c.find("properties")
+                if props is None:
+                    props = ET.SubElement(c, "properties")
+                up = run.get("engine_startup_seconds")
+                for k, v in (
+                    (f"{label} engine startup seconds", "" if up is None else f"{up:.3f}"),
+                    (f"{label} check seconds", f"{run.get('check_seconds', 0.0):.3f}"),
+                    (f"{label} engine log", run.get("engine_log") or ""),
+                ):
+                    ET.SubElement(props, "property", name=k, value=str(v))
         if t["status"] != "passed":
             f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
             f.text = t.get("tail", "")

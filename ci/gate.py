@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchset.ci import artifacts as artifacts_mod
 from patchset.ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
@@ -374,6 +375,7 @@ def _tests(
             target=t.name,
             junit=logs / "verify-junit.xml",
             progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
+            log_dir=logs / "engines",
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     for po in vr.patches:
@@ -390,11 +392,32 @@ def _tests(
                     "class": to.klass,
                     "note": to.note,
                     "tail": (w.reason + "\n" + w.output).strip() if w else "",
+                    "kind": to.kind,
+                    "checks": list(to.checks),
+                    "longctx": _longctx_runs(to) if to.kind == "longctx" else None,
                 }
             )
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
     r.warnings += vr.notes
+
+
+def _longctx_runs(to: Any) -> dict[str, Any]:
+    """A long-context test's two runs for the report: outcome, per-check verdicts, engine times and log."""
+    out: dict[str, Any] = {}
+    for label, run in (("with", to.with_run), ("without", to.without_run)):
+        if run is None:
+            out[label] = None
+            continue
+        out[label] = {
+            "outcome": run.outcome,
+            "reason": run.reason,
+            "engine_startup_seconds": getattr(run, "startup_seconds", None),
+            "check_seconds": round(run.seconds, 3),
+            "engine_log": run.log or None,
+            "checks": list(getattr(run, "checks", []) or []),
+        }
+    return out
 
 
 def _status(run: _Run, ledger_path: Path, refresh: bool) -> None:

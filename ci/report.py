@@ -7,6 +7,10 @@ Exit codes (``GateReport.exit_code``):
 * 1 a regression: a patch conflicts, the refreshed series does not apply or does not match its
   lock, or a selected test fails;
 * 2 the gate could not judge: the network, the disk, a missing tool, bad input, or a crash.
+
+Per-patch tests are listed next to the replay of each patch; long-context tests (``kind = "longctx"``)
+also get their own rows: the checks, each run's outcome, engine start-up and check seconds, and the
+engine log (``longctx_rows``, used by the terminal view and by ``report.md``).
 """
 
 from __future__ import annotations
@@ -115,6 +119,45 @@ def describe_commit(c: dict[str, Any] | None) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
+def test_cell(t: dict[str, Any]) -> str:
+    """A test in one line: ``name status`` (``name (longctx: resume) status, proven`` for long-context tests)."""
+    kind = f" (longctx: {', '.join(t.get('checks') or [])})" if t.get("kind") == "longctx" else ""
+    klass = f", {t['class']}" if t.get("class") else ""
+    return f"{t['name']}{kind} {t['status']}{klass}"
+
+
+def _run_cell(run: dict[str, Any] | None) -> str:
+    if not run:
+        return "not run"
+    up = run.get("engine_startup_seconds")
+    times = f"engine up {up:.1f} s, " if isinstance(up, (int, float)) else ""
+    failed = [c["check"] for c in run.get("checks") or [] if not c.get("ok")]
+    what = run["outcome"] + (f" ({', '.join(failed)})" if failed else "")
+    return f"{what}; {times}checks {run.get('check_seconds', 0.0):.1f} s"
+
+
+def longctx_rows(r: GateReport) -> list[dict[str, str]]:
+    """One row per long-context test: patch, test, checks, with, without, class, engine logs."""
+    rows = []
+    for t in r.tests:
+        if t.get("kind") != "longctx":
+            continue
+        runs = t.get("longctx") or {}
+        logs = [x.get("engine_log") for x in (runs.get("with"), runs.get("without")) if x and x.get("engine_log")]
+        rows.append(
+            {
+                "patch": t["patch"],
+                "test": t["name"],
+                "checks": ", ".join(t.get("checks") or []),
+                "with": _run_cell(runs.get("with")),
+                "without": _run_cell(runs.get("without")),
+                "class": t.get("class", ""),
+                "logs": ", ".join(logs),
+            }
+        )
+    return rows
+
+
 _STYLE = {GREEN: "green", RED: "red", ERROR: "red", UNCHANGED: "cyan"}
 _VERDICT_STYLE = {"carried": "green", "already-upstream": "cyan", "superseded": "cyan", "conflict": "red"}
 
@@ -149,9 +192,22 @@ def render(r: GateReport, console: Console | None = None) -> None:
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
             ts = tests_by_patch.get(p["id"], [])
-            tests = ", ".join(f"{t['name']} {t['status']}" for t in ts) or "-"
+            tests = "; ".join(test_cell(t) for t in ts) or "-"
             table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests)
         console.print(table)
+    lc = longctx_rows(r)
+    if lc:  # lines, not a table: engine log paths and patch ids are never broken
+        console.print("long-context tests (one engine per tree):", highlight=False, soft_wrap=True)
+        for row in lc:
+            console.print(
+                f"  {row['patch']} / {row['test']} ({row['checks']}): {row['class']}; "
+                f"with the series: {row['with']}; without the patch: {row['without']}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            if row["logs"]:
+                console.print(f"    engine logs: {row['logs']}", highlight=False, markup=False, soft_wrap=True)
     if r.apply:
         console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
     for kind, b in r.build.items():

@@ -3,7 +3,8 @@
 One ``<testsuite>`` per patch, one ``<testcase>`` per declared test (``classname`` = patch id).
 ``proven`` is a pass; ``broken`` and ``not-needed`` are ``<failure>`` (each asks for a change to
 the series); ``error`` is ``<error>``. Both runs' exit status, time and output tail go into
-``<system-out>``; the class and the per-run outcomes are ``<properties>``.
+``<system-out>``; the class and the per-run outcomes are ``<properties>``. A long-context test's
+runs add the engine's start-up seconds, the check seconds and the engine log path of each tree.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def _run_text(label: str, run) -> str:
     head = f"--- {label}: {run.outcome}, exit {run.exit_code}, {run.seconds:.1f} s"
     if run.reason:
         head += f" ({run.reason})"
+    if hasattr(run, "startup_seconds"):  # a long-context run: the engine it ran on
+        up = "-" if run.startup_seconds is None else f"{run.startup_seconds:.1f} s"
+        head += f"\n    engine start-up {up}, checks {run.seconds:.1f} s, engine log {run.log or '-'}"
     return head + "\n" + (run.output or "") + "\n"
 
 
@@ -44,6 +48,15 @@ def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
         ("without", t.without_run.outcome if t.without_run else "not run"),
     ):
         ET.SubElement(props, "property", name=k, value=_clean(v))
+    if t.kind == "longctx":
+        ET.SubElement(props, "property", name="checks", value=_clean(", ".join(t.checks)))
+        for label, run in (("with", t.with_run), ("without", t.without_run)):
+            if run is None or not hasattr(run, "startup_seconds"):
+                continue
+            up = "" if run.startup_seconds is None else f"{run.startup_seconds:.3f}"
+            ET.SubElement(props, "property", name=f"{label} engine startup seconds", value=up)
+            ET.SubElement(props, "property", name=f"{label} check seconds", value=f"{run.seconds:.3f}")
+            ET.SubElement(props, "property", name=f"{label} engine log", value=_clean(run.log or ""))
     failures = errors = 0
     if t.klass in ("broken", "not-needed"):
         el = ET.SubElement(case, "failure", message=_clean(f"{t.klass}: {t.note}"), type=t.klass)

