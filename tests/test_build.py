@@ -23,7 +23,7 @@ from installer.sources import WheelFile as WheelSource
 from wheel.wheelfile import WheelFile
 
 from patchset.build.series import short_label
-from tests.conftest import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 ROOT_IN_IMAGE = "/usr/lib/python3/dist-packages"
 
@@ -498,7 +498,7 @@ def test_flashinfer_overlay_checks_in_a_copy_of_the_installed_tree(run, tmp_path
 def test_gate_builds_the_overlay_from_the_refreshed_series(demo, run, tmp_path: Path) -> None:
     """The gate judges a local upstream repository (source layout: include/ at the top) and, asked,
     writes the overlay of the refreshed series into its artifacts; a wheel needs a release upstream."""
-    from tests.conftest import new_repo
+    from tests.support.repo import new_repo
 
     repo = tmp_path / "upstream"
     new_repo(repo, {k.replace("demo/data/include/", "include/"): v for k, v in STOCK.items()})
@@ -521,7 +521,7 @@ def test_gate_builds_the_overlay_from_the_refreshed_series(demo, run, tmp_path: 
 
 @pytest.mark.network
 def test_gate_builds_the_real_flashinfer_wheel_and_overlay(run, tmp_path: Path) -> None:
-    from tests.conftest import release_history
+    from tests.support.repo import release_history
 
     release_history("flashinfer-python", ["0.6.18.post1"])  # skips when the index is unreachable
     ex = tmp_path / "example"

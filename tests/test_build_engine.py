@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from patchset.verify.server import EngineConfig, EngineServer, engine_missing_reason, engine_venv
-from tests.conftest import REPO_ROOT
 from tests.support import models
+from tests.support.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
