@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from patchset import errors
-from patchset.ledger import store as ledger_mod
+from patchset.commands.table import Term
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
+
+
+def rich_out():  # -> rich.console.Console, for the renderings that still use rich (rebase, check)
+    from rich.console import Console
+
+    return Console(highlight=False)
 
 
 @dataclass
@@ -31,9 +35,13 @@ class Ctx:
 
     @property
     def ledger_path(self) -> Path:
+        from patchset.ledger import store as ledger_mod
+
         return ledger_mod.find_ledger(self.directory, self.ledger_arg)
 
     def load(self):  # -> Ledger
+        from patchset.ledger import store as ledger_mod
+
         return ledger_mod.load_ledger(self.ledger_path)
 
 
@@ -50,6 +58,9 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
         except errors.PatchsetError as exc:
             click.echo(f"error: {exc.render()}", err=True)
             code = exc.exit_code
+        except BrokenPipeError:  # `patchset list | head`: the reader left; say nothing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = 0
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             code = 130
@@ -96,6 +107,8 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
     \b
     Exit codes: 0 ok, 1 a finding (failed patch/check, hash mismatch), 2 bad input or environment.
     """
+    global out
+    out = Term()
     if directory is not None:
         try:
             os.chdir(directory)  # "as if started in DIR": relative paths on the command line resolve there
@@ -114,11 +127,13 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
 @guarded
 def init(c: Ctx, title: str, as_json: bool) -> int:
     """Create a new, empty ledger (patches.toml, patches.lock) and the series directory."""
+    from patchset.ledger import store as ledger_mod
+
     ledger_mod.init_ledger(c.ledger_path, title)
     if as_json:
         emit_json({"ledger": str(c.ledger_path)})
     else:
-        out.print(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+        out.line(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
     return 0
 
 
@@ -136,9 +151,9 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool
     if as_json:
         emit_json(res.to_json())
     else:
-        out.print(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
         for f, n in res.expected.items():
-            out.print(f"expected hashes: {n} from {f}")
+            out.line(f"expected hashes: {n} from {f}")
     return 0
 
 
@@ -158,7 +173,7 @@ def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> i
         emit_json({"dest": str(dest), "format": fmt, "written": written})
     else:
         for t, names in written.items():
-            out.print(f"{t}: {len(names)} entries written to {dest}")
+            out.line(f"{t}: {len(names)} entries written to {dest}")
     return 0
 
 
@@ -226,8 +241,13 @@ def show(c: Ctx, patch_id: str, as_json: bool) -> int:
 
 
 def _progress_bar():
+    """A transient rich bar on stderr when it is a terminal; otherwise a no-op that never imports rich."""
+    if not sys.stderr.isatty():
+        return _NoBar()
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True, highlight=False)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -235,8 +255,23 @@ def _progress_bar():
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
     )
+
+
+class _NoBar:
+    """The interface of rich's Progress that the commands use, doing nothing."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 @main.command()
@@ -375,7 +410,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
         if as_json:
             emit_json(res.to_json())
         else:
-            out.print("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
+            out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
     with _progress_bar() as bar:
         task = bar.add_task("rebase", total=None)
@@ -400,7 +435,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
     if as_json:
         emit_json(report.to_json())
     else:
-        render(report, out, range_diffs=not no_range_diff)
+        render(report, rich_out(), range_diffs=not no_range_diff)
     return 0 if report.ok else 1
 
 
@@ -439,7 +474,7 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
 
         write_html(report, html_file)
         if not as_json and not markdown:
-            out.print(f"wrote {html_file}")
+            out.line(f"wrote {html_file}")
     if as_json:
         emit_json(report.to_json())
     elif markdown:
@@ -610,7 +645,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     if as_json:
         click.echo(report.to_json())
     else:
-        report.render(out)
+        report.render(rich_out())
     return report.exit_code
 
 

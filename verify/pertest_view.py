@@ -1,15 +1,12 @@
 """The terminal view of a ``patchset verify`` report: one table row per test, then what to do.
 
 Kept apart from ``patchset.verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
-``render_verify(console, report)``.
+``render_verify(term, report)``. Tables go through ``patchset.commands.table`` (any width, pipes).
 """
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
+from patchset.commands.table import Col, Styled, Term
 from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
 
 STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
@@ -17,56 +14,53 @@ RUN_STYLE = {"pass": "green", "fail": "red", "error": "magenta"}
 LABEL = {PROVEN: "proven", NOT_NEEDED: "not needed", BROKEN: "broken", ERROR: "error"}
 
 
-def _run_cell(run) -> str:
+def _run_cell(run) -> Styled:
     if run is None:
-        return "-"
-    return f"[{RUN_STYLE.get(run.outcome, '')}]{run.outcome}[/]"
+        return Styled("-")
+    return Styled(run.outcome, RUN_STYLE.get(run.outcome, ""))
 
 
-def render_verify(console: Console, report: VerifyReport) -> None:
-    table = Table(
-        title=escape(f"patchset verify: {report.target} on {report.base}")
-        + (f" (tags: {', '.join(report.tags)})" if report.tags else ""),
-        title_justify="left",
+def render_verify(term: Term, report: VerifyReport) -> None:
+    title = f"patchset verify: {report.target} on {report.base}" + (
+        f" (tags: {', '.join(report.tags)})" if report.tags else ""
     )
-    for col, kw in (
-        ("patch", {"overflow": "fold"}),
-        ("test", {"overflow": "fold"}),
-        ("with", {"no_wrap": True}),
-        ("without", {"no_wrap": True}),
-        ("class", {"no_wrap": True}),
-        ("seconds", {"justify": "right", "no_wrap": True}),
-    ):
-        table.add_column(col, **kw)
+    cols = [
+        Col("patch", whole=True),
+        Col("test", whole=True),
+        Col("with"),
+        Col("without"),
+        Col("class"),
+        Col("seconds", right=True, drop=1),
+    ]
+    rows = []
     for p in report.patches:
         for i, t in enumerate(p.tests):
-            table.add_row(
-                escape(p.patch_id) if i == 0 else "",
-                escape(t.name),
-                _run_cell(t.with_run),
-                _run_cell(t.without_run),
-                f"[{STYLE[t.klass]}]{LABEL[t.klass]}[/]",
-                f"{t.seconds:.1f}",
+            rows.append(
+                [
+                    p.patch_id if i == 0 or not term.tty else "",
+                    t.name,
+                    _run_cell(t.with_run),
+                    _run_cell(t.without_run),
+                    Styled(LABEL[t.klass], STYLE[t.klass]),
+                    f"{t.seconds:.1f}",
+                ]
             )
-    console.print(table)
+    term.table(cols, rows, title=Styled(title, "bold"))
     for p in report.patches:
         for t in p.tests:
             if t.klass != PROVEN:
-                console.print(
-                    f"  [{STYLE[t.klass]}]{LABEL[t.klass]}[/] {escape(p.patch_id)} / {escape(t.name)}: "
-                    f"{escape(t.note)}",
-                    highlight=False,
-                )
+                term.line(Styled(LABEL[t.klass], STYLE[t.klass]), f" {p.patch_id} / {t.name}: {t.note}", indent="  ")
         if p.note:
-            console.print(f"  {escape(p.patch_id)}: {escape(p.note)}", highlight=False)
+            term.line(f"{p.patch_id}: {p.note}", indent="  ")
     if report.untested:
-        console.print(f"  no selected test: {escape(', '.join(report.untested))}", highlight=False)
+        term.line(f"no selected test: {', '.join(report.untested)}", indent="  ")
     for n in report.notes:
-        console.print(f"  note: {escape(n)}", highlight=False)
+        term.line(f"note: {n}", indent="  ")
     c = report.counts()
-    summary = ", ".join(f"[{STYLE[k]}]{c[k]} {LABEL[k]}[/]" for k in (PROVEN, NOT_NEEDED, BROKEN, ERROR))
-    console.print(
-        f"{len(report.patches)} patch(es): {summary}; wall time {report.wall_seconds:.1f} s on {report.jobs} job(s)"
-    )
+    parts: list[str | Styled] = [f"{len(report.patches)} patch(es): "]
+    for i, k in enumerate((PROVEN, NOT_NEEDED, BROKEN, ERROR)):
+        parts += [", " if i else "", Styled(f"{c[k]} {LABEL[k]}", STYLE[k])]
+    parts.append(f"; wall time {report.wall_seconds:.1f} s on {report.jobs} job(s)")
+    term.line(*parts)
     if report.work_dir:
-        console.print(f"trees and logs kept in {report.work_dir}", highlight=False)
+        term.line(f"trees and logs kept in {report.work_dir}")
