@@ -143,9 +143,9 @@ def render(r: GateReport, term: Term | None = None) -> None:
         cols = [
             Col("#", right=True),
             Col("patch", whole=True),
-            Col("replay"),
-            Col("first bad upstream commit", drop=2),
-            Col("tests", drop=1),
+            Col("replay", drop=1),
+            Col("first bad upstream commit", drop=3),
+            Col("tests", drop=2),
         ]
         term.table(cols, rows)
     if r.apply:

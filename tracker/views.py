@@ -106,12 +106,12 @@ def render_status(term: Term, report: StatusReport) -> None:
     cols = [
         Col("#", right=True),
         Col("patch", whole=True),
-        Col("origin", drop=4),
-        Col("upstream", drop=1),
-        Col("detail", drop=3),
-        Col("drift", drop=2),
-        Col("action"),
-        Col("data", drop=5),
+        Col("origin", drop=5),
+        Col("upstream", drop=2),
+        Col("detail", drop=4),
+        Col("drift", drop=3),
+        Col("action", drop=1),
+        Col("data", drop=6),
     ]
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})

@@ -26,11 +26,11 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     )
     cols = [
         Col("patch", whole=True),
-        Col("test", whole=True),
-        Col("with"),
-        Col("without"),
-        Col("class"),
-        Col("seconds", right=True, drop=1),
+        Col("test", whole=True, drop=5),
+        Col("with", drop=2),
+        Col("without", drop=3),
+        Col("class", drop=1),
+        Col("seconds", right=True, drop=4),
     ]
     rows = []
     for p in report.patches:

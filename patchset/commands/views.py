@@ -182,7 +182,7 @@ def render_apply(term: Term, reports: list[Any]) -> None:
         res = rep.result
         if res is not None:
             term.table(
-                [Col("#", right=True), Col("patch", whole=True), Col("result"), Col("detail", drop=1)],
+                [Col("#", right=True), Col("patch", whole=True), Col("result", drop=1), Col("detail", drop=2)],
                 [_apply_row(i, pr) for i, pr in enumerate(res.patches, 1)],
             )
         if rep.state is not None and rep.outcome in ("partial", "already"):
