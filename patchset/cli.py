@@ -45,6 +45,11 @@ class Ctx:
         return ledger_mod.load_ledger(self.ledger_path)
 
 
+def _one_of(names: Any) -> str:
+    names = list(names)
+    return f"one of: {', '.join(names)}" if names else "the ledger has no targets yet (`patchset target add NAME`)"
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
@@ -122,18 +127,74 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
 
 @main.command()
 @click.option("--title", default="", help="A title for the ledger.")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="NAME",
+    help="Add a target (repeatable): vllm, flashinfer and nccl come with presets; any other name is generic.",
+)
 @json_opt
 @click.pass_obj
 @guarded
-def init(c: Ctx, title: str, as_json: bool) -> int:
-    """Create a new, empty ledger (patches.toml, patches.lock) and the series directory."""
-    from patchset.ledger import store as ledger_mod
+def init(c: Ctx, title: str, targets: tuple[str, ...], as_json: bool) -> int:
+    """Create a new ledger (patches.toml, patches.lock) and the series directory."""
+    from patchset.commands.targets import init as do_init
+    from patchset.ledger.presets import describe
 
-    ledger_mod.init_ledger(c.ledger_path, title)
+    added = do_init(c.ledger_path, title, list(targets))
     if as_json:
-        emit_json({"ledger": str(c.ledger_path)})
+        emit_json({"ledger": str(c.ledger_path), "targets": added})
     else:
         out.line(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+        for name, values in added.items():
+            out.line(f"target {name}: {describe(values)}", indent="  ")
+    return 0
+
+
+@main.group()
+def target() -> None:
+    """Targets (the upstreams the series patches) without editing the ledger by hand."""
+
+
+@target.command("add")
+@click.argument("name")
+@click.option("--upstream", default=None, metavar="URL", help="The upstream repository URL.")
+@click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
+@click.option("--package", default=None, metavar="P", help="Its name on the package index (for --from-index).")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SRC=DST",
+    help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
+)
+@click.option("--base", default=None, metavar="B", help="The upstream base the series applies to.")
+@click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
+@json_opt
+@click.pass_obj
+@guarded
+def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_preset, as_json) -> int:
+    """Add [targets.NAME] to the ledger: a preset for vllm, flashinfer, nccl, else a generic target."""
+    from patchset.commands.targets import add_targets, parse_maps
+    from patchset.ledger.presets import describe, target_values
+
+    values = target_values(
+        name,
+        upstream=upstream,
+        github=github,
+        package=package,
+        layout=layout,
+        maps=parse_maps(maps),
+        base=base,
+        preset=not no_preset,
+    )
+    add_targets(c.ledger_path, {name: values})
+    if as_json:
+        emit_json({"target": name, "values": values})
+    else:
+        out.line(f"added target {name}: {describe(values)}")
     return 0
 
 
@@ -258,6 +319,27 @@ def _progress_bar():
     )
 
 
+def bar_progress(bar: Any, label: str):  # -> patchset.progress.Progress
+    """The one adapter from the packages' ``progress(what, done, total)`` to a bar."""
+    task = bar.add_task(label, total=None)
+
+    def progress(what: str, done: int, total: int | None) -> None:
+        bar.update(task, description=f"{label} {what}"[:70], completed=done, total=total)
+
+    return progress
+
+
+def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback for a hidden option kept under its old name: warns, then stands for ``new``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value not in (None, (), False):
+            click.echo(f"warning: {old} is deprecated; use {new}", err=True)
+        return value
+
+    return callback
+
+
 class _NoBar:
     """The interface of rich's Progress that the commands use, doing nothing."""
 
@@ -326,11 +408,22 @@ def apply(
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
     if target and target not in led.targets:
-        raise errors.InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(led.targets)}")
+        raise errors.InputError(f"unknown target {target!r}", hint=_one_of(led.targets))
+    if not names:
+        raise errors.InputError(
+            f"{c.ledger_path} has no active patches to apply",
+            hint="bring patches in with `patchset import DIR` (a folder of .patch files, a quilt series)",
+        )
     chosen: dict[str, TreeArg] = {}
     for kind, values in (("tree", trees), ("repo", repos)):
         for name, value in parse_tree_args(values, kind, names).items():
-            chosen[name] = TreeArg(kind, Path(value).resolve(), layout=layout or "", branch=branch)
+            path = Path(value).resolve()
+            if not path.is_dir():
+                raise errors.InputError(
+                    f"--{kind} {value}: {path} is not a directory",
+                    hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
+                )
+            chosen[name] = TreeArg(kind, path, layout=layout or "", branch=branch)
     spec_map = parse_tree_args(specs, "from-index", names)
     into_map = parse_tree_args(intos, "into", names)
     for name, spec in spec_map.items():
@@ -342,11 +435,7 @@ def apply(
             "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
         )
     with _progress_bar() as bar:
-        task = bar.add_task("apply", total=None)
-
-        def progress(pid: str, i: int, n: int) -> None:
-            bar.update(task, description=f"apply {pid}", completed=i, total=n)
-
+        progress = bar_progress(bar, "apply")
         reports = run_apply(
             led,
             chosen,
@@ -375,11 +464,20 @@ def apply(
 )
 @click.option("--target", default=None, help="The target to rebase (needed when several have patches).")
 @click.option(
-    "--repo",
-    "repo",
+    "--upstream",
+    "upstream",
     type=click.Path(path_type=Path),
     default=None,
+    metavar="PATH",
     help="A local upstream clone holding both bases (default: the cached release history).",
+)
+@click.option(
+    "--repo",
+    "old_repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    hidden=True,
+    callback=deprecated_alias("rebase --repo", "--upstream (--repo names a build checkout in apply)"),
 )
 @click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
 @click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
@@ -390,7 +488,9 @@ def apply(
 @json_opt
 @click.pass_obj
 @guarded
-def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_, no_range_diff, as_json) -> int:
+def rebase(
+    c: Ctx, onto, target, upstream, old_repo, interactive, dry_run, cont, skip_, abort_, no_range_diff, as_json
+) -> int:
     """Carry the series onto a newer upstream: in-memory 3-way replay, drops what landed upstream.
 
     \b
@@ -413,11 +513,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
             out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
     with _progress_bar() as bar:
-        task = bar.add_task("rebase", total=None)
-
-        def progress(i: int, n: int, pid: str) -> None:
-            bar.update(task, description=f"rebase {pid}", completed=i, total=n)
-
+        progress = bar_progress(bar, "rebase")
         if cont:
             report = rb.continue_rebase(c.ledger_path, progress=progress)
         elif skip_:
@@ -427,7 +523,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
                 c.ledger_path,
                 onto,
                 target=target,
-                repo=repo,
+                repo=upstream or old_repo,
                 interactive=interactive,
                 dry_run=dry_run,
                 progress=progress,
@@ -532,16 +628,17 @@ def fetch(
 @click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
 @click.option(
     "--tree",
-    type=click.Path(file_okay=False, path_type=Path),
+    "tree_arg",
     default=None,
-    help="A pristine build tree (verify works on private copies; never modified).",
+    metavar="[NAME=]DIR",
+    help="A pristine build tree, as in apply (verify works on private copies; never modified).",
 )
 @click.option(
     "--from-index",
-    "from_index",
+    "spec_arg",
     default=None,
-    metavar="SPEC",
-    help="A release from the package index, e.g. vllm==0.30.0 (default: the target's base).",
+    metavar="[NAME=]SPEC",
+    help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
 )
 @click.option("--target", default=None, help="The target whose patches to verify.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
@@ -551,7 +648,7 @@ def fetch(
 @json_opt
 @click.pass_obj
 @guarded
-def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_trees, as_json) -> int:
+def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_trees, as_json) -> int:
     """Run each patch's tests with the series and without that patch.
 
     \b
@@ -561,12 +658,14 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
     """
     from patchset.verify.pertest import run_verify
 
+    tree, from_index = None, None
+    if tree_arg or spec_arg:
+        target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
+        tree, from_index = (Path(value).resolve(), None) if tree_arg else (None, value)
+        if tree is not None and not tree.is_dir():
+            raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
     with _progress_bar() as bar:
-        task = bar.add_task("verify", total=None)
-
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
+        progress = bar_progress(bar, "verify")
         rep = run_verify(
             c.ledger_path,
             tree,
@@ -587,6 +686,22 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
 
         render_verify(out, rep)
     return rep.exit_code
+
+
+def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:
+    """``--tree DIR`` or ``--tree NAME=DIR`` for a command that works on one target."""
+    from patchset.commands.apply import parse_tree_args
+
+    led = c.load()
+    names = [target] if target else [t for t in led.targets if led.series(t)]
+    if len(names) != 1:  # NAME= picks the target
+        name, sep, rest = value.partition("=")
+        if sep and name in led.targets:
+            return name, rest
+        if not names:
+            raise errors.InputError(f"{c.ledger_path} has no active patches to verify")
+    ((name, v),) = parse_tree_args((value,), kind, names).items()
+    return name, v
 
 
 # --------------------------------------------------------------------------- check
@@ -692,11 +807,7 @@ def gate(
     from patchset.ci.report import render
 
     with _progress_bar() as bar:
-        task = bar.add_task("gate", total=None)
-
-        def progress(stage: str, detail: str) -> None:
-            bar.update(task, description=f"{stage}: {detail}"[:70])
-
+        progress = bar_progress(bar, "gate")
         report = run_gate(
             c.ledger_path,
             onto=onto,

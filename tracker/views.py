@@ -115,7 +115,7 @@ def render_status(term: Term, report: StatusReport) -> None:
     ]
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
-        where = t.get("github") or "no GitHub repository"
+        where = t.get("github") or "no GitHub repository recorded: PR references must read OWNER/REPO#N"
         table = []
         for r in rows:
             pid = r.id if r.state == "active" else f"{r.id} [{r.state}]"
@@ -135,7 +135,7 @@ def render_status(term: Term, report: StatusReport) -> None:
             )
         term.table(cols, table, title=Styled(f"{target} ({where}, base {t.get('base') or '—'})", "bold"))
     counts = report.counts("action")
-    parts: list[str | Styled] = ["actions: "]
+    parts: list[str | Styled] = ["actions: " + ("none" if not counts else "")]
     for i, (a, n) in enumerate(sorted(counts.items())):
         parts += [", " if i else "", Styled(f"{n} {ACTION_WORDS.get(a, a)}", ACTION_STYLE.get(a, ""))]
     term.line(*parts)

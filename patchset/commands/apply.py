@@ -20,8 +20,7 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, Input
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-
-Progress = Callable[[str, int, int], None]
+from patchset.progress import Progress
 
 
 @dataclass

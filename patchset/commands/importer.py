@@ -16,6 +16,7 @@ from patchset.errors import InputError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger
+from patchset.ledger.presets import offer
 from patchset.patchfmt.headers import parse_meta
 
 PATCH_SUFFIXES = (".patch", ".diff")
@@ -108,16 +109,15 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
 def _choose_target(ledger: Ledger, target: str | None) -> str:
     if target:
         if target not in ledger.targets:
-            raise InputError(
-                f"unknown target {target!r}",
-                hint=f"targets in {ledger.path.name}: {', '.join(ledger.targets) or '(none)'}",
-            )
+            raise InputError(f"no target {target!r} in {ledger.path.name}: {offer(target)}")
         return target
     if len(ledger.targets) == 1:
         return next(iter(ledger.targets))
     raise InputError(
         "which target do these patches belong to?",
-        hint=f"pass --target NAME (one of: {', '.join(ledger.targets) or '(none: add [targets.<name>])'})",
+        hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})"
+        if ledger.targets
+        else "add one first: `patchset target add NAME` (vllm, flashinfer and nccl have presets)",
     )
 
 

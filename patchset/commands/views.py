@@ -23,7 +23,7 @@ def render_validate(term: Term, rep: Any) -> None:  # rep: patchset.commands.ins
     by_state: dict[str, int] = {}
     for state in rep.bodies.values():
         by_state[state] = by_state.get(state, 0) + 1
-    parts: list[str | Styled] = ["bodies: "]
+    parts: list[str | Styled] = ["bodies: " + ("none" if not by_state else "")]
     for i, (s, n) in enumerate(sorted(by_state.items())):
         parts += [", " if i else "", Styled(f"{n} {s}", BODY_STYLE.get(s, ""))]
     term.line(*parts)
@@ -164,7 +164,7 @@ def _apply_row(i: int, pr: Any) -> list[Any]:
     else:
         label, style = pr.status.replace("_", " "), "red" if pr.status != "not_reached" else "dim"
         detail = "; ".join(
-            (f.message if f.message and f.path in f.message else f"{f.path}: {f.message or f.status}")
+            f"{f.path}: {f.message or f.status}"
             + "".join(f" — {h.describe()}" for h in f.hunks if h.status == "failed")
             for f in pr.files
             if f.status != "applied"

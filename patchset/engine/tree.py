@@ -21,9 +21,9 @@ from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_f
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.progress import Progress
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
-Progress = Callable[[str, int, int], None]  # (patch_id, 1-based index, total)
 
 
 @dataclass

@@ -117,8 +117,8 @@ PATCH = {
     "tests": Field("array", table=TEST),
 }
 TARGET = {
-    "upstream": Field("str", required=True),
-    "github": Field("str", required=True, check=_pattern(GITHUB_RE, "an 'owner/repo' name")),
+    "upstream": Field("str"),
+    "github": Field("str", check=_pattern(GITHUB_RE, "an 'owner/repo' name")),
     "branch": Field("str"),
     "base": Field("str"),
     "base_version": Field("str"),

@@ -49,8 +49,8 @@ def _target(name: str, d: dict[str, Any]) -> Target:
     pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
         name=name,
-        upstream=d["upstream"],
-        github=d["github"],
+        upstream=d.get("upstream", ""),
+        github=d.get("github", ""),
         branch=d.get("branch", "main"),
         base=d.get("base", ""),
         base_version=d.get("base_version", ""),
@@ -135,6 +135,28 @@ class Edit:
             table.add(k, v)
         self.patch_tables().append(table)
         return table
+
+    def add_target(self, name: str, values: dict[str, Any]) -> None:
+        """A new ``[targets.<name>]`` table (tomlkit quotes names such as ``python3.11``), placed
+        before the first ``[[patch]]`` so the ledger keeps reading top-down."""
+        if "targets" in self.doc and name in self.doc["targets"]:
+            raise InputError(f"target {name!r} already exists in {self.path.name}", hint="edit it there")
+        patches = self.doc.pop("patch") if "patch" in self.doc else None
+        if "targets" not in self.doc:
+            self.doc.add("targets", tomlkit.table(is_super_table=True))
+        table = tomlkit.table()
+        for k, v in values.items():
+            if k == "path_map":
+                pm = tomlkit.table()
+                for src, dst in v.items():
+                    pm[src] = dst
+                table.add(k, pm)
+            else:
+                table.add(k, v)
+        self.doc["targets"][name] = table
+        if patches is not None:
+            self.doc.add(tomlkit.nl())
+            self.doc.append("patch", patches)
 
     def set_path(self, table: Table, dotted: str, value: Any) -> None:
         """Set ``a.b.c`` inside a patch table, creating sub-tables as needed."""
