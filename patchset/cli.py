@@ -205,9 +205,24 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
 @click.pass_obj
 @guarded
 def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool) -> int:
-    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files."""
-    from patchset.commands.importer import import_sources
+    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
 
+    \b
+    A build repository (per-target folders such as patches/vllm/*.patch, patches/flashinfer/*.patch,
+    and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
+    flashinfer, nccl), each folder becomes that target's series in file order, and the expected
+    hashes go into the lock under the target whose patches touch each file.
+    """
+    from patchset.commands.importer import build_folders, import_build, import_sources
+
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None else None
+    if folders:
+        rep = import_build(c.ledger_path, sources[0], folders)
+        if as_json:
+            emit_json(rep.to_json())
+        else:
+            _print_build_import(rep)
+        return 0
     res = import_sources(c.ledger_path, list(sources), target)
     if as_json:
         emit_json(res.to_json())
@@ -216,6 +231,31 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
     return 0
+
+
+def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+    from patchset.ledger.presets import describe
+
+    out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
+    for name, folder in rep.folders.items():
+        how = (
+            ("created from its preset" if name in rep.preset else "created (generic)")
+            if name in rep.created
+            else "already in the ledger"
+        )
+        out.line(
+            f"target {name} ({folder}): {how}" + (f": {describe(rep.created[name])}" if name in rep.created else "")
+        )
+        ids = rep.patches.get(name, [])
+        out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
+    r = rep.result
+    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
+    for f, counts in rep.expected.items():
+        per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
+        out.line(f"expected hashes from {f}: {per}")
+        for p in rep.unmatched.get(f, []):
+            out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
+    out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
 
 
 @main.command()
@@ -424,8 +464,11 @@ def apply(
                     hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
                 )
             chosen[name] = TreeArg(kind, path, layout=layout or "", branch=branch)
-    spec_map = parse_tree_args(specs, "from-index", names)
-    into_map = parse_tree_args(intos, "into", names)
+    spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
+    if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
+        into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
+    else:
+        into_map = parse_tree_args(intos, "into", names)
     for name, spec in spec_map.items():
         if name not in into_map:
             raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
@@ -686,6 +729,23 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
 
         render_verify(out, rep)
     return rep.exit_code
+
+
+def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str, ...]:
+    """``--from-index vllm==0.30.0`` names its target by the project: the target whose package
+    (or name) is ``vllm``. Values that already say ``NAME=`` are kept."""
+    import re
+
+    out = []
+    for v in specs:
+        name, sep, rest = v.partition("=")
+        if len(names) > 1 and not (sep and name in names and not rest.startswith("=")):
+            project = re.split(r"[=<>!~\s\[]", v, maxsplit=1)[0]
+            match = [t for t in names if project in (led.targets[t].package, t)]
+            if len(match) == 1:
+                v = f"{match[0]}={v}"
+        out.append(v)
+    return tuple(out)
 
 
 def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:

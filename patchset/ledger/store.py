@@ -45,7 +45,7 @@ def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Pa
     return (directory or Path.cwd()) / DEFAULT_NAME
 
 
-def _target(name: str, d: dict[str, Any]) -> Target:
+def target_from(name: str, d: dict[str, Any]) -> Target:
     pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
         name=name,
@@ -100,7 +100,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
         data = parse(path, text)
     v = Validator(path, text)
     v.check_document(data)
-    targets = {name: _target(name, t) for name, t in data.get("targets", {}).items()}
+    targets = {name: target_from(name, t) for name, t in data.get("targets", {}).items()}
     patches = [_patch(p, v.locator.line_of(("patch", i)) or 0) for i, p in enumerate(data.get("patch", []))]
     lock = load_lock(path.with_suffix(".lock"))
     extra = {k: data[k] for k in ("title", "description") if k in data}
