@@ -8,7 +8,6 @@ so a validation error never leaves a half-written set.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +32,8 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -6,7 +6,6 @@ mismatch, a regression); 2 bad input or environment (malformed ledger, missing f
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import Any
 
 import click
 
-from patchset import errors
+from patchset import __version__, errors
 from patchset.commands.table import Term
 
 out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
@@ -51,6 +50,8 @@ def _one_of(names: Any) -> str:
 
 
 def emit_json(data: Any) -> None:
+    import json
+
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
@@ -104,7 +105,7 @@ json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readabl
     default=None,
     help="The ledger file (default: patches.toml in the current directory).",
 )
-@click.version_option(package_name="patchset")
+@click.version_option(version=__version__, package_name="patchset")
 @click.pass_context
 def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) -> None:
     """patchset: a ledger, apply engine, rebaser and CI gate for downstream patch series.

@@ -28,13 +28,8 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
-
-import requests
-import urllib3
-from github import Auth, Github, GithubException
-from urllib3.util.retry import Retry
 
 from patchset.errors import EnvironmentFailure
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
@@ -55,6 +50,9 @@ from patchset.upstream.refs import (
     PRState,
     RowError,
 )
+
+if TYPE_CHECKING:  # PyGithub, requests and urllib3 load on the first request, not on import
+    from github import Github
 
 __all__ = [
     "DEFAULT_ALIASES",
@@ -275,6 +273,9 @@ class GitHubClient:
     # ---- transport -----------------------------------------------------------------------
     def _requester(self) -> Any:
         if self._gh is None:
+            from github import Auth, Github  # imported on the first request: offline reads never pay for it
+            from urllib3.util.retry import Retry
+
             retry = Retry(
                 total=self.retries,
                 connect=self.retries,
@@ -315,6 +316,9 @@ class GitHubClient:
         """One round trip through PyGithub's requester. Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
+        import requests
+        from github import GithubException
+
         hdrs = dict(headers or {})
         if accept:
             hdrs["Accept"] = accept
@@ -840,6 +844,8 @@ def _state_key(ref: PRRef) -> str:
 
 
 def _is_timeout(exc: BaseException) -> bool:
+    import urllib3
+
     reason = exc.args[0] if exc.args else None
     reason = getattr(reason, "reason", reason)
     # NewConnectionError (refused, unreachable) subclasses ConnectTimeoutError in urllib3.

@@ -14,8 +14,6 @@ from typing import Any
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
-from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import split_header
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -39,6 +37,9 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     engine's parser). A renamed or copied file is named by its new path, any other by the path it
     reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
     as written; a body that does not parse has no stat (``[]``)."""
+    from patchset.patchfmt.diffs import parse_patch  # only when a body is read: `list` of a fresh clone never is
+    from patchset.patchfmt.headers import split_header
+
     _, diff = split_header(body)
     try:
         files = parse_patch(diff, strip)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -158,6 +157,21 @@ def wrap_tokens(tokens: Sequence[str], width: int, indent: str = "") -> list[str
     return [(indent + ln if i else ln) for i, ln in enumerate(lines)]
 
 
+def _columns() -> int:
+    """COLUMNS, else the terminal's width, else 100 (what shutil.get_terminal_size does, without
+    importing shutil and the compression modules it pulls in)."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    for fd in (1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 100
+        except OSError:
+            continue
+    return 100
+
+
 def _env_tty(stream: IO[str]) -> bool:
     forced = os.environ.get("PATCHSET_TTY")
     if forced in ("0", "1"):
@@ -181,7 +195,7 @@ class Term:
         if self.tty is None:
             self.tty = _env_tty(self.stream)
         if self.width is None:
-            self.width = shutil.get_terminal_size((100, 24)).columns if self.tty else 10_000
+            self.width = _columns() if self.tty else 10_000
         self.width = max(20, self.width)
         if self.color is None:
             self.color = bool(self.tty) and not os.environ.get("NO_COLOR") and os.environ.get("PATCHSET_TTY") != "1"

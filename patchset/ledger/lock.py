@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import tomlkit
-
 from patchset.errors import LedgerError, Location
 from patchset.ledger.model import SCHEMA_VERSION, Lock, TargetLock
 from patchset.ledger.schema import SHA256_RE, SHA_RE
@@ -79,6 +77,8 @@ def load_lock(path: Path) -> Lock:
 
 def render_lock(lock: Lock) -> str:
     """Serialise a lock deterministically (sorted keys) so diffs of the lock are minimal."""
+    import tomlkit  # only writers need it; reading uses tomllib
+
     doc = tomlkit.document()
     doc.add(tomlkit.comment(HEADER))
     doc.add("schema", SCHEMA_VERSION)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -35,13 +36,15 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
-from rich.progress import Progress
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.upstream.git import fast_import_path, git_env, ls_tree_blobs, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 __all__ = [
     "GitRepo",
