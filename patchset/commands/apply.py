@@ -9,7 +9,6 @@ apply, proves the result against the lock before anything is written, and record
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +259,8 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Pat
 
 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
+    import shutil
+
     fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)
