@@ -111,7 +111,7 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
 def _choose_target(ledger: Ledger, target: str | None) -> str:
     if target:
         if target not in ledger.targets:
-            raise InputError(f"no target {target!r} in {ledger.path.name}: {offer(target)}")
+            raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
         return target
     if len(ledger.targets) == 1:
         return next(iter(ledger.targets))

@@ -23,7 +23,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import IO
 
 _SGR = {
@@ -41,12 +40,13 @@ _SGR = {
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@dataclass(frozen=True)
 class Styled:
     """Text with a style name such as ``"bold red"`` (ignored without colour)."""
 
-    text: str
-    style: str = ""
+    __slots__ = ("style", "text")
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text, self.style = text, style
 
     def __str__(self) -> str:
         return self.text
@@ -94,17 +94,22 @@ def path_tails(width: int) -> Callable[[Cell], Cell]:
     return shorten
 
 
-@dataclass
 class Col:
     """A column. ``drop`` > 0 lets it move to the second line when the width runs out (higher moves
     first); ``shorten`` abbreviates its cells before anything moves. ``whole``: the cell is one token
     (an id, a PR reference), never wrapped."""
 
-    name: str
-    drop: int = 0
-    shorten: Callable[[Cell], Cell] | None = None
-    whole: bool = False
-    right: bool = False
+    __slots__ = ("drop", "name", "right", "shorten", "whole")
+
+    def __init__(
+        self,
+        name: str,
+        drop: int = 0,
+        shorten: Callable[[Cell], Cell] | None = None,
+        whole: bool = False,
+        right: bool = False,
+    ) -> None:
+        self.name, self.drop, self.shorten, self.whole, self.right = name, drop, shorten, whole, right
 
 
 def _items(cell: Cell) -> list[str]:
@@ -182,23 +187,24 @@ def _env_tty(stream: IO[str]) -> bool:
         return False
 
 
-@dataclass
 class Term:
     """Where a command prints: a stream, whether it is a terminal, its width, colour."""
 
-    stream: IO[str] = field(default_factory=lambda: sys.stdout)
-    tty: bool | None = None
-    width: int | None = None
-    color: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.tty is None:
-            self.tty = _env_tty(self.stream)
-        if self.width is None:
-            self.width = _columns() if self.tty else 10_000
-        self.width = max(20, self.width)
-        if self.color is None:
-            self.color = bool(self.tty) and not os.environ.get("NO_COLOR") and os.environ.get("PATCHSET_TTY") != "1"
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        tty: bool | None = None,
+        width: int | None = None,
+        color: bool | None = None,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.tty = _env_tty(self.stream) if tty is None else tty
+        if width is None:
+            width = _columns() if self.tty else 10_000
+        self.width = max(20, width)
+        if color is None:
+            color = self.tty and not os.environ.get("NO_COLOR") and os.environ.get("PATCHSET_TTY") != "1"
+        self.color = bool(color)
 
     # ---- text -------------------------------------------------------------------------------
     def paint(self, text: str, style: str) -> str:

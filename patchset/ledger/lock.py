@@ -7,7 +7,6 @@ per-target hashes convert to and from the ``EXPECTED.sha256`` format (``<sha256>
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from patchset.errors import LedgerError, Location
@@ -20,11 +19,15 @@ HEADER = "Written by patchset: do not edit by hand (use `patchset apply --update
 
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``: the one digest helper of the project (lock, trees, rebase state)."""
+    import hashlib  # loaded when something is hashed, not when a ledger is read
+
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks (release archives can be large)."""
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
