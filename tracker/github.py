@@ -16,15 +16,11 @@ The token is held in a ``_Secret`` and never printed, logged, cached or put in a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -187,6 +183,9 @@ def resolve_token(
     env = os.environ if env is None else env
     if env.get("GITHUB_TOKEN"):
         return env["GITHUB_TOKEN"], "GITHUB_TOKEN"
+    import shutil
+    import subprocess
+
     exe = shutil.which(gh, path=env.get("PATH")) if gh else None
     if exe:
         cmd = [exe, "auth", "token"] + (["--hostname", host] if host else [])
@@ -507,6 +506,9 @@ class GitHubClient:
             if not isinstance(doc, dict) or doc.get("type") != "file":
                 raise _Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
             if doc.get("encoding") == "base64":
+                import base64
+                import binascii
+
                 try:
                     return base64.b64decode(doc.get("content") or "", validate=False)
                 except (binascii.Error, ValueError):

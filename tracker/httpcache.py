@@ -23,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +38,8 @@ def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + rename). No fsync: this is a cache, and
     an entry lost in a crash reads as a miss (see the sha256 check in ``get``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
