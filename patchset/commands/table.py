@@ -37,7 +37,6 @@ _SGR = {
     "magenta": "35",
     "cyan": "36",
 }
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Styled:
@@ -145,21 +144,21 @@ def _flat(cell: Cell, sep: str = ", ") -> str:
     return sep.join(str(c) for c in cell)
 
 
-def wrap_tokens(tokens: Sequence[str], width: int, indent: str = "") -> list[str]:
+def wrap_tokens(tokens: Sequence[str], width: int) -> list[str]:
     """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own."""
     lines: list[str] = []
     cur = ""
     for tok in tokens:
         if not cur:
             cur = tok
-        elif len(cur) + 1 + len(tok) <= width - (len(indent) if lines else 0):
+        elif len(cur) + 1 + len(tok) <= width:
             cur += " " + tok
         else:
             lines.append(cur)
             cur = tok
     if cur:
         lines.append(cur)
-    return [(indent + ln if i else ln) for i, ln in enumerate(lines)]
+    return lines
 
 
 def _columns() -> int:
@@ -233,19 +232,16 @@ class Term:
                 space = False
             space = space or text[-1:].isspace()
         width = self.width or 80
-        lines: list[tuple[str, int]] = []
-        cur, cur_len = "", 0
+        cur, cur_len = "", 0  # the line being filled, and its length without escape codes
         for unit in units:
             ulen = sum(len(w) for w, _ in unit)
             painted = "".join(self.paint(w, st) for w, st in unit)
             if cur_len and len(indent) + cur_len + 1 + ulen > width:
-                lines.append((cur, cur_len))
-                cur, cur_len = "  " + painted, 2 + ulen
+                self.write(indent + cur)
+                cur, cur_len = "  " + painted, 2 + ulen  # continuation lines are indented two more
             else:
                 cur, cur_len = (cur + " " + painted, cur_len + 1 + ulen) if cur_len else (painted, ulen)
-        lines.append((cur, cur_len))
-        for ln, _ in lines:
-            self.write(indent + ln)
+        self.write(indent + cur)
 
     # ---- tables -----------------------------------------------------------------------------
     def table(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: Part | None = None) -> None:
@@ -340,9 +336,5 @@ class Term:
                     toks += [f"{name}: {parts[0]}", *parts[1:]]  # the label stays with its first token
                     toks[-1] += ";"
                 toks[-1] = toks[-1].rstrip(";")
-                for ln in wrap_tokens(toks, width - 4, indent=""):
+                for ln in wrap_tokens(toks, width - 4):
                     self.write("    " + ln)
-
-
-def visible_len(text: str) -> int:
-    return len(_ANSI.sub("", text))
