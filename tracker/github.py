@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import time
@@ -62,7 +61,12 @@ __all__ = [
     "resolve_token",
 ]
 
-log = logging.getLogger(__name__)
+
+def log():  # -> logging.Logger; logging is imported when something is logged, not at start-up
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 PUBLIC_API = "https://api.github.com"
 JSON = "application/vnd.github+json"
@@ -241,7 +245,7 @@ class GitHubClient:
             value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
             self._token = _Secret(value)
             if not value:
-                log.warning(
+                log().warning(
                     "no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
                     "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
                     "states are read one REST request at a time"
@@ -457,7 +461,7 @@ class GitHubClient:
             data, missing = _diff_from_files(files)
             if not missing and len(files) < 3000:
                 note = f"GitHub refused the whole diff ({too_large}); rebuilt from {len(files)} per-file patches"
-                log.info("%s: %s", ref, note)
+                log().info("%s: %s", ref, note)
                 return PRDiff(ref, data, "files", cached, None, note)
             reason = (
                 f"{len(missing)} file(s) have no patch in the file list ({', '.join(missing[:3])})"
@@ -476,7 +480,7 @@ class GitHubClient:
                     ).body
                 )
             note = f"GitHub refused the whole diff and {reason}; concatenated {len(parts)} commit patches"
-            log.info("%s: %s", ref, note)
+            log().info("%s: %s", ref, note)
             return PRDiff(ref, b"".join(parts), "commits", False, None, note)
         except _Failure as f:
             raise FetchError(f.row, what) from None
