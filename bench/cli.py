@@ -35,16 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from apply import fresh_copy, vllm_tree, write_series  # noqa: E402
-
-from patchset.patchfmt.diffs import files_touched  # noqa: E402
-
-LEDGER = """schema = 1
-[targets.vllm]
-upstream = "https://github.com/vllm-project/vllm.git"
-github = "vllm-project/vllm"
-base = "0.30.0"
-"""
+from apply import fresh_copy, vllm_tree  # noqa: E402
+from apply_cli import series_ledger  # noqa: E402
 
 
 def patchset_cmd() -> list[str]:
@@ -88,20 +80,11 @@ def main() -> int:
     src = vllm_tree()
     work = Path(tempfile.mkdtemp(prefix="bench-cli-"))
     try:
-        led = work / "ledger"
-        (led / "in").mkdir(parents=True)
-        (led / "patches.toml").write_text(LEDGER)
-        patches = write_series(src, led / "in")
-        extra = ROOT / "examples/spark-sm12x/patchset/series/vllm/03-sm12x-platform-facts.patch"
-        shutil.copy(extra, led / "in" / "0021-sm12x-platform-facts.patch")
-        patches.append(led / "in" / "0021-sm12x-platform-facts.patch")
-        subprocess.run(
-            [*ps, "import", "--target", "vllm", *map(str, patches)], cwd=led, check=True, capture_output=True
-        )
-        rels = sorted({r for p in patches for r in files_touched(p.read_bytes()) if (src / r).exists()})
-        first = work / "tree-lock"
-        fresh_copy(src, rels, first)
-        subprocess.run([*ps, "apply", "--tree", str(first), "--update-lock"], cwd=led, check=True, capture_output=True)
+
+        def run(*argv: str, cwd: Path) -> None:
+            subprocess.run([*ps, *argv], cwd=cwd, check=True, capture_output=True, env=ENV)
+
+        led, patches, rels = series_ledger(src, work, run)
 
         py = sys.executable
         cases: dict[str, tuple[list[str], Path]] = {
