@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,25 @@ def cli(*args: str, cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
+def series_ledger(src: Path, work: Path, run: Callable[..., object]) -> tuple[Path, list[Path], list[str]]:
+    """The 21-patch ledger (bench/apply.py's 20 + the example's new-file patch) under ``work``,
+    imported and locked with ``run(*args, cwd=...)`` (a patchset invocation). Returns the ledger
+    directory, the patch files in order, and the existing files they touch."""
+    led = work / "ledger"
+    (led / "in").mkdir(parents=True)
+    (led / "patches.toml").write_text(LEDGER)
+    patches = write_series(src, led / "in")
+    extra = ROOT / "examples/spark-sm12x/patchset/series/vllm/03-sm12x-platform-facts.patch"
+    shutil.copy(extra, led / "in" / "0021-sm12x-platform-facts.patch")
+    patches.append(led / "in" / "0021-sm12x-platform-facts.patch")
+    run("import", "--target", "vllm", *[str(p) for p in patches], cwd=led)
+    rels = sorted({r for p in patches for r in files_touched(p.read_bytes()) if (src / r).exists()})
+    first = work / "tree-lock"
+    fresh_copy(src, rels, first)
+    run("apply", "--tree", str(first), "--update-lock", cwd=led)
+    return led, patches, rels
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
@@ -51,18 +71,7 @@ def main() -> int:
     src = vllm_tree()
     work = Path(tempfile.mkdtemp(prefix="bench-apply-cli-"))
     try:
-        led = work / "ledger"
-        (led / "in").mkdir(parents=True)
-        (led / "patches.toml").write_text(LEDGER)
-        patches = write_series(src, led / "in")
-        extra = ROOT / "examples/spark-sm12x/patchset/series/vllm/03-sm12x-platform-facts.patch"
-        shutil.copy(extra, led / "in" / "0021-sm12x-platform-facts.patch")
-        patches.append(led / "in" / "0021-sm12x-platform-facts.patch")
-        cli("import", "--target", "vllm", *[str(p) for p in patches], cwd=led)
-        rels = sorted({r for p in patches for r in files_touched(p.read_bytes()) if (src / r).exists()})
-        first = work / "tree-lock"
-        fresh_copy(src, rels, first)
-        cli("apply", "--tree", str(first), "--update-lock", cwd=led)
+        led, patches, rels = series_ledger(src, work, lambda *a, cwd: cli(*a, cwd=cwd))
         tool, loop = [], []
         for _ in range(args.runs):
             t = work / "tree"

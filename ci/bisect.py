@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.ci.upstream import Commit, Upstream
+from patchset.progress import Progress
 from patchset.rebase.report import CONFLICT
 from patchset.rebase.session import rebase
 
@@ -43,16 +44,14 @@ class FirstBad:
 class Prober:
     """Replays the series onto a commit once and remembers every patch's verdict there."""
 
-    def __init__(
-        self, ledger_path: Path, target: str, upstream: Upstream, progress: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, ledger_path: Path, target: str, upstream: Upstream, progress: Progress | None = None) -> None:
         self.ledger_path, self.target, self.upstream, self.progress = ledger_path, target, upstream, progress
         self.seen: dict[str, dict[str, str]] = {}
 
     def __call__(self, sha: str) -> dict[str, str]:
         if sha not in self.seen:
             if self.progress:
-                self.progress(f"replay onto {sha[:12]}")
+                self.progress(f"replay onto {sha[:12]}", 0, None)
             rep = rebase(self.ledger_path, sha, target=self.target, repo=self.upstream.git_dir, dry_run=True)
             self.seen[sha] = {p.id: p.verdict for p in rep.patches}
         return self.seen[sha]

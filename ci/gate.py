@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +35,10 @@ from patchset.ci.upstream import Upstream, open_upstream
 from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
+from patchset.progress import Progress
 from patchset.text import split_list
 
-__all__ = ["GateProgress", "GateReport", "render", "run_gate", "split_tags"]
-
-GateProgress = Callable[[str, str], None]  # (stage, detail): fetch, rebase, status, bisect, tree, apply, tests
+__all__ = ["GateReport", "render", "run_gate", "split_tags"]
 
 
 def split_tags(tags: Sequence[str] | str | None) -> list[str]:
@@ -50,7 +49,7 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
 @dataclass
 class _Run:
     report: GateReport
-    progress: GateProgress | None
+    progress: Progress | None
     started: float = field(default_factory=time.monotonic)
     lines: list[str] = field(default_factory=list)
 
@@ -60,7 +59,7 @@ class _Run:
     def note(self, stage: str, detail: str) -> None:
         self.log(f"{stage}: {detail}")
         if self.progress:
-            self.progress(stage, detail)
+            self.progress(f"{stage}: {detail}", 0, None)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -82,7 +81,7 @@ def run_gate(
     artifacts: Path = Path("gate-artifacts"),
     tags: Sequence[str] = (),
     state_file: Path | None = None,
-    progress: GateProgress | None = None,
+    progress: Progress | None = None,
     target: str | None = None,
     upstream: str | None = None,
     patches: Sequence[str] | None = None,
@@ -238,7 +237,7 @@ def _judge(
             label,
             target=t.name,
             repo=up.git_dir,
-            progress=lambda i, n, pid: run.note("rebase", f"{i}/{n} {pid}"),
+            progress=lambda pid, i, n: run.note("rebase", f"{i}/{n} {pid}"),
         )
     r.rebase = rr.to_json()
     artifacts_mod.write_json(logs / "rebase.json", r.rebase)
@@ -259,7 +258,7 @@ def _judge(
                 good = prev.last_clean
             commits = up.commits(good, sha)
             run.log(f"bisect {len(conflicts)} patch(es) over {len(commits)} commits {good[:12]}..{sha[:12]}")
-            prober = Prober(ws.pristine_ledger, t.name, up, lambda d: run.note("bisect", d))
+            prober = Prober(ws.pristine_ledger, t.name, up, lambda what, done, total: run.note("bisect", what))
             prober.seen[sha] = {p["id"]: p["verdict"] for p in r.rebase["patches"]}  # replayed already
             found = first_bad(conflicts, good, commits, prober)
         r.first_bad = {k: v.to_json() for k, v in found.items()}

@@ -16,10 +16,9 @@ engine log (``longctx_rows``, used by the terminal view and by ``report.md``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from rich.console import Console
+from patchset.commands.table import Col, Styled, Term
 
 GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
 EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
@@ -172,54 +171,53 @@ def headline(r: GateReport) -> str:
     return f"gate {where}: {r.status.upper()}"
 
 
-def render(r: GateReport, console: Console | None = None) -> None:
-    """The report for a terminal: one row per patch, then reasons, errors and where the artifacts are."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = console or Console()
-    console.print(Text(headline(r), style=_STYLE.get(r.status, "")))
+def render(r: GateReport, term: Term | None = None) -> None:
+    """The report for a terminal or a log: one row per patch, then reasons, errors and where the
+    artifacts are (tables through ``patchset.commands.table``)."""
+    term = term or Term()
+    term.line(Styled(headline(r), _STYLE.get(r.status, "")))
     patches = r.rebase.get("patches", [])
     if patches:
         tests_by_patch: dict[str, list[dict[str, Any]]] = {}
         for t in r.tests:
             tests_by_patch.setdefault(t["patch"], []).append(t)
-        table = Table(show_lines=False)
-        for col in ("#", "patch", "replay", "first bad upstream commit", "tests"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for i, p in enumerate(patches, 1):
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
             ts = tests_by_patch.get(p["id"], [])
-            tests = "; ".join(test_cell(t) for t in ts) or "-"
-            table.add_row(str(i), p["id"], Text(verdict, style=_VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests)
-        console.print(table)
+            tests = ", ".join(f"{t['name']} {t['status']}" for t in ts) or "-"
+            rows.append([str(i), p["id"], Styled(verdict, _VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests])
+        cols = [
+            Col("#", right=True),
+            Col("patch", whole=True),
+            Col("replay", drop=1),
+            Col("first bad upstream commit", drop=3),
+            Col("tests", drop=2),
+        ]
+        term.table(cols, rows)
+    if r.apply:
+        term.line(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
     lc = longctx_rows(r)
     if lc:  # lines, not a table: engine log paths and patch ids are never broken
-        console.print("long-context tests (one engine per tree):", highlight=False, soft_wrap=True)
+        term.line("long-context tests (one engine per tree):")
         for row in lc:
-            console.print(
+            term.line(
                 f"  {row['patch']} / {row['test']} ({row['checks']}): {row['class']}; "
-                f"with the series: {row['with']}; without the patch: {row['without']}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
+                f"with the series: {row['with']}; without the patch: {row['without']}"
             )
             if row["logs"]:
-                console.print(f"    engine logs: {row['logs']}", highlight=False, markup=False, soft_wrap=True)
-    if r.apply:
-        console.print(f"apply to a fresh tree: {r.apply.get('outcome')}: {r.apply.get('message', '')}")
+                term.line(f"    engine logs: {row['logs']}")
     for kind, b in r.build.items():
-        console.print(f"build {kind}: {b.get('outcome')}: {b.get('message', '')}", soft_wrap=True)
+        term.line(f"build {kind}: {b.get('outcome')}: {b.get('message', '')}")
     for line in r.reasons():
-        console.print(f"[red]regression[/red] {line}")
+        term.line(Styled("regression", "red"), f" {line}")
     for w in r.warnings:
-        console.print(f"[yellow]warning[/yellow] {w}")
+        term.line(Styled("warning", "yellow"), f" {w}")
     for e in r.errors:
-        console.print(f"[red]error[/red] {e}")
+        term.line(Styled("error", "red"), f" {e}")
     if r.series_patch.get("files"):
-        console.print(f"refreshed series: {r.series_patch['path']} ({len(r.series_patch['files'])} files)")
+        term.line(f"refreshed series: {r.series_patch['path']} ({len(r.series_patch['files'])} files)")
     if r.artifacts:
-        console.print(f"artifacts: {r.artifacts}")
-    console.print(f"exit {r.exit_code} in {r.seconds:.2f} s")
+        term.line(f"artifacts: {r.artifacts}")
+    term.line(f"exit {r.exit_code} in {r.seconds:.2f} s")

@@ -36,6 +36,8 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -6,7 +6,6 @@ mismatch, a regression); 2 bad input or environment (malformed ledger, missing f
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -15,14 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
-from patchset import errors
+from patchset import __version__, errors
+from patchset.commands.table import Styled, Term
 from patchset.ledger import store as ledger_mod
 from patchset.text import split_list
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
+
+
+def rich_out():  # -> rich.console.Console, for the renderings that still use rich (rebase, check)
+    from rich.console import Console
+
+    return Console(highlight=False)
 
 
 @dataclass
@@ -32,13 +36,22 @@ class Ctx:
 
     @property
     def ledger_path(self) -> Path:
+
         return ledger_mod.find_ledger(self.directory, self.ledger_arg)
 
     def load(self):  # -> Ledger
+
         return ledger_mod.load_ledger(self.ledger_path)
 
 
+def _one_of(names: Any) -> str:
+    names = list(names)
+    return f"one of: {', '.join(names)}" if names else "the ledger has no targets yet (`patchset target add NAME`)"
+
+
 def emit_json(data: Any) -> None:
+    import json
+
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
@@ -51,6 +64,9 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
         except errors.PatchsetError as exc:
             click.echo(f"error: {exc.render()}", err=True)
             code = exc.exit_code
+        except BrokenPipeError:  # `patchset list | head`: the reader left; say nothing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = 0
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             code = 130
@@ -89,7 +105,7 @@ json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readabl
     default=None,
     help="The ledger file (default: patches.toml in the current directory).",
 )
-@click.version_option(package_name="patchset")
+@click.version_option(version=__version__, package_name="patchset")
 @click.pass_context
 def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) -> None:
     """patchset: a ledger, apply engine, rebaser and CI gate for downstream patch series.
@@ -97,6 +113,8 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
     \b
     Exit codes: 0 ok, 1 a finding (failed patch/check, hash mismatch), 2 bad input or environment.
     """
+    global out
+    out = Term()
     if directory is not None:
         try:
             os.chdir(directory)  # "as if started in DIR": relative paths on the command line resolve there
@@ -110,16 +128,74 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
 
 @main.command()
 @click.option("--title", default="", help="A title for the ledger.")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="NAME",
+    help="Add a target (repeatable): vllm, flashinfer and nccl come with presets; any other name is generic.",
+)
 @json_opt
 @click.pass_obj
 @guarded
-def init(c: Ctx, title: str, as_json: bool) -> int:
-    """Create a new, empty ledger (patches.toml, patches.lock) and the series directory."""
-    ledger_mod.init_ledger(c.ledger_path, title)
+def init(c: Ctx, title: str, targets: tuple[str, ...], as_json: bool) -> int:
+    """Create a new ledger (patches.toml, patches.lock) and the series directory."""
+    from patchset.commands.targets import init as do_init
+    from patchset.ledger.presets import describe
+
+    added = do_init(c.ledger_path, title, list(targets))
     if as_json:
-        emit_json({"ledger": str(c.ledger_path)})
+        emit_json({"ledger": str(c.ledger_path), "targets": added})
     else:
-        out.print(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+        out.line(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+        for name, values in added.items():
+            out.line(f"target {name}: {describe(values)}", indent="  ")
+    return 0
+
+
+@main.group()
+def target() -> None:
+    """Targets (the upstreams the series patches) without editing the ledger by hand."""
+
+
+@target.command("add")
+@click.argument("name")
+@click.option("--upstream", default=None, metavar="URL", help="The upstream repository URL.")
+@click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
+@click.option("--package", default=None, metavar="P", help="Its name on the package index (for --from-index).")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SRC=DST",
+    help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
+)
+@click.option("--base", default=None, metavar="B", help="The upstream base the series applies to.")
+@click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
+@json_opt
+@click.pass_obj
+@guarded
+def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_preset, as_json) -> int:
+    """Add [targets.NAME] to the ledger: a preset for vllm, flashinfer, nccl, else a generic target."""
+    from patchset.commands.targets import add_targets, parse_maps
+    from patchset.ledger.presets import describe, target_values
+
+    values = target_values(
+        name,
+        upstream=upstream,
+        github=github,
+        package=package,
+        layout=layout,
+        maps=parse_maps(maps),
+        base=base,
+        preset=not no_preset,
+    )
+    add_targets(c.ledger_path, {name: values})
+    if as_json:
+        emit_json({"target": name, "values": values})
+    else:
+        out.line(f"added target {name}: {describe(values)}")
     return 0
 
 
@@ -130,17 +206,57 @@ def init(c: Ctx, title: str, as_json: bool) -> int:
 @click.pass_obj
 @guarded
 def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool) -> int:
-    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files."""
-    from patchset.commands.importer import import_sources
+    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
 
+    \b
+    A build repository (per-target folders such as patches/vllm/*.patch, patches/flashinfer/*.patch,
+    and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
+    flashinfer, nccl), each folder becomes that target's series in file order, and the expected
+    hashes go into the lock under the target whose patches touch each file.
+    """
+    from patchset.commands.importer import build_folders, import_build, import_sources
+
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None else None
+    if folders:
+        rep = import_build(c.ledger_path, sources[0], folders)
+        if as_json:
+            emit_json(rep.to_json())
+        else:
+            _print_build_import(rep)
+        return 0
     res = import_sources(c.ledger_path, list(sources), target)
     if as_json:
         emit_json(res.to_json())
     else:
-        out.print(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
         for f, n in res.expected.items():
-            out.print(f"expected hashes: {n} from {f}")
+            out.line(f"expected hashes: {n} from {f}")
     return 0
+
+
+def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+    from patchset.ledger.presets import describe
+
+    out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
+    for name, folder in rep.folders.items():
+        how = (
+            ("created from its preset" if name in rep.preset else "created (generic)")
+            if name in rep.created
+            else "already in the ledger"
+        )
+        out.line(
+            f"target {name} ({folder}): {how}" + (f": {describe(rep.created[name])}" if name in rep.created else "")
+        )
+        ids = rep.patches.get(name, [])
+        out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
+    r = rep.result
+    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
+    for f, counts in rep.expected.items():
+        per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
+        out.line(f"expected hashes from {f}: {per}")
+        for p in rep.unmatched.get(f, []):
+            out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
+    out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
 
 
 @main.command()
@@ -159,7 +275,7 @@ def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> i
         emit_json({"dest": str(dest), "format": fmt, "written": written})
     else:
         for t, names in written.items():
-            out.print(f"{t}: {len(names)} entries written to {dest}")
+            out.line(f"{t}: {len(names)} entries written to {dest}")
     return 0
 
 
@@ -247,8 +363,13 @@ def show(c: Ctx, patch_id: str, as_json: bool) -> int:
 
 
 def _progress_bar():
+    """A transient rich bar on stderr when it is a terminal; otherwise a no-op that never imports rich."""
+    if not sys.stderr.isatty():
+        return _NoBar()
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True, highlight=False)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -256,8 +377,44 @@ def _progress_bar():
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
     )
+
+
+def bar_progress(bar: Any, label: str):  # -> patchset.progress.Progress
+    """The one adapter from the packages' ``progress(what, done, total)`` to a bar."""
+    task = bar.add_task(label, total=None)
+
+    def progress(what: str, done: int, total: int | None) -> None:
+        bar.update(task, description=f"{label} {what}"[:70], completed=done, total=total)
+
+    return progress
+
+
+def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback for a hidden option kept under its old name: warns, then stands for ``new``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value not in (None, (), False):
+            click.echo(f"warning: {old} is deprecated; use {new}", err=True)
+        return value
+
+    return callback
+
+
+class _NoBar:
+    """The interface of rich's Progress that the commands use, doing nothing."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 @main.command()
@@ -312,13 +469,27 @@ def apply(
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
     if target and target not in led.targets:
-        raise errors.InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(led.targets)}")
+        raise errors.InputError(f"unknown target {target!r}", hint=_one_of(led.targets))
+    if not names:
+        raise errors.InputError(
+            f"{c.ledger_path} has no active patches to apply",
+            hint="bring patches in with `patchset import DIR` (a folder of .patch files, a quilt series)",
+        )
     chosen: dict[str, TreeArg] = {}
     for kind, values in (("tree", trees), ("repo", repos)):
         for name, value in parse_tree_args(values, kind, names).items():
-            chosen[name] = TreeArg(kind, Path(value).resolve(), layout=layout or "", branch=branch)
-    spec_map = parse_tree_args(specs, "from-index", names)
-    into_map = parse_tree_args(intos, "into", names)
+            path = Path(value).resolve()
+            if not path.is_dir():
+                raise errors.InputError(
+                    f"--{kind} {value}: {path} is not a directory",
+                    hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
+                )
+            chosen[name] = TreeArg(kind, path, layout=layout or "", branch=branch)
+    spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
+    if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
+        into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
+    else:
+        into_map = parse_tree_args(intos, "into", names)
     for name, spec in spec_map.items():
         if name not in into_map:
             raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
@@ -328,11 +499,7 @@ def apply(
             "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
         )
     with _progress_bar() as bar:
-        task = bar.add_task("apply", total=None)
-
-        def progress(pid: str, i: int, n: int) -> None:
-            bar.update(task, description=f"apply {pid}", completed=i, total=n)
-
+        progress = bar_progress(bar, "apply")
         reports = run_apply(
             led,
             chosen,
@@ -361,11 +528,20 @@ def apply(
 )
 @click.option("--target", default=None, help="The target to rebase (needed when several have patches).")
 @click.option(
-    "--repo",
-    "repo",
+    "--upstream",
+    "upstream",
     type=click.Path(path_type=Path),
     default=None,
+    metavar="PATH",
     help="A local upstream clone holding both bases (default: the cached release history).",
+)
+@click.option(
+    "--repo",
+    "old_repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    hidden=True,
+    callback=deprecated_alias("rebase --repo", "--upstream (--repo names a build checkout in apply)"),
 )
 @click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
 @click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
@@ -376,7 +552,9 @@ def apply(
 @json_opt
 @click.pass_obj
 @guarded
-def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_, no_range_diff, as_json) -> int:
+def rebase(
+    c: Ctx, onto, target, upstream, old_repo, interactive, dry_run, cont, skip_, abort_, no_range_diff, as_json
+) -> int:
     """Carry the series onto a newer upstream: in-memory 3-way replay, drops what landed upstream.
 
     \b
@@ -396,14 +574,10 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
         if as_json:
             emit_json(res.to_json())
         else:
-            out.print("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
+            out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
     with _progress_bar() as bar:
-        task = bar.add_task("rebase", total=None)
-
-        def progress(i: int, n: int, pid: str) -> None:
-            bar.update(task, description=f"rebase {pid}", completed=i, total=n)
-
+        progress = bar_progress(bar, "rebase")
         if cont:
             report = rb.continue_rebase(c.ledger_path, progress=progress)
         elif skip_:
@@ -413,7 +587,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
                 c.ledger_path,
                 onto,
                 target=target,
-                repo=repo,
+                repo=upstream or old_repo,
                 interactive=interactive,
                 dry_run=dry_run,
                 progress=progress,
@@ -421,7 +595,7 @@ def rebase(c: Ctx, onto, target, repo, interactive, dry_run, cont, skip_, abort_
     if as_json:
         emit_json(report.to_json())
     else:
-        render(report, out, range_diffs=not no_range_diff)
+        render(report, rich_out(), range_diffs=not no_range_diff)
     return 0 if report.ok else 1
 
 
@@ -460,7 +634,7 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
 
         write_html(report, html_file)
         if not as_json and not markdown:
-            out.print(f"wrote {html_file}")
+            out.line(f"wrote {html_file}")
     if as_json:
         emit_json(report.to_json())
     elif markdown:
@@ -520,16 +694,17 @@ def fetch(
 @click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
 @click.option(
     "--tree",
-    type=click.Path(file_okay=False, path_type=Path),
+    "tree_arg",
     default=None,
-    help="A pristine build tree (verify works on private copies; never modified).",
+    metavar="[NAME=]DIR",
+    help="A pristine build tree, as in apply (verify works on private copies; never modified).",
 )
 @click.option(
     "--from-index",
-    "from_index",
+    "spec_arg",
     default=None,
-    metavar="SPEC",
-    help="A release from the package index, e.g. vllm==0.30.0 (default: the target's base).",
+    metavar="[NAME=]SPEC",
+    help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
 )
 @click.option("--target", default=None, help="The target whose patches to verify.")
 @click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
@@ -539,7 +714,7 @@ def fetch(
 @json_opt
 @click.pass_obj
 @guarded
-def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_trees, as_json) -> int:
+def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_trees, as_json) -> int:
     """Run each patch's tests with the series and without that patch.
 
     \b
@@ -549,12 +724,14 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
     """
     from patchset.verify.pertest import run_verify
 
+    tree, from_index = None, None
+    if tree_arg or spec_arg:
+        target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
+        tree, from_index = (Path(value).resolve(), None) if tree_arg else (None, value)
+        if tree is not None and not tree.is_dir():
+            raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
     with _progress_bar() as bar:
-        task = bar.add_task("verify", total=None)
-
-        def progress(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
+        progress = bar_progress(bar, "verify")
         rep = run_verify(
             c.ledger_path,
             tree,
@@ -575,6 +752,39 @@ def verify(c: Ctx, tags, tree, from_index, target, jobs, timeout, junit, keep_tr
 
         render_verify(out, rep)
     return rep.exit_code
+
+
+def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str, ...]:
+    """``--from-index vllm==0.30.0`` names its target by the project: the target whose package
+    (or name) is ``vllm``. Values that already say ``NAME=`` are kept."""
+    import re
+
+    out = []
+    for v in specs:
+        name, sep, rest = v.partition("=")
+        if len(names) > 1 and not (sep and name in names and not rest.startswith("=")):
+            project = re.split(r"[=<>!~\s\[]", v, maxsplit=1)[0]
+            match = [t for t in names if project in (led.targets[t].package, t)]
+            if len(match) == 1:
+                v = f"{match[0]}={v}"
+        out.append(v)
+    return tuple(out)
+
+
+def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:
+    """``--tree DIR`` or ``--tree NAME=DIR`` for a command that works on one target."""
+    from patchset.commands.apply import parse_tree_args
+
+    led = c.load()
+    names = [target] if target else [t for t in led.targets if led.series(t)]
+    if len(names) != 1:  # NAME= picks the target
+        name, sep, rest = value.partition("=")
+        if sep and name in led.targets:
+            return name, rest
+        if not names:
+            raise errors.InputError(f"{c.ledger_path} has no active patches to verify")
+    ((name, v),) = parse_tree_args((value,), kind, names).items()
+    return name, v
 
 
 # --------------------------------------------------------------------------- check
@@ -633,7 +843,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     if as_json:
         click.echo(report.to_json())
     else:
-        report.render(out)
+        report.render(rich_out())
     return report.exit_code
 
 
@@ -685,12 +895,12 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:
-        out.print(f"[green]built[/green] {rep.message}", soft_wrap=True)
-        out.print(f"  {rep.wheel}", soft_wrap=True)
+        out.line(Styled("built", "green"), f" {rep.message}")
+        out.line(str(rep.wheel), indent="  ")
     else:
-        out.print(f"[red]{rep.outcome}[/red] {rep.message}", soft_wrap=True)
+        out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched:
-            out.print(f"  does not match the lock: {p}", soft_wrap=True)
+            out.line(f"does not match the lock: {p}", indent="  ")
     return 0 if rep.ok else 1
 
 
@@ -728,13 +938,13 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:
-        out.print(f"[green]built[/green] {rep.message}", soft_wrap=True)
+        out.line(Styled("built", "green"), f" {rep.message}")
         for w in rep.written:
-            out.print(f"  {w}", soft_wrap=True)
+            out.line(str(w), indent="  ")
     else:
-        out.print(f"[red]{rep.outcome}[/red] {rep.message}", soft_wrap=True)
+        out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched + rep.missing:
-            out.print(f"  {p}", soft_wrap=True)
+            out.line(str(p), indent="  ")
     return 0 if rep.ok else 1
 
 
@@ -788,11 +998,7 @@ def gate(
     from patchset.ci.report import render
 
     with _progress_bar() as bar:
-        task = bar.add_task("gate", total=None)
-
-        def progress(stage: str, detail: str) -> None:
-            bar.update(task, description=f"{stage}: {detail}"[:70])
-
+        progress = bar_progress(bar, "gate")
         report = run_gate(
             c.ledger_path,
             onto=onto,

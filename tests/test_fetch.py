@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from patchset.commands.fetch import (
     CHANGED,
@@ -29,6 +28,7 @@ from patchset.commands.fetch import (
     fetch,
     update,
 )
+from patchset.commands.table import Term
 from patchset.engine.tree import SeriesItem, apply_series
 from patchset.errors import LedgerError
 from patchset.ledger.lock import sha256_bytes
@@ -66,7 +66,7 @@ def client(hub: FakeHub, tmp_path: Path, **kw) -> GitHubClient:
 
 def shown(render, report) -> str:
     buf = io.StringIO()
-    render(Console(file=buf, width=200, color_system=None), report)
+    render(Term(buf, tty=True, width=200, color=False), report)
     return buf.getvalue()
 
 

@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from patchset.commands.fetch import fetch
+from patchset.commands.table import Term
 from patchset.errors import InputError
 from patchset.ledger.store import load_ledger
 from patchset.tracker.github import GitHubClient
@@ -181,7 +181,7 @@ def by_id(report) -> dict:
 
 def rendered(report) -> str:
     buf = io.StringIO()
-    render_status(Console(file=buf, width=220, color_system=None), report)
+    render_status(Term(buf, tty=True, width=220, color=False), report)
     return buf.getvalue()
 
 

@@ -172,15 +172,17 @@ def test_proven_not_needed_broken(tmp_path: Path, project: Path, digest) -> None
 
 
 def test_all_proven_is_ok_and_the_view_renders(tmp_path: Path, project: Path) -> None:
-    from rich.console import Console
+    import io
+
+    from patchset.commands.table import Term
 
     ledger = three_class_ledger(tmp_path / "ledger")
     rep = run_verify(ledger, project, tags=["cpu"], jobs=1)
     rep.patches = [p for p in rep.patches if p.klass == PROVEN]
     assert rep.ok and rep.exit_code == 0
-    console = Console(record=True, width=120)
-    render_verify(console, run_verify(ledger, project, jobs=1))
-    text = console.export_text()
+    buf = io.StringIO()
+    render_verify(Term(buf, tty=True, width=120, color=False), run_verify(ledger, project, jobs=1))
+    text = buf.getvalue()
     for word in ("01-fix-add", "proven", "not needed", "broken", "seconds", "without"):
         assert word in text
 

@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+
+def log():  # -> logging.Logger; logging is imported when something is logged, not at start-up
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
@@ -41,6 +44,8 @@ def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + rename). No fsync: this is a cache, and
     an entry lost in a crash reads as a miss (see the sha256 check in ``get``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -170,7 +175,7 @@ class HttpCache:
             _replace(body_path, entry.body)
             _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
         except OSError as exc:  # the cache is best-effort: an unwritable one must not fail a read
-            log.warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
+            log().warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
 
     def clear(self) -> None:
         if not self.root.is_dir():

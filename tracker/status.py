@@ -34,7 +34,6 @@ from typing import Any
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
-from patchset.patchfmt.filters import filter_diff, patch_id, split_sections
 from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
 
 __all__ = [
@@ -291,6 +290,11 @@ def _duration(s: float) -> str:
 def open_histories(ledger: Ledger) -> dict[str, Any]:
     """A local upstream git history per target, when one is already there (never cloned or
     fetched here): the clone ``patchset.upstream.clone.UpstreamClone`` keeps for the target's upstream."""
+    from patchset.upstream import cache
+
+    clones = cache.subdir("upstream", create=False)
+    if not clones.is_dir() or not any(clones.iterdir()):
+        return {}  # no clone at all: skip importing the git layer (status --offline starts fast)
     from patchset.upstream.clone import UpstreamClone
 
     out: dict[str, Any] = {}
@@ -490,6 +494,8 @@ def _strip(ledger: Ledger, p: Patch) -> int:
 
 def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> bytes:
     strip = _strip(ledger, p)
+    from patchset.patchfmt.filters import filter_diff, split_sections
+
     if p.source.kind == "pr":
         return filter_diff(diff, p.source.include, p.source.exclude, strip, source=f"{p.id} upstream").data
     ours = [path for s in split_sections(body, strip, source=p.body_path) if s.kind == "file" for path in s.paths]
@@ -548,6 +554,8 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
         return None
     body = body_path.read_bytes()
     strip = _strip(ledger, p)
+    from patchset.patchfmt.filters import patch_id
+
     try:
         theirs = patch_id(_upstream_filtered(ledger, p, diff, body), strip, source=f"{p.id} upstream")
         ours = patch_id(body, strip, source=p.body_path)

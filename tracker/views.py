@@ -1,4 +1,4 @@
-"""Renderings of the upstream-status dashboard for people: a rich table per target (colour for
+"""Renderings of the upstream-status dashboard for people: a table per target (colour for
 state, drift and action) and Markdown (for an issue or a PR comment). Machines use
 ``StatusReport.to_json()``; the static HTML page is ``tracker.html``.
 """
@@ -8,10 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import md_cell
 from patchset.tracker.status import StatusReport, StatusRow
 
@@ -95,65 +92,58 @@ def detail_cell(r: StatusRow) -> str:
     return "; ".join(bits)
 
 
-def render_status(console: Console, report: StatusReport) -> None:
-    """A rich table per target, with a header saying how old the data is."""
+def render_status(term: Term, report: StatusReport) -> None:
+    """A table per target, with a header saying how old the data is."""
     head = f"upstream status of {report.ledger}"
     if report.title:
         head += f" — {report.title}"
-    console.print(Text(head, style="bold"))
-    console.print(
+    term.line(Styled(head, "bold"))
+    term.line(
         f"mode: {report.mode}; data: {report.oldest()}"
         + (f"; {report.round_trips} request(s)" if report.round_trips else "")
     )
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        term.line(Styled("warning:", "yellow"), f" {w}")
+    cols = [
+        Col("#", right=True),
+        Col("patch", whole=True),
+        Col("origin", drop=5),
+        Col("upstream", drop=2),
+        Col("detail", drop=4),
+        Col("drift", drop=3),
+        Col("action", drop=1),
+        Col("data", drop=6),
+    ]
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
-        title = f"{target} ({t.get('github', '')}, base {t.get('base') or '—'})"
-        table = Table(title=title, title_justify="left", show_lines=False, expand=False)
-        columns: tuple[tuple[str, dict[str, Any]], ...] = (
-            ("#", {"justify": "right"}),
-            ("patch", {}),
-            ("origin", {}),
-            ("upstream", {}),
-            ("detail", {}),
-            ("drift", {}),
-            ("action", {}),
-            ("data", {"style": "dim"}),
-        )
-        for col, kw in columns:
-            table.add_column(col, overflow="fold", **kw)
+        where = t.get("github") or "no GitHub repository recorded: PR references must read OWNER/REPO#N"
+        table: list[list[Cell]] = []
         for r in rows:
-            state = r.upstream_state
-            up = Text(upstream_cell(r), style=STATE_STYLE.get(state, ""))
-            if r.error:
-                up.append(f"\n{r.error}", style="bold red")
-            action = Text(ACTION_WORDS.get(r.action, r.action), style=ACTION_STYLE.get(r.action, ""))
-            if r.action_text:
-                action.append(f"\n{r.action_text}", style="")
-            pid = Text(r.id, style="dim" if r.state != "active" else "")
-            if r.state != "active":
-                pid.append(f" [{r.state}]", style=STATE_STYLE.get("unknown") if r.state == "held" else "dim")
-            table.add_row(
-                str(r.order or ""),
-                pid,
-                r.origin,
-                up,
-                detail_cell(r),
-                Text(r.drift, style=DRIFT_STYLE.get(r.drift, "")),
-                action,
-                r.data,
+            pid = r.id if r.state == "active" else f"{r.id} [{r.state}]"
+            up = upstream_cell(r) + (f" ({r.error})" if r.error else "")
+            action = ACTION_WORDS.get(r.action, r.action) + (f": {r.action_text}" if r.action_text else "")
+            table.append(
+                [
+                    str(r.order or ""),
+                    Styled(pid, "dim" if r.state != "active" else ""),
+                    r.origin,
+                    Styled(up, "bold red" if r.error else STATE_STYLE.get(r.upstream_state, "")),
+                    detail_cell(r),
+                    Styled(r.drift, DRIFT_STYLE.get(r.drift, "")),
+                    Styled(action, ACTION_STYLE.get(r.action, "")),
+                    Styled(r.data, "dim"),
+                ]
             )
-        console.print(table)
+        term.table(cols, table, title=Styled(f"{target} ({where}, base {t.get('base') or '—'})", "bold"))
     counts = report.counts("action")
-    console.print(
-        "actions: "
-        + ", ".join(f"[{ACTION_STYLE.get(a, '')}]{n} {ACTION_WORDS.get(a, a)}[/]" for a, n in sorted(counts.items()))
-    )
+    parts: list[str | Styled] = ["actions: " + ("none" if not counts else "")]
+    for i, (a, n) in enumerate(sorted(counts.items())):
+        parts += [", " if i else "", Styled(f"{n} {ACTION_WORDS.get(a, a)}", ACTION_STYLE.get(a, ""))]
+    term.line(*parts)
     for e in report.errors():
-        console.print(f"[bold red]error:[/] {e}")
+        term.line(Styled("error:", "bold red"), f" {e}")
     if report.recorded:
-        console.print(f"recorded into the ledger: {', '.join(report.recorded)}")
+        term.line(f"recorded into the ledger: {', '.join(report.recorded)}")
 
 
 _md = md_cell
@@ -227,43 +217,55 @@ CHECK_STYLE = {
 
 
 def _source_table(
-    rows: Sequence[Any], styles: dict[str, str], shas: tuple[str, str], headings: tuple[str, str] | None = None
-) -> Table:
+    term: Term,
+    rows: Sequence[Any],
+    styles: dict[str, str],
+    shas: tuple[str, str],
+    headings: tuple[str, str] | None = None,
+) -> None:
     """One row per patch source (fetch and check rows alike): patch, source, coloured status, two
     commit or sha256 fields cut to 12 characters (the row attributes ``shas``, shown under
     ``headings``), and the detail message."""
-    table = Table(show_header=True, show_lines=False)
-    for col in ("patch", "source", "status", *(headings or shas), "detail"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(
-            r.id,
-            r.source,
-            Text(r.status, style=styles.get(r.status, "")),
-            *((getattr(r, a) or "")[:12] for a in shas),
-            r.message,
-        )
-    return table
+    cols = [
+        Col("patch", whole=True),
+        Col("source", whole=True, drop=2),
+        Col("status"),
+        *(Col(h, drop=3 + i) for i, h in enumerate(headings or shas)),
+        Col("detail", drop=1),
+    ]
+    term.table(
+        cols,
+        [
+            [
+                r.id,
+                r.source,
+                Styled(r.status, styles.get(r.status, "")),
+                *((getattr(r, a) or "")[:12] for a in shas),
+                r.message,
+            ]
+            for r in rows
+        ],
+    )
 
 
-def render_fetch(console: Console, report) -> None:  # report: patchset.commands.fetch.FetchReport
+def render_fetch(term: Term, report) -> None:  # report: patchset.commands.fetch.FetchReport
     """One line per patch: what fetch did, and whether anything was written."""
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
-    console.print(_source_table(report.rows, FETCH_STYLE, ("head", "sha256")))
+        term.line(Styled("warning:", "yellow"), f" {w}")
+    _source_table(term, report.rows, FETCH_STYLE, ("head", "sha256"))
     if report.written:
         n = sum(1 for r in report.rows if r.status == "stored")
-        console.print(f"[green]stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock[/]")
+        term.line(Styled(f"stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock", "green"))
     elif report.failed or report.refused:
-        console.print("[bold red]nothing was written[/]: stored bodies and the lock are unchanged")
+        term.line(Styled("nothing was written", "bold red"), ": stored bodies and the lock are unchanged")
         for s in report.unreachable():
-            console.print(f"  could not reach {s}")
+            term.line(f"could not reach {s}", indent="  ")
 
 
-def render_check(console: Console, report) -> None:  # report: patchset.commands.fetch.CheckReport
+def render_check(term: Term, report) -> None:  # report: patchset.commands.fetch.CheckReport
     """One line per source, then the interdiff of every source whose change changed."""
-    console.print(_source_table(report.rows, CHECK_STYLE, ("pinned", "current"), headings=("pinned", "now")))
+    _source_table(term, report.rows, CHECK_STYLE, ("pinned", "current"), headings=("pinned", "now"))
     for r in report.rows:
         if r.interdiff:
-            console.print(Text(f"interdiff of {r.id} (stored -> upstream):", style="bold"))
-            console.print(Text(r.interdiff), highlight=False)
+            term.line(Styled(f"interdiff of {r.id} (stored -> upstream):", "bold"))
+            term.write(r.interdiff.rstrip("\n"))

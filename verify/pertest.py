@@ -44,7 +44,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from patchset.engine.tree import SeriesItem, SeriesResult, apply_series, detect_
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
+from patchset.progress import Progress
 from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.longctx_runs import (
@@ -75,8 +75,6 @@ CLASSES = (PROVEN, NOT_NEEDED, BROKEN, ERROR)
 _RANK = {BROKEN: 3, ERROR: 2, PROVEN: 1, NOT_NEEDED: 0}
 WITH, WITHOUT = "with", "without"
 PATCHSET_HOME = Path(__file__).resolve().parent.parent
-
-Progress = Callable[[str, int, int], None]  # (what just happened, runs done, runs total)
 
 
 # --------------------------------------------------------------------------- report

@@ -9,7 +9,6 @@ apply, proves the result against the lock before anything is written, and record
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,7 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, Input
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-
-Progress = Callable[[str, int, int], None]
+from patchset.progress import Progress
 
 
 @dataclass
@@ -149,7 +147,28 @@ def apply_to_tree(
         report.message = f"finished an interrupted earlier apply ({recovered}); "
     locked = ledger.lock.targets.get(target.name)
     expected: dict[str, str | None] | None = dict(locked.files) if locked and locked.files else None
-    trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+    checked: dict[str, Any] = {}
+
+    def lock_check(res: SeriesResult) -> bool:
+        """Before anything is written: every patched file against the lock (one pass applies,
+        checks and commits; a refusal writes nothing)."""
+        got = {_lock_key(target, layout, k): v for k, v in res.files.items()}
+        if expected:  # files only the already-carried patches touch: as they are on disk
+            got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
+        checked["got"] = got
+        checked["bad"] = _compare(expected, got) if expected and not update_lock else []
+        if update_lock and not checked["bad"]:
+            checked["before"] = {
+                k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in res.files
+            }
+        return not checked["bad"]
+
+    def attempt(todo: list[SeriesItem]) -> SeriesResult:
+        return apply_series(
+            root, todo, fuzz=fuzz, path_for=mapper, dry_run=dry_run, progress=progress, before_commit=lock_check
+        )
+
+    trial = attempt(items)
     if not trial.ok:
         state = detect_state(root, items, expected, path_for=mapper)
         report.state, report.result = state, trial
@@ -169,7 +188,7 @@ def apply_to_tree(
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
             items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
-            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+            trial = attempt(items)
         elif any(carried):
             report.outcome = "partial"
             report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
@@ -179,31 +198,22 @@ def apply_to_tree(
             report.outcome = "failed"
             report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
             return report
-    got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
-    if expected:  # files only the already-carried patches touch: as they are on disk
-        got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
+    if dry_run:
+        lock_check(trial)  # a dry run is checked too; nothing is written either way
     report.result = trial
-    if expected and not update_lock:
-        bad = _compare(expected, got)
-        if bad:
-            report.outcome, report.mismatched = "mismatch", bad
-            report.message += (
-                f"{len(bad)} patched file(s) would not match the lock; nothing was written "
-                "(re-run with --update-lock if the new result is intended)"
-            )
-            return report
+    bad = checked.get("bad", [])
+    if bad:
+        report.outcome, report.mismatched = "mismatch", bad
+        report.message += (
+            f"{len(bad)} patched file(s) would not match the lock; nothing was written "
+            "(re-run with --update-lock if the new result is intended)"
+        )
+        return report
     report.unlocked = expected is None
     if dry_run:
         report.outcome = "dry-run"
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
-    before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
-    result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
-    if not result.ok:  # the tree changed between the trial and now
-        report.outcome, report.result = "failed", result
-        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
-        return report
-    report.result = result
     report.outcome = "applied"
     if update_lock:
         tail = ", lock updated"
@@ -216,8 +226,8 @@ def apply_to_tree(
         record_lock(
             ledger,
             target,
-            {k: v for k, v in got.items() if v is not None},
-            {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+            {k: v for k, v in checked["got"].items() if v is not None},
+            {_lock_key(target, layout, k): v for k, v in checked["before"].items() if v is not None},
         )
     return report
 
@@ -250,6 +260,8 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Pat
 
 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
+    import shutil
+
     fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)

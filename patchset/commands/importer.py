@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.commands.inspection import diffstat
 from patchset.errors import InputError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
-from patchset.ledger.model import Ledger
+from patchset.ledger.model import Ledger, Target
+from patchset.ledger.presets import offer
 from patchset.patchfmt.headers import parse_meta
 
 PATCH_SUFFIXES = (".patch", ".diff")
@@ -34,6 +36,7 @@ class ImportResult:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     expected: dict[str, int] = field(default_factory=dict)
+    files: dict[str, list[str]] = field(default_factory=dict)  # target -> files the imported bodies touch
 
     def to_json(self) -> dict[str, object]:
         return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged, "expected": self.expected}
@@ -108,16 +111,15 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
 def _choose_target(ledger: Ledger, target: str | None) -> str:
     if target:
         if target not in ledger.targets:
-            raise InputError(
-                f"unknown target {target!r}",
-                hint=f"targets in {ledger.path.name}: {', '.join(ledger.targets) or '(none)'}",
-            )
+            raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
         return target
     if len(ledger.targets) == 1:
         return next(iter(ledger.targets))
     raise InputError(
         "which target do these patches belong to?",
-        hint=f"pass --target NAME (one of: {', '.join(ledger.targets) or '(none: add [targets.<name>])'})",
+        hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})"
+        if ledger.targets
+        else "add one first: `patchset target add NAME` (vllm, flashinfer and nccl have presets)",
     )
 
 
@@ -128,53 +130,7 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
     items, expected_files = collect(sources)
     result = ImportResult()
     with ledger_mod.edit(ledger_path) as e:
-        for item in items:
-            body = item.path.read_bytes()
-            if b"\x00" in body:
-                raise InputError("binary file, not a patch", where=Location(item.path))
-            pid = patch_id_for(item.name)
-            existing = e.patch_table(pid)
-            rel = f"patchset/series/{tname}/{item.name}"
-            digest = sha256_bytes(body)
-            if existing is not None:
-                if existing.get("target") != tname:
-                    raise InputError(
-                        f"patch {pid!r} exists for target {existing.get('target')!r}",
-                        where=Location(item.path),
-                        hint=f"import it with --target {existing.get('target')}",
-                    )
-                rel = existing.get("body") or f"patchset/series/{tname}/{pid}.patch"
-                old = ledger_path.parent / rel
-                if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(pid) == digest:
-                    result.unchanged.append(pid)
-                    continue
-                if "body" not in existing and item.name != f"{pid}.patch":
-                    existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
-                result.updated.append(pid)
-            else:
-                meta = parse_meta(body)
-                values = {
-                    "id": pid,
-                    "target": tname,
-                    "body": rel,
-                    "title": meta.title or pid,
-                    "origin": meta.origin or ("upstream" if meta.prs else "ours"),
-                    "authors": meta.authors,
-                    "description": meta.description[:2000],
-                }
-                table = e.add_patch(values)
-                if meta.prs or meta.commits:
-                    if meta.prs:
-                        e.set_path(table, "upstream.prs", meta.prs)
-                    if meta.commits:
-                        e.set_path(table, "upstream.commits", meta.commits)
-                if item.strip is not None and item.strip != ledger.targets[tname].strip:
-                    e.set_path(table, "source.strip", item.strip)
-                if meta.upstream_status:
-                    table.add("notes", f"Upstream-Status: {meta.upstream_status}")
-                result.added.append(pid)
-            e.write_file(rel, body)
-            e.lock.bodies[pid] = digest
+        _import_items(e, ledger.targets[tname], items, result)
         tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's (the patches') layout
             hashes = {
@@ -185,3 +141,163 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
     return result
+
+
+def _import_items(e: ledger_mod.Edit, target: Target, items: list[ImportItem], result: ImportResult) -> None:
+    """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated)."""
+    tname = target.name
+    for item in items:
+        body = item.path.read_bytes()
+        if b"\x00" in body:
+            raise InputError("binary file, not a patch", where=Location(item.path))
+        pid = patch_id_for(item.name)
+        existing = e.patch_table(pid)
+        rel = f"patchset/series/{tname}/{item.name}"
+        digest = sha256_bytes(body)
+        if existing is not None:
+            if existing.get("target") != tname:
+                raise InputError(
+                    f"patch {pid!r} exists for target {existing.get('target')!r}",
+                    where=Location(item.path),
+                    hint=f"import it with --target {existing.get('target')}",
+                )
+            rel = existing.get("body") or f"patchset/series/{tname}/{pid}.patch"
+            old = e.path.parent / rel
+            if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(pid) == digest:
+                result.unchanged.append(pid)
+                continue
+            if "body" not in existing and item.name != f"{pid}.patch":
+                existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
+            result.updated.append(pid)
+        else:
+            meta = parse_meta(body)
+            values = {
+                "id": pid,
+                "target": tname,
+                "body": rel,
+                "title": meta.title or pid,
+                "origin": meta.origin or ("upstream" if meta.prs else "ours"),
+                "authors": meta.authors,
+                "description": meta.description[:2000],
+            }
+            table = e.add_patch(values)
+            if meta.prs or meta.commits:
+                if meta.prs:
+                    e.set_path(table, "upstream.prs", meta.prs)
+                if meta.commits:
+                    e.set_path(table, "upstream.commits", meta.commits)
+            if item.strip is not None and item.strip != target.strip:
+                e.set_path(table, "source.strip", item.strip)
+            if meta.upstream_status:
+                table.add("notes", f"Upstream-Status: {meta.upstream_status}")
+            result.added.append(pid)
+        e.write_file(rel, body)
+        e.lock.bodies[pid] = digest
+        result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, item.strip or target.strip))
+
+
+# ---- a build repository: per-target patch folders and an EXPECTED.sha256 ---------------------------
+def _has_patches(d: Path) -> bool:
+    return (d / "series").is_file() or any(f.is_file() and f.suffix in PATCH_SUFFIXES for f in d.iterdir())
+
+
+def build_folders(src: Path) -> dict[str, Path] | None:
+    """The per-target patch folders of a build repository (``DIR/patches/<target>/*.patch`` or
+    ``DIR/<target>/*.patch``), or None when ``src`` is a plain patch directory or not a directory."""
+    if not src.is_dir() or _has_patches(src):
+        return None
+    for root in (src / "patches", src):
+        if root.is_dir():
+            found = {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and _has_patches(d)}
+            if found:
+                return found
+    return None
+
+
+@dataclass
+class BuildImport:
+    """What ``patchset import DIR`` inferred from a build repository, and what it did."""
+
+    source: str
+    folders: dict[str, str] = field(default_factory=dict)  # target -> folder
+    created: dict[str, dict] = field(default_factory=dict)  # target -> its [targets.<name>] values
+    preset: list[str] = field(default_factory=list)  # created targets that came from a preset
+    patches: dict[str, list[str]] = field(default_factory=dict)  # target -> ids in series order
+    result: ImportResult = field(default_factory=ImportResult)
+    expected: dict[str, dict[str, int]] = field(default_factory=dict)  # EXPECTED file -> target -> count
+    unmatched: dict[str, list[str]] = field(default_factory=dict)  # EXPECTED file -> paths no patch touches
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "folders": self.folders,
+            "created": self.created,
+            "preset": self.preset,
+            "patches": self.patches,
+            **self.result.to_json(),
+            "expected": self.expected,
+            "unmatched": self.unmatched,
+        }
+
+
+def _expected_files(src: Path, folders: dict[str, Path]) -> list[tuple[Path, str | None]]:
+    """EXPECTED.sha256 files: at the top (any target) or inside one target's folder."""
+    out: list[tuple[Path, str | None]] = []
+    for d in (src, src / "patches"):
+        if (d / "EXPECTED.sha256").is_file():
+            out.append((d / "EXPECTED.sha256", None))
+    out += [(f / "EXPECTED.sha256", name) for name, f in folders.items() if (f / "EXPECTED.sha256").is_file()]
+    return out
+
+
+def _owner(path: str, keys: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """The (target, lock key) whose patched file ``path`` names: the same path, or the same path
+    under a prefix (``/usr/lib/python3.12/dist-packages/vllm/x.py`` names ``vllm/x.py``)."""
+    if path in keys:
+        return keys[path]
+    best = max((k for k in keys if path.endswith("/" + k)), key=len, default=None)
+    return keys[best] if best else None
+
+
+def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> BuildImport:
+    """Create the missing targets (presets where the folder name is known), import every folder's
+    patches in file order, and file the expected hashes under the target whose patches touch each
+    path, all in one atomic ledger edit."""
+    from patchset.commands.targets import check_name
+    from patchset.ledger.presets import PRESETS, target_values
+
+    ledger = ledger_mod.load_ledger(ledger_path)
+    rep = BuildImport(str(src), folders={n: str(f) for n, f in folders.items()})
+    targets = dict(ledger.targets)
+    with ledger_mod.edit(ledger_path) as e:
+        for name in folders:
+            if name not in targets:
+                check_name(name)
+                values = target_values(name)
+                e.add_target(name, values)
+                rep.created[name] = values
+                if name in PRESETS:
+                    rep.preset.append(name)
+                targets[name] = ledger_mod.target_from(name, values)
+        for name, folder in folders.items():
+            items, _ = collect([folder])
+            _import_items(e, targets[name], items, rep.result)
+            rep.patches[name] = [patch_id_for(i.name) for i in items]
+        keys: dict[str, tuple[str, str]] = {}
+        for name, files in rep.result.files.items():
+            t = targets[name]
+            for f in files:
+                keys[f] = (name, f)
+                if t.layout == "installed":
+                    keys[t.path_map.to_installed(f)] = (name, f)
+        for ef, only in _expected_files(src, folders):
+            counts: dict[str, int] = {}
+            for path, digest in parse_expected(ef).items():
+                owner = _owner(path, {k: v for k, v in keys.items() if only is None or v[0] == only})
+                if owner is None:
+                    rep.unmatched.setdefault(str(ef), []).append(path)
+                    continue
+                e.lock.target(owner[0]).files[owner[1]] = digest
+                counts[owner[0]] = counts.get(owner[0], 0) + 1
+            rep.expected[str(ef)] = counts
+    return rep

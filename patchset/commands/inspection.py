@@ -39,6 +39,7 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     engine's parser). A renamed or copied file is named by its new path, any other by the path it
     reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
     as written; a body that does not parse has no stat (``[]``)."""
+
     _, diff = split_header(body)
     try:
         files = parse_patch(diff, strip)

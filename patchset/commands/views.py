@@ -1,35 +1,38 @@
-"""Rich renderings of inspection results for people (machines use ``--json``)."""
+"""Renderings of inspection and apply results for people (machines use ``--json``).
+
+Every table goes through ``patchset.commands.table`` so it reads at any width and in pipes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from patchset.commands.inspection import ValidateReport
+from patchset.commands.table import Col, Styled, Term, count_of, path_tails
 
 STATE_STYLE = {"active": "green", "held": "yellow", "dropped": "dim"}
 BODY_STYLE = {"present": "green", "not imported": "cyan", "hash mismatch": "bold red", "not in lock": "yellow"}
+NO_PR = "no PR"
 
 
-def render_validate(console: Console, rep: ValidateReport) -> None:
-    t = Table(title=f"ledger {rep.ledger}", show_lines=False)
-    for col in ("target", "active", "held", "dropped"):
-        t.add_column(col, justify="right" if col != "target" else "left")
-    for target, counts in rep.counts.items():
-        t.add_row(target, *(str(counts.get(s, 0)) for s in ("active", "held", "dropped")))
-    console.print(t)
+def render_validate(term: Term, rep: Any) -> None:  # rep: patchset.commands.inspection.ValidateReport
+    term.table(
+        [Col("target", whole=True), Col("active", right=True), Col("held", right=True), Col("dropped", right=True)],
+        [[t, *(str(c.get(s, 0)) for s in ("active", "held", "dropped"))] for t, c in rep.counts.items()],
+        title=f"ledger {rep.ledger}",
+    )
     by_state: dict[str, int] = {}
     for state in rep.bodies.values():
         by_state[state] = by_state.get(state, 0) + 1
-    console.print("bodies: " + ", ".join(f"[{BODY_STYLE.get(s, '')}]{n} {s}[/]" for s, n in sorted(by_state.items())))
+    parts: list[str | Styled] = ["bodies: " + ("none" if not by_state else "")]
+    for i, (s, n) in enumerate(sorted(by_state.items())):
+        parts += [", " if i else "", Styled(f"{n} {s}", BODY_STYLE.get(s, ""))]
+    term.line(*parts)
     if rep.shared_files:
-        console.print("files touched by several patches (applied in this order):")
+        term.line("files touched by several patches (applied in this order):")
         for f, ids in rep.shared_files.items():
-            console.print(f"  {f}: " + " → ".join(ids))
+            term.line(f"{f}: " + " → ".join(ids), indent="  ")
     if rep.switches:
-        console.print(
+        term.line(
             "switches: "
             + "; ".join(
                 f"{pid} ({', '.join([*(f'{k}={v}' for k, v in s['env'].items()), *s['flags']])})"
@@ -37,77 +40,106 @@ def render_validate(console: Console, rep: ValidateReport) -> None:
             )
         )
     if rep.tests:
-        console.print("tests declared: " + ", ".join(f"{pid} ({n})" for pid, n in rep.tests.items()))
+        term.line("tests declared: " + ", ".join(f"{pid} ({n})" for pid, n in rep.tests.items()))
     for w in rep.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        term.line(Styled("warning:", "yellow"), f" {w}")
     for p in rep.problems:
-        console.print(f"[bold red]problem:[/] {p}")
-    console.print("[green]ok[/]" if rep.ok else f"[bold red]{len(rep.problems)} problem(s)[/]")
+        term.line(Styled("problem:", "bold red"), f" {p}")
+    term.line(Styled("ok", "green") if rep.ok else Styled(f"{len(rep.problems)} problem(s)", "bold red"))
 
 
-def render_list(console: Console, rows: list[dict[str, Any]]) -> None:
-    t = Table()
-    for col in ("#", "id", "target", "origin", "PR", "PR state", "state", "body", "files"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("#", "id", "state"))
+def _short_files(files: list[str]) -> list[str]:
+    return [f.split("/", 1)[1] if f.count("/") > 1 else f for f in files]  # drop the package dir
+
+
+def render_list(term: Term, rows: list[dict[str, Any]]) -> None:
+    cols = [
+        Col("#", right=True),
+        Col("id", whole=True),
+        Col("target", whole=True, drop=2),
+        Col("origin", drop=3),
+        Col("PR", whole=True, drop=1),
+        Col("PR state", drop=4),
+        Col("state"),
+        Col("body", drop=5),
+        Col("files", drop=6, shorten=count_of("files")),
+    ]
+    table = []
     for r in rows:
-        files = [f.split("/", 1)[1] if f.count("/") > 1 else f for f in r["files"]]  # drop the package dir
-        shown = "\n".join(files[:3]) + (f"\n… +{len(files) - 3}" if len(files) > 3 else "")
-        t.add_row(
-            str(r["order"]),
-            r["id"],
-            r["target"],
-            r["origin"],
-            ", ".join(r["prs"]) or "—",
-            r["pr_state"],
-            f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
-            f"[{BODY_STYLE.get(r['body'], '')}]{r['body']}[/]",
-            shown,
+        table.append(
+            [
+                str(r["order"]),
+                r["id"],
+                r["target"],
+                r["origin"],
+                r["prs"] or "-",
+                r["pr_state"] if r["prs"] else NO_PR,
+                Styled(r["state"], STATE_STYLE.get(r["state"], "")),
+                Styled(r["body"], BODY_STYLE.get(r["body"], "")),
+                (_short_files(r["files"]) if term.tty else r["files"]) or "-",
+            ]
         )
-    console.print(t)
+    term.table(cols, table)
 
 
-def render_show(console: Console, d: dict[str, Any]) -> None:
-    console.print(
-        f"[bold]{d['id']}[/]  ({d['target']}, {d['origin']}, [{STATE_STYLE.get(d['state'], '')}]"
-        f"{d['state']}[/]{', #' + str(d['order']) if d['order'] else ''})"
+def render_show(term: Term, d: dict[str, Any]) -> None:
+    term.line(
+        Styled(d["id"], "bold"),
+        f"  ({d['target']}, {d['origin']}, ",
+        Styled(d["state"], STATE_STYLE.get(d["state"], "")),
+        f"{', #' + str(d['order']) if d['order'] else ''})",
     )
-    console.print(f"  {d['title']}")
+    term.line(d["title"], indent="  ")
     if d["description"]:
-        console.print(f"  {d['description']}")
+        term.line(d["description"], indent="  ")
     if d["reason"]:
-        console.print(f"  reason: {d['reason']}")
+        term.line(f"reason: {d['reason']}", indent="  ")
     up = d["upstream"]
     for key in ("prs", "ports", "reverts", "issues", "based_on", "commits"):
         if up.get(key):
-            console.print(f"  {key}: {', '.join(up[key])}")
+            term.line(f"{key}: {', '.join(up[key])}", indent="  ")
     if d["authors"]:
-        console.print(f"  authors: {', '.join(d['authors'])}" + (f"; porter: {d['porter']}" if d["porter"] else ""))
+        term.line(
+            f"authors: {', '.join(d['authors'])}" + (f"; porter: {d['porter']}" if d["porter"] else ""), indent="  "
+        )
     sw = d["switches"]
     if sw["env"] or sw["flags"]:
-        console.print("  switches: " + ", ".join([*(f"{k}={v}" for k, v in sw["env"].items()), *sw["flags"]]))
+        term.line("switches: " + ", ".join([*(f"{k}={v}" for k, v in sw["env"].items()), *sw["flags"]]), indent="  ")
     st = d["status"]
-    if st["pr_state"] != "unknown" or st["recorded"]:
-        console.print(
-            f"  upstream status: {st['pr_state']}"
+    has_pr = bool(up.get("prs") or up.get("ports"))
+    if has_pr and (st["pr_state"] != "unknown" or st["recorded"]):
+        term.line(
+            f"upstream status: {st['pr_state']}"
             + (f" (recorded {st['recorded']})" if st["recorded"] else "")
             + (f", merged {st['merged_at']}" if st["merged_at"] else "")
-            + (f": {st['note']}" if st["note"] else "")
+            + (f": {st['note']}" if st["note"] else ""),
+            indent="  ",
         )
+    elif not has_pr:
+        term.line(f"upstream status: {NO_PR}", indent="  ")
     if d["source"]["ref"]:
-        console.print(f"  source: {d['source']['kind']} {d['source']['ref']}")
+        term.line(f"source: {d['source']['kind']} {d['source']['ref']}", indent="  ")
     for t in d["tests"]:
-        console.print(f"  test: {t['command']} [tags: {', '.join(t['tags']) or '-'}; timeout {t['timeout']}s]")
+        term.line(f"test: {t['command']} [tags: {', '.join(t['tags']) or '-'}; timeout {t['timeout']}s]", indent="  ")
     if d["notes"]:
-        console.print(f"  notes: {d['notes']}")
-    console.print(f"  body: {d['body_path']} ({d['body_state']})")
+        term.line(f"notes: {d['notes']}", indent="  ")
+    term.line(f"body: {d['body_path']} ({d['body_state']})", indent="  ")
     if d["diffstat"]:
-        t = Table(box=None, show_header=False, padding=(0, 1))
-        for s in d["diffstat"]:
-            t.add_row("   ", s["path"], f"[green]+{s['added']}[/]", f"[red]-{s['removed']}[/]", s["op"])
-        console.print(t)
+        term.table(
+            [
+                Col("file", shorten=path_tails(max(20, (term.width or 80) - 30))),
+                Col("+", right=True),
+                Col("-", right=True),
+                Col("op"),
+            ],
+            [
+                [s["path"], Styled(f"+{s['added']}", "green"), Styled(f"-{s['removed']}", "red"), s["op"]]
+                for s in d["diffstat"]
+            ],
+        )
     elif d["files"]:
         for f in d["files"]:
-            console.print(f"    {f}")
+            term.line(f, indent="    ")
 
 
 OUTCOME_STYLE = {
@@ -120,46 +152,47 @@ OUTCOME_STYLE = {
 }
 
 
-def render_apply(console: Console, reports: list[Any]) -> None:
+def _apply_row(i: int, pr: Any) -> list[Any]:
+    hunks = [h for f in pr.files for h in f.hunks]
+    if pr.status == "applied":
+        moved = [h for h in hunks if h.status in ("offset", "fuzz")]
+        label = "fuzz" if any(h.status == "fuzz" for h in hunks) else "offset" if moved else "clean"
+        style = "yellow" if moved else "green"
+        detail = "; ".join(
+            f"{f.path} {h.describe()}" for f in pr.files for h in f.hunks if h.status in ("offset", "fuzz")
+        )
+    else:
+        label, style = pr.status.replace("_", " "), "red" if pr.status != "not_reached" else "dim"
+        detail = "; ".join(
+            f"{f.path}: {f.message or f.status}"
+            + "".join(f" — {h.describe()}" for h in f.hunks if h.status == "failed")
+            for f in pr.files
+            if f.status != "applied"
+        )
+    return [str(i), pr.patch_id, Styled(label, style), detail]
+
+
+def render_apply(term: Term, reports: list[Any]) -> None:
     """Per target: the outcome, and per patch clean / offset / fuzz / failed with hunk detail."""
     for rep in reports:
-        console.print(
-            f"[bold]{rep.target}[/] → {rep.tree} ({rep.kind}, {rep.layout} layout"
-            + (f", fuzz {rep.fuzz}" if rep.fuzz else "")
-            + ")"
+        term.line(
+            Styled(rep.target, "bold"),
+            f" → {rep.tree} ({rep.kind}, {rep.layout} layout" + (f", fuzz {rep.fuzz}" if rep.fuzz else "") + ")",
         )
         res = rep.result
         if res is not None:
-            t = Table(box=None, padding=(0, 1), show_header=True)
-            for col in ("#", "patch", "result", "detail"):
-                t.add_column(col)
-            for i, pr in enumerate(res.patches, 1):
-                hunks = [h for f in pr.files for h in f.hunks]
-                if pr.status == "applied":
-                    moved = [h for h in hunks if h.status in ("offset", "fuzz")]
-                    label = "fuzz" if any(h.status == "fuzz" for h in hunks) else "offset" if moved else "clean"
-                    style = "yellow" if moved else "green"
-                    detail = "; ".join(
-                        f"{f.path} {h.describe()}" for f in pr.files for h in f.hunks if h.status in ("offset", "fuzz")
-                    )
-                else:
-                    label, style = pr.status.replace("_", " "), "red" if pr.status != "not_reached" else "dim"
-                    detail = "; ".join(
-                        f"{f.path}: "
-                        + (f.message or f.status)
-                        + "".join(f" — {h.describe()}" for h in f.hunks if h.status == "failed")
-                        for f in pr.files
-                        if f.status != "applied"
-                    )
-                t.add_row(str(i), pr.patch_id, f"[{style}]{label}[/]", detail)
-            console.print(t)
+            term.table(
+                [Col("#", right=True), Col("patch", whole=True), Col("result", drop=1), Col("detail", drop=2)],
+                [_apply_row(i, pr) for i, pr in enumerate(res.patches, 1)],
+            )
         if rep.state is not None and rep.outcome in ("partial", "already"):
             for ps in rep.state.patches:
-                console.print(
-                    f"   {ps.patch_id}: {ps.state.replace('_', ' ')}" + (f" ({ps.reason})" if ps.reason else "")
+                term.line(
+                    f"{ps.patch_id}: {ps.state.replace('_', ' ')}" + (f" ({ps.reason})" if ps.reason else ""),
+                    indent="   ",
                 )
         for f in rep.mismatched:
-            console.print(f"   [red]hash mismatch:[/] {f}")
+            term.line(Styled("hash mismatch:", "red"), f" {f}", indent="   ")
         for c in rep.commits:
-            console.print(f"   commit {c[:12]}")
-        console.print(f"[{OUTCOME_STYLE.get(rep.outcome, '')}]{rep.outcome}[/]: {rep.message}")
+            term.line(f"commit {c[:12]}", indent="   ")
+        term.line(Styled(rep.outcome, OUTCOME_STYLE.get(rep.outcome, "")), f": {rep.message}")

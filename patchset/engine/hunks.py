@@ -86,7 +86,7 @@ class FileOutcome:
     new: bytes | None  # resulting bytes; None when the file is deleted or the patch failed
     new_mode: str | None = None
     hunks: list[HunkResult] = field(default_factory=list)
-    message: str = ""
+    message: str = ""  # about the file, without its path (the caller names the file)
     partial: bytes | None = None  # what GNU patch would leave on a hunk failure (not written)
 
     @property
@@ -327,7 +327,7 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
     """
     new_mode = fp.new_mode
     if fp.binary:
-        return FileOutcome("failed", None, message=f"{fp.path}: binary patches are not supported")
+        return FileOutcome("failed", None, message="binary patches are not supported")
     if fp.op == "create":
         if old:  # GNU patch treats an existing empty file as absent
             if old == _create_content(fp):
@@ -335,25 +335,22 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
                     "already_applied",
                     None,
                     message=(
-                        f"{fp.new_path}: the patch creates this file and it already exists with "
-                        "the same content (already applied)"
+                        "the patch creates this file and it already exists with the same content (already applied)"
                     ),
                 )
-            return FileOutcome(
-                "failed", None, message=(f"{fp.new_path}: the patch creates this file but it already exists")
-            )
+            return FileOutcome("failed", None, message="the patch creates this file but it already exists")
         old = b""
     elif old is None:
         if fp.op == "delete":
             return FileOutcome(
                 "already_applied",
                 None,
-                message=(f"{fp.old_path}: the patch deletes this file and it does not exist (already applied)"),
+                message="the patch deletes this file and it does not exist (already applied)",
             )
         if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
             old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it
         else:
-            return FileOutcome("failed", None, message=f"{fp.path}: file to patch does not exist")
+            return FileOutcome("failed", None, message="file to patch does not exist")
     elif (
         not old
         and fp.hunks
@@ -362,16 +359,14 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
         return FileOutcome(
             "already_applied",
             None,
-            message=(f"{fp.path}: the patch empties this file and it is already empty (already applied)"),
+            message="the patch empties this file and it is already empty (already applied)",
         )
 
     if not fp.hunks:
         # rename / copy / mode change only
         if fp.op == "delete":
             if old:
-                return FileOutcome(
-                    "failed", None, message=(f"{fp.old_path}: deletion patch has no hunks but the file is not empty")
-                )
+                return FileOutcome("failed", None, message="deletion patch has no hunks but the file is not empty")
             return FileOutcome("applied", None, message="deleted")
         return FileOutcome("applied", old, new_mode=new_mode)
 
@@ -383,7 +378,7 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             "already_applied",
             None,
             hunks=[HunkResult(i, "ignored") for i in range(1, len(fp.hunks) + 1)],
-            message=(f"{fp.path}: reversed (or previously applied) patch detected: the patch looks already applied"),
+            message="reversed (or previously applied) patch detected: the patch looks already applied",
         )
     failed = [r for r in results if r.status == "failed"]
     if failed:
@@ -392,7 +387,7 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             None,
             hunks=results,
             partial=out,
-            message=f"{fp.path}: {len(failed)} out of {len(results)} hunk(s) FAILED",
+            message=f"{len(failed)} out of {len(results)} hunk(s) FAILED",
         )
     if fp.op == "delete":
         if out:

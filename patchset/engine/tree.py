@@ -21,9 +21,9 @@ from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_f
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.progress import Progress
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
-Progress = Callable[[str, int, int], None]  # (patch_id, 1-based index, total)
 
 
 @dataclass
@@ -339,8 +339,12 @@ def apply_series(
     path_for: Callable[[str], str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    before_commit: Callable[[SeriesResult], bool] | None = None,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
+
+    ``before_commit`` sees the whole result (applied in memory, nothing written yet) and may veto
+    the commit by returning False: one pass checks a result and writes it (apply's lock check).
 
     Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
     tree) before reading or writing anything, ``EnvironmentFailure`` (unreadable tree, another
@@ -376,24 +380,23 @@ def apply_series(
     touched = {rel: state.get(rel) for rel in list(state.disk)}
     files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
     modes = {rel: m for rel, (_, m) in touched.items()}
-    ok = failed is None
-    committed = False
-    if ok and not dry_run:
-        changes = state.changes()
-        if changes:
-            txn.commit(paths.root, changes)
-        committed = True
-    return SeriesResult(
+    result = SeriesResult(
         root=str(root),
-        ok=ok,
+        ok=failed is None,
         dry_run=dry_run,
-        committed=committed,
+        committed=False,
         patches=results,
         files=files,
         modes=modes,
         recovered=recovered,
         failed_patch=failed,
     )
+    if result.ok and not dry_run and (before_commit is None or before_commit(result)):
+        changes = state.changes()
+        if changes:
+            txn.commit(paths.root, changes)
+        result.committed = True
+    return result
 
 
 def recover(root: Path, direction: txn.Direction = "auto") -> str | None:

@@ -31,8 +31,7 @@ import fcntl
 import json
 import os
 import shutil
-import signal
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -65,7 +64,42 @@ def _step() -> None:
         return
     _steps += 1
     if _steps == int(target):
+        import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _in_threads(fn: Callable[..., None], jobs: list[tuple[Any, ...]], workers: int = 8) -> None:
+    """``fn(*job)`` for every job on up to ``workers`` threads; the first error is raised after all
+    threads stop. (Plain threads, not concurrent.futures: the commit path stays cheap to import.)"""
+    if len(jobs) <= 1:
+        for job in jobs:
+            fn(*job)
+        return
+    import threading
+
+    pending = iter(jobs)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with lock:
+                job = next(pending, None)
+            if job is None:
+                return
+            try:
+                fn(*job)
+            except BaseException as exc:  # re-raised in the caller's thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(min(workers, len(jobs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
@@ -180,10 +214,9 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict[st
         entries.append(entry)
     # write + fsync the staged files concurrently: the file system commits the fsyncs
     # together, several times faster than one after another
-    with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
-        for fut in [pool.submit(_write_file, *args) for args in staged]:
-            fut.result()
-            _step()
+    _in_threads(_write_file, staged)
+    for _ in staged:
+        _step()
     fsync_path(txn / "new", directory=True)
     fsync_path(txn / "old", directory=True)
     tmp = txn / (JOURNAL + ".tmp")
@@ -214,12 +247,7 @@ def _roll_forward(root: Path, txn: Path, entries: list[dict[str, Any]], created_
 
 
 def _fsync_dirs(dirs: set[Path]) -> None:
-    if len(dirs) <= 1:
-        for d in dirs:
-            fsync_path(d, directory=True)
-        return
-    with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
-        list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
+    _in_threads(lambda d: fsync_path(d, directory=True), [(d,) for d in dirs])
 
 
 def _roll_back(root: Path, txn: Path, entries: list[dict[str, Any]], created_dirs: list[str]) -> None:

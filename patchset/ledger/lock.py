@@ -7,10 +7,7 @@ per-target hashes convert to and from the ``EXPECTED.sha256`` format (``<sha256>
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
-
-import tomlkit
 
 from patchset.errors import LedgerError, Location
 from patchset.ledger.model import SCHEMA_VERSION, Lock, TargetLock
@@ -22,11 +19,15 @@ HEADER = "Written by patchset: do not edit by hand (use `patchset apply --update
 
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``: the one digest helper of the project (lock, trees, rebase state)."""
+    import hashlib  # loaded when something is hashed, not when a ledger is read
+
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks (release archives can be large)."""
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -79,6 +80,8 @@ def load_lock(path: Path) -> Lock:
 
 def render_lock(lock: Lock) -> str:
     """Serialise a lock deterministically (sorted keys) so diffs of the lock are minimal."""
+    import tomlkit  # only writers need it; reading uses tomllib
+
     doc = tomlkit.document()
     doc.add(tomlkit.comment(HEADER))
     doc.add("schema", SCHEMA_VERSION)

@@ -44,8 +44,8 @@ class Target:
     """An upstream repository the series patches (vllm, flashinfer, nccl)."""
 
     name: str
-    upstream: str
-    github: str
+    upstream: str = ""  # the repository URL (informational; rebase takes --upstream or release history)
+    github: str = ""  # OWNER/REPO on GitHub, when upstream lives there ("" : status reads full refs only)
     branch: str = "main"
     base: str = ""
     base_version: str = ""

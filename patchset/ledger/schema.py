@@ -7,7 +7,6 @@ wrong, and the nearest valid key or value as a hint. Unknown keys are errors.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,8 +116,8 @@ PATCH = {
     "tests": Field("array", table=TEST),
 }
 TARGET = {
-    "upstream": Field("str", required=True),
-    "github": Field("str", required=True, check=_pattern(GITHUB_RE, "an 'owner/repo' name")),
+    "upstream": Field("str"),
+    "github": Field("str", check=_pattern(GITHUB_RE, "an 'owner/repo' name")),
     "branch": Field("str"),
     "base": Field("str"),
     "base_version": Field("str"),
@@ -156,7 +155,15 @@ class Validator:
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
-        self.locator = Locator(text)
+        self.text = text
+        self._locator: Locator | None = None
+
+    @property
+    def locator(self) -> Locator:
+        """Built on the first error only: a valid ledger loads without scanning it line by line."""
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
 
     def fail(self, keypath: KeyPath, message: str, hint: str | None = None) -> LedgerError:
         dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keypath).replace(".[", "[")
@@ -165,6 +172,8 @@ class Validator:
     def check_table(self, data: dict[str, Any], spec: dict[str, Field], at: KeyPath) -> None:
         for key, value in data.items():
             if key not in spec:
+                import difflib  # only for a message
+
                 near = difflib.get_close_matches(key, list(spec), n=1, cutoff=0.5)
                 hint = f"did you mean {near[0]!r}?" if near else f"valid keys here: {', '.join(sorted(spec))}"
                 raise self.fail((*at, key), f"unknown key {key!r}", hint)
@@ -188,6 +197,8 @@ class Validator:
         if not ok:
             raise self.fail(at, f"expected {_TYPE_NAMES[fld.kind]}, got {type(value).__name__} {value!r}"[:200])
         if fld.choices and value not in fld.choices:
+            import difflib  # only for a message
+
             near = difflib.get_close_matches(str(value), fld.choices, n=1, cutoff=0.4)
             hint = f"did you mean {near[0]!r}?" if near else None
             raise self.fail(at, f"{value!r} is not one of: {', '.join(fld.choices)}", hint)
@@ -224,6 +235,8 @@ class Validator:
                 )
             seen[pid] = i
             if patch["target"] not in targets:
+                import difflib  # only for a message
+
                 near = difflib.get_close_matches(patch["target"], list(targets), n=1, cutoff=0.4)
                 raise self.fail(
                     ("patch", i, "target"),
@@ -262,6 +275,8 @@ class Validator:
             raise self.fail(at, "a long-context test needs `checks`", f"name some of: {', '.join(LONGCTX_CHECKS)}")
         for k, name in enumerate(checks):
             if name not in LONGCTX_CHECKS:
+                import difflib  # only for a message
+
                 near = difflib.get_close_matches(name, LONGCTX_CHECKS, n=1, cutoff=0.5)
                 raise self.fail(
                     (*at, "checks", k),

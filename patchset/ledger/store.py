@@ -11,10 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import tomlkit
-from tomlkit.items import AoT, Table
+from typing import TYPE_CHECKING, Any
 
 from patchset import atomic
 from patchset.errors import InputError
@@ -33,7 +30,11 @@ from patchset.ledger.model import (
     Upstream,
 )
 from patchset.ledger.schema import Validator
-from patchset.ledger.tomlio import parse
+from patchset.ledger.tomlio import array_lines, parse
+
+if TYPE_CHECKING:  # tomlkit is imported by the writers only: reading a ledger stays fast
+    import tomlkit
+    from tomlkit.items import AoT, Table
 
 DEFAULT_NAME = "patches.toml"
 
@@ -45,12 +46,12 @@ def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Pa
     return (directory or Path.cwd()) / DEFAULT_NAME
 
 
-def _target(name: str, d: dict[str, Any]) -> Target:
+def target_from(name: str, d: dict[str, Any]) -> Target:
     pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
         name=name,
-        upstream=d["upstream"],
-        github=d["github"],
+        upstream=d.get("upstream", ""),
+        github=d.get("github", ""),
         branch=d.get("branch", "main"),
         base=d.get("base", ""),
         base_version=d.get("base_version", ""),
@@ -101,8 +102,9 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
         data = parse(path, text)
     v = Validator(path, text)
     v.check_document(data)
-    targets = {name: _target(name, t) for name, t in data.get("targets", {}).items()}
-    patches = [_patch(p, v.locator.line_of(("patch", i)) or 0) for i, p in enumerate(data.get("patch", []))]
+    targets = {name: target_from(name, t) for name, t in data.get("targets", {}).items()}
+    lines = array_lines(text, "patch")
+    patches = [_patch(p, lines[i] if i < len(lines) else 0) for i, p in enumerate(data.get("patch", []))]
     lock = load_lock(path.with_suffix(".lock"))
     extra: dict[str, Any] = {k: data[k] for k in ("title", "description") if k in data}
     return Ledger(path=path, targets=targets, patches=patches, lock=lock, schema=data["schema"], extra=extra)
@@ -118,6 +120,8 @@ class Edit:
     files: dict[Path, bytes | None] = field(default_factory=dict)
 
     def patch_tables(self) -> AoT | list[Table]:
+        import tomlkit
+
         if "patch" not in self.doc:
             self.doc.append("patch", tomlkit.aot())
         tables: AoT | list[Table] = self.doc["patch"]
@@ -130,6 +134,8 @@ class Edit:
         return None
 
     def add_patch(self, values: dict[str, Any]) -> Table:
+        import tomlkit
+
         table = tomlkit.table()
         for k, v in values.items():
             if v in (None, "", [], {}):
@@ -138,8 +144,34 @@ class Edit:
         self.patch_tables().append(table)
         return table
 
+    def add_target(self, name: str, values: dict[str, Any]) -> None:
+        """A new ``[targets.<name>]`` table (tomlkit quotes names such as ``python3.11``), placed
+        before the first ``[[patch]]`` so the ledger keeps reading top-down."""
+        import tomlkit
+
+        if "targets" in self.doc and name in self.doc["targets"]:
+            raise InputError(f"target {name!r} already exists in {self.path.name}", hint="edit it there")
+        patches = self.doc.pop("patch") if "patch" in self.doc else None
+        if "targets" not in self.doc:
+            self.doc.add("targets", tomlkit.table(is_super_table=True))
+        table = tomlkit.table()
+        for k, v in values.items():
+            if k == "path_map":
+                pm = tomlkit.table()
+                for src, dst in v.items():
+                    pm[src] = dst
+                table.add(k, pm)
+            else:
+                table.add(k, v)
+        self.doc["targets"][name] = table
+        if patches is not None:
+            self.doc.add(tomlkit.nl())
+            self.doc.append("patch", patches)
+
     def set_path(self, table: Table, dotted: str, value: Any) -> None:
         """Set ``a.b.c`` inside a patch table, creating sub-tables as needed."""
+        import tomlkit
+
         *parents, last = dotted.split(".")
         cur: Any = table
         for name in parents:
@@ -152,6 +184,8 @@ class Edit:
         self.files[self.path.parent / rel] = data
 
     def commit(self) -> Ledger:
+        import tomlkit
+
         text = tomlkit.dumps(self.doc)
         ledger = load_ledger(self.path, text)  # never write a ledger we could not read back
         ledger.lock = self.lock
@@ -165,6 +199,8 @@ class Edit:
 @contextmanager
 def edit(path: Path) -> Iterator[Edit]:
     """Open the ledger for a change; nothing is written unless the block finishes without error."""
+    import tomlkit
+
     load_ledger(path)  # refuse to edit a ledger that is already broken: the error names the line
     text = path.read_text(encoding="utf-8")
     e = Edit(path=path, doc=tomlkit.parse(text), lock=load_lock(path.with_suffix(".lock")))
@@ -173,6 +209,8 @@ def edit(path: Path) -> Iterator[Edit]:
 
 
 def new_ledger_text(title: str = "") -> str:
+    import tomlkit
+
     doc = tomlkit.document()
     doc.add(tomlkit.comment("patchset ledger: one [targets.<name>] per upstream, one [[patch]] per patch, in order."))
     doc.add(tomlkit.comment("Schema: see docs/ledger.md. The tool writes hashes to patches.lock, never here."))

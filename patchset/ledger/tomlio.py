@@ -58,6 +58,18 @@ def parse(path: Path, text: str | None = None) -> dict[str, Any]:
         ) from None
 
 
+def array_lines(text: str, name: str) -> list[int]:
+    """The 1-based line of each top-level ``[[name]]`` header, in order (what ``Locator`` gives for
+    ``(name, i)``, without scanning every key)."""
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if raw.lstrip().startswith("[["):
+            m = _ARRAY_HDR.match(raw)
+            if m and _split_dotted(m.group(1)) == [name]:
+                out.append(lineno)
+    return out
+
+
 class Locator:
     """Finds the line that defines a key path in a TOML text."""
 

@@ -6,7 +6,6 @@ header bytes themselves stay in the body file untouched.
 
 from __future__ import annotations
 
-import email.header
 import re
 from dataclasses import dataclass, field
 
@@ -59,6 +58,10 @@ def split_header(body: bytes) -> tuple[bytes, bytes]:
 
 
 def _decode(value: str) -> str:
+    if "=?" not in value:  # no RFC 2047 encoded word: nothing to decode (and no email import)
+        return value
+    import email.header
+
     try:
         return str(email.header.make_header(email.header.decode_header(value)))
     except Exception:

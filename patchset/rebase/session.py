@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import render_lock, sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.progress import Progress
 from patchset.rebase.classify import (
     Signal,
     blame_lines,
@@ -67,8 +68,6 @@ from patchset.rebase.state import State, new_backup_dir, pause_point
 from patchset.upstream.bases import Bases, open_bases, reopen
 
 __all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "render", "skip"]
-
-Progress = Callable[[int, int, str], None]
 
 
 # --------------------------------------------------------------------------- the session
@@ -373,7 +372,7 @@ def _run(s: _Session, start: int, progress: Progress | None, dry_run: bool, stat
     for i in range(start, total):
         patch = s.patches[i]
         if progress:
-            progress(i + 1, total, patch.id)
+            progress(patch.id, i + 1, total)
         res, rep = _step(s, patch)
         s.results.append(res)
         if i == start:

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -27,7 +28,6 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
-from rich.progress import Progress
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.upstream import cache
@@ -35,6 +35,9 @@ from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveRead
 from patchset.upstream.git import fast_import_path, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
 from patchset.upstream.repo import GitRepo
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")

@@ -20,10 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-import requests
 from packaging.tags import sys_tags
 from packaging.utils import (
     InvalidSdistFilename,
@@ -33,23 +32,16 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.text import Text
 
 from patchset import atomic
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger.lock import sha256_file
 from patchset.upstream import cache
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
+
+if TYPE_CHECKING:  # rich and requests are imported where they are used: start-up stays fast
+    import requests
+    from rich.progress import Progress
 
 __all__ = [
     "DEFAULT_INDEX_URL",
@@ -161,6 +153,8 @@ _session: requests.Session | None = None
 def _http() -> requests.Session:
     global _session
     if _session is None:
+        import requests
+
         _session = requests.Session()
         _session.headers["User-Agent"] = "patchset (+release downloader)"
     return _session
@@ -168,6 +162,8 @@ def _http() -> requests.Session:
 
 def probe_index(timeout: float = 5.0) -> str | None:
     """None when the index answers; else a short reason (for tests to skip with)."""
+    import requests
+
     url = f"{index_url()}/pip/"
     try:
         resp = _http().get(url, headers={"Accept": JSON_ACCEPT}, timeout=timeout)
@@ -183,6 +179,8 @@ def _listing_path(name: str) -> Path:
 
 
 def _fetch_listing(name: str) -> dict[str, Any]:
+    import requests
+
     base = index_url()
     url = f"{base}/{name}/"
     try:
@@ -367,18 +365,23 @@ def verify_file(path: Path, dist: DistFile) -> bool:
     return sha256_file(path) == dist.sha256
 
 
-class _AmountColumn(ProgressColumn):
+def _amount_column() -> Any:
     """Bytes for downloads and imports; a plain count for tasks created with ``unit="..."``."""
+    from rich.progress import DownloadColumn, ProgressColumn, Task
+    from rich.text import Text
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._bytes = DownloadColumn()
+    class AmountColumn(ProgressColumn):
+        def __init__(self) -> None:
+            super().__init__()
+            self._bytes = DownloadColumn()
 
-    def render(self, task: Task) -> Text:
-        unit = task.fields.get("unit")
-        if unit:
-            return Text(f"{int(task.completed)}/{int(task.total or 0)} {unit}", style="progress.download")
-        return self._bytes.render(task)
+        def render(self, task: Task) -> Text:
+            unit = task.fields.get("unit")
+            if unit:
+                return Text(f"{int(task.completed)}/{int(task.total or 0)} {unit}", style="progress.download")
+            return self._bytes.render(task)
+
+    return AmountColumn()
 
 
 @contextmanager
@@ -387,10 +390,12 @@ def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
     if progress is not None:
         yield progress
     elif sys.stderr.isatty():
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
         own = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            _AmountColumn(),
+            _amount_column(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
             transient=True,
@@ -428,6 +433,8 @@ def download(
 
 
 def _fetch(dist: DistFile, final: Path, bar: Progress | None) -> None:
+    import requests
+
     task = bar.add_task(f"download {dist.filename}", total=dist.size) if bar else None
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dist.filename}.", suffix=".part", dir=final.parent)
     tmp = Path(tmp_name)

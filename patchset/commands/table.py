@@ -1,0 +1,342 @@
+"""Terminal output that reads at any width and in pipes, shared by every command that prints a table.
+
+Rules (one place, so ``list``, ``validate``, ``show``, ``apply``, ``status``, ``fetch``, ``verify``
+and the gate report all behave alike):
+
+- A cell is cut into tokens that are never broken: an id, a PR reference, a path, a word. A column
+  never gets narrower than its longest token, so nothing is squeezed to nothing.
+- When a table does not fit the terminal, columns that can be abbreviated are abbreviated first
+  (a list of files becomes a count, a long path keeps its tail), then the least important columns
+  move to a second line under the row (``name: value``), wrapped at token boundaries.
+- When stdout is not a terminal, a table is plain text without box drawing or colour, one line per
+  row with the fields separated by a tab (as ``gh`` does), so ``grep`` and ``cut -f`` see stable
+  fields. ``--json`` stays the machine format.
+
+No rich here: printing a table must not pay for importing it (``patchset list`` starts fast).
+``PATCHSET_TTY=1``/``0`` forces the terminal or the piped layout (tests; ``| less -R``); the width
+comes from ``COLUMNS`` or the terminal; ``NO_COLOR`` turns colour off.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+_SGR = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "underline": "4",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+
+
+class Styled:
+    """Text with a style name such as ``"bold red"`` (ignored without colour)."""
+
+    __slots__ = ("style", "text")
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text, self.style = text, style
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Part = str | Styled
+# A cell: plain text (tokens are words), styled text, or a list of items (each item one token).
+Cell = str | Styled | Sequence[str] | None
+
+
+def tail_path(path: str, width: int) -> str:
+    """A path cut from the left to at most ``width`` characters, keeping whole trailing components:
+    ``…/v1/core/kv_cache_utils.py``. The file name itself is never cut."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    kept = parts[-1]
+    for p in reversed(parts[:-1]):
+        if len(p) + 1 + len(kept) + 2 > width:
+            break
+        kept = f"{p}/{kept}"
+    return f"…/{kept}"
+
+
+def count_of(noun: str) -> Callable[[Cell], Cell]:
+    """An abbreviation for list cells: ``["a", "b", "c"]`` becomes ``"3 files"``."""
+
+    def shorten(cell: Cell) -> Cell:
+        items = _items(cell)
+        if len(items) <= 1:
+            return items[0] if items else ""
+        return f"{len(items)} {noun}"
+
+    return shorten
+
+
+def path_tails(width: int) -> Callable[[Cell], Cell]:
+    """An abbreviation for path cells: each path keeps its tail within ``width``."""
+
+    def shorten(cell: Cell) -> Cell:
+        if isinstance(cell, (str, Styled)) or cell is None:
+            return tail_path(str(cell or ""), width)
+        return [tail_path(p, width) for p in cell]
+
+    return shorten
+
+
+class Col:
+    """A column. ``drop`` > 0 lets it move to the second line when the width runs out (higher moves
+    first); ``shorten`` abbreviates its cells before anything moves. ``whole``: the cell is one token
+    (an id, a PR reference), never wrapped."""
+
+    __slots__ = ("drop", "name", "right", "shorten", "whole")
+
+    def __init__(
+        self,
+        name: str,
+        drop: int = 0,
+        shorten: Callable[[Cell], Cell] | None = None,
+        whole: bool = False,
+        right: bool = False,
+    ) -> None:
+        self.name, self.drop, self.shorten, self.whole, self.right = name, drop, shorten, whole, right
+
+
+def _items(cell: Cell) -> list[str]:
+    if cell is None:
+        return []
+    if isinstance(cell, (str, Styled)):
+        return [str(cell)] if str(cell) else []
+    return [str(c) for c in cell]
+
+
+def _style_of(cell: Cell) -> str:
+    return cell.style if isinstance(cell, Styled) else ""
+
+
+def _tokens(cell: Cell, whole: bool) -> list[str]:
+    """Unbreakable pieces of a cell. List items keep a trailing comma except the last."""
+    if cell is None:
+        return []
+    if isinstance(cell, (str, Styled)):
+        text = str(cell)
+        if whole:
+            return [ln for ln in text.split("\n") if ln] or []
+        return text.split()
+    items = [str(c) for c in cell]
+    return [f"{it}," if i < len(items) - 1 else it for i, it in enumerate(items)]
+
+
+def _flat(cell: Cell, sep: str = ", ") -> str:
+    if cell is None:
+        return ""
+    if isinstance(cell, (str, Styled)):
+        return " ".join(str(cell).split()) if "\n" in str(cell) else str(cell)
+    return sep.join(str(c) for c in cell)
+
+
+def wrap_tokens(tokens: Sequence[str], width: int) -> list[str]:
+    """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own."""
+    lines: list[str] = []
+    cur = ""
+    for tok in tokens:
+        if not cur:
+            cur = tok
+        elif len(cur) + 1 + len(tok) <= width:
+            cur += " " + tok
+        else:
+            lines.append(cur)
+            cur = tok
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+def _columns() -> int:
+    """COLUMNS, else the terminal's width, else 100 (what shutil.get_terminal_size does, without
+    importing shutil and the compression modules it pulls in)."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    for fd in (1, 2):
+        try:
+            return os.get_terminal_size(fd).columns or 100
+        except OSError:
+            continue
+    return 100
+
+
+def _env_tty(stream: IO[str]) -> bool:
+    forced = os.environ.get("PATCHSET_TTY")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Term:
+    """Where a command prints: a stream, whether it is a terminal, its width, colour."""
+
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        tty: bool | None = None,
+        width: int | None = None,
+        color: bool | None = None,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.tty = _env_tty(self.stream) if tty is None else tty
+        if width is None:
+            width = _columns() if self.tty else 10_000
+        self.width = max(20, width)
+        if color is None:
+            color = self.tty and not os.environ.get("NO_COLOR") and os.environ.get("PATCHSET_TTY") != "1"
+        self.color = bool(color)
+
+    # ---- text -------------------------------------------------------------------------------
+    def paint(self, text: str, style: str) -> str:
+        if not self.color or not style:
+            return text
+        codes = ";".join(_SGR[s] for s in style.split() if s in _SGR)
+        return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+
+    def write(self, text: str = "") -> None:
+        self.stream.write(text + "\n")
+
+    def line(self, *parts: Part, indent: str = "") -> None:
+        """One logical line of prose: wrapped at spaces to the terminal width (never inside a word);
+        in a pipe, one physical line."""
+        if not self.tty:
+            self.write(indent + "".join(str(p) for p in parts))
+            return
+        units: list[list[tuple[str, str]]] = []  # words joined without a space; wrapping happens between units
+        space = True
+        for p in parts:
+            text, style = (p.text, p.style) if isinstance(p, Styled) else (p, "")
+            for m in re.finditer(r"(\s*)(\S+)", text):
+                if m.group(1) or space or not units:
+                    units.append([])
+                units[-1].append((m.group(2), style))
+                space = False
+            space = space or text[-1:].isspace()
+        width = self.width or 80
+        cur, cur_len = "", 0  # the line being filled, and its length without escape codes
+        for unit in units:
+            ulen = sum(len(w) for w, _ in unit)
+            painted = "".join(self.paint(w, st) for w, st in unit)
+            if cur_len and len(indent) + cur_len + 1 + ulen > width:
+                self.write(indent + cur)
+                cur, cur_len = "  " + painted, 2 + ulen  # continuation lines are indented two more
+            else:
+                cur, cur_len = (cur + " " + painted, cur_len + 1 + ulen) if cur_len else (painted, ulen)
+        self.write(indent + cur)
+
+    # ---- tables -----------------------------------------------------------------------------
+    def table(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: Part | None = None) -> None:
+        if title is not None:
+            self.line(title)
+        if not self.tty:
+            self._plain(cols, rows)
+        else:
+            self._layout(cols, rows)
+
+    def _plain(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
+        self.write("\t".join(c.name for c in cols))
+        for row in rows:
+            self.write("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
+
+    def _layout(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
+        width = self.width or 80
+        n = len(cols)
+        cells = [list(r) for r in rows]
+        shortened = [False] * n
+        shown = list(range(n))  # column indexes in the table; the rest go to the second line
+
+        def minw(i: int) -> int:
+            toks = [len(t) for r in cells for t in _tokens(r[i], cols[i].whole)]
+            return max([len(cols[i].name), *toks])
+
+        def natural(i: int) -> int:
+            lens = [len(_flat(r[i])) for r in cells] if not cols[i].whole else [minw(i)]
+            return max([len(cols[i].name), *lens])
+
+        def comfort(i: int) -> int:
+            """A column that may move keeps at least 16 characters (or all it needs) in the table:
+            text wrapped into a sliver reads worse than the same text on the second line."""
+            return max(minw(i), min(natural(i), 16)) if cols[i].drop else minw(i)
+
+        def need() -> int:
+            return sum(comfort(i) for i in shown) + 2 * (len(shown) - 1)
+
+        originals = [list(r) for r in rows]
+        shown = [i for i in shown if not cols[i].drop or any(_items(r[i]) for r in cells)]  # empty: no column
+        while need() > width:
+            cand = [i for i in shown if cols[i].shorten and not shortened[i]]
+            if cand:
+                i = max(cand, key=lambda k: (minw(k), cols[k].drop))
+                shortened[i] = True
+                for r in cells:
+                    r[i] = cols[i].shorten(r[i])  # type: ignore[misc]
+                continue
+            movable = [i for i in shown if cols[i].drop > 0]
+            if not movable:
+                break
+            shown.remove(max(movable, key=lambda k: (cols[k].drop, k)))
+        for i in sorted((k for k in range(n) if k not in shown), key=lambda k: cols[k].drop):
+            if not any(_items(r[i]) for r in cells):
+                continue
+            shown.append(i)  # a column moved early may fit again once a wider one has moved
+            shown.sort()
+            if need() > width:
+                shown.remove(i)
+        moved = [i for i in range(n) if i not in shown]
+        widths = {i: comfort(i) for i in shown}
+        spare = width - (sum(widths.values()) + 2 * (len(shown) - 1))
+        while spare > 0:  # share the room left evenly among the columns that still wrap
+            short = [i for i in shown if natural(i) > widths[i]]
+            if not short:
+                break
+            share = max(1, spare // len(short))
+            for i in short:
+                extra = min(share, natural(i) - widths[i], spare)
+                widths[i] += extra
+                spare -= extra
+        header = "  ".join(
+            self.paint(cols[i].name.rjust(widths[i]) if cols[i].right else cols[i].name.ljust(widths[i]), "bold")
+            for i in shown
+        )
+        self.write(header.rstrip())
+        for r_i, r in enumerate(cells):
+            wrapped = {i: wrap_tokens(_tokens(r[i], cols[i].whole), widths[i]) or [""] for i in shown}
+            height = max(len(v) for v in wrapped.values()) if wrapped else 1
+            for h in range(height):
+                pieces = []
+                for i in shown:
+                    text = wrapped[i][h] if h < len(wrapped[i]) else ""
+                    padded = text.rjust(widths[i]) if cols[i].right else text.ljust(widths[i])
+                    pieces.append(self.paint(padded, _style_of(r[i])) if text else padded)
+                self.write("  ".join(pieces).rstrip())
+            moved_cells = [
+                (cols[i].name, originals[r_i][i]) for i in moved if _items(originals[r_i][i]) not in ([], ["-"])
+            ]
+            if moved_cells:
+                toks: list[str] = []
+                for name, cell in moved_cells:
+                    parts = _tokens(cell, cols[[c.name for c in cols].index(name)].whole)
+                    toks += [f"{name}: {parts[0]}", *parts[1:]]  # the label stays with its first token
+                    toks[-1] += ";"
+                toks[-1] = toks[-1].rstrip(";")
+                for ln in wrap_tokens(toks, width - 4):
+                    self.write("    " + ln)

@@ -1,0 +1,245 @@
+"""Every command's human output at 60, 80, 120 and 200 columns and piped: each id and PR reference
+appears whole on one line, no column is squeezed away, lines fit the width (except a line holding a
+single unbreakable token), and piped output is plain tab-separated text without box drawing or
+colour.
+
+The material is the real production ledger (``patches.toml`` at the repository root: real ids
+and PR references, bodies not imported), a small ledger applied to a real directory (for
+``apply``), and report objects for ``verify`` and the gate (their runners need vLLM's test
+environment or an upstream history, which other tests cover).
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchset.ci.report import GateReport
+from patchset.ci.report import render as render_gate
+from patchset.commands.table import Col, Term, count_of, tail_path
+from patchset.ledger.store import load_ledger
+from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, VerifyReport
+from patchset.verify.pertest import TestOutcome as Outcome
+from patchset.verify.pertest_view import render_verify
+from patchset.verify.testrun import CommandResult
+from tests.support.repo import REPO_ROOT
+
+WIDTHS = (60, 80, 120, 200)
+MODES = [*(str(w) for w in WIDTHS), "piped"]
+BOX = re.compile(r"[│┃━─┏┓┗┛┡┩╇┳┻╋]")
+
+
+@pytest.fixture
+def prod(tmp_path: Path) -> Path:
+    """A copy of the production ledger (no bodies: a fresh clone's state)."""
+    d = tmp_path / "prod"
+    d.mkdir()
+    for name in ("patches.toml", "patches.lock"):
+        if (REPO_ROOT / name).exists():
+            shutil.copy(REPO_ROOT / name, d / name)
+    return d
+
+
+def prod_tokens() -> tuple[list[str], list[str]]:
+    led = load_ledger(REPO_ROOT / "patches.toml")
+    ids = [p.id for p in led.patches]
+    prs = [ref for p in led.patches for ref in p.upstream.prs]
+    assert len(ids) > 20 and len(prs) > 5
+    return ids, prs
+
+
+def check(text: str, mode: str, tokens: list[str], header: list[str] | None = None) -> None:
+    """The invariants every rendering keeps."""
+    lines = text.splitlines()
+    assert lines, "no output"
+    for tok in tokens:
+        assert any(tok in ln for ln in lines), f"{tok!r} is not whole on one line at {mode}:\n{text}"
+    assert not BOX.search(text), f"box drawing at {mode}"
+    assert "\x1b" not in text, f"escape codes at {mode}"
+    if mode == "piped":
+        if header:
+            head = next(i for i, ln in enumerate(lines) if ln.split("\t") == header)
+            n = len(header)
+            rows = [ln for ln in lines[head + 1 :] if "\t" in ln]
+            assert rows and all(len(r.split("\t")) == n for r in rows), f"ragged tab-separated rows:\n{text}"
+        return
+    width = int(mode)
+    for ln in lines:
+        assert len(ln) <= width or len(ln.split()) <= 2, f"line longer than {width} columns:\n{ln}"
+    if header:
+        head = [ln for ln in lines if all(h in ln.split("  ") or h in ln.split() for h in header[:2])]
+        assert head, f"no header naming {header[:2]} at {mode}:\n{text}"
+
+
+def env_for(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    if mode == "piped":
+        monkeypatch.setenv("PATCHSET_TTY", "0")
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("PATCHSET_TTY", "1")
+        monkeypatch.setenv("COLUMNS", mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_list(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    r = run("list", cwd=prod)
+    assert r.code == 0, r
+    ids, prs = prod_tokens()
+    check(r.stdout, mode, ids + prs, header=["#", "id", "target", "origin", "PR", "PR state", "state", "body", "files"])
+    # a patch without a PR says so instead of "unknown"
+    line = next(ln for ln in r.stdout.splitlines() if "01-pdl-sm12x" in ln)
+    block = r.stdout.split(line, 1)[1].split("\n 3 ", 1)[0] if mode != "piped" else line
+    assert "unknown" not in (line + block).split("01-pdl-sm12x", 1)[1].split("02-")[0]
+    if mode == "piped":  # cut -f2 gives the ids, in series order
+        col2 = [ln.split("\t")[1] for ln in r.stdout.splitlines()[1:]]
+        assert col2 == [p.id for p in load_ledger(prod / "patches.toml").patches if col2 and p.id in col2]
+        assert "\tno PR\t" in line
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_validate_and_show(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    r = run("validate", cwd=prod)
+    assert r.code == 0, r
+    ids, _ = prod_tokens()
+    shared = [i for i in ids if i in r.stdout]
+    assert len(shared) >= 5
+    check(r.stdout, mode, ["vllm", "flashinfer", "nccl", *shared])
+    for pid in ("u57632-dflash-context-kv-in-draft-cudagraph", "01-pdl-sm12x"):
+        r = run("show", pid, cwd=prod)
+        assert r.code == 0, r
+        led = load_ledger(prod / "patches.toml")
+        check(r.stdout, mode, [pid, *led.get(pid).upstream.prs, *led.get(pid).files])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_status_and_fetch(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    ids, prs = prod_tokens()
+    r = run("status", "--offline", cwd=prod)
+    assert r.code == 0, r
+    check(r.stdout, mode, ids + prs, header=["#", "patch", "origin", "upstream", "detail", "drift", "action", "data"])
+    r = run("fetch", "--offline", "--all", cwd=prod)
+    led = load_ledger(prod / "patches.toml")
+    sources = [p.source.ref for p in led.patches if p.source.ref]
+    check(r.stdout, mode, [p.id for p in led.patches if p.source.ref] + sources)
+    if mode in ("60", "80"):  # one row is at most three lines, not eight
+        rows = [ln for ln in r.stdout.splitlines()[1:] if not ln.startswith(" ")]
+        assert len(r.stdout.splitlines()) <= 3 * len(rows) + 1
+
+
+def _diff(rel: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+
+
+LONG_IDS = ["u58834-glm5next-non-mhc-sp-decoder-layout-with-a-long-tail", "p4-glm5next-fp8-attn-helper-nvfp4-scales"]
+DEEP = "vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w8a16_fp8.py"
+
+
+@pytest.fixture
+def applied_ledger(tmp_path: Path, run) -> tuple[Path, Path]:
+    led = tmp_path / "led"
+    led.mkdir()
+    body = "".join(
+        f'\n[[patch]]\nid = "{pid}"\ntarget = "vllm"\ntitle = "t"\norigin = "port"\n'
+        f'[patch.upstream]\nprs = ["vllm-project/vllm#5883{i}"]\n'
+        for i, pid in enumerate(LONG_IDS)
+    )
+    (led / "patches.toml").write_text(
+        'schema = 1\n[targets.vllm]\nupstream = "https://github.com/vllm-project/vllm"\n'
+        'github = "vllm-project/vllm"\n' + body
+    )
+    src = tmp_path / "src"
+    src.mkdir()
+    old = "".join(f"line {i}\n" for i in range(30))
+    (src / f"{LONG_IDS[0]}.patch").write_text(_diff(DEEP, old, old.replace("line 3\n", "line three\n")))
+    (src / f"{LONG_IDS[1]}.patch").write_text(_diff(DEEP, old, old.replace("line 20\n", "line twenty\n")))
+    assert run("import", *sorted(src.iterdir(), key=lambda p: LONG_IDS.index(p.stem)), cwd=led).code == 0
+    tree = tmp_path / "tree"
+    (tree / DEEP).parent.mkdir(parents=True)
+    (tree / DEEP).write_text(old)
+    return led, tree
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_apply(run, applied_ledger, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    led, tree = applied_ledger
+    r = run("apply", "--tree", tree, "--dry-run", cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, LONG_IDS, header=["#", "patch", "result", "detail"])
+    # a failing patch: the detail names the file once, whole
+    (tree / DEEP).write_text("".join(f"other {i}\n" for i in range(30)))
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 1, r
+    check(r.stdout, mode, [LONG_IDS[0]])
+    assert r.stdout.count(DEEP) <= 2 or mode != "piped", r.stdout
+    for ln in r.stdout.splitlines():
+        assert ln.count(DEEP) <= 1, f"a path printed twice on one line: {ln}"
+
+
+def verify_report() -> VerifyReport:
+    def res(outcome: str) -> CommandResult:
+        return CommandResult(outcome, 0 if outcome == "pass" else 1, 1.5)
+
+    pats = []
+    for pid, klass, w, wo in (
+        (LONG_IDS[0], PROVEN, "pass", "fail"),
+        (LONG_IDS[1], NOT_NEEDED, "pass", "pass"),
+        ("08-glm5-drafter-kv-group-flag", BROKEN, "fail", "fail"),
+    ):
+        name = "tests/v1/core/test_kv_cache_utils.py::test_get_kv_cache_configs_single_group_prefix_match"
+        t = Outcome(pid, name, f"pytest {name}", ".", ["cpu"], 600, res(w), res(wo), klass, note="why")
+        pats.append(PatchOutcome(pid, "title", [t], klass))
+    return VerifyReport("patches.toml", "vllm", "vllm==0.30.0", ["cpu"], 2, pats, wall_seconds=3.0)
+
+
+def gate_report() -> GateReport:
+    patches = [
+        {"id": LONG_IDS[0], "verdict": "carried", "how": "offset"},
+        {"id": LONG_IDS[1], "verdict": "conflict"},
+    ]
+    bad = {"commit": {"sha": "3f2a9c1b7d4e5f60718293a4b5c6d7e8f9012345", "subject": "move kda", "pr": 58021}}
+    return GateReport(
+        "red",
+        target="vllm",
+        onto="vllm==0.33.0",
+        rebase={"patches": patches},
+        first_bad={LONG_IDS[1]: bad},
+        tests=[{"patch": LONG_IDS[0], "name": "test_kv_cache_utils", "status": "passed"}],
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("what", ["verify", "gate"])
+def test_verify_and_gate_reports(mode: str, what: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    buf = io.StringIO()
+    term = Term(buf, tty=mode != "piped", width=None if mode == "piped" else int(mode))
+    if what == "verify":
+        render_verify(term, verify_report())
+    else:
+        render_gate(gate_report(), term)
+    tokens = [*LONG_IDS, "3f2a9c1b7d4e", "#58021"] if what == "gate" else [*LONG_IDS, "08-glm5-drafter-kv-group-flag"]
+    if what == "verify":
+        tokens.append("tests/v1/core/test_kv_cache_utils.py::test_get_kv_cache_configs_single_group_prefix_match")
+    check(buf.getvalue(), mode, tokens)
+
+
+def test_abbreviations_keep_the_tail_and_count() -> None:
+    assert tail_path(DEEP, 41) == "…/schemes/compressed_tensors_w8a16_fp8.py"
+    assert tail_path("a/b.py", 40) == "a/b.py"
+    assert count_of("files")(["a", "b", "c"]) == "3 files"
+    buf = io.StringIO()
+    Term(buf, tty=True, width=30, color=False).table(
+        [Col("id", whole=True), Col("files", drop=1, shorten=count_of("files"))],
+        [["x-1", ["vllm/a.py", "vllm/bbbbbbbbbbbbbbbbbbbbbb.py", "vllm/c.py"]]],
+    )
+    assert buf.getvalue().splitlines()[1].split() == ["x-1", "3", "files"]

@@ -1,0 +1,63 @@
+"""Commands import only what they use: ``--version``, ``list``, ``validate``, ``status --offline``
+and a piped ``apply --tree`` load none of rich, tomlkit, GitPython, PyGithub, requests (checked
+on ``sys.modules`` in a fresh interpreter, on the production ledger and a small applied series).
+The timings are bench/cli.py's job, not a test's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.repo import REPO_ROOT
+
+HEAVY = ("rich", "tomlkit", "git", "github", "requests", "urllib3")
+PROBE = """
+import sys
+sys.argv = ["patchset", *sys.argv[1:]]
+from patchset.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("LOADED", " ".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+"""
+
+
+def loaded(args: list[str], cwd: Path) -> set[str]:
+    r = subprocess.run(
+        [sys.executable, "-P", "-c", PROBE.format(heavy=HEAVY), *args], cwd=cwd, capture_output=True, text=True
+    )
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
+    assert line, r.stderr
+    return set(line[-1].split()[1:])
+
+
+@pytest.mark.parametrize(
+    "args", [["--version"], ["list"], ["validate"], ["status", "--offline"], ["show", "01-pdl-sm12x"]]
+)
+def test_light_commands_import_no_heavy_library(args: list[str]) -> None:
+    assert loaded(args, REPO_ROOT) == set()
+
+
+def test_a_heavy_command_still_finds_its_libraries() -> None:
+    """The probe can fail: a command that does need tomlkit (writing the ledger) loads it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        assert "tomlkit" in loaded(["init"], Path(d))
+
+
+def test_apply_tree_imports_no_heavy_library(run, tmp_path: Path) -> None:
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n[targets.lib]\nupstream = "https://example.invalid/lib.git"\n')
+    (tmp_path / "01-fix.patch").write_text("--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n")
+    assert run("import", tmp_path / "01-fix.patch", cwd=led).code == 0
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "m.py").write_text("a = 1\nb = 2\n")
+    assert loaded(["apply", "--tree", str(tree)], led) == set()
+    assert (tree / "m.py").read_text() == "a = 1\nb = 3\n"
