@@ -7,16 +7,22 @@ are in ``tests/test_reliability_stress.py`` behind the ``stress`` marker.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from patchset import locking
+from patchset.commands import inspection
 from patchset.engine.hunks import apply_file
 from patchset.errors import PatchFormatError
+from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
+from tests.support.diffgen import unified_diff
 
 NUMS = b"".join(b"%d\n" % i for i in range(1, 21))
 
@@ -93,3 +99,112 @@ def test_absurd_hunk_numbers_are_a_located_error() -> None:
         parse_patch(patch, source="p.patch")
     assert time.perf_counter() - t0 < 1.0
     assert "p.patch:3" in exc.value.render() and "too large" in exc.value.render()
+
+
+# --------------------------------------------------------------------------- ledgers and trees
+
+LEDGER_HEAD = """\
+schema = 1
+[targets.t]
+upstream = "https://example.invalid/t.git"
+github = "example/t"
+"""
+
+FILE_F = b"".join(b"line %d\n" % i for i in range(1, 41))
+
+
+def cli_argv(*args: object) -> list[str]:
+    """The patchset CLI as a separate process (real concurrency, real signals)."""
+    return [sys.executable, "-c", "from patchset.cli import main; main()", *map(str, args)]
+
+
+def edit_line(data: bytes, n: int, new: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    lines[n - 1] = new
+    return b"".join(lines)
+
+
+def make_ledger(where: Path, patches: dict[str, bytes]) -> Path:
+    """A ledger directory with one target ``t`` and ``patches`` (id -> body) imported in order."""
+    where.mkdir(parents=True)
+    (where / "patches.toml").write_text(LEDGER_HEAD)
+    src = where / "incoming"
+    src.mkdir()
+    paths = []
+    for pid, body in patches.items():
+        (src / f"{pid}.patch").write_bytes(body)
+        paths.append(src / f"{pid}.patch")
+    if paths:
+        r = subprocess.run(cli_argv("-C", where, "import", *paths), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    return where
+
+
+def make_tree(where: Path, files: dict[str, bytes] | None = None) -> Path:
+    files = files or {"f.txt": FILE_F}
+    for rel, data in files.items():
+        (where / rel).parent.mkdir(parents=True, exist_ok=True)
+        (where / rel).write_bytes(data)
+    return where
+
+
+# --------------------------------------------------------------------------- 1: the tree lock
+
+
+def test_apply_waits_for_the_tree_lock_and_reads_after_it(tmp_path: Path) -> None:
+    """Another patchset holds the tree: apply waits, then patches the tree as it is *then*."""
+    led = make_ledger(tmp_path / "led", {"a": unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")})
+    tree = make_tree(tmp_path / "tree")
+    with locking.tree_lock(tree):
+        proc = subprocess.Popen(
+            cli_argv("-C", led, "apply", "--tree", tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        line = proc.stderr.readline().decode()  # type: ignore[union-attr]
+        assert "another patchset is working on the tree" in line and "waiting" in line
+        # meanwhile the other process changes the same file (another patch, far from line 3)
+        (tree / "f.txt").write_bytes(edit_line(FILE_F, 35, b"B\n"))
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert (tree / "f.txt").read_bytes() == edit_line(edit_line(FILE_F, 35, b"B\n"), 3, b"A\n")
+
+
+def test_apply_gives_up_after_the_lock_timeout_with_exit_2(tmp_path: Path) -> None:
+    led = make_ledger(tmp_path / "led", {"a": unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")})
+    tree = make_tree(tmp_path / "tree")
+    env = dict(os.environ, PATCHSET_LOCK_TIMEOUT="0.5")
+    with locking.tree_lock(tree):
+        r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    assert "still working on the tree" in r.stderr and "nothing was changed" in r.stderr
+    assert (tree / "f.txt").read_bytes() == FILE_F
+
+
+# --------------------------------------------------------------------------- 2: the ledger lock
+
+
+def test_concurrent_imports_lose_nothing(tmp_path: Path) -> None:
+    led = make_ledger(tmp_path / "led", {})
+    n = 10
+    procs = []
+    for i in range(n):
+        body = unified_diff(FILE_F, edit_line(FILE_F, i + 1, b"P%d\n" % i), "f.txt")
+        p = tmp_path / f"p{i:02d}.patch"
+        p.write_bytes(body)
+        procs.append(subprocess.Popen(cli_argv("-C", led, "import", p), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    codes = [pr.wait(timeout=120) for pr in procs]
+    assert codes == [0] * n
+    ledger = load_ledger(led / "patches.toml")
+    assert sorted(p.id for p in ledger.patches) == [f"p{i:02d}" for i in range(n)]
+    assert sorted(ledger.lock.bodies) == [f"p{i:02d}" for i in range(n)]
+    assert inspection.validate(ledger).warnings == []
+
+
+def test_ledger_edit_waits_for_the_ledger_lock(tmp_path: Path) -> None:
+    led = make_ledger(tmp_path / "led", {})
+    p = tmp_path / "x.patch"
+    p.write_bytes(unified_diff(FILE_F, edit_line(FILE_F, 1, b"X\n"), "f.txt"))
+    env = dict(os.environ, PATCHSET_LOCK_TIMEOUT="0.5")
+    with locking.ledger_lock(led / "patches.toml"):
+        r = subprocess.run(cli_argv("-C", led, "import", p), capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "another patchset is working on the ledger" in r.stderr
+    assert load_ledger(led / "patches.toml").patches == []

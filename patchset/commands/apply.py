@@ -14,8 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset import locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
-from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
+from patchset.engine.tree import (
+    SeriesItem,
+    SeriesResult,
+    SeriesState,
+    apply_series,
+    detect_state,
+    interrupted_error,
+    pending_apply,
+    recover,
+)
 from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
@@ -139,13 +149,33 @@ def apply_to_tree(
 
     A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
     then only the patches it lacks are applied, and the whole result is still checked.
+
+    The tree lock is held from the first read to the last write (a second apply waits, then
+    sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
+    with locking.tree_lock(root):
+        return _apply_to_tree(ledger, target, root, layout, fuzz, update_lock, dry_run, kind, progress, skip_applied)
+
+
+def _apply_to_tree(
+    ledger: Ledger,
+    target: Target,
+    root: Path,
+    layout: str,
+    fuzz: int,
+    update_lock: bool,
+    dry_run: bool,
+    kind: str,
+    progress: Progress | None,
+    skip_applied: bool,
+) -> TargetReport:
     items = series_items(ledger, target)
     mapper = path_mapper(target, layout)
     report = TargetReport(target.name, str(root), kind, layout, "failed", "", fuzz=fuzz)
-    recovered = recover(root)
-    if recovered:
-        report.message = f"finished an interrupted earlier apply ({recovered}); "
+    if pending_apply(root):
+        if dry_run:
+            raise interrupted_error(root)
+        report.message = f"finished an interrupted earlier apply ({recover(root)}); "
     locked = ledger.lock.targets.get(target.name)
     expected = dict(locked.files) if locked and locked.files else None
     trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
@@ -183,11 +213,16 @@ def apply_to_tree(
     report.result = trial
     if expected and not update_lock:
         bad = _compare(expected, got)
-        if bad:
-            report.outcome, report.mismatched = "mismatch", bad
+        unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
+        if bad or unlisted:
+            report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+            what = []
+            if bad:
+                what.append(f"{len(bad)} patched file(s) would not match the lock")
+            if unlisted:
+                what.append(f"{len(unlisted)} patched file(s) are not in the lock: {', '.join(unlisted)}")
             report.message += (
-                f"{len(bad)} patched file(s) would not match the lock; nothing was written "
-                "(re-run with --update-lock if the new result is intended)"
+                "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
             )
             return report
     report.unlocked = expected is None
@@ -196,7 +231,23 @@ def apply_to_tree(
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
     before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
-    result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
+    if update_lock:
+        # the new lock is staged before the tree is touched (a full or read-only ledger directory
+        # fails here, tree unchanged) and renamed into place while the tree's old files are still
+        # kept (a failure there rolls the tree back): the tree and the lock never disagree
+        with ledger_mod.edit(ledger.path) as e:
+            fill_lock(
+                e,
+                ledger,
+                target,
+                {k: v for k, v in got.items() if v is not None},
+                {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+            )
+            e.stage()
+            result = apply_series(root, items, fuzz=fuzz, path_for=mapper, before_finish=e.commit)
+            e.cancelled = True  # committed inside the tree's transaction, or not at all
+    else:
+        result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
     if not result.ok:  # the tree changed between the trial and now
         report.outcome, report.result = "failed", result
         report.message += f"patch {result.failed_patch} does not apply; nothing was written"
@@ -210,25 +261,24 @@ def apply_to_tree(
     else:
         tail = ", every patched file matches the lock"
     report.message += f"{len(items)} patches applied{tail}"
-    if update_lock:
-        record_lock(
-            ledger,
-            target,
-            {k: v for k, v in got.items() if v is not None},
-            {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
-        )
     return report
+
+
+def fill_lock(
+    e: ledger_mod.Edit, ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]
+) -> None:
+    tl = e.lock.target(target.name)
+    tl.base = target.base
+    tl.files = dict(files)
+    tl.base_files = dict(base_files)
+    for p in ledger.series(target.name):
+        data = ledger.body_file(p).read_bytes()
+        e.lock.bodies[p.id] = sha256_bytes(data)
 
 
 def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:
     with ledger_mod.edit(ledger.path) as e:
-        tl = e.lock.target(target.name)
-        tl.base = target.base
-        tl.files = dict(files)
-        tl.base_files = dict(base_files)
-        for p in ledger.series(target.name):
-            data = ledger.body_file(p).read_bytes()
-            e.lock.bodies[p.id] = sha256_bytes(data)
+        fill_lock(e, ledger, target, files, base_files)
 
 
 def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Path:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from patchset import locking
 from patchset.engine import txn
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
@@ -339,6 +340,7 @@ def apply_series(
     path_for: Callable[[str], str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    before_finish: Callable[[], None] | None = None,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
@@ -347,16 +349,31 @@ def apply_series(
     apply running, an interrupted apply to recover in dry-run mode). A patch that does not apply
     is *returned*: ``ok=False``, ``committed=False``, the tree untouched; call
     ``raise_for_failure()`` to turn it into ``ApplyFailed``.
+
+    The tree lock (``patchset.locking``) is held from the first read to the last write, so a
+    second apply to the same tree waits and then sees this one's result. ``before_finish`` is
+    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back).
     """
     root = Path(root)
     if not root.is_dir():
         raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
+    with locking.tree_lock(root):
+        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_finish)
+
+
+def _apply_series(
+    root: Path,
+    items: list[SeriesItem],
+    fuzz: int,
+    path_for: Callable[[str], str] | None,
+    dry_run: bool,
+    progress: Progress | None,
+    before_finish: Callable[[], None] | None,
+) -> SeriesResult:
     recovered = None
     if txn.pending(root):
         if dry_run:
-            raise EnvironmentFailure(
-                f"{root}: an earlier apply was interrupted", hint="run recover(root) (or a real apply) first"
-            )
+            raise interrupted_error(root)
         recovered = txn.recover(root)
     paths = _Paths(root, path_for)
     parsed = _parse_all(items, paths)
@@ -379,9 +396,7 @@ def apply_series(
     ok = failed is None
     committed = False
     if ok and not dry_run:
-        changes = state.changes()
-        if changes:
-            txn.commit(paths.root, changes)
+        txn.commit(paths.root, state.changes(), before_finish)
         committed = True
     return SeriesResult(
         root=str(root),
@@ -398,7 +413,21 @@ def apply_series(
 
 def recover(root: Path, direction: txn.Direction = "auto") -> str | None:
     """Finish (``auto``/``forward``) or undo (``back``) an interrupted ``apply_series``."""
-    return txn.recover(Path(os.path.realpath(root)), direction)
+    with locking.tree_lock(root):
+        return txn.recover(Path(os.path.realpath(root)), direction)
+
+
+def pending_apply(root: Path) -> bool:
+    """Did an apply to ``root`` stop half-way (kill -9, power loss)? Reads only."""
+    return txn.pending(Path(root))
+
+
+def interrupted_error(root: Path) -> EnvironmentFailure:
+    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing)."""
+    return EnvironmentFailure(
+        f"{root}: an earlier apply was interrupted ({txn.describe_pending(Path(root))}); nothing was written",
+        hint=f"run `patchset recover --tree {root}` to finish it (or `--back` to undo it), or a real apply",
+    )
 
 
 # --------------------------------------------------------------------------- state detection

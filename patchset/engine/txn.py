@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,9 +118,25 @@ def pending(root: Path) -> bool:
     return (root / TXN_DIR).exists()
 
 
-def commit(root: Path, changes: list[Change]) -> None:
-    """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe."""
+def describe_pending(root: Path) -> str:
+    """What an interrupted transaction under ``root`` left, in words (reads only)."""
+    txn = root / TXN_DIR
+    if (txn / JOURNAL).exists():
+        return f"{TXN_DIR}/{JOURNAL} is complete: some files may be new, some old; recovery finishes it"
+    return f"{TXN_DIR} holds an incomplete staging area: the tree itself is unchanged"
+
+
+def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] | None = None) -> None:
+    """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe.
+
+    ``before_finish`` runs once every file is in place but while the old files are still kept
+    (``apply --update-lock`` writes the lock there): if it raises, the tree is rolled back.
+    """
     root = Path(root)
+    if not changes:
+        if before_finish is not None:
+            before_finish()
+        return
     with _Lock(root) as lock:
         _recover_locked(root, "auto")
         txn = lock.dir
@@ -141,6 +158,19 @@ def commit(root: Path, changes: list[Change]) -> None:
             raise EnvironmentFailure(
                 f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
             ) from None
+        if before_finish is not None:
+            try:
+                before_finish()
+            except BaseException as exc:
+                _recover_locked(root, "back")
+                _finish(root, txn)
+                if isinstance(exc, OSError):
+                    raise EnvironmentFailure(
+                        f"{root}: the tree was patched but {exc.filename or 'the lock'} could not be written: "
+                        f"{exc.strerror or exc}",
+                        hint="the tree was rolled back to its old state; free space or fix permissions and re-run",
+                    ) from None
+                raise
         _finish(root, txn)
 
 
