@@ -7,6 +7,7 @@ are in ``tests/test_reliability_stress.py`` behind the ``stress`` marker.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from patchset.engine.hunks import apply_file
 from patchset.errors import PatchFormatError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
+from tests.support import smallfs
 from tests.support.diffgen import unified_diff
 
 NUMS = b"".join(b"%d\n" % i for i in range(1, 21))
@@ -208,3 +210,50 @@ def test_ledger_edit_waits_for_the_ledger_lock(tmp_path: Path) -> None:
         r = subprocess.run(cli_argv("-C", led, "import", p), capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "another patchset is working on the ledger" in r.stderr
     assert load_ledger(led / "patches.toml").patches == []
+
+
+# --------------------------------------------------------------------------- 8: files the lock does not list
+
+
+def test_a_patched_file_the_lock_does_not_list_is_a_finding(tmp_path: Path) -> None:
+    g = b"g1\ng2\ng3\n"
+    led = make_ledger(tmp_path / "led", {"a": unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")})
+    first = make_tree(tmp_path / "t1", {"f.txt": FILE_F, "g.txt": g})
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", first, "--update-lock"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # a second patch writes g.txt; the lock (recorded above) does not list it
+    (led / "incoming" / "b.patch").write_bytes(unified_diff(g, b"g1\nG\ng3\n", "g.txt"))
+    r = subprocess.run(cli_argv("-C", led, "import", led / "incoming" / "b.patch"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    tree = make_tree(tmp_path / "t2", {"f.txt": FILE_F, "g.txt": g})
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree, "--json"), capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads(r.stdout)["targets"][0]
+    assert rep["outcome"] == "mismatch" and rep["mismatched"] == ["g.txt"]
+    assert "not in the lock" in rep["message"] and "every patched file matches" not in rep["message"]
+    assert (tree / "g.txt").read_bytes() == g and (tree / "f.txt").read_bytes() == FILE_F
+
+
+# --------------------------------------------------------------------------- 11: --update-lock on a full disk
+
+
+@pytest.mark.parametrize("trouble", ["full", "read-only"])
+def test_update_lock_on_a_full_or_read_only_ledger_dir_leaves_the_tree_alone(tmp_path: Path, trouble: str) -> None:
+    body = unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")
+    with smallfs.tmpfs(tmp_path / "fs", size="2m") as fs:
+        led = make_ledger(fs / "led", {"a": body})
+        tree = make_tree(tmp_path / "tree")
+        lock_before = (led / "patches.lock").read_bytes()
+        if trouble == "full":
+            smallfs.fill(fs)
+        else:
+            smallfs.remount_readonly(fs)
+        r = subprocess.run(
+            cli_argv("-C", led, "apply", "--tree", tree, "--update-lock"), capture_output=True, text=True
+        )
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr
+        assert (tree / "f.txt").read_bytes() == FILE_F, "the tree was patched but the lock was not written"
+        assert not (tree / ".patchset-txn").exists()
+        assert (led / "patches.lock").read_bytes() == lock_before
+        assert sorted(p.name for p in led.iterdir() if p.name.startswith(".")) == []
