@@ -19,12 +19,15 @@ import pytest
 
 from patchset import locking
 from patchset.commands import inspection
+from patchset.engine import txn
 from patchset.engine.hunks import apply_file
-from patchset.errors import PatchFormatError
+from patchset.engine.tree import SeriesItem, apply_series
+from patchset.errors import EnvironmentFailure, PatchFormatError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from tests.support import smallfs
 from tests.support.diffgen import unified_diff
+from tests.support.trees import snapshot
 
 NUMS = b"".join(b"%d\n" % i for i in range(1, 21))
 
@@ -257,3 +260,72 @@ def test_update_lock_on_a_full_or_read_only_ledger_dir_leaves_the_tree_alone(tmp
         assert not (tree / ".patchset-txn").exists()
         assert (led / "patches.lock").read_bytes() == lock_before
         assert sorted(p.name for p in led.iterdir() if p.name.startswith(".")) == []
+
+
+# --------------------------------------------------------------------------- 3: files becoming directories
+
+
+def _series(*bodies: bytes) -> list[SeriesItem]:
+    return [SeriesItem(f"p{i}", b) for i, b in enumerate(bodies, 1)]
+
+
+def _create(rel: str, data: bytes) -> bytes:
+    return unified_diff(None, data, rel)
+
+
+def _delete(rel: str, data: bytes) -> bytes:
+    return unified_diff(data, None, rel)
+
+
+def test_a_file_and_a_directory_of_the_same_name_fail_in_the_dry_run_too(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t", {"src/x.txt": b"x\n"})
+    items = _series(
+        unified_diff(b"x\n", b"x2\n", "src/x.txt") + _create("d", b"a file named d\n"), _create("d/x", b"inside d\n")
+    )
+    before = snapshot(tree)
+    dry = apply_series(tree, items, dry_run=True)
+    real = apply_series(tree, items)
+    assert (dry.ok, dry.failed_patch) == (real.ok, real.failed_patch) == (False, "p2")
+    assert "d is a file" in real.patches[1].describe()
+    assert snapshot(tree) == before
+
+
+def test_a_deleted_file_becomes_a_directory(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t", {"d": b"old file d\n"})
+    items = _series(_delete("d", b"old file d\n"), _create("d/x", b"inside d\n"))
+    assert apply_series(tree, items, dry_run=True).ok
+    res = apply_series(tree, items)
+    assert res.ok and res.committed
+    assert snapshot(tree) == {"d": ("dir", b"", 0o755), "d/x": ("file", b"inside d\n", 0o644)}
+
+
+def test_an_emptied_directory_becomes_a_file(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t", {"d/x": b"inside d\n", "d/sub/y": b"y\n"})
+    items = _series(_delete("d/x", b"inside d\n") + _delete("d/sub/y", b"y\n"), _create("d", b"now a file\n"))
+    assert apply_series(tree, items, dry_run=True).ok
+    assert apply_series(tree, items).ok
+    assert snapshot(tree) == {"d": ("file", b"now a file\n", 0o644)}
+
+
+def test_a_directory_with_other_files_does_not_become_a_file(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t", {"d/x": b"inside d\n", "d/keep": b"k\n"})
+    items = _series(_delete("d/x", b"inside d\n"), _create("d", b"now a file\n"))
+    before = snapshot(tree)
+    dry, real = apply_series(tree, items, dry_run=True), apply_series(tree, items)
+    assert (dry.ok, real.ok) == (False, False) and "d is a directory" in real.patches[1].describe()
+    assert snapshot(tree) == before
+
+
+def test_file_to_directory_commit_failing_late_is_rolled_back(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t", {"d": b"old file d\n", "blocker": b"a file\n", "a.txt": b"a\n"})
+    before = snapshot(tree)
+    changes = [
+        txn.Change("a.txt", b"new a\n"),
+        txn.Change("d", None),
+        txn.Change("d/x", b"inside d\n"),
+        txn.Change("blocker/y", b"cannot be written: blocker is a file\n"),
+    ]
+    with pytest.raises(EnvironmentFailure) as exc:
+        txn.commit(tree, changes)
+    assert "rolled back" in exc.value.render()
+    assert snapshot(tree) == before and not (tree / txn.TXN_DIR).exists()

@@ -19,6 +19,7 @@ from patchset.engine.tree import SeriesItem, apply_series, detect_state, recover
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes as sha256
 from tests.conftest import git_bytes
+from tests.support.trees import snapshot
 
 try:
     from tests.support.diffgen import unified_diff
@@ -26,23 +27,6 @@ except ImportError:  # tests/ is not a package here: its directory is on sys.pat
     from tests.support.diffgen import unified_diff  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, bytes | str, int]]:
-    """Every entry under root: kind, content (or link target) and permission bits."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(root))
-            st = p.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(p), 0)
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", b"", stat.S_IMODE(st.st_mode))
-            else:
-                out[rel] = ("file", p.read_bytes(), stat.S_IMODE(st.st_mode))
-    return out
 
 
 def git_patch(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,23 +165,33 @@ class _Paths:
 
 
 class _State:
-    """The tree as the series sees it in memory: lazily read files, overlaid changes."""
+    """The tree as the series sees it in memory: lazily read files, overlaid changes.
+
+    It also knows which paths are directories, so a series that makes ``d`` a file and then
+    writes ``d/x`` fails in the dry run exactly as in the real run, and a file may replace a
+    directory only once every file in it is deleted (the commit removes the emptied directory).
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.disk: dict[str, tuple[bytes | None, int | None]] = {}
         self.now: dict[str, tuple[bytes | None, int | None]] = {}
+        self.live: Counter[str] = Counter()  # directory -> present files under it in ``now``
+        self.kinds: dict[str, str | None] = {}  # paths probed for file/dir clashes (not read)
 
     def _load(self, rel: str) -> tuple[bytes | None, int | None]:
         if rel not in self.disk:
             path = self.root / rel
             try:
                 st = path.stat()
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 self.disk[rel] = (None, None)
             except OSError as exc:
                 raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
             else:
+                if stat.S_ISDIR(st.st_mode):
+                    self.disk[rel] = (None, None)
+                    return self.disk[rel]
                 if not stat.S_ISREG(st.st_mode):
                     raise EnvironmentFailure(
                         f"{path}: not a regular file", hint="patches can only change regular files"
@@ -198,12 +209,61 @@ class _State:
 
     def set(self, rel: str, data: bytes | None, mode: int | None) -> None:
         self._load(rel)
+        was = self.get(rel)[0] is not None
         self.now[rel] = (data, mode if data is not None else None)
+        step = (data is not None) - was
+        if step:
+            for parent in _parents(rel):
+                self.live[parent] += step
+
+    def _disk_kind(self, rel: str) -> str | None:
+        """``file``, ``dir`` or ``None`` on disk, without reading (the result is not a touched file)."""
+        if rel not in self.kinds:
+            try:
+                mode = (self.root / rel).lstat().st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                self.kinds[rel] = None
+            except OSError as exc:
+                raise EnvironmentFailure(f"{self.root / rel}: cannot read: {exc.strerror}") from None
+            else:
+                self.kinds[rel] = "dir" if stat.S_ISDIR(mode) else "file"
+        return self.kinds[rel]
+
+    def is_file(self, rel: str) -> bool:
+        if rel in self.now or rel in self.disk:
+            return self.get(rel)[0] is not None
+        return self._disk_kind(rel) == "file"
+
+    def is_dir(self, rel: str) -> bool:
+        """A directory now: a present file under it, or a directory on disk not emptied by the series."""
+        if self.live[rel] > 0:
+            return True
+        if self._disk_kind(rel) != "dir":
+            return False
+        for dirpath, subdirs, names in os.walk(self.root / rel):
+            if any(os.path.islink(os.path.join(dirpath, d)) for d in subdirs):
+                return True  # a link to a directory: not a file the series can delete
+            for name in names:
+                sub = os.path.relpath(os.path.join(dirpath, name), self.root)
+                if self.get(sub)[0] is not None or sub not in self.now:
+                    return True  # a file the series keeps (or never touched)
+        return False
+
+    def blocker(self, rel: str) -> str | None:
+        """Why a file cannot be written at ``rel`` now (a parent is a file, ``rel`` is a directory)."""
+        for parent in _parents(rel):
+            if self.is_file(parent):
+                return f"{parent} is a file, so {rel} cannot be created under it"
+        if self.is_dir(rel):
+            return f"{rel} is a directory that still holds files, so it cannot become a file"
+        return None
 
     def fork(self) -> _State:
         other = _State(self.root)
         other.disk = self.disk  # shared read cache
+        other.kinds = self.kinds
         other.now = dict(self.now)
+        other.live = Counter(self.live)
         return other
 
     def changes(self) -> list[txn.Change]:
@@ -212,6 +272,12 @@ class _State:
             if (data, mode) != self.disk[rel]:
                 out.append(txn.Change(rel, data, mode))
         return out
+
+
+def _parents(rel: str) -> list[str]:
+    """``a/b/c`` -> ``["a", "a/b"]``."""
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _git_mode(mode: str | None) -> int | None:
@@ -281,6 +347,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
         mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
+    why = state.blocker(dst)
+    if why:
+        res.status, res.hunks, res.message = "failed", [], why
+        return res
     state.set(dst, outcome.new, mode)
     res.sha256 = sha256_bytes(outcome.new)
     return res

@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
         _recover_locked(root, "auto")
         txn = lock.dir
         try:
-            entries, created_dirs = _prepare(root, txn, changes)
+            journal = _prepare(root, txn, changes)
         except OSError as exc:
             # nothing in the tree has changed yet: drop the staging area
             _recover_locked(root, "auto")
@@ -151,7 +152,7 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
                 hint="check free space and permissions; the tree is unchanged",
             ) from None
         try:
-            _roll_forward(root, txn, entries, created_dirs)
+            _roll_forward(root, txn, journal)
         except OSError as exc:
             _recover_locked(root, "back")
             _finish(root, txn)
@@ -174,13 +175,31 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
         _finish(root, txn)
 
 
-def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], list[str]]:
-    """Steps 1-2: staged files, backups, the journal. Returns (entries, created dirs)."""
+def _exists(path: Path) -> bool:
+    """Anything at ``path`` (a dangling symlink too); a parent that is a file counts as nothing."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict:
+    """Steps 1-2: staged files, backups, the journal (returned)."""
     (txn / "new").mkdir()
     (txn / "old").mkdir()
     entries = []
     created_dirs: list[str] = []
+    removed_dirs: list[str] = []
     staged: list[tuple[Path, bytes, int]] = []
+    deleted = {ch.path for ch in changes if ch.data is None}
     for n, ch in enumerate(changes):
         target = root / ch.path
         entry: dict = {"path": ch.path, "new": None, "old": None, "old_mode": None, "new_mode": None}
@@ -191,13 +210,20 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
             entry["new_mode"] = mode
             parent = target.parent
             missing: list[str] = []
-            while not parent.exists():
+            # a parent that is missing, or a file this commit deletes, becomes a directory
+            while not parent.is_dir() and (not _exists(parent) or str(parent.relative_to(root)) in deleted):
                 missing.append(str(parent.relative_to(root)))
                 parent = parent.parent
             for d in reversed(missing):
                 if d not in created_dirs:
                     created_dirs.append(d)
-        if target.exists() or target.is_symlink():
+            if target.is_dir() and not target.is_symlink():
+                # a directory this commit empties becomes a file: remove it, deepest first
+                for dirpath, _dirs, _names in os.walk(target, topdown=False):
+                    rel = str(Path(dirpath).relative_to(root))
+                    if rel not in removed_dirs:
+                        removed_dirs.append(rel)
+        if _exists(target) and not (target.is_dir() and not target.is_symlink()):
             st = target.lstat()
             entry["old_mode"] = st.st_mode & 0o7777
             backup = txn / "old" / str(n)
@@ -217,29 +243,41 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict], 
     fsync_path(txn / "new", directory=True)
     fsync_path(txn / "old", directory=True)
     tmp = txn / (JOURNAL + ".tmp")
-    _write_file(tmp, json.dumps({"version": 1, "entries": entries, "created_dirs": created_dirs}).encode(), 0o644)
+    journal = {"version": 1, "entries": entries, "created_dirs": created_dirs, "removed_dirs": removed_dirs}
+    _write_file(tmp, json.dumps(journal).encode(), 0o644)
     os.replace(tmp, txn / JOURNAL)
     fsync_path(txn, directory=True)
     _step()
-    return entries, created_dirs
+    return journal
 
 
-def _roll_forward(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
-    for d in created_dirs:
-        (root / d).mkdir(exist_ok=True)
+def _roll_forward(root: Path, txn: Path, journal: dict) -> None:
+    """Deletions first, then emptied directories out, new directories in, new files renamed in.
+    Every step is skipped when already done, so a second run after a crash finishes the first."""
+    entries = journal["entries"]
     touched: set[Path] = set()
     for e in entries:
         target = root / e["path"]
-        touched.add(target.parent)
+        if e["new"] is None and _exists(target) and not _is_dir(target):
+            touched.add(target.parent)
+            target.unlink()
+            _step()
+    for d in journal.get("removed_dirs", []):
+        if _is_dir(root / d):
+            (root / d).rmdir()
+            touched.add((root / d).parent)
+    for d in journal.get("created_dirs", []):
+        if not _is_dir(root / d):
+            (root / d).mkdir()
+            touched.add((root / d).parent)
+    for e in entries:
+        target = root / e["path"]
         if e["new"] is not None:
             staged = txn / "new" / e["new"]
             if staged.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
+                touched.add(target.parent)
                 os.replace(staged, target)
                 _step()
-        elif target.exists() or target.is_symlink():
-            target.unlink()
-            _step()
     _fsync_dirs(touched)
 
 
@@ -252,27 +290,36 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-def _roll_back(root: Path, txn: Path, entries: list[dict], created_dirs: list[str]) -> None:
+def _roll_back(root: Path, txn: Path, journal: dict) -> None:
+    """The roll-forward undone in reverse order: new files out, created directories out, removed
+    directories back, old files back. Idempotent like the roll-forward."""
+    entries = journal["entries"]
     touched: set[Path] = set()
     for e in reversed(entries):
         target = root / e["path"]
-        touched.add(target.parent)
-        if e["old"] is not None:
-            backup = txn / "old" / e["old"]
-            if backup.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(backup, target)
-                os.chmod(target, e["old_mode"])
-        elif target.exists() or target.is_symlink():
+        if e["new"] is not None and e["old"] is None and _exists(target) and not _is_dir(target):
             target.unlink()
-    for d in reversed(created_dirs):
+            touched.add(target.parent)
+    for d in reversed(journal.get("created_dirs", [])):
         try:
             (root / d).rmdir()
+            touched.add((root / d).parent)
         except OSError:
             pass
-    for d in touched:
-        if d.exists():
-            fsync_path(d, directory=True)
+    for d in reversed(journal.get("removed_dirs", [])):
+        if not _is_dir(root / d):
+            (root / d).mkdir()
+            touched.add((root / d).parent)
+    for e in reversed(entries):
+        target = root / e["path"]
+        if e["old"] is not None:
+            backup = txn / "old" / e["old"]
+            if backup.exists() or backup.is_symlink():
+                touched.add(target.parent)
+                os.replace(backup, target)
+                if not backup.is_symlink():
+                    os.chmod(target, e["old_mode"])
+    _fsync_dirs({d for d in touched if d.exists()})
 
 
 def _finish(root: Path, txn: Path) -> None:
@@ -305,16 +352,16 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         return None
     try:
         data = json.loads(journal.read_text())
-        entries, created = data["entries"], data.get("created_dirs", [])
-    except (OSError, ValueError, KeyError) as exc:
+        data["entries"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EnvironmentFailure(
             f"{journal}: unreadable transaction journal: {exc}", hint="inspect it by hand; the old files are in old/"
         ) from None
     if direction == "back":
-        _roll_back(root, txn, entries, created)
+        _roll_back(root, txn, data)
         done = "rolled back"
     else:
-        _roll_forward(root, txn, entries, created)
+        _roll_forward(root, txn, data)
         done = "rolled forward"
     journal.unlink()
     fsync_path(txn, directory=True)
