@@ -22,7 +22,7 @@ from patchset.commands import inspection
 from patchset.engine import txn
 from patchset.engine.hunks import apply_file
 from patchset.engine.tree import SeriesItem, apply_series
-from patchset.errors import EnvironmentFailure, PatchFormatError
+from patchset.errors import EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from tests.support import smallfs
@@ -329,3 +329,69 @@ def test_file_to_directory_commit_failing_late_is_rolled_back(tmp_path: Path) ->
         txn.commit(tree, changes)
     assert "rolled back" in exc.value.render()
     assert snapshot(tree) == before and not (tree / txn.TXN_DIR).exists()
+
+
+# --------------------------------------------------------------------------- 12: hostile or odd ledgers
+
+ONE_PATCH = LEDGER_HEAD + '\n[[patch]]\nid = "a"\ntarget = "t"\ntitle = "a"\norigin = "ours"\n'
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_argv(*args), capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("ledger", "lock", "needle"),
+    [
+        (ONE_PATCH, "schema = 1\nbodies = 5\n", "patches.lock:2"),
+        (ONE_PATCH, "schema = 1\n[targets.t]\nfiles = 3\n", "patches.lock:3"),
+        (ONE_PATCH.replace('id = "a"', 'id = ""'), None, "patches.toml:7"),
+        (LEDGER_HEAD + "strip = -3\n", None, "patches.toml:5"),
+        (ONE_PATCH + "[patch.source]\nstrip = -1\n", None, "patches.toml:12"),
+        ("\ufeff" + ONE_PATCH, None, "byte-order mark"),
+        (ONE_PATCH + "x = " + "[" * 2000 + "]" * 2000 + "\n", None, "patches.toml:11"),
+    ],
+    ids=["bodies-int", "files-int", "empty-id", "negative-strip", "negative-source-strip", "bom", "deep"],
+)
+def test_bad_ledgers_are_located_errors(tmp_path: Path, ledger: str, lock: str | None, needle: str) -> None:
+    (tmp_path / "patches.toml").write_text(ledger, encoding="utf-8")
+    if lock is not None:
+        (tmp_path / "patches.lock").write_text(lock)
+    for cmd in (["validate"], ["list"], ["apply", "--dry-run", "--tree", tmp_path]):
+        r = _cli("-C", tmp_path, *cmd)
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert needle in r.stderr, (cmd, r.stderr)
+
+
+@pytest.mark.parametrize("bad", [".GIT/config", "sub/.Git/hooks/pre-commit", ".PATCHSET-TXN/journal.json"])
+def test_git_metadata_is_refused_whatever_its_case(tmp_path: Path, bad: str) -> None:
+    tree = make_tree(tmp_path / "t")
+    with pytest.raises(UnsafePathError):
+        apply_series(tree, [SeriesItem("p", _create(bad, b"x\n"))])
+
+
+def test_deleting_a_missing_file_is_not_already_applied(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "t")
+    res = apply_series(tree, [SeriesItem("p", _delete("gone.txt", b"was here\n"))])
+    assert res.patches[0].status == "failed"
+    assert "does not exist" in res.patches[0].files[0].message
+
+
+def test_validate_and_apply_mention_an_interrupted_rebase(tmp_path: Path) -> None:
+    led = make_ledger(tmp_path / "led", {"a": unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")})
+    tree = make_tree(tmp_path / "tree")
+    state = led / ".patchset" / "rebase"
+    state.mkdir(parents=True)
+    (state / "commit.json").write_text('{"backup": "x", "files": {}}')
+    r = _cli("-C", led, "validate")
+    assert r.returncode == 1 and "rebase was interrupted" in r.stdout + r.stderr
+    r = _cli("-C", led, "apply", "--tree", tree)
+    assert r.returncode == 2 and "rebase was interrupted" in r.stderr
+    assert (tree / "f.txt").read_bytes() == FILE_F
+    (state / "commit.json").unlink()
+    (state / "state.json").write_text('{"onto": "v2", "stopped_at": "a"}')
+    r = _cli("-C", led, "validate")
+    assert "rebase onto v2 is in progress" in r.stdout + r.stderr
+    r = _cli("-C", led, "apply", "--dry-run", "--tree", tree)
+    assert r.returncode == 0 and "rebase onto v2 is in progress" in r.stdout + r.stderr

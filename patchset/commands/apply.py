@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset import locking
-from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state, pending_rebase
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -427,6 +427,9 @@ def run(
     skip_applied: bool = False,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
+    rebase = pending_rebase(ledger)
+    if rebase and rebase[0]:
+        raise InputError(rebase[1].split(": run")[0], hint="run `patchset rebase --continue` or `--abort` first")
     reports = []
     for name, arg in trees.items():
         if name not in ledger.targets:
@@ -449,6 +452,9 @@ def run(
         else:  # pragma: no cover - the CLI only builds the three kinds
             raise EnvironmentFailure(f"unknown tree kind {arg.kind}")
         ledger = ledger_mod.load_ledger(ledger.path) if update_lock else ledger
+    if rebase:  # stopped at a conflict: say which series this was
+        for rep in reports:
+            rep.message = f"note: {rebase[1]}; " + rep.message
     return reports
 
 

@@ -11,11 +11,12 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from patchset.errors import PatchFormatError
+from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import split_header
+from patchset.rebase.state import State
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -105,9 +106,32 @@ class ValidateReport:
         return d
 
 
+def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
+    """A rebase this ledger is in the middle of: (interrupted while writing?, what to say). Reads only."""
+    state = State(ledger.root)
+    if state.committing:
+        return True, (
+            "a rebase was interrupted while writing the new series (the ledger, lock and bodies may be "
+            "half old, half new): run `patchset rebase --continue` to finish it or `--abort` to undo it"
+        )
+    if state.stopped:
+        try:
+            data = state.load()
+        except InputError:
+            data = {}
+        return False, (
+            f"a rebase onto {data.get('onto', '?')} is in progress (stopped at {data.get('stopped_at', '?')}): "
+            "the ledger still holds the series from before it (`patchset rebase --continue|--skip|--abort`)"
+        )
+    return None
+
+
 def validate(ledger: Ledger) -> ValidateReport:
     """Check the ledger against its body files and lock (the schema was checked on load)."""
     rep = ValidateReport(ledger=str(ledger.path))
+    rebase = pending_rebase(ledger)
+    if rebase:
+        (rep.problems if rebase[0] else rep.warnings).append(rebase[1])
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     touched: dict[tuple[str, str], list[str]] = defaultdict(list)
     for p in ledger.patches:

@@ -374,10 +374,10 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
         old = b""
     elif old is None:
         if fp.op == "delete":
+            # not "already applied": the file may never have existed here (the wrong tree);
+            # whether the tree carries the patch is detect_state's question (it reverses it)
             return FileOutcome(
-                "already_applied",
-                None,
-                message=(f"{fp.old_path}: the patch deletes this file and it does not exist (already applied)"),
+                "failed", None, message=f"{fp.old_path}: the patch deletes this file but it does not exist"
             )
         if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
             old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it

@@ -123,6 +123,14 @@ class SeriesResult:
 # --------------------------------------------------------------------------- paths
 
 
+def _metadata(parts: list[str]) -> str | None:
+    """The metadata directory a path goes into (``.git`` anywhere, the transaction directory at
+    the top), compared case-insensitively: on macOS or Windows ``.GIT`` *is* ``.git``."""
+    if parts and parts[0].lower() == txn.TXN_DIR:
+        return parts[0]
+    return next((p for p in parts if p.lower() == ".git"), None)
+
+
 class _Paths:
     """Maps patch paths to safe tree paths: relative, no ``..``, no symlink leaving the tree."""
 
@@ -145,17 +153,19 @@ class _Paths:
         parts = [p for p in mapped.split("/") if p not in ("", ".")]
         if not parts or any(p == ".." for p in parts):
             raise UnsafePathError(f"{where} escapes the tree with '..'")
-        if parts[0] == txn.TXN_DIR or ".git" in parts:
+        bad = _metadata(parts)
+        if bad:
             raise UnsafePathError(
-                f"{where} points into {parts[0] if parts[0] == txn.TXN_DIR else '.git'}",
-                hint="patches may not touch repository or patchset metadata",
+                f"{where} points into {bad}",
+                hint="patches may not touch repository or patchset metadata (in any letter case: "
+                "case-insensitive file systems treat .GIT as .git)",
             )
         real = os.path.realpath(self.root.joinpath(*parts))
         root = str(self.root)
         if real != root and not real.startswith(root.rstrip("/") + "/"):
             raise UnsafePathError(f"{where} leaves the tree {root} through a symlink (resolves to {real})")
         rel = os.path.relpath(real, root)
-        if rel == "." or rel.split("/")[0] == txn.TXN_DIR or ".git" in rel.split("/"):
+        if rel == "." or _metadata(rel.split("/")):
             raise UnsafePathError(f"{where} resolves to {rel!r}, which patches may not touch")
         self.cache[patch_path] = rel
         return rel
