@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -384,14 +385,73 @@ def test_validate_and_apply_mention_an_interrupted_rebase(tmp_path: Path) -> Non
     state = led / ".patchset" / "rebase"
     state.mkdir(parents=True)
     (state / "commit.json").write_text('{"backup": "x", "files": {}}')
-    r = _cli("-C", led, "validate")
-    assert r.returncode == 1 and "rebase was interrupted" in r.stdout + r.stderr
+    r = _cli("-C", led, "validate", "--json")
+    assert r.returncode == 1 and "rebase was interrupted" in json.loads(r.stdout)["problems"][0]
     r = _cli("-C", led, "apply", "--tree", tree)
     assert r.returncode == 2 and "rebase was interrupted" in r.stderr
     assert (tree / "f.txt").read_bytes() == FILE_F
     (state / "commit.json").unlink()
     (state / "state.json").write_text('{"onto": "v2", "stopped_at": "a"}')
-    r = _cli("-C", led, "validate")
-    assert "rebase onto v2 is in progress" in r.stdout + r.stderr
+    r = _cli("-C", led, "validate", "--json")
+    assert "rebase onto v2 is in progress" in json.loads(r.stdout)["warnings"][0]
     r = _cli("-C", led, "apply", "--dry-run", "--tree", tree)
     assert r.returncode == 0 and "rebase onto v2 is in progress" in r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- 6: interrupted applies are visible
+
+
+def _many_files_ledger(tmp_path: Path, n: int) -> tuple[Path, Path, dict[str, bytes]]:
+    files = {f"pkg/m{i:03d}.py": b"".join(b"v%d = %d\n" % (k, k) for k in range(8)) for i in range(n)}
+    body = b"".join(unified_diff(d, d.replace(b"v3 = 3", b"v3 = 33"), rel) for rel, d in files.items())
+    led = make_ledger(tmp_path / "led", {"many": body})
+    tree = make_tree(tmp_path / "tree", files)
+    return led, tree, files
+
+
+def test_a_killed_apply_is_reported_by_validate_and_dry_run_then_recovered(tmp_path: Path) -> None:
+    led, tree, files = _many_files_ledger(tmp_path, 6)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="9")  # 6 staged files, the journal, 2 renames
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    assert r.returncode == -signal.SIGKILL
+    mixed = snapshot(tree)
+    assert (tree / txn.TXN_DIR / txn.JOURNAL).exists()
+    r = _cli("-C", led, "validate", "--json")
+    problems = json.loads(r.stdout)["problems"]
+    assert r.returncode == 1 and len(problems) == 1
+    assert "was interrupted" in problems[0] and f"patchset recover --tree {tree}" in problems[0]
+    r = _cli("-C", led, "apply", "--dry-run", "--tree", tree)
+    assert r.returncode == 2 and "interrupted" in r.stderr and "patchset recover --tree" in r.stderr
+    assert snapshot(tree) == mixed, "a dry run wrote to the tree"
+    r = _cli("-C", led, "recover")
+    assert r.returncode == 0 and f"{tree}: rolled forward" in r.stdout
+    assert not (tree / txn.TXN_DIR).exists()
+    assert all(b"v3 = 33" in (tree / rel).read_bytes() for rel in files)
+    assert _cli("-C", led, "validate").returncode == 0
+    assert "nothing to recover" in _cli("-C", led, "recover", "--tree", tree).stdout
+
+
+def test_recover_back_restores_the_old_tree(tmp_path: Path) -> None:
+    led, tree, _files = _many_files_ledger(tmp_path, 4)
+    before = snapshot(tree)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="6")
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    assert r.returncode == -signal.SIGKILL
+    r = _cli("-C", led, "recover", "--tree", tree, "--back", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [{"tree": str(tree), "done": "rolled back"}]
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("step", [5, 9, 14])  # while staging, right after the journal, mid-renames
+def test_ctrl_c_never_leaves_a_mixed_tree(tmp_path: Path, step: int) -> None:
+    led, tree, files = _many_files_ledger(tmp_path, 8)
+    before = snapshot(tree)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER=str(step), PATCHSET_TEST_CRASH_SIGNAL="INT")
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    assert r.returncode == 130 and "interrupted" in r.stderr
+    now = snapshot(tree)
+    changed = sum(b"v3 = 33" in (tree / rel).read_bytes() for rel in files)
+    assert changed in (0, len(files)), f"Ctrl-C at step {step} left {changed}/{len(files)} files new"
+    assert not (tree / txn.TXN_DIR).exists()
+    if step < 9:
+        assert now == before

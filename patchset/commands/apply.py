@@ -9,13 +9,15 @@ apply, proves the result against the lock before anything is written, and record
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset import locking
-from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state, pending_rebase
+from patchset import atomic, locking
+from patchset.commands.inspection import APPLYING_DIR, BODY_MISMATCH, BODY_MISSING, body_state, pending_rebase
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -231,6 +233,53 @@ def _apply_to_tree(
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
     before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
+    with applying_marker(ledger, root):
+        result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before)
+    if not result.ok:  # the tree changed between the trial and now
+        report.outcome, report.result = "failed", result
+        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
+        return report
+    report.result = result
+    report.outcome = "applied"
+    if update_lock:
+        tail = ", lock updated"
+    elif report.unlocked:
+        tail = " (no lock to check against yet: run with --update-lock to record one)"
+    else:
+        tail = ", every patched file matches the lock"
+    report.message += f"{len(items)} patches applied{tail}"
+    return report
+
+
+@contextmanager
+def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
+    """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
+    can point at a tree an apply was killed in (``interrupted_applies``). Best effort: a
+    read-only ledger directory only loses the note."""
+    mark = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
+    try:
+        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode())
+    except OSError:
+        mark = None
+    try:
+        yield
+    finally:
+        if mark is not None:
+            mark.unlink(missing_ok=True)
+
+
+def _commit(
+    ledger: Ledger,
+    target: Target,
+    root: Path,
+    layout: str,
+    items: list[SeriesItem],
+    fuzz: int,
+    mapper: Callable[[str], str] | None,
+    update_lock: bool,
+    got: dict[str, str | None],
+    before: dict[str, str | None],
+) -> SeriesResult:
     if update_lock:
         # the new lock is staged before the tree is touched (a full or read-only ledger directory
         # fails here, tree unchanged) and renamed into place while the tree's old files are still
@@ -246,22 +295,8 @@ def _apply_to_tree(
             e.stage()
             result = apply_series(root, items, fuzz=fuzz, path_for=mapper, before_finish=e.commit)
             e.cancelled = True  # committed inside the tree's transaction, or not at all
-    else:
-        result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
-    if not result.ok:  # the tree changed between the trial and now
-        report.outcome, report.result = "failed", result
-        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
-        return report
-    report.result = result
-    report.outcome = "applied"
-    if update_lock:
-        tail = ", lock updated"
-    elif report.unlocked:
-        tail = " (no lock to check against yet: run with --update-lock to record one)"
-    else:
-        tail = ", every patched file matches the lock"
-    report.message += f"{len(items)} patches applied{tail}"
-    return report
+        return result
+    return apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
 
 
 def fill_lock(
@@ -391,6 +426,32 @@ def apply_to_repo(
                 pass
         record_lock(ledger, target, got, base)
     return report
+
+
+def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = False) -> list[dict[str, str]]:
+    """``patchset recover``: finish (or ``back``: undo) the interrupted apply of each tree.
+
+    Without trees: the trees the ledger's notes name (``interrupted_applies``), else the current
+    directory. Returns one ``{"tree", "done"}`` per tree, ``done`` being ``rolled forward``,
+    ``rolled back``, ``discarded`` (killed while staging: the tree was never touched) or ``nothing
+    to recover``.
+    """
+    if not trees:
+        if ledger_path is not None and ledger_path.is_file():
+            led = ledger_mod.load_ledger(ledger_path)
+            for mark in sorted((led.root / APPLYING_DIR).glob("*.json")):
+                try:
+                    trees.append(Path(json.loads(mark.read_text())["tree"]))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+        trees = [t for t in trees if pending_apply(t)] or [Path.cwd()]
+    out = []
+    for tree in trees:
+        if not tree.is_dir():
+            raise InputError(f"--tree {tree}: not a directory")
+        done = recover(tree, "back" if back else "auto")
+        out.append({"tree": str(tree), "done": done or "nothing to recover"})
+    return out
 
 
 def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:

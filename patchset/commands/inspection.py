@@ -7,10 +7,14 @@ belong to someone else is valid.
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from patchset.engine.tree import pending_apply
+from patchset.engine.txn import describe_pending
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
@@ -106,6 +110,25 @@ class ValidateReport:
         return d
 
 
+APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
+
+
+def interrupted_applies(ledger: Ledger) -> list[str]:
+    """Trees an apply from this ledger was killed in (their transaction is still pending). Reads only."""
+    out = []
+    for mark in sorted((ledger.root / APPLYING_DIR).glob("*.json")):
+        try:
+            tree = Path(json.loads(mark.read_text())["tree"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pending_apply(tree):
+            out.append(
+                f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
+                f"run `patchset recover --tree {tree}` (add --back to undo it)"
+            )
+    return out
+
+
 def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
     """A rebase this ledger is in the middle of: (interrupted while writing?, what to say). Reads only."""
     state = State(ledger.root)
@@ -132,6 +155,7 @@ def validate(ledger: Ledger) -> ValidateReport:
     rebase = pending_rebase(ledger)
     if rebase:
         (rep.problems if rebase[0] else rep.warnings).append(rebase[1])
+    rep.problems.extend(interrupted_applies(ledger))
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     touched: dict[tuple[str, str], list[str]] = defaultdict(list)
     for p in ledger.patches:

@@ -33,8 +33,10 @@ import os
 import shutil
 import signal
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -60,14 +62,33 @@ _steps = 0
 
 
 def _step() -> None:
-    """Crash-test hook: count commit steps and SIGKILL ourselves at the configured one."""
+    """Crash-test hook: count commit steps and signal ourselves at the configured one
+    (``PATCHSET_TEST_CRASH_SIGNAL``: ``KILL`` by default, ``INT`` for a Ctrl-C)."""
     global _steps
     target = os.environ.get("PATCHSET_TEST_CRASH_AFTER")
     if not target:
         return
     _steps += 1
     if _steps == int(target):
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("PATCHSET_TEST_CRASH_SIGNAL", "KILL")))
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (and TERM/HUP) while the tree is between old and new: the signal is delivered
+    once every file is in place, so an interrupted apply leaves the new tree, not a mixed one.
+    (SIGKILL cannot be held: the journal and ``recover`` cover it.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
@@ -143,36 +164,45 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
         txn = lock.dir
         try:
             journal = _prepare(root, txn, changes)
-        except OSError as exc:
-            # nothing in the tree has changed yet: drop the staging area
+        except BaseException as exc:
+            # nothing in the tree has changed yet (no journal): drop the staging area
             _recover_locked(root, "auto")
             _finish(root, txn)
+            if not isinstance(exc, OSError):
+                raise  # Ctrl-C while staging: the tree is the old one
             raise EnvironmentFailure(
                 f"{root}: cannot stage the new files: {exc}",
                 hint="check free space and permissions; the tree is unchanged",
             ) from None
+        with _signals_deferred():
+            _commit_staged(root, txn, journal, before_finish)
+
+
+def _commit_staged(root: Path, txn: Path, journal: dict, before_finish: Callable[[], None] | None) -> None:
+    """Steps 2-4 (signals deferred): the journal, the renames, ``before_finish``, the cleanup."""
+    _write_journal(txn, journal)
+    try:
+        _roll_forward(root, txn, journal)
+    except OSError as exc:
+        _recover_locked(root, "back")
+        _finish(root, txn)
+        raise EnvironmentFailure(
+            f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
+        ) from None
+    if before_finish is not None:
         try:
-            _roll_forward(root, txn, journal)
-        except OSError as exc:
+            before_finish()
+        except BaseException as exc:
             _recover_locked(root, "back")
             _finish(root, txn)
-            raise EnvironmentFailure(
-                f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
-            ) from None
-        if before_finish is not None:
-            try:
-                before_finish()
-            except BaseException as exc:
-                _recover_locked(root, "back")
-                _finish(root, txn)
-                if isinstance(exc, OSError):
-                    raise EnvironmentFailure(
-                        f"{root}: the tree was patched but {exc.filename or 'the lock'} could not be written: "
-                        f"{exc.strerror or exc}",
-                        hint="the tree was rolled back to its old state; free space or fix permissions and re-run",
-                    ) from None
-                raise
-        _finish(root, txn)
+            if isinstance(exc, OSError):
+                raise EnvironmentFailure(
+                    f"{root}: the tree was patched but {exc.filename or 'the lock'} could not be written: "
+                    f"{exc.strerror or exc}",
+                    hint="the tree was rolled back to its old state; free space or fix permissions and re-run",
+                ) from None
+            raise
+    _finish(root, txn)
 
 
 def _exists(path: Path) -> bool:
@@ -242,13 +272,16 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict:
             _step()
     fsync_path(txn / "new", directory=True)
     fsync_path(txn / "old", directory=True)
+    return {"version": 1, "entries": entries, "created_dirs": created_dirs, "removed_dirs": removed_dirs}
+
+
+def _write_journal(txn: Path, journal: dict) -> None:
+    """Step 2: from the moment the journal exists, the transaction rolls forward."""
     tmp = txn / (JOURNAL + ".tmp")
-    journal = {"version": 1, "entries": entries, "created_dirs": created_dirs, "removed_dirs": removed_dirs}
     _write_file(tmp, json.dumps(journal).encode(), 0o644)
     os.replace(tmp, txn / JOURNAL)
     fsync_path(txn, directory=True)
     _step()
-    return journal
 
 
 def _roll_forward(root: Path, txn: Path, journal: dict) -> None:
