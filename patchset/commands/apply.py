@@ -260,6 +260,11 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     try:
         atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode())
     except OSError:
+        for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
+            try:
+                empty.rmdir()
+            except OSError:
+                break
         mark = None
     try:
         yield
