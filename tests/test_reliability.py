@@ -7,12 +7,14 @@ are in ``tests/test_reliability_stress.py`` behind the ``stress`` marker.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from patchset.engine.tree import SeriesItem, apply_series
 from patchset.errors import EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
+from patchset.upstream.archives import unpack
 from tests.support import smallfs
 from tests.support.diffgen import unified_diff
 from tests.support.trees import snapshot
@@ -455,3 +458,50 @@ def test_ctrl_c_never_leaves_a_mixed_tree(tmp_path: Path, step: int) -> None:
     assert not (tree / txn.TXN_DIR).exists()
     if step < 9:
         assert now == before
+
+
+# --------------------------------------------------------------------------- 7: hostile archives
+
+
+def _tar(path: Path, members: list[tuple[str, str, str]]) -> Path:
+    """A real .tar.gz written by ``tarfile``: (name, kind, link-or-data) in the given order."""
+    with tarfile.open(path, "w:gz") as tf:
+        for name, kind, extra in members:
+            ti = tarfile.TarInfo(name)
+            if kind == "dir":
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+                tf.addfile(ti)
+            elif kind == "sym":
+                ti.type, ti.linkname = tarfile.SYMTYPE, extra
+                tf.addfile(ti)
+            else:
+                ti.size = len(extra)
+                tf.addfile(ti, io.BytesIO(extra.encode()))
+    return path
+
+
+CHAIN = [
+    ("pkg-1.0", "dir", ""),
+    ("pkg-1.0/sub", "dir", ""),
+    ("pkg-1.0/a.txt", "file", "a\n"),
+    ("pkg-1.0/evil", "sym", "sub/l2/.."),
+    ("pkg-1.0/sub/l2", "sym", ".."),
+]
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        CHAIN,
+        [CHAIN[0], CHAIN[1], CHAIN[2], CHAIN[4], CHAIN[3]],  # the other order
+        [*CHAIN[:3], ("pkg-1.0/sub/l3", "sym", "../../x")],
+        [*CHAIN[:3], ("pkg-1.0/l", "sym", "sub"), ("pkg-1.0/sub/up", "sym", ".."), ("pkg-1.0/m", "sym", "l/up/..")],
+    ],
+    ids=["chain", "chain-reversed", "plain-escape", "three-links"],
+)
+def test_symlink_chains_cannot_leave_the_unpacked_tree(tmp_path: Path, members: list) -> None:
+    archive = _tar(tmp_path / "evil.tar.gz", members)
+    dest = tmp_path / "out" / "tree"
+    with pytest.raises(UnsafePathError):
+        unpack(archive, dest)
+    assert not dest.exists() and list((tmp_path / "out").iterdir()) == []
