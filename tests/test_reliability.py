@@ -505,3 +505,20 @@ def test_symlink_chains_cannot_leave_the_unpacked_tree(tmp_path: Path, members: 
     with pytest.raises(UnsafePathError):
         unpack(archive, dest)
     assert not dest.exists() and list((tmp_path / "out").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- 9: bodies never written through a link
+
+
+def test_import_refuses_a_symlinked_series_directory(tmp_path: Path) -> None:
+    led = make_ledger(tmp_path / "led", {})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (led / "patchset" / "series").mkdir(parents=True)
+    (led / "patchset" / "series" / "t").symlink_to(outside)
+    p = tmp_path / "x.patch"
+    p.write_bytes(unified_diff(FILE_F, edit_line(FILE_F, 1, b"X\n"), "f.txt"))
+    before = (led / "patches.toml").read_bytes()
+    r = _cli("-C", led, "import", p)
+    assert r.returncode == 2 and "symbolic link" in r.stderr, r.stderr
+    assert list(outside.iterdir()) == [] and (led / "patches.toml").read_bytes() == before

@@ -149,7 +149,18 @@ class Edit:
         cur[last] = value
 
     def write_file(self, rel: str, data: bytes | None) -> None:
-        self.files[self.path.parent / rel] = data
+        """Queue a body file (``rel`` to the ledger's directory); never through a symbolic link."""
+        root = self.path.parent
+        at = root
+        for part in Path(rel).parts:
+            at = at / part
+            if at.is_symlink():
+                raise InputError(
+                    f"{at} is a symbolic link: patchset writes bodies only to real files and directories "
+                    f"inside {root}",
+                    hint="replace the link with a real directory (or file) and run the command again",
+                )
+        self.files[root / rel] = data
 
     def stage(self) -> None:
         """Write every file of the edit to a temporary name now (a full or read-only disk fails
