@@ -29,6 +29,7 @@ from patchset.errors import EnvironmentFailure, PatchFormatError, UnsafePathErro
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.upstream.archives import unpack
+from tests.conftest import git_bytes
 from tests.support import smallfs
 from tests.support.diffgen import unified_diff
 from tests.support.trees import snapshot
@@ -522,3 +523,69 @@ def test_import_refuses_a_symlinked_series_directory(tmp_path: Path) -> None:
     r = _cli("-C", led, "import", p)
     assert r.returncode == 2 and "symbolic link" in r.stderr, r.stderr
     assert list(outside.iterdir()) == [] and (led / "patches.toml").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- 10: git symlinks and submodules
+
+
+def _git_diff(tmp: Path, build) -> bytes:
+    """``git diff --cached`` of what ``build(repo)`` stages on top of one commit holding a.txt."""
+    repo = tmp / f"g{len(list(tmp.glob('g*')))}"
+    repo.mkdir()
+    git_bytes(repo, "init", "-q")
+    (repo / "a.txt").write_bytes(b"a\n")
+    (repo / "b.txt").write_bytes(b"b\n")
+    git_bytes(repo, "add", "-A")
+    git_bytes(repo, "commit", "-qm", "base")
+    build(repo)
+    return git_bytes(repo, "diff", "--cached", "HEAD")
+
+
+def test_git_symlinks_are_written_as_symlinks(tmp_path: Path) -> None:
+    def add_link(repo: Path) -> None:
+        (repo / "link").symlink_to("a.txt")
+        git_bytes(repo, "add", "-A")
+
+    def retarget(repo: Path) -> None:
+        add_link(repo)
+        git_bytes(repo, "commit", "-qm", "link")
+        (repo / "link").unlink()
+        (repo / "link").symlink_to("b.txt")
+        git_bytes(repo, "add", "-A")
+
+    create = _git_diff(tmp_path, add_link)
+    assert b"new file mode 120000" in create
+    retargeted = _git_diff(tmp_path, retarget)
+    tree = make_tree(tmp_path / "t", {"a.txt": b"a\n", "b.txt": b"b\n"})
+    res = apply_series(tree, [SeriesItem("link", create)])
+    assert res.ok, res.patches[0].describe()
+    assert (tree / "link").is_symlink() and os.readlink(tree / "link") == "a.txt"
+    # a later patch retargets the link (git writes the change as a one-line hunk)
+    tree2 = make_tree(tmp_path / "t2", {"a.txt": b"a\n", "b.txt": b"b\n"})
+    (tree2 / "link").symlink_to("a.txt")
+    res = apply_series(tree2, [SeriesItem("retarget", retargeted)])
+    assert res.ok, res.patches[0].describe()
+    assert os.readlink(tree2 / "link") == "b.txt" and (tree2 / "a.txt").read_bytes() == b"a\n"
+
+
+def test_a_symlink_leaving_the_tree_is_refused(tmp_path: Path) -> None:
+    def add_link(repo: Path) -> None:
+        (repo / "link").symlink_to("../../etc/passwd")
+        git_bytes(repo, "add", "-A")
+
+    tree = make_tree(tmp_path / "t", {"a.txt": b"a\n"})
+    res = apply_series(tree, [SeriesItem("link", _git_diff(tmp_path, add_link))])
+    assert not res.ok and "outside the tree" in res.patches[0].describe()
+    assert not (tree / "link").is_symlink()
+
+
+def test_submodules_are_refused(tmp_path: Path) -> None:
+    def add_gitlink(repo: Path) -> None:
+        git_bytes(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},vendor/sub")
+
+    body = _git_diff(tmp_path, add_gitlink)
+    assert b"new file mode 160000" in body and b"Subproject commit" in body
+    tree = make_tree(tmp_path / "t", {"a.txt": b"a\n"})
+    res = apply_series(tree, [SeriesItem("sub", body)])
+    assert not res.ok and "submodule" in res.patches[0].describe()
+    assert not (tree / "vendor").exists()

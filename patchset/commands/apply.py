@@ -10,6 +10,7 @@ apply, proves the result against the lock before anything is written, and record
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,7 +125,13 @@ def _lock_key(target: Target, layout: str, tree_path: str) -> str:
 
 def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
     rel = target.path_map.to_installed(key) if layout == "installed" else key
-    f = root / rel
+    return _file_digest(root / rel)
+
+
+def _file_digest(f: Path) -> str | None:
+    """sha256 of a file as the engine sees it (a symlink: of its target text, as git hashes it)."""
+    if f.is_symlink():
+        return sha256_bytes(os.fsencode(os.readlink(f)))
     return sha256_bytes(f.read_bytes()) if f.is_file() else None
 
 
@@ -232,7 +239,7 @@ def _apply_to_tree(
         report.outcome = "dry-run"
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
-    before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
+    before = {k: _file_digest(root / k) for k in trial.files}
     with applying_marker(ledger, root):
         result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before)
     if not result.ok:  # the tree changed between the trial and now

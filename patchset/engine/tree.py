@@ -10,6 +10,7 @@ interrupted commit). ``detect_state`` tells which patches of a series a tree alr
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections import Counter
 from collections.abc import Callable
@@ -139,7 +140,15 @@ class _Paths:
         self.path_for = path_for or (lambda p: p)
         self.cache: dict[str, str] = {}
 
-    def resolve(self, patch_path: str, patch_id: str) -> str:
+    def resolve(self, patch_path: str, patch_id: str, own_link: bool = False) -> str:
+        """The real tree path for ``patch_path``; ``own_link``: the path of a git symlink itself
+        (its directory is resolved, the link is not followed)."""
+        if own_link:
+            head, _, name = patch_path.rpartition("/")
+            parent = self.resolve(head, patch_id) if head else ""
+            if name in ("", ".", "..") or _metadata([name]):
+                raise UnsafePathError(f"patch {patch_id}: path {patch_path!r} is not a valid link name")
+            return f"{parent}/{name}" if parent else name
         if patch_path in self.cache:
             return self.cache[patch_path]
         mapped = self.path_for(patch_path)
@@ -193,7 +202,7 @@ class _State:
         if rel not in self.disk:
             path = self.root / rel
             try:
-                st = path.stat()
+                st = path.lstat()  # a resolved path has no link in it, unless it is a git symlink's own path
             except (FileNotFoundError, NotADirectoryError):
                 self.disk[rel] = (None, None)
             except OSError as exc:
@@ -201,6 +210,9 @@ class _State:
             else:
                 if stat.S_ISDIR(st.st_mode):
                     self.disk[rel] = (None, None)
+                    return self.disk[rel]
+                if stat.S_ISLNK(st.st_mode):
+                    self.disk[rel] = (os.fsencode(os.readlink(path)), SYMLINK)
                     return self.disk[rel]
                 if not stat.S_ISREG(st.st_mode):
                     raise EnvironmentFailure(
@@ -290,17 +302,46 @@ def _parents(rel: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
+SYMLINK = stat.S_IFLNK  # the "mode" of a symbolic link in memory and in txn.Change: data is its target
+GIT_SYMLINK, GIT_SUBMODULE = "120000", "160000"
+
+
 def _git_mode(mode: str | None) -> int | None:
     if not mode:
         return None
+    if mode == GIT_SYMLINK:
+        return SYMLINK
     bits = int(mode, 8) & 0o7777
     return 0o755 if bits & 0o100 else 0o644
 
 
+def _link_problem(rel: str, target: bytes) -> str | None:
+    """A git symlink is written as a symlink, but only one that stays inside the tree."""
+    text = os.fsdecode(target)
+    if not text or "\0" in text or text.startswith("/"):
+        return f"symlink {rel} -> {text!r} is empty or absolute: patchset writes only links inside the tree"
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), text))
+    if joined == ".." or joined.startswith("../"):
+        return f"symlink {rel} -> {text!r} points outside the tree: refused"
+    return None
+
+
 def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int) -> FileResult:
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
-    src = paths.resolve(fp.path, patch_id)
-    dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
+    if GIT_SUBMODULE in (fp.old_mode, fp.new_mode):
+        return FileResult(
+            path=fp.target or fp.path,
+            patch_path=fp.target or fp.path,
+            op=fp.op,
+            status="failed",
+            message=(
+                f"{fp.target or fp.path} is a git submodule (mode 160000): a diff records only its commit, "
+                "not its files, so it cannot be applied to a directory tree (update the submodule with git)"
+            ),
+        )
+    link = GIT_SYMLINK in (fp.old_mode, fp.new_mode)
+    src = paths.resolve(fp.path, patch_id, own_link=link)
+    dst = paths.resolve(fp.target, patch_id, own_link=link) if fp.target is not None else None
     if fp.op == "modify" and not fp.git and fp.new_path and fp.new_path != fp.old_path:
         # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
         # one that exists; if both do, the one with fewest components, then shortest name
@@ -357,7 +398,7 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
         mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
-    why = state.blocker(dst)
+    why = state.blocker(dst) or (_link_problem(dst, outcome.new) if mode == SYMLINK else None)
     if why:
         res.status, res.hunks, res.message = "failed", [], why
         return res

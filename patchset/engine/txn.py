@@ -55,7 +55,7 @@ class Change:
 
     path: str
     data: bytes | None  # None: delete the file
-    mode: int | None = None  # permission bits for the new file (None: 0o644)
+    mode: int | None = None  # permission bits for the new file (None: 0o644); stat.S_IFLNK: a symlink to ``data``
 
 
 _steps = 0
@@ -92,6 +92,9 @@ def _signals_deferred() -> Iterator[None]:
 
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
+    if mode == stat.S_IFLNK:  # a symbolic link: ``data`` is its target
+        os.symlink(os.fsdecode(data), path)
+        return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         view = memoryview(data)
@@ -258,9 +261,9 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict:
             entry["old_mode"] = st.st_mode & 0o7777
             backup = txn / "old" / str(n)
             try:
-                os.link(target, backup)
+                os.link(target, backup, follow_symlinks=False)
             except OSError:
-                shutil.copy2(target, backup)
+                shutil.copy2(target, backup, follow_symlinks=False)
                 fsync_path(backup)
             entry["old"] = str(n)
         entries.append(entry)
@@ -307,7 +310,7 @@ def _roll_forward(root: Path, txn: Path, journal: dict) -> None:
         target = root / e["path"]
         if e["new"] is not None:
             staged = txn / "new" / e["new"]
-            if staged.exists():
+            if _exists(staged):  # a staged symlink may dangle until it is in place
                 touched.add(target.parent)
                 os.replace(staged, target)
                 _step()
@@ -350,7 +353,7 @@ def _roll_back(root: Path, txn: Path, journal: dict) -> None:
             if backup.exists() or backup.is_symlink():
                 touched.add(target.parent)
                 os.replace(backup, target)
-                if not backup.is_symlink():
+                if not target.is_symlink():
                     os.chmod(target, e["old_mode"])
     _fsync_dirs({d for d in touched if d.exists()})
 

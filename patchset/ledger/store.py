@@ -156,8 +156,7 @@ class Edit:
             at = at / part
             if at.is_symlink():
                 raise InputError(
-                    f"{at} is a symbolic link: patchset writes bodies only to real files and directories "
-                    f"inside {root}",
+                    f"{at} is a symbolic link: patchset writes bodies only to real files and directories inside {root}",
                     hint="replace the link with a real directory (or file) and run the command again",
                 )
         self.files[root / rel] = data
