@@ -35,8 +35,6 @@ from tests.support import smallfs
 from tests.support.diffgen import unified_diff
 from tests.support.trees import snapshot
 
-stress = [pytest.mark.stress, pytest.mark.slow]
-
 LEDGER_HEAD = """\
 schema = 1
 [targets.t]
@@ -243,7 +241,7 @@ def test_kill_points_of_apply_subset(tmp_path: Path) -> None:
 @pytest.mark.stress
 @pytest.mark.slow
 def test_kill_points_of_apply_stress(tmp_path: Path) -> None:
-    counts = _kill_points(tmp_path, 60, ("KILL", "INT"))
+    counts = _kill_points(tmp_path, 40, ("KILL", "INT"))
     total = sum(counts.values())
     print(f"\nkill points survived: {total}/{total} ({json.dumps(counts, sort_keys=True)})")
 
@@ -300,7 +298,7 @@ def test_random_kills_of_import_stress(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["space", "inodes"])
 def test_apply_on_a_full_tmpfs_leaves_the_old_tree(tmp_path: Path, kind: str) -> None:
-    with smallfs.tmpfs(tmp_path / "fs", size="4m", inodes=None) as fs:
+    with smallfs.tmpfs(tmp_path / "fs", size="4m", inodes=400 if kind == "inodes" else None) as fs:
         led, tree, _ = series_tree(fs, 30)
         before = snapshot(tree)
         if kind == "space":
