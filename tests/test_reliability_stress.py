@@ -106,8 +106,11 @@ def _concurrent_applies(tmp: Path, n: int, big: int) -> tuple[int, int]:
         if i == 0:
             body += b"".join(unified_diff(d, d + b"y\n", rel) for rel, d in others.items())
         leds.append(ledger_with(tmp / f"led{i}", {f"p{i}": body}))
+    env = dict(os.environ, PATCHSET_LOCK_TIMEOUT="1800")  # a loaded 2-core machine: let every run wait its turn
     procs = [
-        subprocess.Popen(cli("-C", led, "apply", "--tree", tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            cli("-C", led, "apply", "--tree", tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
         for led in leds
     ]
     ok = failed = 0
@@ -121,6 +124,7 @@ def _concurrent_applies(tmp: Path, n: int, big: int) -> tuple[int, int]:
             ok += 1
         else:
             assert code in (1, 2) and "Traceback" not in err and not present, (code, err)
+            print(f"apply {i} failed cleanly (exit {code}): {err.strip()[-300:]}")
             failed += 1
     assert not (tree / txn.TXN_DIR).exists()
     return ok, failed
