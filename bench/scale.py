@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -48,19 +47,25 @@ sys.exit(0 if res.ok else 3)
 
 
 def measure(argv: list[str], cwd: Path | None = None, stdin: Path | None = None) -> tuple[float, float, int]:
-    """(seconds, peak RSS in MB, exit code) of one child process."""
+    """(seconds, peak RSS in MB, exit code) of one command, peak as GNU time's ``%M`` reports it
+    (the command's own maximum resident set, not this process's size before the exec)."""
     fin = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *argv],
+            cwd=cwd,
+            stdin=fin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        elapsed = time.perf_counter() - t0
+        peak_kb = int(rss.read().strip().splitlines()[-1])
     if stdin:
         fin.close()  # type: ignore[union-attr]
-    if proc.returncode not in (0,):
-        err = proc.stderr.read().decode()[-500:] if proc.stderr else ""  # type: ignore[union-attr]
-        raise SystemExit(f"{argv[:3]} failed ({proc.returncode}): {err}")
-    return elapsed, usage.ru_maxrss / 1024, proc.returncode
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed, peak_kb / 1024, proc.returncode
 
 
 def big_body(tmp: Path, mb: int) -> tuple[Path, Path, int]:
@@ -81,6 +86,7 @@ def big_body(tmp: Path, mb: int) -> tuple[Path, Path, int]:
 
 def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
     rows = []
+    _, floor, _ = measure([sys.executable, "-c", "import patchset.engine.tree"])  # the interpreter itself
     for mb in sizes:
         tree, series, size = big_body(tmp, mb)
         gnu_tree = tmp / f"gnu{mb}"
@@ -93,7 +99,8 @@ def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
                 "body_mb": round(size / MB, 1),
                 "engine_s": round(t, 2),
                 "engine_peak_mb": round(rss, 1),
-                "engine_peak_x_body": round(rss * MB / size, 2),
+                "engine_peak_x_body": round((rss - floor) * MB / size, 2),  # above the interpreter's own
+                "interpreter_mb": round(floor, 1),
                 "gnu_patch_s": round(gt, 2),
                 "gnu_patch_peak_mb": round(grss, 1),
                 "time_ratio": round(t / gt, 2) if gt else None,
@@ -198,7 +205,7 @@ def main() -> None:
     for r in out["bodies"]:
         print(
             f"  {r['body_mb']:>6} MB  engine {r['engine_s']:>6} s {r['engine_peak_mb']:>7} MB peak "
-            f"({r['engine_peak_x_body']}x body)  GNU patch {r['gnu_patch_s']:>6} s {r['gnu_patch_peak_mb']:>7} MB  "
+            f"({r['engine_peak_x_body']}x body above {r['interpreter_mb']} MB)  GNU patch {r['gnu_patch_s']:>6} s {r['gnu_patch_peak_mb']:>7} MB  "
             f"time ratio {r['time_ratio']}  same result: {r['same_result']}"
         )
     print("series: whole commands vs tomllib parse; apply_series vs a patch -p1 loop")
