@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset import atomic, locking
-from patchset.commands.inspection import APPLYING_DIR, BODY_MISMATCH, BODY_MISSING, body_state, pending_rebase
+from patchset.commands.inspection import (
+    APPLYING_DIR,
+    BODY_MISMATCH,
+    BODY_MISSING,
+    body_state,
+    interrupted_trees,
+    pending_rebase,
+)
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -449,14 +456,8 @@ def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = Fals
     to recover``.
     """
     if not trees:
-        if ledger_path is not None and ledger_path.is_file():
-            led = ledger_mod.load_ledger(ledger_path)
-            for mark in sorted((led.root / APPLYING_DIR).glob("*.json")):
-                try:
-                    trees.append(Path(json.loads(mark.read_text())["tree"]))
-                except (OSError, ValueError, KeyError, TypeError):
-                    continue
-        trees = [t for t in trees if pending_apply(t)] or [Path.cwd()]
+        found = interrupted_trees(ledger_path.parent) if ledger_path is not None and ledger_path.is_file() else []
+        trees = found or [Path.cwd()]
     out = []
     for tree in trees:
         if not tree.is_dir():

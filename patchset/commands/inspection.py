@@ -113,20 +113,26 @@ class ValidateReport:
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
 
 
-def interrupted_applies(ledger: Ledger) -> list[str]:
-    """Trees an apply from this ledger was killed in (their transaction is still pending). Reads only."""
-    out = []
-    for mark in sorted((ledger.root / APPLYING_DIR).glob("*.json")):
+def interrupted_trees(ledger_root: Path) -> list[Path]:
+    """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only."""
+    trees = []
+    for mark in sorted((ledger_root / APPLYING_DIR).glob("*.json")):
         try:
             tree = Path(json.loads(mark.read_text())["tree"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if pending_apply(tree):
-            out.append(
-                f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
-                f"run `patchset recover --tree {tree}` (add --back to undo it)"
-            )
-    return out
+            trees.append(tree)
+    return trees
+
+
+def interrupted_applies(ledger: Ledger) -> list[str]:
+    """What ``validate`` says about each tree an apply was killed in."""
+    return [
+        f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
+        f"run `patchset recover --tree {tree}` (add --back to undo it)"
+        for tree in interrupted_trees(ledger.root)
+    ]
 
 
 def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
