@@ -93,7 +93,7 @@ def _concurrent_applies(tmp: Path, n: int, big: int) -> tuple[int, int]:
     other files), applied to one tree at once. Returns (succeeded, failed cleanly)."""
     shared = b"".join(b"shared line %d\n" % i for i in range(1, 4 * n + 10))
     tree = tmp / "tree"
-    tree.mkdir()
+    tree.mkdir(parents=True)
     (tree / "shared.txt").write_bytes(shared)
     others = {f"big/f{i:04d}.txt": b"x\n" * 5 for i in range(big)}
     for rel, data in others.items():
