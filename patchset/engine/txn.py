@@ -148,7 +148,10 @@ def describe_pending(root: Path) -> str:
     txn = root / TXN_DIR
     if (txn / JOURNAL).exists():
         return f"{TXN_DIR}/{JOURNAL} is complete: some files may be new, some old; recovery finishes it"
-    return f"{TXN_DIR} holds an incomplete staging area: the tree itself is unchanged"
+    return (
+        f"{TXN_DIR} holds leftovers without a journal: the tree itself is the old or the new one; "
+        "recovery only removes them"
+    )
 
 
 def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] | None = None) -> None:
