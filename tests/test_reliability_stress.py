@@ -333,11 +333,10 @@ def test_apply_on_a_tmpfs_filling_at_every_size(tmp_path: Path) -> None:
         shutil.copytree(tree, pristine)
         before = snapshot(pristine)
         for room in range(0, 200, 8):
-            shutil.rmtree(tree)
-            shutil.copytree(pristine, tree)
             for q in fs.glob(".fill*"):
                 q.unlink()
-            (fs / ".filler").unlink(missing_ok=True)
+            shutil.rmtree(tree)
+            shutil.copytree(pristine, tree)
             smallfs.fill(fs)
             for q in sorted(fs.glob(".fill*"))[:room]:  # give back ``room`` small blocks
                 q.unlink()
