@@ -257,6 +257,12 @@ def _random_kills_of_import(tmp: Path, rounds: int, seed: int) -> dict[str, int]
         unified_diff(base, base.replace(b"value_0_%d = " % i, b"V%d = " % i), f"m{i}.py") for i in range(40)
     )
     counts: dict[str, int] = {}
+    # how long one import takes here (process start included): kills land across that span
+    probe = ledger_with(tmp / "probe", {})
+    (tmp / "probe.patch").write_bytes(body)
+    t0 = time.perf_counter()
+    assert run("-C", probe, "import", tmp / "probe.patch").returncode == 0
+    span = time.perf_counter() - t0
     for r_ in range(rounds):
         led = ledger_with(tmp / f"led{r_}", {"first": unified_diff(base, base + b"tail\n", "m.py")})
         before = {p: (led / p).read_bytes() for p in ("patches.toml", "patches.lock")}
@@ -264,7 +270,7 @@ def _random_kills_of_import(tmp: Path, rounds: int, seed: int) -> dict[str, int]
         p.write_bytes(body)
         sig = rng.choice([signal.SIGKILL, signal.SIGINT])
         proc = subprocess.Popen(cli("-C", led, "import", p), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.05, 0.6))
+        time.sleep(rng.uniform(0.3, 1.1) * span)
         proc.send_signal(sig)
         proc.wait(timeout=60)
         ledger = load_ledger(led / "patches.toml")  # loads: never half-written
@@ -292,7 +298,7 @@ def test_random_kills_of_import_subset(tmp_path: Path) -> None:
 @pytest.mark.stress
 @pytest.mark.slow
 def test_random_kills_of_import_stress(tmp_path: Path) -> None:
-    counts = _random_kills_of_import(tmp_path, 60, seed=1616)
+    counts = _random_kills_of_import(tmp_path, int(os.environ.get("PATCHSET_STRESS_IMPORTS", "60")), seed=1616)
     total = sum(counts.values())
     print(f"\nimport kill points survived: {total}/{total} ({json.dumps(counts, sort_keys=True)})")
 
