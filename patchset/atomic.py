@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -64,12 +65,32 @@ def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def write_many(files: Mapping[Path, bytes | None]) -> None:
-    """Stage every file, then rename all into place. ``None`` deletes the file.
+@dataclass
+class Staged:
+    """Files written to temporary names beside their targets, not yet renamed into place."""
 
-    If staging fails nothing is replaced. The renames themselves are individually atomic;
-    callers that need all-or-nothing across a crash keep a journal (see ``patchset.engine.txn``).
-    """
+    files: dict[Path, bytes | None]
+    temps: list[tuple[Path, Path]]
+
+    def publish(self) -> None:
+        """Rename every staged file into place (and delete the ``None`` ones)."""
+        for tmp, path in self.temps:
+            os.replace(tmp, path)
+        self.temps = []
+        for path, data in self.files.items():
+            if data is None:
+                Path(path).unlink(missing_ok=True)
+        for parent in {p.parent for p in self.files}:
+            fsync_path(parent, directory=True)
+
+    def discard(self) -> None:
+        for tmp, _ in self.temps:
+            tmp.unlink(missing_ok=True)
+        self.temps = []
+
+
+def stage_many(files: Mapping[Path, bytes | None]) -> Staged:
+    """Stage every file (``None``: to be deleted); on any failure nothing is left behind."""
     staged: list[tuple[Path, Path]] = []
     try:
         for path, data in files.items():
@@ -79,13 +100,16 @@ def write_many(files: Mapping[Path, bytes | None]) -> None:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    for tmp, path in staged:
-        os.replace(tmp, path)
-    for path, data in files.items():
-        if data is None:
-            Path(path).unlink(missing_ok=True)
-    for parent in {p.parent for p in files}:
-        fsync_path(parent, directory=True)
+    return Staged(dict(files), staged)
+
+
+def write_many(files: Mapping[Path, bytes | None]) -> None:
+    """Stage every file, then rename all into place. ``None`` deletes the file.
+
+    If staging fails nothing is replaced. The renames themselves are individually atomic;
+    callers that need all-or-nothing across a crash keep a journal (see ``patchset.engine.txn``).
+    """
+    stage_many(files).publish()
 
 
 @contextmanager

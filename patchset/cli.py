@@ -519,6 +519,34 @@ def apply(
     return 0 if all(r.ok for r in reports) else 1
 
 
+@main.command()
+@click.option(
+    "--tree",
+    "trees",
+    multiple=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A tree an apply was interrupted in (default: the trees the ledger names, else the current directory).",
+)
+@click.option(
+    "--back", is_flag=True, help="Undo the interrupted apply (put the old files back) instead of finishing it."
+)
+@json_opt
+@click.pass_obj
+@guarded
+def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
+    """Finish (or with --back undo) an apply that was interrupted (kill -9, power loss)."""
+    from patchset.commands.apply import recover_trees
+
+    done = recover_trees([t.resolve() for t in trees], c.ledger_path, back=back)
+    if as_json:
+        emit_json(done)
+    else:
+        for d in done:
+            click.echo(f"{d['tree']}: {d['done']}")
+    return 0
+
+
 # --------------------------------------------------------------------------- rebase
 
 

@@ -9,13 +9,34 @@ apply, proves the result against the lock before anything is written, and record
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
-from patchset.engine.tree import SeriesItem, SeriesResult, SeriesState, apply_series, detect_state, recover
+from patchset import atomic, locking
+from patchset.commands.inspection import (
+    APPLYING_DIR,
+    BODY_MISMATCH,
+    BODY_MISSING,
+    body_state,
+    interrupted_trees,
+    pending_rebase,
+)
+from patchset.engine.tree import (
+    SeriesItem,
+    SeriesResult,
+    SeriesState,
+    apply_series,
+    detect_state,
+    interrupted_error,
+    pending_apply,
+    recover,
+)
 from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
@@ -111,7 +132,13 @@ def _lock_key(target: Target, layout: str, tree_path: str) -> str:
 
 def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
     rel = target.path_map.to_installed(key) if layout == "installed" else key
-    f = root / rel
+    return _file_digest(root / rel)
+
+
+def _file_digest(f: Path) -> str | None:
+    """sha256 of a file as the engine sees it (a symlink: of its target text, as git hashes it)."""
+    if f.is_symlink():
+        return sha256_bytes(os.fsencode(os.readlink(f)))
     return sha256_bytes(f.read_bytes()) if f.is_file() else None
 
 
@@ -138,37 +165,36 @@ def apply_to_tree(
 
     A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
     then only the patches it lacks are applied, and the whole result is still checked.
+
+    The tree lock is held from the first read to the last write (a second apply waits, then
+    sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
+    with locking.tree_lock(root):
+        return _apply_to_tree(ledger, target, root, layout, fuzz, update_lock, dry_run, kind, progress, skip_applied)
+
+
+def _apply_to_tree(
+    ledger: Ledger,
+    target: Target,
+    root: Path,
+    layout: str,
+    fuzz: int,
+    update_lock: bool,
+    dry_run: bool,
+    kind: str,
+    progress: Progress | None,
+    skip_applied: bool,
+) -> TargetReport:
     items = series_items(ledger, target)
     mapper = path_mapper(target, layout)
     report = TargetReport(target.name, str(root), kind, layout, "failed", "", fuzz=fuzz)
-    recovered = recover(root)
-    if recovered:
-        report.message = f"finished an interrupted earlier apply ({recovered}); "
+    if pending_apply(root):
+        if dry_run:
+            raise interrupted_error(root)
+        report.message = f"finished an interrupted earlier apply ({recover(root)}); "
     locked = ledger.lock.targets.get(target.name)
     expected: dict[str, str | None] | None = dict(locked.files) if locked and locked.files else None
-    checked: dict[str, Any] = {}
-
-    def lock_check(res: SeriesResult) -> bool:
-        """Before anything is written: every patched file against the lock (one pass applies,
-        checks and commits; a refusal writes nothing)."""
-        got = {_lock_key(target, layout, k): v for k, v in res.files.items()}
-        if expected:  # files only the already-carried patches touch: as they are on disk
-            got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
-        checked["got"] = got
-        checked["bad"] = _compare(expected, got) if expected and not update_lock else []
-        if update_lock and not checked["bad"]:
-            checked["before"] = {
-                k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in res.files
-            }
-        return not checked["bad"]
-
-    def attempt(todo: list[SeriesItem]) -> SeriesResult:
-        return apply_series(
-            root, todo, fuzz=fuzz, path_for=mapper, dry_run=dry_run, progress=progress, before_commit=lock_check
-        )
-
-    trial = attempt(items)
+    trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
     if not trial.ok:
         state = detect_state(root, items, expected, path_for=mapper)
         report.state, report.result = state, trial
@@ -188,7 +214,7 @@ def apply_to_tree(
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
             items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
-            trial = attempt(items)
+            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
         elif any(carried):
             report.outcome = "partial"
             report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
@@ -198,22 +224,37 @@ def apply_to_tree(
             report.outcome = "failed"
             report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
             return report
-    if dry_run:
-        lock_check(trial)  # a dry run is checked too; nothing is written either way
+    got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
+    if expected:  # files only the already-carried patches touch: as they are on disk
+        got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
     report.result = trial
-    bad = checked.get("bad", [])
-    if bad:
-        report.outcome, report.mismatched = "mismatch", bad
-        report.message += (
-            f"{len(bad)} patched file(s) would not match the lock; nothing was written "
-            "(re-run with --update-lock if the new result is intended)"
-        )
-        return report
+    if expected and not update_lock:
+        bad = _compare(expected, got)
+        unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
+        if bad or unlisted:
+            report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+            what = []
+            if bad:
+                what.append(f"{len(bad)} patched file(s) would not match the lock")
+            if unlisted:
+                what.append(f"{len(unlisted)} patched file(s) are not in the lock: {', '.join(unlisted)}")
+            report.message += (
+                "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
+            )
+            return report
     report.unlocked = expected is None
     if dry_run:
         report.outcome = "dry-run"
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
+    before = {k: _file_digest(root / k) for k in trial.files}
+    with applying_marker(ledger, root):
+        result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before)
+    if not result.ok:  # the tree changed between the trial and now
+        report.outcome, report.result = "failed", result
+        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
+        return report
+    report.result = result
     report.outcome = "applied"
     if update_lock:
         tail = ", lock updated"
@@ -222,25 +263,82 @@ def apply_to_tree(
     else:
         tail = ", every patched file matches the lock"
     report.message += f"{len(items)} patches applied{tail}"
-    if update_lock:
-        record_lock(
-            ledger,
-            target,
-            {k: v for k, v in checked["got"].items() if v is not None},
-            {_lock_key(target, layout, k): v for k, v in checked["before"].items() if v is not None},
-        )
     return report
+
+
+@contextmanager
+def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
+    """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
+    can point at a tree an apply was killed in (``interrupted_applies``). Best effort: a
+    read-only ledger directory only loses the note."""
+    mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
+    assert mark is not None
+    try:
+        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode())
+    except OSError:
+        for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
+            try:
+                empty.rmdir()
+            except OSError:
+                break
+        mark = None
+    try:
+        yield
+    finally:
+        if mark is not None:
+            mark.unlink(missing_ok=True)
+
+
+def _commit(
+    ledger: Ledger,
+    target: Target,
+    root: Path,
+    layout: str,
+    items: list[SeriesItem],
+    fuzz: int,
+    mapper: Callable[[str], str] | None,
+    update_lock: bool,
+    got: dict[str, str | None],
+    before: dict[str, str | None],
+) -> SeriesResult:
+    if update_lock:
+        # the new lock is staged before the tree is touched (a full or read-only ledger directory
+        # fails here, tree unchanged) and renamed into place while the tree's old files are still
+        # kept (a failure there rolls the tree back): the tree and the lock never disagree
+        with ledger_mod.edit(ledger.path) as e:
+            fill_lock(
+                e,
+                ledger,
+                target,
+                {k: v for k, v in got.items() if v is not None},
+                {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+            )
+            e.stage()
+
+            def finish() -> None:  # every file in place: the ledger and lock land, or the tree rolls back
+                e.commit()
+
+            result = apply_series(root, items, fuzz=fuzz, path_for=mapper, before_finish=finish)
+            e.cancelled = True  # committed inside the tree's transaction, or not at all
+        return result
+    return apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
+
+
+def fill_lock(
+    e: ledger_mod.Edit, ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]
+) -> None:
+    tl = e.lock.target(target.name)
+    tl.base = target.base
+    tl.files = dict(files)
+    tl.base_files = dict(base_files)
+    for p in ledger.series(target.name):
+        data = ledger.body_file(p).read_bytes()
+        e.lock.bodies[p.id] = sha256_bytes(data)
 
 
 def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:
     with ledger_mod.edit(ledger.path) as e:
-        tl = e.lock.target(target.name)
-        tl.base = target.base
-        tl.files = dict(files)
-        tl.base_files = dict(base_files)
-        for p in ledger.series(target.name):
-            data = ledger.body_file(p).read_bytes()
-            e.lock.bodies[p.id] = sha256_bytes(data)
+        fill_lock(e, ledger, target, files, base_files)
 
 
 def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Path:
@@ -260,8 +358,6 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Pat
 
 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
-    import shutil
-
     fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)
@@ -357,6 +453,26 @@ def apply_to_repo(
     return report
 
 
+def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = False) -> list[dict[str, str]]:
+    """``patchset recover``: finish (or ``back``: undo) the interrupted apply of each tree.
+
+    Without trees: the trees the ledger's notes name (``interrupted_applies``), else the current
+    directory. Returns one ``{"tree", "done"}`` per tree, ``done`` being ``rolled forward``,
+    ``rolled back``, ``discarded`` (killed while staging: the tree was never touched) or ``nothing
+    to recover``.
+    """
+    if not trees:
+        found = interrupted_trees(ledger_path.parent) if ledger_path is not None and ledger_path.is_file() else []
+        trees = found or [Path.cwd()]
+    out = []
+    for tree in trees:
+        if not tree.is_dir():
+            raise InputError(f"--tree {tree}: not a directory")
+        done = recover(tree, "back" if back else "auto")
+        out.append({"tree": str(tree), "done": done or "nothing to recover"})
+    return out
+
+
 def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:
     """``--tree DIR`` (one target) or ``--tree NAME=DIR`` (several)."""
     out: dict[str, str] = {}
@@ -391,6 +507,9 @@ def run(
     skip_applied: bool = False,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
+    rebase = pending_rebase(ledger)
+    if rebase and rebase[0]:
+        raise InputError(rebase[1].split(": run")[0], hint="run `patchset rebase --continue` or `--abort` first")
     reports = []
     for name, arg in trees.items():
         if name not in ledger.targets:
@@ -413,6 +532,9 @@ def run(
         else:  # pragma: no cover - the CLI only builds the three kinds
             raise EnvironmentFailure(f"unknown tree kind {arg.kind}")
         ledger = ledger_mod.load_ledger(ledger.path) if update_lock else ledger
+    if rebase:  # stopped at a conflict: say which series this was
+        for rep in reports:
+            rep.message = f"note: {rebase[1]}; " + rep.message
     return reports
 
 

@@ -57,10 +57,13 @@ class HunkResult:
     line: int | None = None  # 1-based line in the old file where the hunk's old lines start
     nearest: NearestRegion | None = None
     expected_line: int = 0
+    misordered: bool = False  # matched before a line an earlier hunk changed (GNU: "misordered hunks")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["nearest"] = self.nearest.to_json() if self.nearest else None
+        if not self.misordered:
+            del d["misordered"]
         return d
 
     def describe(self) -> str:
@@ -74,6 +77,11 @@ class HunkResult:
             )
         if self.status == "ignored":
             return f"hunk #{self.index} ignored"
+        if self.misordered:
+            return (
+                f"hunk #{self.index} FAILED: misordered hunks (it matches at line {self.line}, inside a "
+                "region an earlier hunk already changed; the output would be garbled)"
+            )
         text = f"hunk #{self.index} FAILED (expected at line {self.expected_line})"
         if self.nearest:
             text += f"; nearest match at line {self.nearest.line} ({self.nearest.similarity:.0%} of its old lines)"
@@ -191,11 +199,21 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_fr
             return first_guess - offset
         return 0
 
-    for offset in range(0, max_offset + 1):
+    # GNU's order (+0, +1, -1, +2, -2 ...) over the offsets that can match at all: a positive
+    # offset only up to ``max_pos_offset``, a negative one only once ``first_guess - offset``
+    # is inside the file. Skipping the hopeless ones keeps a far-off hunk number (``@@ -10000000``)
+    # linear in the file's length instead of in the number.
+    neg_from = max(1, first_guess - max_where)
+    offset = 0
+    while offset <= max_offset:
+        if offset > max_pos_offset and offset < neg_from:
+            offset = neg_from
+            continue
         if offset <= max_pos_offset and _match(lines, h.pattern, first_guess + offset, prefix_fuzz, suffix_fuzz):
             return first_guess + offset
         if 0 < offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset, prefix_fuzz, suffix_fuzz):
             return first_guess - offset
+        offset += 1
     return 0
 
 
@@ -257,6 +275,14 @@ class _Writer:
                 self.after_newline = chunk[-1].endswith(b"\n")
             self.frozen = line
 
+    def misordered(self, h: _Prepared, where: int) -> bool:
+        """Would the hunk change lines an earlier hunk already consumed? GNU patch refuses
+        that ("misordered hunks! output would be garbled") instead of writing garbage."""
+        for old, (kind, _) in enumerate(h.body):
+            if kind in "-+":  # only context lines come before the first change
+                return self.frozen > where + old - 1
+        return False
+
     def apply(self, h: _Prepared, where: int) -> None:
         old = 0  # index into the old side (pattern)
         for kind, content in h.body:
@@ -300,6 +326,9 @@ def _run_hunks(
                 used = f
                 break
         expected = h.first + in_offset
+        if where and writer.misordered(h, where):
+            results.append(HunkResult(idx, "failed", line=where, expected_line=expected, misordered=True))
+            continue
         if not where:
             results.append(
                 HunkResult(
@@ -342,11 +371,9 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
         old = b""
     elif old is None:
         if fp.op == "delete":
-            return FileOutcome(
-                "already_applied",
-                None,
-                message="the patch deletes this file and it does not exist (already applied)",
-            )
+            # not "already applied": the file may never have existed here (the wrong tree);
+            # whether the tree carries the patch is detect_state's question (it reverses it)
+            return FileOutcome("failed", None, message="the patch deletes this file but it does not exist")
         if fp.hunks and fp.hunks[0].old_start == 0 and fp.hunks[0].old_len == 0:
             old = b""  # GNU patch: a "-0,0" hunk on a missing file creates it
         else:

@@ -10,12 +10,15 @@ interrupted commit). ``detect_state`` tells which patches of a series a tree alr
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from patchset import locking
 from patchset.engine import txn
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
 from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
@@ -121,6 +124,14 @@ class SeriesResult:
 # --------------------------------------------------------------------------- paths
 
 
+def _metadata(parts: list[str]) -> str | None:
+    """The metadata directory a path goes into (``.git`` anywhere, the transaction directory at
+    the top), compared case-insensitively: on macOS or Windows ``.GIT`` *is* ``.git``."""
+    if parts and parts[0].lower() == txn.TXN_DIR:
+        return parts[0]
+    return next((p for p in parts if p.lower() == ".git"), None)
+
+
 class _Paths:
     """Maps patch paths to safe tree paths: relative, no ``..``, no symlink leaving the tree."""
 
@@ -129,7 +140,15 @@ class _Paths:
         self.path_for = path_for or (lambda p: p)
         self.cache: dict[str, str] = {}
 
-    def resolve(self, patch_path: str, patch_id: str) -> str:
+    def resolve(self, patch_path: str, patch_id: str, own_link: bool = False) -> str:
+        """The real tree path for ``patch_path``; ``own_link``: the path of a git symlink itself
+        (its directory is resolved, the link is not followed)."""
+        if own_link:
+            head, _, name = patch_path.rpartition("/")
+            parent = self.resolve(head, patch_id) if head else ""
+            if name in ("", ".", "..") or _metadata([name]):
+                raise UnsafePathError(f"patch {patch_id}: path {patch_path!r} is not a valid link name")
+            return f"{parent}/{name}" if parent else name
         if patch_path in self.cache:
             return self.cache[patch_path]
         mapped = self.path_for(patch_path)
@@ -143,17 +162,19 @@ class _Paths:
         parts = [p for p in mapped.split("/") if p not in ("", ".")]
         if not parts or any(p == ".." for p in parts):
             raise UnsafePathError(f"{where} escapes the tree with '..'")
-        if parts[0] == txn.TXN_DIR or ".git" in parts:
+        bad = _metadata(parts)
+        if bad:
             raise UnsafePathError(
-                f"{where} points into {parts[0] if parts[0] == txn.TXN_DIR else '.git'}",
-                hint="patches may not touch repository or patchset metadata",
+                f"{where} points into {bad}",
+                hint="patches may not touch repository or patchset metadata (in any letter case: "
+                "case-insensitive file systems treat .GIT as .git)",
             )
         real = os.path.realpath(self.root.joinpath(*parts))
         root = str(self.root)
         if real != root and not real.startswith(root.rstrip("/") + "/"):
             raise UnsafePathError(f"{where} leaves the tree {root} through a symlink (resolves to {real})")
         rel = os.path.relpath(real, root)
-        if rel == "." or rel.split("/")[0] == txn.TXN_DIR or ".git" in rel.split("/"):
+        if rel == "." or _metadata(rel.split("/")):
             raise UnsafePathError(f"{where} resolves to {rel!r}, which patches may not touch")
         self.cache[patch_path] = rel
         return rel
@@ -163,23 +184,36 @@ class _Paths:
 
 
 class _State:
-    """The tree as the series sees it in memory: lazily read files, overlaid changes."""
+    """The tree as the series sees it in memory: lazily read files, overlaid changes.
+
+    It also knows which paths are directories, so a series that makes ``d`` a file and then
+    writes ``d/x`` fails in the dry run exactly as in the real run, and a file may replace a
+    directory only once every file in it is deleted (the commit removes the emptied directory).
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.disk: dict[str, tuple[bytes | None, int | None]] = {}
         self.now: dict[str, tuple[bytes | None, int | None]] = {}
+        self.live: Counter[str] = Counter()  # directory -> present files under it in ``now``
+        self.kinds: dict[str, str | None] = {}  # paths probed for file/dir clashes (not read)
 
     def _load(self, rel: str) -> tuple[bytes | None, int | None]:
         if rel not in self.disk:
             path = self.root / rel
             try:
-                st = path.stat()
-            except FileNotFoundError:
+                st = path.lstat()  # a resolved path has no link in it, unless it is a git symlink's own path
+            except (FileNotFoundError, NotADirectoryError):
                 self.disk[rel] = (None, None)
             except OSError as exc:
                 raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
             else:
+                if stat.S_ISDIR(st.st_mode):
+                    self.disk[rel] = (None, None)
+                    return self.disk[rel]
+                if stat.S_ISLNK(st.st_mode):
+                    self.disk[rel] = (os.fsencode(os.readlink(path)), SYMLINK)
+                    return self.disk[rel]
                 if not stat.S_ISREG(st.st_mode):
                     raise EnvironmentFailure(
                         f"{path}: not a regular file", hint="patches can only change regular files"
@@ -197,12 +231,61 @@ class _State:
 
     def set(self, rel: str, data: bytes | None, mode: int | None) -> None:
         self._load(rel)
+        was = self.get(rel)[0] is not None
         self.now[rel] = (data, mode if data is not None else None)
+        step = (data is not None) - was
+        if step:
+            for parent in _parents(rel):
+                self.live[parent] += step
+
+    def _disk_kind(self, rel: str) -> str | None:
+        """``file``, ``dir`` or ``None`` on disk, without reading (the result is not a touched file)."""
+        if rel not in self.kinds:
+            try:
+                mode = (self.root / rel).lstat().st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                self.kinds[rel] = None
+            except OSError as exc:
+                raise EnvironmentFailure(f"{self.root / rel}: cannot read: {exc.strerror}") from None
+            else:
+                self.kinds[rel] = "dir" if stat.S_ISDIR(mode) else "file"
+        return self.kinds[rel]
+
+    def is_file(self, rel: str) -> bool:
+        if rel in self.now or rel in self.disk:
+            return self.get(rel)[0] is not None
+        return self._disk_kind(rel) == "file"
+
+    def is_dir(self, rel: str) -> bool:
+        """A directory now: a present file under it, or a directory on disk not emptied by the series."""
+        if self.live[rel] > 0:
+            return True
+        if self._disk_kind(rel) != "dir":
+            return False
+        for dirpath, subdirs, names in os.walk(self.root / rel):
+            if any(os.path.islink(os.path.join(dirpath, d)) for d in subdirs):
+                return True  # a link to a directory: not a file the series can delete
+            for name in names:
+                sub = os.path.relpath(os.path.join(dirpath, name), self.root)
+                if self.get(sub)[0] is not None or sub not in self.now:
+                    return True  # a file the series keeps (or never touched)
+        return False
+
+    def blocker(self, rel: str) -> str | None:
+        """Why a file cannot be written at ``rel`` now (a parent is a file, ``rel`` is a directory)."""
+        for parent in _parents(rel):
+            if self.is_file(parent):
+                return f"{parent} is a file, so {rel} cannot be created under it"
+        if self.is_dir(rel):
+            return f"{rel} is a directory that still holds files, so it cannot become a file"
+        return None
 
     def fork(self) -> _State:
         other = _State(self.root)
         other.disk = self.disk  # shared read cache
+        other.kinds = self.kinds
         other.now = dict(self.now)
+        other.live = Counter(self.live)
         return other
 
     def changes(self) -> list[txn.Change]:
@@ -213,17 +296,52 @@ class _State:
         return out
 
 
+def _parents(rel: str) -> list[str]:
+    """``a/b/c`` -> ``["a", "a/b"]``."""
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+SYMLINK = stat.S_IFLNK  # the "mode" of a symbolic link in memory and in txn.Change: data is its target
+GIT_SYMLINK, GIT_SUBMODULE = "120000", "160000"
+
+
 def _git_mode(mode: str | None) -> int | None:
     if not mode:
         return None
+    if mode == GIT_SYMLINK:
+        return SYMLINK
     bits = int(mode, 8) & 0o7777
     return 0o755 if bits & 0o100 else 0o644
 
 
+def _link_problem(rel: str, target: bytes) -> str | None:
+    """A git symlink is written as a symlink, but only one that stays inside the tree."""
+    text = os.fsdecode(target)
+    if not text or "\0" in text or text.startswith("/"):
+        return f"symlink {rel} -> {text!r} is empty or absolute: patchset writes only links inside the tree"
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), text))
+    if joined == ".." or joined.startswith("../"):
+        return f"symlink {rel} -> {text!r} points outside the tree: refused"
+    return None
+
+
 def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int) -> FileResult:
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
-    src = paths.resolve(fp.path, patch_id)
-    dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
+    if GIT_SUBMODULE in (fp.old_mode, fp.new_mode):
+        return FileResult(
+            path=fp.target or fp.path,
+            patch_path=fp.target or fp.path,
+            op=fp.op,
+            status="failed",
+            message=(
+                f"{fp.target or fp.path} is a git submodule (mode 160000): a diff records only its commit, "
+                "not its files, so it cannot be applied to a directory tree (update the submodule with git)"
+            ),
+        )
+    link = GIT_SYMLINK in (fp.old_mode, fp.new_mode)
+    src = paths.resolve(fp.path, patch_id, own_link=link)
+    dst = paths.resolve(fp.target, patch_id, own_link=link) if fp.target is not None else None
     if fp.op == "modify" and not fp.git and fp.new_path and fp.new_path != fp.old_path:
         # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
         # one that exists; if both do, the one with fewest components, then shortest name
@@ -280,6 +398,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
         mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
+    why = state.blocker(dst) or (_link_problem(dst, outcome.new) if mode == SYMLINK else None)
+    if why:
+        res.status, res.hunks, res.message = "failed", [], why
+        return res
     state.set(dst, outcome.new, mode)
     res.sha256 = sha256_bytes(outcome.new)
     return res
@@ -340,6 +462,7 @@ def apply_series(
     dry_run: bool = False,
     progress: Progress | None = None,
     before_commit: Callable[[SeriesResult], bool] | None = None,
+    before_finish: Callable[[], None] | None = None,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
@@ -351,16 +474,32 @@ def apply_series(
     apply running, an interrupted apply to recover in dry-run mode). A patch that does not apply
     is *returned*: ``ok=False``, ``committed=False``, the tree untouched; call
     ``raise_for_failure()`` to turn it into ``ApplyFailed``.
+
+    The tree lock (``patchset.locking``) is held from the first read to the last write, so a
+    second apply to the same tree waits and then sees this one's result. ``before_finish`` is
+    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back).
     """
     root = Path(root)
     if not root.is_dir():
         raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
+    with locking.tree_lock(root):
+        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish)
+
+
+def _apply_series(
+    root: Path,
+    items: list[SeriesItem],
+    fuzz: int,
+    path_for: Callable[[str], str] | None,
+    dry_run: bool,
+    progress: Progress | None,
+    before_commit: Callable[[SeriesResult], bool] | None,
+    before_finish: Callable[[], None] | None,
+) -> SeriesResult:
     recovered = None
     if txn.pending(root):
         if dry_run:
-            raise EnvironmentFailure(
-                f"{root}: an earlier apply was interrupted", hint="run recover(root) (or a real apply) first"
-            )
+            raise interrupted_error(root)
         recovered = txn.recover(root)
     paths = _Paths(root, path_for)
     parsed = _parse_all(items, paths)
@@ -392,16 +531,28 @@ def apply_series(
         failed_patch=failed,
     )
     if result.ok and not dry_run and (before_commit is None or before_commit(result)):
-        changes = state.changes()
-        if changes:
-            txn.commit(paths.root, changes)
+        txn.commit(paths.root, state.changes(), before_finish)
         result.committed = True
     return result
 
 
 def recover(root: Path, direction: txn.Direction = "auto") -> str | None:
     """Finish (``auto``/``forward``) or undo (``back``) an interrupted ``apply_series``."""
-    return txn.recover(Path(os.path.realpath(root)), direction)
+    with locking.tree_lock(root):
+        return txn.recover(Path(os.path.realpath(root)), direction)
+
+
+def pending_apply(root: Path) -> bool:
+    """Did an apply to ``root`` stop half-way (kill -9, power loss)? Reads only."""
+    return txn.pending(Path(root))
+
+
+def interrupted_error(root: Path) -> EnvironmentFailure:
+    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing)."""
+    return EnvironmentFailure(
+        f"{root}: an earlier apply was interrupted ({txn.describe_pending(Path(root))}); nothing was written",
+        hint=f"run `patchset recover --tree {root}` to finish it (or `--back` to undo it), or a real apply",
+    )
 
 
 # --------------------------------------------------------------------------- state detection

@@ -31,7 +31,12 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable
+import signal
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,59 +55,46 @@ class Change:
 
     path: str
     data: bytes | None  # None: delete the file
-    mode: int | None = None  # permission bits for the new file (None: 0o644)
+    mode: int | None = None  # permission bits for the new file (None: 0o644); stat.S_IFLNK: a symlink to ``data``
 
 
 _steps = 0
 
 
 def _step() -> None:
-    """Crash-test hook: count commit steps and SIGKILL ourselves at the configured one."""
+    """Crash-test hook: count commit steps and signal ourselves at the configured one
+    (``PATCHSET_TEST_CRASH_SIGNAL``: ``KILL`` by default, ``INT`` for a Ctrl-C)."""
     global _steps
     target = os.environ.get("PATCHSET_TEST_CRASH_AFTER")
     if not target:
         return
     _steps += 1
     if _steps == int(target):
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("PATCHSET_TEST_CRASH_SIGNAL", "KILL")))
 
 
-def _in_threads(fn: Callable[..., None], jobs: list[tuple[Any, ...]], workers: int = 8) -> None:
-    """``fn(*job)`` for every job on up to ``workers`` threads; the first error is raised after all
-    threads stop. (Plain threads, not concurrent.futures: the commit path stays cheap to import.)"""
-    if len(jobs) <= 1:
-        for job in jobs:
-            fn(*job)
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (and TERM/HUP) while the tree is between old and new: the signal is delivered
+    once every file is in place, so an interrupted apply leaves the new tree, not a mixed one.
+    (SIGKILL cannot be held: the journal and ``recover`` cover it.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    import threading
-
-    pending = iter(jobs)
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        while not errors:
-            with lock:
-                job = next(pending, None)
-            if job is None:
-                return
-            try:
-                fn(*job)
-            except BaseException as exc:  # re-raised in the caller's thread
-                errors.append(exc)
-
-    threads = [threading.Thread(target=work) for _ in range(min(workers, len(jobs)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _write_file(path: Path, data: bytes, mode: int) -> None:
+    if mode == stat.S_IFLNK:  # a symbolic link: ``data`` is its target
+        os.symlink(os.fsdecode(data), path)
+        return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         view = memoryview(data)
@@ -151,40 +143,99 @@ def pending(root: Path) -> bool:
     return (root / TXN_DIR).exists()
 
 
-def commit(root: Path, changes: list[Change]) -> None:
-    """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe."""
+def describe_pending(root: Path) -> str:
+    """What an interrupted transaction under ``root`` left, in words (reads only)."""
+    txn = root / TXN_DIR
+    if (txn / JOURNAL).exists():
+        return f"{TXN_DIR}/{JOURNAL} is complete: some files may be new, some old; recovery finishes it"
+    return (
+        f"{TXN_DIR} holds leftovers without a journal: the tree itself is the old or the new one; "
+        "recovery only removes them"
+    )
+
+
+def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] | None = None) -> None:
+    """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe.
+
+    ``before_finish`` runs once every file is in place but while the old files are still kept
+    (``apply --update-lock`` writes the lock there): if it raises, the tree is rolled back.
+    """
     root = Path(root)
+    if not changes:
+        if before_finish is not None:
+            before_finish()
+        return
     with _Lock(root) as lock:
         _recover_locked(root, "auto")
         txn = lock.dir
         try:
-            entries, created_dirs = _prepare(root, txn, changes)
-        except OSError as exc:
-            # nothing in the tree has changed yet: drop the staging area
+            journal = _prepare(root, txn, changes)
+        except BaseException as exc:
+            # nothing in the tree has changed yet (no journal): drop the staging area
             _recover_locked(root, "auto")
             _finish(root, txn)
+            if not isinstance(exc, OSError):
+                raise  # Ctrl-C while staging: the tree is the old one
             raise EnvironmentFailure(
                 f"{root}: cannot stage the new files: {exc}",
                 hint="check free space and permissions; the tree is unchanged",
             ) from None
+        with _signals_deferred():
+            _commit_staged(root, txn, journal, before_finish)
+
+
+def _commit_staged(root: Path, txn: Path, journal: dict[str, Any], before_finish: Callable[[], None] | None) -> None:
+    """Steps 2-4 (signals deferred): the journal, the renames, ``before_finish``, the cleanup."""
+    _write_journal(txn, journal)
+    try:
+        _roll_forward(root, txn, journal)
+    except OSError as exc:
+        _recover_locked(root, "back")
+        _finish(root, txn)
+        raise EnvironmentFailure(
+            f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
+        ) from None
+    if before_finish is not None:
         try:
-            _roll_forward(root, txn, entries, created_dirs)
-        except OSError as exc:
+            before_finish()
+        except BaseException as exc:
             _recover_locked(root, "back")
             _finish(root, txn)
-            raise EnvironmentFailure(
-                f"{root}: writing the new files failed: {exc}", hint="the tree was rolled back to its old state"
-            ) from None
-        _finish(root, txn)
+            if isinstance(exc, OSError):
+                raise EnvironmentFailure(
+                    f"{root}: the tree was patched but {exc.filename or 'the lock'} could not be written: "
+                    f"{exc.strerror or exc}",
+                    hint="the tree was rolled back to its old state; free space or fix permissions and re-run",
+                ) from None
+            raise
+    _finish(root, txn)
 
 
-def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Steps 1-2: staged files, backups, the journal. Returns (entries, created dirs)."""
+def _exists(path: Path) -> bool:
+    """Anything at ``path`` (a dangling symlink too); a parent that is a file counts as nothing."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict[str, Any]:
+    """Steps 1-2: staged files, backups, the journal (returned)."""
     (txn / "new").mkdir()
     (txn / "old").mkdir()
     entries = []
     created_dirs: list[str] = []
+    removed_dirs: list[str] = []
     staged: list[tuple[Path, bytes, int]] = []
+    deleted = {ch.path for ch in changes if ch.data is None}
     for n, ch in enumerate(changes):
         target = root / ch.path
         entry: dict[str, Any] = {"path": ch.path, "new": None, "old": None, "old_mode": None, "new_mode": None}
@@ -195,82 +246,119 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> tuple[list[dict[st
             entry["new_mode"] = mode
             parent = target.parent
             missing: list[str] = []
-            while not parent.exists():
+            # a parent that is missing, or a file this commit deletes, becomes a directory
+            while not parent.is_dir() and (not _exists(parent) or str(parent.relative_to(root)) in deleted):
                 missing.append(str(parent.relative_to(root)))
                 parent = parent.parent
             for d in reversed(missing):
                 if d not in created_dirs:
                     created_dirs.append(d)
-        if target.exists() or target.is_symlink():
+            if target.is_dir() and not target.is_symlink():
+                # a directory this commit empties becomes a file: remove it, deepest first
+                for dirpath, _dirs, _names in os.walk(target, topdown=False):
+                    rel = str(Path(dirpath).relative_to(root))
+                    if rel not in removed_dirs:
+                        removed_dirs.append(rel)
+        if _exists(target) and not (target.is_dir() and not target.is_symlink()):
             st = target.lstat()
             entry["old_mode"] = st.st_mode & 0o7777
             backup = txn / "old" / str(n)
             try:
-                os.link(target, backup)
+                os.link(target, backup, follow_symlinks=False)
             except OSError:
-                shutil.copy2(target, backup)
+                shutil.copy2(target, backup, follow_symlinks=False)
                 fsync_path(backup)
             entry["old"] = str(n)
         entries.append(entry)
     # write + fsync the staged files concurrently: the file system commits the fsyncs
     # together, several times faster than one after another
-    _in_threads(_write_file, staged)
-    for _ in staged:
-        _step()
+    with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
+        for fut in [pool.submit(_write_file, *args) for args in staged]:
+            fut.result()
+            _step()
     fsync_path(txn / "new", directory=True)
     fsync_path(txn / "old", directory=True)
+    return {"version": 1, "entries": entries, "created_dirs": created_dirs, "removed_dirs": removed_dirs}
+
+
+def _write_journal(txn: Path, journal: dict[str, Any]) -> None:
+    """Step 2: from the moment the journal exists, the transaction rolls forward."""
     tmp = txn / (JOURNAL + ".tmp")
-    _write_file(tmp, json.dumps({"version": 1, "entries": entries, "created_dirs": created_dirs}).encode(), 0o644)
+    _write_file(tmp, json.dumps(journal).encode(), 0o644)
     os.replace(tmp, txn / JOURNAL)
     fsync_path(txn, directory=True)
     _step()
-    return entries, created_dirs
 
 
-def _roll_forward(root: Path, txn: Path, entries: list[dict[str, Any]], created_dirs: list[str]) -> None:
-    for d in created_dirs:
-        (root / d).mkdir(exist_ok=True)
+def _roll_forward(root: Path, txn: Path, journal: dict[str, Any]) -> None:
+    """Deletions first, then emptied directories out, new directories in, new files renamed in.
+    Every step is skipped when already done, so a second run after a crash finishes the first."""
+    entries = journal["entries"]
     touched: set[Path] = set()
     for e in entries:
         target = root / e["path"]
-        touched.add(target.parent)
-        if e["new"] is not None:
-            staged = txn / "new" / e["new"]
-            if staged.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staged, target)
-                _step()
-        elif target.exists() or target.is_symlink():
+        if e["new"] is None and _exists(target) and not _is_dir(target):
+            touched.add(target.parent)
             target.unlink()
             _step()
+    for d in journal.get("removed_dirs", []):
+        if _is_dir(root / d):
+            (root / d).rmdir()
+            touched.add((root / d).parent)
+    for d in journal.get("created_dirs", []):
+        if not _is_dir(root / d):
+            (root / d).mkdir()
+            touched.add((root / d).parent)
+    for e in entries:
+        target = root / e["path"]
+        if e["new"] is not None:
+            staged = txn / "new" / e["new"]
+            if _exists(staged):  # a staged symlink may dangle until it is in place
+                touched.add(target.parent)
+                os.replace(staged, target)
+                _step()
     _fsync_dirs(touched)
 
 
 def _fsync_dirs(dirs: set[Path]) -> None:
-    _in_threads(lambda d: fsync_path(d, directory=True), [(d,) for d in dirs])
+    if len(dirs) <= 1:
+        for d in dirs:
+            fsync_path(d, directory=True)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
+        list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-def _roll_back(root: Path, txn: Path, entries: list[dict[str, Any]], created_dirs: list[str]) -> None:
+def _roll_back(root: Path, txn: Path, journal: dict[str, Any]) -> None:
+    """The roll-forward undone in reverse order: new files out, created directories out, removed
+    directories back, old files back. Idempotent like the roll-forward."""
+    entries = journal["entries"]
     touched: set[Path] = set()
     for e in reversed(entries):
         target = root / e["path"]
-        touched.add(target.parent)
-        if e["old"] is not None:
-            backup = txn / "old" / e["old"]
-            if backup.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(backup, target)
-                os.chmod(target, e["old_mode"])
-        elif target.exists() or target.is_symlink():
+        if e["new"] is not None and e["old"] is None and _exists(target) and not _is_dir(target):
             target.unlink()
-    for d in reversed(created_dirs):
+            touched.add(target.parent)
+    for d in reversed(journal.get("created_dirs", [])):
         try:
             (root / d).rmdir()
+            touched.add((root / d).parent)
         except OSError:
             pass
-    for parent in touched:
-        if parent.exists():
-            fsync_path(parent, directory=True)
+    for d in reversed(journal.get("removed_dirs", [])):
+        if not _is_dir(root / d):
+            (root / d).mkdir()
+            touched.add((root / d).parent)
+    for e in reversed(entries):
+        target = root / e["path"]
+        if e["old"] is not None:
+            backup = txn / "old" / e["old"]
+            if backup.exists() or backup.is_symlink():
+                touched.add(target.parent)
+                os.replace(backup, target)
+                if not target.is_symlink():
+                    os.chmod(target, e["old_mode"])
+    _fsync_dirs({d for d in touched if d.exists()})
 
 
 def _finish(root: Path, txn: Path) -> None:
@@ -303,16 +391,16 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         return None
     try:
         data = json.loads(journal.read_text())
-        entries, created = data["entries"], data.get("created_dirs", [])
-    except (OSError, ValueError, KeyError) as exc:
+        data["entries"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EnvironmentFailure(
             f"{journal}: unreadable transaction journal: {exc}", hint="inspect it by hand; the old files are in old/"
         ) from None
     if direction == "back":
-        _roll_back(root, txn, entries, created)
+        _roll_back(root, txn, data)
         done = "rolled back"
     else:
-        _roll_forward(root, txn, entries, created)
+        _roll_forward(root, txn, data)
         done = "rolled forward"
     journal.unlink()
     fsync_path(txn, directory=True)

@@ -8,6 +8,7 @@ per-target hashes convert to and from the ``EXPECTED.sha256`` format (``<sha256>
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from patchset.errors import LedgerError, Location
 from patchset.ledger.model import SCHEMA_VERSION, Lock, TargetLock
@@ -55,19 +56,26 @@ def load_lock(path: Path) -> Lock:
     for key in data:
         if key not in allowed:
             raise bad((key,), f"unknown key {key!r} in lock")
+
+    def table(keypath: tuple[str | int, ...], value: object) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise bad(keypath, f"must be a table, not {type(value).__name__} {value!r}"[:200])
+        return value
+
     lock = Lock()
-    for pid, digest in data.get("bodies", {}).items():
+    for pid, digest in table(("bodies",), data.get("bodies", {})).items():
         if not isinstance(digest, str) or not SHA256_RE.match(digest):
             raise bad(("bodies", pid), f"bad sha256 {digest!r} for body {pid!r}")
         lock.bodies[pid] = digest
-    for pid, head in data.get("heads", {}).items():
+    for pid, head in table(("heads",), data.get("heads", {})).items():
         if not isinstance(head, str) or not SHA_RE.match(head):
             raise bad(("heads", pid), f"bad commit sha {head!r} for {pid!r}")
         lock.heads[pid] = head
-    for name, tdata in data.get("targets", {}).items():
+    for name, tdata in table(("targets",), data.get("targets", {})).items():
+        tdata = table(("targets", name), tdata)
         tl = TargetLock(base=str(tdata.get("base", "")))
         for section in ("files", "base_files"):
-            for fpath, digest in tdata.get(section, {}).items():
+            for fpath, digest in table(("targets", name, section), tdata.get(section, {})).items():
                 if not isinstance(digest, str) or not SHA256_RE.match(digest):
                     raise bad(("targets", name, section, fpath), f"bad sha256 {digest!r} for {fpath}")
                 getattr(tl, section)[fpath] = digest

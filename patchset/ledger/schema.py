@@ -46,6 +46,16 @@ def _pattern(rx: re.Pattern[str], what: str) -> Callable[[Any], str | None]:
     return check
 
 
+def _id(value: Any) -> str | None:
+    if value == "":
+        return "the id is empty: give every patch a name (letters, digits, '.', '_', '-')"
+    return _pattern(ID_RE, "an id (letters, digits, '.', '_', '-')")(value)
+
+
+def _strip(value: Any) -> str | None:
+    return f"strip {value} is negative: it counts leading path components to remove (0, 1, ...)" if value < 0 else None
+
+
 REFS = Field(
     "list[str]", check=_pattern(REF_RE, "an upstream reference like 'vllm-project/vllm#57632' or 'vllm#57632'")
 )
@@ -64,7 +74,7 @@ SOURCE = {
     "pin": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
     "include": Field("list[str]"),
     "exclude": Field("list[str]"),
-    "strip": Field("int"),
+    "strip": Field("int", check=_strip),
     "sha256": Field("str", check=_pattern(SHA256_RE, "a sha256 (64 hex digits)")),
 }
 SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
@@ -96,7 +106,7 @@ STATUS = {
     "note": Field("str"),
 }
 PATCH = {
-    "id": Field("str", required=True, check=_pattern(ID_RE, "an id (letters, digits, '.', '_', '-')")),
+    "id": Field("str", required=True, check=_id),
     "target": Field("str", required=True),
     "title": Field("str", required=True),
     "origin": Field("str", required=True, choices=ORIGINS),
@@ -121,7 +131,7 @@ TARGET = {
     "branch": Field("str"),
     "base": Field("str"),
     "base_version": Field("str"),
-    "strip": Field("int"),
+    "strip": Field("int", check=_strip),
     "layout": Field("str", choices=LAYOUTS),
     "package": Field("str"),
     "installed_root": Field("str"),

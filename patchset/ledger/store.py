@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchset import atomic
+from patchset import atomic, locking
 from patchset.errors import InputError
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
@@ -118,6 +118,8 @@ class Edit:
     doc: tomlkit.TOMLDocument
     lock: Lock
     files: dict[Path, bytes | None] = field(default_factory=dict)
+    staged: atomic.Staged | None = None
+    cancelled: bool = False  # set by the caller: leave the block without writing anything
 
     def patch_tables(self) -> AoT | list[Table]:
         import tomlkit
@@ -181,31 +183,69 @@ class Edit:
         cur[last] = value
 
     def write_file(self, rel: str, data: bytes | None) -> None:
-        self.files[self.path.parent / rel] = data
+        """Queue a body file (``rel`` to the ledger's directory); never through a symbolic link."""
+        root = self.path.parent
+        at = root
+        for part in Path(rel).parts:
+            at = at / part
+            if at.is_symlink():
+                raise InputError(
+                    f"{at} is a symbolic link: patchset writes bodies only to real files and directories inside {root}",
+                    hint="replace the link with a real directory (or file) and run the command again",
+                )
+        self.files[root / rel] = data
 
-    def commit(self) -> Ledger:
+    def stage(self) -> None:
+        """Write every file of the edit to a temporary name now (a full or read-only disk fails
+        here, before the caller changes anything else); ``commit`` then only renames."""
+        if self.staged is not None:
+            return
         import tomlkit
 
         text = tomlkit.dumps(self.doc)
-        ledger = load_ledger(self.path, text)  # never write a ledger we could not read back
-        ledger.lock = self.lock
+        load_ledger(self.path, text)  # never write a ledger we could not read back
         writes: dict[Path, bytes | None] = dict(self.files)
         writes[self.path] = text.encode("utf-8")
         writes[self.path.with_suffix(".lock")] = render_lock(self.lock).encode("utf-8")
-        atomic.write_many(writes)
+        self.staged = atomic.stage_many(writes)
+
+    def discard(self) -> None:
+        """Drop staged files (the edit is abandoned)."""
+        if self.staged is not None:
+            self.staged.discard()
+            self.staged = None
+
+    def commit(self) -> Ledger:
+        self.stage()
+        assert self.staged is not None
+        self.staged.publish()
+        self.staged = None
+        ledger = load_ledger(self.path)
         return ledger
 
 
 @contextmanager
 def edit(path: Path) -> Iterator[Edit]:
-    """Open the ledger for a change; nothing is written unless the block finishes without error."""
+    """Open the ledger for a change; nothing is written unless the block finishes without error.
+
+    The ledger lock (``patchset.locking``) is held from the read to the write, so two processes
+    editing one ledger (two imports, an import and a fetch) serialise instead of losing an edit.
+    """
     import tomlkit
 
-    load_ledger(path)  # refuse to edit a ledger that is already broken: the error names the line
-    text = path.read_text(encoding="utf-8")
-    e = Edit(path=path, doc=tomlkit.parse(text), lock=load_lock(path.with_suffix(".lock")))
-    yield e
-    e.commit()
+    with locking.ledger_lock(path):
+        load_ledger(path)  # refuse to edit a ledger that is already broken: the error names the line
+        text = path.read_text(encoding="utf-8")
+        e = Edit(path=path, doc=tomlkit.parse(text), lock=load_lock(path.with_suffix(".lock")))
+        try:
+            yield e
+        except BaseException:
+            e.discard()
+            raise
+        if e.cancelled:
+            e.discard()
+        else:
+            e.commit()
 
 
 def new_ledger_text(title: str = "") -> str:

@@ -44,9 +44,21 @@ def parse(path: Path, text: str | None = None) -> dict[str, Any]:
             ) from None
         except UnicodeDecodeError as exc:
             raise LedgerError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=Location(path)) from None
+    if text.startswith("\ufeff"):
+        raise LedgerError(
+            "the file starts with a UTF-8 byte-order mark (BOM), which TOML does not allow",
+            where=Location(path, 1),
+            hint="save it as UTF-8 without a BOM (e.g. `sed -i '1s/^\\xEF\\xBB\\xBF//' FILE`)",
+        )
     try:
         data: dict[str, Any] = tomllib.loads(text)
         return data
+    except RecursionError:
+        raise LedgerError(
+            "arrays or tables nested too deeply to read",
+            where=Location(path, _deepest_line(text)),
+            hint="a ledger needs a few levels of nesting at most: flatten this value",
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)
@@ -68,6 +80,18 @@ def array_lines(text: str, name: str) -> list[int]:
             if m and _split_dotted(m.group(1)) == [name]:
                 out.append(lineno)
     return out
+
+
+def _deepest_line(text: str, limit: int = 100) -> int | None:
+    """The line where brackets/braces first nest deeper than ``limit`` (strings not parsed: a hint)."""
+    depth = 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        for ch in line:
+            depth += ch in "[{"
+            depth -= ch in "]}"
+            if depth > limit:
+                return lineno
+    return None
 
 
 class Locator:

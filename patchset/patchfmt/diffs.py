@@ -339,6 +339,14 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
 
     hunks: list[Hunk] = []
     for h in pf:
+        for number in (h.source_start, h.target_start):
+            if number > MAX_LINE_NUMBER:
+                at = (h[0].diff_line_no - 1 + start) if len(h) and h[0].diff_line_no else line_no
+                raise PatchFormatError(
+                    f"line number {number} is too large (the hunk header's numbers are line numbers)",
+                    where=Location(source, at),
+                    hint="the hunk header is corrupt: regenerate the patch",
+                )
         raw_lines: list[bytes] = []
         for ln in h:
             t = ln.line_type
@@ -378,6 +386,11 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
         git=git,
         line_no=line_no,
     )
+
+
+# GNU patch keeps line numbers in a signed 64-bit integer and refuses larger ones ("line number
+# ... is too large"): so does the parser, before anything searches for such a hunk
+MAX_LINE_NUMBER = 2**63 - 1
 
 
 def _headers_crlf(pf: PatchedFile) -> bool:

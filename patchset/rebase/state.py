@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patchset import atomic
+from patchset import atomic, locking
 from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes
 
@@ -191,7 +191,8 @@ class State:
             if data is None or sha256_bytes(data) != digest:
                 raise InputError(f"backup of {rel} in {src} is damaged (sha256 differs from the manifest)")
             writes[self.root / rel] = data
-        atomic.write_many(writes)
+        with locking.hold(self.root, f"the ledger in {self.root}"):
+            atomic.write_many(writes)
         return sorted(manifest)
 
     def journal(self, backup: Path, pending: dict[str, bytes | None]) -> None:
@@ -215,7 +216,8 @@ class State:
     def finish_journal(self) -> list[str]:
         """Write the journal's new bytes (``--continue`` after a kill while writing)."""
         pending = self.journal_bytes()
-        atomic.write_many({self.root / rel: data for rel, data in pending.items()})
+        with locking.hold(self.root, f"the ledger in {self.root}"):
+            atomic.write_many({self.root / rel: data for rel, data in pending.items()})
         return sorted(pending)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+import itertools
 import lzma
 import os
 import posixpath
@@ -81,6 +82,16 @@ def check_symlink(path: str, target: str, archive: Path | str) -> None:
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
     if joined == ".." or joined.startswith("../"):
         raise UnsafePathError(f"{archive}: symlink {path!r} -> {target!r} points outside the tree")
+    parts = target.split("/")
+    climbs = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+    if ".." in parts[climbs:]:
+        # "sub/l2/.." names sub only while sub/l2 is a directory: once a later member makes
+        # sub/l2 a link, the same text leaves the tree (CVE-2025-4138/4330 in tarfile's data
+        # filter before CPython 3.11.13/3.12.11/3.13.4). Release archives never need this form.
+        raise UnsafePathError(
+            f"{archive}: symlink {path!r} -> {target!r} has '..' after a name",
+            hint="a link through another link and back up can leave the tree; the archive is hostile or broken",
+        )
 
 
 class ArchiveReader:
@@ -294,12 +305,11 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
         files.add(m.path)
 
     real_root = os.path.realpath(root_str)
-    count = len(files)
     for path, target in links.items():
-        full = os.path.join(root_str, path)
-        os.symlink(target, full)
-        resolved = os.path.realpath(full)
+        os.symlink(target, os.path.join(root_str, path))
+    # every link checked once all exist: a later link can change where an earlier one leads
+    for path, target in links.items():
+        resolved = os.path.realpath(os.path.join(root_str, path))
         if resolved != real_root and not resolved.startswith(real_root + os.sep):
             raise UnsafePathError(f"{reader.path}: symlink {path!r} -> {target!r} resolves outside the tree")
-        count += 1
-    return count
+    return len(files) + len(links)

@@ -1,0 +1,222 @@
+"""Benchmark: how time and peak memory grow with the series and with the bodies (issue #16).
+
+Two families, each measured against a baseline run on the same input in the same run:
+
+* **bodies**: one patch of 1, 10, 100 MB (every 4th line of one big file changed), applied by
+  the engine (``apply_series``, crash-safe commit included) vs ``patch -p1 -F0`` (GNU patch).
+  Peak memory is the child's maximum resident set size (``wait4``), reported also as a multiple
+  of the body's size (target: under ~3x).
+* **series**: a ledger of 10, 100, 1,000 and 10,000 patches: ``patchset list`` and
+  ``patchset validate`` (whole commands, process start included) vs ``tomllib`` parsing the same
+  ledger (the floor any reader pays), and ``apply_series`` of the whole series vs a loop of
+  ``patch -p1 -F0`` over the same patches.
+
+    python bench/scale.py [--sizes 1,10,100] [--counts 10,100,1000,10000] [--json]
+
+Every figure is one run (the inputs are large and deterministic). Trees and ledgers are written
+by this script under a temporary directory and removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.diffgen import unified_diff  # noqa: E402
+
+MB = 1 << 20
+
+ENGINE = """
+import sys
+from pathlib import Path
+from patchset.engine.tree import SeriesItem, apply_series
+root, series = Path(sys.argv[1]), Path(sys.argv[2])
+items = [SeriesItem(p.stem, p.read_bytes()) for p in sorted(series.glob("*.patch"))]
+res = apply_series(root, items)
+sys.exit(0 if res.ok else 3)
+"""
+
+
+def measure(argv: list[str], cwd: Path | None = None, stdin: Path | None = None) -> tuple[float, float, int]:
+    """(seconds, peak RSS in MB, exit code) of one command, peak as GNU time's ``%M`` reports it
+    (the command's own maximum resident set, not this process's size before the exec)."""
+    fin = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *argv],
+            cwd=cwd,
+            stdin=fin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        elapsed = time.perf_counter() - t0
+        peak_kb = int(rss.read().strip().splitlines()[-1])
+    if stdin:
+        fin.close()  # type: ignore[union-attr]
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed, peak_kb / 1024, proc.returncode
+
+
+def big_body(tmp: Path, mb: int) -> tuple[Path, Path, int]:
+    """A tree with one file and a patch of about ``mb`` MB changing every 4th line of it."""
+    line = b"x" * 60
+    n = (mb * MB) // (2 * 64) * 2  # old and new lines both appear in the patch
+    old = b"".join(b"%s %09d\n" % (line, i) for i in range(n))
+    new = b"".join((b"%s %09d\n" % (line, i)) if i % 4 else (b"%s %09dY\n" % (line, i)) for i in range(n))
+    tree = tmp / f"tree{mb}"
+    tree.mkdir()
+    (tree / "big.txt").write_bytes(old)
+    series = tmp / f"series{mb}"
+    series.mkdir()
+    body = unified_diff(old, new, "big.txt", context=1)
+    (series / "0001-big.patch").write_bytes(body)
+    return tree, series, len(body)
+
+
+def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
+    rows = []
+    _, floor, _ = measure([sys.executable, "-c", "import patchset.engine.tree"])  # the interpreter itself
+    for mb in sizes:
+        tree, series, size = big_body(tmp, mb)
+        gnu_tree = tmp / f"gnu{mb}"
+        shutil.copytree(tree, gnu_tree)
+        t, rss, _ = measure([sys.executable, "-c", ENGINE, str(tree), str(series)])
+        gt, grss, _ = measure(["patch", "-p1", "-F0", "-s"], cwd=gnu_tree, stdin=series / "0001-big.patch")
+        same = (tree / "big.txt").read_bytes() == (gnu_tree / "big.txt").read_bytes()
+        rows.append(
+            {
+                "body_mb": round(size / MB, 1),
+                "engine_s": round(t, 2),
+                "engine_peak_mb": round(rss, 1),
+                "engine_peak_x_body": round((rss - floor) * MB / size, 2),  # above the interpreter's own
+                "interpreter_mb": round(floor, 1),
+                "gnu_patch_s": round(gt, 2),
+                "gnu_patch_peak_mb": round(grss, 1),
+                "time_ratio": round(t / gt, 2) if gt else None,
+                "same_result": same,
+            }
+        )
+        shutil.rmtree(tree)
+        shutil.rmtree(gnu_tree)
+        shutil.rmtree(series)
+    return rows
+
+
+LEDGER_HEAD = 'schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\ngithub = "example/t"\n'
+
+
+def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
+    """A ledger of ``n`` patches (one file each, in ``n // 10 + 1`` files), its lock, its tree."""
+    import hashlib
+
+    led = tmp / f"led{n}"
+    series = led / "patchset" / "series" / "t"
+    series.mkdir(parents=True)
+    tree = tmp / f"stree{n}"
+    tree.mkdir()
+    files = max(1, n // 10)
+    contents = {f"pkg/f{i:05d}.py": b"".join(b"v%d = %d\n" % (k, k) for k in range(40)) for i in range(files)}
+    for rel, data in contents.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_bytes(data)
+    toml = [LEDGER_HEAD]
+    lock = ["schema = 1", "[bodies]"]
+    state = dict(contents)
+    flat = tmp / f"flat{n}"
+    flat.mkdir()
+    for i in range(n):
+        rel = f"pkg/f{i % files:05d}.py"
+        k = (i // files) % 40
+        new = state[rel].replace(b"v%d = %d\n" % (k, k), b"v%d = %d  # patch %d\n" % (k, k, i), 1)
+        body = unified_diff(state[rel], new, rel)
+        state[rel] = new
+        pid = f"p{i:05d}"
+        (series / f"{pid}.patch").write_bytes(body)
+        (flat / f"{pid}.patch").write_bytes(body)
+        toml.append(f'\n[[patch]]\nid = "{pid}"\ntarget = "t"\ntitle = "patch number {i}"\norigin = "ours"\n')
+        lock.append(f'{pid} = "{hashlib.sha256(body).hexdigest()}"')
+    (led / "patches.toml").write_text("".join(toml))
+    (led / "patches.lock").write_text("\n".join(lock) + "\n")
+    return led, tree, flat
+
+
+def series(tmp: Path, counts: list[int]) -> list[dict]:
+    rows = []
+    cli = [sys.executable, "-c", "from patchset.cli import main; main()"]
+    for n in counts:
+        led, tree, flat = ledger(tmp, n)
+        size = (led / "patches.toml").stat().st_size
+        lt, lrss, _ = measure([*cli, "-C", str(led), "list", "--json"])
+        vt, vrss, _ = measure([*cli, "-C", str(led), "validate", "--json"])
+        pt, _prss, _ = measure(
+            [sys.executable, "-c", f"import tomllib; tomllib.load(open({str(led / 'patches.toml')!r}, 'rb'))"]
+        )
+        gnu_tree = tmp / f"gnus{n}"
+        shutil.copytree(tree, gnu_tree)
+        at, arss, _ = measure([sys.executable, "-c", ENGINE, str(tree), str(flat)])
+        loop = f'for p in {flat}/*.patch; do patch -p1 -F0 -s < "$p" || exit 1; done'
+        gt, _grss, _ = measure(["bash", "-c", loop], cwd=gnu_tree)
+        rows.append(
+            {
+                "patches": n,
+                "ledger_mb": round(size / MB, 2),
+                "list_s": round(lt, 2),
+                "list_peak_mb": round(lrss, 1),
+                "validate_s": round(vt, 2),
+                "validate_peak_mb": round(vrss, 1),
+                "tomllib_parse_s": round(pt, 2),
+                "apply_s": round(at, 2),
+                "apply_peak_mb": round(arss, 1),
+                "gnu_patch_loop_s": round(gt, 2),
+                "apply_vs_gnu": round(at / gt, 2) if gt else None,
+            }
+        )
+        for d in (led, tree, flat, gnu_tree):
+            shutil.rmtree(d)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,10,100", help="body sizes in MB")
+    ap.add_argument("--counts", default="10,100,1000,10000", help="series lengths")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    counts = [int(x) for x in args.counts.split(",") if x]
+    with tempfile.TemporaryDirectory(prefix="patchset-scale-") as d:
+        tmp = Path(d)
+        out = {"bodies": bodies(tmp, sizes), "series": series(tmp, counts)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print("bodies (one patch, one file): engine vs GNU patch, same body")
+    for r in out["bodies"]:
+        print(
+            f"  {r['body_mb']:>6} MB  engine {r['engine_s']:>6} s {r['engine_peak_mb']:>7} MB peak "
+            f"({r['engine_peak_x_body']}x body above {r['interpreter_mb']} MB)  GNU patch {r['gnu_patch_s']:>6} s {r['gnu_patch_peak_mb']:>7} MB  "
+            f"time ratio {r['time_ratio']}  same result: {r['same_result']}"
+        )
+    print("series: whole commands vs tomllib parse; apply_series vs a patch -p1 loop")
+    for r in out["series"]:
+        print(
+            f"  {r['patches']:>6} patches ({r['ledger_mb']} MB ledger)  list {r['list_s']} s {r['list_peak_mb']} MB  "
+            f"validate {r['validate_s']} s {r['validate_peak_mb']} MB  tomllib {r['tomllib_parse_s']} s  "
+            f"apply {r['apply_s']} s {r['apply_peak_mb']} MB  GNU loop {r['gnu_patch_loop_s']} s "
+            f"(ratio {r['apply_vs_gnu']})"
+        )
+
+
+if __name__ == "__main__":
+    main()
