@@ -107,13 +107,24 @@ def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
 
 
 def _lock_key(target: Target, layout: str, tree_path: str) -> str:
-    return target.path_map.to_source(tree_path) if layout == "installed" else tree_path
+    return target.lock_key(tree_path)  # the same key space whatever the layout (and wherever it came from)
 
 
 def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
-    rel = target.path_map.to_installed(key) if layout == "installed" else key
-    f = root / rel
+    f = root / target.tree_path(key, layout)
     return sha256_bytes(f.read_bytes()) if f.is_file() else None
+
+
+def _failure_explained(trial: SeriesResult, state: SeriesState) -> bool:
+    """Is the trial's failure explained by the tree already carrying the patch that failed?
+
+    Only then is the tree "partly patched": a patch that merely reverse-applies somewhere else in
+    the series (an idempotent change, a patch undone by a later one) says nothing about a failure.
+    """
+    failed = next((p for p in trial.patches if p.patch_id == trial.failed_patch), None)
+    if failed is not None and failed.status == "already_applied":
+        return True
+    return any(p.patch_id == trial.failed_patch and p.state == "applied" for p in state.patches)
 
 
 def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
@@ -134,6 +145,7 @@ def apply_to_tree(
     kind: str = "tree",
     progress: Progress | None = None,
     skip_applied: bool = False,
+    remove_empty: bool = False,
 ) -> TargetReport:
     """Apply one target's series to a directory: dry run, check against the lock, then commit.
 
@@ -148,7 +160,9 @@ def apply_to_tree(
         report.message = f"finished an interrupted earlier apply ({recovered}); "
     locked = ledger.lock.targets.get(target.name)
     expected = dict(locked.files) if locked and locked.files else None
-    trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+    trial = apply_series(
+        root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
+    )
     if not trial.ok:
         state = detect_state(root, items, expected, path_for=mapper)
         report.state, report.result = state, trial
@@ -164,10 +178,18 @@ def apply_to_tree(
             report.message += state.summary() + ", but its files do not match the lock; nothing changed"
             return report
         carried = [p.state == "applied" for p in state.patches]
+        if not _failure_explained(trial, state):
+            # the failing patch is not on the tree: a real failure, whatever else merely reverse-applies
+            report.result = trial
+            report.outcome = "failed"
+            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
+            return report
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
             items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
-            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+            trial = apply_series(
+                root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
+            )
         elif any(carried):
             report.outcome = "partial"
             report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
@@ -196,7 +218,7 @@ def apply_to_tree(
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
     before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
-    result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
+    result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None, remove_empty=remove_empty)
     if not result.ok:  # the tree changed between the trial and now
         report.outcome, report.result = "failed", result
         report.message += f"patch {result.failed_patch} does not apply; nothing was written"
@@ -375,6 +397,7 @@ def run(
     progress: Progress | None = None,
     download_progress=None,
     skip_applied: bool = False,
+    remove_empty: bool = False,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
     reports = []
@@ -387,13 +410,24 @@ def run(
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")
-            reports.append(apply_to_tree(ledger, target, arg.path, layout=layout, skip_applied=skip_applied, **kw))
+            reports.append(
+                apply_to_tree(
+                    ledger, target, arg.path, layout=layout, skip_applied=skip_applied, remove_empty=remove_empty, **kw
+                )
+            )
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":
             reports.append(
                 apply_to_index(
-                    ledger, target, arg.spec, arg.path, layout=layout, download_progress=download_progress, **kw
+                    ledger,
+                    target,
+                    arg.spec,
+                    arg.path,
+                    layout=layout,
+                    download_progress=download_progress,
+                    remove_empty=remove_empty,
+                    **kw,
                 )
             )
         else:  # pragma: no cover - the CLI only builds the three kinds

@@ -220,7 +220,9 @@ def _git_mode(mode: str | None) -> int | None:
     return 0o755 if bits & 0o100 else 0o644
 
 
-def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int) -> FileResult:
+def _apply_one(
+    state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int, remove_empty: bool = False
+) -> FileResult:
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
     src = paths.resolve(fp.path, patch_id)
     dst = paths.resolve(fp.target, patch_id) if fp.target is not None else None
@@ -280,6 +282,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
         mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
+    if remove_empty and not outcome.new:  # GNU patch -E (dpkg-source applies with it)
+        state.set(dst, None, None)
+        res.message = "empty after patching: removed (--remove-empty)"
+        return res
     state.set(dst, outcome.new, mode)
     res.sha256 = sha256_bytes(outcome.new)
     return res
@@ -311,12 +317,14 @@ def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
     return parsed
 
 
-def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths, fuzz: int) -> PatchResult:
+def _apply_patch(
+    state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths, fuzz: int, remove_empty: bool = False
+) -> PatchResult:
     """All file patches of one patch, or none (on failure ``state`` is left unchanged)."""
     trial = state.fork()
     result = PatchResult(item.patch_id, "applied")
     for fp in fps:
-        fr = _apply_one(trial, fp, paths, item.patch_id, fuzz)
+        fr = _apply_one(trial, fp, paths, item.patch_id, fuzz, remove_empty)
         result.files.append(fr)
     statuses = {f.status for f in result.files}
     if "failed" in statuses:
@@ -339,8 +347,11 @@ def apply_series(
     path_for: Callable[[str], str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
+    remove_empty: bool = False,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
+
+    ``remove_empty``: like GNU ``patch -E``, a file left empty by a patch is removed.
 
     Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
     tree) before reading or writing anything, ``EnvironmentFailure`` (unreadable tree, another
@@ -369,7 +380,7 @@ def apply_series(
             continue
         if progress:
             progress(item.patch_id, i, len(items))
-        pr = _apply_patch(state, fps, item, paths, fuzz)
+        pr = _apply_patch(state, fps, item, paths, fuzz, remove_empty)
         results.append(pr)
         if not pr.ok:
             failed = item.patch_id

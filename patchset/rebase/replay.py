@@ -25,7 +25,7 @@ from pathlib import Path
 
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
-from patchset.patchfmt.diffs import FilePatch
+from patchset.patchfmt.diffs import FilePatch, as_creation, creates_missing
 from patchset.upstream.git import git_env, ls_tree_blobs
 from patchset.upstream.history import GitRepo, RenameCandidate
 
@@ -243,6 +243,8 @@ def replay_patch(
     """
     out: list[FileReplay] = []
     for fp in files:
+        if creates_missing(fp) and old.read(fp.path) is None:
+            fp = as_creation(fp)  # ``diff -ruN`` without an Epoch stamp: a new file, as GNU patch reads it
         src = fp.path
         base = old.read(src) if fp.op != "create" else old.read(fp.new_path or src)
         before = apply_file(base, fp)

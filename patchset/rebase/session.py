@@ -470,7 +470,7 @@ def _apply_to_doc(s: _Session, e: ledger_mod.Edit) -> None:
                 table["files"] = arr
             for fp in parse_patch(body, s.target.strip, source=patch.body_path):
                 for path in fp.paths():
-                    key = s.target.path_map.to_installed(path) if s.target.layout == "installed" else path
+                    key = s.target.lock_key(path)
                     base, final = s.new_base.get(path)[0], s.new.read(path)
                     if base is not None:
                         tl.base_files[key] = sha256_bytes(base)
