@@ -9,6 +9,7 @@ Debian writes them). Where GNU patch is installed, the result is compared with a
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import shutil
@@ -17,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from patchset.engine.hunks import apply_file
 from patchset.engine.tree import SeriesItem, apply_series
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import is_epoch, parse_patch
 from patchset.patchfmt.headers import parse_meta
 from patchset.rebase.session import rebase
-from tests.conftest import commit_files, git, new_repo, tree_digest
+from tests.conftest import commit_files, git, new_repo, release_history, tree_digest
 
 needs_gnu = pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
 
@@ -373,3 +375,55 @@ def test_a_port_whose_pr_is_named_in_an_upstream_subject_is_superseded(tmp_path:
     assert got == {"port": "superseded", "pr": "already-upstream", "other-repo": "carried"}, rep.to_json()
     pr = next(p for p in rep.patches if p.id == "pr")
     assert any(sha[:12] in e["detail"] for e in pr.evidence)
+
+
+# ============================================================================ real vLLM releases
+
+GLM = "vllm/models/glm5next"
+
+
+@pytest.mark.network
+def test_diff_ruN_series_carries_new_files_across_the_real_0_31_move(tmp_path: Path) -> None:
+    """A ``diff -ruN`` patch written on real vLLM 0.30.0: two new files (an Epoch-stamped one and a
+    bare ``@@ -0,0`` one) next to edits of ``glm5next/nvidia/{kda,model}.py``, which 0.31.0 moved to
+    ``common/``. Rebased onto the real 0.31.0, everything is carried and lands where it should."""
+    h = release_history("vllm", ["0.30.0", "0.31.0"])
+    v30, v31 = h.resolve("vllm==0.30.0"), h.resolve("vllm==0.31.0")
+    stamp_old, stamp_new = "2026-01-01 09:00:00.000000000 +0000", "2026-01-01 10:00:00.000000000 +0000"
+    parts = [b"Description: GB10 helpers (made with diff -ruN)\n\n"]
+    for name in ("kda.py", "model.py"):
+        path = f"{GLM}/nvidia/{name}"
+        text = (h.read_blob(v30, path) or b"").decode()
+        assert text, path
+        lines = text.splitlines(keepends=True)
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("import ") or ln.startswith("from "))
+        new = [*lines[:at], f"# patchset: GB10 note for {name}\n", *lines[at:]]
+        hunk = "".join(difflib.unified_diff(lines, new, f"a/{path}\t{stamp_old}", f"b/{path}\t{stamp_new}", n=3))
+        parts.append(f"diff -ruN a/{path} b/{path}\n".encode() + hunk.replace("\t\n", "\n").encode())
+    parts.append(
+        f"diff -ruN a/{GLM}/gb10.py b/{GLM}/gb10.py\n--- a/{GLM}/gb10.py\t1970-01-01 00:00:00.000000000 +0000\n"
+        f"+++ b/{GLM}/gb10.py\t{stamp_new}\n@@ -0,0 +1,2 @@\n+# GB10 (sm_121) helpers\n+SM = 121\n".encode()
+    )
+    parts.append(f"--- a/{GLM}/gb10_bare.py\n+++ b/{GLM}/gb10_bare.py\n@@ -0,0 +1 @@\n+BARE = True\n".encode())
+    body = b"".join(parts)
+    root = tmp_path / "l"
+    (root / "patchset/series/vllm").mkdir(parents=True)
+    (root / "patchset/series/vllm/gb10.patch").write_bytes(body)
+    (root / "patches.toml").write_text(
+        'schema = 1\n[targets.vllm]\nupstream = "https://github.com/vllm-project/vllm.git"\n'
+        'github = "vllm-project/vllm"\nbase = "vllm==0.30.0"\npackage = "vllm"\n'
+        '[[patch]]\nid = "gb10"\ntarget = "vllm"\ntitle = "GB10 helpers"\norigin = "ours"\n'
+    )
+    rep = rebase(root / "patches.toml", "vllm==0.31.0")
+    [res] = rep.patches
+    assert (res.verdict, res.how) == ("carried", "moved"), rep.to_json()
+    where = {f.path: f.new_path for f in res.files}
+    assert where[f"{GLM}/nvidia/kda.py"] == f"{GLM}/common/kda.py"
+    assert where[f"{GLM}/nvidia/model.py"] == f"{GLM}/common/model.py"
+    assert where[f"{GLM}/gb10.py"] == f"{GLM}/gb10.py" and where[f"{GLM}/gb10_bare.py"] == f"{GLM}/gb10_bare.py"
+    new_body = (root / "patchset/series/vllm/gb10.patch").read_bytes()
+    assert b"diff --git" not in new_body and new_body.startswith(b"Description: GB10 helpers")
+    # the new body applies to the real 0.31.0 tree with zero fuzz
+    for fp in parse_patch(new_body):
+        base = h.read_blob(v31, fp.path) if fp.op != "create" else None
+        assert apply_file(base, fp).ok, fp.path
