@@ -121,11 +121,17 @@ def test_dataless_binary_stanza_is_passed_over_like_gnu_patch(tmp_path: Path, re
 
 
 def test_remove_empty_removes_a_file_a_patch_empties(tmp_path: Path, run) -> None:
-    tree = write_tree(tmp_path / "t", {"gone.txt": b"only line\n", "kept.txt": b"x\n"})
     body = b"--- a/gone.txt\n+++ b/gone.txt\n@@ -1 +0,0 @@\n-only line\n"
-    assert apply_series(tree, [SeriesItem("p", body)], dry_run=True).ok
-    res = apply_series(tree, [SeriesItem("p", body)], remove_empty=True)
-    assert res.ok and not (tree / "gone.txt").exists() and (tree / "kept.txt").exists()
+    plain = write_tree(tmp_path / "plain", {"gone.txt": b"only line\n", "kept.txt": b"x\n"})
+    assert apply_series(plain, [SeriesItem("p", body)]).ok
+    assert (plain / "gone.txt").read_bytes() == b""  # GNU patch without -E keeps the empty file
+    d = _ledger(tmp_path / "l")
+    (tmp_path / "empty.patch").write_bytes(body)
+    assert run("--ledger", d / "patches.toml", "import", tmp_path / "empty.patch").code == 0
+    tree = write_tree(tmp_path / "t", {"gone.txt": b"only line\n", "kept.txt": b"x\n"})
+    r = run("--ledger", d / "patches.toml", "apply", "--tree", tree, "--remove-empty")
+    assert r.code == 0, r
+    assert not (tree / "gone.txt").exists() and (tree / "kept.txt").read_bytes() == b"x\n"
 
 
 # ============================================================================ the ledger, import and export
