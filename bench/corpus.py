@@ -163,7 +163,34 @@ def markdown(res: dict) -> str:
             lines.append(f"- {r['package']}: false already upstream: {name}")
         for f in r.get("unequal", []):
             lines.append(f"- {r['package']}: carried result differs from trixie: {f}")
+    lines += ["", *DECISIONS.splitlines()]
     return "\n".join(lines) + "\n"
+
+
+DECISIONS = """## Format decisions this corpus forced (each with a test in `tests/test_realworld.py`)
+
+- **File names with spaces outside a git diff** (python3.11: `+++ b/Misc/NEWS.d/next/Core and
+  Builtins/x.rst` with no `diff --git` line and no timestamp): patchset follows GNU patch, which
+  Debian applies with. Checked with a real GNU patch 2.7.6 run here: without a tab the name ends at
+  the first blank (the file written is `Misc/NEWS.d/next/Core`, which is what `dpkg-source -x`
+  leaves in python3.11's tree); when a tab separates the name from a timestamp, the blanks belong to
+  the name. git diffs (`diff --git`) keep the whole name. `apply` and the comparison with GNU patch
+  agree on both forms.
+- **`diff -ruN` new files**: an Epoch timestamp on the old side (UTC, any local time with a whole
+  hour offset between -25 and +26 hours, with or without a zone, the ctime form) makes a creation
+  when the hunks agree (`@@ -0,0 …`); on an existing file with ordinary hunks it does not (GNU patch
+  patches the file). A bare `@@ -0,0 +1,N @@` on a file the base lacks is a creation in `rebase`
+  too, as it is for `apply` and GNU patch.
+- **Data-less `Binary files … differ` stanzas** (glibc's `git-updates.diff`): passed over as GNU
+  patch does: a creation leaves an empty file, which `apply --remove-empty` (GNU `patch -E`, what
+  dpkg-source uses) removes again.
+- **NUL bytes** in a text patch (vim) are text: `import` refuses only a file in which no diff is
+  found.
+- **Quilt series**: sub-directories are kept (`locale/x.diff`), `-pN` is kept through export, and
+  same-named patches in different sub-directories get ids from their paths.
+- **quilt push** is run with `QUILT_PATCH_OPTS=-E`, as dpkg-source applies (plain quilt would leave
+  the empty files that `-E` removes).
+"""
 
 
 def main() -> int:

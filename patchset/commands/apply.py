@@ -127,6 +127,12 @@ def _failure_explained(trial: SeriesResult, state: SeriesState) -> bool:
     return any(p.patch_id == trial.failed_patch and p.state == "applied" for p in state.patches)
 
 
+def _failed(report: TargetReport, result: SeriesResult) -> TargetReport:
+    report.outcome, report.result = "failed", result
+    report.message += f"patch {result.failed_patch} does not apply; nothing was written"
+    return report
+
+
 def _compare(expected: dict[str, str], got: dict[str, str | None]) -> list[str]:
     bad = [p for p, d in got.items() if p in expected and expected[p] != d]
     bad += [p for p in expected if p not in got]
@@ -180,10 +186,7 @@ def apply_to_tree(
         carried = [p.state == "applied" for p in state.patches]
         if not _failure_explained(trial, state):
             # the failing patch is not on the tree: a real failure, whatever else merely reverse-applies
-            report.result = trial
-            report.outcome = "failed"
-            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
-            return report
+            return _failed(report, trial)
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
             items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
@@ -195,10 +198,7 @@ def apply_to_tree(
             report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
             return report
         if not trial.ok:
-            report.result = trial
-            report.outcome = "failed"
-            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
-            return report
+            return _failed(report, trial)
     got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
     if expected:  # files only the already-carried patches touch: as they are on disk
         got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
@@ -220,9 +220,7 @@ def apply_to_tree(
     before = {k: (sha256_bytes((root / k).read_bytes()) if (root / k).is_file() else None) for k in trial.files}
     result = apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None, remove_empty=remove_empty)
     if not result.ok:  # the tree changed between the trial and now
-        report.outcome, report.result = "failed", result
-        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
-        return report
+        return _failed(report, result)
     report.result = result
     report.outcome = "applied"
     if update_lock:
