@@ -9,6 +9,7 @@ the series with ``patch -F0 -E``); the upstream tree is ``dpkg-source -x --skip-
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -40,30 +41,42 @@ def tools_missing() -> str | None:
     return None
 
 
-def version(pkg: str, suite: str) -> str:
-    """The source version ``suite`` carries (from ``apt-cache madison``)."""
+def versions(pkg: str, suite: str) -> list[str]:
+    """The source versions ``suite`` lists for ``pkg`` (``apt-cache madison``), newest first. A suite's
+    Sources index can list several (older ones stay for Built-Using)."""
     proc = _run(["apt-cache", "madison", pkg])
+    found = []
     for line in proc.stdout.decode(errors="replace").splitlines():
         parts = [p.strip() for p in line.split("|")]
         if len(parts) == 3 and parts[0] == pkg and parts[2].endswith("Sources") and f" {suite}/" in parts[2]:
-            return parts[1]
-    raise Unavailable(f"no deb-src entry for {pkg} in {suite} (add `deb-src` lines for {suite}; see .ci/run)")
+            found.append(parts[1])
+    if not found:
+        raise Unavailable(f"no deb-src entry for {pkg} in {suite} (add `deb-src` lines for {suite}; see .ci/run)")
+
+    def newer(a: str, b: str) -> int:
+        return -1 if _run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0 else 1
+
+    return sorted(dict.fromkeys(found), key=functools.cmp_to_key(newer))
 
 
-def fetch(pkg: str, suite: str) -> Path:
-    """The ``.dsc`` of ``pkg`` in ``suite``, downloaded once into the cache."""
-    ver = version(pkg, suite)
+def fetch(pkg: str, suite: str) -> tuple[Path, str]:
+    """(``.dsc``, version) of the newest version of ``pkg`` in ``suite`` that the mirror serves,
+    downloaded once into the cache."""
     where = cache.subdir("debian") / suite
     where.mkdir(parents=True, exist_ok=True)
-    plain = ver.split(":", 1)[-1]
-    dsc = where / f"{pkg}_{plain}.dsc"
-    if dsc.is_file() and _complete(dsc):
-        return dsc
-    proc = _run(["apt-get", "source", "--download-only", "-qq", f"{pkg}={ver}"], cwd=where)
-    if not (dsc.is_file() and _complete(dsc)):
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise Unavailable(f"cannot download {pkg}={ver} ({suite}): {(err or ['?'])[-1]}")
-    return dsc
+    listed = versions(pkg, suite)
+    for ver in listed:  # the cache first: no download when any listed version is there
+        dsc = where / f"{pkg}_{ver.split(':', 1)[-1]}.dsc"
+        if dsc.is_file() and _complete(dsc):
+            return dsc, ver
+    errors = []
+    for ver in listed:  # a mirror can lag behind its index: take the newest it serves
+        dsc = where / f"{pkg}_{ver.split(':', 1)[-1]}.dsc"
+        proc = _run(["apt-get", "source", "--download-only", "-qq", f"{pkg}={ver}"], cwd=where)
+        if dsc.is_file() and _complete(dsc):
+            return dsc, ver
+        errors.append(f"{ver}: {(proc.stderr.decode(errors='replace').strip().splitlines() or ['?'])[-1]}")
+    raise Unavailable(f"cannot download {pkg} ({suite}): " + "; ".join(errors))
 
 
 def _complete(dsc: Path) -> bool:
@@ -108,8 +121,8 @@ def series_names(series: Path) -> list[str]:
 
 def extract(pkg: str, suite: str) -> Source:
     """Both trees of ``pkg`` in ``suite`` (extracted once, cached)."""
-    dsc = fetch(pkg, suite)
-    ver = version(pkg, suite).split(":", 1)[-1]
+    dsc, ver = fetch(pkg, suite)
+    ver = ver.split(":", 1)[-1]
     base = cache.subdir("debian") / "trees" / f"{pkg}_{ver}"
     ref, up, pat = base / "ref", base / "upstream", base / "patches"
     done = base / ".done"
