@@ -345,26 +345,19 @@ def check_rebase(old: Source, new: Source, work: Path) -> RebaseCheck:
     maintainers did (``new``'s series): what patchset calls already upstream must be a patch Debian
     dropped; where Debian kept a patch unchanged, the carried files must equal ``new``'s."""
     from patchset.engine.tree import SeriesItem, apply_series
-    from patchset.ledger import store as ledger_mod
     from patchset.ledger.store import load_ledger
     from patchset.patchfmt.diffs import files_touched
-    from patchset.rebase.session import rebase
+    from patchset.rebase.session import rebase, skip
 
     check = RebaseCheck(old.pkg, old.version, new.version)
     led = import_series(old, work / "ledger", base=old.upstream)
     ids = {p.id: Path(p.body_path).relative_to("patchset/series/deb").as_posix() for p in load_ledger(led).patches}
     t0 = time.perf_counter()
-    rep = rebase(led, str(new.upstream), target="deb")
-    verdicts = {r.id: r.verdict for r in rep.patches}
-    if rep.status == "conflicts":  # set the conflicts aside (held) and carry the rest, as a human would
-        with ledger_mod.edit(led) as e:
-            for r in rep.patches:
-                if r.verdict == "conflict":
-                    table = e.patch_table(r.id)
-                    e.set_path(table, "state", "held")
-                    e.set_path(table, "reason", "conflict on the new base")
-        rep = rebase(led, str(new.upstream), target="deb")
-        verdicts.update({r.id: r.verdict for r in rep.patches})
+    # stop at each conflict and set it aside (`rebase --skip`: held), carrying the rest, as a human would
+    rep = rebase(led, str(new.upstream), target="deb", interactive=True)
+    while rep.status == "stopped":
+        rep = skip(led)
+    verdicts = {r.id: ("conflict" if r.verdict == "skipped" else r.verdict) for r in rep.patches}
     check.seconds = time.perf_counter() - t0
     kept = set(new.series)
     for pid, verdict in verdicts.items():
