@@ -48,11 +48,13 @@ def _check_rebase(pkg: str, tmp_path: Path) -> None:
     assert not r.unequal, f"{pkg}: carried result differs from trixie: {r.unequal[:10]}"
 
 
+@pytest.mark.corpus  # and in the default run (not slow): the CI tier
 @pytest.mark.parametrize("pkg", debian.SMALL)
 def test_small_package_applies_like_dpkg_source(pkg: str, tmp_path: Path) -> None:
     _check_apply(pkg, tmp_path)
 
 
+@pytest.mark.corpus
 def test_small_package_rebase_agrees_with_debian(tmp_path: Path) -> None:
     _check_rebase("tar", tmp_path)
 
