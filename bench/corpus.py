@@ -34,7 +34,7 @@ def _ratio(a: float, b: float | None) -> str:
     return f"{a / b:.2f}" if b else "n/a"
 
 
-def run(packages: list[str], rebase: bool) -> dict:
+def run(packages: list[str], rebase: bool, json_out: Path | None = None) -> dict:
     out: dict = {"apply": [], "rebase": [], "skipped": []}
     work = Path(tempfile.mkdtemp(prefix="patchset-corpus-"))
     try:
@@ -90,6 +90,8 @@ def run(packages: list[str], rebase: bool) -> dict:
                 }
             )
             shutil.rmtree(work / pkg, ignore_errors=True)
+            if json_out:  # after every package: a long run interrupted keeps what it measured
+                json_out.write_text(json.dumps(out, indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -198,13 +200,30 @@ def main() -> int:
     ap.add_argument("--packages", default=",".join(debian.PACKAGES))
     ap.add_argument("--no-rebase", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-out", type=Path, help="write the results here after every package")
     ap.add_argument("--markdown", type=Path, help="write the tables to this file")
+    ap.add_argument("--from-json", type=Path, nargs="+", help="render earlier --json results (merged) instead")
     args = ap.parse_args()
+    if args.from_json:
+        res: dict = {"apply": [], "rebase": [], "skipped": []}
+        for f in args.from_json:
+            part = json.loads(f.read_text())
+            for key in res:
+                done = {r["package"] for r in res[key]}
+                res[key] += [r for r in part[key] if r["package"] not in done]
+        order = {p: i for i, p in enumerate(debian.PACKAGES)}
+        for key in res:
+            res[key].sort(key=lambda r: order.get(r["package"], 99))
+        text = markdown(res)
+        if args.markdown:
+            args.markdown.write_text(text)
+        print(text)
+        return 0
     missing = debian.tools_missing()
     if missing:
         print(f"cannot run: {missing}", file=sys.stderr)
         return 2
-    res = run([p for p in args.packages.split(",") if p], not args.no_rebase)
+    res = run([p for p in args.packages.split(",") if p], not args.no_rebase, args.json_out)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
