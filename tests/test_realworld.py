@@ -433,3 +433,24 @@ def test_diff_ruN_series_carries_new_files_across_the_real_0_31_move(tmp_path: P
     for fp in parse_patch(new_body):
         base = h.read_blob(v31, fp.path) if fp.op != "create" else None
         assert apply_file(base, fp).ok, fp.path
+
+
+def test_rebase_of_a_dataless_binary_creation_upstream_now_has(tmp_path: Path) -> None:
+    # glibc's git-updates.diff creates timezone/testdata/XT6 with a data-less binary stanza; trixie's
+    # upstream has the (binary) file: nothing of the patch's is left to carry there, and no crash
+    up = tmp_path / "up"
+    new_repo(up, {"y.c": "a\n"}, "v1")
+    git(up, "tag", "v1")
+    commit_files(up, "add test data", {"t/XT6": b"TZif\x00\x01\x02binary\n", "t/other.bin": b"\x00\x01old\n"})
+    git(up, "tag", "v2")
+    stanza = (
+        b"diff --git a/t/XT6 b/t/XT6\nnew file mode 100644\nindex 0000000000..07b393bb7d\n"
+        b"Binary files /dev/null and b/t/XT6 differ\n"
+    )
+    clash = b"--- /dev/null\n+++ b/t/other.bin\n@@ -0,0 +1 @@\n+text of ours\n"
+    led = _demo_ledger(tmp_path / "l", up, [("xt6", stanza, ""), ("clash", clash, "")])
+    rep = rebase(led, "v2", dry_run=True)
+    got = {p.id: p.verdict for p in rep.patches}
+    assert got == {"xt6": "already-upstream", "clash": "conflict"}, rep.to_json()
+    [clash_file] = next(p for p in rep.patches if p.id == "clash").files
+    assert "binary" in clash_file.message

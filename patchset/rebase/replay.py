@@ -288,7 +288,9 @@ def _replay_file(
         r = FileReplay(src, dest, CLEAN, ours=ours, base=None, mode=theirs_mode)
         if ours is None:
             r.result = theirs
-        elif ours == theirs:
+        elif ours == theirs or (not fp.hunks and not theirs):
+            # the same file; or a creation that carries no content (a data-less "Binary files ...
+            # differ" stanza) of a file upstream now has: nothing of the patch's is left to carry
             r.how, r.result = ALREADY, ours
         else:
             _merge_into(r, b"", ours, theirs or b"", merger, labels, "both upstream and the patch create this file")
@@ -344,6 +346,10 @@ def _replay_file(
 def _merge_into(
     r: FileReplay, base: bytes, ours: bytes, theirs: bytes, merger: Merger, labels: tuple[str, str], message: str
 ) -> None:
+    if b"\0" in base or b"\0" in ours or b"\0" in theirs:  # git merge-file refuses binary files
+        r.how, r.result = CONFLICT, ours
+        r.message = (message + "; " if message else "") + "binary content: cannot merge line by line"
+        return
     m = merger.merge(base, ours, theirs, (labels[0], "old base", labels[1]))
     r.result = m.data
     if m.conflicts:
