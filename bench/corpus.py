@@ -39,6 +39,8 @@ def run(packages: list[str], rebase: bool, json_out: Path | None = None) -> dict
     work = Path(tempfile.mkdtemp(prefix="patchset-corpus-"))
     try:
         for pkg in packages:
+            if json_out:  # before every package: a long run interrupted keeps what it measured
+                json_out.write_text(json.dumps(out, indent=1))
             try:
                 src = debian.extract(pkg, "bookworm")
             except debian.Unavailable as exc:
@@ -90,10 +92,10 @@ def run(packages: list[str], rebase: bool, json_out: Path | None = None) -> dict
                 }
             )
             shutil.rmtree(work / pkg, ignore_errors=True)
-            if json_out:  # after every package: a long run interrupted keeps what it measured
-                json_out.write_text(json.dumps(out, indent=1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if json_out:
+        json_out.write_text(json.dumps(out, indent=1))
     return out
 
 
