@@ -450,11 +450,29 @@ class _NoBar:
 @click.option(
     "--skip-applied", is_flag=True, help="On a --tree that carries part of the series, apply only the missing patches."
 )
+@click.option(
+    "--remove-empty",
+    is_flag=True,
+    help="Remove files a patch leaves empty (GNU patch -E, as dpkg-source applies); --tree and --from-index.",
+)
 @json_opt
 @click.pass_obj
 @guarded
 def apply(
-    c: Ctx, trees, repos, specs, intos, target, layout, branch, fuzz, update_lock, dry_run, skip_applied, as_json
+    c: Ctx,
+    trees,
+    repos,
+    specs,
+    intos,
+    target,
+    layout,
+    branch,
+    fuzz,
+    update_lock,
+    dry_run,
+    skip_applied,
+    remove_empty,
+    as_json,
 ) -> int:
     """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
 
@@ -509,6 +527,7 @@ def apply(
             progress=progress,
             download_progress=bar,
             skip_applied=skip_applied,
+            remove_empty=remove_empty,
         )
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})

@@ -789,7 +789,7 @@ def _lock_note(ledger: Ledger, target: Target, layout: str, full: SeriesResult, 
     if not locked or not locked.files:
         report.notes.append("no lock of patched-file hashes to compare the tested tree against")
         return
-    got = {(target.path_map.to_source(k) if layout == "installed" else k): v for k, v in full.files.items()}
+    got = {target.lock_key(k): v for k, v in full.files.items()}
     bad = sorted(p for p, d in locked.files.items() if got.get(p) != d)
     if bad:
         report.notes.append(

@@ -127,12 +127,11 @@ def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
 
 
 def _lock_key(target: Target, layout: str, tree_path: str) -> str:
-    return target.path_map.to_source(tree_path) if layout == "installed" else tree_path
+    return target.lock_key(tree_path)  # the same key space whatever the layout (and wherever it came from)
 
 
 def _digest(root: Path, target: Target, layout: str, key: str) -> str | None:
-    rel = target.path_map.to_installed(key) if layout == "installed" else key
-    return _file_digest(root / rel)
+    return _file_digest(root / target.tree_path(key, layout))
 
 
 def _file_digest(f: Path) -> str | None:
@@ -140,6 +139,24 @@ def _file_digest(f: Path) -> str | None:
     if f.is_symlink():
         return sha256_bytes(os.fsencode(os.readlink(f)))
     return sha256_bytes(f.read_bytes()) if f.is_file() else None
+
+
+def _failure_explained(trial: SeriesResult, state: SeriesState) -> bool:
+    """Is the trial's failure explained by the tree already carrying the patch that failed?
+
+    Only then is the tree "partly patched": a patch that merely reverse-applies somewhere else in
+    the series (an idempotent change, a patch undone by a later one) says nothing about a failure.
+    """
+    failed = next((p for p in trial.patches if p.patch_id == trial.failed_patch), None)
+    if failed is not None and failed.status == "already_applied":
+        return True
+    return any(p.patch_id == trial.failed_patch and p.state == "applied" for p in state.patches)
+
+
+def _failed(report: TargetReport, result: SeriesResult) -> TargetReport:
+    report.outcome, report.result = "failed", result
+    report.message += f"patch {result.failed_patch} does not apply; nothing was written"
+    return report
 
 
 def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> list[str]:
@@ -160,6 +177,7 @@ def apply_to_tree(
     kind: str = "tree",
     progress: Progress | None = None,
     skip_applied: bool = False,
+    remove_empty: bool = False,
 ) -> TargetReport:
     """Apply one target's series to a directory: dry run, check against the lock, then commit.
 
@@ -170,7 +188,9 @@ def apply_to_tree(
     sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
     with locking.tree_lock(root):
-        return _apply_to_tree(ledger, target, root, layout, fuzz, update_lock, dry_run, kind, progress, skip_applied)
+        return _apply_to_tree(
+            ledger, target, root, layout, fuzz, update_lock, dry_run, kind, progress, skip_applied, remove_empty
+        )
 
 
 def _apply_to_tree(
@@ -184,6 +204,7 @@ def _apply_to_tree(
     kind: str,
     progress: Progress | None,
     skip_applied: bool,
+    remove_empty: bool = False,
 ) -> TargetReport:
     items = series_items(ledger, target)
     mapper = path_mapper(target, layout)
@@ -194,7 +215,9 @@ def _apply_to_tree(
         report.message = f"finished an interrupted earlier apply ({recover(root)}); "
     locked = ledger.lock.targets.get(target.name)
     expected: dict[str, str | None] | None = dict(locked.files) if locked and locked.files else None
-    trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+    trial = apply_series(
+        root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
+    )
     if not trial.ok:
         state = detect_state(root, items, expected, path_for=mapper)
         report.state, report.result = state, trial
@@ -211,19 +234,21 @@ def _apply_to_tree(
             report.message += state.summary() + ", but its files do not match the lock; nothing changed"
             return report
         carried = [p.state == "applied" for p in state.patches]
+        if not _failure_explained(trial, state):
+            # the failing patch is not on the tree: a real failure, whatever else merely reverse-applies
+            return _failed(report, trial)
         if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
             items = [i for i, c in zip(items, carried, strict=True) if not c]
             report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
-            trial = apply_series(root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress)
+            trial = apply_series(
+                root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
+            )
         elif any(carried):
             report.outcome = "partial"
             report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
             return report
         if not trial.ok:
-            report.result = trial
-            report.outcome = "failed"
-            report.message += f"patch {trial.failed_patch} does not apply; nothing was written"
-            return report
+            return _failed(report, trial)
     got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
     if expected:  # files only the already-carried patches touch: as they are on disk
         got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
@@ -249,11 +274,9 @@ def _apply_to_tree(
         return report
     before = {k: _file_digest(root / k) for k in trial.files}
     with applying_marker(ledger, root):
-        result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before)
+        result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before, remove_empty)
     if not result.ok:  # the tree changed between the trial and now
-        report.outcome, report.result = "failed", result
-        report.message += f"patch {result.failed_patch} does not apply; nothing was written"
-        return report
+        return _failed(report, result)
     report.result = result
     report.outcome = "applied"
     if update_lock:
@@ -300,6 +323,7 @@ def _commit(
     update_lock: bool,
     got: dict[str, str | None],
     before: dict[str, str | None],
+    remove_empty: bool = False,
 ) -> SeriesResult:
     if update_lock:
         # the new lock is staged before the tree is touched (a full or read-only ledger directory
@@ -318,10 +342,12 @@ def _commit(
             def finish() -> None:  # every file in place: the ledger and lock land, or the tree rolls back
                 e.commit()
 
-            result = apply_series(root, items, fuzz=fuzz, path_for=mapper, before_finish=finish)
+            result = apply_series(
+                root, items, fuzz=fuzz, path_for=mapper, before_finish=finish, remove_empty=remove_empty
+            )
             e.cancelled = True  # committed inside the tree's transaction, or not at all
         return result
-    return apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None)
+    return apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None, remove_empty=remove_empty)
 
 
 def fill_lock(
@@ -505,6 +531,7 @@ def run(
     progress: Progress | None = None,
     download_progress=None,
     skip_applied: bool = False,
+    remove_empty: bool = False,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
     rebase = pending_rebase(ledger)
@@ -520,13 +547,24 @@ def run(
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")
-            reports.append(apply_to_tree(ledger, target, arg.path, layout=layout, skip_applied=skip_applied, **kw))
+            reports.append(
+                apply_to_tree(
+                    ledger, target, arg.path, layout=layout, skip_applied=skip_applied, remove_empty=remove_empty, **kw
+                )
+            )
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":
             reports.append(
                 apply_to_index(
-                    ledger, target, arg.spec, arg.path, layout=layout, download_progress=download_progress, **kw
+                    ledger,
+                    target,
+                    arg.spec,
+                    arg.path,
+                    layout=layout,
+                    download_progress=download_progress,
+                    remove_empty=remove_empty,
+                    **kw,
                 )
             )
         else:  # pragma: no cover - the CLI only builds the three kinds

@@ -37,6 +37,13 @@ def _bodies(ledger: Ledger, target: str) -> list[tuple[Patch, bytes]]:
     return out
 
 
+def quilt_name(ledger: Ledger, p: Patch) -> str:
+    """The patch's name in a quilt series: its path under the target's series directory (sub-directories
+    kept, as imported), else its file name."""
+    prefix = ledger.targets[p.target].series_dir + "/"
+    return p.body_path[len(prefix) :] if p.body_path.startswith(prefix) else Path(p.body_path).name
+
+
 def trailers(p: Patch) -> list[str]:
     out = [f"Patch-Id: {p.id}", f"Origin: {p.origin}"]
     out += [f"Upstream-PR: {r}" for r in p.upstream.prs]
@@ -83,11 +90,14 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
         if fmt == "quilt":
             items = _bodies(ledger, t)
             series = []
+            lines = []
             for p, body in items:
-                name = Path(p.body_path).name
+                name = quilt_name(ledger, p)
                 writes[out / name] = body
                 series.append(name)
-            writes[out / "series"] = ("".join(f"{n}\n" for n in series)).encode()
+                strip = p.source.strip if p.source.strip is not None else ledger.targets[t].strip
+                lines.append(name if strip == 1 else f"{name} -p{strip}")  # quilt's default is -p1
+            writes[out / "series"] = ("".join(f"{n}\n" for n in lines)).encode()
             written[t] = series
         elif fmt == "mbox":
             items = _bodies(ledger, t)
@@ -96,10 +106,7 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             written[t] = [p.id for p, _ in items]
         else:  # in the layout the build tree has (an installed target: site-packages paths)
             tgt = ledger.targets[t]
-            files = {
-                (tgt.path_map.to_installed(k) if tgt.layout == "installed" else k): v
-                for k, v in ledger.lock.target(t).files.items()
-            }
+            files = {tgt.tree_path(k, tgt.layout): v for k, v in ledger.lock.target(t).files.items()}
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
     atomic.write_many(writes)

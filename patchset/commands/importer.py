@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
-from patchset.errors import InputError, Location
+from patchset.errors import InputError, Location, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
+from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
 
 PATCH_SUFFIXES = (".patch", ".diff")
@@ -76,8 +77,37 @@ def read_series_file(series: Path) -> list[ImportItem]:
                 where=Location(series, lineno),
                 hint=f"add the file to {series.parent} or remove the line",
             )
-        items.append(ImportItem(path=path, name=Path(parts[0]).name, strip=strip))
+        # the name relative to the series file (quilt allows sub-directories: glibc's "locale/x.diff")
+        items.append(ImportItem(path=path, name=Path(parts[0]).as_posix(), strip=strip))
     return items
+
+
+def unique_ids(items: list[ImportItem]) -> list[str]:
+    """One id per item: from the file name, or from the series-relative path where two items share a
+    file name (``a/fix.patch`` and ``b/fix.patch`` become ``a-fix`` and ``b-fix``, not one ``fix``)."""
+    short = [patch_id_for(Path(i.name).name) for i in items]
+    ids = [patch_id_for(i.name) if short.count(s) > 1 else s for i, s in zip(items, short, strict=True)]
+    seen: dict[str, ImportItem] = {}
+    for pid, item in zip(ids, items, strict=True):
+        if pid in seen:
+            raise InputError(
+                f"{item.name} and {seen[pid].name} would both get the id {pid!r}",
+                where=Location(item.path),
+                hint="rename one of the files",
+            )
+        seen[pid] = item
+    return ids
+
+
+def _check_text(item: ImportItem, body: bytes) -> None:
+    """A NUL byte alone does not make a patch binary (vim's patches carry some in their text, and
+    GNU patch applies them): refuse only a file in which no diff can be found."""
+    if b"\x00" not in body:
+        return
+    try:
+        parse_patch(body, item.strip if item.strip is not None else 1, source=str(item.path))
+    except PatchFormatError:
+        raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path)) from None
 
 
 def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
@@ -129,28 +159,27 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
     result = ImportResult()
+    ids = unique_ids(items)
     with ledger_mod.edit(ledger_path) as e:
-        _import_items(e, ledger.targets[tname], items, result)
+        _import_items(e, ledger.targets[tname], items, result, ids)
         tgt = ledger.targets[tname]
-        for ef in expected_files:  # the build tree's layout -> the lock's (the patches') layout
-            hashes = {
-                (tgt.path_map.to_source(k) if tgt.layout == "installed" else k): v
-                for k, v in parse_expected(ef).items()
-            }
+        for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
+            hashes = {tgt.lock_key(k): v for k, v in parse_expected(ef).items()}
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
     return result
 
 
-def _import_items(e: ledger_mod.Edit, target: Target, items: list[ImportItem], result: ImportResult) -> None:
-    """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated)."""
+def _import_items(
+    e: ledger_mod.Edit, target: Target, items: list[ImportItem], result: ImportResult, ids: list[str] | None = None
+) -> None:
+    """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated);
+    ``ids`` default to ``unique_ids(items)``."""
     tname = target.name
-    for item in items:
+    for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
         body = item.path.read_bytes()
-        if b"\x00" in body:
-            raise InputError("binary file, not a patch", where=Location(item.path))
-        pid = patch_id_for(item.name)
+        _check_text(item, body)
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{item.name}"
         digest = sha256_bytes(body)
@@ -181,11 +210,11 @@ def _import_items(e: ledger_mod.Edit, target: Target, items: list[ImportItem], r
                 "description": meta.description[:2000],
             }
             table = e.add_patch(values)
-            if meta.prs or meta.commits:
-                if meta.prs:
-                    e.set_path(table, "upstream.prs", meta.prs)
-                if meta.commits:
-                    e.set_path(table, "upstream.commits", meta.commits)
+            for key, refs in (("prs", meta.prs), ("issues", meta.issues), ("commits", meta.commits)):
+                if refs:
+                    e.set_path(table, f"upstream.{key}", refs)
+            for name, value in meta.dep3.items():
+                e.set_path(table, f"dep3.{name}", value)
             if item.strip is not None and item.strip != target.strip:
                 e.set_path(table, "source.strip", item.strip)
             if meta.upstream_status:

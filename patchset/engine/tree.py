@@ -326,7 +326,9 @@ def _link_problem(rel: str, target: bytes) -> str | None:
     return None
 
 
-def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int) -> FileResult:
+def _apply_one(
+    state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz: int, remove_empty: bool = False
+) -> FileResult:
     """Apply one file patch to ``state`` (changes it only when the file patch applies)."""
     if GIT_SUBMODULE in (fp.old_mode, fp.new_mode):
         return FileResult(
@@ -402,6 +404,10 @@ def _apply_one(state: _State, fp: FilePatch, paths: _Paths, patch_id: str, fuzz:
     if why:
         res.status, res.hunks, res.message = "failed", [], why
         return res
+    if remove_empty and not outcome.new:  # GNU patch -E (dpkg-source applies with it)
+        state.set(dst, None, None)
+        res.message = "empty after patching: removed (--remove-empty)"
+        return res
     state.set(dst, outcome.new, mode)
     res.sha256 = sha256_bytes(outcome.new)
     return res
@@ -433,12 +439,14 @@ def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
     return parsed
 
 
-def _apply_patch(state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths, fuzz: int) -> PatchResult:
+def _apply_patch(
+    state: _State, fps: list[FilePatch], item: SeriesItem, paths: _Paths, fuzz: int, remove_empty: bool = False
+) -> PatchResult:
     """All file patches of one patch, or none (on failure ``state`` is left unchanged)."""
     trial = state.fork()
     result = PatchResult(item.patch_id, "applied")
     for fp in fps:
-        fr = _apply_one(trial, fp, paths, item.patch_id, fuzz)
+        fr = _apply_one(trial, fp, paths, item.patch_id, fuzz, remove_empty)
         result.files.append(fr)
     statuses = {f.status for f in result.files}
     if "failed" in statuses:
@@ -463,9 +471,11 @@ def apply_series(
     progress: Progress | None = None,
     before_commit: Callable[[SeriesResult], bool] | None = None,
     before_finish: Callable[[], None] | None = None,
+    remove_empty: bool = False,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
+    ``remove_empty``: like GNU ``patch -E``, a file left empty by a patch is removed.
     ``before_commit`` sees the whole result (applied in memory, nothing written yet) and may veto
     the commit by returning False: one pass checks a result and writes it (apply's lock check).
 
@@ -483,7 +493,7 @@ def apply_series(
     if not root.is_dir():
         raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
     with locking.tree_lock(root):
-        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish)
+        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty)
 
 
 def _apply_series(
@@ -495,6 +505,7 @@ def _apply_series(
     progress: Progress | None,
     before_commit: Callable[[SeriesResult], bool] | None,
     before_finish: Callable[[], None] | None,
+    remove_empty: bool = False,
 ) -> SeriesResult:
     recovered = None
     if txn.pending(root):
@@ -512,7 +523,7 @@ def _apply_series(
             continue
         if progress:
             progress(item.patch_id, i, len(items))
-        pr = _apply_patch(state, fps, item, paths, fuzz)
+        pr = _apply_patch(state, fps, item, paths, fuzz, remove_empty)
         results.append(pr)
         if not pr.ok:
             failed = item.patch_id

@@ -61,6 +61,16 @@ class Target:
     def series_dir(self) -> str:
         return f"patchset/series/{self.name}"
 
+    def lock_key(self, path: str) -> str:
+        """The key a file's hash is stored under in the lock: always the source layout, whichever
+        layout the tree has and wherever that layout was given (``layout`` in the ledger,
+        ``apply --layout``, an ``EXPECTED.sha256`` written in the installed layout)."""
+        return self.path_map.to_source(path)
+
+    def tree_path(self, key: str, layout: str) -> str:
+        """Where the file a lock key names lives in a tree of ``layout``."""
+        return self.path_map.to_installed(key) if layout == "installed" else key
+
 
 @dataclass
 class Upstream:
@@ -154,6 +164,7 @@ class Patch:
     tests: list[TestSpec] = field(default_factory=list)
     status: RecordedStatus = field(default_factory=RecordedStatus)
     notes: str = ""
+    dep3: dict[str, str] = field(default_factory=dict)  # DEP-3 fields kept from the header, as written
     line: int = 0
 
     @property

@@ -124,6 +124,8 @@ PATCH = {
     "switches": Field("table", table=SWITCHES),
     "status": Field("table", table=STATUS),
     "tests": Field("array", table=TEST),
+    # DEP-3 fields an import read and no other key holds, verbatim (Bug-Debian, Forwarded, Origin ...)
+    "dep3": Field("map[str]"),
 }
 TARGET = {
     "upstream": Field("str"),

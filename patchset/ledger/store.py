@@ -89,6 +89,7 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
         switches=Switches(env=dict(sw.get("env", {})), flags=list(sw.get("flags", []))),
         tests=[TestSpec(**t) for t in d.get("tests", [])],
         status=RecordedStatus(**st),
+        dep3=dict(d.get("dep3", {})),
         line=line,
     )
 

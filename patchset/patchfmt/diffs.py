@@ -13,6 +13,8 @@ does not do:
     ``similarity index``/``dissimilarity index``; git's C-style quoted path names;
   * which line a ``\\ No newline at end of file`` marker strips the newline from;
   * ``-p`` strip levels, ``/dev/null`` and epoch-timestamp (``diff -N``) creations and deletions;
+  * GNU patch's name rule outside git diffs (a name ends at the first whitespace unless a tab
+    separates it from the timestamp) and data-less ``Binary files ... differ`` stanzas (passed over);
   * the mail / DEP-3 / commit-message header before the first diff (``header_text``);
   * GNU patch's rule that a patch whose file headers end in CRLF has its trailing CRs stripped;
   * error positions: unidiff's errors carry no line number, so lines are fed through a counting
@@ -21,6 +23,7 @@ does not do:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,10 +44,11 @@ Op = Literal["create", "delete", "modify", "rename", "copy"]
 
 NO_NEWLINE_MARKER = b"\\ No newline at end of file\n"
 
-_EPOCH = re.compile(
-    r"(1970-01-01 00:00:00(\.0+)? \+0000|1969-12-31 \d\d:00:00(\.0+)? -\d{4}|"
-    r"1970-01-01 \d\d:00:00(\.0+)? \+\d{4}|Thu Jan  1 00:00:00 1970)"
+_STAMP = re.compile(
+    r"^(?P<date>\d{4}-\d\d-\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))?"
+    r"(?:\s+(?P<zone>[+-]\d{4}))?\s*$"
 )
+_CTIME_EPOCH = re.compile(r"^(Thu Jan  1 (\d\d):00:00 1970|Wed Dec 31 (\d\d):00:00 1969)\s*$")
 _GIT_ONLY = re.compile(r"^(rename from|rename to|copy from|copy to|similarity index|dissimilarity index) (.*)$")
 
 
@@ -234,12 +238,47 @@ class _CountingLines:
             yield line
 
 
-def _is_dev_null(name: str | None, timestamp: str | None) -> bool:
-    if name is None:
+def is_epoch(timestamp: str | None) -> bool:
+    """Does a ``---``/``+++`` timestamp say "this file does not exist" (``diff -N``)?
+
+    GNU patch's rule: the Epoch; a time without a zone is local time, and POSIX allows a local
+    offset anywhere in -25:00..+26:00, so any whole hour in that range matches
+    (``1969-12-31 19:00:00`` is the Epoch in New York). With a zone the instant must be the Epoch.
+    """
+    if not timestamp:
+        return False
+    ts = timestamp.strip()
+    if _CTIME_EPOCH.match(ts):
         return True
-    if name == "/dev/null":
-        return True
-    return bool(timestamp and _EPOCH.search(timestamp))
+    m = _STAMP.match(ts)
+    if not m or m["m"] != "00" or m["s"] != "00" or (m["frac"] and m["frac"].strip("0")):
+        return False
+    day = {"1969-12-31": -24, "1970-01-01": 0, "1970-01-02": 24}.get(m["date"])
+    if day is None:
+        return False
+    hours = day + int(m["h"])
+    if m["zone"]:
+        zone = (1 if m["zone"][0] == "+" else -1) * (int(m["zone"][1:3]) + int(m["zone"][3:5]) / 60)
+        return hours - zone == 0
+    return -25 <= hours <= 26
+
+
+def _gnu_split(raw: str, timestamp: str | None, git: bool) -> tuple[str, str | None]:
+    """GNU patch's file name rule for a ``---``/``+++`` line outside a git diff.
+
+    unidiff splits name and timestamp at a tab only. GNU patch allows spaces inside a name only when
+    a tab separates the name from the timestamp; without a tab the name ends at the first
+    whitespace and the rest is the timestamp (``--- a/x.py 1970-01-01 00:00:00 +0000``). Verified
+    with GNU patch 2.7.6: ``+++ b/dir one/x.rst`` patches ``dir``; with ``<TAB>date`` it patches
+    ``dir one/x.rst``. git diffs keep the whole name (git writes no timestamps).
+    """
+    name = raw.rstrip("\r\n")
+    if git or timestamp is not None or name.startswith('"'):
+        return raw, timestamp
+    parts = name.split(None, 1)
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    return raw, timestamp
 
 
 def _clean_name(name: str) -> str:
@@ -293,15 +332,29 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
     deleted = any(x.startswith("deleted file mode ") for x in info)
     binary = bool(pf.is_binary_file) or any(x == "GIT binary patch" for x in info)
 
-    def name(raw: str | None, ts: str | None, rel_strip: int) -> str | None:
-        if raw is None or _is_dev_null(_clean_name(raw), ts):
+    # a data-less "Binary files a and b differ" stanza (no "GIT binary patch"): nothing to apply.
+    # GNU patch (so quilt and dpkg-source) passes over it: a creation leaves an empty file (removed
+    # again with -E), a change leaves the file as it is.
+    dataless = bool(pf.is_binary_file) and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
+    if dataless:
+        binary = False
+    created_shape = all(h.source_length == 0 for h in pf)
+    deleted_shape = all(h.target_length == 0 for h in pf)
+
+    def name(raw: str | None, ts: str | None, rel_strip: int, shape: bool) -> str | None:
+        if raw is None:
             return None
+        raw, ts = _gnu_split(raw, ts, git)
         cleaned = _clean_name(raw)
+        # an Epoch timestamp marks a missing file only where the hunks agree (GNU patch patches an
+        # existing file whose "---" line carries the Epoch but whose hunks change lines)
+        if cleaned == "/dev/null" or (shape and is_epoch(ts)):
+            return None
         return _to_path(strip_path(cleaned, rel_strip, where=where))
 
     src_raw, tgt_raw = pf.source_file, pf.target_file
-    old = name(src_raw, pf.source_timestamp, strip)
-    new = name(tgt_raw, pf.target_timestamp, strip)
+    old = name(src_raw, pf.source_timestamp, strip, created_shape)
+    new = name(tgt_raw, pf.target_timestamp, strip, deleted_shape)
     if new_file:
         old = None
     if deleted:
@@ -372,7 +425,7 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
             hk.lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in hk.lines]
     if op == "rename" and not hunks and similarity is None:
         similarity = 100
-    if not hunks and not binary and op in ("modify",) and old_mode == new_mode:
+    if not hunks and not binary and not dataless and op in ("modify",) and old_mode == new_mode:
         raise PatchFormatError(f"diff for {old or new!r} has no hunks and changes nothing", where=where)
     return FilePatch(
         old_path=old,
@@ -397,6 +450,17 @@ def _headers_crlf(pf: PatchedFile) -> bool:
     src = pf.source_timestamp or pf.source_file or ""
     tgt = pf.target_timestamp or pf.target_file or ""
     return src.endswith("\r") or tgt.endswith("\r")
+
+
+def creates_missing(fp: FilePatch) -> bool:
+    """A plain diff whose only hunks are ``@@ -0,0 +1,N @@``: on a tree that lacks the file it is a
+    creation (GNU patch creates the file), whatever its ``---`` line says."""
+    return fp.op == "modify" and bool(fp.hunks) and all(h.old_len == 0 for h in fp.hunks)
+
+
+def as_creation(fp: FilePatch) -> FilePatch:
+    """``fp`` read as the creation of its target (see ``creates_missing``)."""
+    return dataclasses.replace(fp, op="create", old_path=None, new_path=fp.target or fp.path, old_mode=None)
 
 
 def files_touched(body: bytes, strip: int = 1) -> list[str]:

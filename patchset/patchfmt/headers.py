@@ -10,8 +10,11 @@ import re
 from dataclasses import dataclass, field
 
 _DIFF_START = re.compile(rb"^(diff --git |--- |Index: )", re.M)
-_GH_PR = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:pull|issues)/(\d+)")
-_GH_COMMIT = re.compile(r"github\.com/[\w.-]+/[\w.-]+/commit/([0-9a-f]{7,40})")
+_GH_PR = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/pull/(\d+)")
+_GH_ISSUE = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/issues/(\d+)")
+# a commit named by URL on any forge: GitHub/Gitea ``/commit/SHA``, GitLab ``/-/commit/SHA``,
+# cgit ``commit/?id=SHA``, gitweb ``a=commit;h=SHA``
+_COMMIT_URL = re.compile(r"https?://\S*?(?:/commits?/|[?;&](?:id|h)=)([0-9a-f]{7,40})\b")
 _SUBJECT_PREFIX = re.compile(r"^\[[^\]]*PATCH[^\]]*\]\s*", re.I)
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 
@@ -33,6 +36,13 @@ DEP3_FIELDS = {
     "patch-id",
     "upstream-pr",
 }
+# DEP-3 fields kept verbatim in the ledger (``[patch.dep3]``): what the header says about where the
+# patch comes from and where it went, which no other ledger key holds. ``Bug-<Vendor>`` fields too.
+KEPT_FIELDS = ("origin", "forwarded", "last-update", "applied-upstream", "reviewed-by", "acked-by", "upstream-status")
+
+
+def _is_field(name: str) -> bool:
+    return name in DEP3_FIELDS or name.startswith("bug")
 
 
 @dataclass
@@ -45,7 +55,9 @@ class PatchMeta:
     origin: str = ""
     upstream_status: str = ""
     prs: list[str] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
     commits: list[str] = field(default_factory=list)
+    dep3: dict[str, str] = field(default_factory=dict)  # kept fields, as written: {"Bug-Debian": "https://..."}
     is_mail: bool = False
 
 
@@ -79,6 +91,8 @@ def _origin_from(status: str, dep3_origin: str) -> str:
     o = dep3_origin.lower()
     if s.startswith("backport") or o.startswith("upstream") or o.startswith("backport"):
         return "upstream"
+    if _COMMIT_URL.search(dep3_origin) and not o.startswith(("other", "vendor")):
+        return "upstream"  # "Origin: https://…/commit/SHA": an upstream commit, taken as is
     if (
         o.startswith("other")
         or o.startswith("vendor")
@@ -102,6 +116,8 @@ def parse_meta(body: bytes) -> PatchMeta:
         i = 1
     in_headers = True
     last: str | None = None
+    names: dict[str, str] = {}  # lower-case field -> the spelling the header uses
+    after_message = False
     while i < len(lines):
         line = lines[i]
         i += 1
@@ -113,18 +129,21 @@ def parse_meta(body: bytes) -> PatchMeta:
                 fields[last][-1] += " " + line.strip()
                 continue
         m = _FIELD.match(line)
-        if m and m.group(1).lower() in DEP3_FIELDS | ({"subject", "from", "date"} if in_headers else set()):
+        if m and (_is_field(m.group(1).lower()) or (in_headers and m.group(1).lower() in {"subject", "from", "date"})):
             last = m.group(1).lower()
             fields.setdefault(last, []).append(m.group(2).strip())
+            names.setdefault(last, m.group(1))
             continue
-        if line.strip() == "---" and meta.is_mail:
-            break
-        if (meta.is_mail and not in_headers) or (not m and line.strip()):
+        if line.strip() == "---":  # the message ends here (a diffstat follows; DEP-3 fields may still come)
+            after_message = True
+            continue
+        if not after_message and ((meta.is_mail and not in_headers) or (not m and line.strip())):
             free.append(line)
     subject = _decode(fields.get("subject", [""])[0])
     desc_field = fields.get("description", [""])[0]
-    meta.title = _SUBJECT_PREFIX.sub("", subject).strip() or desc_field.strip()
     body_text = "\n".join(free).strip()
+    first_line = next((ln.strip() for ln in free if ln.strip()), "")
+    meta.title = _SUBJECT_PREFIX.sub("", subject).strip() or desc_field.strip() or first_line
     meta.description = body_text
     for key in ("from", "author"):
         for v in fields.get(key, []):
@@ -139,9 +158,16 @@ def parse_meta(body: bytes) -> PatchMeta:
         ref = f"{repo}#{num}"
         if ref not in meta.prs:
             meta.prs.append(ref)
-    for sha in _GH_COMMIT.findall(blob):
+    for repo, num in _GH_ISSUE.findall(blob):  # an issue is not a PR
+        ref = f"{repo}#{num}"
+        if ref not in meta.issues:
+            meta.issues.append(ref)
+    for sha in _COMMIT_URL.findall(blob):
         if sha not in meta.commits:
             meta.commits.append(sha)
+    for key, values in fields.items():
+        if key in KEPT_FIELDS or key.startswith("bug"):
+            meta.dep3[names[key]] = "\n".join(values)
     for v in fields.get("upstream-pr", []):
         if re.match(r"^[\w.-]+/[\w.-]+#\d+$", v) and v not in meta.prs:
             meta.prs.append(v)

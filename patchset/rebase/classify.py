@@ -2,7 +2,8 @@
 
 "Already upstream" is decided from several independent signals, each reported as evidence:
 
-* ``pr-merged``: the patch's PR is recorded merged and its merge commit is in the new base;
+* ``pr-merged``: the patch's PR is recorded merged and its merge commit is in the new base, or a
+  commit between the old and the new base names it as ``(#N)`` in its subject;
 * ``patch-id``: an upstream commit between the old and new base makes the same change to the
   same files (``git patch-id --stable``, restricted to the patch's files, so a squash merge or a
   release commit that also changed other files still matches);
@@ -10,7 +11,8 @@
 * ``empty-replay``: the 3-way replay changes nothing.
 
 "Superseded" is a port whose ledger entry names the upstream PR it ports (``upstream.ports``)
-when that PR's merge is in the new base: droppable even when the text differs from upstream's.
+when that PR's merge is in the new base (recorded, or a ``(#N)`` commit subject in old..new):
+droppable even when the text differs from upstream's.
 For a conflict, the upstream commits that changed the conflicting lines since the old base are
 found with ``git log -L``.
 """
@@ -18,6 +20,7 @@ found with ``git log -L``.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -92,6 +95,43 @@ def merge_signals(
             out.append(Signal(name, f"{what} {ref} merged as {full[:12]} ({source}), which {label} contains"))
         else:
             out.append(Signal("note", f"{ref} merged as {full[:12]} ({source}), not yet in {label}", decisive=False))
+    return out
+
+
+# --------------------------------------------------------------------------- PR numbers in commit subjects
+
+_PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
+
+
+def subject_prs(repo: GitRepo, old: str, new: str) -> dict[int, tuple[str, str]]:
+    """``{N: (sha, subject)}`` for every commit in ``old..new`` whose subject names a PR as ``(#N)``
+    (GitHub's squash-merge subjects: "Fix the scheduler (#31000)"). One ``git log`` call."""
+    out: dict[int, tuple[str, str]] = {}
+    log = repo.git("log", "--no-merges", "--format=%H%x1f%s", f"{old}..{new}", check=False).stdout
+    for line in log.decode("utf-8", "replace").splitlines():
+        sha, _, subject = line.partition("\x1f")
+        for num in _PR_IN_SUBJECT.findall(subject):
+            out.setdefault(int(num), (sha, subject))
+    return out
+
+
+def subject_signals(
+    patch: Patch, github: str, commits: Mapping[int, tuple[str, str]], label: str, *, ports: bool
+) -> list[Signal]:
+    """A PR the patch takes (``upstream.prs``) or ports (``upstream.ports``), referenced as ``(#N)``
+    by a commit between the old and the new base: merged upstream, whatever form it took there.
+    Only refs of the target's own repository (``github``) or without a repository part count."""
+    out: list[Signal] = []
+    for ref in patch.upstream.ports if ports else patch.upstream.prs:
+        repo_part, _, num = ref.rpartition("#")
+        if repo_part and github and repo_part.lower() not in (github.lower(), github.lower().split("/")[-1]):
+            continue
+        hit = commits.get(int(num)) if num.isdigit() else None
+        if hit is None:
+            continue
+        sha, subject = hit
+        what, name = ("ported PR", "port-merged") if ports else ("PR", "pr-merged")
+        out.append(Signal(name, f"{what} {ref} is upstream commit {sha[:12]} ({subject}), which {label} contains"))
     return out
 
 

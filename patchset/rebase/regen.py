@@ -1,7 +1,8 @@
 """Regenerate a patch body against a new base, byte-stable, and diff old vs new bodies.
 
 The header of the old body (mail headers, DEP-3 fields, description) is kept byte for byte; the
-diff part is rewritten from the new world's file contents before and after the patch. Hunks come
+diff part is rewritten from the new world's file contents before and after the patch, in the
+body's own style (a quilt body keeps its ``---``/``+++`` lines and gets no git headers). Hunks come
 from ``git diff --no-index`` with every option that changes output pinned (algorithm, context,
 heuristics, prefixes), and ``index`` lines carry full blob ids, so the same contents always give
 the same bytes whatever the user's git configuration.
@@ -14,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.errors import EnvironmentFailure
-from patchset.patchfmt.diffs import header_text
+from patchset.errors import EnvironmentFailure, PatchFormatError
+from patchset.patchfmt.diffs import header_text, parse_patch, split_lines
 from patchset.rebase.replay import blob_sha
 from patchset.upstream.git import run_git
 
@@ -48,6 +49,57 @@ class FileChange:
     after: bytes | None
     old_mode: str | None = None
     new_mode: str | None = None
+    patch_path: str | None = None  # the path the old body names (to find its own file header)
+
+
+@dataclass
+class PlainStyle:
+    """How a plain (quilt, ``diff -u``) body writes its file headers: per file, the lines from the
+    end of the previous file's hunks up to its first ``@@`` (``Index:``, ``---``/``+++`` with its own
+    prefixes and timestamps), and what follows the last hunk."""
+
+    preambles: dict[str, bytes]
+    trailer: bytes
+
+
+def plain_style(body: bytes, strip: int) -> PlainStyle | None:
+    """The file headers of a body that is not a git diff (None for a git diff or an unreadable one)."""
+    lines = split_lines(body)
+    if any(ln.startswith(b"diff --git ") for ln in lines):
+        return None
+    try:
+        fps = parse_patch(body, strip)
+    except PatchFormatError:
+        return None
+    pos = len(split_lines(header_text(body)))
+    pre: dict[str, bytes] = {}
+    for fp in fps:
+        if not fp.hunks:
+            return None
+        first = fp.hunks[0].line_no - 1
+        pre[fp.target or fp.path] = b"".join(lines[pos:first])
+        pre.setdefault(fp.path, pre[fp.target or fp.path])
+        last = fp.hunks[-1]
+        pos = last.line_no + len(last.lines)
+    return PlainStyle(pre, b"".join(lines[pos:]))
+
+
+def _plain_file(ch: FileChange, hunks: bytes, style: PlainStyle) -> bytes:
+    if not hunks:
+        return b""
+    own = style.preambles.get(ch.patch_path or "") or style.preambles.get(ch.new_path or ch.old_path or "")
+    new_name = ch.new_path if ch.new_path is not None else ch.old_path
+    if own is None:
+        old = f"a/{ch.old_path}" if ch.before is not None else "/dev/null"
+        new = f"b/{new_name}" if ch.after is not None else "/dev/null"
+        return f"--- {old}\n+++ {new}\n".encode("utf-8", "surrogateescape") + hunks
+    if ch.patch_path and new_name and ch.patch_path != new_name:  # followed an upstream move
+        a, b = ch.patch_path.encode("utf-8", "surrogateescape"), new_name.encode("utf-8", "surrogateescape")
+        own = b"".join(
+            ln.replace(a, b) if ln.startswith((b"--- ", b"+++ ", b"Index: ", b"diff ")) else ln
+            for ln in split_lines(own)
+        )
+    return own + hunks
 
 
 def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
@@ -129,15 +181,24 @@ def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "
     return text + hunks
 
 
-def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int = 1) -> list[bytes]:
+def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | list[int] = 1) -> list[bytes]:
     """New bodies for many patches at once: each keeps its old header, then a diff of its changes
-    (in the order given). One ``git diff`` call for all of them."""
-    prefix = ("a/", "b/") if strip == 1 else ("", "") if strip == 0 else ("a/" * strip, "b/" * strip)
+    (in the order given), in the body's own style: a git diff stays a git diff; a plain (quilt)
+    diff keeps its file headers (``Index:``, prefixes, timestamps) and gets no ``diff --git`` or
+    ``index`` lines. One ``git diff`` call for all of them. ``strip``: one level, or one per item."""
+    strips = strip if isinstance(strip, list) else [strip] * len(items)
     flat = [ch for _, changes in items for ch in changes]
     hunks = iter(_all_hunks([(ch.before or b"", ch.after or b"") for ch in flat]))
     out = []
-    for old_body, changes in items:
-        out.append(header_text(old_body) + b"".join(render_file(ch, next(hunks), prefix) for ch in changes))
+    for (old_body, changes), level in zip(items, strips, strict=True):
+        prefix = ("a/", "b/") if level == 1 else ("", "") if level == 0 else ("a/" * level, "b/" * level)
+        style = plain_style(old_body, level)
+        if style is None:
+            files = b"".join(render_file(ch, next(hunks), prefix) for ch in changes)
+            out.append(header_text(old_body) + files)
+        else:
+            files = b"".join(_plain_file(ch, next(hunks), style) for ch in changes)
+            out.append(header_text(old_body) + files + style.trailer)
     return out
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
-from patchset.patchfmt.diffs import FilePatch
+from patchset.patchfmt.diffs import FilePatch, as_creation, creates_missing
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
@@ -242,6 +242,8 @@ def replay_patch(
     """
     out: list[FileReplay] = []
     for fp in files:
+        if creates_missing(fp) and old.read(fp.path) is None:
+            fp = as_creation(fp)  # ``diff -ruN`` without an Epoch stamp: a new file, as GNU patch reads it
         src = fp.path
         base = old.read(src) if fp.op != "create" else old.read(fp.new_path or src)
         before = apply_file(base, fp)
@@ -285,7 +287,9 @@ def _replay_file(
         r = FileReplay(src, created, CLEAN, ours=ours, base=None, mode=theirs_mode)
         if ours is None:
             r.result = theirs
-        elif ours == theirs:
+        elif ours == theirs or (not fp.hunks and not theirs):
+            # the same file; or a creation that carries no content (a data-less "Binary files ...
+            # differ" stanza) of a file upstream now has: nothing of the patch's is left to carry
             r.how, r.result = ALREADY, ours
         else:
             _merge_into(r, b"", ours, theirs or b"", merger, labels, "both upstream and the patch create this file")
@@ -341,6 +345,10 @@ def _replay_file(
 def _merge_into(
     r: FileReplay, base: bytes, ours: bytes, theirs: bytes, merger: Merger, labels: tuple[str, str], message: str
 ) -> None:
+    if b"\0" in base or b"\0" in ours or b"\0" in theirs:  # git merge-file refuses binary files
+        r.how, r.result = CONFLICT, ours
+        r.message = (message + "; " if message else "") + "binary content: cannot merge line by line"
+        return
     m = merger.merge(base, ours, theirs, (labels[0], "old base", labels[1]))
     r.result = m.data
     if m.conflicts:

@@ -36,6 +36,8 @@ from patchset.rebase.classify import (
     moves_for,
     patch_id_signals,
     reverse_apply_signal,
+    subject_prs,
+    subject_signals,
 )
 from patchset.rebase.regen import FileChange, range_diff, regenerate_many
 from patchset.rebase.replay import (
@@ -93,6 +95,7 @@ class _Session:
     new_bodies: dict[str, bytes] = field(default_factory=dict)
     pending: dict[str, list[FileChange]] = field(default_factory=dict)  # carried, body not regenerated yet
     patch_ids: dict[str, Signal] = field(default_factory=dict)
+    subject_prs: dict[int, tuple[str, str]] = field(default_factory=dict)  # (#N) in old..new subjects
     merger: Merger = field(default_factory=Merger)
     started: float = field(default_factory=time.monotonic)
 
@@ -153,8 +156,13 @@ def _load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str,
                 hint="import or fetch it first: rebase needs every active body",
             )
         bodies[p.id] = path.read_bytes()
-        parsed[p.id] = parse_patch(bodies[p.id], target.strip, source=p.body_path)
+        parsed[p.id] = parse_patch(bodies[p.id], strip_of(p, target), source=p.body_path)
     return patches, bodies, parsed
+
+
+def strip_of(p: Patch, target: Target) -> int:
+    """The patch's own ``-p`` level (a quilt series line ``x.patch -p0``), else the target's."""
+    return p.source.strip if p.source.strip is not None else target.strip
 
 
 def _touched(parsed: dict[str, list[FilePatch]]) -> list[str]:
@@ -206,6 +214,8 @@ def _open_session(
         touched |= {path for q in touched if q in moves and (path := moves[q].path)}
         wanted[p.id] = (bodies[p.id], sorted(touched))
     s.patch_ids = patch_id_signals(bases.repo, bases.old, bases.new, wanted)
+    if any(p.upstream.prs or p.upstream.ports for p in patches):
+        s.subject_prs = subject_prs(bases.repo, bases.old, bases.new)
     return s
 
 
@@ -250,16 +260,18 @@ def _changes_for(s: _Session, rep: PatchReplay) -> list[FileChange]:
         if not f.changed:
             continue
         if f.delete_path and f.new_path and f.delete_path != f.new_path:
-            changes.append(FileChange(f.delete_path, f.new_path, f.ours, f.result, s.new.mode(f.delete_path), f.mode))
+            ch = FileChange(f.delete_path, f.new_path, f.ours, f.result, s.new.mode(f.delete_path), f.mode)
         elif f.delete_path and f.new_path is None:
-            changes.append(FileChange(f.delete_path, None, f.ours, None, s.new.mode(f.delete_path), None))
+            ch = FileChange(f.delete_path, None, f.ours, None, s.new.mode(f.delete_path), None)
         elif f.new_path is not None:
             before_mode = s.new.mode(f.new_path) if f.ours is not None else None
-            changes.append(
-                FileChange(
-                    f.new_path if f.ours is not None else None, f.new_path, f.ours, f.result, before_mode, f.mode
-                )
+            ch = FileChange(
+                f.new_path if f.ours is not None else None, f.new_path, f.ours, f.result, before_mode, f.mode
             )
+        else:
+            continue
+        ch.patch_path = f.path
+        changes.append(ch)
     return changes
 
 
@@ -274,7 +286,9 @@ def _flush_bodies(s: _Session) -> None:
     ids = [k for k in s.pending]
     if not ids:
         return
-    new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], s.target.strip)
+    by_patch = {p.id: p for p in s.patches}
+    strips = [strip_of(by_patch[k], s.target) for k in ids]
+    new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], strips)
     by_id = {r.id: r for r in s.results}
     for k, body in zip(ids, new, strict=True):
         s.new_bodies[k] = body
@@ -287,9 +301,12 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     files = s.parsed[patch.id]
     repo, label = s.bases.repo, s.label
     res = PatchResult(patch.id, CONFLICT, old_sha256=sha256_bytes(s.bodies[patch.id]))
+    github = s.target.github
     signals = merge_signals(patch, repo, s.bases.new, label, s.pr_merges, ports=True)
+    signals += subject_signals(patch, github, s.subject_prs, label, ports=True)
     superseded = any(sig.name == "port-merged" for sig in signals)
     signals += merge_signals(patch, repo, s.bases.new, label, s.pr_merges, ports=False)
+    signals += subject_signals(patch, github, s.subject_prs, label, ports=False)
     rev = None if superseded else reverse_apply_signal(files, s.new, s.move, label)
     rep = replay_patch(files, s.old, s.new, s.move, s.merger, (f"upstream {label}", f"patch {patch.id}"))
     res.files = [_file_result(s, f) for f in rep.files]
@@ -467,13 +484,14 @@ def _apply_to_doc(s: _Session, e: ledger_mod.Edit) -> None:
                 for f in table["files"]:
                     arr.append(moved.get(str(f), str(f)))
                 table["files"] = arr
-            for fp in parse_patch(body, s.target.strip, source=patch.body_path):
-                for path in fp.paths():  # lock keys are the patches' (source-layout) paths, as apply writes them
+            for fp in parse_patch(body, strip_of(patch, s.target), source=patch.body_path):
+                for path in fp.paths():
+                    key = s.target.lock_key(path)
                     base, final = s.new_base.get(path)[0], s.new.read(path)
                     if base is not None:
-                        tl.base_files[path] = sha256_bytes(base)
+                        tl.base_files[key] = sha256_bytes(base)
                     if final is not None:
-                        tl.files[path] = sha256_bytes(final)
+                        tl.files[key] = sha256_bytes(final)
 
 
 def _commit(s: _Session, state: State) -> RebaseReport:

@@ -197,6 +197,20 @@ def _releases(target: Target, old_ref: str, onto: str) -> Bases:
     )
 
 
+def dir_identity(path: Path) -> tuple[str, str]:
+    """(base label, version) to record for a base directory: its absolute path, never the path as
+    typed (which means nothing from another working directory), so the next rebase finds it again;
+    and the version an unpacked source distribution declares (``PKG-INFO``), recorded as
+    ``base_version``."""
+    version = ""
+    info = path / "PKG-INFO"
+    if info.is_file():
+        head = info.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
+        fields = dict(ln.split(": ", 1) for ln in head.splitlines() if ": " in ln)
+        version = fields.get("Version", "")
+    return str(path.resolve()), version
+
+
 def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str] | None) -> Bases:
     tmp = tempfile.mkdtemp(prefix="patchset-dirs-")
     try:
@@ -204,6 +218,7 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    label, version = dir_identity(new_dir)
     return Bases(
         GitRepo(Path(tmp) / "dirs.git"),
         "dirs",
@@ -211,8 +226,8 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
         new,
         old_ref,
         onto,
-        onto,
-        "",
+        label,
+        version,
         {"kind": "dirs", "old": str(old_dir), "new": str(new_dir), "old_ref": old_ref},
         _tmp=tmp,
     )
