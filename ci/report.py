@@ -186,7 +186,7 @@ def render(r: GateReport, term: Term | None = None) -> None:
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
             ts = tests_by_patch.get(p["id"], [])
-            tests = ", ".join(f"{t['name']} {t['status']}" for t in ts) or "-"
+            tests = "; ".join(test_cell(t) for t in ts) or "-"
             rows.append([str(i), p["id"], Styled(verdict, _VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests])
         cols = [
             Col("#", right=True),

