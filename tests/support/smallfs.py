@@ -41,13 +41,12 @@ def remount_readonly(where: Path) -> None:
 def fill(where: Path) -> None:
     """Fill the file system under ``where`` until the kernel says ENOSPC."""
     chunk = b"\0" * (64 << 10)
-    with open(where / ".filler", "wb") as fh:
-        try:
+    try:
+        with open(where / ".filler", "wb", buffering=0) as fh:
             while True:
                 fh.write(chunk)
-                fh.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     for i in range(100000):  # and the last blocks, in small files
         try:
             (where / f".fill{i}").write_bytes(b"x" * 512)
