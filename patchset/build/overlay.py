@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from patchset import atomic
-from patchset.build.series import SeriesFacts, series_facts
+from patchset.build.series import BuildReport, SeriesFacts, series_facts
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
@@ -39,7 +39,7 @@ IMAGE_SUMS = "opt/patchset"  # under the image root
 
 
 @dataclass
-class OverlayBuild:
+class OverlayBuild(BuildReport):
     target: str
     tree: str
     out: str
@@ -52,27 +52,6 @@ class OverlayBuild:
     files: dict[str, str] = field(default_factory=dict)  # installed path -> sha256
     mismatched: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome == "built"
-
-    def to_json(self) -> dict:
-        return {
-            "target": self.target,
-            "ok": self.ok,
-            "outcome": self.outcome,
-            "message": self.message,
-            "tree": self.tree,
-            "out": self.out,
-            "label": self.label,
-            "base_image": self.base_image,
-            "installed_root": self.installed_root,
-            "written": self.written,
-            "files": self.files,
-            "mismatched": self.mismatched,
-            "missing": self.missing,
-        }
 
 
 def image_sums_path(target: Target) -> str:

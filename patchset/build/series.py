@@ -9,7 +9,9 @@ every patched file's sha256 — so it changes when, and only when, what gets dep
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.version import Version
 
@@ -107,3 +109,17 @@ def pick_target(ledger: Ledger, name: str | None) -> Target:
             hint="pass --target NAME",
         )
     return ledger.targets[with_series[0]]
+
+
+class BuildReport:
+    """What a ``build`` command did for one target: ``ok`` when built, and its JSON form (every
+    field of the report, plus ``ok``). Mixed into the wheel and overlay report dataclasses."""
+
+    outcome: str
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "built"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, **dataclasses.asdict(self)}  # type: ignore[call-overload]

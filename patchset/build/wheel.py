@@ -32,7 +32,7 @@ from packaging.version import Version
 from wheel.wheelfile import WheelError, WheelFile
 
 from patchset import atomic
-from patchset.build.series import SeriesFacts, series_facts
+from patchset.build.series import BuildReport, SeriesFacts, series_facts
 from patchset.commands.apply import apply_to_tree
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import sha256_bytes
@@ -43,7 +43,7 @@ SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meani
 
 
 @dataclass
-class WheelBuild:
+class WheelBuild(BuildReport):
     """What ``build wheel`` did (or refused to do) for one target."""
 
     target: str
@@ -57,26 +57,6 @@ class WheelBuild:
     patched: list[dict] = field(default_factory=list)  # {path, sha256, size, op}
     mismatched: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # members left out (signatures of the old RECORD)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome == "built"
-
-    def to_json(self) -> dict:
-        return {
-            "target": self.target,
-            "source": self.source,
-            "ok": self.ok,
-            "outcome": self.outcome,
-            "message": self.message,
-            "version": self.version,
-            "new_version": self.new_version,
-            "label": self.label,
-            "wheel": self.wheel,
-            "patched": self.patched,
-            "mismatched": self.mismatched,
-            "dropped": self.dropped,
-        }
 
 
 # --------------------------------------------------------------------------- names
