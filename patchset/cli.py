@@ -554,7 +554,7 @@ def apply(
 @click.pass_obj
 @guarded
 def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
-    """Finish (or with --back undo) an apply that was interrupted (kill -9, power loss)."""
+    """Finish (or with --back undo) an apply or a ledger edit that was interrupted (kill -9, power loss)."""
     from patchset.commands.apply import recover_trees
 
     done = recover_trees([t.resolve() for t in trees], c.ledger_path, back=back)
@@ -562,7 +562,7 @@ def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
         emit_json(done)
     else:
         for d in done:
-            click.echo(f"{d['tree']}: {d['done']}")
+            click.echo(f"{d.get('tree') or d['ledger']}: {d['done']}")
     return 0
 
 
@@ -669,7 +669,8 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
     \b
     Without --refresh it shows the cached or recorded state (no network). A token comes from
     GITHUB_TOKEN or `gh auth token`; the API from PATCHSET_GITHUB_API (default api.github.com).
-    Exit 0; 2 when some rows could not be read (they are still shown, marked).
+    An apply, rebase or ledger edit left half-done is named at the top (as validate does).
+    Exit 0; 1 when such an interruption is found; 2 when some rows could not be read (still shown).
     """
     from patchset.tracker.status import make_client
     from patchset.tracker.status import status as do_status

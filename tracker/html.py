@@ -173,6 +173,7 @@ def to_html(report: StatusReport) -> str:
         f"<span>{n} {_e(ACTION_WORDS.get(a, a))}</span>" for a, n in sorted(report.counts("action").items())
     )
     warns = "".join(f'<div class="warn">{_e(w)}</div>' for w in report.warnings)
+    warns += "".join(f'<div class="warn">interrupted: {_e(i.message)}</div>' for i in report.interrupted)
     errors = report.errors()
     errs = ""
     if errors:

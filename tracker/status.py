@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset.commands.interrupted import Interruption, interruptions
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
@@ -181,6 +182,8 @@ class StatusReport:
     warnings: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)  # ids whose [patch.status] --refresh rewrote
     round_trips: int = 0
+    # an apply, rebase or ledger edit left half-done (``patchset.commands.interrupted``, as validate says)
+    interrupted: list[Interruption] = field(default_factory=list)
 
     def by_target(self) -> dict[str, list[StatusRow]]:
         out: dict[str, list[StatusRow]] = {}
@@ -219,8 +222,11 @@ class StatusReport:
     @property
     def exit_code(self) -> int:
         """0 when every upstream state could be read (or none was asked for); 2 when some rows
-        carry an error (network, auth, rate limit ...): the page still shows every row."""
-        return 2 if self.errors() else 0
+        carry an error (network, auth, rate limit ...): the page still shows every row; else 1
+        when an apply, rebase or ledger edit was interrupted half-way (a finding, as in validate)."""
+        if self.errors():
+            return 2
+        return 1 if any(i.problem for i in self.interrupted) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -231,6 +237,7 @@ class StatusReport:
             "generated_at": self.generated_at,
             "data_age": self.oldest(),
             "warnings": self.warnings,
+            "interrupted": [i.to_json() for i in self.interrupted],
             "errors": self.errors(),
             "recorded": self.recorded,
             "round_trips": self.round_trips,
@@ -629,6 +636,7 @@ def status(
     if refresh and offline:
         raise InputError("--refresh and --offline contradict each other", hint="pass one of them")
     ledger = ledger_mod.load_ledger(ledger_path)
+    found = interruptions(ledger.root)  # before --refresh's edit could finish an interrupted one
     mode = "refresh" if refresh else ("offline" if offline else "default")
     if client is None:
         client = make_client(offline=not refresh)
@@ -637,6 +645,7 @@ def status(
     if histories is None:
         histories = open_histories(ledger)
     report = collect_status(ledger, client=client, mode=mode, histories=histories)
+    report.interrupted = found
     if refresh:
         report.recorded = record_status(ledger_path, report)
     if mode != "refresh" and any(r.pr and r.pr.source == "recorded" for r in report.rows):

@@ -104,6 +104,10 @@ def render_status(term: Term, report: StatusReport) -> None:
     )
     for w in report.warnings:
         term.line(Styled("warning:", "yellow"), f" {w}")
+    for i in report.interrupted:
+        term.line(
+            Styled("interrupted:" if i.problem else "note:", "bold red" if i.problem else "yellow"), f" {i.message}"
+        )
     cols = [
         Col("#", right=True),
         Col("patch", whole=True),
@@ -159,7 +163,9 @@ def to_markdown(report: StatusReport) -> str:
     ]
     for w in report.warnings:
         out.append(f"> **warning:** {_md(w)}")
-    if report.warnings:
+    for i in report.interrupted:
+        out.append(f"> **{'interrupted' if i.problem else 'note'}:** {_md(i.message)}")
+    if report.warnings or report.interrupted:
         out.append("")
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})

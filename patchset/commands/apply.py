@@ -19,14 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic, locking
-from patchset.commands.inspection import (
-    APPLYING_DIR,
-    BODY_MISMATCH,
-    BODY_MISSING,
-    body_state,
-    interrupted_trees,
-    pending_rebase,
-)
+from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -292,7 +286,7 @@ def _apply_to_tree(
 @contextmanager
 def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
-    can point at a tree an apply was killed in (``interrupted_applies``). Best effort: a
+    can point at a tree an apply was killed in (``commands.interrupted``). Best effort: a
     read-only ledger directory only loses the note."""
     mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
     assert mark is not None
@@ -480,17 +474,22 @@ def apply_to_repo(
 
 
 def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = False) -> list[dict[str, str]]:
-    """``patchset recover``: finish (or ``back``: undo) the interrupted apply of each tree.
+    """``patchset recover``: finish (or ``back``: undo) an interrupted ledger edit and the
+    interrupted apply of each tree.
 
-    Without trees: the trees the ledger's notes name (``interrupted_applies``), else the current
-    directory. Returns one ``{"tree", "done"}`` per tree, ``done`` being ``rolled forward``,
-    ``rolled back``, ``discarded`` (killed while staging: the tree was never touched) or ``nothing
-    to recover``.
+    The ledger edit first (when one is pending beside ``ledger_path``: ``{"ledger", "done"}``).
+    Without trees: the trees the ledger's notes name (``commands.interrupted``), else (nothing else
+    to do) the current directory. Returns one ``{"tree", "done"}`` per tree, ``done`` being
+    ``rolled forward``, ``rolled back``, ``discarded`` (killed while staging: the files were never
+    touched) or ``nothing to recover``.
     """
+    out = []
+    if ledger_path is not None and ledger_mod.pending_edit(ledger_path.parent):
+        done = ledger_mod.recover_edit(ledger_path.parent, "back" if back else "auto")
+        out.append({"ledger": str(ledger_path), "done": done or "nothing to recover"})
     if not trees:
         found = interrupted_trees(ledger_path.parent) if ledger_path is not None and ledger_path.is_file() else []
-        trees = found or [Path.cwd()]
-    out = []
+        trees = found or ([] if out else [Path.cwd()])
     for tree in trees:
         if not tree.is_dir():
             raise InputError(f"--tree {tree}: not a directory")
@@ -534,9 +533,16 @@ def run(
     remove_empty: bool = False,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
-    rebase = pending_rebase(ledger)
-    if rebase and rebase[0]:
-        raise InputError(rebase[1].split(": run")[0], hint="run `patchset rebase --continue` or `--abort` first")
+    found = interruptions(ledger.root)
+    rebase = next((i for i in found if i.kind == REBASE), None)
+    if rebase and rebase.problem:
+        raise InputError(rebase.message.split(": run")[0], hint="run `patchset rebase --continue` or `--abort` first")
+    edit = next((i for i in found if i.kind == LEDGER_EDIT and i.problem), None)
+    if edit:  # the ledger read may be half old, half new: nothing is checked against it
+        raise EnvironmentFailure(
+            edit.message.split(": run")[0] + "; nothing was written",
+            hint="run `patchset recover` to finish it (or `--back` to undo it), then apply again",
+        )
     reports = []
     for name, arg in trees.items():
         if name not in ledger.targets:
@@ -572,7 +578,7 @@ def run(
         ledger = ledger_mod.load_ledger(ledger.path) if update_lock else ledger
     if rebase:  # stopped at a conflict: say which series this was
         for rep in reports:
-            rep.message = f"note: {rebase[1]}; " + rep.message
+            rep.message = f"note: {rebase.message}; " + rep.message
     return reports
 
 

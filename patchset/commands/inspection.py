@@ -7,20 +7,16 @@ belong to someone else is valid.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from patchset.engine.tree import pending_apply
-from patchset.engine.txn import describe_pending
-from patchset.errors import InputError, PatchFormatError
+from patchset.commands.interrupted import interruptions
+from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import split_header
-from patchset.rebase.state import State
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -130,58 +126,11 @@ class ValidateReport:
         return d
 
 
-APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
-
-
-def interrupted_trees(ledger_root: Path) -> list[Path]:
-    """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only."""
-    trees = []
-    for mark in sorted((ledger_root / APPLYING_DIR).glob("*.json")):
-        try:
-            tree = Path(json.loads(mark.read_text())["tree"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if pending_apply(tree):
-            trees.append(tree)
-    return trees
-
-
-def interrupted_applies(ledger: Ledger) -> list[str]:
-    """What ``validate`` says about each tree an apply was killed in."""
-    return [
-        f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
-        f"run `patchset recover --tree {tree}` (add --back to undo it)"
-        for tree in interrupted_trees(ledger.root)
-    ]
-
-
-def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
-    """A rebase this ledger is in the middle of: (interrupted while writing?, what to say). Reads only."""
-    state = State(ledger.root)
-    if state.committing:
-        return True, (
-            "a rebase was interrupted while writing the new series (the ledger, lock and bodies may be "
-            "half old, half new): run `patchset rebase --continue` to finish it or `--abort` to undo it"
-        )
-    if state.stopped:
-        try:
-            data = state.load()
-        except InputError:
-            data = {}
-        return False, (
-            f"a rebase onto {data.get('onto', '?')} is in progress (stopped at {data.get('stopped_at', '?')}): "
-            "the ledger still holds the series from before it (`patchset rebase --continue|--skip|--abort`)"
-        )
-    return None
-
-
 def validate(ledger: Ledger) -> ValidateReport:
     """Check the ledger against its body files and lock (the schema was checked on load)."""
     rep = ValidateReport(ledger=str(ledger.path))
-    rebase = pending_rebase(ledger)
-    if rebase:
-        (rep.problems if rebase[0] else rep.warnings).append(rebase[1])
-    rep.problems.extend(interrupted_applies(ledger))
+    for found in interruptions(ledger.root):
+        (rep.problems if found.problem else rep.warnings).append(found.message)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     touched: dict[tuple[str, str], list[str]] = defaultdict(list)
     for p in ledger.patches:

@@ -2,19 +2,24 @@
 
 Reading validates against ``schema`` and builds the ``model`` classes. Writing goes through
 tomlkit, so a human's comments and ordering survive; every write is re-validated before it
-touches disk and lands atomically together with the lock and any body files (``atomic.write_many``).
+touches disk and lands together with the lock and any body files, all or nothing even across a
+kill -9: the files are staged and journaled (``patchset.journal``, in ``.patchset/ledger-txn``
+beside the ledger) before the first rename, and the next process to take the ledger lock (any
+edit, ``patchset recover``) rolls an interrupted edit forward. ``validate``/``status`` report one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchset import atomic, locking
-from patchset.errors import InputError
+from patchset.errors import EnvironmentFailure, InputError
+from patchset.journal import Change, Direction, Journal
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
     SCHEMA_VERSION,
@@ -37,6 +42,114 @@ if TYPE_CHECKING:  # tomlkit is imported by the writers only: reading a ledger s
     from tomlkit.items import AoT, Table
 
 DEFAULT_NAME = "patches.toml"
+EDIT_TXN = ".patchset/ledger-txn"  # the journal of a ledger edit being written (patchset.journal)
+
+
+# --------------------------------------------------------------------------- journaled writes
+
+
+def edit_journal(root: Path) -> Journal:
+    """The transaction directory of ledger edits in the ledger directory ``root``."""
+    return Journal(root, root / EDIT_TXN, busy="another patchset process is writing this ledger")
+
+
+def pending_edit(root: Path) -> bool:
+    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only."""
+    return (root / EDIT_TXN).exists()
+
+
+def describe_pending_edit(root: Path) -> str:
+    """What an interrupted ledger edit in ``root`` left, in words (reads only)."""
+    return edit_journal(root).describe()
+
+
+def _tidy(root: Path) -> None:
+    """Leave no empty ``.patchset`` directory behind a journal."""
+    try:
+        (root / EDIT_TXN).parent.rmdir()
+    except OSError:
+        pass
+
+
+def _lock_root(root: Path) -> Any:
+    return locking.hold(root, f"the ledger in {root}")
+
+
+def recover_edit(root: Path, direction: Direction = "auto") -> str | None:
+    """Finish (``auto``) or undo (``back``) an interrupted ledger edit in ``root``, under the ledger
+    lock. ``None``: nothing to do; else ``discarded`` / ``rolled forward`` / ``rolled back``."""
+    if not pending_edit(root):
+        return None
+    with _lock_root(root):
+        done = edit_journal(root).recover(direction)
+        _tidy(root)
+    return done
+
+
+@dataclass
+class StagedFiles:
+    """A ledger edit's files written to the journal's staging area (the lock of its transaction
+    directory held), not yet in place: ``commit`` renames them all, ``discard`` drops them."""
+
+    journal: Journal
+    prepared: dict[str, Any]
+
+    def commit(self) -> None:
+        try:
+            self.journal.commit_prepared(self.prepared)
+        finally:
+            self.journal.unlock()
+            _tidy(self.journal.root)
+
+    def discard(self) -> None:
+        try:
+            self.journal.recover_locked("auto")
+            self.journal.finish()
+        finally:
+            self.journal.unlock()
+            _tidy(self.journal.root)
+
+
+def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
+    """Stage ``files`` (paths inside the ledger directory ``root``; ``None`` deletes) for one
+    journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
+    forward first. A full or read-only disk fails here, before anything is changed."""
+    j = edit_journal(root)
+    changes = []
+    for path, data in files.items():
+        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        mode = None
+        if data is not None:
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except OSError:
+                mode = None
+        changes.append(Change(rel.as_posix(), data, mode))
+    try:
+        j.lock()
+    except BaseException:
+        _tidy(root)
+        raise
+    try:
+        j.recover_locked("auto")
+        prepared = j.prepare(changes)
+    except BaseException as exc:
+        j.unlock()
+        _tidy(root)
+        if isinstance(exc, OSError):
+            raise EnvironmentFailure(
+                f"{root}: cannot write the ledger's new files: {exc.strerror or exc}",
+                hint="free space or fix permissions and run the command again; nothing was changed",
+            ) from None
+        raise
+    return StagedFiles(j, prepared)
+
+
+def write_files(root: Path, files: Mapping[Path, bytes | None]) -> None:
+    """Write several files of the ledger directory ``root`` all-or-nothing (journaled), under the
+    ledger lock."""
+    with _lock_root(root):
+        stage_files(root, files).commit()
 
 
 def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Path:
@@ -119,8 +232,9 @@ class Edit:
     doc: tomlkit.TOMLDocument
     lock: Lock
     files: dict[Path, bytes | None] = field(default_factory=dict)
-    staged: atomic.Staged | None = None
+    staged: StagedFiles | None = None
     cancelled: bool = False  # set by the caller: leave the block without writing anything
+    recovered: str | None = None  # an interrupted earlier edit found on opening (what was done to it)
 
     def patch_tables(self) -> AoT | list[Table]:
         import tomlkit
@@ -208,7 +322,7 @@ class Edit:
         writes: dict[Path, bytes | None] = dict(self.files)
         writes[self.path] = text.encode("utf-8")
         writes[self.path.with_suffix(".lock")] = render_lock(self.lock).encode("utf-8")
-        self.staged = atomic.stage_many(writes)
+        self.staged = stage_files(self.path.parent, writes)
 
     def discard(self) -> None:
         """Drop staged files (the edit is abandoned)."""
@@ -217,10 +331,11 @@ class Edit:
             self.staged = None
 
     def commit(self) -> Ledger:
+        """Every file of the edit in place, all or nothing (journaled; Ctrl-C is held meanwhile)."""
         self.stage()
-        assert self.staged is not None
-        self.staged.publish()
-        self.staged = None
+        staged, self.staged = self.staged, None
+        assert staged is not None
+        staged.commit()
         ledger = load_ledger(self.path)
         return ledger
 
@@ -231,13 +346,15 @@ def edit(path: Path) -> Iterator[Edit]:
 
     The ledger lock (``patchset.locking``) is held from the read to the write, so two processes
     editing one ledger (two imports, an import and a fetch) serialise instead of losing an edit.
+    An edit interrupted earlier (kill -9 while its files were renamed) is finished first.
     """
     import tomlkit
 
     with locking.ledger_lock(path):
+        recovered = recover_edit(path.parent)
         load_ledger(path)  # refuse to edit a ledger that is already broken: the error names the line
         text = path.read_text(encoding="utf-8")
-        e = Edit(path=path, doc=tomlkit.parse(text), lock=load_lock(path.with_suffix(".lock")))
+        e = Edit(path=path, doc=tomlkit.parse(text), lock=load_lock(path.with_suffix(".lock")), recovered=recovered)
         try:
             yield e
         except BaseException:

@@ -10,10 +10,11 @@ Layout under the ledger's directory::
     .patchset/rebase-backups/<stamp>-<target>/   the previous series of every finished rebase
                                      (previous.tar + manifest.json), the report and the range-diff
 
-The ledger, lock and bodies are written in one ``ledger.edit`` step, but a rename-based write of
-several files is not atomic across a crash. So before it starts, the old bytes are saved (a
-backup: one tar and a manifest) and a journal holds the new bytes: after a SIGKILL, ``--abort``
-puts back the old bytes exactly and ``--continue`` finishes writing the new ones.
+The ledger, lock and bodies are written in one ``ledger.edit`` step (itself journaled: a kill while
+its files are renamed is rolled forward by the next ledger-lock holder). Before it starts, the old
+bytes are saved (a backup: one tar and a manifest) and ``commit.json`` holds the new bytes: after
+a SIGKILL, ``--abort`` puts back the old bytes exactly and ``--continue`` finishes writing the new
+ones (both again one journaled write).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from patchset import atomic, locking
+from patchset import atomic
 from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.store import write_files
 
 STATE_DIR = ".patchset/rebase"
 BACKUPS_DIR = ".patchset/rebase-backups"
@@ -191,8 +193,7 @@ class State:
             if data is None or sha256_bytes(data) != digest:
                 raise InputError(f"backup of {rel} in {src} is damaged (sha256 differs from the manifest)")
             writes[self.root / rel] = data
-        with locking.hold(self.root, f"the ledger in {self.root}"):
-            atomic.write_many(writes)
+        write_files(self.root, writes)  # journaled, under the ledger lock
         return sorted(manifest)
 
     def journal(self, backup: Path, pending: dict[str, bytes | None]) -> None:
@@ -216,8 +217,7 @@ class State:
     def finish_journal(self) -> list[str]:
         """Write the journal's new bytes (``--continue`` after a kill while writing)."""
         pending = self.journal_bytes()
-        with locking.hold(self.root, f"the ledger in {self.root}"):
-            atomic.write_many({self.root / rel: data for rel, data in pending.items()})
+        write_files(self.root, {self.root / rel: data for rel, data in pending.items()})  # journaled, locked
         return sorted(pending)
 
 
