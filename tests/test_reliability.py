@@ -589,3 +589,133 @@ def test_submodules_are_refused(tmp_path: Path) -> None:
     res = apply_series(tree, [SeriesItem("sub", body)])
     assert not res.ok and "submodule" in res.patches[0].describe()
     assert not (tree / "vendor").exists()
+
+
+# --------------------------------------------------------------------------- status names what was interrupted
+
+
+def _status(led: Path) -> subprocess.CompletedProcess:
+    return _cli("-C", led, "status", "--offline", "--json")
+
+
+def test_status_reports_an_interrupted_apply_and_rebase_like_validate_without_writing(tmp_path: Path) -> None:
+    led, tree, _files = _many_files_ledger(tmp_path, 6)
+    r = _status(led)
+    assert r.returncode == 0 and json.loads(r.stdout)["interrupted"] == []
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="9")  # 6 staged files, the journal, 2 renames
+    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    assert r.returncode == -signal.SIGKILL
+    mixed, ledger_dir = snapshot(tree), snapshot(led)
+    r = _status(led)
+    got = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr
+    assert [(i["kind"], i["where"], i["problem"]) for i in got["interrupted"]] == [("apply", str(tree), True)]
+    # the same finding, word for word, as validate's (one function finds both)
+    assert [i["message"] for i in got["interrupted"]] == json.loads(_cli("-C", led, "validate", "--json").stdout)[
+        "problems"
+    ]
+    text = _cli("-C", led, "status", "--offline")
+    assert text.returncode == 1 and "interrupted:" in text.stdout and f"patchset recover --tree {tree}" in text.stdout
+    md = _cli("-C", led, "status", "--offline", "--markdown")
+    assert "**interrupted:**" in md.stdout
+    assert snapshot(tree) == mixed and snapshot(led) == ledger_dir, "status wrote something"
+    assert _cli("-C", led, "recover").returncode == 0
+    # a rebase killed while writing the new series: a problem; stopped at a conflict: a note, exit 0
+    state = led / ".patchset" / "rebase"
+    state.mkdir(parents=True)
+    (state / "commit.json").write_text('{"backup": "x", "files": {}}')
+    r = _status(led)
+    assert r.returncode == 1
+    assert [(i["kind"], i["problem"]) for i in json.loads(r.stdout)["interrupted"]] == [("rebase", True)]
+    assert "rebase --continue" in json.loads(r.stdout)["interrupted"][0]["message"]
+    (state / "commit.json").unlink()
+    (state / "state.json").write_text('{"onto": "v2", "stopped_at": "a"}')
+    r = _status(led)
+    found = json.loads(r.stdout)["interrupted"]
+    assert r.returncode == 0 and [(i["kind"], i["problem"]) for i in found] == [("rebase", False)]
+    assert "rebase onto v2 is in progress" in found[0]["message"]
+    assert "note:" in _cli("-C", led, "status", "--offline").stdout
+
+
+# --------------------------------------------------------------------------- ledger edits are journaled
+
+
+def _import_two(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A ledger with one patch, and two more patch files to import (2 bodies + ledger + lock: 4 files,
+    so the journaled write has steps 1-4 staging, 5 the journal, 6-9 the renames, 10 the clean-up)."""
+    led = make_ledger(tmp_path / "led", {"a": unified_diff(FILE_F, edit_line(FILE_F, 3, b"A\n"), "f.txt")})
+    new = []
+    for i, line in ((2, 10), (3, 20)):
+        p = tmp_path / f"p{i}.patch"
+        p.write_bytes(unified_diff(FILE_F, edit_line(FILE_F, line, b"P%d\n" % i), "f.txt"))
+        new.append(p)
+    return led, new
+
+
+def _ledger_files(led: Path) -> dict[str, tuple[str, bytes | str, int]]:
+    return {k: v for k, v in snapshot(led).items() if not k.startswith((".patchset", "incoming"))}
+
+
+def _reference(tmp_path: Path, led: Path, args: list[Path]) -> dict:
+    """The ledger after the same import without a kill."""
+    ref = tmp_path / "reference"
+    shutil.copytree(led, ref, symlinks=True)
+    assert _cli("-C", ref, "import", *args).returncode == 0
+    return _ledger_files(ref)
+
+
+def test_a_ledger_edit_killed_between_its_renames_is_reported_then_recovered(tmp_path: Path) -> None:
+    led, new = _import_two(tmp_path)
+    old = _ledger_files(led)
+    want = _reference(tmp_path, led, new)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="7")  # two bodies renamed, ledger and lock not yet
+    r = subprocess.run(cli_argv("-C", led, "import", *new), capture_output=True, text=True, env=env)
+    assert r.returncode == -signal.SIGKILL
+    mixed = snapshot(led)
+    assert _ledger_files(led) not in (old, want)
+    assert (led / ".patchset" / "ledger-txn" / "journal.json").exists()
+    v = _cli("-C", led, "validate", "--json")
+    assert v.returncode == 1 and "ledger edit was interrupted" in json.loads(v.stdout)["problems"][0]
+    s = _status(led)
+    assert s.returncode == 1
+    assert [(i["kind"], i["problem"]) for i in json.loads(s.stdout)["interrupted"]] == [("ledger-edit", True)]
+    tree = make_tree(tmp_path / "tree")
+    a = _cli("-C", led, "apply", "--dry-run", "--tree", tree)
+    assert a.returncode == 2 and "ledger edit was interrupted" in a.stderr and "patchset recover" in a.stderr
+    assert snapshot(led) == mixed, "a read-only command wrote"
+    back = tmp_path / "back"
+    shutil.copytree(led, back, symlinks=True)
+    r = _cli("-C", back, "recover", "--back", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [{"ledger": str(back / "patches.toml"), "done": "rolled back"}]
+    assert _ledger_files(back) == old and not (back / ".patchset").exists()
+    r = _cli("-C", led, "recover")
+    assert r.returncode == 0 and "rolled forward" in r.stdout
+    assert _ledger_files(led) == want and not (led / ".patchset").exists()
+    assert _cli("-C", led, "validate").returncode == 0
+
+
+def test_the_next_ledger_edit_finishes_an_interrupted_one(tmp_path: Path) -> None:
+    led, new = _import_two(tmp_path)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="8")  # ledger renamed, lock not yet
+    r = subprocess.run(cli_argv("-C", led, "import", *new), capture_output=True, text=True, env=env)
+    assert r.returncode == -signal.SIGKILL
+    third = tmp_path / "p4.patch"
+    third.write_bytes(unified_diff(FILE_F, edit_line(FILE_F, 30, b"P4\n"), "f.txt"))
+    assert _cli("-C", led, "import", third).returncode == 0
+    ledger = load_ledger(led / "patches.toml")
+    assert [p.id for p in ledger.patches] == ["a", "p2", "p3", "p4"]
+    assert sorted(ledger.lock.bodies) == ["a", "p2", "p3", "p4"]
+    assert _cli("-C", led, "validate").returncode == 0 and not (led / ".patchset").exists()
+
+
+@pytest.mark.parametrize("step", [3, 5, 7, 9])  # staging, the journal, mid-renames, last rename
+def test_ctrl_c_during_a_ledger_edit_leaves_old_or_new(tmp_path: Path, step: int) -> None:
+    led, new = _import_two(tmp_path)
+    old = _ledger_files(led)
+    want = _reference(tmp_path, led, new)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER=str(step), PATCHSET_TEST_CRASH_SIGNAL="INT")
+    r = subprocess.run(cli_argv("-C", led, "import", *new), capture_output=True, text=True, env=env)
+    assert r.returncode == 130, r.stderr
+    now = _ledger_files(led)
+    assert now == (old if step < 5 else want), f"Ctrl-C at step {step}"
+    assert not (led / ".patchset").exists()
