@@ -25,6 +25,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -250,57 +252,293 @@ def test_kill_points_of_apply_stress(tmp_path: Path) -> None:
     print(f"\nkill points survived: {total}/{total} ({json.dumps(counts, sort_keys=True)})")
 
 
-def _random_kills_of_import(tmp: Path, rounds: int, seed: int) -> dict[str, int]:
-    rng = random.Random(seed)
-    base = module(0, 400)
-    body = b"".join(
-        unified_diff(base, base.replace(b"value_0_%d = " % i, b"V%d = " % i), f"m{i}.py") for i in range(40)
-    )
+# --------------------------------------------------------------------------- kills of ledger writers
+#
+# import, fetch and rebase write the ledger, lock and bodies in one journaled edit. Each is killed
+# (SIGKILL or SIGINT) at every step of that commit (PATCHSET_TEST_CRASH_AFTER) and at random
+# instants spread over a whole run's measured duration (start-up, network, replay, commit). Before
+# anything repairs it, the ledger directory must be the old one or the new one, or (SIGKILL in the
+# rename window) be reported by validate and status, which write nothing, and be restored by the
+# repair commands to exactly the new (or, undone, the old) files. Then the next ordinary run must
+# end at the new ledger.
+
+
+def ledger_files(led: Path) -> dict:
+    """The ledger, lock and bodies (everything but scratch: .patchset/, incoming patch files)."""
+    return {k: v for k, v in snapshot(led).items() if not k.startswith((".patchset", "incoming"))}
+
+
+@dataclass
+class Writer:
+    """One ledger-writing command to kill: ``args`` run in ``led``; ``pristine`` is the ledger
+    before it, ``new`` its files after an uninterrupted run; ``repairs`` (args, "old"|"new") what
+    restores a reported interruption; ``finish`` the next ordinary run (must end at ``new``)."""
+
+    name: str
+    led: Path
+    pristine: Path
+    args: list[str]
+    env: dict[str, str]
+    repairs: list[tuple[list[str], str]]
+    finish: Callable[[Path, dict[str, str]], None]
+    old: dict = field(default_factory=dict)
+    new: dict = field(default_factory=dict)
+    span: float = 1.0
+
+    def reset(self) -> None:
+        shutil.rmtree(self.led, ignore_errors=True)
+        shutil.copytree(self.pristine, self.led, symlinks=True)
+
+    def run_env(self, tag: str) -> dict[str, str]:
+        """A fresh download cache per run: every run goes through the network again."""
+        cache = self.led.parent / f"cache-{tag}"
+        shutil.rmtree(cache, ignore_errors=True)
+        return dict(self.env, PATCHSET_CACHE=str(cache))
+
+    def calibrate(self) -> None:
+        self.reset()
+        self.old = ledger_files(self.led)
+        t0 = time.perf_counter()
+        r = run("-C", self.led, *self.args, env=self.run_env("calibrate"))
+        self.span = time.perf_counter() - t0
+        assert r.returncode == 0, r.stdout + r.stderr
+        self.new = ledger_files(self.led)
+        assert self.new != self.old
+
+
+def classify_ledger(w: Writer, scratch: Path) -> str:
+    """old / new / interrupted, reported (and repaired exactly) / BAD: ..."""
+    now = ledger_files(w.led)
+    if now == w.old:
+        return "old"
+    if now == w.new:
+        return "new"
+    whole = snapshot(w.led)
+    v = run("-C", w.led, "validate", "--json", env=w.env)
+    if v.returncode != 1 or not any("interrupted" in p for p in json.loads(v.stdout)["problems"]):
+        return f"BAD: validate does not report the interrupted write ({v.returncode}: {v.stdout[-300:]})"
+    s = run("-C", w.led, "status", "--offline", "--json", env=w.env)
+    if s.returncode != 1 or not any(i["problem"] for i in json.loads(s.stdout)["interrupted"]):
+        return f"BAD: status does not report the interrupted write ({s.returncode})"
+    if snapshot(w.led) != whole:
+        return "BAD: validate or status wrote"
+    for args, want in w.repairs:
+        copy = scratch / "repair"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(w.led, copy, symlinks=True)
+        r = run("-C", copy, *args, env=w.env)
+        got = ledger_files(copy)
+        shutil.rmtree(copy)
+        if r.returncode != 0 or got != (w.new if want == "new" else w.old):
+            return f"BAD: `{' '.join(args)}` did not give the {want} ledger ({r.returncode}: {r.stderr[-300:]})"
+    return "interrupted, reported"
+
+
+def _after_kill(w: Writer, scratch: Path, sig: str, code: int, what: str, counts: dict[str, int]) -> None:
+    if code == 0:
+        state = "finished before the signal"
+        assert ledger_files(w.led) == w.new, f"{w.name} {what}: exit 0 but not the new ledger"
+    else:
+        # Ctrl-C: 130 from the CLI; -SIGINT when it lands while Python is still importing the CLI
+        assert code in ((-signal.SIGKILL,) if sig == "KILL" else (130, -signal.SIGINT)), (w.name, what, code)
+        state = classify_ledger(w, scratch)
+        if code == -signal.SIGINT:
+            assert state == "old", f"{w.name} Ctrl-C during start-up {what} left {state}"
+        assert not state.startswith("BAD"), f"{w.name} {sig} {what}: {state}"
+        if sig == "INT":
+            assert state in ("old", "new"), f"{w.name} Ctrl-C {what} left {state}"
+    counts[f"{sig}:{state}"] = counts.get(f"{sig}:{state}", 0) + 1
+    w.finish(w.led, w.run_env("finish"))
+    assert ledger_files(w.led) == w.new, f"{w.name} {sig} {what}: the next run did not end at the new ledger"
+
+
+def kill_at_steps(w: Writer, scratch: Path, signals: tuple[str, ...] = ("KILL", "INT"), every: int = 1) -> dict:
+    """Every ``every``-th step of the journaled commit, until a run gets past the last one."""
     counts: dict[str, int] = {}
-    # how long one import takes here (process start included): kills land across that span
-    probe = ledger_with(tmp / "probe", {})
-    (tmp / "probe.patch").write_bytes(body)
-    t0 = time.perf_counter()
-    assert run("-C", probe, "import", tmp / "probe.patch").returncode == 0
-    span = time.perf_counter() - t0
-    for r_ in range(rounds):
-        led = ledger_with(tmp / f"led{r_}", {"first": unified_diff(base, base + b"tail\n", "m.py")})
-        before = {p: (led / p).read_bytes() for p in ("patches.toml", "patches.lock")}
-        p = tmp / f"second{r_}.patch"
-        p.write_bytes(body)
-        sig = rng.choice([signal.SIGKILL, signal.SIGINT])
-        proc = subprocess.Popen(cli("-C", led, "import", p), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.3, 1.1) * span)
-        proc.send_signal(sig)
-        proc.wait(timeout=60)
-        ledger = load_ledger(led / "patches.toml")  # loads: never half-written
-        ids = [x.id for x in ledger.patches]
-        v = run("-C", led, "validate", "--json")
-        assert v.returncode == 0, v.stdout
-        after = {q: (led / q).read_bytes() for q in ("patches.toml", "patches.lock")}
-        if ids == ["first"]:
-            assert after == before
-            state = "old"
-        else:
-            assert ids == ["first", f"second{r_}"], ids
-            state = "new"
-        leftovers = [q.name for q in led.rglob(".*.tmp")]
-        assert not leftovers or sig == signal.SIGKILL, leftovers
-        counts[f"{signal.Signals(sig).name}:{state}"] = counts.get(f"{signal.Signals(sig).name}:{state}", 0) + 1
+    for sig in signals:
+        k = 0
+        while True:
+            k += every
+            w.reset()
+            env = dict(w.run_env("step"), PATCHSET_TEST_CRASH_AFTER=str(k), PATCHSET_TEST_CRASH_SIGNAL=sig)
+            r = run("-C", w.led, *w.args, env=env)
+            if r.returncode == 0:
+                assert ledger_files(w.led) == w.new
+                break
+            _after_kill(w, scratch, sig, r.returncode, f"at step {k}", counts)
     return counts
 
 
-def test_random_kills_of_import_subset(tmp_path: Path) -> None:
-    counts = _random_kills_of_import(tmp_path, 3, seed=16)
-    assert sum(counts.values()) == 3
+def kill_at_random(w: Writer, scratch: Path, n: int, seed: int) -> dict:
+    """``n`` kills at instants drawn over a whole run's measured duration."""
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    for i in range(n):
+        w.reset()
+        sig = rng.choice(("KILL", "INT"))
+        at = rng.uniform(0.05, 1.1) * w.span
+        proc = subprocess.Popen(
+            cli("-C", w.led, *w.args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=w.run_env("random")
+        )
+        try:
+            proc.wait(timeout=at)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(getattr(signal, "SIG" + sig))
+        proc.communicate(timeout=120)
+        _after_kill(w, scratch, sig, proc.returncode, f"at {at:.2f} s (#{i})", counts)
+    return counts
+
+
+def import_writer(tmp: Path, n_patches: int = 8) -> Writer:
+    base = module(0, 60 * n_patches)
+    led = ledger_with(tmp / "pristine", {"first": unified_diff(base, base + b"tail\n", "m.py")})
+    args = ["import"]
+    for i in range(n_patches):
+        p = tmp / f"imp{i:02d}.patch"
+        p.write_bytes(
+            b"".join(
+                unified_diff(base, base.replace(b"value_0_%d = " % (60 * i + k), b"V%d = " % k), f"m{i}_{k}.py")
+                for k in range(5)
+            )
+        )
+        args.append(str(p))
+    w = Writer(
+        "import",
+        tmp / "led",
+        led,
+        args,
+        dict(os.environ),
+        [(["recover"], "new"), (["recover", "--back"], "old")],
+        _recover_later(args),
+    )
+    w.calibrate()
+    return w
+
+
+def _recover_later(args: list[str]) -> Callable[[Path, dict[str, str]], None]:
+    """After a kill: an import that did not land is run again (after ``recover`` of a torn write)."""
+
+    def finish(led: Path, env: dict[str, str]) -> None:
+        assert run("-C", led, "recover", env=env).returncode == 0
+        if len(load_ledger(led / "patches.toml").patches) == 1:
+            r = run("-C", led, *args, env=env)
+            assert r.returncode == 0, r.stderr
+
+    return finish
+
+
+def fetch_writer(tmp: Path, hub_url: str, world) -> Writer:
+    from tests.support.fetch_world import TOKEN, write_ledger
+
+    pristine = write_ledger(tmp / "pristine", world).parent
+    env = dict(os.environ, PATCHSET_GITHUB_API=hub_url, GITHUB_TOKEN=TOKEN)
+
+    def finish(led: Path, env: dict[str, str]) -> None:
+        r = run("-C", led, "fetch", "--all", env=env)  # finishes a torn edit itself, then fetches what is missing
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    w = Writer(
+        "fetch",
+        tmp / "led",
+        pristine,
+        ["fetch", "--all"],
+        env,
+        [(["recover"], "new"), (["recover", "--back"], "old")],
+        finish,
+    )
+    w.calibrate()
+    return w
+
+
+def rebase_writer(tmp: Path, up: Path, shas: dict[str, str]) -> Writer:
+    from tests.support.rebase_world import ALL, build
+
+    demo = build(tmp / "world", [p for p in ALL if p != "p-conflict"], upstream=up, shas=shas)
+
+    def finish(led: Path, env: dict[str, str]) -> None:
+        more = ["--continue"] if (led / ".patchset" / "rebase" / "commit.json").exists() else ["--onto", "v2"]
+        r = run("-C", led, "rebase", *more, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    w = Writer(
+        "rebase",
+        tmp / "led",
+        demo.root,
+        ["rebase", "--onto", "v2"],
+        dict(os.environ),
+        [(["rebase", "--continue"], "new"), (["rebase", "--abort"], "old")],
+        finish,
+    )
+    w.calibrate()
+    return w
+
+
+@pytest.fixture(scope="module")
+def fetch_world(tmp_path_factory):
+    from tests.support.fetch_world import build_world
+
+    return build_world(tmp_path_factory.mktemp("fetchworld"))
+
+
+@pytest.fixture(scope="module")
+def rebase_upstream(tmp_path_factory):
+    from tests.support.rebase_world import build_upstream
+
+    up = tmp_path_factory.mktemp("rebaseworld") / "up"
+    return up, build_upstream(up)
+
+
+def _report(name: str, *parts: dict) -> int:
+    counts: dict[str, int] = {}
+    for part in parts:
+        for k, v in part.items():
+            counts[k] = counts.get(k, 0) + v
+    total = sum(counts.values())
+    print(f"\n{name} kill points survived: {total}/{total} ({json.dumps(counts, sort_keys=True)})")
+    return total
+
+
+STRESS_KILLS = int(os.environ.get("PATCHSET_STRESS_KILLS", "100"))
+
+
+def test_kills_of_import_subset(tmp_path: Path) -> None:
+    w = import_writer(tmp_path, 3)
+    assert _report("import", kill_at_steps(w, tmp_path, every=4), kill_at_random(w, tmp_path, 2, seed=16)) >= 4
+
+
+def test_kills_of_fetch_subset(tmp_path: Path, serve_hub, fetch_world) -> None:
+    from tests.support.fetch_world import hub_data
+
+    w = fetch_writer(tmp_path, serve_hub(hub_data(fetch_world)).base_url, fetch_world)
+    assert _report("fetch", kill_at_steps(w, tmp_path, ("KILL",), every=5), kill_at_random(w, tmp_path, 2, 16)) >= 4
+
+
+def test_kills_of_rebase_subset(tmp_path: Path, rebase_upstream) -> None:
+    w = rebase_writer(tmp_path, *rebase_upstream)
+    assert _report("rebase", kill_at_steps(w, tmp_path, ("KILL",), every=5), kill_at_random(w, tmp_path, 2, 16)) >= 4
 
 
 @pytest.mark.stress
 @pytest.mark.slow
-def test_random_kills_of_import_stress(tmp_path: Path) -> None:
-    counts = _random_kills_of_import(tmp_path, int(os.environ.get("PATCHSET_STRESS_IMPORTS", "60")), seed=1616)
-    total = sum(counts.values())
-    print(f"\nimport kill points survived: {total}/{total} ({json.dumps(counts, sort_keys=True)})")
+def test_kills_of_import_stress(tmp_path: Path) -> None:
+    w = import_writer(tmp_path)
+    _report("import", kill_at_steps(w, tmp_path), kill_at_random(w, tmp_path, STRESS_KILLS, seed=1616))
+
+
+@pytest.mark.stress
+@pytest.mark.slow
+def test_kills_of_fetch_stress(tmp_path: Path, serve_hub, fetch_world) -> None:
+    from tests.support.fetch_world import hub_data
+
+    w = fetch_writer(tmp_path, serve_hub(hub_data(fetch_world)).base_url, fetch_world)
+    _report("fetch", kill_at_steps(w, tmp_path), kill_at_random(w, tmp_path, STRESS_KILLS, seed=1616))
+
+
+@pytest.mark.stress
+@pytest.mark.slow
+def test_kills_of_rebase_stress(tmp_path: Path, rebase_upstream) -> None:
+    w = rebase_writer(tmp_path, *rebase_upstream)
+    _report("rebase", kill_at_steps(w, tmp_path), kill_at_random(w, tmp_path, STRESS_KILLS, seed=1616))
 
 
 # --------------------------------------------------------------------------- full disks

@@ -395,7 +395,9 @@ def fetch(
     offline: bool = False,
 ) -> FetchReport:
     """Fetch the bodies of ``ids`` (or ``all_``) and store them; see the module docstring. GitHub
-    sources are read through ``client``, or one built by ``connect`` when first needed."""
+    sources are read through ``client``, or one built by ``connect`` when first needed. A ledger
+    edit interrupted earlier is finished first (what is stored is judged against a whole ledger)."""
+    ledger_mod.recover_edit(Path(ledger_path).parent)
     ledger = ledger_mod.load_ledger(ledger_path)
     return _run(ledger_path, ledger, select(ledger, ids, all_), client, connect, offline, take_new=False)
 
@@ -405,6 +407,7 @@ def update(
 ) -> FetchReport:
     """Take the source's current revision for one patch, deliberately: the body, the lock head,
     and ``source.pin`` / ``source.sha256`` (when the ledger sets them) are rewritten."""
+    ledger_mod.recover_edit(Path(ledger_path).parent)
     ledger = ledger_mod.load_ledger(ledger_path)
     return _run(ledger_path, ledger, [ledger.get(patch_id)], client, connect, False, take_new=True)
 

@@ -426,6 +426,13 @@ def rebase(
     nor when a patch conflicts outside ``interactive`` mode (the report says what to read).
     """
     ledger_path = Path(ledger_path)
+    if ledger_mod.pending_edit(ledger_path.parent):
+        if dry_run:
+            raise InputError(
+                "a ledger edit was interrupted: the ledger, lock and bodies may be half old, half new",
+                hint="run `patchset recover` to finish it (or `--back` to undo it), then rebase again",
+            )
+        ledger_mod.recover_edit(ledger_path.parent)  # the series is read from a whole ledger
     ledger = ledger_mod.load_ledger(ledger_path)
     state = State(ledger.root)
     if state.in_progress():
