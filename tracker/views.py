@@ -104,10 +104,9 @@ def render_status(term: Term, report: StatusReport) -> None:
     )
     for w in report.warnings:
         term.line(Styled("warning:", "yellow"), f" {w}")
-    for i in report.interrupted:
-        term.line(
-            Styled("interrupted:" if i.problem else "note:", "bold red" if i.problem else "yellow"), f" {i.message}"
-        )
+    for found in report.interrupted:
+        style = "bold red" if found.problem else "yellow"
+        term.line(Styled("interrupted:" if found.problem else "note:", style), f" {found.message}")
     cols = [
         Col("#", right=True),
         Col("patch", whole=True),
@@ -163,8 +162,8 @@ def to_markdown(report: StatusReport) -> str:
     ]
     for w in report.warnings:
         out.append(f"> **warning:** {_md(w)}")
-    for i in report.interrupted:
-        out.append(f"> **{'interrupted' if i.problem else 'note'}:** {_md(i.message)}")
+    for found in report.interrupted:
+        out.append(f"> **{'interrupted' if found.problem else 'note'}:** {_md(found.message)}")
     if report.warnings or report.interrupted:
         out.append("")
     for target, rows in report.by_target().items():
