@@ -90,7 +90,26 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
 json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Ctrl-C while click parses or dispatches (outside ``guarded``) exits 130 "interrupted" too,
+    not click's "Aborted!" with exit 1 (1 means a finding)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "-C",
     "directory",
