@@ -636,7 +636,6 @@ def status(
     if refresh and offline:
         raise InputError("--refresh and --offline contradict each other", hint="pass one of them")
     ledger = ledger_mod.load_ledger(ledger_path)
-    found = interruptions(ledger.root)  # before --refresh's edit could finish an interrupted one
     mode = "refresh" if refresh else ("offline" if offline else "default")
     if client is None:
         client = make_client(offline=not refresh)
@@ -645,9 +644,9 @@ def status(
     if histories is None:
         histories = open_histories(ledger)
     report = collect_status(ledger, client=client, mode=mode, histories=histories)
-    report.interrupted = found
     if refresh:
-        report.recorded = record_status(ledger_path, report)
+        report.recorded = record_status(ledger_path, report)  # (finishes an interrupted ledger edit first)
+    report.interrupted = interruptions(ledger.root)  # what is still half-done, as validate says
     if mode != "refresh" and any(r.pr and r.pr.source == "recorded" for r in report.rows):
         report.warnings.append(
             f"offline: showing recorded states (oldest: {report.oldest()}); `patchset status --refresh` asks GitHub"
