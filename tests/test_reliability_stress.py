@@ -334,15 +334,24 @@ def classify_ledger(w: Writer, scratch: Path) -> str:
     return "interrupted, reported"
 
 
-def _after_kill(w: Writer, scratch: Path, sig: str, code: int, what: str, counts: dict[str, int]) -> None:
+def _after_kill(w: Writer, scratch: Path, sig: str, code: int, what: str, counts: dict[str, int], err: str) -> None:
     if code == 0:
         state = "finished before the signal"
         assert ledger_files(w.led) == w.new, f"{w.name} {what}: exit 0 but not the new ledger"
     else:
         # Ctrl-C: 130 from the CLI; -SIGINT when it lands outside the CLI's guard (Python still
-        # importing the CLI, or already shutting down)
-        assert code in ((-signal.SIGKILL,) if sig == "KILL" else (130, -signal.SIGINT)), (w.name, what, code)
+        # importing the CLI, or already shutting down); 1 when it lands while the interpreter
+        # itself starts (KeyboardInterrupt during its own imports: nothing of patchset ran yet)
+        early = sig == "INT" and code == 1 and err.rstrip().endswith("KeyboardInterrupt")
+        assert early or code in ((-signal.SIGKILL,) if sig == "KILL" else (130, -signal.SIGINT)), (
+            w.name,
+            what,
+            code,
+            err[-500:],
+        )
         state = classify_ledger(w, scratch)
+        if early:
+            assert state == "old", f"{w.name} Ctrl-C at start-up {what} left {state}"
         assert not state.startswith("BAD"), f"{w.name} {sig} {what}: {state}"
         if sig == "INT":
             assert state in ("old", "new"), f"{w.name} Ctrl-C {what} left {state}"
@@ -364,7 +373,7 @@ def kill_at_steps(w: Writer, scratch: Path, signals: tuple[str, ...] = ("KILL", 
             if r.returncode == 0:
                 assert ledger_files(w.led) == w.new
                 break
-            _after_kill(w, scratch, sig, r.returncode, f"at step {k}", counts)
+            _after_kill(w, scratch, sig, r.returncode, f"at step {k}", counts, r.stderr)
     return counts
 
 
@@ -383,8 +392,8 @@ def kill_at_random(w: Writer, scratch: Path, n: int, seed: int) -> dict:
             proc.wait(timeout=at)
         except subprocess.TimeoutExpired:
             proc.send_signal(getattr(signal, "SIG" + sig))
-        proc.communicate(timeout=120)
-        _after_kill(w, scratch, sig, proc.returncode, f"at {at:.2f} s (#{i})", counts)
+        _out, err = proc.communicate(timeout=120)
+        _after_kill(w, scratch, sig, proc.returncode, f"at {at:.2f} s (#{i})", counts, err.decode(errors="replace"))
     return counts
 
 
