@@ -17,7 +17,6 @@ import click
 
 from patchset import __version__, errors
 from patchset.commands.table import Styled, Term
-from patchset.ledger import store as ledger_mod
 from patchset.text import split_list
 
 out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
@@ -36,10 +35,12 @@ class Ctx:
 
     @property
     def ledger_path(self) -> Path:
+        from patchset.ledger import store as ledger_mod
 
         return ledger_mod.find_ledger(self.directory, self.ledger_arg)
 
     def load(self):  # -> Ledger
+        from patchset.ledger import store as ledger_mod
 
         return ledger_mod.load_ledger(self.ledger_path)
 
