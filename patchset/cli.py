@@ -456,6 +456,13 @@ class _NoBar:
     is_flag=True,
     help="Remove files a patch leaves empty (GNU patch -E, as dpkg-source applies); --tree and --from-index.",
 )
+@click.option(
+    "--durable",
+    is_flag=True,
+    default=None,
+    help="fsync every step so the apply also survives a power cut (default: $PATCHSET_FSYNC; "
+    "a kill or Ctrl-C is always safe).",
+)
 @json_opt
 @click.pass_obj
 @guarded
@@ -473,6 +480,7 @@ def apply(
     dry_run,
     skip_applied,
     remove_empty,
+    durable,
     as_json,
 ) -> int:
     """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
@@ -529,6 +537,7 @@ def apply(
             download_progress=bar,
             skip_applied=skip_applied,
             remove_empty=remove_empty,
+            durable=durable or None,
         )
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
