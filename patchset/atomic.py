@@ -48,15 +48,17 @@ def _create_beside(path: Path) -> tuple[int, str]:
             continue
 
 
-def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
-    """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
+def stage(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it
+    (``durable``: fsynced, so that the rename that publishes it survives a power cut)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         if mode is None and path.exists():
             mode = path.stat().st_mode & 0o7777
         os.chmod(tmp, mode if mode is not None else 0o644)
@@ -66,11 +68,12 @@ def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     return Path(tmp)
 
 
-def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically."""
-    tmp = stage(path, data, mode)
+def write_bytes(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (``durable``: and survive a power cut)."""
+    tmp = stage(path, data, mode, durable)
     os.replace(tmp, path)
-    fsync_path(path.parent, directory=True)
+    if durable:
+        fsync_path(path.parent, directory=True)
 
 
 def write_text(path: Path, text: str) -> None:

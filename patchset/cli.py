@@ -34,6 +34,8 @@ def rich_out():  # -> rich.console.Console, for the renderings that still use ri
 
 @dataclass
 class Ctx:
+    """Where a command runs: its directory and the ledger named on the command line."""
+
     directory: Path
     ledger_arg: Path | None
 

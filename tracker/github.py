@@ -83,6 +83,8 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 @dataclass
 class RateInfo:
+    """GitHub's rate-limit headers of the last response."""
+
     resource: str
     limit: int
     remaining: int
@@ -206,6 +208,8 @@ class _Wire:
 
 @dataclass
 class _Resp:
+    """One response as the client keeps it (from the network or the cache)."""
+
     status: int
     headers: dict[str, str]
     body: bytes

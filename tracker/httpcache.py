@@ -65,6 +65,8 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class CacheEntry:
+    """One cached HTTP response: status, kept headers, body and when it was stored."""
+
     key: str
     method: str
     url: str

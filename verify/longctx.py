@@ -173,6 +173,8 @@ class Measurement:
 
 @dataclass
 class CheckResult:
+    """One long-context check: its verdict and what it measured."""
+
     name: str
     ok: bool
     measurements: list[Measurement] = field(default_factory=list)
@@ -183,6 +185,8 @@ class CheckResult:
 
 @dataclass
 class LongctxReport:
+    """A ``check longctx`` run: the server, the model and every check."""
+
     url: str
     model: str
     mode: str
@@ -348,6 +352,8 @@ def _top1(top: Mapping[int, float]) -> int | None:
 
 @dataclass(frozen=True)
 class CachedCase:
+    """A prefix-cache case of a baseline: tokens warmed, prompted and reported cached."""
+
     case: str
     warm_tokens: int
     prompt_tokens: int

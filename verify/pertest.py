@@ -342,6 +342,8 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
 
 @dataclass
 class _Run:
+    """One test run of one patch, with or without the patch."""
+
     test: TestOutcome
     spec: TestSpec
     patch: Patch

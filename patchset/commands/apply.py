@@ -56,6 +56,8 @@ class TreeArg:
 
 @dataclass
 class TargetReport:
+    """One target's apply: the tree, the outcome and the engine's result."""
+
     target: str
     tree: str
     kind: str
@@ -382,11 +384,12 @@ class _OnePass:
 def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
     can point at a tree an apply was killed in (``interrupted_applies``). Best effort: a
-    read-only ledger directory only loses the note."""
+    read-only ledger directory only loses the note, and it is not fsynced (the tree's own
+    transaction directory is what recovery reads)."""
     mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
     assert mark is not None
     try:
-        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode())
+        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
     except OSError:
         for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
             try:

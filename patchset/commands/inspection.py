@@ -25,6 +25,8 @@ BODY_UNLOCKED = "not in lock"
 
 @dataclass
 class FileStat:
+    """One file of a diffstat: its path, operation and line counts."""
+
     path: str
     added: int
     removed: int
@@ -107,6 +109,8 @@ def patch_files(ledger: Ledger, patch: Patch, body: bytes | None = None) -> list
 
 @dataclass
 class ValidateReport:
+    """What ``validate`` found: problems (exit 1) and warnings."""
+
     ledger: str
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)

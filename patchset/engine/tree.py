@@ -31,6 +31,8 @@ PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
 @dataclass
 class SeriesItem:
+    """One patch of a series as the engine takes it: id, body and strip level."""
+
     patch_id: str
     body: bytes
     strip: int = 1
@@ -38,6 +40,8 @@ class SeriesItem:
 
 @dataclass
 class FileResult:
+    """What happened to one file of one patch."""
+
     path: str  # tree path written (for a deletion: the path removed)
     patch_path: str  # the path as the patch names it
     op: str
@@ -62,6 +66,8 @@ class FileResult:
 
 @dataclass
 class PatchResult:
+    """What happened to one patch: its status and its files."""
+
     patch_id: str
     status: PatchStatus
     files: list[FileResult] = field(default_factory=list)
@@ -85,6 +91,8 @@ class PatchResult:
 
 @dataclass
 class SeriesResult:
+    """A whole series on a tree: per-patch results and the digest of every touched file."""
+
     root: str
     ok: bool
     dry_run: bool
@@ -578,6 +586,8 @@ StateName = Literal["applied", "not_applied", "unknown"]
 
 @dataclass
 class PatchState:
+    """Whether a tree carries one patch (applied, not applied, unknown) and why."""
+
     patch_id: str
     state: StateName
     reason: str = ""
@@ -588,6 +598,8 @@ class PatchState:
 
 @dataclass
 class SeriesState:
+    """Which patches of a series a tree already carries."""
+
     patches: list[PatchState]
     matches_expected: bool | None = None  # every expected sha256 matched (None: none given)
 

@@ -37,6 +37,8 @@ class HunkConflict:
 
 @dataclass
 class FileResult:
+    """One file of one patch in a rebase: how it was carried (or why not)."""
+
     path: str  # as the patch names it
     new_path: str | None  # where it is on the new base
     how: str  # clean | offset | merged | already | conflict | broken | resolved | edited
@@ -49,6 +51,8 @@ class FileResult:
 
 @dataclass
 class PatchResult:
+    """One patch in a rebase: its classification and its files."""
+
     id: str
     verdict: str  # carried | already-upstream | superseded | conflict | skipped
     how: str = ""  # for carried: clean | offset | merged | moved | resolved | edited
@@ -80,6 +84,8 @@ class PatchResult:
 
 @dataclass
 class RebaseReport:
+    """A whole rebase: every patch's fate, the new base, what stopped it."""
+
     target: str
     onto: str
     old_base: str  # as the ledger had it

@@ -727,6 +727,8 @@ def _finish_interrupted(state: State) -> RebaseReport:
 
 @dataclass
 class AbortResult:
+    """What ``rebase --abort`` restored."""
+
     restored: list[str]
     was: str  # stopped | committing
 
