@@ -611,7 +611,6 @@ def rebase(
     Exit 0 done or a clean dry run; 1 conflicts or stopped at a conflict; 2 bad input.
     """
     from patchset.rebase import session as rb
-    from patchset.rebase.report import render
 
     modes = sum(bool(x) for x in (onto, cont, skip_, abort_))
     if modes != 1:
@@ -642,7 +641,9 @@ def rebase(
     if as_json:
         emit_json(report.to_json())
     else:
-        render(report, rich_out(), range_diffs=not no_range_diff)
+        from patchset.commands.rebase_view import render_rebase
+
+        render_rebase(out, report, range_diffs=not no_range_diff)
     return 0 if report.ok else 1
 
 

@@ -5,14 +5,16 @@ colour.
 
 The material is the real production ledger (``patches.toml`` at the repository root: real ids
 and PR references, bodies not imported), a small ledger applied to a real directory (for
-``apply``), and report objects for ``verify`` and the gate (their runners need vLLM's test
-environment or an upstream history, which other tests cover).
+``apply``), a real git upstream with one commit per kind of drift (for ``rebase``, the demo of
+``tests.support.rebase_demo``), and report objects for ``verify`` and the gate (their runners need
+vLLM's test environment or an upstream history, which other tests cover).
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -27,6 +29,8 @@ from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, Ve
 from patchset.verify.pertest import TestOutcome as Outcome
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.testrun import CommandResult
+from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
+from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
 
 WIDTHS = (60, 80, 120, 200)
@@ -243,3 +247,34 @@ def test_abbreviations_keep_the_tail_and_count() -> None:
         [["x-1", ["vllm/a.py", "vllm/bbbbbbbbbbbbbbbbbbbbbb.py", "vllm/c.py"]]],
     )
     assert buf.getvalue().splitlines()[1].split() == ["x-1", "3", "files"]
+
+
+REBASE_PREFIX = "u58834-glm5next-non-mhc-sp-decoder-layout-"
+
+
+@pytest.fixture(scope="module")
+def rebase_upstream(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    up = tmp_path_factory.mktemp("rebase-upstream") / "up"
+    return up, build_upstream(up)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rebase(run, tmp_path: Path, rebase_upstream, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real git upstream with one commit per kind of drift: every class, a conflict with the
+    upstream commit that caused it, the range-diffs."""
+    up, shas = rebase_upstream
+    demo = build_rebase_demo(tmp_path, upstream=up, shas=shas, prefix=REBASE_PREFIX)
+    env_for(monkeypatch, mode)
+    r = run("rebase", "--onto", "v2", "--dry-run", cwd=demo.root)
+    assert r.code == 1, r  # the demo has a conflict
+    ids = [REBASE_PREFIX + pid for pid in ALL]
+    tokens = [*ids, "example/demo#7", "example/demo#9", "sub/b.py", shas["conflict"][:12]]
+    check(r.stdout, mode, tokens, header=["#", "patch", "result", "details"])
+    lines = r.stdout.splitlines()
+    assert any(ln.startswith("+++ new/" + ids[3]) for ln in lines), "the range-diff is printed as it is"
+    if mode == "piped":  # cut -f2,3 gives each patch and its class
+        rows = [ln.split("\t") for ln in lines if ln.count("\t") == 3][1:]
+        assert [(r[1], r[2].split()[0]) for r in rows] == [(REBASE_PREFIX + p, EXPECTED[p][0]) for p in ALL]
+    r = run("rebase", "--onto", "v2", "--dry-run", "--json", cwd=demo.root)  # --json stays the machine format
+    data = json.loads(r.stdout)
+    assert [p["id"] for p in data["patches"]] == ids and data["counts"]["conflict"] == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,11 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from patchset.commands.rebase_view import render_rebase
+from patchset.commands.table import Term
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, LedgerError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.report import RebaseReport, render
+from patchset.rebase.report import RebaseReport
 from patchset.rebase.rerere import RRCache, normalize
 from patchset.rebase.session import abort, continue_rebase, rebase, skip
 from tests.support.rebase_demo import ALL, EXPECTED, Demo, bodies, body, build, build_upstream, numbered
@@ -372,13 +375,11 @@ def test_a_broken_body_is_reported_not_crashed(make):
 
 
 def test_render_shows_classes_conflicts_and_range_diffs(make):
-    from rich.console import Console
-
     demo = make()
     report = rebase(demo.ledger, "v2", dry_run=True)
-    console = Console(record=True, width=200)
-    render(report, console)
-    text = console.export_text()
+    buf = io.StringIO()
+    render_rebase(Term(buf, tty=True, width=200, color=False), report)
+    text = buf.getvalue()
     for word in (
         "carried (merged)",
         "already-upstream",

@@ -63,13 +63,12 @@ from patchset.rebase.report import (
     HunkConflict,
     PatchResult,
     RebaseReport,
-    render,
 )
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, new_backup_dir, pause_point
 from patchset.upstream.bases import Bases, open_bases, reopen
 
-__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "render", "skip"]
+__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
 
 
 # --------------------------------------------------------------------------- the session
