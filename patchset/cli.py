@@ -23,12 +23,6 @@ from patchset.text import split_list
 out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
 
 
-def rich_out():  # -> rich.console.Console, for the renderings that still use rich (rebase, check)
-    from rich.console import Console
-
-    return Console(highlight=False)
-
-
 @dataclass
 class Ctx:
     directory: Path
@@ -891,7 +885,9 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     if as_json:
         click.echo(report.to_json())
     else:
-        report.render(rich_out())
+        from patchset.verify.longctx_view import render_longctx
+
+        render_longctx(out, report)
     return report.exit_code
 
 

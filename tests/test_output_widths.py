@@ -6,7 +6,7 @@ colour.
 The material is the real production ledger (``patches.toml`` at the repository root: real ids
 and PR references, bodies not imported), a small ledger applied to a real directory (for
 ``apply``), a real git upstream with one commit per kind of drift (for ``rebase``, the demo of
-``tests.support.rebase_demo``), and report objects for ``verify`` and the gate (their runners need
+``tests.support.rebase_demo``), the completions double on 127.0.0.1 (for ``check longctx``), and report objects for ``verify`` and the gate (their runners need
 vLLM's test environment or an upstream history, which other tests cover).
 """
 
@@ -29,6 +29,7 @@ from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, Ve
 from patchset.verify.pertest import TestOutcome as Outcome
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.testrun import CommandResult
+from tests.support.completions_double import serving
 from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
 from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
@@ -278,3 +279,24 @@ def test_rebase(run, tmp_path: Path, rebase_upstream, mode: str, monkeypatch: py
     r = run("rebase", "--onto", "v2", "--dry-run", "--json", cwd=demo.root)  # --json stays the machine format
     data = json.loads(r.stdout)
     assert [p["id"] for p in data["patches"]] == ids and data["counts"]["conflict"] == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_longctx(run, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the completions double (vLLM 0.30.0's /v1/completions schema on 127.0.0.1): a healthy
+    server, and one whose context ends at 2,048 tokens (each failure says why under the table)."""
+    env_for(monkeypatch, mode)
+    checks = ["causality", "resume", "cached", "rescore"]
+    header = ["check", "case", "metric", "value", "bar", "control", "verdict"]
+    with serving() as (url, _):
+        r = run("check", "longctx", "--url", url)
+        assert r.code == 0, r
+        check(r.stdout, mode, [url, *checks, "N=2048", "max |dlogprob|" if mode != "60" else "PASS"], header)
+        data = json.loads(run("check", "longctx", "--url", url, "--json").stdout)  # the machine format
+        assert [c["name"] for c in data["checks"]] == checks and data["ok"]
+    with serving(max_model_len=2048) as (url, _):
+        r = run("check", "longctx", "--url", url, "--checks", "causality,rescore")
+        assert r.code == 1, r
+        check(r.stdout, mode, [url, "causality", "rescore", "HTTP 400", "FAIL"], header)
+        notes = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("FAIL rescore")]
+        assert notes and "maximum context length is 2048" in " ".join(r.stdout.split()), r.stdout
