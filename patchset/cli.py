@@ -309,8 +309,8 @@ def audit(c: Ctx, directory: Path, target: str | None, as_json: bool) -> int:
         emit_json(rep.to_json())
     else:
         for line in rep.lines():
-            click.echo(line)
-        click.echo(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
+            out.line(line)
+        out.line(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
     return 0 if rep.ok else 1
 
 
@@ -556,7 +556,7 @@ def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
         emit_json(done)
     else:
         for d in done:
-            click.echo(f"{d['tree']}: {d['done']}")
+            out.line(f"{d['tree']}: {d['done']}")
     return 0
 
 

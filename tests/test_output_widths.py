@@ -15,8 +15,12 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,7 @@ from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, Ve
 from patchset.verify.pertest import TestOutcome as Outcome
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.testrun import CommandResult
+from tests.support.build_repo import example_build_repo
 from tests.support.completions_double import serving
 from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
 from tests.support.rebase_demo import build as build_rebase_demo
@@ -300,3 +305,81 @@ def test_check_longctx(run, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
         check(r.stdout, mode, [url, "causality", "rescore", "HTTP 400", "FAIL"], header)
         notes = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("FAIL rescore")]
         assert notes and "maximum context length is 2048" in " ".join(r.stdout.split()), r.stdout
+
+
+UNTOUCHED = "usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/untouched.json"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_onboarding_export_and_audit(run, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``init``, ``target add``, ``import`` of a build repository made of the example bodies,
+    ``export`` and ``audit`` of the export with three planted disagreements."""
+    env_for(monkeypatch, mode)
+    build = example_build_repo(tmp_path / "image-build", extra_expected=(UNTOUCHED,))
+    led = tmp_path / "led"
+    led.mkdir()
+    r = run("init", "--target", "nccl", cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, ["nccl", "NVIDIA/nccl", str(led / "patches.toml")])
+    r = run(
+        "target", "add", "mylib", "--upstream", "https://git.example.org/mylib.git", "--map", "src/=mylib/", cwd=led
+    )
+    assert r.code == 0, r
+    check(r.stdout, mode, ["mylib", "https://git.example.org/mylib.git", "src/=mylib/"])
+    r = run("import", build, cwd=led)
+    assert r.code == 0, r
+    ids = [p.id for p in load_ledger(led / "patches.toml").patches]
+    vllm = [p.id for p in load_ledger(led / "patches.toml").patches if p.target == "vllm"]
+    assert len(ids) == 7 and len(vllm) == 5
+    check(r.stdout, mode, [*ids, UNTOUCHED, str(build / "EXPECTED.sha256")])
+    dest = tmp_path / "exported-for-the-image-build" / "patches" / "vllm"
+    r = run("export", "--format", "quilt", "--target", "vllm", dest, cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, [str(dest)])
+    series = (dest / "series").read_text().splitlines()
+    (dest / "series").write_text("\n".join([series[1], series[0], *series[2:]]) + "\n")  # out of order
+    body = dest / f"{vllm[3]}.patch"
+    body.write_text(body.read_text().replace("\n+", "\n+ ", 1))  # not the locked bytes
+    (dest / "u58834-glm5next-non-mhc-sp-decoder-layout-with-a-long-tail.patch").write_text(
+        (dest / series[2]).read_text()
+    )
+    r = run("audit", dest.parent.parent, "--target", "vllm", cwd=led)
+    assert r.code == 1, r
+    findings = [
+        "patches/vllm/series:1:",
+        f"patches/vllm/{vllm[3]}.patch:",
+        "patches/vllm/u58834-glm5next-non-mhc-sp-decoder-layout-with-a-long-tail.patch:",
+    ]
+    check(r.stdout, mode, [*findings, *vllm[:2], "3 finding(s)"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recover(run, applied_ledger, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An apply killed (SIGKILL) after its journal is written, then ``recover`` in a deep directory."""
+    led, tree = applied_ledger
+    deep = tmp_path / "builds" / "vllm-0.30.0-sm12x-glm5next-image" / "site-packages-copy"
+    deep.parent.mkdir(parents=True)
+    tree.rename(deep)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="2")
+    argv = [sys.executable, "-c", "from patchset.cli import main; main()", "-C", str(led), "apply", "--tree", str(deep)]
+    killed = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    env_for(monkeypatch, mode)
+    r = run("recover", "--tree", deep, cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, [f"{deep}:"])
+    assert f"{deep}: rolled forward" in " ".join(r.stdout.split())
+    r = run("recover", "--tree", deep, cwd=led)
+    check(r.stdout, mode, [f"{deep}:"])
+    assert "nothing to recover" in " ".join(r.stdout.split())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fetch_check(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    led = load_ledger(prod / "patches.toml")
+    r = run("fetch", "--check", "--offline", cwd=prod)
+    assert r.code in (0, 1, 2), r
+    pinned = [p for p in led.patches if p.source.ref]
+    assert pinned
+    check(r.stdout, mode, [p.id for p in pinned] + [p.source.ref for p in pinned])
