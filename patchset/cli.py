@@ -356,32 +356,12 @@ def show(c: Ctx, patch_id: str, as_json: bool) -> int:
 # --------------------------------------------------------------------------- apply
 
 
-def _progress_bar():
-    """A transient rich bar on stderr when it is a terminal; otherwise a no-op that never imports rich."""
-    if not sys.stderr.isatty():
-        return _NoBar()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress_bar():  # -> patchset.commands.progressbar.Bars
+    """Bars on stderr when it is a terminal (``bars.callback(label)`` is the one adapter from the
+    packages' ``progress(what, done, total)``); otherwise no bar, and rich is never imported."""
+    from patchset.commands.progressbar import Bars
 
-    err = Console(stderr=True, highlight=False)
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-
-
-def bar_progress(bar: Any, label: str):  # -> patchset.progress.Progress
-    """The one adapter from the packages' ``progress(what, done, total)`` to a bar."""
-    task = bar.add_task(label, total=None)
-
-    def progress(what: str, done: int, total: int | None) -> None:
-        bar.update(task, description=f"{label} {what}"[:70], completed=done, total=total)
-
-    return progress
+    return Bars()
 
 
 def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -393,22 +373,6 @@ def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Param
         return value
 
     return callback
-
-
-class _NoBar:
-    """The interface of rich's Progress that the commands use, doing nothing."""
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_task(self, *args: Any, **kwargs: Any) -> int:
-        return 0
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 @main.command()
@@ -511,7 +475,7 @@ def apply(
             "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
         )
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "apply")
+        progress = bar.callback("apply")
         reports = run_apply(
             led,
             chosen,
@@ -519,7 +483,7 @@ def apply(
             update_lock=update_lock,
             dry_run=dry_run,
             progress=progress,
-            download_progress=bar,
+            download_progress=bar.callback("", unit="bytes"),
             skip_applied=skip_applied,
             remove_empty=remove_empty,
         )
@@ -617,7 +581,7 @@ def rebase(
             out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "rebase")
+        progress = bar.callback("rebase")
         if cont:
             report = rb.continue_rebase(c.ledger_path, progress=progress)
         elif skip_:
@@ -631,6 +595,7 @@ def rebase(
                 interactive=interactive,
                 dry_run=dry_run,
                 progress=progress,
+                download_progress=bar.callback("", unit="bytes"),
             )
     if as_json:
         emit_json(report.to_json())
@@ -773,7 +738,7 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
         if tree is not None and not tree.is_dir():
             raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "verify")
+        progress = bar.callback("verify")
         rep = run_verify(
             c.ledger_path,
             tree,
@@ -785,7 +750,7 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
             progress=progress,
             target=target,
             keep_trees=keep_trees,
-            download_progress=bar,
+            download_progress=bar.callback("", unit="bytes"),
         )
     if as_json:
         emit_json(rep.to_json())
@@ -933,9 +898,8 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     led = c.load()
     tgt = pick_target(led, target)
     with _progress_bar() as bar:
-        task = bar.add_task("build wheel", total=None)
-        path = wheel_file.resolve() if wheel_file else fetch_wheel(spec, progress=bar)
-        rep = do_build(led, tgt, path, out_dir.resolve(), progress=lambda m: bar.update(task, description=m))
+        path = wheel_file.resolve() if wheel_file else fetch_wheel(spec, progress=bar.callback("", unit="bytes"))
+        rep = do_build(led, tgt, path, out_dir.resolve(), progress=bar.callback("build wheel"))
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:
@@ -1042,7 +1006,7 @@ def gate(
     from patchset.ci.report import render
 
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "gate")
+        progress = bar.callback("gate")
         report = run_gate(
             c.ledger_path,
             onto=onto,
