@@ -9,8 +9,6 @@ so a validation error never leaves a half-written set.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +35,7 @@ def fsync_path(path: Path, directory: bool = False) -> None:
 def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
+    import tempfile  # here, not at the top: read-only commands never load it
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -121,6 +119,9 @@ def publish_dir(dest: Path, *, ready: Callable[[Path], bool] | None = None) -> I
     and ``ready(dest)`` says it is complete, the stage is dropped and theirs is kept. On any error
     (and after a kill, on the next run: stages are dot-named) nothing is left under ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    import shutil
+    import tempfile
+
     stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".stage", dir=dest.parent))
     try:
         yield stage

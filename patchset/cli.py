@@ -17,7 +17,6 @@ import click
 
 from patchset import __version__, errors
 from patchset.commands.table import Styled, Term
-from patchset.ledger import store as ledger_mod
 from patchset.text import split_list
 
 out = Term()  # replaced at each invocation (main), so it sees the stdout of that run
@@ -30,10 +29,12 @@ class Ctx:
 
     @property
     def ledger_path(self) -> Path:
+        from patchset.ledger import store as ledger_mod
 
         return ledger_mod.find_ledger(self.directory, self.ledger_arg)
 
     def load(self):  # -> Ledger
+        from patchset.ledger import store as ledger_mod
 
         return ledger_mod.load_ledger(self.ledger_path)
 
@@ -413,6 +414,13 @@ def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Param
     is_flag=True,
     help="Remove files a patch leaves empty (GNU patch -E, as dpkg-source applies); --tree and --from-index.",
 )
+@click.option(
+    "--durable",
+    is_flag=True,
+    default=None,
+    help="fsync every step so the apply also survives a power cut (default: $PATCHSET_FSYNC; "
+    "a kill or Ctrl-C is always safe).",
+)
 @json_opt
 @click.pass_obj
 @guarded
@@ -430,6 +438,7 @@ def apply(
     dry_run,
     skip_applied,
     remove_empty,
+    durable,
     as_json,
 ) -> int:
     """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
@@ -486,6 +495,7 @@ def apply(
             download_progress=bar.callback("", unit="bytes"),
             skip_applied=skip_applied,
             remove_empty=remove_empty,
+            durable=durable or None,
         )
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})

@@ -13,14 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset.engine.tree import pending_apply
-from patchset.engine.txn import describe_pending
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import split_header
-from patchset.rebase.state import State
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -44,6 +39,8 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     engine's parser). A renamed or copied file is named by its new path, any other by the path it
     reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
     as written; a body that does not parse has no stat (``[]``)."""
+    from patchset.patchfmt.diffs import parse_patch  # only `show` needs the parser: list starts faster
+    from patchset.patchfmt.headers import split_header
 
     _, diff = split_header(body)
     try:
@@ -131,12 +128,18 @@ class ValidateReport:
 
 
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
+REBASE_STATE_DIR = ".patchset/rebase"  # = rebase.state.STATE_DIR (tests/test_startup.py checks they agree)
 
 
 def interrupted_trees(ledger_root: Path) -> list[Path]:
     """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only."""
+    marks = sorted((ledger_root / APPLYING_DIR).glob("*.json"))
+    if not marks:
+        return []
+    from patchset.engine.tree import pending_apply  # the engine loads only when a note exists
+
     trees = []
-    for mark in sorted((ledger_root / APPLYING_DIR).glob("*.json")):
+    for mark in marks:
         try:
             tree = Path(json.loads(mark.read_text())["tree"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -148,15 +151,24 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
 
 def interrupted_applies(ledger: Ledger) -> list[str]:
     """What ``validate`` says about each tree an apply was killed in."""
+    trees = interrupted_trees(ledger.root)
+    if not trees:
+        return []
+    from patchset.engine.txn import describe_pending
+
     return [
         f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
         f"run `patchset recover --tree {tree}` (add --back to undo it)"
-        for tree in interrupted_trees(ledger.root)
+        for tree in trees
     ]
 
 
 def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
     """A rebase this ledger is in the middle of: (interrupted while writing?, what to say). Reads only."""
+    if not (ledger.root / REBASE_STATE_DIR).exists():
+        return None
+    from patchset.rebase.state import State  # loads only when a rebase left its state
+
     state = State(ledger.root)
     if state.committing:
         return True, (

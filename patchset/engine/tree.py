@@ -472,6 +472,7 @@ def apply_series(
     before_commit: Callable[[SeriesResult], bool] | None = None,
     before_finish: Callable[[], None] | None = None,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
@@ -487,13 +488,16 @@ def apply_series(
 
     The tree lock (``patchset.locking``) is held from the first read to the last write, so a
     second apply to the same tree waits and then sees this one's result. ``before_finish`` is
-    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back).
+    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back), and
+    so is ``durable`` (fsync every step against power loss; default ``$PATCHSET_FSYNC``).
     """
     root = Path(root)
     if not root.is_dir():
         raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
     with locking.tree_lock(root):
-        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty)
+        return _apply_series(
+            root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty, durable
+        )
 
 
 def _apply_series(
@@ -506,6 +510,7 @@ def _apply_series(
     before_commit: Callable[[SeriesResult], bool] | None,
     before_finish: Callable[[], None] | None,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> SeriesResult:
     recovered = None
     if txn.pending(root):
@@ -542,7 +547,7 @@ def _apply_series(
         failed_patch=failed,
     )
     if result.ok and not dry_run and (before_commit is None or before_commit(result)):
-        txn.commit(paths.root, state.changes(), before_finish)
+        txn.commit(paths.root, state.changes(), before_finish, durable)
         result.committed = True
     return result
 
