@@ -38,6 +38,7 @@ from tests.support.completions_double import serving
 from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
 from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
+from tests.support.wheel_demo import make_demo as make_wheel_demo
 
 WIDTHS = (60, 80, 120, 200)
 MODES = [*(str(w) for w in WIDTHS), "piped"]
@@ -383,3 +384,24 @@ def test_fetch_check(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch
     pinned = [p for p in led.patches if p.source.ref]
     assert pinned
     check(r.stdout, mode, [p.id for p in pinned] + [p.source.ref for p in pinned])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_build_wheel_and_overlay(run, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build demo (a wheel written as a build backend writes it, a locked series): the wheel
+    and overlay written, then a tree that does not match the lock refused, each path whole."""
+    demo = make_wheel_demo(tmp_path, run, prefix="p4-glm5next-fp8-attn-helper-nvfp4-scales-")
+    env_for(monkeypatch, mode)
+    out = tmp_path / "dist-for-the-sm12x-image" / "patched-wheels"
+    r = run("build", "wheel", "--wheel", demo["wheel"], "--out", out, cwd=demo["ledger"])
+    assert r.code == 0, r
+    (wheel,) = out.iterdir()
+    check(r.stdout, mode, [str(wheel)])
+    overlay = tmp_path / "overlay-for-the-sm12x-image"
+    r = run("build", "overlay", "--tree", demo["tree"], "--out", overlay, cwd=demo["ledger"])
+    assert r.code == 0, r
+    check(r.stdout, mode, [str(overlay), "overlay/usr/lib/python3/dist-packages/demo/data/include/demo/tile.h"])
+    (demo["tree"] / "demo/core.py").write_text("changed\n")
+    r = run("build", "overlay", "--tree", demo["tree"], "--out", tmp_path / "refused", cwd=demo["ledger"])
+    assert r.code == 1, r
+    check(r.stdout, mode, ["demo/core.py"])
