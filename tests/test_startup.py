@@ -61,3 +61,36 @@ def test_apply_tree_imports_no_heavy_library(run, tmp_path: Path) -> None:
     (tree / "m.py").write_text("a = 1\nb = 2\n")
     assert loaded(["apply", "--tree", str(tree)], led) == set()
     assert (tree / "m.py").read_text() == "a = 1\nb = 3\n"
+
+
+def test_every_registered_command_loads_under_its_name() -> None:
+    """The lazy registry and the command modules agree (a renamed function or command is caught)."""
+    import click
+
+    from patchset import cli, clicmds
+
+    ctx = click.Context(cli.main)
+    for name in cli.COMMANDS:
+        cmd = cli.main.get_command(ctx, name)
+        assert isinstance(cmd, click.Command) and cmd.name == name, name
+    modules = {p.stem for p in Path(clicmds.__file__).parent.glob("*.py")} - {"__init__"}
+    assert modules == {v.split(":")[0].rsplit(".", 1)[1] for v in cli.COMMANDS.values()}
+
+
+def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            PROBE.replace(
+                "{heavy!r}", repr(("patchset.clicmds.query", "patchset.clicmds.gating", "patchset.clicmds.onboard"))
+            ),
+            "list",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
+    assert line and set(line[-1].split()[1:]) == {"patchset.clicmds.query"}, r.stderr
