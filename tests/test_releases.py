@@ -485,6 +485,20 @@ def test_the_cli_bar_shows_a_download_in_bytes_and_steps_as_counts(index):
     assert dl.description == "download demo_pkg-2.0.tar.gz"
     assert amount == f"{size / 1e6:.1f}/{size / 1e6:.1f} MB", amount
     assert (st.completed, st.total, st.description, count) == (2, 5, "apply 02-pdl-off-sm12x", "2/5")
+    with Bars(console=Console(file=screen, force_terminal=True, width=120)) as bars:  # one bar, file after file
+        heard = bars.callback("", unit="bytes")
+        releases.download("demo-pkg==2.0", progress=heard)  # cached: nothing to draw
+        assert bars.rich.tasks == []
+        releases.download("demo-pkg==1.0", progress=heard)
+        releases.download("demo-pkg==1.1", progress=heard)
+        (only,) = bars.rich.tasks
+    small = (index.root / "demo_pkg-1.1.tar.gz").stat().st_size
+    assert (only.description, only.completed, only.total, only.visible) == (
+        "download demo_pkg-1.1.tar.gz",
+        small,
+        small,
+        False,
+    )
 
 
 def test_no_bar_off_a_terminal_and_no_rich_import():

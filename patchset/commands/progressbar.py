@@ -57,7 +57,7 @@ class Bars:
             description = f"{label} {what}".strip()[:70]
             if not task:
                 task.append(bar.add_task(description, total=total, unit=unit))
-            elif what != last[0]:
+            elif unit == BYTES and what != last[0]:  # the next file: its own size, speed and clock
                 bar.reset(task[0], total=total, description=description, visible=True)
             last[0] = what
             bar.update(task[0], completed=done, total=total, description=description)
