@@ -32,12 +32,26 @@ def fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
+_serial = 0
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new, exclusive ``.NAME.<pid>.<n>.tmp`` beside ``path`` (what ``tempfile.mkstemp`` does,
+    without loading tempfile and random on every command that writes one small file)."""
+    global _serial
+    while True:
+        _serial += 1
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{_serial}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), tmp
+        except FileExistsError:
+            continue
+
+
 def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # here, not at the top: read-only commands never load it
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -436,6 +435,8 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | 
 
 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
+    import shutil
+
     fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)

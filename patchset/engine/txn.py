@@ -38,7 +38,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import signal
 import stat
 import threading
@@ -295,6 +294,8 @@ def _prepare(root: Path, txn: Path, changes: list[Change], durable: bool) -> dic
             try:
                 os.link(target, backup, follow_symlinks=False)
             except OSError:
+                import shutil  # a file system without hard links: rare, so loaded only then
+
                 shutil.copy2(target, backup, follow_symlinks=False)
                 _sync(backup, durable)
             entry["old"] = str(n)
@@ -400,6 +401,23 @@ def _roll_back(root: Path, txn: Path, journal: dict[str, Any]) -> None:
     _fsync_dirs({d for d in touched if d.exists()})
 
 
+def _remove_flat(d: Path) -> None:
+    """Remove a staging directory (``new/``, ``old/``: files and symlinks only, no subdirectories)."""
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return
+    for e in entries:
+        try:
+            os.unlink(e.path)
+        except OSError:
+            pass
+    try:
+        d.rmdir()
+    except OSError:
+        pass
+
+
 def _finish(root: Path, txn: Path, durable: bool = True) -> None:
     journal = txn / JOURNAL
     if journal.exists():
@@ -407,7 +425,7 @@ def _finish(root: Path, txn: Path, durable: bool = True) -> None:
         _sync(txn, durable, directory=True)
         _step()
     for sub in ("new", "old"):
-        shutil.rmtree(txn / sub, ignore_errors=True)
+        _remove_flat(txn / sub)
     (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
     try:
         txn.rmdir()
@@ -424,7 +442,7 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         if leftovers:
             # crash before the journal was complete: the tree was never touched
             for sub in ("new", "old"):
-                shutil.rmtree(txn / sub, ignore_errors=True)
+                _remove_flat(txn / sub)
             (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
             return "discarded"
         return None
@@ -450,7 +468,7 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
     journal.unlink()
     fsync_path(txn, directory=True)
     for sub in ("new", "old"):
-        shutil.rmtree(txn / sub, ignore_errors=True)
+        _remove_flat(txn / sub)
     return done
 
 
