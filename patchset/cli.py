@@ -26,12 +26,6 @@ from patchset.commands.table import Term
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
 
-def rich_out():  # -> rich.console.Console, for the renderings that still use rich (rebase, check)
-    from rich.console import Console
-
-    return Console(highlight=False)
-
-
 @dataclass
 class Ctx:
     """Where a command runs: its directory and the ledger named on the command line."""
@@ -169,32 +163,12 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
 # --------------------------------------------------------------------------- apply
 
 
-def _progress_bar():
-    """A transient rich bar on stderr when it is a terminal; otherwise a no-op that never imports rich."""
-    if not sys.stderr.isatty():
-        return _NoBar()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress_bar():  # -> patchset.commands.progressbar.Bars
+    """Bars on stderr when it is a terminal (``bars.callback(label)`` is the one adapter from the
+    packages' ``progress(what, done, total)``); otherwise no bar, and rich is never imported."""
+    from patchset.commands.progressbar import Bars
 
-    err = Console(stderr=True, highlight=False)
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-
-
-def bar_progress(bar: Any, label: str):  # -> patchset.progress.Progress
-    """The one adapter from the packages' ``progress(what, done, total)`` to a bar."""
-    task = bar.add_task(label, total=None)
-
-    def progress(what: str, done: int, total: int | None) -> None:
-        bar.update(task, description=f"{label} {what}"[:70], completed=done, total=total)
-
-    return progress
+    return Bars()
 
 
 def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -206,22 +180,6 @@ def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Param
         return value
 
     return callback
-
-
-class _NoBar:
-    """The interface of rich's Progress that the commands use, doing nothing."""
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_task(self, *args: Any, **kwargs: Any) -> int:
-        return 0
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 # --------------------------------------------------------------------------- rebase

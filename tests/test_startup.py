@@ -26,12 +26,14 @@ print("LOADED", " ".join(m for m in {heavy!r} if m in sys.modules), file=sys.std
 """
 
 
-def loaded(args: list[str], cwd: Path) -> set[str]:
+def loaded(args: list[str], cwd: Path, printed: str = "") -> set[str]:
+    """The heavy libraries the command loaded; ``printed``: text its stdout must hold (it ran)."""
     r = subprocess.run(
         [sys.executable, "-P", "-c", PROBE.format(heavy=HEAVY), *args], cwd=cwd, capture_output=True, text=True
     )
     line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
     assert line, r.stderr
+    assert printed in r.stdout, r
     return set(line[-1].split()[1:])
 
 
@@ -94,3 +96,15 @@ def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     )
     line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
     assert line and set(line[-1].split()[1:]) == {"patchset.clicmds.query"}, r.stderr
+
+
+def test_rebase_and_check_longctx_print_without_rich(tmp_path: Path) -> None:
+    """Their reports go through the table helper: off a terminal, rich is never imported."""
+    from tests.support.completions_double import serving
+    from tests.support.rebase_demo import build
+
+    demo = build(tmp_path)
+    assert "rich" not in loaded(["rebase", "--onto", "v2", "--dry-run"], demo.root, "#\tpatch\tresult\tdetails")
+    with serving() as (url, _):
+        args = ["check", "longctx", "--url", url, "--checks", "causality"]
+        assert "rich" not in loaded(args, tmp_path, "causality\tN=2048 of 4096")

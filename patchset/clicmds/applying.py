@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _name_specs, _one_of, _progress_bar, bar_progress, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, _name_specs, _one_of, _progress_bar, emit_json, guarded, json_opt, out
 
 
 @click.command()
@@ -118,7 +118,7 @@ def apply(
             "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
         )
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "apply")
+        progress = bar.callback("apply")
         reports = run_apply(
             led,
             chosen,
@@ -126,7 +126,7 @@ def apply(
             update_lock=update_lock,
             dry_run=dry_run,
             progress=progress,
-            download_progress=bar,
+            download_progress=bar.callback("", unit="bytes"),
             skip_applied=skip_applied,
             remove_empty=remove_empty,
             durable=durable or None,
@@ -164,5 +164,5 @@ def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
         emit_json(done)
     else:
         for d in done:
-            click.echo(f"{d['tree']}: {d['done']}")
+            out.line(f"{d['tree']}: {d['done']}")
     return 0

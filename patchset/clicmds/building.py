@@ -50,9 +50,8 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     led = c.load()
     tgt = pick_target(led, target)
     with _progress_bar() as bar:
-        task = bar.add_task("build wheel", total=None)
-        path = wheel_file.resolve() if wheel_file else fetch_wheel(spec, progress=bar)
-        rep = do_build(led, tgt, path, out_dir.resolve(), progress=lambda m: bar.update(task, description=m))
+        path = wheel_file.resolve() if wheel_file else fetch_wheel(spec, progress=bar.callback("", unit="bytes"))
+        rep = do_build(led, tgt, path, out_dir.resolve(), progress=bar.callback("build wheel"))
     if as_json:
         emit_json(rep.to_json())
     elif rep.ok:

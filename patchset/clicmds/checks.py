@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _one_target_arg, _progress_bar, bar_progress, emit_json, guarded, json_opt, out, rich_out
+from patchset.cli import Ctx, _one_target_arg, _progress_bar, emit_json, guarded, json_opt, out
 from patchset.text import split_list
 
 
@@ -53,7 +53,7 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
         if tree is not None and not tree.is_dir():
             raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "verify")
+        progress = bar.callback("verify")
         rep = run_verify(
             c.ledger_path,
             tree,
@@ -65,7 +65,7 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
             progress=progress,
             target=target,
             keep_trees=keep_trees,
-            download_progress=bar,
+            download_progress=bar.callback("", unit="bytes"),
         )
     if as_json:
         emit_json(rep.to_json())
@@ -129,5 +129,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     if as_json:
         click.echo(report.to_json())
     else:
-        report.render(rich_out())
+        from patchset.verify.longctx_view import render_longctx
+
+        render_longctx(out, report)
     return report.exit_code

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import Ctx, _progress_bar, bar_progress, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
 
 
 @click.command()
@@ -56,7 +56,7 @@ def gate(
     from patchset.ci.report import render
 
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "gate")
+        progress = bar.callback("gate")
         report = run_gate(
             c.ledger_path,
             onto=onto,

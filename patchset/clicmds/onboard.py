@@ -178,6 +178,6 @@ def audit(c: Ctx, directory: Path, target: str | None, as_json: bool) -> int:
         emit_json(rep.to_json())
     else:
         for line in rep.lines():
-            click.echo(line)
-        click.echo(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
+            out.line(line)
+        out.line(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
     return 0 if rep.ok else 1

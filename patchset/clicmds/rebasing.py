@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _progress_bar, bar_progress, deprecated_alias, emit_json, guarded, json_opt, out, rich_out
+from patchset.cli import Ctx, _progress_bar, deprecated_alias, emit_json, guarded, json_opt, out
 
 
 @click.command()
@@ -52,7 +52,6 @@ def rebase(
     Exit 0 done or a clean dry run; 1 conflicts or stopped at a conflict; 2 bad input.
     """
     from patchset.rebase import session as rb
-    from patchset.rebase.report import render
 
     modes = sum(bool(x) for x in (onto, cont, skip_, abort_))
     if modes != 1:
@@ -65,7 +64,7 @@ def rebase(
             out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
     with _progress_bar() as bar:
-        progress = bar_progress(bar, "rebase")
+        progress = bar.callback("rebase")
         if cont:
             report = rb.continue_rebase(c.ledger_path, progress=progress)
         elif skip_:
@@ -79,9 +78,12 @@ def rebase(
                 interactive=interactive,
                 dry_run=dry_run,
                 progress=progress,
+                download_progress=bar.callback("", unit="bytes"),
             )
     if as_json:
         emit_json(report.to_json())
     else:
-        render(report, rich_out(), range_diffs=not no_range_diff)
+        from patchset.commands.rebase_view import render_rebase
+
+        render_rebase(out, report, range_diffs=not no_range_diff)
     return 0 if report.ok else 1

@@ -421,7 +421,7 @@ def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_file
         fill_lock(e, ledger, target, files, base_files)
 
 
-def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Path:
+def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | None = None) -> Path:
     """Download (once, cached) and unpack a release for ``--from-index``."""
     from patchset.upstream.archives import unpack
     from patchset.upstream.releases import download
@@ -585,7 +585,7 @@ def run(
     update_lock: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
-    download_progress=None,
+    download_progress: Progress | None = None,
     skip_applied: bool = False,
     remove_empty: bool = False,
     durable: bool | None = None,
