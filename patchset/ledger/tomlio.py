@@ -8,14 +8,13 @@ tomlkit keeps positions.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
+try:  # tomli is the standard library's tomllib, published compiled (mypyc): it parses about twice as fast
     import tomli as tomllib
+except ImportError:  # pragma: no cover - a source-only install
+    import tomllib  # type: ignore[no-redef]
 
 from patchset.errors import LedgerError, Location
 
