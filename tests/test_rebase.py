@@ -3,13 +3,14 @@ rerere compatibility with git itself, plain directories, and SIGKILLs at the wor
 
 The fixture upstream has a tagged old base ``v1`` and, one commit per kind of drift, a new base
 ``v2``. Each patch is written against the old base (plus the patches before it) with ``difflib``
-(not with the code under test) and is built to land in one class on ``v2``.
+(not with the code under test) and is built to land in one class on ``v2`` (``tests.support.rebase_demo``).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,30 +23,31 @@ from pathlib import Path
 
 import pytest
 
+from patchset.commands.rebase_view import render_rebase
+from patchset.commands.table import Term
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, LedgerError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.report import RebaseReport, render
+from patchset.rebase.report import RebaseReport
 from patchset.rebase.rerere import RRCache, normalize
 from patchset.rebase.session import abort, continue_rebase, rebase, skip
-from tests.support.rebase_world import (  # noqa: F401 - the demo world, shared with the stress suite
-    ALL,
-    BASE_FILES,
-    EXPECTED,
-    Demo,
-    bodies,
-    body,
-    build,
-    build_upstream,
-    digest,
-    numbered,
-)
+from tests.support.rebase_demo import ALL, EXPECTED, Demo, bodies, body, build, build_upstream, numbered
 from tests.support.repo import GIT_IDENTITY, commit_files, git, new_repo
 from tests.support.text import edit as sub
 from tests.support.text import udiff
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def digest(root: Path) -> dict[str, str]:
+    """sha256 of every file of the ledger directory except rebase scratch/backup space."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_file() and rel.parts[0] != ".patchset":
+            out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 
 def upstream_file(demo: Demo, ref: str, path: str) -> bytes | None:
@@ -373,13 +375,11 @@ def test_a_broken_body_is_reported_not_crashed(make):
 
 
 def test_render_shows_classes_conflicts_and_range_diffs(make):
-    from rich.console import Console
-
     demo = make()
     report = rebase(demo.ledger, "v2", dry_run=True)
-    console = Console(record=True, width=200)
-    render(report, console)
-    text = console.export_text()
+    buf = io.StringIO()
+    render_rebase(Term(buf, tty=True, width=200, color=False), report)
+    text = buf.getvalue()
     for word in (
         "carried (merged)",
         "already-upstream",

@@ -459,7 +459,7 @@ def fetch_writer(tmp: Path, hub_url: str, world) -> Writer:
 
 
 def rebase_writer(tmp: Path, up: Path, shas: dict[str, str]) -> Writer:
-    from tests.support.rebase_world import ALL, build
+    from tests.support.rebase_demo import ALL, build
 
     demo = build(tmp / "world", [p for p in ALL if p != "p-conflict"], upstream=up, shas=shas)
 
@@ -490,7 +490,7 @@ def fetch_world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rebase_upstream(tmp_path_factory):
-    from tests.support.rebase_world import build_upstream
+    from tests.support.rebase_demo import build_upstream
 
     up = tmp_path_factory.mktemp("rebaseworld") / "up"
     return up, build_upstream(up)

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 
-def log():  # -> logging.Logger; logging is imported when something is logged, not at start-up
+def log(name: str = __name__):  # -> logging.Logger; logging loads when something is logged, not at start-up
     import logging
 
-    return logging.getLogger(__name__)
+    return logging.getLogger(name)
 
 
 # Response headers worth keeping: what pagination and media handling need later.
@@ -65,6 +65,8 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class CacheEntry:
+    """One cached HTTP response: status, kept headers, body and when it was stored."""
+
     key: str
     method: str
     url: str

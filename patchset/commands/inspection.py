@@ -15,8 +15,6 @@ from patchset.commands.interrupted import interruptions
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import split_header
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -26,6 +24,8 @@ BODY_UNLOCKED = "not in lock"
 
 @dataclass
 class FileStat:
+    """One file of a diffstat: its path, operation and line counts."""
+
     path: str
     added: int
     removed: int
@@ -40,6 +40,8 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     engine's parser). A renamed or copied file is named by its new path, any other by the path it
     reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
     as written; a body that does not parse has no stat (``[]``)."""
+    from patchset.patchfmt.diffs import parse_patch  # only `show` needs the parser: list starts faster
+    from patchset.patchfmt.headers import split_header
 
     _, diff = split_header(body)
     try:
@@ -106,6 +108,8 @@ def patch_files(ledger: Ledger, patch: Patch, body: bytes | None = None) -> list
 
 @dataclass
 class ValidateReport:
+    """What ``validate`` found: problems (exit 1) and warnings."""
+
     ledger: str
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)

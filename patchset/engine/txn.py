@@ -3,28 +3,54 @@
 
 ``commit(root, changes)`` replaces many files so that a crash or SIGKILL at any instant leaves
 either the old tree or the new tree once ``recover(root)`` has run (``apply_series`` runs it
-first thing); the protocol (staged files, journal, renames, cleanup) and the crash-test hook
-``PATCHSET_TEST_CRASH_AFTER`` are described in ``patchset.journal``. Ctrl-C (and TERM/HUP) is
-held from the journal to the end of the commit, so an interrupted apply leaves the new tree.
+first thing); the protocol (staged files, journal, renames, cleanup), durability and the
+crash-test hook ``PATCHSET_TEST_CRASH_AFTER`` are described in ``patchset.journal``. Ctrl-C (and
+TERM/HUP) is held from the journal to the end of the commit, so an interrupted apply leaves the
+new tree. A tree commit fsyncs only when asked (``apply --durable``, ``PATCHSET_FSYNC=1``), like
+``git checkout`` and GNU ``patch``, which fsync no work-tree file.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
 from patchset.journal import JOURNAL, Change, Direction, Journal
 
-__all__ = ["JOURNAL", "TXN_DIR", "Change", "Direction", "commit", "describe_pending", "pending", "recover"]
+__all__ = [
+    "FSYNC_ENV",
+    "JOURNAL",
+    "TXN_DIR",
+    "Change",
+    "Direction",
+    "commit",
+    "describe_pending",
+    "durable_default",
+    "pending",
+    "recover",
+]
 
 TXN_DIR = ".patchset-txn"
+FSYNC_ENV = "PATCHSET_FSYNC"  # "1": every commit is durable against power loss (``apply --durable``)
 
 
-def journal(root: Path) -> Journal:
+def durable_default() -> bool:
+    """Whether a commit fsyncs when its caller does not say: ``$PATCHSET_FSYNC`` set and not 0."""
+    return os.environ.get(FSYNC_ENV, "") not in ("", "0")
+
+
+def journal(root: Path, durable: bool = True) -> Journal:
     """The transaction directory of the tree under ``root``."""
     root = Path(root)
-    return Journal(root, root / TXN_DIR, busy="another patchset process is applying to this tree")
+    return Journal(
+        root,
+        root / TXN_DIR,
+        busy="another patchset process is applying to this tree",
+        back_cmd=f"patchset recover --tree {root} --back",
+        durable=durable,
+    )
 
 
 def pending(root: Path) -> bool:
@@ -37,18 +63,24 @@ def describe_pending(root: Path) -> str:
     return journal(root).describe()
 
 
-def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] | None = None) -> None:
+def commit(
+    root: Path,
+    changes: list[Change],
+    before_finish: Callable[[], None] | None = None,
+    durable: bool | None = None,
+) -> None:
     """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe.
 
     ``before_finish`` runs once every file is in place but while the old files are still kept
     (``apply --update-lock`` writes the lock there): if it raises, the tree is rolled back.
+    ``durable`` (default: ``durable_default()``) fsyncs every step against power loss.
     """
     root = Path(root)
     if not changes:
         if before_finish is not None:
             before_finish()
         return
-    j = journal(root)
+    j = journal(root, durable_default() if durable is None else durable)
     with j.locked():
         j.recover_locked("auto")
         try:

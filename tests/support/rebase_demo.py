@@ -1,12 +1,14 @@
-"""The rebase demo world (issue 7's tests and the reliability stress suite): a small real git
-upstream with a tagged old base ``v1`` and, one commit per kind of drift, a new base ``v2``, and a
-ledger whose patches are written against ``v1`` with ``difflib`` (not with the code under test),
-each built to land in one class on ``v2``.
+"""The rebase demo: a small real git upstream with one commit per kind of drift, and a ledger of
+patches built to land in each rebase class.
+
+The upstream has a tagged old base ``v1`` and a new base ``v2``. Each patch is written against the
+old base (plus the patches before it) with ``difflib`` (not with the code under test). Used by the
+rebase tests and by the output-width tests (``prefix`` gives the patch ids a long prefix, as real
+ids have).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,9 +117,15 @@ def bodies() -> dict[str, bytes]:
 
 
 def build(
-    tmp: Path, include: list[str] | None = None, *, upstream: Path | None = None, shas: dict[str, str] | None = None
+    tmp: Path,
+    include: list[str] | None = None,
+    *,
+    upstream: Path | None = None,
+    shas: dict[str, str] | None = None,
+    prefix: str = "",
 ) -> Demo:
-    """The upstream (built once per call unless given) and a ledger with the ``include``d patches."""
+    """The upstream (built once per call unless given) and a ledger with the ``include``d patches,
+    each id written as ``prefix + id`` (``p-clean`` by default)."""
     up = upstream or tmp / "up"
     if upstream is None:
         shas = build_upstream(up)
@@ -149,11 +157,11 @@ def build(
     for pid, data in bodies().items():
         if include is not None and pid not in include:
             continue
-        demo.body(pid).write_bytes(data)
+        demo.body(prefix + pid).write_bytes(data)
         origin = {"p-backport": "upstream", "p-port": "port", "p-pr": "upstream"}.get(pid, "ours")
         toml += [
             "[[patch]]",
-            f'id = "{pid}"',
+            f'id = "{prefix}{pid}"',
             'target = "demo"',
             f'title = "{pid}"',
             f'origin = "{origin}"',
@@ -178,13 +186,3 @@ def build(
         toml.append("")
     demo.ledger.write_text("\n".join(toml))
     return demo
-
-
-def digest(root: Path) -> dict[str, str]:
-    """sha256 of every file of the ledger directory except rebase scratch/backup space."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        rel = p.relative_to(root)
-        if p.is_file() and rel.parts[0] != ".patchset":
-            out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
