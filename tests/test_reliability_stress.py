@@ -341,8 +341,9 @@ def _after_kill(w: Writer, scratch: Path, sig: str, code: int, what: str, counts
     else:
         # Ctrl-C: 130 from the CLI; -SIGINT when it lands outside the CLI's guard (Python still
         # importing the CLI, or already shutting down); 1 when it lands while the interpreter
-        # itself starts (KeyboardInterrupt during its own imports: nothing of patchset ran yet)
-        early = sig == "INT" and code == 1 and err.rstrip().endswith("KeyboardInterrupt")
+        # itself starts or imports the CLI's modules (a KeyboardInterrupt, possibly wrapped in the
+        # RuntimeError of a class being defined: nothing of patchset ran yet)
+        early = sig == "INT" and code == 1 and "KeyboardInterrupt" in err
         assert early or code in ((-signal.SIGKILL,) if sig == "KILL" else (130, -signal.SIGINT)), (
             w.name,
             what,
