@@ -75,6 +75,9 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
             click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
             code = errors.EXIT_INPUT
         except Exception as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C while a class was defined (3.11 wraps it)
+                click.echo("interrupted", err=True)
+                sys.exit(130)
             if os.environ.get("PATCHSET_DEBUG"):
                 raise
             click.echo(
