@@ -528,12 +528,12 @@ def test_kills_of_fetch_subset(tmp_path: Path, serve_hub, fetch_world) -> None:
     from tests.support.fetch_world import hub_data
 
     w = fetch_writer(tmp_path, serve_hub(hub_data(fetch_world)).base_url, fetch_world)
-    assert _report("fetch", kill_at_steps(w, tmp_path, ("KILL",), every=5), kill_at_random(w, tmp_path, 2, 16)) >= 4
+    assert _report("fetch", kill_at_steps(w, tmp_path, ("KILL",), every=3), kill_at_random(w, tmp_path, 2, 16)) >= 4
 
 
 def test_kills_of_rebase_subset(tmp_path: Path, rebase_upstream) -> None:
     w = rebase_writer(tmp_path, *rebase_upstream)
-    assert _report("rebase", kill_at_steps(w, tmp_path, ("KILL",), every=5), kill_at_random(w, tmp_path, 2, 16)) >= 4
+    assert _report("rebase", kill_at_steps(w, tmp_path, ("KILL",), every=3), kill_at_random(w, tmp_path, 2, 16)) >= 4
 
 
 @pytest.mark.stress
