@@ -28,6 +28,7 @@ compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -305,7 +306,7 @@ class _Writer:
 
 
 def _run_hunks(
-    lines: list[bytes], prepared: list[_Prepared], fuzz: int, hunks: list[Hunk]
+    lines: list[bytes], prepared: list[_Prepared], fuzz: int, hunks: Sequence[Hunk]
 ) -> tuple[bytes, list[HunkResult], bool]:
     """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected)."""
     writer = _Writer(lines)
