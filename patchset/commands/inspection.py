@@ -56,13 +56,13 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
             return []
     out = []
     for fp in files:
-        lines = [ln for h in fp.hunks for ln in h.lines]
+        added, removed = fp.line_counts()  # counted by the reader: no hunk is built
         path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
         out.append(
             FileStat(
                 path=path,
-                added=sum(1 for ln in lines if ln.startswith(b"+")),
-                removed=sum(1 for ln in lines if ln.startswith(b"-")),
+                added=added,
+                removed=removed,
                 op=_STAT_OPS[fp.op],
             )
         )
