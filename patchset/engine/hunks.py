@@ -39,7 +39,7 @@ import re
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList
 
@@ -98,12 +98,100 @@ class HunkResult:
         return text
 
 
+_STATUSES: tuple[HunkStatus, ...] = ("clean", "offset", "fuzz", "failed", "ignored")
+_STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
+
+
+class HunkResults(Sequence[HunkResult]):
+    """The results of a file's hunks, numbered 1, 2, ... in order, kept in arrays (a few bytes
+    per hunk; a ``HunkResult`` object each would cost ~250 bytes per hunk, as much as a 100 MB
+    patch of small hunks takes to hold itself). Each access builds a fresh ``HunkResult``."""
+
+    __slots__ = ("_expected", "_fuzz", "_line", "_misordered", "_nearest", "_offset", "_status")
+
+    def __init__(self) -> None:
+        self._status = array("b")
+        self._offset = array("q")
+        self._fuzz: dict[int, int] = {}  # hunks applied with fuzz (rare)
+        self._line = array("q")  # 0: None
+        self._expected = array("q")
+        self._misordered: set[int] = set()
+        self._nearest: dict[int, NearestRegion] = {}
+
+    def add(
+        self,
+        status: HunkStatus,
+        *,
+        offset: int = 0,
+        fuzz: int = 0,
+        line: int | None = None,
+        expected_line: int = 0,
+        misordered: bool = False,
+        nearest: NearestRegion | None = None,
+    ) -> None:
+        k = len(self._status)
+        self._status.append(_STATUS_CODE[status])
+        self._offset.append(offset)
+        if fuzz:
+            self._fuzz[k] = fuzz
+        self._line.append(line or 0)
+        self._expected.append(expected_line)
+        if misordered:
+            self._misordered.add(k)
+        if nearest is not None:
+            self._nearest[k] = nearest
+
+    def __len__(self) -> int:
+        return len(self._status)
+
+    @overload
+    def __getitem__(self, i: int) -> HunkResult: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[HunkResult]: ...
+
+    def __getitem__(self, i: int | slice) -> HunkResult | list[HunkResult]:
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("hunk result index out of range")
+        return self._make(i)
+
+    def __iter__(self) -> Iterator[HunkResult]:
+        for k in range(len(self)):
+            yield self._make(k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"HunkResults({list(self)!r})"
+
+    def _make(self, k: int) -> HunkResult:
+        return HunkResult(
+            index=k + 1,
+            status=_STATUSES[self._status[k]],
+            offset=self._offset[k],
+            fuzz=self._fuzz.get(k, 0),
+            line=self._line[k] or None,
+            nearest=self._nearest.get(k),
+            expected_line=self._expected[k],
+            misordered=k in self._misordered,
+        )
+
+
 @dataclass
 class FileOutcome:
     status: FileStatus
     new: bytes | None  # resulting bytes; None when the file is deleted or the patch failed
     new_mode: str | None = None
-    hunks: list[HunkResult] = field(default_factory=list)
+    hunks: Sequence[HunkResult] = field(default_factory=list)
     message: str = ""  # about the file, without its path (the caller names the file)
     partial: bytes | None = None  # what GNU patch would leave on a hunk failure (not written)
 
@@ -318,10 +406,16 @@ class _Writer:
     when something follows a line that had none. Copies are slices of the input's bytes
     (through a memoryview: no intermediate copy) written into one buffer."""
 
-    def __init__(self, text: _Text) -> None:
+    def __init__(self, text: _Text, size_hint: int = 0) -> None:
         self.text = text
         self.view = memoryview(text.data)
         self.out = io.BytesIO()
+        if size_hint >= PRESIZE:
+            # one allocation of the final size: a buffer grown step by step leaves a trail of
+            # freed copies behind it (twice the output's size in peak memory)
+            self.out.seek(size_hint - 1)
+            self.out.write(b"\0")
+            self.out.seek(0)
         self.after_newline = True
         self.frozen = 0  # input lines consumed (GNU's last_frozen_line)
 
@@ -369,17 +463,32 @@ class _Writer:
 
     def finish(self) -> bytes:
         self.copy_till(self.text.n)
+        self.out.truncate(self.out.tell())
         return self.out.getvalue()  # the buffer itself, not a copy (nothing writes to it after)
+
+
+PRESIZE = 1 << 20  # outputs from this size on get their buffer in one allocation
+
+
+def output_bound(old_size: int, hunks: Sequence[Hunk]) -> int:
+    """At least the size of the file ``hunks`` make from ``old_size`` bytes when they apply (0:
+    unknown). Added: every "+" line as written (its type byte pays for a newline the writer may
+    insert after it); removed: every "-" line less its type byte and one byte (a CR stripped, a
+    newline a marker removes), less the markers."""
+    if not isinstance(hunks, HunkList):
+        return 0
+    plus, minus, markers = hunks.sizes
+    return old_size + plus + 1 - max(0, minus - 2 * hunks.removed - markers)
 
 
 # --------------------------------------------------------------------------- apply
 
 
-def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, list[HunkResult], bool]:
+def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, HunkResults, bool]:
     """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected).
     Hunks are taken one at a time: only the current one's lines are alive."""
-    writer = _Writer(lines)
-    results: list[HunkResult] = []
+    writer = _Writer(lines, output_bound(len(lines.data), hunks))
+    results = HunkResults()
     in_offset = 0
     failures = 0
     for idx, hunk in enumerate(hunks, start=1):
@@ -393,23 +502,23 @@ def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, l
                 # --forward: does the first hunk apply reversed? then refuse the file
                 rev = _prepare(hunk, reverse=True)
                 if _locate(lines, rev, f, in_offset, writer.frozen):
-                    return b"", [], True
+                    return b"", HunkResults(), True
             if where:
                 used = f
                 break
         expected = h.first + in_offset
         if where and writer.misordered(h, where):
-            results.append(HunkResult(idx, "failed", line=where, expected_line=expected, misordered=True))
+            results.add("failed", line=where, expected_line=expected, misordered=True)
             continue
         if not where:
             failures += 1
             near = nearest_region(lines, hunk, expected) if failures <= NEAREST_LIMIT else None
-            results.append(HunkResult(idx, "failed", line=None, expected_line=expected, nearest=near))
+            results.add("failed", line=None, expected_line=expected, nearest=near)
             continue
         offset = where - h.first
         in_offset = offset
         status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
-        results.append(HunkResult(idx, status, offset=offset, fuzz=used, line=where, expected_line=expected))
+        results.add(status, offset=offset, fuzz=used, line=where, expected_line=expected)
         writer.apply(h, where)
     return writer.finish(), results, False
 

@@ -23,6 +23,7 @@ and adds what a bare diff grammar does not say:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Iterator, Sequence
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal, overload
 
 from patchset.errors import Location, PatchFormatError
-from patchset.patchfmt.reader import HUNK_HEADER, HunkIndex, RawFile, ReadError, diff_start, read
+from patchset.patchfmt.reader import HUNK_HEADER, RawFile, ReadError, diff_start, read
 
 Op = Literal["create", "delete", "modify", "rename", "copy"]
 
@@ -108,18 +109,19 @@ class HunkList(Sequence[Hunk]):
     cached, so walking the hunks of a big patch keeps one hunk's lines alive at a time.
     """
 
-    __slots__ = ("_body", "_crlf", "_fallback_line", "_index", "_reverse", "added", "removed")
+    __slots__ = ("_body", "_crlf", "_fallback_line", "_index", "_reverse", "added", "removed", "sizes")
 
-    def __init__(
-        self, body: bytes, index: HunkIndex, *, crlf: bool, fallback_line: int, added: int, removed: int
-    ) -> None:
+    def __init__(self, body: bytes, raw: RawFile, *, crlf: bool, fallback_line: int) -> None:
         self._body = body
-        self._index = index
+        self._index = raw.hunks
         self._crlf = crlf  # strip a CR before each line's LF (GNU patch, CRLF file headers)
         self._reverse = False
         self._fallback_line = fallback_line  # a hunk that read no line is numbered by its file
-        self.added = added  # line counts of the whole file patch, from the reader
-        self.removed = removed
+        self.added = raw.added  # line counts of the whole file patch, from the reader
+        self.removed = raw.removed
+        # bytes of the "+" and "-" lines as written and the number of no-newline markers: what
+        # the engine needs to size its output buffer once (``hunks.output_bound``)
+        self.sizes = (raw.plus_bytes, raw.minus_bytes, raw.markers)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -156,26 +158,21 @@ class HunkList(Sequence[Hunk]):
 
     def reversed(self) -> HunkList:
         """The same hunks with old and new sides swapped (``reverse_file_patch``), just as lazy."""
-        other = HunkList(
-            self._body,
-            self._index,
-            crlf=self._crlf,
-            fallback_line=self._fallback_line,
-            added=self.removed,
-            removed=self.added,
-        )
+        other = copy.copy(self)
         other._reverse = not self._reverse
+        other.added, other.removed = self.removed, self.added
+        other.sizes = (self.sizes[1], self.sizes[0], self.sizes[2])
         return other
 
     def _make(self, k: int) -> Hunk:
         body, ix = self._body, self._index
         head, stop = ix.head[k], ix.stop[k]
-        nl = body.find(b"\n", head)
-        first = stop if nl < 0 or nl + 1 > stop else nl + 1
-        m = HUNK_HEADER.match(body[head:first].decode("latin-1"))
-        assert m is not None  # the reader found this header
-        lines = split_lines(body[first:stop])
-        if any(ln[0] in _ODD for ln in lines):
+        m = _HUNK_HEADER_BYTES.match(body, head)  # the reader found this header there
+        assert m is not None
+        first = min(m.end() + 1, stop)
+        region = body[first:stop]
+        lines = split_lines(region)
+        if region[:1] in _ODD or b"\n\\" in region or b"\n\n" in region or b"\n\r" in region:
             lines = [_normal(ln) for ln in lines]
         marks = ix.marks.get(k)
         if marks:
@@ -183,18 +180,21 @@ class HunkList(Sequence[Hunk]):
         if self._crlf:
             lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in lines]
         hunk = Hunk(
-            old_start=int(m[1]),
-            old_len=int(m[2]) if m[2] is not None else 1,
-            new_start=int(m[3]),
-            new_len=int(m[4]) if m[4] is not None else 1,
-            lines=lines,
-            section=m[5] or "",
-            line_no=ix.line[k] or self._fallback_line,
+            int(m[1]),
+            int(m[2]) if m[2] is not None else 1,
+            int(m[3]),
+            int(m[4]) if m[4] is not None else 1,
+            lines,
+            m[5].decode("latin-1"),
+            ix.line[k] or self._fallback_line,
         )
         return hunk.reversed() if self._reverse else hunk
 
 
-_ODD = (92, 10, 13)  # "\\", "\n", "\r": lines whose form in ``Hunk.lines`` is not the body's
+# the reader's HUNK_HEADER in bytes (same grammar: ``\d`` and ``.`` mean the same on latin-1 text),
+# without its "^": ``match(body, pos)`` anchors at ``pos``, where "^" would not match
+_HUNK_HEADER_BYTES = re.compile(HUNK_HEADER.pattern.removeprefix("^").encode("latin-1"))
+_ODD = (b"\\", b"\n", b"\r")  # how lines whose form in ``Hunk.lines`` is not the body's start
 _BLANK = re.compile(rb"[\r\n]{1,2}")
 
 
@@ -485,14 +485,7 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
             where=Location(source, at or line_no),
             hint="the hunk header is corrupt: regenerate the patch",
         )
-    hunks = HunkList(
-        body,
-        pf.hunks,
-        crlf=bool(len(pf.hunks)) and _headers_crlf(pf),
-        fallback_line=line_no,
-        added=pf.added,
-        removed=pf.removed,
-    )
+    hunks = HunkList(body, pf, crlf=bool(len(pf.hunks)) and _headers_crlf(pf), fallback_line=line_no)
     if op == "rename" and not hunks and similarity is None:
         similarity = 100
     if not hunks and not binary and not dataless and op in ("modify",) and old_mode == new_mode:

@@ -71,7 +71,7 @@ class HunkIndex:
         code = _INDEX_TYPE if size < 2**32 else "q"
         self.head = array(code)
         self.stop = array(code)
-        self.line = array("q")
+        self.line = array(code)  # a body has fewer lines than bytes
         self.marks: dict[int, int] = {}  # hunk index -> markers after it (rare)
 
     def __len__(self) -> int:
@@ -92,8 +92,11 @@ class RawFile:
     target_mode: str | None = None
     line_no: int = 0  # 1-based: the ``diff --git`` line, a plain diff's ``+++`` line, a binary line
     hunks: HunkIndex = field(default_factory=lambda: HunkIndex(0))
-    added: int = 0
-    removed: int = 0
+    added: int = 0  # "+" lines
+    removed: int = 0  # "-" lines
+    plus_bytes: int = 0  # bytes of the "+" lines as written (type byte and newline included)
+    minus_bytes: int = 0
+    markers: int = 0  # "\\ No newline" lines
     all_old_empty: bool = True  # every hunk is ``-N,0`` (a creation's shape)
     all_new_empty: bool = True  # every hunk is ``+N,0`` (a deletion's shape)
     too_large: tuple[int, int] | None = None  # (number, hunk line) of the first start past 2**63-1
@@ -221,6 +224,7 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             if not n:
                 raise ReadError("Unexpected marker: No newline at end of file", no)
             cur.hunks.marks[n - 1] = cur.hunks.marks.get(n - 1, 0) + 1
+            cur.markers += 1
             continue
         if line == "\n" and cur is not None and len(cur.hunks):
             continue  # a blank line after a hunk
@@ -264,7 +268,7 @@ def _hunk(body: bytes, head: int, pos: int, no: int, m: re.Match[str], cur: RawF
     src_len, tgt_len = _number(m[2], 1, no), _number(m[4], 1, no)
     src_end, tgt_end = src_start + src_len, tgt_start + tgt_len
     src, tgt = src_start, tgt_start
-    added = removed = 0
+    added = removed = plus_bytes = minus_bytes = markers = 0
     size = len(body)
     read_any = False
     find = body.find
@@ -279,10 +283,14 @@ def _hunk(body: bytes, head: int, pos: int, no: int, m: re.Match[str], cur: RawF
         elif c == _MINUS:
             src += 1
             removed += 1
+            minus_bytes += end - pos
         elif c == _PLUS:
             tgt += 1
             added += 1
-        elif c != _BACKSLASH:
+            plus_bytes += end - pos
+        elif c == _BACKSLASH:
+            markers += 1
+        else:
             raise ReadError(f"Hunk diff line expected: {body[pos:end].decode('latin-1')}", no)
         read_any = True
         pos = end
@@ -298,6 +306,9 @@ def _hunk(body: bytes, head: int, pos: int, no: int, m: re.Match[str], cur: RawF
     h.line.append(head_no if read_any else 0)
     cur.added += added
     cur.removed += removed
+    cur.plus_bytes += plus_bytes
+    cur.minus_bytes += minus_bytes
+    cur.markers += markers
     cur.all_old_empty = cur.all_old_empty and src_len == 0
     cur.all_new_empty = cur.all_new_empty and tgt_len == 0
     if cur.too_large is None:
