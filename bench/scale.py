@@ -6,7 +6,8 @@ Two families, each measured against a baseline run on the same input in the same
   the engine (``apply_series``, crash-safe commit included) vs ``patch -p1 -F0`` (GNU patch).
   Peak memory is the child's maximum resident set size (``wait4``), reported also as a multiple
   of the body's size (target: under ~3x).
-* **series**: a ledger of 10, 100, 1,000 and 10,000 patches: ``patchset list`` and
+* **series**: a ledger of 10, 100, 1,000 and 10,000 patches of ~5 KB each (10,000: ~44 MB of
+  bodies, the issue's "50 MB ledger"): ``patchset list`` (piped: the plain table) and
   ``patchset validate`` (whole commands, process start included) vs ``tomllib`` parsing the same
   ledger (the floor any reader pays), and ``apply_series`` of the whole series vs a loop of
   ``patch -p1 -F0`` over the same patches.
@@ -148,8 +149,37 @@ def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
 LEDGER_HEAD = 'schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\ngithub = "example/t"\n'
 
 
+BLOCK, STRIDE, BLOCKS, CONTEXT = 30, 40, 10, 3  # each patch rewrites 30 lines: a ~5 KB body
+
+
+def _module_line(k: int, by: int | None = None) -> bytes:
+    note = b"original line of the module" if by is None else b"rewritten by patch %05d" % by
+    return b"value_%05d = compute(%d, scale=1.0)  # %s\n" % (k, k, note)
+
+
+def _block_patch(rel: str, lines: list[bytes], block: int, by: int) -> bytes:
+    """The ``diff -u`` of rewriting block ``block`` of ``lines`` (changed in place)."""
+    s = 5 + block * STRIDE
+    lo, hi = s - CONTEXT, s + BLOCK + CONTEXT
+    new = [_module_line(k, by) for k in range(s, s + BLOCK)]
+    out = [b"--- a/%s\n+++ b/%s\n" % (rel.encode(), rel.encode())]
+    out.append(b"@@ -%d,%d +%d,%d @@\n" % (lo + 1, hi - lo, lo + 1, hi - lo))
+    out += [b" " + ln for ln in lines[lo:s]] + [b"-" + ln for ln in lines[s : s + BLOCK]]
+    out += [b"+" + ln for ln in new] + [b" " + ln for ln in lines[s + BLOCK : hi]]
+    lines[s : s + BLOCK] = new
+    return b"".join(out)
+
+
+def _check_block_patch() -> None:
+    lines = [_module_line(k) for k in range(5 + BLOCKS * STRIDE)]
+    old = b"".join(lines)
+    body = _block_patch("m.py", lines, 3, 7)
+    assert body == unified_diff(old, b"".join(lines), "m.py"), "the series generator drifted from diffgen"
+
+
 def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
-    """A ledger of ``n`` patches (one file each, in ``n // 10 + 1`` files), its lock, its tree."""
+    """A ledger of ``n`` patches of ~5 KB each (10,000: a 0.8 MB ``patches.toml`` and ~44 MB of
+    bodies, the issue's "50 MB ledger"), ten per file in ``n // 10`` files; its lock; its tree."""
     import hashlib
 
     led = tmp / f"led{n}"
@@ -157,22 +187,18 @@ def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
     series.mkdir(parents=True)
     tree = tmp / f"stree{n}"
     tree.mkdir()
-    files = max(1, n // 10)
-    contents = {f"pkg/f{i:05d}.py": b"".join(b"v%d = %d\n" % (k, k) for k in range(40)) for i in range(files)}
-    for rel, data in contents.items():
+    files = max(1, n // BLOCKS)
+    state = {f"pkg/f{i:05d}.py": [_module_line(k) for k in range(5 + BLOCKS * STRIDE)] for i in range(files)}
+    for rel, lines in state.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tree / rel).write_bytes(data)
+        (tree / rel).write_bytes(b"".join(lines))
     toml = [LEDGER_HEAD]
     lock = ["schema = 1", "[bodies]"]
-    state = dict(contents)
     flat = tmp / f"flat{n}"
     flat.mkdir()
     for i in range(n):
         rel = f"pkg/f{i % files:05d}.py"
-        k = (i // files) % 40
-        new = state[rel].replace(b"v%d = %d\n" % (k, k), b"v%d = %d  # patch %d\n" % (k, k, i), 1)
-        body = unified_diff(state[rel], new, rel)
-        state[rel] = new
+        body = _block_patch(rel, state[rel], (i // files) % BLOCKS, i)
         pid = f"p{i:05d}"
         (series / f"{pid}.patch").write_bytes(body)
         (flat / f"{pid}.patch").write_bytes(body)
@@ -190,8 +216,8 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
         led, tree, flat = ledger(tmp, n)
         size = (led / "patches.toml").stat().st_size
         bodies_size = sum(p.stat().st_size for p in flat.glob("*.patch"))
-        lt, lrss, _ = measure([*cli, "-C", str(led), "list", "--json"])
-        vt, vrss, _ = measure([*cli, "-C", str(led), "validate", "--json"])
+        lt, lrss, _ = measure([*cli, "-C", str(led), "list"])
+        vt, vrss, _ = measure([*cli, "-C", str(led), "validate"])
         pt, _prss, _ = measure(
             [sys.executable, "-c", f"import tomllib; tomllib.load(open({str(led / 'patches.toml')!r}, 'rb'))"]
         )
@@ -232,6 +258,7 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",") if x]
     counts = [int(x) for x in args.counts.split(",") if x]
     _check_generator()
+    _check_block_patch()
     with tempfile.TemporaryDirectory(prefix="patchset-scale-") as d:
         tmp = Path(d)
         out = {"bodies": bodies(tmp, sizes), "series": series(tmp, counts)}

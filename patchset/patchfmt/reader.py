@@ -148,28 +148,29 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
         no += 1
         line = body[pos:end].decode("latin-1")
         start, pos = pos, end
+        c = line[0]  # each header form starts with its own character: try only the forms that can match
 
-        m = _GIT[0].match(line) or _GIT[1].match(line) or _GIT[2].match(line)
+        m = (_GIT[0].match(line) or _GIT[1].match(line) or _GIT[2].match(line)) if c == "d" else None
         if m:
             info = [line]
             cur = RawFile(info, m["source"], m["target"], line_no=no, hunks=HunkIndex(size))
             files.append(cur)
             continue
-        m = _NEW_FILE.match(line)
+        m = _NEW_FILE.match(line) if c == "n" else None
         if m:
             if cur is None or info is None:
                 raise ReadError(f"Unexpected new file found: {line}", no)
             cur.source, cur.target_mode = DEV_NULL, m[1]
             info.append(line)
             continue
-        m = _DELETED_FILE.match(line)
+        m = _DELETED_FILE.match(line) if c == "d" else None
         if m:
             if cur is None or info is None:
                 raise ReadError(f"Unexpected deleted file found: {line}", no)
             cur.target, cur.source_mode = DEV_NULL, m[1]
             info.append(line)
             continue
-        if cur is not None and info is not None:
+        if cur is not None and info is not None and c in "oni":
             m = _OLD_MODE.match(line)
             if m:
                 cur.source_mode = m[1]
@@ -186,7 +187,7 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
                 cur.target_mode = cur.target_mode if cur.target_mode is not None else m[1]
                 info.append(line)
                 continue
-        m = _SOURCE.match(line)
+        m = _SOURCE.match(line) if c == "-" else None
         if m:
             source, source_stamp = m["name"], m["stamp"]
             # a "---" starts a new file unless it restates the source inside a git header
@@ -195,7 +196,7 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             elif cur is not None:
                 cur.source_stamp = source_stamp
             continue
-        m = _TARGET.match(line)
+        m = _TARGET.match(line) if c == "+" else None
         if m:
             if cur is not None and cur.target != m["name"]:
                 raise ReadError(f"Target without source: {line}", no)
@@ -210,14 +211,14 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             else:
                 cur.target_stamp = m["stamp"]
             continue
-        m = HUNK_HEADER.match(line)
+        m = HUNK_HEADER.match(line) if c == "@" else None
         if m:
             info = None
             if cur is None:
                 raise ReadError(f"Unexpected hunk found: {line}", no)
             pos, no = _hunk(body, start, pos, no, m, cur)
             continue
-        if _MARKER.match(line):
+        if c == "\\" and _MARKER.match(line):
             if cur is None:
                 raise ReadError(f"Unexpected marker: {line}", no)
             n = len(cur.hunks)
@@ -231,7 +232,7 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
         if info is None:  # anything else is header text (a commit message, an "Index:" line ...)
             cur = None
             info = []
-        m = _BINARY.match(line)
+        m = _BINARY.match(line) if c == "B" else None
         if m:
             source = m["source"]
             info.append(line)
