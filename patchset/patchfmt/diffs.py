@@ -64,6 +64,8 @@ class Hunk:
     def body(self) -> list[tuple[str, bytes]]:
         """``(kind, content)`` pairs, kind in `` -+``; content is exactly what the file holds
         (a line followed by the no-newline marker has its ``\\n`` removed)."""
+        if self._body is None and not any(raw[:1] == b"\\" for raw in self.lines):
+            self._body = [(chr(raw[0]), raw[1:]) for raw in self.lines]  # no marker: one pass
         if self._body is None:
             out: list[tuple[str, bytes]] = []
             for raw in self.lines:
