@@ -186,3 +186,21 @@ def test_validate_still_finds_extra_bodies_and_sees_through_symlinks(tmp_path: P
     rep = inspection.validate(load_ledger(path))
     extra = sorted(w for w in rep.warnings if "extra body" in w)
     assert extra == ["extra body not in the ledger: patchset/series/t/stray.patch"]
+
+
+@pytest.mark.parametrize("command", ["list", "validate", "show"])
+def test_reading_bodies_never_imports_unidiff(command: str) -> None:
+    """unidiff is the tests' reference now: ``list``/``validate``/``show`` parse every body (for
+    their file lists and diffstats) without loading it (they did, through ``diffs``, before)."""
+    import subprocess
+    import sys
+
+    from tests.support.repo import REPO_ROOT
+
+    args = [command] + (["01-pdl-sm12x"] if command == "show" else [])
+    probe = (
+        "import sys\nsys.argv = ['patchset', *sys.argv[1:]]\nfrom patchset.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nprint('UNIDIFF', 'unidiff' in sys.modules, file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-P", "-c", probe, *args], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert "UNIDIFF False" in r.stderr, r.stderr[-2000:]
