@@ -7,7 +7,6 @@ belong to someone else is valid.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -140,6 +139,8 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
     marks = sorted((ledger_root / APPLYING_DIR).glob("*.json"))
     if not marks:
         return []
+    import json
+
     from patchset.engine.tree import pending_apply  # the engine loads only when a note exists
 
     trees = []
