@@ -721,11 +721,11 @@ class GitHubClient:
         return f"states:{self.base_url}:{repo.lower()}"
 
     def _load_states(self, repo: str) -> dict[str, PRState]:
-        import json
-
         entry = self.cache.get("STATE", self._record_name(repo))
         if entry is None:
             return {}
+        import json
+
         try:
             raw = json.loads(entry.body.decode("utf-8"))
             return {k: PRState.from_json(v) for k, v in raw.items()}
