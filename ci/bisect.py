@@ -25,6 +25,8 @@ Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 
 @dataclass
 class FirstBad:
+    """The first upstream commit a patch breaks at, the last good one, and the commits probed."""
+
     patch: str
     commit: Commit | None  # None: the range was empty (it broke at the judged commit itself)
     last_good: str  # the commit before it (the lower bound when nothing else was probed)

@@ -48,6 +48,8 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
 
 @dataclass
 class _Run:
+    """One gate run in progress: its report, progress callback and timestamped log."""
+
     report: GateReport
     progress: Progress | None
     started: float = field(default_factory=time.monotonic)

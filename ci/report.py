@@ -26,6 +26,8 @@ EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
 
 @dataclass
 class GateReport:
+    """The gate's verdict: each stage's outcome and the exit code."""
+
     status: str  # green | red | error | unchanged
     target: str = ""
     upstream: dict[str, str] = field(default_factory=dict)  # kind, location

@@ -53,6 +53,8 @@ def is_release(ref: str) -> bool:
 
 @dataclass
 class Upstream:
+    """The upstream the gate judges: where its history comes from (releases, a repo, a clone) and the repository."""
+
     kind: str  # releases | repo | clone
     repo: GitRepo
     location: str  # shown in reports; part of the gate state key

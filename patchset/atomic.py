@@ -9,8 +9,6 @@ so a validation error never leaves a half-written set.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,17 +32,33 @@ def fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
-    """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
+_serial = 0
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new, exclusive ``.NAME.<pid>.<n>.tmp`` beside ``path`` (what ``tempfile.mkstemp`` does,
+    without loading tempfile and random on every command that writes one small file)."""
+    global _serial
+    while True:
+        _serial += 1
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{_serial}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), tmp
+        except FileExistsError:
+            continue
+
+
+def stage(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` (same filesystem) and return it
+    (``durable``: fsynced, so that the rename that publishes it survives a power cut)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _create_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         if mode is None and path.exists():
             mode = path.stat().st_mode & 0o7777
         os.chmod(tmp, mode if mode is not None else 0o644)
@@ -54,11 +68,12 @@ def stage(path: Path, data: bytes, mode: int | None = None) -> Path:
     return Path(tmp)
 
 
-def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically."""
-    tmp = stage(path, data, mode)
+def write_bytes(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (``durable``: and survive a power cut)."""
+    tmp = stage(path, data, mode, durable)
     os.replace(tmp, path)
-    fsync_path(path.parent, directory=True)
+    if durable:
+        fsync_path(path.parent, directory=True)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -121,6 +136,9 @@ def publish_dir(dest: Path, *, ready: Callable[[Path], bool] | None = None) -> I
     and ``ready(dest)`` says it is complete, the stage is dropped and theirs is kept. On any error
     (and after a kill, on the next run: stages are dot-named) nothing is left under ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    import shutil
+    import tempfile
+
     stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".stage", dir=dest.parent))
     try:
         yield stage

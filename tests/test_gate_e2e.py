@@ -31,6 +31,7 @@ from patchset.upstream import cache
 from patchset.upstream.history import ReleaseHistory
 from tests.support.localindex import LocalIndex
 from tests.support.repo import release_history
+from tests.support.vllm_ledger import patch_entry, vllm_target
 
 pytestmark = pytest.mark.network
 
@@ -77,16 +78,7 @@ def _write_series(root: Path, h: ReleaseHistory) -> Path:
     v30 = h.resolve("vllm==0.30.0")
     series = root / "patchset" / "series" / "vllm"
     series.mkdir(parents=True)
-    lines = [
-        "schema = 1",
-        "",
-        "[targets.vllm]",
-        'upstream = "https://github.com/vllm-project/vllm.git"',
-        'github = "vllm-project/vllm"',
-        'base = "vllm==0.30.0"',
-        'package = "vllm"',
-        "",
-    ]
+    lines = vllm_target()
     for pid, (path, old, new) in EDITS.items():
         text = h.read_blob(v30, path).decode()
         assert text.count(old) == 1, (pid, old)
@@ -96,14 +88,7 @@ def _write_series(root: Path, h: ReleaseHistory) -> Path:
             )
         )
         (series / f"{pid}.patch").write_text(f"Subject: [PATCH] {pid}\n\n{body}")
-        lines += [
-            "[[patch]]",
-            f'id = "{pid}"',
-            'target = "vllm"',
-            f'title = "{pid}"',
-            'origin = "ours"',
-            f'files = ["{path}"]',
-        ]
+        lines += patch_entry(pid, path)
         if pid in TESTS:
             lines += [
                 "[[patch.tests]]",

@@ -355,19 +355,20 @@ def test_resolve_imports_missing_releases_from_the_index(tmp_path, monkeypatch, 
 
 
 def test_build_history_with_progress(tmp_path, monkeypatch, archives):
-    from rich.console import Console
-    from rich.progress import Progress
-
+    """One callback hears each release's download and import, in bytes, named with the release."""
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     with LocalIndex(archives[0].parent) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
-        with Progress(console=Console(file=io.StringIO())) as progress:
-            out = build_history("demo", ["1.0", "1.1", "1.2"], progress=progress)
+        heard: list[tuple[str, int, int | None]] = []
+        out = build_history("demo", ["1.0", "1.1", "1.2"], progress=lambda *a: heard.append(a))
         assert [v for v, _ in out] == ["1.0", "1.1", "1.2"]
-        overall = next(t for t in progress.tasks if t.description == "demo history")
-        assert overall.completed == 3
-        imports = [t for t in progress.tasks if t.description.startswith("import ")]
-        assert len(imports) == 3 and all(t.completed == t.total for t in imports)
+        for i, archive in enumerate(archives, start=1):
+            for step in ("download", "import"):
+                what = f"demo {i}/3: {step} {archive.name}"
+                got = [(done, total) for w, done, total in heard if w == what]
+                assert got, (what, heard)
+                size = archive.stat().st_size  # compressed bytes, for the import as for the download
+                assert got[-1] == (size, size) and all(d <= size for d, _ in got)
         repo = ReleaseHistory.for_project("demo")
         assert git(repo.git_dir, "rev-list", "main").split() == [sha for _, sha in out][::-1]
 

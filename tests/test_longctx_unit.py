@@ -5,16 +5,17 @@ its docstring says where it differs from vLLM).
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from patchset.commands.table import Term
 from patchset.errors import InputError
 from patchset.verify.longctx import (
     BASELINE_DIR,
@@ -26,25 +27,19 @@ from patchset.verify.longctx import (
     run_checks,
     topk_drift,
 )
+from patchset.verify.longctx_view import longctx_text, render_longctx
 from patchset.verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
-from tests.support.completions_double import CompletionsDouble, handler_for
+from tests.support.completions_double import CompletionsDouble, serving
 
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
-    servers: list[ThreadingHTTPServer] = []
+    with ExitStack() as stack:
 
-    def start(**kwargs: Any) -> tuple[str, CompletionsDouble]:
-        double = CompletionsDouble(**kwargs)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(double))
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        servers.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}", double
+        def start(**kwargs: Any) -> tuple[str, CompletionsDouble]:
+            return stack.enter_context(serving(**kwargs))
 
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
+        yield start
 
 
 def _by_case(report: LongctxReport, check: str) -> dict[str, bool]:
@@ -257,8 +252,6 @@ def test_copy_probe(serve: Any) -> None:
 
 
 def test_report_json_and_table(serve: Any) -> None:
-    from rich.console import Console
-
     url, _ = serve()
     report = run_checks(
         url,
@@ -268,10 +261,16 @@ def test_report_json_and_table(serve: Any) -> None:
     data = json.loads(report.to_json())
     assert data["ok"] is True and data["lengths"]["causal"] == [1500, 2500]
     assert data["checks"][0]["measurements"][0]["details"]["binned_max"]
-    console = Console(record=True, width=160)
-    report.render(console)
-    text = console.export_text()
+    buf = io.StringIO()
+    render_longctx(Term(buf, tty=True, width=160, color=False), report)
+    text = buf.getvalue()
     assert "causality" in text and "N=2500 of 3000" in text and "PASS" in text
+    assert "control" not in text.splitlines()[1]  # fixed mode measures no control: no column for it
+    assert [ln.split("\t")[:2] for ln in longctx_text(report).splitlines()[1:4]] == [
+        ["check", "case"],
+        ["causality", "N=1500 of 3000"],
+        ["causality", "N=2500 of 3000"],
+    ]
 
 
 def test_unreachable_server_and_bad_input(serve: Any) -> None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 from patchset.ledger.store import load_ledger
+from tests.support.build_repo import example_build_repo
 from tests.support.repo import REPO_ROOT
 
 if sys.version_info >= (3, 11):
@@ -145,18 +145,7 @@ def test_onboard_a_real_build_repository_on_vllm_0_30_0(run, tmp_path: Path) -> 
     problem = probe_index()
     if problem:
         pytest.skip(f"package index unreachable: {problem}")
-    build = tmp_path / "image-build"
-    expected: list[str] = []
-    for ex, target in (("spark-sm12x", "vllm"), ("flashinfer-sm12x", "flashinfer")):
-        src = REPO_ROOT / "examples" / ex
-        (build / "patches" / target).mkdir(parents=True)
-        for body in sorted((src / "patchset/series" / target).glob("*.patch")):
-            shutil.copy(body, build / "patches" / target / body.name)
-        locked = tomllib.loads((src / "patches.lock").read_text())["targets"][target]["files"]
-        for path, digest in locked.items():
-            installed = "flashinfer/data/" + path if path.startswith("include/") else path
-            expected.append(f"{digest}  {installed}\n")
-    (build / "EXPECTED.sha256").write_text("".join(expected))
+    build = example_build_repo(tmp_path / "image-build")
     led = tmp_path / "led"
     led.mkdir()
     assert run("init", cwd=led).code == 0
@@ -179,7 +168,7 @@ def test_onboard_a_real_build_repository_on_vllm_0_30_0(run, tmp_path: Path) -> 
     got = {t["target"]: (t["outcome"], t["mismatched"]) for t in json.loads(r.stdout)["targets"]}
     assert got == {"vllm": ("applied", []), "flashinfer": ("applied", [])}
     # the trees carry EXPECTED.sha256's bytes, checked here independently of patchset
-    for line in expected:
+    for line in (build / "EXPECTED.sha256").read_text().splitlines():
         digest, path = line.split()
         root = trees / ("flashinfer" if path.startswith("flashinfer/") else "vllm")
         assert hashlib.sha256((root / path).read_bytes()).hexdigest() == digest, path

@@ -5,16 +5,22 @@ colour.
 
 The material is the real production ledger (``patches.toml`` at the repository root: real ids
 and PR references, bodies not imported), a small ledger applied to a real directory (for
-``apply``), and report objects for ``verify`` and the gate (their runners need vLLM's test
-environment or an upstream history, which other tests cover).
+``apply``), a real git upstream with one commit per kind of drift (for ``rebase``, the demo of
+``tests.support.rebase_demo``), the completions double on 127.0.0.1 (for ``check longctx``), and report objects for ``verify`` and the gate (their runners need
+vLLM's test environment or an upstream history, which other tests cover).
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +33,12 @@ from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, Ve
 from patchset.verify.pertest import TestOutcome as Outcome
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.testrun import CommandResult
+from tests.support.build_repo import example_build_repo
+from tests.support.completions_double import serving
+from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
+from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
+from tests.support.wheel_demo import make_demo as make_wheel_demo
 
 WIDTHS = (60, 80, 120, 200)
 MODES = [*(str(w) for w in WIDTHS), "piped"]
@@ -243,3 +254,154 @@ def test_abbreviations_keep_the_tail_and_count() -> None:
         [["x-1", ["vllm/a.py", "vllm/bbbbbbbbbbbbbbbbbbbbbb.py", "vllm/c.py"]]],
     )
     assert buf.getvalue().splitlines()[1].split() == ["x-1", "3", "files"]
+
+
+REBASE_PREFIX = "u58834-glm5next-non-mhc-sp-decoder-layout-"
+
+
+@pytest.fixture(scope="module")
+def rebase_upstream(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    up = tmp_path_factory.mktemp("rebase-upstream") / "up"
+    return up, build_upstream(up)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rebase(run, tmp_path: Path, rebase_upstream, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real git upstream with one commit per kind of drift: every class, a conflict with the
+    upstream commit that caused it, the range-diffs."""
+    up, shas = rebase_upstream
+    demo = build_rebase_demo(tmp_path, upstream=up, shas=shas, prefix=REBASE_PREFIX)
+    env_for(monkeypatch, mode)
+    r = run("rebase", "--onto", "v2", "--dry-run", cwd=demo.root)
+    assert r.code == 1, r  # the demo has a conflict
+    ids = [REBASE_PREFIX + pid for pid in ALL]
+    tokens = [*ids, "example/demo#7", "example/demo#9", "sub/b.py", shas["conflict"][:12]]
+    check(r.stdout, mode, tokens, header=["#", "patch", "result", "details"])
+    lines = r.stdout.splitlines()
+    assert any(ln.startswith("+++ new/" + ids[3]) for ln in lines), "the range-diff is printed as it is"
+    if mode == "piped":  # cut -f2,3 gives each patch and its class
+        rows = [ln.split("\t") for ln in lines if ln.count("\t") == 3][1:]
+        assert [(r[1], r[2].split()[0]) for r in rows] == [(REBASE_PREFIX + p, EXPECTED[p][0]) for p in ALL]
+    r = run("rebase", "--onto", "v2", "--dry-run", "--json", cwd=demo.root)  # --json stays the machine format
+    data = json.loads(r.stdout)
+    assert [p["id"] for p in data["patches"]] == ids and data["counts"]["conflict"] == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_longctx(run, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the completions double (vLLM 0.30.0's /v1/completions schema on 127.0.0.1): a healthy
+    server, and one whose context ends at 2,048 tokens (each failure says why under the table)."""
+    env_for(monkeypatch, mode)
+    checks = ["causality", "resume", "cached", "rescore"]
+    header = ["check", "case", "metric", "value", "bar", "control", "verdict"]
+    with serving() as (url, _):
+        r = run("check", "longctx", "--url", url)
+        assert r.code == 0, r
+        check(r.stdout, mode, [url, *checks, "N=2048", "max |dlogprob|" if mode != "60" else "PASS"], header)
+        data = json.loads(run("check", "longctx", "--url", url, "--json").stdout)  # the machine format
+        assert [c["name"] for c in data["checks"]] == checks and data["ok"]
+    with serving(max_model_len=2048) as (url, _):
+        r = run("check", "longctx", "--url", url, "--checks", "causality,rescore")
+        assert r.code == 1, r
+        check(r.stdout, mode, [url, "causality", "rescore", "HTTP 400", "FAIL"], header)
+        notes = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("FAIL rescore")]
+        assert notes and "maximum context length is 2048" in " ".join(r.stdout.split()), r.stdout
+
+
+UNTOUCHED = "usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/untouched.json"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_onboarding_export_and_audit(run, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``init``, ``target add``, ``import`` of a build repository made of the example bodies,
+    ``export`` and ``audit`` of the export with three planted disagreements."""
+    env_for(monkeypatch, mode)
+    build = example_build_repo(tmp_path / "image-build", extra_expected=(UNTOUCHED,))
+    led = tmp_path / "led"
+    led.mkdir()
+    r = run("init", "--target", "nccl", cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, ["nccl", "NVIDIA/nccl", str(led / "patches.toml")])
+    r = run(
+        "target", "add", "mylib", "--upstream", "https://git.example.org/mylib.git", "--map", "src/=mylib/", cwd=led
+    )
+    assert r.code == 0, r
+    check(r.stdout, mode, ["mylib", "https://git.example.org/mylib.git", "src/=mylib/"])
+    r = run("import", build, cwd=led)
+    assert r.code == 0, r
+    ids = [p.id for p in load_ledger(led / "patches.toml").patches]
+    vllm = [p.id for p in load_ledger(led / "patches.toml").patches if p.target == "vllm"]
+    assert len(ids) == 7 and len(vllm) == 5
+    check(r.stdout, mode, [*ids, UNTOUCHED, str(build / "EXPECTED.sha256")])
+    dest = tmp_path / "exported-for-the-image-build" / "patches" / "vllm"
+    r = run("export", "--format", "quilt", "--target", "vllm", dest, cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, [str(dest)])
+    series = (dest / "series").read_text().splitlines()
+    (dest / "series").write_text("\n".join([series[1], series[0], *series[2:]]) + "\n")  # out of order
+    body = dest / f"{vllm[3]}.patch"
+    body.write_text(body.read_text().replace("\n+", "\n+ ", 1))  # not the locked bytes
+    (dest / "u58834-glm5next-non-mhc-sp-decoder-layout-with-a-long-tail.patch").write_text(
+        (dest / series[2]).read_text()
+    )
+    r = run("audit", dest.parent.parent, "--target", "vllm", cwd=led)
+    assert r.code == 1, r
+    findings = [
+        "patches/vllm/series:1:",
+        f"patches/vllm/{vllm[3]}.patch:",
+        "patches/vllm/u58834-glm5next-non-mhc-sp-decoder-layout-with-a-long-tail.patch:",
+    ]
+    check(r.stdout, mode, [*findings, *vllm[:2], "3 finding(s)"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recover(run, applied_ledger, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An apply killed (SIGKILL) after its journal is written, then ``recover`` in a deep directory."""
+    led, tree = applied_ledger
+    deep = tmp_path / "builds" / "vllm-0.30.0-sm12x-glm5next-image" / "site-packages-copy"
+    deep.parent.mkdir(parents=True)
+    tree.rename(deep)
+    env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER="2")
+    argv = [sys.executable, "-c", "from patchset.cli import main; main()", "-C", str(led), "apply", "--tree", str(deep)]
+    killed = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    env_for(monkeypatch, mode)
+    r = run("recover", "--tree", deep, cwd=led)
+    assert r.code == 0, r
+    check(r.stdout, mode, [f"{deep}:"])
+    assert f"{deep}: rolled forward" in " ".join(r.stdout.split())
+    r = run("recover", "--tree", deep, cwd=led)
+    check(r.stdout, mode, [f"{deep}:"])
+    assert "nothing to recover" in " ".join(r.stdout.split())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fetch_check(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_for(monkeypatch, mode)
+    led = load_ledger(prod / "patches.toml")
+    r = run("fetch", "--check", "--offline", cwd=prod)
+    assert r.code in (0, 1, 2), r
+    pinned = [p for p in led.patches if p.source.ref]
+    assert pinned
+    check(r.stdout, mode, [p.id for p in pinned] + [p.source.ref for p in pinned])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_build_wheel_and_overlay(run, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build demo (a wheel written as a build backend writes it, a locked series): the wheel
+    and overlay written, then a tree that does not match the lock refused, each path whole."""
+    demo = make_wheel_demo(tmp_path, run, prefix="p4-glm5next-fp8-attn-helper-nvfp4-scales-")
+    env_for(monkeypatch, mode)
+    out = tmp_path / "dist-for-the-sm12x-image" / "patched-wheels"
+    r = run("build", "wheel", "--wheel", demo["wheel"], "--out", out, cwd=demo["ledger"])
+    assert r.code == 0, r
+    (wheel,) = out.iterdir()
+    check(r.stdout, mode, [str(wheel)])
+    overlay = tmp_path / "overlay-for-the-sm12x-image"
+    r = run("build", "overlay", "--tree", demo["tree"], "--out", overlay, cwd=demo["ledger"])
+    assert r.code == 0, r
+    check(r.stdout, mode, [str(overlay), "overlay/usr/lib/python3/dist-packages/demo/data/include/demo/tile.h"])
+    (demo["tree"] / "demo/core.py").write_text("changed\n")
+    r = run("build", "overlay", "--tree", demo["tree"], "--out", tmp_path / "refused", cwd=demo["ledger"])
+    assert r.code == 1, r
+    check(r.stdout, mode, ["demo/core.py"])

@@ -32,6 +32,7 @@ from patchset.upstream import releases
 from patchset.upstream.history import ReleaseHistory
 from tests.support.repo import release_history
 from tests.support.text import edit, udiff
+from tests.support.vllm_ledger import patch_entry, vllm_target
 
 pytestmark = pytest.mark.network
 
@@ -110,29 +111,13 @@ def _ledger(root: Path, h: ReleaseHistory, names: list[str]) -> Path:
     series = root / "patchset" / "series" / "vllm"
     series.mkdir(parents=True)
     v31 = h.resolve("vllm==0.31.0")
-    lines = [
-        "schema = 1",
-        "",
-        "[targets.vllm]",
-        'upstream = "https://github.com/vllm-project/vllm.git"',
-        'github = "vllm-project/vllm"',
-        'base = "vllm==0.30.0"',
-        'package = "vllm"',
-        "",
-    ]
+    lines = vllm_target()
     for name, data in _bodies(h).items():
         if name not in names:
             continue
         (series / f"{name}.patch").write_bytes(data)
         origin = {"backport": "upstream", "port": "port"}.get(name, "ours")
-        lines += [
-            "[[patch]]",
-            f'id = "{name}"',
-            'target = "vllm"',
-            f'title = "{name}"',
-            f'origin = "{origin}"',
-            f'files = ["{FILES[name]}"]',
-        ]
+        lines += patch_entry(name, FILES[name], origin)
         if name == "port":
             lines += [
                 "[patch.upstream]",

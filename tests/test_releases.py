@@ -8,16 +8,18 @@ FlashInfer releases, cached in $PATCHSET_CACHE so re-runs do not download again.
 from __future__ import annotations
 
 import io
+import itertools
 import os
+import random
 import socket
 import stat
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-from rich.progress import Progress
 
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
@@ -246,14 +248,27 @@ def test_cached_release_needs_no_network(index):
     assert releases.download("demo-pkg==1.0") == path
 
 
-def test_progress_bar_reports_the_bytes(index):
-    console = Console(file=io.StringIO(), force_terminal=False)
-    with Progress(console=console) as progress:
-        releases.download("demo-pkg==1.1", progress=progress)
-    (task,) = progress.tasks
-    size = (index.root / "demo_pkg-1.1.tar.gz").stat().st_size
-    assert task.total == size and task.completed == size
-    assert "demo_pkg-1.1.tar.gz" in task.description
+def big_release(index: LocalIndex, version: str = "2.0", size: int = 3_500_000) -> Path:
+    """An sdist of incompressible bytes, several download chunks long, added to the index."""
+    data = random.Random(7).randbytes(size)
+    return make_tar(index.root / f"demo_pkg-{version}.tar.gz", sdist_members(f"demo_pkg-{version}", {"blob": data}))
+
+
+def test_download_progress_hears_growing_byte_counts_up_to_the_size(index):
+    archive = big_release(index)
+    size = archive.stat().st_size
+    heard: list[tuple[str, int, int | None]] = []
+    path = releases.download("demo-pkg==2.0", progress=lambda what, done, total: heard.append((what, done, total)))
+    assert path.read_bytes() == archive.read_bytes()
+    assert {what for what, _, _ in heard} == {"download demo_pkg-2.0.tar.gz"}
+    assert {total for _, _, total in heard} == {size}  # the size the index lists, from the first report
+    done = [d for _, d, _ in heard]
+    assert done[0] == 0 and done[-1] == size
+    assert all(a < b for a, b in itertools.pairwise(done)), done
+    assert len(done) >= 4  # 0, then one report per chunk of a 3.5 MB file
+    heard.clear()
+    releases.download("demo-pkg==2.0", progress=lambda *a: heard.append(a))  # cached: nothing to hear
+    assert heard == []
 
 
 # -- unpacking ----------------------------------------------------------------------------
@@ -442,3 +457,57 @@ def test_real_flashinfer_wheel_has_installed_layout(pypi, tmp_path):
     headers = list((dest / "flashinfer/data/include").rglob("*.cuh"))
     assert len(headers) > 10
     assert (dest / "flashinfer_python-0.6.18.post1.dist-info/RECORD").is_file()
+
+
+# -- the CLI's bar ---------------------------------------------------------------------------
+
+
+def test_the_cli_bar_shows_a_download_in_bytes_and_steps_as_counts(index):
+    """The one adapter (patchset.commands.progressbar) draws the callback's reports: sizes for a
+    byte callback, done/total for a step callback; a finished download leaves the screen."""
+    from rich.console import Console
+
+    from patchset.commands.progressbar import Bars
+
+    archive = big_release(index)
+    screen = io.StringIO()
+    with Bars(console=Console(file=screen, force_terminal=True, width=120)) as bars:
+        releases.download("demo-pkg==2.0", progress=bars.callback("", unit="bytes"))
+        steps = bars.callback("apply")
+        assert steps is not None
+        steps("02-pdl-off-sm12x", 2, 5)
+        dl, st = bars.rich.tasks
+        columns = bars.rich.columns
+        amount = next(str(c.render(dl)) for c in columns if type(c).__name__ == "Amount")
+        count = next(str(c.render(st)) for c in columns if type(c).__name__ == "Amount")
+    size = archive.stat().st_size
+    assert (dl.completed, dl.total, dl.fields["unit"], dl.visible) == (size, size, "bytes", False)
+    assert dl.description == "download demo_pkg-2.0.tar.gz"
+    assert amount == f"{size / 1e6:.1f}/{size / 1e6:.1f} MB", amount
+    assert (st.completed, st.total, st.description, count) == (2, 5, "apply 02-pdl-off-sm12x", "2/5")
+    with Bars(console=Console(file=screen, force_terminal=True, width=120)) as bars:  # one bar, file after file
+        heard = bars.callback("", unit="bytes")
+        releases.download("demo-pkg==2.0", progress=heard)  # cached: nothing to draw
+        assert bars.rich.tasks == []
+        releases.download("demo-pkg==1.0", progress=heard)
+        releases.download("demo-pkg==1.1", progress=heard)
+        (only,) = bars.rich.tasks
+    small = (index.root / "demo_pkg-1.1.tar.gz").stat().st_size
+    assert (only.description, only.completed, only.total, only.visible) == (
+        "download demo_pkg-1.1.tar.gz",
+        small,
+        small,
+        False,
+    )
+
+
+def test_no_bar_off_a_terminal_and_no_rich_import():
+    probe = (
+        "import io, sys\n"
+        "from patchset.commands.progressbar import Bars\n"
+        "with Bars(io.StringIO()) as bars:\n"
+        "    assert bars.callback('apply') is None and bars.callback('', unit='bytes') is None\n"
+        "print('rich' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r

@@ -26,12 +26,14 @@ print("LOADED", " ".join(m for m in {heavy!r} if m in sys.modules), file=sys.std
 """
 
 
-def loaded(args: list[str], cwd: Path) -> set[str]:
+def loaded(args: list[str], cwd: Path, printed: str = "") -> set[str]:
+    """The heavy libraries the command loaded; ``printed``: text its stdout must hold (it ran)."""
     r = subprocess.run(
         [sys.executable, "-P", "-c", PROBE.format(heavy=HEAVY), *args], cwd=cwd, capture_output=True, text=True
     )
     line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
     assert line, r.stderr
+    assert printed in r.stdout, r
     return set(line[-1].split()[1:])
 
 
@@ -61,3 +63,48 @@ def test_apply_tree_imports_no_heavy_library(run, tmp_path: Path) -> None:
     (tree / "m.py").write_text("a = 1\nb = 2\n")
     assert loaded(["apply", "--tree", str(tree)], led) == set()
     assert (tree / "m.py").read_text() == "a = 1\nb = 3\n"
+
+
+def test_every_registered_command_loads_under_its_name() -> None:
+    """The lazy registry and the command modules agree (a renamed function or command is caught)."""
+    import click
+
+    from patchset import cli, clicmds
+
+    ctx = click.Context(cli.main)
+    for name in cli.COMMANDS:
+        cmd = cli.main.get_command(ctx, name)
+        assert isinstance(cmd, click.Command) and cmd.name == name, name
+    modules = {p.stem for p in Path(clicmds.__file__).parent.glob("*.py")} - {"__init__"}
+    assert modules == {v.split(":")[0].rsplit(".", 1)[1] for v in cli.COMMANDS.values()}
+
+
+def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            PROBE.replace(
+                "{heavy!r}", repr(("patchset.clicmds.query", "patchset.clicmds.gating", "patchset.clicmds.onboard"))
+            ),
+            "list",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("LOADED")]
+    assert line and set(line[-1].split()[1:]) == {"patchset.clicmds.query"}, r.stderr
+
+
+def test_rebase_and_check_longctx_print_without_rich(tmp_path: Path) -> None:
+    """Their reports go through the table helper: off a terminal, rich is never imported."""
+    from tests.support.completions_double import serving
+    from tests.support.rebase_demo import build
+
+    demo = build(tmp_path)
+    assert "rich" not in loaded(["rebase", "--onto", "v2", "--dry-run"], demo.root, "#\tpatch\tresult\tdetails")
+    with serving() as (url, _):
+        args = ["check", "longctx", "--url", url, "--checks", "causality"]
+        assert "rich" not in loaded(args, tmp_path, "causality\tN=2048 of 4096")

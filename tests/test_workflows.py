@@ -201,6 +201,8 @@ def _patchset_uses() -> dict[tuple[str, ...], set[str]]:
 
 
 def test_patchset_flags_the_workflows_use():
+    import click
+
     from patchset import cli
 
     uses = _patchset_uses()
@@ -208,8 +210,8 @@ def test_patchset_flags_the_workflows_use():
     missing = []
     for cmd, flags in sorted(uses.items()):
         node = cli.main
-        for part in cmd:
-            node = getattr(node, "commands", {}).get(part)
+        for part in cmd:  # through get_command: the CLI loads its commands lazily
+            node = node.get_command(click.Context(node), part) if isinstance(node, click.Group) else None
             if node is None:
                 break
         if node is None:

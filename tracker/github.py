@@ -21,15 +21,8 @@ The token is held in a ``_Secret`` and never printed, logged, cached or put in a
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
-import logging
 import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
-from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir
+from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
 from patchset.upstream.refs import (
     AUTH,
     DEFAULT_ALIASES,
@@ -73,7 +66,6 @@ __all__ = [
     "resolve_token",
 ]
 
-log = logging.getLogger(__name__)
 
 PUBLIC_API = "https://api.github.com"
 JSON = "application/vnd.github+json"
@@ -89,6 +81,8 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 @dataclass
 class RateInfo:
+    """GitHub's rate-limit headers of the last response."""
+
     resource: str
     limit: int
     remaining: int
@@ -119,6 +113,8 @@ class PRDiff:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        import hashlib
+
         return {
             "ref": self.ref.to_json(),
             "source": self.source,
@@ -212,6 +208,8 @@ class _Wire:
 
 @dataclass
 class _Resp:
+    """One response as the client keeps it (from the network or the cache)."""
+
     status: int
     headers: dict[str, str]
     body: bytes
@@ -219,6 +217,8 @@ class _Resp:
     age_s: float | None = None
 
     def json(self) -> Any:
+        import json
+
         try:
             return json.loads(self.body.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -235,6 +235,9 @@ def resolve_token(
     env = os.environ if env is None else env
     if env.get("GITHUB_TOKEN"):
         return env["GITHUB_TOKEN"], "GITHUB_TOKEN"
+    import shutil
+    import subprocess
+
     exe = shutil.which(gh, path=env.get("PATH")) if gh else None
     if exe:
         cmd = [exe, "auth", "token"] + (["--hostname", host] if host else [])
@@ -290,7 +293,7 @@ class GitHubClient:
             value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
             self._token = _Secret(value)
             if not value:
-                log.warning(
+                log(__name__).warning(
                     "no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
                     "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
                     "states are read one REST request at a time"
@@ -413,7 +416,7 @@ class GitHubClient:
                 raise _Failure(
                     RowError(HTTP, f"{_where(start)}: {resp.status} redirect of a {method}", status=resp.status)
                 )
-            log.info("%s: %s, following to %s", _where(url), resp.status, _where(target))
+            log(__name__).info("%s: %s, following to %s", _where(url), resp.status, _where(target))
             self.redirects.append((start, target))
             url = target
         raise _Failure(RowError(HTTP, f"{_where(start)}: more than {MAX_REDIRECTS} redirects"))
@@ -568,7 +571,7 @@ class GitHubClient:
             data, missing = _diff_from_files(files)
             if not missing and len(files) < 3000:
                 note = f"GitHub refused the whole diff ({refused}); rebuilt from {len(files)} per-file patches"
-                log.info("%s: %s", ref, note)
+                log(__name__).info("%s: %s", ref, note)
                 return PRDiff(ref, data, "files", cached, None, note)
             reason = (
                 f"{len(missing)} file(s) have no patch in the file list ({', '.join(missing[:3])})"
@@ -616,7 +619,7 @@ class GitHubClient:
             note += f", skipped {len(merges)} merge commit(s) ({', '.join(m[:12] for m in merges[:3])})"
         if not parts:
             raise _Failure(RowError(HTTP, f"{why}, and the PR has no commits other than merges"))
-        log.info("%s: %s", ref, note)
+        log(__name__).info("%s: %s", ref, note)
         return PRDiff(ref, b"".join(parts), "commits", False, None, note)
 
     def commit_diff(self, repo: str, sha: str, *, revalidate: bool = False) -> bytes:
@@ -651,6 +654,9 @@ class GitHubClient:
             if not isinstance(doc, dict) or doc.get("type") != "file":
                 raise _Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
             if doc.get("encoding") == "base64":
+                import base64
+                import binascii
+
                 try:
                     return base64.b64decode(doc.get("content") or "", validate=False)
                 except (binascii.Error, ValueError):
@@ -718,6 +724,8 @@ class GitHubClient:
         entry = self.cache.get("STATE", self._record_name(repo))
         if entry is None:
             return {}
+        import json
+
         try:
             raw = json.loads(entry.body.decode("utf-8"))
             return {k: PRState.from_json(v) for k, v in raw.items()}
@@ -725,6 +733,8 @@ class GitHubClient:
             return {}
 
     def _save_states(self, repo: str, record: Mapping[str, PRState]) -> None:
+        import json
+
         body = json.dumps({k: v.to_json() for k, v in record.items()}, sort_keys=True).encode("utf-8")
         self.cache.put("STATE", self._record_name(repo), "", b"", 200, {}, body)
 
@@ -902,6 +912,8 @@ def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     """A RowError for a failed HTTP answer, from GitHub's status, headers and error body."""
+    import json
+
     message = ""
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -953,6 +965,8 @@ def _diff_refused(f: _Failure) -> bool:
 
 def error_codes(body: bytes) -> tuple[str, ...]:
     """The ``errors[].code`` values of a GitHub error body (``too_large``, ``not_available``…)."""
+    import json
+
     try:
         doc = json.loads(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):

@@ -172,6 +172,8 @@ class StatusRow:
 
 @dataclass
 class StatusReport:
+    """The dashboard: one row per patch, warnings, and how old the data is."""
+
     ledger: str
     title: str
     mode: str

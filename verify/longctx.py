@@ -173,6 +173,8 @@ class Measurement:
 
 @dataclass
 class CheckResult:
+    """One long-context check: its verdict and what it measured."""
+
     name: str
     ok: bool
     measurements: list[Measurement] = field(default_factory=list)
@@ -183,6 +185,8 @@ class CheckResult:
 
 @dataclass
 class LongctxReport:
+    """A ``check longctx`` run: the server, the model and every check."""
+
     url: str
     model: str
     mode: str
@@ -224,37 +228,9 @@ class LongctxReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False, allow_nan=False)
 
-    def table(self) -> Any:
-        """A rich Table: one row per measurement."""
-        from rich.table import Table
 
-        table = Table(title=f"long-context checks: {self.model} at {self.url} ({self.mode} thresholds)")
-        for col in ("check", "case", "metric", "value", "bar", "control", "verdict"):
-            table.add_column(col, justify="right" if col in ("value", "bar", "control") else "left")
-        for res in self.results:
-            if res.skipped is not None:
-                table.add_row(res.name, "", "", "", "", "", f"[yellow]skipped[/]: {res.skipped}")
-                continue
-            if not res.measurements:
-                table.add_row(res.name, "", "", "", "", "", f"[red]FAIL[/] {res.error or ''}")
-            for m in res.measurements:
-                verdict = "[green]ok[/]" if m.ok else "[red]FAIL[/]"
-                if m.details.get("error"):
-                    verdict += f" {m.details['error'][:80]}"
-                table.add_row(res.name, m.case, m.metric, _fmt(m.value), _fmt(m.bar), _fmt(m.control), verdict)
-        return table
-
-    def render(self, console: Any | None = None) -> None:
-        from rich.console import Console
-
-        console = console or Console()
-        console.print(self.table())
-        verdict = "[green]PASS[/]" if self.ok else "[red]FAIL[/]"
-        failed = [r.name for r in self.results if not r.ok and r.skipped is None]
-        console.print(f"{verdict} in {self.seconds:.1f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
-
-
-def _fmt(value: Any) -> str:
+def fmt_number(value: Any) -> str:
+    """A measured number for people: 3 significant digits, ``-`` for none, ``inf``."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -348,6 +324,8 @@ def _top1(top: Mapping[int, float]) -> int | None:
 
 @dataclass(frozen=True)
 class CachedCase:
+    """A prefix-cache case of a baseline: tokens warmed, prompted and reported cached."""
+
     case: str
     warm_tokens: int
     prompt_tokens: int
@@ -462,6 +440,21 @@ def _failed_case(case: str, metric: str, exc: Exception) -> Measurement:
     return Measurement(case=case, metric=metric, value=None, ok=False, details={"error": str(exc)})
 
 
+def _judged(
+    run: _Run, check: str, case: str, metric: str, drift: float, control: float | None, details: dict[str, Any]
+) -> Measurement:
+    """A drift held against the check's bar: fixed, or (control mode) a multiple of ``control``."""
+    return Measurement(
+        case=case,
+        metric=metric,
+        value=drift,
+        control=control,
+        bar=run.th.bar(check, control),
+        ok=run.th.passes(check, drift, control),
+        details=details,
+    )
+
+
 def _check_causality(run: _Run) -> list[Measurement]:
     L = run.lengths
     out: list[Measurement] = []
@@ -481,22 +474,13 @@ def _check_causality(run: _Run) -> list[Measurement]:
             out.append(_failed_case(case, "max |dlogprob|", exc))
             continue
         drift, where = max_abs_diff(full[:n], part)
-        out.append(
-            Measurement(
-                case=case,
-                metric="max |dlogprob|",
-                value=drift,
-                control=control,
-                bar=run.th.bar("causality", control),
-                ok=run.th.passes("causality", drift, control),
-                details={
-                    "worst_position": where,
-                    "positions": n - 1,
-                    "past_boundary": n > L.boundary,
-                    "binned_max": binned_max(full[:n], part),
-                },
-            )
-        )
+        details = {
+            "worst_position": where,
+            "positions": n - 1,
+            "past_boundary": n > L.boundary,
+            "binned_max": binned_max(full[:n], part),
+        }
+        out.append(_judged(run, "causality", case, "max |dlogprob|", drift, control, details))
     return out
 
 
@@ -529,30 +513,20 @@ def _check_resume(run: _Run) -> list[Measurement]:
                 )
             )
             continue
-        drift = topk_drift(cold_top, warm_top)
-        out.append(
-            Measurement(
-                case=case,
-                metric="top-k drift",
-                value=drift,
-                control=control,
-                bar=run.th.bar("resume", control),
-                ok=run.th.passes("resume", drift, control),
-                details={
-                    "cached_tokens": resumed.usage.cached_tokens,
-                    "prompt_tokens": prompt_len,
-                    "note": (
-                        None
-                        if resumed.usage.cached_tokens
-                        else "no prefix-cache hit reported: this case compared two cold prefills"
-                    ),
-                    "top1_cold": _top1(cold_top),
-                    "top1_warm": _top1(warm_top),
-                    "cold_top": cold_top,
-                    "warm_top": warm_top,
-                },
-            )
-        )
+        details = {
+            "cached_tokens": resumed.usage.cached_tokens,
+            "prompt_tokens": prompt_len,
+            "note": (
+                None
+                if resumed.usage.cached_tokens
+                else "no prefix-cache hit reported: this case compared two cold prefills"
+            ),
+            "top1_cold": _top1(cold_top),
+            "top1_warm": _top1(warm_top),
+            "cold_top": cold_top,
+            "warm_top": warm_top,
+        }
+        out.append(_judged(run, "resume", case, "top-k drift", topk_drift(cold_top, warm_top), control, details))
     return out
 
 
@@ -622,25 +596,16 @@ def _check_rescore(run: _Run) -> list[Measurement]:
     cross = L.boundary - len(prompt)  # index of the first reply token at position >= boundary
     before = [d for d in diffs[: max(cross, 0)] if d is not None]
     after = [d for d in diffs[max(cross, 0) :] if d is not None]
-    return [
-        Measurement(
-            case=case,
-            metric="max |dlogprob|",
-            value=drift,
-            control=control,
-            bar=run.th.bar("rescore", control),
-            ok=run.th.passes("rescore", drift, control),
-            details={
-                "worst_reply_index": where,
-                "worst_position": len(prompt) + where if where >= 0 else None,
-                "max_before_boundary": max(before) if before else None,
-                "max_past_boundary": max(after) if after else None,
-                "reply_tokens": gen.tokens,
-                "per_token_diff": diffs,
-                "control_tokens_compared": same if run.measure_control else None,
-            },
-        )
-    ]
+    details = {
+        "worst_reply_index": where,
+        "worst_position": len(prompt) + where if where >= 0 else None,
+        "max_before_boundary": max(before) if before else None,
+        "max_past_boundary": max(after) if after else None,
+        "reply_tokens": gen.tokens,
+        "per_token_diff": diffs,
+        "control_tokens_compared": same if run.measure_control else None,
+    }
+    return [_judged(run, "rescore", case, "max |dlogprob|", drift, control, details)]
 
 
 def _check_reference(run: _Run, reference: Callable[[Sequence[int]], Sequence[float | None]]) -> list[Measurement]:
@@ -654,23 +619,15 @@ def _check_reference(run: _Run, reference: Callable[[Sequence[int]], Sequence[fl
     drift, where = max_abs_diff(server, ref)
     before, _ = max_abs_diff(server[: L.boundary], ref[: L.boundary])
     after, _ = max_abs_diff(server[L.boundary :], ref[L.boundary :]) if L.reference > L.boundary else (0.0, -1)
-    return [
-        Measurement(
-            case=case,
-            metric="max |dlogprob|",
-            value=drift,
-            bar=run.th.bar("reference"),
-            ok=run.th.passes("reference", drift),
-            details={
-                "worst_position": where,
-                "max_before_boundary": before,
-                "max_past_boundary": after,
-                "binned_max": binned_max(server, ref),
-                "mean_nll_server": _mean_nll(server),
-                "mean_nll_reference": _mean_nll(ref),
-            },
-        )
-    ]
+    details = {
+        "worst_position": where,
+        "max_before_boundary": before,
+        "max_past_boundary": after,
+        "binned_max": binned_max(server, ref),
+        "mean_nll_server": _mean_nll(server),
+        "mean_nll_reference": _mean_nll(ref),
+    }
+    return [_judged(run, "reference", case, "max |dlogprob|", drift, None, details)]
 
 
 def _mean_nll(lps: Iterable[float | None]) -> float | None:

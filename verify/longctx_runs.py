@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from patchset.errors import EnvironmentFailure, InputError, Location
 from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
+from patchset.verify.longctx_view import longctx_text
 from patchset.verify.server import EngineConfig, EngineExited, EngineServer, venv_python
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 
@@ -236,19 +237,6 @@ def summarize(report: LongctxReport) -> tuple[str, str, list[dict]]:
     return PASS, "", rows
 
 
-def _table_text(report: LongctxReport) -> str:
-    lines = []
-    for res in report.results:
-        for m in res.measurements:
-            lines.append(
-                f"{res.name:10} {m.case:28} {m.metric:16} value={_num(m.value)} bar={_num(m.bar)} "
-                f"{'ok' if m.ok else 'FAIL'}" + (f" ({m.details['error'][:120]})" if m.details.get("error") else "")
-            )
-        if not res.measurements:
-            lines.append(f"{res.name:10} FAIL {res.error or ''}")
-    return "\n".join(lines)
-
-
 def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResult:
     """Run one test's checks against a started engine."""
     startup = engine.startup_seconds
@@ -281,7 +269,7 @@ def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResu
         0 if outcome == PASS else 1,
         report.seconds,
         reason,
-        _table_text(report),
+        longctx_text(report),
         str(engine.log_path),
         engine_index,
         startup,

@@ -49,6 +49,8 @@ class BadResponse(Exception):
 
 @dataclass
 class Usage:
+    """Token counts a completion reports."""
+
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int | None  # None when the server does not report prompt_tokens_details

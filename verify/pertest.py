@@ -312,7 +312,7 @@ def precompile(root: Path, workers: int = 1) -> None:
     compileall.compile_dir(str(root), quiet=2, workers=max(1, workers))
 
 
-def index_base(spec: str, layout: str, progress=None) -> Path:
+def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path:
     """The release unpacked (and byte-compiled) once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
     from patchset.upstream.archives import unpack
     from patchset.upstream.releases import download, parse_spec
@@ -342,6 +342,8 @@ def index_base(spec: str, layout: str, progress=None) -> Path:
 
 @dataclass
 class _Run:
+    """One test run of one patch, with or without the patch."""
+
     test: TestOutcome
     spec: TestSpec
     patch: Patch
@@ -584,7 +586,7 @@ def run_verify(
     progress: Progress | None = None,
     target: str | None = None,
     keep_trees: bool = False,
-    download_progress=None,
+    download_progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
     log_dir: Path | None = None,
 ) -> VerifyReport:

@@ -31,6 +31,8 @@ DEFAULT_LABEL = "patchset-gate"
 
 @dataclass
 class Done:
+    """What the report script did on GitHub: opened, updated or closed a PR or issue (or nothing)."""
+
     kind: str  # pr | issue
     action: str  # opened | updated | closed | nothing
     number: int | None

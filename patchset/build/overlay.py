@@ -40,6 +40,8 @@ IMAGE_SUMS = "opt/patchset"  # under the image root
 
 @dataclass
 class OverlayBuild(BuildReport):
+    """An overlay build: the files written over the base image and their check."""
+
     target: str
     tree: str
     out: str

@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +37,8 @@ from patchset.commands.apply import apply_to_tree
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
+from patchset.progress import Progress
 
-Progress = Callable[[str], None]
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meaningless for the new one
 
 
@@ -173,7 +173,12 @@ def build_wheel(
     Nothing is written unless the series applies with zero fuzz and every patched file matches the
     lock; the report says why otherwise (outcome ``failed``/``mismatch``/``already``/``partial``).
     """
-    say = progress or (lambda _m: None)
+    steps = 3
+
+    def say(what: str, done: int) -> None:
+        if progress is not None:
+            progress(what, done, steps)
+
     if not wheel_path.is_file():
         raise InputError(f"--wheel {wheel_path}: no such file")
     facts = series_facts(ledger, target)
@@ -186,7 +191,7 @@ def build_wheel(
             names = set(zf.namelist())
             old_info = zf.dist_info_path
             _extract(zf, names, facts.touched, tree)
-        say(f"apply {target.name} ({len(facts.touched)} files)")
+        say(f"apply {target.name} ({len(facts.touched)} files)", 0)
         applied = apply_to_tree(ledger, target, tree, layout="installed", kind="wheel")
         if applied.outcome != "applied":
             report.outcome = applied.outcome if applied.outcome in ("mismatch", "already", "partial") else "failed"
@@ -207,9 +212,9 @@ def build_wheel(
     work = Path(tempfile.mkdtemp(prefix=".patchset-build-", dir=out_dir))
     try:
         tmp = work / new_file  # WheelFile derives the dist-info name from the file name
-        say(f"write {new_file}")
+        say(f"write {new_file}", 1)
         _write(wheel_path, tmp, old_info, new_version, version, dist_name, changed, contents, modes, report)
-        say(f"check {new_file}")
+        say(f"check {new_file}", 2)
         new_info = _validate(tmp, "the patched wheel")
         _check_against_lock(tmp, facts, report)
         if report.mismatched:
@@ -306,8 +311,9 @@ def _check_against_lock(path: Path, facts: SeriesFacts, report: WheelBuild) -> N
                 report.mismatched.append(rel)
 
 
-def fetch_wheel(spec: str, progress=None) -> Path:
-    """The release's wheel from the package index (cached): a pure wheel, else this machine's."""
+def fetch_wheel(spec: str, progress: Progress | None = None) -> Path:
+    """The release's wheel from the package index (cached): a pure wheel, else this machine's.
+    ``progress`` gets the bytes of a download."""
     from patchset.upstream.releases import download, release_files
 
     files = release_files(spec)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -57,6 +56,8 @@ class TreeArg:
 
 @dataclass
 class TargetReport:
+    """One target's apply: the tree, the outcome and the engine's result."""
+
     target: str
     tree: str
     kind: str
@@ -178,8 +179,10 @@ def apply_to_tree(
     progress: Progress | None = None,
     skip_applied: bool = False,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> TargetReport:
-    """Apply one target's series to a directory: dry run, check against the lock, then commit.
+    """Apply one target's series to a directory in one pass: in memory, checked against the lock,
+    then committed (``durable``: fsynced against power loss too; see ``engine.txn``).
 
     A tree that carries part of the series is refused (named precisely) unless ``skip_applied``:
     then only the patches it lacks are applied, and the whole result is still checked.
@@ -189,7 +192,18 @@ def apply_to_tree(
     """
     with locking.tree_lock(root):
         return _apply_to_tree(
-            ledger, target, root, layout, fuzz, update_lock, dry_run, kind, progress, skip_applied, remove_empty
+            ledger,
+            target,
+            root,
+            layout,
+            fuzz,
+            update_lock,
+            dry_run,
+            kind,
+            progress,
+            skip_applied,
+            remove_empty,
+            durable,
         )
 
 
@@ -205,6 +219,7 @@ def _apply_to_tree(
     progress: Progress | None,
     skip_applied: bool,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> TargetReport:
     items = series_items(ledger, target)
     mapper = path_mapper(target, layout)
@@ -215,69 +230,46 @@ def _apply_to_tree(
         report.message = f"finished an interrupted earlier apply ({recover(root)}); "
     locked = ledger.lock.targets.get(target.name)
     expected: dict[str, str | None] | None = dict(locked.files) if locked and locked.files else None
-    trial = apply_series(
-        root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
-    )
-    if not trial.ok:
-        state = detect_state(root, items, expected, path_for=mapper)
-        report.state, report.result = state, trial
-        if state.matches_expected or (state.all_applied and expected is None):
-            report.result = None
-            report.outcome = "already"
-            report.message += state.summary() + "; nothing changed"
-            return report
-        if state.all_applied:
-            assert expected is not None  # the series is applied and no lock: returned above
-            report.result = None
-            report.outcome = "mismatch"
-            report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
-            report.message += state.summary() + ", but its files do not match the lock; nothing changed"
-            return report
-        carried = [p.state == "applied" for p in state.patches]
-        if not _failure_explained(trial, state):
-            # the failing patch is not on the tree: a real failure, whatever else merely reverse-applies
-            return _failed(report, trial)
-        if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
-            items = [i for i, c in zip(items, carried, strict=True) if not c]
-            report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
-            trial = apply_series(
-                root, items, fuzz=fuzz, path_for=mapper, dry_run=True, progress=progress, remove_empty=remove_empty
-            )
-        elif any(carried):
-            report.outcome = "partial"
-            report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
-            return report
+    one = _OnePass(ledger, target, root, layout, report, expected, update_lock, dry_run)
+    with one.stack:
+        trial = one.run(items, fuzz, mapper, progress, remove_empty, durable)
         if not trial.ok:
-            return _failed(report, trial)
-    got = {_lock_key(target, layout, k): v for k, v in trial.files.items()}
-    if expected:  # files only the already-carried patches touch: as they are on disk
-        got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
+            state = detect_state(root, items, expected, path_for=mapper)
+            report.state, report.result = state, trial
+            if state.matches_expected or (state.all_applied and expected is None):
+                report.result = None
+                report.outcome = "already"
+                report.message += state.summary() + "; nothing changed"
+                return report
+            if state.all_applied:
+                assert expected is not None  # the series is applied and no lock: returned above
+                report.result = None
+                report.outcome = "mismatch"
+                report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
+                report.message += state.summary() + ", but its files do not match the lock; nothing changed"
+                return report
+            carried = [p.state == "applied" for p in state.patches]
+            if not _failure_explained(trial, state):
+                # the failing patch is not on the tree: a real failure, whatever else merely reverse-applies
+                return _failed(report, trial)
+            if any(carried) and skip_applied and all(p.state != "unknown" for p in state.patches):
+                items = [i for i, c in zip(items, carried, strict=True) if not c]
+                report.message += state.summary() + f"; applying only the {len(items)} missing patch(es); "
+                trial = one.run(items, fuzz, mapper, progress, remove_empty, durable)
+            elif any(carried):
+                report.outcome = "partial"
+                report.message += state.summary() + "; the tree was left as it is (--skip-applied applies the rest)"
+                return report
+            if not trial.ok:
+                return _failed(report, trial)
     report.result = trial
-    if expected and not update_lock:
-        bad = _compare(expected, got)
-        unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
-        if bad or unlisted:
-            report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
-            what = []
-            if bad:
-                what.append(f"{len(bad)} patched file(s) would not match the lock")
-            if unlisted:
-                what.append(f"{len(unlisted)} patched file(s) are not in the lock: {', '.join(unlisted)}")
-            report.message += (
-                "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
-            )
-            return report
+    if one.refused:
+        return report
     report.unlocked = expected is None
     if dry_run:
         report.outcome = "dry-run"
         report.message += f"{len(items)} patches apply; nothing was written"
         return report
-    before = {k: _file_digest(root / k) for k in trial.files}
-    with applying_marker(ledger, root):
-        result = _commit(ledger, target, root, layout, items, fuzz, mapper, update_lock, got, before, remove_empty)
-    if not result.ok:  # the tree changed between the trial and now
-        return _failed(report, result)
-    report.result = result
     report.outcome = "applied"
     if update_lock:
         tail = ", lock updated"
@@ -289,15 +281,115 @@ def _apply_to_tree(
     return report
 
 
+class _OnePass:
+    """One engine pass that applies in memory, proves the result against the lock and only then
+    commits (``apply_series``'s ``before_commit``): the series is read and applied once.
+
+    ``stack`` holds what a commit needs open (the applying note, with ``--update-lock`` the
+    ledger edit staged before the tree is touched and published while the tree's old files are
+    still kept: a full or read-only ledger directory fails before the tree changes, a failure
+    while publishing rolls the tree back, so the tree and the lock never disagree)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        target: Target,
+        root: Path,
+        layout: str,
+        report: TargetReport,
+        expected: dict[str, str | None] | None,
+        update_lock: bool,
+        dry_run: bool,
+    ) -> None:
+        from contextlib import ExitStack
+
+        self.ledger, self.target, self.root, self.layout = ledger, target, root, layout
+        self.report, self.expected, self.update_lock, self.dry_run = report, expected, update_lock, dry_run
+        self.stack = ExitStack()
+        self.edit: ledger_mod.Edit | None = None
+        self.refused = False  # the result did not match the lock: nothing written
+
+    def run(
+        self,
+        items: list[SeriesItem],
+        fuzz: int,
+        mapper: Callable[[str], str] | None,
+        progress: Progress | None,
+        remove_empty: bool,
+        durable: bool | None,
+    ) -> SeriesResult:
+        result = apply_series(
+            self.root,
+            items,
+            fuzz=fuzz,
+            path_for=mapper,
+            dry_run=self.dry_run,
+            progress=progress,
+            before_commit=self.check,
+            before_finish=self.finish,
+            remove_empty=remove_empty,
+            durable=durable,
+        )
+        if self.edit is not None:
+            self.edit.cancelled = True  # committed inside the tree's transaction, or not at all
+        if self.dry_run and result.ok:
+            self.check(result)  # the engine commits nothing in a dry run; the lock is still checked
+        return result
+
+    def check(self, result: SeriesResult) -> bool:
+        """The whole result, in memory: commit it only if it is what the lock says."""
+        target, layout, root, expected, report = self.target, self.layout, self.root, self.expected, self.report
+        got = {_lock_key(target, layout, k): v for k, v in result.files.items()}
+        if expected:  # files only the already-carried patches touch: as they are on disk
+            got.update({k: _digest(root, target, layout, k) for k in expected if k not in got})
+        if expected and not self.update_lock:
+            bad = _compare(expected, got)
+            unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
+            if bad or unlisted:
+                self.refused = True
+                report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+                what = []
+                if bad:
+                    what.append(f"{len(bad)} patched file(s) would not match the lock")
+                if unlisted:
+                    what.append(f"{len(unlisted)} patched file(s) are not in the lock: {', '.join(unlisted)}")
+                report.message += (
+                    "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
+                )
+                return False
+        if self.dry_run:
+            return False
+        self.stack.enter_context(applying_marker(self.ledger, root))
+        if self.update_lock:
+            before = {k: _file_digest(root / k) for k in result.files}
+            e = self.stack.enter_context(ledger_mod.edit(self.ledger.path))
+            fill_lock(
+                e,
+                self.ledger,
+                target,
+                {k: v for k, v in got.items() if v is not None},
+                {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+            )
+            e.stage()
+            self.edit = e
+        return True
+
+    def finish(self) -> None:
+        """Every file in place: the ledger and lock land, or the tree rolls back."""
+        if self.edit is not None:
+            self.edit.commit()
+
+
 @contextmanager
 def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
     can point at a tree an apply was killed in (``interrupted_applies``). Best effort: a
-    read-only ledger directory only loses the note."""
+    read-only ledger directory only loses the note, and it is not fsynced (the tree's own
+    transaction directory is what recovery reads)."""
     mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
     assert mark is not None
     try:
-        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode())
+        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
     except OSError:
         for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
             try:
@@ -310,44 +402,6 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     finally:
         if mark is not None:
             mark.unlink(missing_ok=True)
-
-
-def _commit(
-    ledger: Ledger,
-    target: Target,
-    root: Path,
-    layout: str,
-    items: list[SeriesItem],
-    fuzz: int,
-    mapper: Callable[[str], str] | None,
-    update_lock: bool,
-    got: dict[str, str | None],
-    before: dict[str, str | None],
-    remove_empty: bool = False,
-) -> SeriesResult:
-    if update_lock:
-        # the new lock is staged before the tree is touched (a full or read-only ledger directory
-        # fails here, tree unchanged) and renamed into place while the tree's old files are still
-        # kept (a failure there rolls the tree back): the tree and the lock never disagree
-        with ledger_mod.edit(ledger.path) as e:
-            fill_lock(
-                e,
-                ledger,
-                target,
-                {k: v for k, v in got.items() if v is not None},
-                {_lock_key(target, layout, k): v for k, v in before.items() if v is not None},
-            )
-            e.stage()
-
-            def finish() -> None:  # every file in place: the ledger and lock land, or the tree rolls back
-                e.commit()
-
-            result = apply_series(
-                root, items, fuzz=fuzz, path_for=mapper, before_finish=finish, remove_empty=remove_empty
-            )
-            e.cancelled = True  # committed inside the tree's transaction, or not at all
-        return result
-    return apply_series(root, items, fuzz=fuzz, path_for=mapper, progress=None, remove_empty=remove_empty)
 
 
 def fill_lock(
@@ -367,7 +421,7 @@ def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_file
         fill_lock(e, ledger, target, files, base_files)
 
 
-def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Path:
+def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | None = None) -> Path:
     """Download (once, cached) and unpack a release for ``--from-index``."""
     from patchset.upstream.archives import unpack
     from patchset.upstream.releases import download
@@ -384,6 +438,8 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress=None) -> Pat
 
 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
+    import shutil
+
     fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)
@@ -529,9 +585,10 @@ def run(
     update_lock: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
-    download_progress=None,
+    download_progress: Progress | None = None,
     skip_applied: bool = False,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
     rebase = pending_rebase(ledger)
@@ -549,7 +606,14 @@ def run(
                 raise InputError(f"--tree {arg.path}: not a directory")
             reports.append(
                 apply_to_tree(
-                    ledger, target, arg.path, layout=layout, skip_applied=skip_applied, remove_empty=remove_empty, **kw
+                    ledger,
+                    target,
+                    arg.path,
+                    layout=layout,
+                    skip_applied=skip_applied,
+                    remove_empty=remove_empty,
+                    durable=durable,
+                    **kw,
                 )
             )
         elif arg.kind == "repo":
@@ -564,6 +628,7 @@ def run(
                     layout=layout,
                     download_progress=download_progress,
                     remove_empty=remove_empty,
+                    durable=durable,
                     **kw,
                 )
             )

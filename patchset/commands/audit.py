@@ -46,6 +46,8 @@ class Finding:
 
 @dataclass
 class AuditReport:
+    """What ``audit`` found: matched bodies and findings."""
+
     directory: str
     ledger: str
     matched: dict[str, str] = field(default_factory=dict)  # patch id -> body file (relative to the directory)
@@ -68,6 +70,8 @@ class AuditReport:
 
 @dataclass
 class _Series:
+    """One series file of the audited directory: its path and its entries with their lines."""
+
     path: Path
     entries: list[tuple[int, str]]  # (line, file name as written)
 

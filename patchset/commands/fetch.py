@@ -177,6 +177,8 @@ class FetchRow:
 
 @dataclass
 class FetchReport:
+    """What ``fetch`` downloaded, refused and left alone."""
+
     rows: list[FetchRow]
     written: bool
     offline: bool = False
@@ -237,6 +239,8 @@ class CheckRow:
 
 @dataclass
 class CheckReport:
+    """What ``fetch --check`` found: which pinned bodies upstream has moved past."""
+
     rows: list[CheckRow]
 
     @property
@@ -267,6 +271,8 @@ def select(ledger: Ledger, ids: Sequence[str] = (), all_: bool = False) -> list[
 # ---- downloading -----------------------------------------------------------------------------
 @dataclass
 class _Download:
+    """One body to fetch: where from and where it goes."""
+
     data: bytes
     head: str | None
     via: str

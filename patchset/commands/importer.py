@@ -26,6 +26,8 @@ PATCH_SUFFIXES = (".patch", ".diff")
 
 @dataclass
 class ImportItem:
+    """One patch found in an import source, before it enters the ledger."""
+
     path: Path
     name: str
     strip: int | None = None
@@ -33,6 +35,8 @@ class ImportItem:
 
 @dataclass
 class ImportResult:
+    """What an import added, updated and left unchanged."""
+
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)

@@ -7,21 +7,14 @@ belong to someone else is valid.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset.engine.tree import pending_apply
-from patchset.engine.txn import describe_pending
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import split_header
-from patchset.rebase.state import State
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -31,6 +24,8 @@ BODY_UNLOCKED = "not in lock"
 
 @dataclass
 class FileStat:
+    """One file of a diffstat: its path, operation and line counts."""
+
     path: str
     added: int
     removed: int
@@ -45,6 +40,8 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     engine's parser). A renamed or copied file is named by its new path, any other by the path it
     reads (a new file: the one it creates). Names with fewer components than ``strip`` are counted
     as written; a body that does not parse has no stat (``[]``)."""
+    from patchset.patchfmt.diffs import parse_patch  # only `show` needs the parser: list starts faster
+    from patchset.patchfmt.headers import split_header
 
     _, diff = split_header(body)
     try:
@@ -114,6 +111,8 @@ def patch_files(
 
 @dataclass
 class ValidateReport:
+    """What ``validate`` found: problems (exit 1) and warnings."""
+
     ledger: str
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     bodies: dict[str, str] = field(default_factory=dict)
@@ -135,12 +134,20 @@ class ValidateReport:
 
 
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
+REBASE_STATE_DIR = ".patchset/rebase"  # = rebase.state.STATE_DIR (tests/test_startup.py checks they agree)
 
 
 def interrupted_trees(ledger_root: Path) -> list[Path]:
     """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only."""
+    marks = sorted((ledger_root / APPLYING_DIR).glob("*.json"))
+    if not marks:
+        return []
+    import json
+
+    from patchset.engine.tree import pending_apply  # the engine loads only when a note exists
+
     trees = []
-    for mark in sorted((ledger_root / APPLYING_DIR).glob("*.json")):
+    for mark in marks:
         try:
             tree = Path(json.loads(mark.read_text())["tree"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -152,15 +159,24 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
 
 def interrupted_applies(ledger: Ledger) -> list[str]:
     """What ``validate`` says about each tree an apply was killed in."""
+    trees = interrupted_trees(ledger.root)
+    if not trees:
+        return []
+    from patchset.engine.txn import describe_pending
+
     return [
         f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
         f"run `patchset recover --tree {tree}` (add --back to undo it)"
-        for tree in interrupted_trees(ledger.root)
+        for tree in trees
     ]
 
 
 def pending_rebase(ledger: Ledger) -> tuple[bool, str] | None:
     """A rebase this ledger is in the middle of: (interrupted while writing?, what to say). Reads only."""
+    if not (ledger.root / REBASE_STATE_DIR).exists():
+        return None
+    from patchset.rebase.state import State  # loads only when a rebase left its state
+
     state = State(ledger.root)
     if state.committing:
         return True, (
@@ -240,6 +256,8 @@ def _extra_bodies(ledger: Ledger) -> list[Path]:
     """Body files under ``patchset/series`` that no patch names. Paths are compared as written
     first (one string each); only a file that matches none that way is resolved (symlinks), so a
     ledger of 10,000 bodies is not 20,000 ``realpath`` walks."""
+    import os.path
+
     series_root = ledger.root / "patchset" / "series"
     if not series_root.is_dir():
         return []

@@ -205,6 +205,11 @@ class Term:
             color = self.tty and not os.environ.get("NO_COLOR") and os.environ.get("PATCHSET_TTY") != "1"
         self.color = bool(color)
 
+    def reopen(self) -> None:
+        """Re-read the stream, tty, width and colour from the environment (the CLI keeps one
+        ``Term`` that every command module imported, and refreshes it at each invocation)."""
+        self.__init__()  # type: ignore[misc]
+
     # ---- text -------------------------------------------------------------------------------
     def paint(self, text: str, style: str) -> str:
         if not self.color or not style:

@@ -60,6 +60,8 @@ class NearestRegion:
 
 @dataclass
 class HunkResult:
+    """Where (and whether) one hunk applied: offset, fuzz, or the reason it failed."""
+
     index: int  # 1-based, as GNU patch numbers hunks
     status: HunkStatus
     offset: int = 0  # applied line - expected line (GNU's "offset N lines")
@@ -188,6 +190,8 @@ class HunkResults(Sequence[HunkResult]):
 
 @dataclass
 class FileOutcome:
+    """One file patch applied in memory: the new bytes and each hunk's result."""
+
     status: FileStatus
     new: bytes | None  # resulting bytes; None when the file is deleted or the patch failed
     new_mode: str | None = None

@@ -31,6 +31,8 @@ PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
 @dataclass
 class SeriesItem:
+    """One patch of a series as the engine takes it: id, body and strip level."""
+
     patch_id: str
     body: bytes
     strip: int = 1
@@ -38,6 +40,8 @@ class SeriesItem:
 
 @dataclass
 class FileResult:
+    """What happened to one file of one patch."""
+
     path: str  # tree path written (for a deletion: the path removed)
     patch_path: str  # the path as the patch names it
     op: str
@@ -62,6 +66,8 @@ class FileResult:
 
 @dataclass
 class PatchResult:
+    """What happened to one patch: its status and its files."""
+
     patch_id: str
     status: PatchStatus
     files: list[FileResult] = field(default_factory=list)
@@ -85,6 +91,8 @@ class PatchResult:
 
 @dataclass
 class SeriesResult:
+    """A whole series on a tree: per-patch results and the digest of every touched file."""
+
     root: str
     ok: bool
     dry_run: bool
@@ -472,6 +480,7 @@ def apply_series(
     before_commit: Callable[[SeriesResult], bool] | None = None,
     before_finish: Callable[[], None] | None = None,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> SeriesResult:
     """Apply ``items`` in order to the tree at ``root``, all or nothing.
 
@@ -487,13 +496,16 @@ def apply_series(
 
     The tree lock (``patchset.locking``) is held from the first read to the last write, so a
     second apply to the same tree waits and then sees this one's result. ``before_finish`` is
-    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back).
+    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back), and
+    so is ``durable`` (fsync every step against power loss; default ``$PATCHSET_FSYNC``).
     """
     root = Path(root)
     if not root.is_dir():
         raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
     with locking.tree_lock(root):
-        return _apply_series(root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty)
+        return _apply_series(
+            root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty, durable
+        )
 
 
 def _apply_series(
@@ -506,6 +518,7 @@ def _apply_series(
     before_commit: Callable[[SeriesResult], bool] | None,
     before_finish: Callable[[], None] | None,
     remove_empty: bool = False,
+    durable: bool | None = None,
 ) -> SeriesResult:
     recovered = None
     if txn.pending(root):
@@ -542,7 +555,7 @@ def _apply_series(
         failed_patch=failed,
     )
     if result.ok and not dry_run and (before_commit is None or before_commit(result)):
-        txn.commit(paths.root, state.changes(), before_finish)
+        txn.commit(paths.root, state.changes(), before_finish, durable)
         result.committed = True
     return result
 
@@ -573,6 +586,8 @@ StateName = Literal["applied", "not_applied", "unknown"]
 
 @dataclass
 class PatchState:
+    """Whether a tree carries one patch (applied, not applied, unknown) and why."""
+
     patch_id: str
     state: StateName
     reason: str = ""
@@ -583,6 +598,8 @@ class PatchState:
 
 @dataclass
 class SeriesState:
+    """Which patches of a series a tree already carries."""
+
     patches: list[PatchState]
     matches_expected: bool | None = None  # every expected sha256 matched (None: none given)
 

@@ -5,15 +5,22 @@ either the old tree or the new tree once ``recover(root)`` has run (``apply_seri
 first thing). Protocol, all inside ``<root>/.patchset-txn/`` (same file system as the tree, so
 every rename is atomic):
 
-1. ``new/<n>``: every new file content written, fsynced, given its final mode;
+1. ``new/<n>``: every new file content written, given its final mode (and its sha256 in the
+   journal);
    ``old/<n>``: a hard link to (or copy of) every file that will be replaced or deleted.
-2. ``journal.json``: written to a temporary name, fsynced, renamed: from now on the
+2. ``journal.json``: written to a temporary name, renamed: from now on the
    transaction is *complete* and will be rolled forward. Before it exists nothing in the tree
    has changed, and recovery only deletes the leftovers (the "incomplete journal" case).
-3. Renames ``new/<n>`` -> path (and unlinks for deletions), in journal order, then fsync of
-   every touched directory.
+3. Renames ``new/<n>`` -> path (and unlinks for deletions), in journal order.
 4. The journal is deleted (the commit point has passed; recovery is no longer needed) and the
    transaction directory removed.
+
+Durability: a kill -9 or Ctrl-C needs no fsync (the kernel keeps every write and rename of a
+dead process). Power loss does: with ``durable=True`` (``apply --durable``, ``PATCHSET_FSYNC=1``)
+every staged file, the journal and every touched directory is fsynced at its step, as a
+database would. Without it (the default, like ``git checkout`` and GNU ``patch``, which fsync no
+work-tree file) a power cut can lose the last apply, never install a torn file: recovery checks
+each staged file against the sha256 the journal recorded and rolls back when one is damaged.
 
 Recovery is idempotent: rolling forward renames what is still staged; rolling back (on request,
 ``direction="back"``) puts the ``old/<n>`` links back and removes created files and directories.
@@ -28,14 +35,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
-import shutil
 import signal
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +53,17 @@ from patchset.errors import EnvironmentFailure
 TXN_DIR = ".patchset-txn"
 JOURNAL = "journal.json"
 Direction = Literal["auto", "forward", "back"]
+FSYNC_ENV = "PATCHSET_FSYNC"  # "1": every commit is durable against power loss (``apply --durable``)
+
+
+def durable_default() -> bool:
+    """Whether a commit fsyncs when its caller does not say: ``$PATCHSET_FSYNC`` set and not 0."""
+    return os.environ.get(FSYNC_ENV, "") not in ("", "0")
+
+
+def _sync(path: Path, durable: bool, directory: bool = False) -> None:
+    if durable:
+        fsync_path(path, directory=directory)
 
 
 @dataclass
@@ -91,7 +108,7 @@ def _signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _write_file(path: Path, data: bytes, mode: int) -> None:
+def _write_file(path: Path, data: bytes, mode: int, durable: bool = True) -> None:
     if mode == stat.S_IFLNK:  # a symbolic link: ``data`` is its target
         os.symlink(os.fsdecode(data), path)
         return
@@ -102,7 +119,8 @@ def _write_file(path: Path, data: bytes, mode: int) -> None:
             n = os.write(fd, view)
             view = view[n:]
         os.fchmod(fd, mode)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -154,13 +172,20 @@ def describe_pending(root: Path) -> str:
     )
 
 
-def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] | None = None) -> None:
+def commit(
+    root: Path,
+    changes: list[Change],
+    before_finish: Callable[[], None] | None = None,
+    durable: bool | None = None,
+) -> None:
     """Apply ``changes`` to the tree under ``root`` all-or-nothing, crash-safe.
 
     ``before_finish`` runs once every file is in place but while the old files are still kept
     (``apply --update-lock`` writes the lock there): if it raises, the tree is rolled back.
+    ``durable`` (default: ``durable_default()``) fsyncs every step against power loss.
     """
     root = Path(root)
+    durable = durable_default() if durable is None else durable
     if not changes:
         if before_finish is not None:
             before_finish()
@@ -169,7 +194,7 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
         _recover_locked(root, "auto")
         txn = lock.dir
         try:
-            journal = _prepare(root, txn, changes)
+            journal = _prepare(root, txn, changes, durable)
         except BaseException as exc:
             # nothing in the tree has changed yet (no journal): drop the staging area
             _recover_locked(root, "auto")
@@ -181,14 +206,16 @@ def commit(root: Path, changes: list[Change], before_finish: Callable[[], None] 
                 hint="check free space and permissions; the tree is unchanged",
             ) from None
         with _signals_deferred():
-            _commit_staged(root, txn, journal, before_finish)
+            _commit_staged(root, txn, journal, before_finish, durable)
 
 
-def _commit_staged(root: Path, txn: Path, journal: dict[str, Any], before_finish: Callable[[], None] | None) -> None:
+def _commit_staged(
+    root: Path, txn: Path, journal: dict[str, Any], before_finish: Callable[[], None] | None, durable: bool
+) -> None:
     """Steps 2-4 (signals deferred): the journal, the renames, ``before_finish``, the cleanup."""
-    _write_journal(txn, journal)
+    _write_journal(txn, journal, durable)
     try:
-        _roll_forward(root, txn, journal)
+        _roll_forward(root, txn, journal, durable)
     except OSError as exc:
         _recover_locked(root, "back")
         _finish(root, txn)
@@ -208,7 +235,7 @@ def _commit_staged(root: Path, txn: Path, journal: dict[str, Any], before_finish
                     hint="the tree was rolled back to its old state; free space or fix permissions and re-run",
                 ) from None
             raise
-    _finish(root, txn)
+    _finish(root, txn, durable)
 
 
 def _exists(path: Path) -> bool:
@@ -227,7 +254,7 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict[str, Any]:
+def _prepare(root: Path, txn: Path, changes: list[Change], durable: bool) -> dict[str, Any]:
     """Steps 1-2: staged files, backups, the journal (returned)."""
     (txn / "new").mkdir()
     (txn / "old").mkdir()
@@ -244,6 +271,7 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict[str, Any]:
             staged.append((txn / "new" / str(n), ch.data, mode))
             entry["new"] = str(n)
             entry["new_mode"] = mode
+            entry["sha256"] = hashlib.sha256(ch.data).hexdigest()
             parent = target.parent
             missing: list[str] = []
             # a parent that is missing, or a file this commit deletes, becomes a directory
@@ -266,31 +294,40 @@ def _prepare(root: Path, txn: Path, changes: list[Change]) -> dict[str, Any]:
             try:
                 os.link(target, backup, follow_symlinks=False)
             except OSError:
+                import shutil  # a file system without hard links: rare, so loaded only then
+
                 shutil.copy2(target, backup, follow_symlinks=False)
-                fsync_path(backup)
+                _sync(backup, durable)
             entry["old"] = str(n)
         entries.append(entry)
-    # write + fsync the staged files concurrently: the file system commits the fsyncs
-    # together, several times faster than one after another
-    with ThreadPoolExecutor(max_workers=min(8, len(staged) or 1)) as pool:
-        for fut in [pool.submit(_write_file, *args) for args in staged]:
-            fut.result()
+    if durable and len(staged) > 1:
+        # write + fsync the staged files concurrently: the file system commits the fsyncs
+        # together, several times faster than one after another
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(8, len(staged))) as pool:
+            for fut in [pool.submit(_write_file, *args) for args in staged]:
+                fut.result()
+                _step()
+    else:
+        for args in staged:
+            _write_file(*args, durable=durable)
             _step()
-    fsync_path(txn / "new", directory=True)
-    fsync_path(txn / "old", directory=True)
+    _sync(txn / "new", durable, directory=True)
+    _sync(txn / "old", durable, directory=True)
     return {"version": 1, "entries": entries, "created_dirs": created_dirs, "removed_dirs": removed_dirs}
 
 
-def _write_journal(txn: Path, journal: dict[str, Any]) -> None:
+def _write_journal(txn: Path, journal: dict[str, Any], durable: bool) -> None:
     """Step 2: from the moment the journal exists, the transaction rolls forward."""
     tmp = txn / (JOURNAL + ".tmp")
-    _write_file(tmp, json.dumps(journal).encode(), 0o644)
+    _write_file(tmp, json.dumps(journal).encode(), 0o644, durable)
     os.replace(tmp, txn / JOURNAL)
-    fsync_path(txn, directory=True)
+    _sync(txn, durable, directory=True)
     _step()
 
 
-def _roll_forward(root: Path, txn: Path, journal: dict[str, Any]) -> None:
+def _roll_forward(root: Path, txn: Path, journal: dict[str, Any], durable: bool = True) -> None:
     """Deletions first, then emptied directories out, new directories in, new files renamed in.
     Every step is skipped when already done, so a second run after a crash finishes the first."""
     entries = journal["entries"]
@@ -317,7 +354,8 @@ def _roll_forward(root: Path, txn: Path, journal: dict[str, Any]) -> None:
                 touched.add(target.parent)
                 os.replace(staged, target)
                 _step()
-    _fsync_dirs(touched)
+    if durable:
+        _fsync_dirs(touched)
 
 
 def _fsync_dirs(dirs: set[Path]) -> None:
@@ -325,6 +363,8 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         for d in dirs:
             fsync_path(d, directory=True)
         return
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
@@ -361,20 +401,37 @@ def _roll_back(root: Path, txn: Path, journal: dict[str, Any]) -> None:
     _fsync_dirs({d for d in touched if d.exists()})
 
 
-def _finish(root: Path, txn: Path) -> None:
+def _remove_flat(d: Path) -> None:
+    """Remove a staging directory (``new/``, ``old/``: files and symlinks only, no subdirectories)."""
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return
+    for e in entries:
+        try:
+            os.unlink(e.path)
+        except OSError:
+            pass
+    try:
+        d.rmdir()
+    except OSError:
+        pass
+
+
+def _finish(root: Path, txn: Path, durable: bool = True) -> None:
     journal = txn / JOURNAL
     if journal.exists():
         journal.unlink()
-        fsync_path(txn, directory=True)
+        _sync(txn, durable, directory=True)
         _step()
     for sub in ("new", "old"):
-        shutil.rmtree(txn / sub, ignore_errors=True)
+        _remove_flat(txn / sub)
     (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
     try:
         txn.rmdir()
     except OSError:
         pass
-    fsync_path(root, directory=True)
+    _sync(root, durable, directory=True)
 
 
 def _recover_locked(root: Path, direction: Direction) -> str | None:
@@ -385,7 +442,7 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         if leftovers:
             # crash before the journal was complete: the tree was never touched
             for sub in ("new", "old"):
-                shutil.rmtree(txn / sub, ignore_errors=True)
+                _remove_flat(txn / sub)
             (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
             return "discarded"
         return None
@@ -396,17 +453,36 @@ def _recover_locked(root: Path, direction: Direction) -> str | None:
         raise EnvironmentFailure(
             f"{journal}: unreadable transaction journal: {exc}", hint="inspect it by hand; the old files are in old/"
         ) from None
-    if direction == "back":
+    damaged = _damaged_staged(txn, data) if direction != "back" else []
+    if direction == "back" or (damaged and direction == "auto"):
         _roll_back(root, txn, data)
-        done = "rolled back"
+        done = "rolled back" + (f" (staged {', '.join(damaged)} damaged, e.g. by a power cut)" if damaged else "")
+    elif damaged:
+        raise EnvironmentFailure(
+            f"{root}: the staged new content of {', '.join(damaged)} is damaged (a power cut before it reached the disk?)",
+            hint=f"roll back instead: `patchset recover --tree {root} --back`, then apply again",
+        )
     else:
         _roll_forward(root, txn, data)
         done = "rolled forward"
     journal.unlink()
     fsync_path(txn, directory=True)
     for sub in ("new", "old"):
-        shutil.rmtree(txn / sub, ignore_errors=True)
+        _remove_flat(txn / sub)
     return done
+
+
+def _damaged_staged(txn: Path, journal: dict[str, Any]) -> list[str]:
+    """Paths whose staged file no longer holds what the journal recorded (a power cut between a
+    non-durable write and its reaching the disk). A staged file already renamed is not checked."""
+    bad = []
+    for e in journal["entries"]:
+        staged = txn / "new" / str(e.get("new"))
+        if e.get("new") is None or not e.get("sha256") or staged.is_symlink() or not staged.is_file():
+            continue
+        if hashlib.sha256(staged.read_bytes()).hexdigest() != e["sha256"]:
+            bad.append(e["path"])
+    return bad
 
 
 def recover(root: Path, direction: Direction = "auto") -> str | None:

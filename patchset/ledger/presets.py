@@ -75,7 +75,7 @@ def describe(values: dict[str, Any]) -> str:
         bits.append(f"package {values['package']}")
     bits.append(f"{values.get('layout', 'source')} layout")
     for src, dst in values.get("path_map", {}).items():
-        bits.append(f"map {src} -> {dst}")
+        bits.append(f"map {src}={dst}")  # one token, as --map takes it: never split across lines
     return ", ".join(bits)
 
 

@@ -104,6 +104,8 @@ class Tree:
 
 @dataclass
 class MergeResult:
+    """A three-way merge of one file: the merged text and its conflicts."""
+
     data: bytes
     conflicts: int  # number of conflict regions (0 = clean)
 
@@ -192,6 +194,8 @@ class FileReplay:
 
 @dataclass
 class PatchReplay:
+    """One patch carried onto the new base: merged files, conflicts, new body."""
+
     files: list[FileReplay]
 
     @property

@@ -1,17 +1,13 @@
-"""What a rebase found, per patch: the report's data classes, its JSON form and a rich rendering.
+"""What a rebase found, per patch: the report's data classes and their JSON form.
 
 Kept apart from the orchestration so the CLI, the state file of an interrupted rebase and the
-tests all read the same plain data.
+tests all read the same plain data. The terminal view is ``patchset.commands.rebase_view``.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
     "carried",
@@ -37,6 +33,8 @@ class HunkConflict:
 
 @dataclass
 class FileResult:
+    """One file of one patch in a rebase: how it was carried (or why not)."""
+
     path: str  # as the patch names it
     new_path: str | None  # where it is on the new base
     how: str  # clean | offset | merged | already | conflict | broken | resolved | edited
@@ -49,6 +47,8 @@ class FileResult:
 
 @dataclass
 class PatchResult:
+    """One patch in a rebase: its classification and its files."""
+
     id: str
     verdict: str  # carried | already-upstream | superseded | conflict | skipped
     how: str = ""  # for carried: clean | offset | merged | moved | resolved | edited
@@ -80,6 +80,8 @@ class PatchResult:
 
 @dataclass
 class RebaseReport:
+    """A whole rebase: every patch's fate, the new base, what stopped it."""
+
     target: str
     onto: str
     old_base: str  # as the ledger had it
@@ -123,76 +125,3 @@ class RebaseReport:
     def from_json(cls, d: dict[str, Any]) -> RebaseReport:
         d = {k: v for k, v in d.items() if k not in ("counts", "ok")}
         return cls(**{**d, "patches": [PatchResult.from_json(p) for p in d.get("patches", [])]})
-
-
-_STYLE = {CARRIED: "green", ALREADY_UPSTREAM: "cyan", SUPERSEDED: "cyan", CONFLICT: "red", SKIPPED: "yellow"}
-
-
-def _detail(p: PatchResult) -> str:
-    if p.verdict == CARRIED:
-        parts = []
-        for f in p.files:
-            if f.moved_from:
-                parts.append(f"{f.moved_from} -> {f.new_path}")
-            elif f.how not in ("clean",):
-                parts.append(f"{f.path}: {f.how}")
-        return "; ".join(parts)
-    if p.verdict in (ALREADY_UPSTREAM, SUPERSEDED):
-        return "; ".join(e["detail"] for e in p.evidence if e.get("decisive"))
-    return "; ".join(f"{f.path}: {f.message or f.how}" for f in p.files if f.how in ("conflict", "broken"))
-
-
-def render(report: RebaseReport, console: Console | None = None, *, range_diffs: bool = True) -> None:
-    """Print the report: one row per patch, then conflicts with their upstream commits."""
-    console = console or Console()
-    title = (
-        f"rebase {report.target}: {report.old_base} ({report.old_commit[:12]}) -> "
-        f"{report.onto} ({report.new_commit[:12]})"
-    )
-    table = Table(title=title, show_lines=False)
-    table.add_column("#", justify="right")
-    table.add_column("patch")
-    table.add_column("result")
-    table.add_column("details", overflow="fold")
-    for i, p in enumerate(report.patches, start=1):
-        verdict = p.verdict + (f" ({p.how})" if p.how and p.verdict == CARRIED else "")
-        table.add_row(str(i), p.id, Text(verdict, style=_STYLE.get(p.verdict, "")), _detail(p))
-    console.print(table)
-    for p in report.patches:
-        for w in p.warnings:
-            console.print(f"[yellow]warning[/yellow] {p.id}: {w}")
-    for p in report.patches:
-        if p.verdict != CONFLICT:
-            continue
-        console.print(f"[red]conflict[/red] {p.id}")
-        for f in p.files:
-            if f.how not in ("conflict", "broken"):
-                continue
-            where = f.new_path if f.new_path and f.new_path != f.path else ""
-            console.print(f"  {f.path}{' (now ' + where + ')' if where else ''}: {f.message}")
-            for h in f.hunks:
-                console.print(f"    hunk #{h.index} {h.header} near line {h.line}")
-                for c in h.commits:
-                    console.print(f"      upstream {c['sha'][:12]} {c['subject']}")
-    if range_diffs:
-        for p in report.patches:
-            if p.range_diff:
-                console.print(f"[bold]range-diff {p.id}[/bold]")
-                console.print(Text(p.range_diff.rstrip("\n")))
-    counts = report.counts()
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    console.print(
-        f"{summary or 'no active patches'}; status: {report.status}"
-        + (f"; previous series kept in {report.backup}" if report.backup else "")
-        + ("; dry run, nothing written" if report.status == "dry-run" else "")
-    )
-    if report.status == "stopped":
-        console.print(
-            f"stopped at {report.stopped_at}: edit {', '.join(report.work_files)} then run "
-            "`patchset rebase --continue` (or --skip, --abort)"
-        )
-    elif report.status == "conflicts":
-        console.print(
-            "nothing written: resolve the conflicts with `patchset rebase --onto "
-            f"{report.onto} --interactive` (recorded resolutions replay next time)"
-        )

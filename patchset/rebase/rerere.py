@@ -31,6 +31,8 @@ def _is_marker(line: bytes, ch: bytes, size: int = MARKER) -> bool:
 
 @dataclass
 class Normalized:
+    """A conflicted text reduced to the id its recorded resolution is keyed on (None: no conflict)."""
+
     conflict_id: str | None  # None: the text holds no conflict
     preimage: bytes
 

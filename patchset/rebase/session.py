@@ -63,13 +63,12 @@ from patchset.rebase.report import (
     HunkConflict,
     PatchResult,
     RebaseReport,
-    render,
 )
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, new_backup_dir, pause_point
 from patchset.upstream.bases import Bases, open_bases, reopen
 
-__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "render", "skip"]
+__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
 
 
 # --------------------------------------------------------------------------- the session
@@ -415,6 +414,7 @@ def rebase(
     progress: Progress | None = None,
     pr_merges: Mapping[str, str] | None = None,
     old_base: str | None = None,
+    download_progress: Progress | None = None,
 ) -> RebaseReport:
     """Rebase the active series of ``target`` onto ``onto`` (commit, tag, branch, ``vllm==X.Y.Z``,
     a directory).
@@ -422,7 +422,8 @@ def rebase(
     ``repo``: a local git repository holding both bases (default: the target's ``upstream`` when it
     is a local path, else the release history of the target's package). ``pr_merges`` maps a PR
     (``owner/repo#N``) to its merge commit (fresher than the ledger's recorded status).
-    ``old_base`` overrides the base recorded in the ledger. Nothing is written when ``dry_run``,
+    ``old_base`` overrides the base recorded in the ledger. ``download_progress`` hears the bytes
+    of a release downloaded for the bases. Nothing is written when ``dry_run``,
     nor when a patch conflicts outside ``interactive`` mode (the report says what to read).
     """
     ledger_path = Path(ledger_path)
@@ -432,7 +433,15 @@ def rebase(
         state.refuse_if_in_progress()
     t = pick_target(ledger, target, onto)
     series = _load_series(ledger, t)
-    bases = open_bases(ledger.root, t, onto, repo=repo, old_base=old_base, paths=_touched(series[2]))
+    bases = open_bases(
+        ledger.root,
+        t,
+        onto,
+        repo=repo,
+        old_base=old_base,
+        paths=_touched(series[2]),
+        download_progress=download_progress,
+    )
     try:
         s = _open_session(ledger, t, bases, pr_merges, interactive, series)
     except BaseException:
@@ -727,6 +736,8 @@ def _finish_interrupted(state: State) -> RebaseReport:
 
 @dataclass
 class AbortResult:
+    """What ``rebase --abort`` restored."""
+
     restored: list[str]
     was: str  # stopped | committing
 

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchset.errors import InputError
 from patchset.ledger.model import Target
+from patchset.progress import Progress
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
@@ -117,11 +118,12 @@ def open_bases(
     repo: Path | str | None = None,
     old_base: str | None = None,
     paths: list[str] | None = None,
+    download_progress: Progress | None = None,
 ) -> Bases:
     """Resolve the target's recorded base (or ``old_base``) and ``onto`` to commits.
 
     ``paths`` (the files the series touches) lets a plain-directory history import only what a
-    rebase reads."""
+    rebase reads. ``download_progress`` hears the bytes of a release that must be downloaded."""
     old_ref = old_base if old_base is not None else target.base
     if not onto or not onto.strip():
         raise InputError("--onto needs a commit, tag, branch, PROJECT==VERSION or a directory")
@@ -149,7 +151,7 @@ def open_bases(
         new, label = _resolve_in_repo(g, onto, "--onto")
         version = parse_spec(onto).version if is_spec_like(onto) else (version_like(onto) or "")
         return Bases(g, "repo", old, new, old_ref, onto, label, version, {"kind": "repo", "path": str(local.resolve())})
-    return _releases(target, old_ref, onto)
+    return _releases(target, old_ref, onto, download_progress)
 
 
 def _as_spec(project: str, ref: str) -> str | None:
@@ -159,7 +161,7 @@ def _as_spec(project: str, ref: str) -> str | None:
     return f"{project}=={v}" if v else None
 
 
-def _releases(target: Target, old_ref: str, onto: str) -> Bases:
+def _releases(target: Target, old_ref: str, onto: str, progress: Progress | None = None) -> Bases:
     project = parse_spec(onto).project if is_spec_like(onto) else target.package
     if not project:
         raise InputError(
@@ -181,8 +183,8 @@ def _releases(target: Target, old_ref: str, onto: str) -> Bases:
             hint=f"pass a local clone holding that commit (--repo PATH), or rebase between releases ({project}==X.Y.Z)",
         )
     history = ReleaseHistory.for_project(project)
-    old = history.resolve(old_spec)
-    new = history.resolve(new_spec)
+    old = history.resolve(old_spec, progress=progress)
+    new = history.resolve(new_spec, progress=progress)
     spec = parse_spec(new_spec)
     return Bases(
         history,

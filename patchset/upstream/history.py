@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -30,14 +29,12 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.progress import Progress
 from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.upstream.git import fast_import_path, popen_git, run_git
-from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like, progress_for
+from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like
 from patchset.upstream.repo import GitRepo
-
-if TYPE_CHECKING:
-    from rich.progress import Progress
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
@@ -120,12 +117,13 @@ class ReleaseHistory(GitRepo):
         found.sort()
         return [(v, sha) for _, v, sha in found]
 
-    def resolve(self, ref: str | ReleaseSpec, *, import_missing: bool = True) -> str:
+    def resolve(self, ref: str | ReleaseSpec, *, import_missing: bool = True, progress: Progress | None = None) -> str:
         """A commit sha for a sha, tag, branch, ``PROJECT==VERSION`` (or a bare version).
 
         A release spec maps to its tag and is imported (downloaded if needed) when missing, on
         ``main`` if it is newer than every imported release, else on ``releases/<version>``
-        branching from the closest older release.
+        branching from the closest older release; ``progress`` hears the bytes of that download
+        and import.
         """
         if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
             spec = as_spec(ref)
@@ -135,7 +133,7 @@ class ReleaseHistory(GitRepo):
                 return sha
             if not import_missing:
                 raise InputError(f"{spec} is not imported into {self.git_dir}")
-            return self._import_missing(spec)
+            return self._import_missing(spec, progress)
         sha = self.rev(ref) if ref else None
         if sha is None and ref and not _HEXISH.match(ref):
             sha = self.rev(f"refs/tags/v{ref}")
@@ -153,16 +151,16 @@ class ReleaseHistory(GitRepo):
                 hint=f"use ReleaseHistory.for_project({spec.project!r})",
             )
 
-    def _import_missing(self, spec: ReleaseSpec) -> str:
+    def _import_missing(self, spec: ReleaseSpec, progress: Progress | None = None) -> str:
         new = Version(spec.version)
         imported = [(Version(v), sha) for v, sha in self.releases()]
         older = [(v, sha) for v, sha in imported if v < new]
         if all(v < new for v, _ in imported) and (
             self.branch_tip("main") is None or (older and self.branch_tip("main") == older[-1][1])
         ):
-            return self.import_release(spec)
+            return self.import_release(spec, progress=progress)
         parent = older[-1][1] if older else None
-        return self.import_release(spec, parent=parent, branch=f"releases/{spec.version}")
+        return self.import_release(spec, parent=parent, branch=f"releases/{spec.version}", progress=progress)
 
     # -- import --------------------------------------------------------------------------------
     @contextmanager
@@ -244,13 +242,13 @@ class ReleaseHistory(GitRepo):
         strip_top: bool,
         progress: Progress | None,
     ) -> None:
-        task = None
-        if progress is not None:
-            task = progress.add_task(f"import {archive.name}", total=archive.stat().st_size)
+        what, total, done = f"import {archive.name}", archive.stat().st_size, 0
 
         def on_bytes(n: int) -> None:
-            if progress is not None and task is not None:
-                progress.advance(task, n)
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(what, done, total)
 
         reader = ArchiveReader(archive, strip_top=strip_top, on_bytes=on_bytes)
         known = self._known_blobs()
@@ -384,17 +382,24 @@ def build_history(
 
     Releases already imported are kept (idempotent); each new one's parent is the branch tip,
     so importing 0.30.0, 0.31.0, 0.32.0 in that order gives a straight line of commits.
+    ``progress`` hears the bytes of each download and import, ``what`` naming the release:
+    ``vllm 2/3: download vllm-0.31.0.tar.gz``.
     """
     history = history or ReleaseHistory.for_project(project)
     out = []
-    with progress_for(progress) as bar:
-        overall = bar.add_task(f"{project} history", total=len(versions), unit="releases") if bar else None
-        for version in versions:
-            sha = history.import_release(ReleaseSpec(project, version), kind=kind, progress=bar)
-            out.append((version, sha))
-            if bar is not None and overall is not None:
-                bar.advance(overall)
+    for i, version in enumerate(versions, start=1):
+        step = None
+        if progress is not None:
+            step = _prefixed(progress, f"{project} {i}/{len(versions)}:")
+        out.append((version, history.import_release(ReleaseSpec(project, version), kind=kind, progress=step)))
     return out
+
+
+def _prefixed(progress: Progress, prefix: str) -> Progress:
+    def report(what: str, done: int, total: int | None) -> None:
+        progress(f"{prefix} {what}", done, total)
+
+    return report
 
 
 # -- a real upstream -----------------------------------------------------------------------

@@ -14,10 +14,7 @@ import json
 import logging
 import os
 import re
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,12 +33,12 @@ from packaging.version import InvalidVersion, Version
 from patchset import atomic
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger.lock import sha256_file
+from patchset.progress import Progress
 from patchset.upstream import cache
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 
-if TYPE_CHECKING:  # rich and requests are imported where they are used: start-up stays fast
+if TYPE_CHECKING:  # requests is imported where it is used: start-up stays fast
     import requests
-    from rich.progress import Progress
 
 __all__ = [
     "DEFAULT_INDEX_URL",
@@ -365,47 +362,6 @@ def verify_file(path: Path, dist: DistFile) -> bool:
     return sha256_file(path) == dist.sha256
 
 
-def _amount_column() -> Any:
-    """Bytes for downloads and imports; a plain count for tasks created with ``unit="..."``."""
-    from rich.progress import DownloadColumn, ProgressColumn, Task
-    from rich.text import Text
-
-    class AmountColumn(ProgressColumn):
-        def __init__(self) -> None:
-            super().__init__()
-            self._bytes = DownloadColumn()
-
-        def render(self, task: Task) -> Text:
-            unit = task.fields.get("unit")
-            if unit:
-                return Text(f"{int(task.completed)}/{int(task.total or 0)} {unit}", style="progress.download")
-            return self._bytes.render(task)
-
-    return AmountColumn()
-
-
-@contextmanager
-def progress_for(progress: Progress | None) -> Iterator[Progress | None]:
-    """The caller's progress, else a transient rich bar on a terminal, else None."""
-    if progress is not None:
-        yield progress
-    elif sys.stderr.isatty():
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-
-        own = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            _amount_column(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            transient=True,
-        )
-        with own:
-            yield own
-    else:
-        yield None
-
-
 def download(
     spec: ReleaseSpec | str,
     kind: str = "sdist",
@@ -414,6 +370,9 @@ def download(
     progress: Progress | None = None,
 ) -> Path:
     """Return ``<cache>/dist/<filename>`` for the release, downloading it once.
+
+    ``progress(what, done, total)`` (``patchset.progress``) hears the bytes of a download: ``done``
+    grows from 0 to ``total`` (the size the index lists, else the Content-Length, else None).
 
     A cached file is re-verified against the index's sha256 each time (about 0.1 s for 45 MB);
     a corrupt one is logged, removed and downloaded again. A download that does not match the
@@ -427,15 +386,14 @@ def download(
             return final
         log.warning("cached %s does not match the index's sha256; downloading it again", final)
         final.unlink(missing_ok=True)
-    with progress_for(progress) as bar:
-        _fetch(dist, final, bar)
+    _fetch(dist, final, progress)
     return final
 
 
-def _fetch(dist: DistFile, final: Path, bar: Progress | None) -> None:
+def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
     import requests
 
-    task = bar.add_task(f"download {dist.filename}", total=dist.size) if bar else None
+    what = f"download {dist.filename}"
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dist.filename}.", suffix=".part", dir=final.parent)
     tmp = Path(tmp_name)
     try:
@@ -448,14 +406,17 @@ def _fetch(dist: DistFile, final: Path, bar: Progress | None) -> None:
                         f"cannot download {dist.url}: HTTP {resp.status_code}",
                         hint="try again later, or check the index URL",
                     )
+                total = dist.size if dist.size is not None else _length(resp)
+                if progress is not None:
+                    progress(what, 0, total)
                 with os.fdopen(fd, "wb") as out:
                     fd = -1
                     for chunk in resp.iter_content(_CHUNK):
                         out.write(chunk)
                         digest.update(chunk)
                         size += len(chunk)
-                        if bar is not None and task is not None:
-                            bar.advance(task, len(chunk))
+                        if progress is not None:
+                            progress(what, size, total)
                     out.flush()
                     os.fsync(out.fileno())
         except requests.RequestException as exc:
@@ -476,3 +437,10 @@ def _fetch(dist: DistFile, final: Path, bar: Progress | None) -> None:
         if fd >= 0:
             os.close(fd)
         tmp.unlink(missing_ok=True)
+
+
+def _length(resp: requests.Response) -> int | None:
+    try:
+        return int(resp.headers["Content-Length"])
+    except (KeyError, ValueError):
+        return None

@@ -42,6 +42,8 @@ class RenameCandidate:
 
 @dataclass(frozen=True)
 class LogEntry:
+    """One commit of a history: sha, committer time and subject."""
+
     sha: str
     timestamp: int  # committer date, seconds since the epoch
     subject: str

@@ -95,6 +95,8 @@ class Decompressor:
 
 @dataclass
 class TarHeader:
+    """One member header of a tar stream, as read from its 512-byte block."""
+
     name: str
     type: bytes  # one byte: b"0" file, b"5" dir, b"2" symlink, b"1" hard link ...
     mode: int

@@ -29,7 +29,8 @@ import argparse
 import importlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -279,6 +280,19 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             self._send(status, body)
 
     return Handler
+
+
+@contextmanager
+def serving(**flags: Any) -> Iterator[tuple[str, CompletionsDouble]]:
+    """A double with ``flags`` served on 127.0.0.1 in a thread: ``(base URL, double)``; stopped on exit."""
+    double = CompletionsDouble(**flags)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(double))
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", double
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

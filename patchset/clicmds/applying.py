@@ -1,0 +1,168 @@
+"""CLI commands: apply and recover."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchset import errors
+from patchset.cli import Ctx, _name_specs, _one_of, _progress_bar, emit_json, guarded, json_opt, out
+
+
+@click.command()
+@click.option(
+    "--tree",
+    "trees",
+    multiple=True,
+    metavar="[NAME=]DIR",
+    help="A plain directory (e.g. a site-packages copy), located through the target's path map.",
+)
+@click.option(
+    "--repo", "repos", multiple=True, metavar="[NAME=]DIR", help="A git checkout: one commit per patch on a new branch."
+)
+@click.option(
+    "--from-index",
+    "specs",
+    multiple=True,
+    metavar="[NAME=]SPEC",
+    help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).",
+)
+@click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
+@click.option("--target", default=None, help="Restrict the run to one target.")
+@click.option(
+    "--layout",
+    type=click.Choice(["source", "installed"]),
+    default=None,
+    help="Layout of the tree (default: the target's ledger entry).",
+)
+@click.option("--branch", default="", help="Branch for --repo (default patchset/<target>).")
+@click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
+@click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
+@click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
+@click.option(
+    "--skip-applied", is_flag=True, help="On a --tree that carries part of the series, apply only the missing patches."
+)
+@click.option(
+    "--remove-empty",
+    is_flag=True,
+    help="Remove files a patch leaves empty (GNU patch -E, as dpkg-source applies); --tree and --from-index.",
+)
+@click.option(
+    "--durable",
+    is_flag=True,
+    default=None,
+    help="fsync every step so the apply also survives a power cut (default: $PATCHSET_FSYNC; "
+    "a kill or Ctrl-C is always safe).",
+)
+@json_opt
+@click.pass_obj
+@guarded
+def apply(
+    c: Ctx,
+    trees,
+    repos,
+    specs,
+    intos,
+    target,
+    layout,
+    branch,
+    fuzz,
+    update_lock,
+    dry_run,
+    skip_applied,
+    remove_empty,
+    durable,
+    as_json,
+) -> int:
+    """Apply the series to build trees: zero fuzz, atomic, byte-checked against the lock.
+
+    \b
+    Exit 0: applied (or the tree already carries the series); 1: a patch fails, the tree carries
+    part of the series, or a file would not match the lock (nothing is written in each case);
+    2: bad input or environment.
+    """
+    from patchset.commands.apply import TreeArg, parse_tree_args
+    from patchset.commands.apply import run as run_apply
+
+    led = c.load()
+    names = [target] if target else [t for t in led.targets if led.series(t)]
+    if target and target not in led.targets:
+        raise errors.InputError(f"unknown target {target!r}", hint=_one_of(led.targets))
+    if not names:
+        raise errors.InputError(
+            f"{c.ledger_path} has no active patches to apply",
+            hint="bring patches in with `patchset import DIR` (a folder of .patch files, a quilt series)",
+        )
+    chosen: dict[str, TreeArg] = {}
+    for kind, values in (("tree", trees), ("repo", repos)):
+        for name, value in parse_tree_args(values, kind, names).items():
+            path = Path(value).resolve()
+            if not path.is_dir():
+                raise errors.InputError(
+                    f"--{kind} {value}: {path} is not a directory",
+                    hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
+                )
+            chosen[name] = TreeArg(kind, path, layout=layout or "", branch=branch)
+    spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
+    if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
+        into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
+    else:
+        into_map = parse_tree_args(intos, "into", names)
+    for name, spec in spec_map.items():
+        if name not in into_map:
+            raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
+        chosen[name] = TreeArg("index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "")
+    if not chosen:
+        raise errors.InputError(
+            "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
+        )
+    with _progress_bar() as bar:
+        progress = bar.callback("apply")
+        reports = run_apply(
+            led,
+            chosen,
+            fuzz=fuzz,
+            update_lock=update_lock,
+            dry_run=dry_run,
+            progress=progress,
+            download_progress=bar.callback("", unit="bytes"),
+            skip_applied=skip_applied,
+            remove_empty=remove_empty,
+            durable=durable or None,
+        )
+    if as_json:
+        emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
+    else:
+        from patchset.commands.views import render_apply
+
+        render_apply(out, reports)
+    return 0 if all(r.ok for r in reports) else 1
+
+
+@click.command()
+@click.option(
+    "--tree",
+    "trees",
+    multiple=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A tree an apply was interrupted in (default: the trees the ledger names, else the current directory).",
+)
+@click.option(
+    "--back", is_flag=True, help="Undo the interrupted apply (put the old files back) instead of finishing it."
+)
+@json_opt
+@click.pass_obj
+@guarded
+def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
+    """Finish (or with --back undo) an apply that was interrupted (kill -9, power loss)."""
+    from patchset.commands.apply import recover_trees
+
+    done = recover_trees([t.resolve() for t in trees], c.ledger_path, back=back)
+    if as_json:
+        emit_json(done)
+    else:
+        for d in done:
+            out.line(f"{d['tree']}: {d['done']}")
+    return 0

@@ -1,0 +1,135 @@
+"""CLI commands: verify (per-patch tests) and check longctx."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from patchset import errors
+from patchset.cli import Ctx, _one_target_arg, _progress_bar, emit_json, guarded, json_opt, out
+from patchset.text import split_list
+
+
+@click.command()
+@click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
+@click.option(
+    "--tree",
+    "tree_arg",
+    default=None,
+    metavar="[NAME=]DIR",
+    help="A pristine build tree, as in apply (verify works on private copies; never modified).",
+)
+@click.option(
+    "--from-index",
+    "spec_arg",
+    default=None,
+    metavar="[NAME=]SPEC",
+    help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
+)
+@click.option("--target", default=None, help="The target whose patches to verify.")
+@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
+@click.option("--timeout", type=int, default=None, help="Seconds per test run, overriding the ledger's.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JUnit XML here.")
+@click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
+@json_opt
+@click.pass_obj
+@guarded
+def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_trees, as_json) -> int:
+    """Run each patch's tests with the series and without that patch.
+
+    \b
+    Classes: proven (fails without, passes with), not needed (passes without: the patch may be
+    upstream or dead), broken (fails with), error (could not run).
+    Exit 0 every patch proven; 1 a patch broken or not needed; 2 a test could not run / bad input.
+    """
+    from patchset.verify.pertest import run_verify
+
+    tree, from_index = None, None
+    if tree_arg or spec_arg:
+        target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
+        tree, from_index = (Path(value).resolve(), None) if tree_arg else (None, value)
+        if tree is not None and not tree.is_dir():
+            raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
+    with _progress_bar() as bar:
+        progress = bar.callback("verify")
+        rep = run_verify(
+            c.ledger_path,
+            tree,
+            from_index=from_index,
+            tags=list(tags),
+            jobs=jobs,
+            timeout=timeout,
+            junit=junit,
+            progress=progress,
+            target=target,
+            keep_trees=keep_trees,
+            download_progress=bar.callback("", unit="bytes"),
+        )
+    if as_json:
+        emit_json(rep.to_json())
+    else:
+        from patchset.verify.pertest_view import render_verify
+
+        render_verify(out, rep)
+    return rep.exit_code
+
+
+@click.group()
+def check() -> None:
+    """Checks against a running server (long-context correctness past 2,048 tokens)."""
+
+
+@check.command("longctx")
+@click.option("--url", required=True, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
+@click.option("--model", default=None, help="Model name (default: the server's first model).")
+@click.option(
+    "--checks",
+    "checks",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help="causality, resume, cached, rescore, reference, copy (default: the first four).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["fixed", "control"]),
+    default="fixed",
+    show_default=True,
+    help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Recorded cached-token baseline (JSON) for the `cached` check.",
+)
+@click.option(
+    "--reference-model",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Model directory for the transformers reference forward pass (`reference` check).",
+)
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per request.")
+@json_opt
+@guarded
+def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, as_json) -> int:
+    """Long-context checks with token-id prompts on both sides of 2,048 tokens.
+
+    \b
+    Exit 0 every check passes; 1 a check fails (a server that rejects a long prompt is a failure);
+    2 the server cannot be reached or the input is bad.
+    """
+    from patchset.verify.longctx import run_checks
+
+    names = split_list(checks) or None
+    report = run_checks(
+        url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout
+    )
+    if as_json:
+        click.echo(report.to_json())
+    else:
+        from patchset.verify.longctx_view import render_longctx
+
+        render_longctx(out, report)
+    return report.exit_code

@@ -1,0 +1,79 @@
+"""CLI commands: the CI gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
+
+
+@click.command()
+@click.option("--onto", default=None, metavar="REF", help="Judge the series against this upstream ref.")
+@click.option("--latest", is_flag=True, help="Judge against the newest upstream (fetched).")
+@click.option(
+    "--artifacts",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("gate-artifacts"),
+    show_default=True,
+    help="report.md, report.json, junit.xml, series.patch, logs/.",
+)
+@click.option("--tags", multiple=True, help="Verify tiers to run (repeatable or comma-separated), e.g. cpu.")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where the last judged upstream commit is kept (default .patchset/gate-state.json).",
+)
+@click.option("--target", default=None, help="The target to gate.")
+@click.option("--upstream", default=None, metavar="PATH|URL", help="An upstream clone (default: release history).")
+@click.option("--patch", "patches", multiple=True, metavar="ID", help="Only these patches' tests (matrix jobs).")
+@click.option("--force", is_flag=True, help="Judge even when upstream has not moved.")
+@click.option("--refresh-status", is_flag=True, help="Refresh the upstream PR status (network).")
+@click.option(
+    "--build",
+    "builds",
+    multiple=True,
+    type=click.Choice(["wheel", "overlay"]),
+    help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
+)
+@json_opt
+@click.pass_obj
+@guarded
+def gate(
+    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, builds, as_json
+) -> int:
+    """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
+
+    \b
+    Does nothing (exit 0, well under a second) when upstream has not moved since the last run.
+    When a patch newly breaks, bisects upstream history in memory and names the first bad commit.
+    Exit codes: 0 green (or nothing new), 1 regression (conflict, broken test, failed check),
+    2 infrastructure failure (network, disk, tool crash).
+    """
+    from patchset.ci.gate import run_gate, split_tags
+    from patchset.ci.report import render
+
+    with _progress_bar() as bar:
+        progress = bar.callback("gate")
+        report = run_gate(
+            c.ledger_path,
+            onto=onto,
+            latest=latest,
+            artifacts=artifacts.resolve(),
+            tags=split_tags(list(tags)),
+            state_file=state_file,
+            progress=progress,
+            target=target,
+            upstream=upstream,
+            patches=list(patches) or None,
+            force=force,
+            refresh_status=refresh_status,
+            build=list(builds),
+        )
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        render(report, out)
+    return report.exit_code

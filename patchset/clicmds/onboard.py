@@ -1,0 +1,183 @@
+"""CLI commands: ledger set-up: init, target add, import, export, audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+
+
+@click.command()
+@click.option("--title", default="", help="A title for the ledger.")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="NAME",
+    help="Add a target (repeatable): vllm, flashinfer and nccl come with presets; any other name is generic.",
+)
+@json_opt
+@click.pass_obj
+@guarded
+def init(c: Ctx, title: str, targets: tuple[str, ...], as_json: bool) -> int:
+    """Create a new ledger (patches.toml, patches.lock) and the series directory."""
+    from patchset.commands.targets import init as do_init
+    from patchset.ledger.presets import describe
+
+    added = do_init(c.ledger_path, title, list(targets))
+    if as_json:
+        emit_json({"ledger": str(c.ledger_path), "targets": added})
+    else:
+        out.line(f"created {c.ledger_path} and {c.ledger_path.parent / 'patchset' / 'series'}/")
+        for name, values in added.items():
+            out.line(f"target {name}: {describe(values)}", indent="  ")
+    return 0
+
+
+@click.group()
+def target() -> None:
+    """Targets (the upstreams the series patches) without editing the ledger by hand."""
+
+
+@target.command("add")
+@click.argument("name")
+@click.option("--upstream", default=None, metavar="URL", help="The upstream repository URL.")
+@click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
+@click.option("--package", default=None, metavar="P", help="Its name on the package index (for --from-index).")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SRC=DST",
+    help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
+)
+@click.option("--base", default=None, metavar="B", help="The upstream base the series applies to.")
+@click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
+@json_opt
+@click.pass_obj
+@guarded
+def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_preset, as_json) -> int:
+    """Add [targets.NAME] to the ledger: a preset for vllm, flashinfer, nccl, else a generic target."""
+    from patchset.commands.targets import add_targets, parse_maps
+    from patchset.ledger.presets import describe, target_values
+
+    values = target_values(
+        name,
+        upstream=upstream,
+        github=github,
+        package=package,
+        layout=layout,
+        maps=parse_maps(maps),
+        base=base,
+        preset=not no_preset,
+    )
+    add_targets(c.ledger_path, {name: values})
+    if as_json:
+        emit_json({"target": name, "values": values})
+    else:
+        out.line(f"added target {name}: {describe(values)}")
+    return 0
+
+
+@click.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--target", default=None, help="The target these patches belong to.")
+@json_opt
+@click.pass_obj
+@guarded
+def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool) -> int:
+    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
+
+    \b
+    A build repository (per-target folders such as patches/vllm/*.patch, patches/flashinfer/*.patch,
+    and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
+    flashinfer, nccl), each folder becomes that target's series in file order, and the expected
+    hashes go into the lock under the target whose patches touch each file.
+    """
+    from patchset.commands.importer import build_folders, import_build, import_sources
+
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None else None
+    if folders:
+        rep = import_build(c.ledger_path, sources[0], folders)
+        if as_json:
+            emit_json(rep.to_json())
+        else:
+            _print_build_import(rep)
+        return 0
+    res = import_sources(c.ledger_path, list(sources), target)
+    if as_json:
+        emit_json(res.to_json())
+    else:
+        out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        for f, n in res.expected.items():
+            out.line(f"expected hashes: {n} from {f}")
+    return 0
+
+
+def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+    from patchset.ledger.presets import describe
+
+    out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
+    for name, folder in rep.folders.items():
+        how = (
+            ("created from its preset" if name in rep.preset else "created (generic)")
+            if name in rep.created
+            else "already in the ledger"
+        )
+        out.line(
+            f"target {name} ({folder}): {how}" + (f": {describe(rep.created[name])}" if name in rep.created else "")
+        )
+        ids = rep.patches.get(name, [])
+        out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
+    r = rep.result
+    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
+    for f, counts in rep.expected.items():
+        per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
+        out.line(f"expected hashes from {f}: {per}")
+        for p in rep.unmatched.get(f, []):
+            out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
+    out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["quilt", "mbox", "expected"]), required=True)
+@click.option("--target", default=None, help="Export one target only.")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@json_opt
+@click.pass_obj
+@guarded
+def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> int:
+    """Export the active series as quilt (series + patches), an mbox for git am, or EXPECTED.sha256."""
+    from patchset.commands.exporter import export as do_export
+
+    written = do_export(c.load(), fmt, dest, target)
+    if as_json:
+        emit_json({"dest": str(dest), "format": fmt, "written": written})
+    else:
+        for t, names in written.items():
+            out.line(f"{t}: {len(names)} entries written to {dest}")
+    return 0
+
+
+@click.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--target", default=None, help="Audit one target only.")
+@json_opt
+@click.pass_obj
+@guarded
+def audit(c: Ctx, directory: Path, target: str | None, as_json: bool) -> int:
+    """Hold the ledger against a directory of real bodies, series and EXPECTED.sha256 files (reads only); exit 1 on a disagreement."""
+    from patchset.commands.audit import audit as do_audit
+
+    rep = do_audit(c.load(), directory, target)
+    if as_json:
+        emit_json(rep.to_json())
+    else:
+        for line in rep.lines():
+            out.line(line)
+        out.line(f"{len(rep.matched)} bodies matched, {len(rep.findings)} finding(s)")
+    return 0 if rep.ok else 1

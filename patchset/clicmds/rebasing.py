@@ -1,0 +1,89 @@
+"""CLI commands: rebase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchset import errors
+from patchset.cli import Ctx, _progress_bar, deprecated_alias, emit_json, guarded, json_opt, out
+
+
+@click.command()
+@click.option(
+    "--onto", default=None, metavar="REF", help="A commit, tag, branch (main), a release (vllm==0.31.0) or a directory."
+)
+@click.option("--target", default=None, help="The target to rebase (needed when several have patches).")
+@click.option(
+    "--upstream",
+    "upstream",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="PATH",
+    help="A local upstream clone holding both bases (default: the cached release history).",
+)
+@click.option(
+    "--repo",
+    "old_repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    hidden=True,
+    callback=deprecated_alias("rebase --repo", "--upstream (--repo names a build checkout in apply)"),
+)
+@click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
+@click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
+@click.option("--continue", "cont", is_flag=True, help="Resume after resolving a conflict.")
+@click.option("--skip", "skip_", is_flag=True, help="Set the conflicting patch aside (held) and go on.")
+@click.option("--abort", "abort_", is_flag=True, help="Restore the ledger, series and lock byte for byte.")
+@click.option("--no-range-diff", is_flag=True, help="Do not print per-patch range-diffs.")
+@json_opt
+@click.pass_obj
+@guarded
+def rebase(
+    c: Ctx, onto, target, upstream, old_repo, interactive, dry_run, cont, skip_, abort_, no_range_diff, as_json
+) -> int:
+    """Carry the series onto a newer upstream: in-memory 3-way replay, drops what landed upstream.
+
+    \b
+    Every patch is classified: carried (clean / offset / merged / moved), already upstream,
+    superseded (a port whose PR merged), or conflict (files, hunks, and the upstream commits that
+    changed those lines). Without --interactive a conflict is reported and nothing is written.
+    Exit 0 done or a clean dry run; 1 conflicts or stopped at a conflict; 2 bad input.
+    """
+    from patchset.rebase import session as rb
+
+    modes = sum(bool(x) for x in (onto, cont, skip_, abort_))
+    if modes != 1:
+        raise errors.InputError("give exactly one of --onto REF, --continue, --skip, --abort")
+    if abort_:
+        res = rb.abort(c.ledger_path)
+        if as_json:
+            emit_json(res.to_json())
+        else:
+            out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
+        return 0
+    with _progress_bar() as bar:
+        progress = bar.callback("rebase")
+        if cont:
+            report = rb.continue_rebase(c.ledger_path, progress=progress)
+        elif skip_:
+            report = rb.skip(c.ledger_path, progress=progress)
+        else:
+            report = rb.rebase(
+                c.ledger_path,
+                onto,
+                target=target,
+                repo=upstream or old_repo,
+                interactive=interactive,
+                dry_run=dry_run,
+                progress=progress,
+                download_progress=bar.callback("", unit="bytes"),
+            )
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        from patchset.commands.rebase_view import render_rebase
+
+        render_rebase(out, report, range_diffs=not no_range_diff)
+    return 0 if report.ok else 1
