@@ -39,9 +39,9 @@ import re
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
-from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList
+from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList, LazySequence
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]
@@ -104,7 +104,7 @@ _STATUSES: tuple[HunkStatus, ...] = ("clean", "offset", "fuzz", "failed", "ignor
 _STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
 
 
-class HunkResults(Sequence[HunkResult]):
+class HunkResults(LazySequence[HunkResult]):
     """The results of a file's hunks, numbered 1, 2, ... in order, kept in arrays (a few bytes
     per hunk; a ``HunkResult`` object each would cost ~250 bytes per hunk, as much as a 100 MB
     patch of small hunks takes to hold itself). Each access builds a fresh ``HunkResult``."""
@@ -145,32 +145,6 @@ class HunkResults(Sequence[HunkResult]):
 
     def __len__(self) -> int:
         return len(self._status)
-
-    @overload
-    def __getitem__(self, i: int) -> HunkResult: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[HunkResult]: ...
-
-    def __getitem__(self, i: int | slice) -> HunkResult | list[HunkResult]:
-        if isinstance(i, slice):
-            return [self._make(k) for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError("hunk result index out of range")
-        return self._make(i)
-
-    def __iter__(self) -> Iterator[HunkResult]:
-        for k in range(len(self)):
-            yield self._make(k)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"HunkResults({list(self)!r})"

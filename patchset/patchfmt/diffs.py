@@ -28,7 +28,7 @@ import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 from patchset.errors import Location, PatchFormatError
 from patchset.patchfmt.reader import HUNK_HEADER, RawFile, ReadError, diff_start, read
@@ -102,7 +102,48 @@ def _swap(lines: list[bytes]) -> list[bytes]:
     return [_SWAP[raw[0]] + raw[1:] if raw[:1] in (b"+", b"-") else raw for raw in lines]
 
 
-class HunkList(Sequence[Hunk]):
+T = TypeVar("T")
+
+
+class LazySequence(Sequence[T]):
+    """A read-only sequence whose items are built on access (``_make``) from compact storage,
+    never kept: ``HunkList`` here, ``hunks.HunkResults`` in the engine. Compares equal to any
+    sequence of equal items (a plain list included)."""
+
+    __slots__ = ()
+
+    def _make(self, k: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._make(i)
+
+    def __iter__(self) -> Iterator[T]:
+        for k in range(len(self)):
+            yield self._make(k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class HunkList(LazySequence[Hunk]):
     """The hunks of one file patch, made one at a time from the body when used.
 
     Holds the body and a ``HunkIndex`` (a few integers per hunk in arrays): a body of 400,000
@@ -127,33 +168,6 @@ class HunkList(Sequence[Hunk]):
 
     def __len__(self) -> int:
         return len(self._index)
-
-    @overload
-    def __getitem__(self, i: int) -> Hunk: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Hunk]: ...
-
-    def __getitem__(self, i: int | slice) -> Hunk | list[Hunk]:
-        if isinstance(i, slice):
-            return [self._make(k) for k in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("hunk index out of range")
-        return self._make(i)
-
-    def __iter__(self) -> Iterator[Hunk]:
-        for k in range(len(self)):
-            yield self._make(k)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"HunkList({len(self)} hunks)"
