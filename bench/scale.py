@@ -6,12 +6,16 @@ Two families, each measured against a baseline run on the same input in the same
   the engine (``apply_series``, crash-safe commit included) vs ``patch -p1 -F0`` (GNU patch).
   Peak memory is the child's maximum resident set size (``wait4``), reported also as a multiple
   of the body's size (target: under ~3x).
-* **series**: a ledger of 10, 100, 1,000 and 10,000 patches: ``patchset list`` and
+* **series**: a ledger of 10, 100, 1,000 and 10,000 patches of ~5 KB each (10,000: ~44 MB of
+  bodies, the issue's "50 MB ledger"): ``patchset list`` (piped: the plain table) and
   ``patchset validate`` (whole commands, process start included) vs ``tomllib`` parsing the same
   ledger (the floor any reader pays), and ``apply_series`` of the whole series vs a loop of
   ``patch -p1 -F0`` over the same patches.
 
     python bench/scale.py [--sizes 1,10,100] [--counts 10,100,1000,10000] [--json]
+
+The whole default grid takes about five minutes on a loaded 2-core machine (most of it GNU
+patch run 10,000 times and the 100 MB body).
 
 Every figure is one run (the inputs are large and deterministic). Trees and ledgers are written
 by this script under a temporary directory and removed.
@@ -68,20 +72,49 @@ def measure(argv: list[str], cwd: Path | None = None, stdin: Path | None = None)
     return elapsed, peak_kb / 1024, proc.returncode
 
 
+def _old_line(i: int) -> bytes:
+    return b"x" * 60 + b" %09d\n" % i
+
+
+def _new_line(i: int) -> bytes:
+    return _old_line(i) if i % 4 else b"x" * 60 + b" %09dY\n" % i
+
+
+def _hunk(i: int, n: int) -> bytes:
+    """The one-line-of-context hunk changing line ``i`` (0-based): what ``diff -U1`` writes."""
+    lo, hi = max(i - 1, 0), min(i + 2, n)
+    out = [b"@@ -%d,%d +%d,%d @@\n" % (lo + 1, hi - lo, lo + 1, hi - lo)]
+    for k in range(lo, hi):
+        out.append(b"-" + _old_line(k) + b"+" + _new_line(k) if k == i else b" " + _old_line(k))
+    return b"".join(out)
+
+
 def big_body(tmp: Path, mb: int) -> tuple[Path, Path, int]:
-    """A tree with one file and a patch of about ``mb`` MB changing every 4th line of it."""
-    line = b"x" * 60
-    n = (mb * MB) // (2 * 64) * 2  # old and new lines both appear in the patch
-    old = b"".join(b"%s %09d\n" % (line, i) for i in range(n))
-    new = b"".join((b"%s %09d\n" % (line, i)) if i % 4 else (b"%s %09dY\n" % (line, i)) for i in range(n))
-    tree = tmp / f"tree{mb}"
+    """A tree with one file and a patch of about ``mb`` MB changing every 4th line of it.
+
+    Written straight to disk in pieces (difflib over a million lines takes longer than
+    everything measured here); a small case is checked against ``tests.support.diffgen``."""
+    n = (mb * MB) // (2 * 64) * 2
+    tree, series = tmp / f"tree{mb}", tmp / f"series{mb}"
     tree.mkdir()
-    (tree / "big.txt").write_bytes(old)
-    series = tmp / f"series{mb}"
     series.mkdir()
-    body = unified_diff(old, new, "big.txt", context=1)
-    (series / "0001-big.patch").write_bytes(body)
-    return tree, series, len(body)
+    step = 4096
+    with open(tree / "big.txt", "wb") as f:
+        for k in range(0, n, step):
+            f.write(b"".join(_old_line(i) for i in range(k, min(k + step, n))))
+    with open(series / "0001-big.patch", "wb") as f:
+        f.write(b"--- a/big.txt\n+++ b/big.txt\n")
+        for k in range(0, n, step):
+            f.write(b"".join(_hunk(i, n) for i in range(k, min(k + step, n), 4)))
+    return tree, series, (series / "0001-big.patch").stat().st_size
+
+
+def _check_generator() -> None:
+    n = 40
+    old = b"".join(_old_line(i) for i in range(n))
+    new = b"".join(_new_line(i) for i in range(n))
+    mine = b"--- a/big.txt\n+++ b/big.txt\n" + b"".join(_hunk(i, n) for i in range(0, n, 4))
+    assert mine == unified_diff(old, new, "big.txt", context=1), "the body generator drifted from diffgen"
 
 
 def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
@@ -116,8 +149,37 @@ def bodies(tmp: Path, sizes: list[int]) -> list[dict]:
 LEDGER_HEAD = 'schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\ngithub = "example/t"\n'
 
 
+BLOCK, STRIDE, BLOCKS, CONTEXT = 30, 40, 10, 3  # each patch rewrites 30 lines: a ~5 KB body
+
+
+def _module_line(k: int, by: int | None = None) -> bytes:
+    note = b"original line of the module" if by is None else b"rewritten by patch %05d" % by
+    return b"value_%05d = compute(%d, scale=1.0)  # %s\n" % (k, k, note)
+
+
+def _block_patch(rel: str, lines: list[bytes], block: int, by: int) -> bytes:
+    """The ``diff -u`` of rewriting block ``block`` of ``lines`` (changed in place)."""
+    s = 5 + block * STRIDE
+    lo, hi = s - CONTEXT, s + BLOCK + CONTEXT
+    new = [_module_line(k, by) for k in range(s, s + BLOCK)]
+    out = [b"--- a/%s\n+++ b/%s\n" % (rel.encode(), rel.encode())]
+    out.append(b"@@ -%d,%d +%d,%d @@\n" % (lo + 1, hi - lo, lo + 1, hi - lo))
+    out += [b" " + ln for ln in lines[lo:s]] + [b"-" + ln for ln in lines[s : s + BLOCK]]
+    out += [b"+" + ln for ln in new] + [b" " + ln for ln in lines[s + BLOCK : hi]]
+    lines[s : s + BLOCK] = new
+    return b"".join(out)
+
+
+def _check_block_patch() -> None:
+    lines = [_module_line(k) for k in range(5 + BLOCKS * STRIDE)]
+    old = b"".join(lines)
+    body = _block_patch("m.py", lines, 3, 7)
+    assert body == unified_diff(old, b"".join(lines), "m.py"), "the series generator drifted from diffgen"
+
+
 def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
-    """A ledger of ``n`` patches (one file each, in ``n // 10 + 1`` files), its lock, its tree."""
+    """A ledger of ``n`` patches of ~5 KB each (10,000: a 0.8 MB ``patches.toml`` and ~44 MB of
+    bodies, the issue's "50 MB ledger"), ten per file in ``n // 10`` files; its lock; its tree."""
     import hashlib
 
     led = tmp / f"led{n}"
@@ -125,22 +187,18 @@ def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
     series.mkdir(parents=True)
     tree = tmp / f"stree{n}"
     tree.mkdir()
-    files = max(1, n // 10)
-    contents = {f"pkg/f{i:05d}.py": b"".join(b"v%d = %d\n" % (k, k) for k in range(40)) for i in range(files)}
-    for rel, data in contents.items():
+    files = max(1, n // BLOCKS)
+    state = {f"pkg/f{i:05d}.py": [_module_line(k) for k in range(5 + BLOCKS * STRIDE)] for i in range(files)}
+    for rel, lines in state.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tree / rel).write_bytes(data)
+        (tree / rel).write_bytes(b"".join(lines))
     toml = [LEDGER_HEAD]
     lock = ["schema = 1", "[bodies]"]
-    state = dict(contents)
     flat = tmp / f"flat{n}"
     flat.mkdir()
     for i in range(n):
         rel = f"pkg/f{i % files:05d}.py"
-        k = (i // files) % 40
-        new = state[rel].replace(b"v%d = %d\n" % (k, k), b"v%d = %d  # patch %d\n" % (k, k, i), 1)
-        body = unified_diff(state[rel], new, rel)
-        state[rel] = new
+        body = _block_patch(rel, state[rel], (i // files) % BLOCKS, i)
         pid = f"p{i:05d}"
         (series / f"{pid}.patch").write_bytes(body)
         (flat / f"{pid}.patch").write_bytes(body)
@@ -157,8 +215,9 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
     for n in counts:
         led, tree, flat = ledger(tmp, n)
         size = (led / "patches.toml").stat().st_size
-        lt, lrss, _ = measure([*cli, "-C", str(led), "list", "--json"])
-        vt, vrss, _ = measure([*cli, "-C", str(led), "validate", "--json"])
+        bodies_size = sum(p.stat().st_size for p in flat.glob("*.patch"))
+        lt, lrss, _ = measure([*cli, "-C", str(led), "list"])
+        vt, vrss, _ = measure([*cli, "-C", str(led), "validate"])
         pt, _prss, _ = measure(
             [sys.executable, "-c", f"import tomllib; tomllib.load(open({str(led / 'patches.toml')!r}, 'rb'))"]
         )
@@ -171,11 +230,14 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
             {
                 "patches": n,
                 "ledger_mb": round(size / MB, 2),
+                "bodies_mb": round(bodies_size / MB, 2),
                 "list_s": round(lt, 2),
                 "list_peak_mb": round(lrss, 1),
                 "validate_s": round(vt, 2),
                 "validate_peak_mb": round(vrss, 1),
                 "tomllib_parse_s": round(pt, 2),
+                "list_vs_tomllib": round(lt / pt, 2) if pt else None,
+                "validate_vs_tomllib": round(vt / pt, 2) if pt else None,
                 "apply_s": round(at, 2),
                 "apply_peak_mb": round(arss, 1),
                 "gnu_patch_loop_s": round(gt, 2),
@@ -195,6 +257,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     counts = [int(x) for x in args.counts.split(",") if x]
+    _check_generator()
+    _check_block_patch()
     with tempfile.TemporaryDirectory(prefix="patchset-scale-") as d:
         tmp = Path(d)
         out = {"bodies": bodies(tmp, sizes), "series": series(tmp, counts)}
@@ -211,10 +275,11 @@ def main() -> None:
     print("series: whole commands vs tomllib parse; apply_series vs a patch -p1 loop")
     for r in out["series"]:
         print(
-            f"  {r['patches']:>6} patches ({r['ledger_mb']} MB ledger)  list {r['list_s']} s {r['list_peak_mb']} MB  "
-            f"validate {r['validate_s']} s {r['validate_peak_mb']} MB  tomllib {r['tomllib_parse_s']} s  "
-            f"apply {r['apply_s']} s {r['apply_peak_mb']} MB  GNU loop {r['gnu_patch_loop_s']} s "
-            f"(ratio {r['apply_vs_gnu']})"
+            f"  {r['patches']:>6} patches ({r['ledger_mb']} MB ledger, {r['bodies_mb']} MB bodies)  "
+            f"list {r['list_s']} s {r['list_peak_mb']} MB  validate {r['validate_s']} s {r['validate_peak_mb']} MB  "
+            f"tomllib {r['tomllib_parse_s']} s (list/tomllib {r['list_vs_tomllib']}, validate/tomllib "
+            f"{r['validate_vs_tomllib']})  apply {r['apply_s']} s {r['apply_peak_mb']} MB  "
+            f"GNU loop {r['gnu_patch_loop_s']} s (ratio {r['apply_vs_gnu']})"
         )
 
 

@@ -21,8 +21,6 @@ The token is held in a ``_Secret`` and never printed, logged, cached or put in a
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import time
@@ -115,6 +113,8 @@ class PRDiff:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        import hashlib
+
         return {
             "ref": self.ref.to_json(),
             "source": self.source,
@@ -217,6 +217,8 @@ class _Resp:
     age_s: float | None = None
 
     def json(self) -> Any:
+        import json
+
         try:
             return json.loads(self.body.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -722,6 +724,8 @@ class GitHubClient:
         entry = self.cache.get("STATE", self._record_name(repo))
         if entry is None:
             return {}
+        import json
+
         try:
             raw = json.loads(entry.body.decode("utf-8"))
             return {k: PRState.from_json(v) for k, v in raw.items()}
@@ -729,6 +733,8 @@ class GitHubClient:
             return {}
 
     def _save_states(self, repo: str, record: Mapping[str, PRState]) -> None:
+        import json
+
         body = json.dumps({k: v.to_json() for k, v in record.items()}, sort_keys=True).encode("utf-8")
         self.cache.put("STATE", self._record_name(repo), "", b"", 200, {}, body)
 
@@ -906,6 +912,8 @@ def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     """A RowError for a failed HTTP answer, from GitHub's status, headers and error body."""
+    import json
+
     message = ""
     try:
         doc = json.loads(body.decode("utf-8"))
@@ -957,6 +965,8 @@ def _diff_refused(f: _Failure) -> bool:
 
 def error_codes(body: bytes) -> tuple[str, ...]:
     """The ``errors[].code`` values of a GitHub error body (``too_large``, ``not_available``…)."""
+    import json
+
     try:
         doc = json.loads(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):

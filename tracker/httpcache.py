@@ -21,8 +21,6 @@ never stored.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -101,6 +99,8 @@ class HttpCache:
 
     @staticmethod
     def key(method: str, url: str, accept: str = "", body: bytes = b"") -> str:
+        import hashlib  # OpenSSL loads only when the cache is used (status on a machine without one never)
+
         h = hashlib.sha256()
         for part in (method.upper(), url, accept, hashlib.sha256(body).hexdigest()):
             h.update(part.encode("utf-8"))
@@ -112,6 +112,11 @@ class HttpCache:
         return d / f"{key}.json", d / f"{key}.body"
 
     def get(self, method: str, url: str, accept: str = "", body: bytes = b"") -> CacheEntry | None:
+        if not self.root.is_dir():
+            return None  # no cache yet: a miss, without hashing anything
+        import hashlib
+        import json
+
         key = self.key(method, url, accept, body)
         meta_path, body_path = self._paths(key)
         try:
@@ -169,6 +174,9 @@ class HttpCache:
         return entry
 
     def _write(self, entry: CacheEntry) -> None:
+        import hashlib
+        import json
+
         meta_path, body_path = self._paths(entry.key)
         meta = asdict(entry)
         del meta["body"]

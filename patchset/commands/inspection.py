@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from patchset.commands.interrupted import interruptions
@@ -53,13 +54,13 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
             return []
     out = []
     for fp in files:
-        lines = [ln for h in fp.hunks for ln in h.lines]
+        added, removed = fp.line_counts()  # counted by the reader: no hunk is built
         path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
         out.append(
             FileStat(
                 path=path,
-                added=sum(1 for ln in lines if ln.startswith(b"+")),
-                removed=sum(1 for ln in lines if ln.startswith(b"-")),
+                added=added,
+                removed=removed,
                 op=_STAT_OPS[fp.op],
             )
         )
@@ -95,14 +96,17 @@ def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
     return (BODY_PRESENT if locked == sha256_bytes(data) else BODY_MISMATCH), data
 
 
-def patch_files(ledger: Ledger, patch: Patch, body: bytes | None = None) -> list[str]:
-    """Files a patch touches: from its body when imported, else as the ledger declares."""
-    if body is None:
-        _, body = body_state(ledger, patch)
-    if body:
-        stats = diffstat(body)
-        if stats:
-            return [s.path for s in stats]
+def patch_files(
+    ledger: Ledger, patch: Patch, body: bytes | None = None, stats: list[FileStat] | None = None
+) -> list[str]:
+    """Files a patch touches: from its body when imported, else as the ledger declares.
+    ``stats``: the body's ``diffstat`` when the caller has it already (parsed once per patch)."""
+    if stats is None:
+        if body is None:
+            _, body = body_state(ledger, patch)
+        stats = diffstat(body) if body else []
+    if stats:
+        return [s.path for s in stats]
     return list(patch.files)
 
 
@@ -149,6 +153,7 @@ def validate(ledger: Ledger) -> ValidateReport:
         elif state == BODY_UNLOCKED:
             rep.warnings.append(f"{p.id}: body {p.body_path} has no hash in the lock (run `patchset import`)")
         tgt = ledger.targets[p.target]
+        stats: list[FileStat] = []
         if body is not None:
             stats = diffstat(body)
             if not stats and body.strip():
@@ -162,7 +167,7 @@ def validate(ledger: Ledger) -> ValidateReport:
                     f"body's {sorted(actual - declared)}"
                 )
         if p.state == "active":
-            for name in patch_files(ledger, p, body):
+            for name in patch_files(ledger, p, body, stats):
                 touched[(p.target, canonical_path(tgt, name))].append(p.id)
             if not p.tests:
                 # a warning, not a problem: a ledger without tests is valid, only less proven
@@ -176,16 +181,34 @@ def validate(ledger: Ledger) -> ValidateReport:
         if len(ids) > 1:
             rep.shared_files[f"{tname}:{fname}"] = ids
     rep.counts = {t: dict(c) for t, c in counts.items()}
-    referenced = {ledger.body_file(p).resolve() for p in ledger.patches}
-    series_root = ledger.root / "patchset" / "series"
-    if series_root.is_dir():
-        for f in sorted(series_root.rglob("*")):
-            if f.is_file() and f.suffix in (".patch", ".diff") and f.resolve() not in referenced:
-                rep.warnings.append(f"extra body not in the ledger: {f.relative_to(ledger.root)}")
+    rep.warnings.extend(f"extra body not in the ledger: {rel}" for rel in _extra_bodies(ledger))
+    known = {p.id for p in ledger.patches}  # once: a set per lock entry made validate quadratic
     for pid in ledger.lock.bodies:
-        if pid not in {p.id for p in ledger.patches}:
+        if pid not in known:
             rep.warnings.append(f"lock has a hash for unknown patch {pid!r}")
     return rep
+
+
+def _extra_bodies(ledger: Ledger) -> list[Path]:
+    """Body files under ``patchset/series`` that no patch names. Paths are compared as written
+    first (one string each); only a file that matches none that way is resolved (symlinks), so a
+    ledger of 10,000 bodies is not 20,000 ``realpath`` walks."""
+    import os.path
+
+    series_root = ledger.root / "patchset" / "series"
+    if not series_root.is_dir():
+        return []
+    named = {os.path.normpath(ledger.body_file(p)) for p in ledger.patches}
+    resolved: set[Path] | None = None
+    extra = []
+    for f in sorted(series_root.rglob("*")):
+        if f.suffix not in (".patch", ".diff") or os.path.normpath(f) in named or not f.is_file():
+            continue
+        if resolved is None:
+            resolved = {ledger.body_file(p).resolve() for p in ledger.patches}
+        if f.resolve() not in resolved:
+            extra.append(f.relative_to(ledger.root))
+    return extra
 
 
 def list_rows(ledger: Ledger, target: str | None = None, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ describe, so ``status`` and ``validate`` stay fast to start.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,9 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
     marks = sorted((ledger_root / APPLYING_DIR).glob("*.json"))
     if not marks:
         return []
-    from patchset.engine.tree import pending_apply
+    import json
+
+    from patchset.engine.tree import pending_apply  # the engine loads only when a note exists
 
     trees = []
     for mark in marks:

@@ -24,14 +24,24 @@ by ``tests/test_engine_differential.py``:
 GNU patch writes a file even when some hunks failed (and a ``.rej``); this engine reports the
 failed hunks and still computes that partial result (``FileOutcome.partial``) so the two can be
 compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
+
+Memory: a file is its bytes plus one integer per line (``_Text``), hunks are built one at a time
+from the patch body (``diffs.HunkList``), a hunk's old side is compared with one ``startswith``
+on the file's bytes, and the result is written into one growing buffer handed out without a copy
+(``io.BytesIO.getvalue``). So applying a 100 MB patch to a 100 MB file holds about the body, the
+old file and the new file, not an object per line of any of them.
 """
 
 from __future__ import annotations
 
+import io
+import re
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from patchset.patchfmt.diffs import FilePatch, Hunk, split_lines
+from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList, LazySequence
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]
@@ -90,6 +100,68 @@ class HunkResult:
         return text
 
 
+_STATUSES: tuple[HunkStatus, ...] = ("clean", "offset", "fuzz", "failed", "ignored")
+_STATUS_CODE = {s: i for i, s in enumerate(_STATUSES)}
+
+
+class HunkResults(LazySequence[HunkResult]):
+    """The results of a file's hunks, numbered 1, 2, ... in order, kept in arrays (a few bytes
+    per hunk; a ``HunkResult`` object each would cost ~250 bytes per hunk, as much as a 100 MB
+    patch of small hunks takes to hold itself). Each access builds a fresh ``HunkResult``."""
+
+    __slots__ = ("_expected", "_fuzz", "_line", "_misordered", "_nearest", "_offset", "_status")
+
+    def __init__(self) -> None:
+        self._status = array("b")
+        self._offset = array("q")
+        self._fuzz: dict[int, int] = {}  # hunks applied with fuzz (rare)
+        self._line = array("q")  # 0: None
+        self._expected = array("q")
+        self._misordered: set[int] = set()
+        self._nearest: dict[int, NearestRegion] = {}
+
+    def add(
+        self,
+        status: HunkStatus,
+        *,
+        offset: int = 0,
+        fuzz: int = 0,
+        line: int | None = None,
+        expected_line: int = 0,
+        misordered: bool = False,
+        nearest: NearestRegion | None = None,
+    ) -> None:
+        k = len(self._status)
+        self._status.append(_STATUS_CODE[status])
+        self._offset.append(offset)
+        if fuzz:
+            self._fuzz[k] = fuzz
+        self._line.append(line or 0)
+        self._expected.append(expected_line)
+        if misordered:
+            self._misordered.add(k)
+        if nearest is not None:
+            self._nearest[k] = nearest
+
+    def __len__(self) -> int:
+        return len(self._status)
+
+    def __repr__(self) -> str:
+        return f"HunkResults({list(self)!r})"
+
+    def _make(self, k: int) -> HunkResult:
+        return HunkResult(
+            index=k + 1,
+            status=_STATUSES[self._status[k]],
+            offset=self._offset[k],
+            fuzz=self._fuzz.get(k, 0),
+            line=self._line[k] or None,
+            nearest=self._nearest.get(k),
+            expected_line=self._expected[k],
+            misordered=k in self._misordered,
+        )
+
+
 @dataclass
 class FileOutcome:
     """One file patch applied in memory: the new bytes and each hunk's result."""
@@ -97,7 +169,7 @@ class FileOutcome:
     status: FileStatus
     new: bytes | None  # resulting bytes; None when the file is deleted or the patch failed
     new_mode: str | None = None
-    hunks: list[HunkResult] = field(default_factory=list)
+    hunks: Sequence[HunkResult] = field(default_factory=list)
     message: str = ""  # about the file, without its path (the caller names the file)
     partial: bytes | None = None  # what GNU patch would leave on a hunk failure (not written)
 
@@ -114,6 +186,40 @@ class FileOutcome:
         }
 
 
+# --------------------------------------------------------------------------- the file
+
+
+_NEWLINE = re.compile(b"\n")
+
+
+class _Text:
+    """A file's bytes and the offset where each line starts (``starts[n]`` is the end): the
+    engine's view of "a list of lines" without one ``bytes`` object per line."""
+
+    __slots__ = ("data", "n", "starts")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        starts = array("I" if len(data) < 2**32 else "q", [0])
+        starts.extend(m.end() for m in _NEWLINE.finditer(data))
+        if data and data[-1] != 10:
+            starts.append(len(data))  # a last line without a newline
+        self.starts = starts
+        self.n = len(starts) - 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def line(self, i: int) -> bytes:
+        """Line ``i`` (0-based), its newline included."""
+        return self.data[self.starts[i] : self.starts[i + 1]]
+
+    def lines(self) -> Iterator[bytes]:
+        starts, data = self.starts, self.data
+        for i in range(self.n):
+            yield data[starts[i] : starts[i + 1]]
+
+
 # --------------------------------------------------------------------------- hunk geometry
 
 
@@ -126,6 +232,14 @@ class _Prepared:
     prefix: int  # leading context lines
     suffix: int  # trailing context lines
     body: list[tuple[str, bytes]]
+    joined: bytes = b""  # the old lines as one string (compared with one startswith)
+    canonical: bool = False  # every old line but the last ends in "\n", none is empty
+
+    def __post_init__(self) -> None:
+        p = self.pattern
+        self.canonical = all(p) and all(ln[-1] == 10 for ln in p[:-1])
+        if self.canonical:
+            self.joined = b"".join(p)
 
 
 def _prepare(hunk: Hunk, reverse: bool = False) -> _Prepared:
@@ -149,20 +263,31 @@ def _prepare(hunk: Hunk, reverse: bool = False) -> _Prepared:
     return _Prepared(first, pattern, prefix, suffix, body)
 
 
-def _match(lines: list[bytes], pattern: list[bytes], where: int, pfuzz: int, sfuzz: int) -> bool:
-    """Do pattern[pfuzz : len-sfuzz] equal the file lines starting at 1-based ``where+pfuzz``?"""
+def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> bool:
+    """Do pattern[pfuzz : len-sfuzz] equal the file lines starting at 1-based ``where+pfuzz``?
+
+    Lines are compared byte for byte, line endings included. The file's lines are a split of its
+    bytes on "\n"; when the pattern's lines are such a split too (``canonical``), equal bytes over
+    the same span are equal lines, so one ``startswith`` at the line's offset does it."""
+    pattern = h.pattern
     lo = where - 1 + pfuzz
     hi = where - 1 + len(pattern) - sfuzz
-    if lo < 0 or hi > len(lines):
+    if lo < 0 or hi > text.n:
         return False
     if hi <= lo:
         return True
-    if lines[lo] != pattern[pfuzz]:
+    starts, data = text.starts, text.data
+    at = starts[lo]
+    first = pattern[pfuzz]
+    if starts[lo + 1] - at != len(first) or not data.startswith(first, at):
         return False
-    return lines[lo:hi] == pattern[pfuzz : len(pattern) - sfuzz]
+    if h.canonical:
+        sub = h.joined if not (pfuzz or sfuzz) else b"".join(pattern[pfuzz : len(pattern) - sfuzz])
+        return starts[hi] - at == len(sub) and data.startswith(sub, at)
+    return all(text.line(lo + j) == ln for j, ln in enumerate(pattern[pfuzz : len(pattern) - sfuzz]))
 
 
-def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_frozen: int) -> int:
+def _locate(lines: _Text, h: _Prepared, fuzz: int, in_offset: int, last_frozen: int) -> int:
     """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none."""
     input_lines = len(lines)
     first_guess = h.first + in_offset
@@ -189,7 +314,7 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_fr
         if (
             last_frozen <= h.prefix
             and offset <= max_pos_offset
-            and _match(lines, h.pattern, first_guess + offset, 0, max(suffix_fuzz, 0))
+            and _match(lines, h, first_guess + offset, 0, max(suffix_fuzz, 0))
         ):
             return first_guess + offset
         return 0
@@ -199,7 +324,7 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_fr
     if suffix_fuzz < 0:
         # too little trailing context: the hunk can only match at the end of the file
         offset = first_guess - (input_lines - pat_lines + 1)
-        if offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset, prefix_fuzz, 0):
+        if offset <= max_neg_offset and _match(lines, h, first_guess - offset, prefix_fuzz, 0):
             return first_guess - offset
         return 0
 
@@ -213,24 +338,29 @@ def _locate(lines: list[bytes], h: _Prepared, fuzz: int, in_offset: int, last_fr
         if offset > max_pos_offset and offset < neg_from:
             offset = neg_from
             continue
-        if offset <= max_pos_offset and _match(lines, h.pattern, first_guess + offset, prefix_fuzz, suffix_fuzz):
+        if offset <= max_pos_offset and _match(lines, h, first_guess + offset, prefix_fuzz, suffix_fuzz):
             return first_guess + offset
-        if 0 < offset <= max_neg_offset and _match(lines, h.pattern, first_guess - offset, prefix_fuzz, suffix_fuzz):
+        if 0 < offset <= max_neg_offset and _match(lines, h, first_guess - offset, prefix_fuzz, suffix_fuzz):
             return first_guess - offset
         offset += 1
     return 0
 
 
-def nearest_region(lines: list[bytes], hunk: Hunk, expected: int) -> NearestRegion | None:
+NEAREST_LIMIT = 16  # failed hunks per file that get a nearest region (each costs a pass over the file)
+
+
+def nearest_region(lines: _Text, hunk: Hunk, expected: int) -> NearestRegion | None:
     """Best alignment of the hunk's old lines in ``lines``: most lines equal at their relative
     place (ties: closest to ``expected``). Lines that occur very often (blank lines, braces)
     do not vote, so a region is found by its distinctive lines."""
     pattern = hunk.old_lines()
-    if not pattern or not lines:
+    if not pattern or not len(lines):
         return None
+    wanted = set(pattern)
     where: dict[bytes, list[int]] = {}
-    for i, ln in enumerate(lines):
-        where.setdefault(ln, []).append(i)
+    for i, ln in enumerate(lines.lines()):
+        if ln in wanted:
+            where.setdefault(ln, []).append(i)
     votes: dict[int, int] = {}
     for j, ln in enumerate(pattern):
         hits = where.get(ln)
@@ -242,7 +372,7 @@ def nearest_region(lines: list[bytes], hunk: Hunk, expected: int) -> NearestRegi
         return None
     best = max(votes, key=lambda s: (votes[s], -abs(s + 1 - expected)))
     # exact count at that alignment, frequent lines included
-    same = sum(1 for j, ln in enumerate(pattern) if 0 <= best + j < len(lines) and lines[best + j] == ln)
+    same = sum(1 for j, ln in enumerate(pattern) if 0 <= best + j < len(lines) and lines.line(best + j) == ln)
     return NearestRegion(line=max(best + 1, 1), similarity=round(same / len(pattern), 3))
 
 
@@ -251,11 +381,19 @@ def nearest_region(lines: list[bytes], hunk: Hunk, expected: int) -> NearestRegi
 
 class _Writer:
     """GNU patch's output state: copies input lines, inserts hunk lines, and adds a newline
-    when something follows a line that had none."""
+    when something follows a line that had none. Copies are slices of the input's bytes
+    (through a memoryview: no intermediate copy) written into one buffer."""
 
-    def __init__(self, lines: list[bytes]) -> None:
-        self.lines = lines
-        self.out: list[bytes] = []
+    def __init__(self, text: _Text, size_hint: int = 0) -> None:
+        self.text = text
+        self.view = memoryview(text.data)
+        self.out = io.BytesIO()
+        if size_hint >= PRESIZE:
+            # one allocation of the final size: a buffer grown step by step leaves a trail of
+            # freed copies behind it (twice the output's size in peak memory)
+            self.out.seek(size_hint - 1)
+            self.out.write(b"\0")
+            self.out.seek(0)
         self.after_newline = True
         self.frozen = 0  # input lines consumed (GNU's last_frozen_line)
 
@@ -263,20 +401,21 @@ class _Writer:
         if not data:
             return
         if not self.after_newline:
-            self.out.append(b"\n")
-        self.out.append(data)
+            self.out.write(b"\n")
+        self.out.write(data)
         self.after_newline = data.endswith(b"\n")
 
     def copy_till(self, line: int) -> None:
         # past the end of the input there is nothing to copy (GNU: an empty line fetch);
-        # every input line but the last ends in "\n", so a slice is copied in one go
+        # every input line but the last ends in "\n", so a span is copied in one go
         if self.frozen < line:
-            chunk = self.lines[self.frozen : line]
-            if chunk:
+            hi = min(line, self.text.n)
+            if hi > self.frozen:
+                a, b = self.text.starts[self.frozen], self.text.starts[hi]
                 if not self.after_newline:
-                    self.out.append(b"\n")
-                self.out.extend(chunk)
-                self.after_newline = chunk[-1].endswith(b"\n")
+                    self.out.write(b"\n")
+                self.out.write(self.view[a:b])
+                self.after_newline = self.text.data[b - 1] == 10
             self.frozen = line
 
     def misordered(self, h: _Prepared, where: int) -> bool:
@@ -301,21 +440,37 @@ class _Writer:
                 old += 1
 
     def finish(self) -> bytes:
-        self.copy_till(len(self.lines))
-        return b"".join(self.out)
+        self.copy_till(self.text.n)
+        self.out.truncate(self.out.tell())
+        return self.out.getvalue()  # the buffer itself, not a copy (nothing writes to it after)
+
+
+PRESIZE = 1 << 20  # outputs from this size on get their buffer in one allocation
+
+
+def output_bound(old_size: int, hunks: Sequence[Hunk]) -> int:
+    """At least the size of the file ``hunks`` make from ``old_size`` bytes when they apply (0:
+    unknown). Added: every "+" line as written (its type byte pays for a newline the writer may
+    insert after it); removed: every "-" line less its type byte and one byte (a CR stripped, a
+    newline a marker removes), less the markers."""
+    if not isinstance(hunks, HunkList):
+        return 0
+    plus, minus, markers = hunks.sizes
+    return old_size + plus + 1 - max(0, minus - 2 * hunks.removed - markers)
 
 
 # --------------------------------------------------------------------------- apply
 
 
-def _run_hunks(
-    lines: list[bytes], prepared: list[_Prepared], fuzz: int, hunks: list[Hunk]
-) -> tuple[bytes, list[HunkResult], bool]:
-    """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected)."""
-    writer = _Writer(lines)
-    results: list[HunkResult] = []
+def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, HunkResults, bool]:
+    """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected).
+    Hunks are taken one at a time: only the current one's lines are alive."""
+    writer = _Writer(lines, output_bound(len(lines.data), hunks))
+    results = HunkResults()
     in_offset = 0
-    for idx, h in enumerate(prepared, start=1):
+    failures = 0
+    for idx, hunk in enumerate(hunks, start=1):
+        h = _prepare(hunk)
         maxfuzz = min(fuzz, max(h.prefix, h.suffix))
         where = 0
         used = 0
@@ -323,31 +478,25 @@ def _run_hunks(
             where = _locate(lines, h, f, in_offset, writer.frozen)
             if not where and idx == 1:
                 # --forward: does the first hunk apply reversed? then refuse the file
-                rev = _prepare(hunks[0], reverse=True)
+                rev = _prepare(hunk, reverse=True)
                 if _locate(lines, rev, f, in_offset, writer.frozen):
-                    return b"", [], True
+                    return b"", HunkResults(), True
             if where:
                 used = f
                 break
         expected = h.first + in_offset
         if where and writer.misordered(h, where):
-            results.append(HunkResult(idx, "failed", line=where, expected_line=expected, misordered=True))
+            results.add("failed", line=where, expected_line=expected, misordered=True)
             continue
         if not where:
-            results.append(
-                HunkResult(
-                    idx,
-                    "failed",
-                    line=None,
-                    expected_line=expected,
-                    nearest=nearest_region(lines, hunks[idx - 1], expected),
-                )
-            )
+            failures += 1
+            near = nearest_region(lines, hunk, expected) if failures <= NEAREST_LIMIT else None
+            results.add("failed", line=None, expected_line=expected, nearest=near)
             continue
         offset = where - h.first
         in_offset = offset
         status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
-        results.append(HunkResult(idx, status, offset=offset, fuzz=used, line=where, expected_line=expected))
+        results.add(status, offset=offset, fuzz=used, line=where, expected_line=expected)
         writer.apply(h, where)
     return writer.finish(), results, False
 
@@ -401,9 +550,7 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             return FileOutcome("applied", None, message="deleted")
         return FileOutcome("applied", old, new_mode=new_mode)
 
-    lines = split_lines(old)
-    prepared = [_prepare(h) for h in fp.hunks]
-    out, results, reversed_ = _run_hunks(lines, prepared, fuzz, fp.hunks)
+    out, results, reversed_ = _run_hunks(_Text(old), fuzz, fp.hunks)
     if reversed_:
         return FileOutcome(
             "already_applied",
@@ -434,28 +581,18 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
 
 
 def _create_content(fp: FilePatch) -> bytes:
-    w = _Writer([])
+    w = _Writer(_Text(b""))
     for h in fp.hunks:
         for kind, content in h.body():
             if kind == "+":
                 w.emit(content)
-    return b"".join(w.out)
+    return w.finish()
 
 
 def reverse_file_patch(fp: FilePatch) -> FilePatch:
-    """The patch that undoes ``fp`` (used for "is it already applied?")."""
+    """The patch that undoes ``fp`` (used for "is it already applied?"); as lazy as ``fp``."""
     op = {"create": "delete", "delete": "create"}.get(fp.op, fp.op)
-    hunks = []
-    for h in fp.hunks:
-        lines = []
-        for raw in h.lines:
-            if raw[:1] == b"+":
-                lines.append(b"-" + raw[1:])
-            elif raw[:1] == b"-":
-                lines.append(b"+" + raw[1:])
-            else:
-                lines.append(raw)
-        hunks.append(Hunk(h.new_start, h.new_len, h.old_start, h.old_len, lines, h.section, h.line_no))
+    hunks = fp.hunks.reversed() if isinstance(fp.hunks, HunkList) else [h.reversed() for h in fp.hunks]
     return FilePatch(
         old_path=fp.new_path,
         new_path=fp.old_path,

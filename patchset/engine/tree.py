@@ -13,7 +13,7 @@ import os
 import posixpath
 import stat
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +46,7 @@ class FileResult:
     patch_path: str  # the path as the patch names it
     op: str
     status: str  # engine FileStatus
-    hunks: list[HunkResult] = field(default_factory=list)
+    hunks: Sequence[HunkResult] = field(default_factory=list)
     message: str = ""
     sha256: str | None = None  # of the file after this patch (None: absent)
     old_path: str | None = None  # tree path read (renames/copies)

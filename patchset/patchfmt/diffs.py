@@ -3,42 +3,35 @@
 The apply engine must reproduce GNU patch byte for byte, so the parsed form keeps every content
 byte of every hunk line: CR before LF, a missing newline at end of file, non-UTF-8 text.
 
-Division of labour with ``unidiff`` (a chosen dependency): unidiff splits the body into files and
-hunks, validates the hunk line counts, reads ``---``/``+++`` names, ``new file mode``,
-``deleted file mode``, ``old mode``/``new mode`` and binary markers. This module adds what unidiff
-does not do:
-  * byte exactness: the body is fed to unidiff as latin-1 text split on ``\\n`` only (a 1:1 byte
-    mapping, so ``\\r`` and any non-UTF-8 byte survive) and encoded back afterwards;
-  * git extended headers unidiff leaves as free text: ``rename from/to``, ``copy from/to``,
-    ``similarity index``/``dissimilarity index``; git's C-style quoted path names;
+Reading is split in two: ``patchset.patchfmt.reader`` walks the body once in bytes and says where
+files and hunks are (it reproduces unidiff's grammar without keeping an object per line, so a
+100 MB body stays about its own size in memory); this module turns that into typed file patches
+and adds what a bare diff grammar does not say:
+  * byte exactness: names are read as latin-1 text (a 1:1 byte mapping, so ``\\r`` and any
+    non-UTF-8 byte survive); hunk lines are slices of the body, made when a hunk is used
+    (``HunkList``), never all at once;
+  * git extended headers: ``rename from/to``, ``copy from/to``, ``similarity index``/
+    ``dissimilarity index``; git's C-style quoted path names;
   * which line a ``\\ No newline at end of file`` marker strips the newline from;
   * ``-p`` strip levels, ``/dev/null`` and epoch-timestamp (``diff -N``) creations and deletions;
   * GNU patch's name rule outside git diffs (a name ends at the first whitespace unless a tab
     separates it from the timestamp) and data-less ``Binary files ... differ`` stanzas (passed over);
   * the mail / DEP-3 / commit-message header before the first diff (``header_text``);
   * GNU patch's rule that a patch whose file headers end in CRLF has its trailing CRs stripped;
-  * error positions: unidiff's errors carry no line number, so lines are fed through a counting
-    iterator and every ``PatchFormatError`` names the line of the body where parsing stopped.
+  * error positions: every ``PatchFormatError`` names the line of the body where parsing stopped.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
-
-from unidiff import PatchedFile, PatchSet
-from unidiff.constants import (
-    LINE_TYPE_ADDED,
-    LINE_TYPE_CONTEXT,
-    LINE_TYPE_NO_NEWLINE,
-    LINE_TYPE_REMOVED,
-)
-from unidiff.errors import UnidiffParseError
+from typing import Literal, TypeVar, overload
 
 from patchset.errors import Location, PatchFormatError
+from patchset.patchfmt.reader import HUNK_HEADER, RawFile, ReadError, diff_start, read
 
 Op = Literal["create", "delete", "modify", "rename", "copy"]
 
@@ -71,6 +64,8 @@ class Hunk:
     def body(self) -> list[tuple[str, bytes]]:
         """``(kind, content)`` pairs, kind in `` -+``; content is exactly what the file holds
         (a line followed by the no-newline marker has its ``\\n`` removed)."""
+        if self._body is None and not any(raw[:1] == b"\\" for raw in self.lines):
+            self._body = [(chr(raw[0]), raw[1:]) for raw in self.lines]  # no marker: one pass
         if self._body is None:
             out: list[tuple[str, bytes]] = []
             for raw in self.lines:
@@ -93,6 +88,144 @@ class Hunk:
     def header(self) -> str:
         return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
 
+    def reversed(self) -> Hunk:
+        """The hunk that undoes this one (old and new sides swapped)."""
+        return Hunk(
+            self.new_start, self.new_len, self.old_start, self.old_len, _swap(self.lines), self.section, self.line_no
+        )
+
+
+_SWAP = {43: b"-", 45: b"+"}
+
+
+def _swap(lines: list[bytes]) -> list[bytes]:
+    return [_SWAP[raw[0]] + raw[1:] if raw[:1] in (b"+", b"-") else raw for raw in lines]
+
+
+T = TypeVar("T")
+
+
+class LazySequence(Sequence[T]):
+    """A read-only sequence whose items are built on access (``_make``) from compact storage,
+    never kept: ``HunkList`` here, ``hunks.HunkResults`` in the engine. Compares equal to any
+    sequence of equal items (a plain list included)."""
+
+    __slots__ = ()
+
+    def _make(self, k: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._make(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._make(i)
+
+    def __iter__(self) -> Iterator[T]:
+        for k in range(len(self)):
+            yield self._make(k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class HunkList(LazySequence[Hunk]):
+    """The hunks of one file patch, made one at a time from the body when used.
+
+    Holds the body and a ``HunkIndex`` (a few integers per hunk in arrays): a body of 400,000
+    small hunks costs a few MB here instead of one ``Hunk`` and one ``bytes`` per line. Each
+    access builds a fresh ``Hunk`` (equal to the last one, not the same object); nothing is
+    cached, so walking the hunks of a big patch keeps one hunk's lines alive at a time.
+    """
+
+    __slots__ = ("_body", "_crlf", "_fallback_line", "_index", "_reverse", "added", "removed", "sizes")
+
+    def __init__(self, body: bytes, raw: RawFile, *, crlf: bool, fallback_line: int) -> None:
+        self._body = body
+        self._index = raw.hunks
+        self._crlf = crlf  # strip a CR before each line's LF (GNU patch, CRLF file headers)
+        self._reverse = False
+        self._fallback_line = fallback_line  # a hunk that read no line is numbered by its file
+        self.added = raw.added  # line counts of the whole file patch, from the reader
+        self.removed = raw.removed
+        # bytes of the "+" and "-" lines as written and the number of no-newline markers: what
+        # the engine needs to size its output buffer once (``hunks.output_bound``)
+        self.sizes = (raw.plus_bytes, raw.minus_bytes, raw.markers)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"HunkList({len(self)} hunks)"
+
+    def reversed(self) -> HunkList:
+        """The same hunks with old and new sides swapped (``reverse_file_patch``), just as lazy."""
+        other = copy.copy(self)
+        other._reverse = not self._reverse
+        other.added, other.removed = self.removed, self.added
+        other.sizes = (self.sizes[1], self.sizes[0], self.sizes[2])
+        return other
+
+    def _make(self, k: int) -> Hunk:
+        body, ix = self._body, self._index
+        head, stop = ix.head[k], ix.stop[k]
+        m = _HUNK_HEADER_BYTES.match(body, head)  # the reader found this header there
+        assert m is not None
+        first = min(m.end() + 1, stop)
+        region = body[first:stop]
+        lines = split_lines(region)
+        if region[:1] in _ODD or b"\n\\" in region or b"\n\n" in region or b"\n\r" in region:
+            lines = [_normal(ln) for ln in lines]
+        marks = ix.marks.get(k)
+        if marks:
+            lines.extend([NO_NEWLINE_MARKER] * marks)
+        if self._crlf:
+            lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in lines]
+        hunk = Hunk(
+            int(m[1]),
+            int(m[2]) if m[2] is not None else 1,
+            int(m[3]),
+            int(m[4]) if m[4] is not None else 1,
+            lines,
+            m[5].decode("latin-1"),
+            ix.line[k] or self._fallback_line,
+        )
+        return hunk.reversed() if self._reverse else hunk
+
+
+# the reader's HUNK_HEADER in bytes (same grammar: ``\d`` and ``.`` mean the same on latin-1 text),
+# without its "^": ``match(body, pos)`` anchors at ``pos``, where "^" would not match
+_HUNK_HEADER_BYTES = re.compile(HUNK_HEADER.pattern.removeprefix("^").encode("latin-1"))
+_ODD = (b"\\", b"\n", b"\r")  # how lines whose form in ``Hunk.lines`` is not the body's start
+_BLANK = re.compile(rb"[\r\n]{1,2}")
+
+
+def _normal(line: bytes) -> bytes:
+    """A hunk line as ``Hunk.lines`` holds it: any ``\\`` line is the no-newline marker; a blank
+    line is a context line (of its first one or two CR/LF bytes, as unidiff reads it)."""
+    c = line[0]
+    if c == 92:
+        return NO_NEWLINE_MARKER
+    if c == 10 or c == 13:
+        m = _BLANK.match(line)
+        assert m is not None
+        return b" " + m.group()
+    return line
+
 
 @dataclass
 class FilePatch:
@@ -104,7 +237,7 @@ class FilePatch:
     op: Op
     old_mode: str | None = None
     new_mode: str | None = None
-    hunks: list[Hunk] = field(default_factory=list)
+    hunks: Sequence[Hunk] = field(default_factory=list)
     binary: bool = False
     similarity: int | None = None
     git: bool = False
@@ -125,6 +258,13 @@ class FilePatch:
         if self.op in ("rename", "copy", "create") or self.git:
             return self.new_path
         return self.old_path
+
+    def line_counts(self) -> tuple[int, int]:
+        """(added, removed) lines, without building the hunks when the reader counted them."""
+        if isinstance(self.hunks, HunkList):
+            return self.hunks.added, self.hunks.removed
+        lines = [ln for h in self.hunks for ln in h.lines]
+        return sum(1 for ln in lines if ln[:1] == b"+"), sum(1 for ln in lines if ln[:1] == b"-")
 
     def paths(self) -> list[str]:
         out: list[str] = []
@@ -152,28 +292,9 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _diff_start(lines: list[bytes]) -> int:
-    """Index of the first line that belongs to a diff (``len(lines)`` if none)."""
-    for i, line in enumerate(lines):
-        if line.startswith(b"diff --git "):
-            return i
-        if line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
-            j = i
-            # a plain ``diff -u a b`` / ``Index:`` line directly above belongs to the diff
-            while j > 0 and (
-                lines[j - 1].startswith(b"diff ")
-                or lines[j - 1].startswith(b"Index: ")
-                or lines[j - 1].startswith(b"=" * 10)
-            ):
-                j -= 1
-            return j
-    return len(lines)
-
-
 def header_text(body: bytes) -> bytes:
     """Everything before the first diff: mail headers, DEP-3 fields, the commit message."""
-    lines = split_lines(body)
-    return b"".join(lines[: _diff_start(lines)])
+    return bytes(body[: diff_start(bytes(body))[0]])
 
 
 _UNQUOTE = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "a": "\a", "b": "\b", "f": "\f", "r": "\r", "v": "\v"}
@@ -222,20 +343,6 @@ def strip_path(path: str, strip: int, *, where: Location | None = None) -> str:
             )
         rest = rest[idx + 1 :].lstrip("/")
     return rest
-
-
-class _CountingLines:
-    """Feeds unidiff and remembers the 1-based number of the last line handed out."""
-
-    def __init__(self, lines: list[str], first_no: int) -> None:
-        self._lines = lines
-        self._first = first_no
-        self.last = first_no - 1
-
-    def __iter__(self) -> Iterator[str]:
-        for i, line in enumerate(self._lines):
-            self.last = self._first + i
-            yield line
 
 
 def is_epoch(timestamp: str | None) -> bool:
@@ -290,38 +397,36 @@ def _clean_name(name: str) -> str:
 
 
 def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list[FilePatch]:
-    """Parse every file diff in ``body`` (bytes). Raises ``PatchFormatError`` naming the line."""
+    """Parse every file diff in ``body`` (bytes). Raises ``PatchFormatError`` naming the line.
+
+    The file patches keep a reference to ``body``: their hunks are sliced from it when used."""
     if not isinstance(body, (bytes, bytearray)):
         raise TypeError("parse_patch takes bytes")
-    lines = split_lines(bytes(body))
-    start = _diff_start(lines)
-    if start == len(lines):
+    body = bytes(body)
+    pos, index = diff_start(body)
+    if pos == len(body):
         raise PatchFormatError(
             "no diff found (no 'diff --git' or '---'/'+++' header)",
             where=Location(source),
             hint="is this a patch file?",
         )
-    text_lines = [ln.decode("latin-1") for ln in lines[start:]]
-    feeder = _CountingLines(text_lines, start + 1)
     try:
-        pset = PatchSet(iter(feeder))
-    except UnidiffParseError as exc:
-        raise PatchFormatError(f"malformed diff: {exc}".rstrip(), where=Location(source, feeder.last)) from None
-    files: list[FilePatch] = []
-    for pf in pset:
-        files.append(_convert(pf, strip, source, start))
+        raw = read(body, pos, index + 1)
+    except ReadError as exc:
+        raise PatchFormatError(f"malformed diff: {exc}".rstrip(), where=Location(source, exc.line)) from None
+    files = [_convert(pf, body, strip, source) for pf in raw]
     if not files:
-        raise PatchFormatError("no file diffs found", where=Location(source, start + 1))
+        raise PatchFormatError("no file diffs found", where=Location(source, index + 1))
     return files
 
 
-def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
-    line_no = (pf.diff_line_no or 1) + start
+def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
+    line_no = pf.line_no
     where = Location(source, line_no or None)
-    info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
+    info = [x.rstrip("\r\n") for x in pf.info]
     git = any(x.startswith("diff --git ") for x in info)
     if not git and line_no > 1:
-        line_no -= 1  # unidiff numbers a plain diff by its "+++" line; name the "---" line
+        line_no -= 1  # the reader numbers a plain diff by its "+++" line; name the "---" line
         where = Location(source, line_no)
     extra: dict[str, str] = {}
     for x in info:
@@ -330,16 +435,16 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
             extra[m.group(1)] = m.group(2)
     new_file = any(x.startswith("new file mode ") for x in info)
     deleted = any(x.startswith("deleted file mode ") for x in info)
-    binary = bool(pf.is_binary_file) or any(x == "GIT binary patch" for x in info)
+    binary = pf.binary
 
     # a data-less "Binary files a and b differ" stanza (no "GIT binary patch"): nothing to apply.
     # GNU patch (so quilt and dpkg-source) passes over it: a creation leaves an empty file (removed
     # again with -E), a change leaves the file as it is.
-    dataless = bool(pf.is_binary_file) and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
+    dataless = pf.binary and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
     if dataless:
         binary = False
-    created_shape = all(h.source_length == 0 for h in pf)
-    deleted_shape = all(h.target_length == 0 for h in pf)
+    created_shape = pf.all_old_empty
+    deleted_shape = pf.all_new_empty
 
     def name(raw: str | None, ts: str | None, rel_strip: int, shape: bool) -> str | None:
         if raw is None:
@@ -352,9 +457,8 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
             return None
         return _to_path(strip_path(cleaned, rel_strip, where=where))
 
-    src_raw, tgt_raw = pf.source_file, pf.target_file
-    old = name(src_raw, pf.source_timestamp, strip, created_shape)
-    new = name(tgt_raw, pf.target_timestamp, strip, deleted_shape)
+    old = name(pf.source, pf.source_stamp, strip, created_shape)
+    new = name(pf.target, pf.target_stamp, strip, deleted_shape)
     if new_file:
         old = None
     if deleted:
@@ -390,39 +494,14 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
         if new_file or deleted:
             old_mode = new_mode = None
 
-    hunks: list[Hunk] = []
-    for h in pf:
-        for number in (h.source_start, h.target_start):
-            if number > MAX_LINE_NUMBER:
-                at = (h[0].diff_line_no - 1 + start) if len(h) and h[0].diff_line_no else line_no
-                raise PatchFormatError(
-                    f"line number {number} is too large (the hunk header's numbers are line numbers)",
-                    where=Location(source, at),
-                    hint="the hunk header is corrupt: regenerate the patch",
-                )
-        raw_lines: list[bytes] = []
-        for ln in h:
-            t = ln.line_type
-            if t in (LINE_TYPE_CONTEXT, LINE_TYPE_ADDED, LINE_TYPE_REMOVED):
-                raw_lines.append(t.encode() + ln.value.encode("latin-1"))
-            elif t == LINE_TYPE_NO_NEWLINE:
-                raw_lines.append(NO_NEWLINE_MARKER)
-            # unidiff appends blank separator lines after a complete hunk as type "": skip them
-        hunks.append(
-            Hunk(
-                old_start=h.source_start,
-                old_len=h.source_length,
-                new_start=h.target_start,
-                new_len=h.target_length,
-                lines=raw_lines,
-                section=h.section_header or "",
-                line_no=(h[0].diff_line_no - 1 + start) if len(h) and h[0].diff_line_no else line_no,
-            )
+    if pf.too_large:
+        number, at = pf.too_large
+        raise PatchFormatError(
+            f"line number {number} is too large (the hunk header's numbers are line numbers)",
+            where=Location(source, at or line_no),
+            hint="the hunk header is corrupt: regenerate the patch",
         )
-    if hunks and _headers_crlf(pf):
-        # GNU patch: "Stripping trailing CRs from patch" when the file headers end in CRLF
-        for hk in hunks:
-            hk.lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in hk.lines]
+    hunks = HunkList(body, pf, crlf=bool(len(pf.hunks)) and _headers_crlf(pf), fallback_line=line_no)
     if op == "rename" and not hunks and similarity is None:
         similarity = 100
     if not hunks and not binary and not dataless and op in ("modify",) and old_mode == new_mode:
@@ -441,14 +520,9 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
     )
 
 
-# GNU patch keeps line numbers in a signed 64-bit integer and refuses larger ones ("line number
-# ... is too large"): so does the parser, before anything searches for such a hunk
-MAX_LINE_NUMBER = 2**63 - 1
-
-
-def _headers_crlf(pf: PatchedFile) -> bool:
-    src = pf.source_timestamp or pf.source_file or ""
-    tgt = pf.target_timestamp or pf.target_file or ""
+def _headers_crlf(pf: RawFile) -> bool:
+    src = pf.source_stamp or pf.source or ""
+    tgt = pf.target_stamp or pf.target or ""
     return src.endswith("\r") or tgt.endswith("\r")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +180,7 @@ class FileReplay:
     base: bytes | None = None  # the old world's content before this patch
     moved_from: str | None = None
     move: Move | None = None
-    hunks: list[HunkResult] = field(default_factory=list)  # direct zero-fuzz apply onto ``ours``
+    hunks: Sequence[HunkResult] = field(default_factory=list)  # direct zero-fuzz apply onto ``ours``
     message: str = ""
     delete_path: str | None = None  # a path the patch removes on the new base (rename source)
 
