@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from patchset import atomic, locking
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.journal import Change, Direction, Journal
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
     SCHEMA_VERSION,
@@ -37,9 +36,11 @@ from patchset.ledger.model import (
 from patchset.ledger.schema import Validator
 from patchset.ledger.tomlio import array_lines, parse
 
-if TYPE_CHECKING:  # tomlkit is imported by the writers only: reading a ledger stays fast
+if TYPE_CHECKING:  # tomlkit and the journal are imported by the writers only: reading a ledger stays fast
     import tomlkit
     from tomlkit.items import AoT, Table
+
+    from patchset.journal import Direction, Journal
 
 DEFAULT_NAME = "patches.toml"
 EDIT_TXN = ".patchset/ledger-txn"  # the journal of a ledger edit being written (patchset.journal)
@@ -50,6 +51,8 @@ EDIT_TXN = ".patchset/ledger-txn"  # the journal of a ledger edit being written 
 
 def edit_journal(root: Path) -> Journal:
     """The transaction directory of ledger edits in the ledger directory ``root``."""
+    from patchset.journal import Journal
+
     return Journal(root, root / EDIT_TXN, busy="another patchset process is writing this ledger")
 
 
@@ -114,6 +117,8 @@ def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
     """Stage ``files`` (paths inside the ledger directory ``root``; ``None`` deletes) for one
     journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
     forward first. A full or read-only disk fails here, before anything is changed."""
+    from patchset.journal import Change
+
     j = edit_journal(root)
     changes = []
     for path, data in files.items():
