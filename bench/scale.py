@@ -12,7 +12,11 @@ Two families, each measured against a baseline run on the same input in the same
   ledger (the floor any reader pays), and ``apply_series`` of the whole series vs a loop of
   ``patch -p1 -F0`` over the same patches.
 
-    python bench/scale.py [--sizes 1,10,100] [--counts 10,100,1000,10000] [--json]
+    python bench/scale.py [--sizes 1,10,100] [--counts 10,100,1000,10000] [--ledger-mb 50] [--json]
+
+A third family, **ledgers**: one ledger file of ``--ledger-mb`` MB (10,000 patches with long
+descriptions) listed and validated, against the standard library's ``tomllib`` and the compiled
+``tomli`` the ledger reader uses parsing the same file.
 
 The whole default grid takes about five minutes on a loaded 2-core machine (most of it GNU
 patch run 10,000 times and the 100 MB body).
@@ -249,19 +253,69 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
     return rows
 
 
+def big_ledger(tmp: Path, mb: int) -> Path:
+    """A ledger file of about ``mb`` MB: 10,000 patches whose descriptions are long (bodies not
+    imported: what is measured is reading the TOML, checking it and listing it)."""
+    led = tmp / f"bigledger{mb}"
+    led.mkdir()
+    per = max(1, mb * MB // 10_000 - 300)
+    word = "kv cache block scheduler prefix resume workspace tile timeout "
+    desc = (word * (per // len(word) + 1))[:per]
+    parts = ['schema = 1\n[targets.vllm]\nupstream = "https://github.com/vllm-project/vllm.git"\n', 'base = "0.30.0"\n']
+    for i in range(10_000):
+        parts.append(
+            f'\n[[patch]]\nid = "p{i:05d}"\ntarget = "vllm"\ntitle = "patch {i}"\norigin = "ours"\n'
+            f'description = "{desc}"\nfiles = ["vllm/m{i % 300}.py"]\n'
+            f'[patch.upstream]\nprs = ["vllm-project/vllm#{20000 + i}"]\n'
+        )
+    (led / "patches.toml").write_text("".join(parts))
+    return led
+
+
+def ledgers(tmp: Path, sizes: list[int]) -> list[dict]:
+    """``list`` and ``validate`` of a big ledger file vs the standard library's ``tomllib`` and the
+    compiled ``tomli`` (what the ledger reader uses) parsing the same file."""
+    rows = []
+    cli = [sys.executable, "-c", "from patchset.cli import main; main()"]
+    for mb in sizes:
+        led = big_ledger(tmp, mb)
+        path = led / "patches.toml"
+        lt, lrss, _ = measure([*cli, "-C", str(led), "list"])
+        vt, vrss, _ = measure([*cli, "-C", str(led), "validate"])
+        parse = "import {m}; {m}.loads(open({p!r}, encoding='utf-8').read())"
+        st, _, _ = measure([sys.executable, "-c", parse.format(m="tomllib", p=str(path))])
+        ct, _, _ = measure([sys.executable, "-c", parse.format(m="tomli", p=str(path))])
+        rows.append(
+            {
+                "ledger_mb": round(path.stat().st_size / MB, 1),
+                "list_s": round(lt, 2),
+                "list_peak_mb": round(lrss, 1),
+                "validate_s": round(vt, 2),
+                "validate_peak_mb": round(vrss, 1),
+                "tomllib_s": round(st, 2),
+                "tomli_s": round(ct, 2),
+                "list_vs_tomllib": round(lt / st, 2) if st else None,
+            }
+        )
+        shutil.rmtree(led)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,10,100", help="body sizes in MB")
     ap.add_argument("--counts", default="10,100,1000,10000", help="series lengths")
+    ap.add_argument("--ledger-mb", default="50", help="sizes in MB of one big ledger file (10,000 patches)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     counts = [int(x) for x in args.counts.split(",") if x]
+    ledger_sizes = [int(x) for x in args.ledger_mb.split(",") if x]
     _check_generator()
     _check_block_patch()
     with tempfile.TemporaryDirectory(prefix="patchset-scale-") as d:
         tmp = Path(d)
-        out = {"bodies": bodies(tmp, sizes), "series": series(tmp, counts)}
+        out = {"bodies": bodies(tmp, sizes), "series": series(tmp, counts), "ledgers": ledgers(tmp, ledger_sizes)}
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -280,6 +334,13 @@ def main() -> None:
             f"tomllib {r['tomllib_parse_s']} s (list/tomllib {r['list_vs_tomllib']}, validate/tomllib "
             f"{r['validate_vs_tomllib']})  apply {r['apply_s']} s {r['apply_peak_mb']} MB  "
             f"GNU loop {r['gnu_patch_loop_s']} s (ratio {r['apply_vs_gnu']})"
+        )
+    print("one big ledger file (10,000 patches, long descriptions): whole commands vs parsing it alone")
+    for r in out["ledgers"]:
+        print(
+            f"  {r['ledger_mb']:>6} MB ledger  list {r['list_s']} s {r['list_peak_mb']} MB  "
+            f"validate {r['validate_s']} s {r['validate_peak_mb']} MB  tomllib {r['tomllib_s']} s  "
+            f"tomli (compiled) {r['tomli_s']} s  (list/tomllib {r['list_vs_tomllib']})"
         )
 
 
