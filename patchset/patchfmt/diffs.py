@@ -420,13 +420,43 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
     return files
 
 
-def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
-    line_no = pf.line_no
+@dataclass
+class FileHeader:
+    """What a file section's header lines say (whichever reader read them): the paths after
+    ``-p``, the operation, modes, similarity and whether it is binary. The readers differ only in
+    how they find the lines; what the lines mean is decided here, once."""
+
+    old: str | None
+    new: str | None
+    op: Op
+    old_mode: str | None
+    new_mode: str | None
+    similarity: int | None
+    binary: bool
+    dataless: bool
+    git: bool
+    line_no: int
+    where: Location
+
+
+def file_header(
+    info: list[str],
+    names: tuple[str | None, str | None, str | None, str | None],
+    modes: tuple[str | None, str | None],
+    binary: bool,
+    shapes: tuple[bool, bool],
+    line_no: int,
+    strip: int,
+    source: str,
+) -> FileHeader:
+    """Decide a file section's identity from its header: ``info`` the lines before ``---`` (CR/LF
+    stripped), ``names`` (source name, its timestamp, target name, its timestamp), ``modes``
+    (source, target), ``binary`` as the reader saw it, ``shapes`` (every hunk's old side empty,
+    every new side empty), ``line_no`` where the reader numbered the section."""
     where = Location(source, line_no or None)
-    info = [x.rstrip("\r\n") for x in pf.info]
     git = any(x.startswith("diff --git ") for x in info)
     if not git and line_no > 1:
-        line_no -= 1  # the reader numbers a plain diff by its "+++" line; name the "---" line
+        line_no -= 1  # a plain diff is numbered by its "+++" line; name the "---" line
         where = Location(source, line_no)
     extra: dict[str, str] = {}
     for x in info:
@@ -435,16 +465,14 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
             extra[m.group(1)] = m.group(2)
     new_file = any(x.startswith("new file mode ") for x in info)
     deleted = any(x.startswith("deleted file mode ") for x in info)
-    binary = pf.binary
 
     # a data-less "Binary files a and b differ" stanza (no "GIT binary patch"): nothing to apply.
     # GNU patch (so quilt and dpkg-source) passes over it: a creation leaves an empty file (removed
     # again with -E), a change leaves the file as it is.
-    dataless = pf.binary and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
+    dataless = binary and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
     if dataless:
         binary = False
-    created_shape = pf.all_old_empty
-    deleted_shape = pf.all_new_empty
+    created_shape, deleted_shape = shapes
 
     def name(raw: str | None, ts: str | None, rel_strip: int, shape: bool) -> str | None:
         if raw is None:
@@ -457,8 +485,8 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
             return None
         return _to_path(strip_path(cleaned, rel_strip, where=where))
 
-    old = name(pf.source, pf.source_stamp, strip, created_shape)
-    new = name(pf.target, pf.target_stamp, strip, deleted_shape)
+    old = name(names[0], names[1], strip, created_shape)
+    new = name(names[2], names[3], strip, deleted_shape)
     if new_file:
         old = None
     if deleted:
@@ -486,14 +514,49 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
     else:
         op = "modify"
 
-    old_mode = pf.source_mode if not new_file else None
-    new_mode = pf.target_mode if not deleted else None
+    old_mode = modes[0] if not new_file else None
+    new_mode = modes[1] if not deleted else None
     if not any(x.startswith(("old mode", "new mode", "new file mode", "deleted file mode")) for x in info):
         # only an ``index a..b MODE`` line: the mode is unchanged, not a change request
-        old_mode = new_mode = pf.source_mode if pf.source_mode else None
+        old_mode = new_mode = modes[0] if modes[0] else None
         if new_file or deleted:
             old_mode = new_mode = None
+    return FileHeader(old, new, op, old_mode, new_mode, similarity, binary, dataless, git, line_no, where)
 
+
+def finish_file(h: FileHeader, hunks: Sequence[Hunk]) -> FilePatch:
+    """The ``FilePatch`` of a header and its hunks (a header-only section must change something)."""
+    similarity = h.similarity
+    if h.op == "rename" and not hunks and similarity is None:
+        similarity = 100
+    if not hunks and not h.binary and not h.dataless and h.op == "modify" and h.old_mode == h.new_mode:
+        raise PatchFormatError(f"diff for {h.old or h.new!r} has no hunks and changes nothing", where=h.where)
+    return FilePatch(
+        old_path=h.old,
+        new_path=h.new,
+        op=h.op,
+        old_mode=h.old_mode,
+        new_mode=h.new_mode,
+        hunks=hunks,
+        binary=h.binary,
+        similarity=similarity,
+        git=h.git,
+        line_no=h.line_no,
+    )
+
+
+def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
+    h = file_header(
+        [x.rstrip("\r\n") for x in pf.info],
+        (pf.source, pf.source_stamp, pf.target, pf.target_stamp),
+        (pf.source_mode, pf.target_mode),
+        pf.binary,
+        (pf.all_old_empty, pf.all_new_empty),
+        pf.line_no,
+        strip,
+        source,
+    )
+    line_no = h.line_no
     if pf.too_large:
         number, at = pf.too_large
         raise PatchFormatError(
@@ -501,23 +564,7 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
             where=Location(source, at or line_no),
             hint="the hunk header is corrupt: regenerate the patch",
         )
-    hunks = HunkList(body, pf, crlf=bool(len(pf.hunks)) and _headers_crlf(pf), fallback_line=line_no)
-    if op == "rename" and not hunks and similarity is None:
-        similarity = 100
-    if not hunks and not binary and not dataless and op in ("modify",) and old_mode == new_mode:
-        raise PatchFormatError(f"diff for {old or new!r} has no hunks and changes nothing", where=where)
-    return FilePatch(
-        old_path=old,
-        new_path=new,
-        op=op,
-        old_mode=old_mode,
-        new_mode=new_mode,
-        hunks=hunks,
-        binary=binary,
-        similarity=similarity,
-        git=git,
-        line_no=line_no,
-    )
+    return finish_file(h, HunkList(body, pf, crlf=bool(len(pf.hunks)) and _headers_crlf(pf), fallback_line=line_no))
 
 
 def _headers_crlf(pf: RawFile) -> bool:

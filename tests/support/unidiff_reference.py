@@ -4,8 +4,8 @@ reader (``patchset.patchfmt.reader``) is compared with on real patches (tests/te
 unidiff is a well-kept parser no one here wrote, so where the two disagree the reader is wrong.
 
 Only the hot path moved off unidiff (it keeps an object per line and cannot hand out one hunk at
-a time); everything after reading (names, strip levels, epochs, renames, CRLF) is the product's
-own code, shared by both.
+a time); what the header lines mean (names, strip levels, epochs, renames, modes:
+``diffs.file_header``/``finish_file``) is the product's own code, shared by both.
 """
 
 from __future__ import annotations
@@ -18,17 +18,12 @@ from unidiff.errors import UnidiffParseError
 
 from patchset.errors import Location, PatchFormatError
 from patchset.patchfmt.diffs import (
-    _GIT_ONLY,
     NO_NEWLINE_MARKER,
     FilePatch,
     Hunk,
-    Op,
-    _clean_name,
-    _gnu_split,
-    _to_path,
-    is_epoch,
+    file_header,
+    finish_file,
     split_lines,
-    strip_path,
 )
 
 MAX_LINE_NUMBER = 2**63 - 1
@@ -91,80 +86,18 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
 
 
 def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
-    line_no = (pf.diff_line_no or 1) + start
-    where = Location(source, line_no or None)
     info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
-    git = any(x.startswith("diff --git ") for x in info)
-    if not git and line_no > 1:
-        line_no -= 1  # unidiff numbers a plain diff by its "+++" line; name the "---" line
-        where = Location(source, line_no)
-    extra: dict[str, str] = {}
-    for x in info:
-        m = _GIT_ONLY.match(x)
-        if m:
-            extra[m.group(1)] = m.group(2)
-    new_file = any(x.startswith("new file mode ") for x in info)
-    deleted = any(x.startswith("deleted file mode ") for x in info)
-    binary = bool(pf.is_binary_file) or any(x == "GIT binary patch" for x in info)
-
-    # a data-less "Binary files a and b differ" stanza (no "GIT binary patch"): nothing to apply.
-    # GNU patch (so quilt and dpkg-source) passes over it: a creation leaves an empty file (removed
-    # again with -E), a change leaves the file as it is.
-    dataless = bool(pf.is_binary_file) and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
-    if dataless:
-        binary = False
-    created_shape = all(h.source_length == 0 for h in pf)
-    deleted_shape = all(h.target_length == 0 for h in pf)
-
-    def name(raw: str | None, ts: str | None, rel_strip: int, shape: bool) -> str | None:
-        if raw is None:
-            return None
-        raw, ts = _gnu_split(raw, ts, git)
-        cleaned = _clean_name(raw)
-        # an Epoch timestamp marks a missing file only where the hunks agree (GNU patch patches an
-        # existing file whose "---" line carries the Epoch but whose hunks change lines)
-        if cleaned == "/dev/null" or (shape and is_epoch(ts)):
-            return None
-        return _to_path(strip_path(cleaned, rel_strip, where=where))
-
-    src_raw, tgt_raw = pf.source_file, pf.target_file
-    old = name(src_raw, pf.source_timestamp, strip, created_shape)
-    new = name(tgt_raw, pf.target_timestamp, strip, deleted_shape)
-    if new_file:
-        old = None
-    if deleted:
-        new = None
-
-    op: Op
-    similarity: int | None = None
-    if "similarity index" in extra:
-        similarity = int(extra["similarity index"].rstrip("%") or 0)
-    if "rename from" in extra or "copy from" in extra:
-        kind = "rename" if "rename from" in extra else "copy"
-        frm, to = extra.get(f"{kind} from"), extra.get(f"{kind} to")
-        if frm is None or to is None:
-            raise PatchFormatError(f"'{kind} from' without '{kind} to'", where=where)
-        # git writes rename/copy names without the a/ b/ prefix: strip one level less (as git does)
-        old = _to_path(strip_path(_clean_name(frm), max(strip - 1, 0), where=where))
-        new = _to_path(strip_path(_clean_name(to), max(strip - 1, 0), where=where))
-        op = kind  # type: ignore[assignment]
-    elif old is None and new is None:
-        raise PatchFormatError("diff has /dev/null on both sides", where=where)
-    elif old is None:
-        op = "create"
-    elif new is None:
-        op = "delete"
-    else:
-        op = "modify"
-
-    old_mode = pf.source_mode if not new_file else None
-    new_mode = pf.target_mode if not deleted else None
-    if not any(x.startswith(("old mode", "new mode", "new file mode", "deleted file mode")) for x in info):
-        # only an ``index a..b MODE`` line: the mode is unchanged, not a change request
-        old_mode = new_mode = pf.source_mode if pf.source_mode else None
-        if new_file or deleted:
-            old_mode = new_mode = None
-
+    head = file_header(
+        info,
+        (pf.source_file, pf.source_timestamp, pf.target_file, pf.target_timestamp),
+        (pf.source_mode, pf.target_mode),
+        bool(pf.is_binary_file) or any(x == "GIT binary patch" for x in info),
+        (all(hk.source_length == 0 for hk in pf), all(hk.target_length == 0 for hk in pf)),
+        (pf.diff_line_no or 1) + start,
+        strip,
+        source,
+    )
+    line_no = head.line_no
     hunks: list[Hunk] = []
     for h in pf:
         for number in (h.source_start, h.target_start):
@@ -198,22 +131,7 @@ def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
         # GNU patch: "Stripping trailing CRs from patch" when the file headers end in CRLF
         for hk in hunks:
             hk.lines = [ln[:-2] + b"\n" if ln.endswith(b"\r\n") else ln for ln in hk.lines]
-    if op == "rename" and not hunks and similarity is None:
-        similarity = 100
-    if not hunks and not binary and not dataless and op in ("modify",) and old_mode == new_mode:
-        raise PatchFormatError(f"diff for {old or new!r} has no hunks and changes nothing", where=where)
-    return FilePatch(
-        old_path=old,
-        new_path=new,
-        op=op,
-        old_mode=old_mode,
-        new_mode=new_mode,
-        hunks=hunks,
-        binary=binary,
-        similarity=similarity,
-        git=git,
-        line_no=line_no,
-    )
+    return finish_file(head, hunks)
 
 
 def _headers_crlf(pf: PatchedFile) -> bool:
