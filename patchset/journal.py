@@ -64,6 +64,7 @@ class Change:
     path: str
     data: bytes | None  # None: delete the file
     mode: int | None = None  # permission bits for the new file (None: 0o644); stat.S_IFLNK: a symlink to ``data``
+    sha256: str | None = None  # of ``data``, when the caller already has it (else computed when staged)
 
 
 _steps = 0
@@ -253,7 +254,7 @@ class Journal:
                 staged.append((txn / "new" / str(n), ch.data, mode))
                 entry["new"] = str(n)
                 entry["new_mode"] = mode
-                entry["sha256"] = hashlib.sha256(ch.data).hexdigest()
+                entry["sha256"] = ch.sha256 or hashlib.sha256(ch.data).hexdigest()
                 parent = target.parent
                 missing: list[str] = []
                 # a parent that is missing, or a file this commit deletes, becomes a directory

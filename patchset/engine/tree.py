@@ -296,11 +296,13 @@ class _State:
         other.live = Counter(self.live)
         return other
 
-    def changes(self) -> list[txn.Change]:
+    def changes(self, digests: dict[str, str | None] | None = None) -> list[txn.Change]:
+        """What differs from the disk; ``digests`` (path -> sha256 of the new content, as the
+        result already holds them) spare the journal hashing every file again."""
         out = []
         for rel, (data, mode) in self.now.items():
             if (data, mode) != self.disk[rel]:
-                out.append(txn.Change(rel, data, mode))
+                out.append(txn.Change(rel, data, mode, (digests or {}).get(rel)))
         return out
 
 
@@ -555,7 +557,7 @@ def _apply_series(
         failed_patch=failed,
     )
     if result.ok and not dry_run and (before_commit is None or before_commit(result)):
-        txn.commit(paths.root, state.changes(), before_finish, durable)
+        txn.commit(paths.root, state.changes(files), before_finish, durable)
         result.committed = True
     return result
 
