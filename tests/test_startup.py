@@ -5,6 +5,7 @@ The timings are bench/cli.py's job, not a test's."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,50 @@ def test_rebase_and_check_longctx_print_without_rich(tmp_path: Path) -> None:
     with serving() as (url, _):
         args = ["check", "longctx", "--url", url, "--checks", "causality"]
         assert "rich" not in loaded(args, tmp_path, "causality\tN=2048 of 4096")
+
+
+GC_PROBE = """
+import gc, json, sys
+import patchset.commands.inspection as insp
+seen = []
+real = insp.list_rows
+def probe(*a, **k):
+    seen.append((gc.isenabled(), gc.get_freeze_count()))
+    return real(*a, **k)
+insp.list_rows = probe
+sys.argv = ["patchset", "list"]
+from patchset.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("GC", json.dumps({"work": seen, "enabled_at_exit": gc.isenabled(), "frozen_at_exit": gc.get_freeze_count()}), file=sys.stderr)
+"""
+
+
+def test_a_process_collects_garbage_during_the_work_but_not_while_loading_or_exiting() -> None:
+    """The console script holds collection while modules load and skips it at exit; the command's
+    own work (which may be a long rebase) runs with the collector on."""
+    r = subprocess.run([sys.executable, "-P", "-c", GC_PROBE], cwd=REPO_ROOT, capture_output=True, text=True)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("GC")]
+    assert line, r.stderr
+    got = json.loads(line[-1].removeprefix("GC "))
+    ((enabled, frozen),) = got["work"]
+    assert enabled, got  # the work itself is collected
+    assert frozen > 1000, got  # what was loaded moved out of the collector's sight
+    assert got["frozen_at_exit"] >= frozen, got  # exit: the final collections walk nothing
+
+
+def test_the_test_runner_leaves_the_collector_alone() -> None:
+    """click's test runner (``args`` given) must not disable or freeze anything in the test process."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from patchset.cli import main
+
+    before = gc.get_freeze_count()
+    assert gc.isenabled()
+    r = CliRunner().invoke(main, ["-C", str(REPO_ROOT), "list"])
+    assert r.exit_code == 0, r.output
+    assert gc.isenabled() and gc.get_freeze_count() == before
