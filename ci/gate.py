@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
+from patchset.records import record
 from patchset.text import split_list
 
 __all__ = ["GateReport", "render", "run_gate", "split_tags"]
@@ -46,7 +47,7 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     return split_list(tags)
 
 
-@dataclass
+@record
 class _Run:
     """One gate run in progress: its report, progress callback and timestamped log."""
 

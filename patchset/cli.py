@@ -15,7 +15,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,12 @@ import click
 
 from patchset import __version__, errors
 from patchset.commands.table import Term
+from patchset.records import record
 
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
 
-@dataclass
+@record
 class Ctx:
     """Where a command runs: its directory and the ledger named on the command line."""
 

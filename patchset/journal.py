@@ -46,18 +46,19 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
 from patchset.atomic import fsync_path
 from patchset.errors import EnvironmentFailure
+from patchset.records import record
 
 JOURNAL = "journal.json"
 Direction = Literal["auto", "forward", "back"]
 
 
-@dataclass
+@record
 class Change:
     """The new state of one path (relative to the root, real path: no symlinks in it)."""
 
@@ -161,7 +162,7 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-@dataclass
+@record
 class Journal:
     """The transaction directory ``txn`` of the files under ``root``. ``busy`` is the message when
     another process holds it (``EnvironmentFailure``)."""

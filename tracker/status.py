@@ -27,7 +27,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from patchset.commands.interrupted import Interruption, interruptions
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
+from patchset.records import record
 from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
 
 __all__ = [
@@ -90,7 +91,7 @@ def make_client(
     return GitHubClient(base_url=url, token=token, cache_dir=cache_dir, offline=offline, **kw)
 
 
-@dataclass
+@record
 class RefRow:
     """One upstream ref of a patch as the dashboard shows it. ``source`` says where the state
     came from: network, cache (``age_s`` old), recorded (the ledger, on ``recorded``) or none."""
@@ -121,7 +122,7 @@ class RefRow:
         return self.state != "unknown"
 
 
-@dataclass
+@record
 class StatusRow:
     """One patch on the dashboard."""
 
@@ -171,7 +172,7 @@ class StatusRow:
         return out
 
 
-@dataclass
+@record
 class StatusReport:
     """The dashboard: one row per patch, warnings, and how old the data is."""
 

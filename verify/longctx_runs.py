@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
 from patchset.errors import EnvironmentFailure, InputError, Location
+from patchset.records import record
 from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
 from patchset.verify.longctx_view import longctx_text
 from patchset.verify.server import EngineConfig, EngineExited, EngineServer, venv_python
@@ -37,7 +38,7 @@ from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
 
-@dataclass
+@record
 class LongctxSpec:
     """A long-context test with its paths resolved (model directory, baseline file)."""
 
@@ -103,7 +104,7 @@ def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
 # --------------------------------------------------------------------------- engines
 
 
-@dataclass
+@record
 class EngineRequest:
     """What ``verify`` asks an engine factory for: a server on this tree, serving this model."""
 
@@ -143,7 +144,7 @@ def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
     return server
 
 
-@dataclass
+@record
 class EngineRun:
     """One engine verify started: which tree, how long start-up and checks took, where its log is."""
 
@@ -175,7 +176,7 @@ class EngineRun:
         }
 
 
-@dataclass
+@record
 class LongctxResult(CommandResult):
     """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
 

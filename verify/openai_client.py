@@ -16,12 +16,13 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import requests
 
 from patchset.errors import EnvironmentFailure, InputError
+from patchset.records import record
 
 
 class ServerUnreachable(EnvironmentFailure):
@@ -47,7 +48,7 @@ class BadResponse(Exception):
     """The server answered 200 but the body does not follow the completions schema."""
 
 
-@dataclass
+@record
 class Usage:
     """Token counts a completion reports."""
 
@@ -56,7 +57,7 @@ class Usage:
     cached_tokens: int | None  # None when the server does not report prompt_tokens_details
 
 
-@dataclass
+@record
 class Completion:
     """One choice of a completions answer, with every token named by id."""
 

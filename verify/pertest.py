@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from patchset.atomic import publish_dir
@@ -55,6 +55,7 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Locatio
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
 from patchset.progress import Progress
+from patchset.records import record
 from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.longctx_runs import (
@@ -80,7 +81,7 @@ PATCHSET_HOME = Path(__file__).resolve().parent.parent
 # --------------------------------------------------------------------------- report
 
 
-@dataclass
+@record
 class TestOutcome:
     """One declared test of one patch, run with and without the patch, and its class."""
 
@@ -119,7 +120,7 @@ class TestOutcome:
         }
 
 
-@dataclass
+@record
 class PatchOutcome:
     """A patch and the class its tests give it."""
 
@@ -139,7 +140,7 @@ class PatchOutcome:
         }
 
 
-@dataclass
+@record
 class VerifyReport:
     """What ``patchset verify`` found: a class for every tested patch, and what was not tested."""
 
@@ -340,7 +341,7 @@ def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path
 # --------------------------------------------------------------------------- the runs
 
 
-@dataclass
+@record
 class _Run:
     """One test run of one patch, with or without the patch."""
 
@@ -353,7 +354,7 @@ class _Run:
     longctx: LongctxSpec | None = None
 
 
-@dataclass
+@record
 class _Group:
     """Long-context runs that share one tree and one engine."""
 

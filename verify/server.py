@@ -21,12 +21,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import requests
 
 from patchset.errors import EnvironmentFailure
+from patchset.records import record
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VLLM_VERSION = "0.30.0"
@@ -99,7 +100,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@dataclass
+@record
 class EngineConfig:
     """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine.
 

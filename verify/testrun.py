@@ -18,8 +18,9 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from patchset.records import record
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ERROR_CODES = {
@@ -32,7 +33,7 @@ TAIL_CHARS = 4000
 KILL_GRACE = 5.0
 
 
-@dataclass
+@record
 class CommandResult:
     """What one run of a test command did."""
 

@@ -25,7 +25,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 
 from patchset import atomic
@@ -33,12 +33,13 @@ from patchset.build.series import BuildReport, SeriesFacts, series_facts
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
+from patchset.records import record
 
 EXPECTED = "EXPECTED.sha256"
 IMAGE_SUMS = "opt/patchset"  # under the image root
 
 
-@dataclass
+@record
 class OverlayBuild(BuildReport):
     """An overlay build: the files written over the base image and their check."""
 

@@ -10,7 +10,6 @@ every patched file's sha256 — so it changes when, and only when, what gets dep
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import Version
@@ -19,12 +18,13 @@ from patchset.commands.apply import series_items
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger, Target, TargetLock
 from patchset.patchfmt.diffs import files_touched
+from patchset.records import record
 
 SHORT = 10  # hex digits of the label; more when needed to keep PEP 440 from normalising it
 LABEL_PREFIX = "ps"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SeriesFacts:
     """One target's series as an artifact sees it (paths in the installed layout)."""
 

@@ -23,7 +23,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from installer.sources import WheelFile as WheelSource
@@ -38,11 +38,12 @@ from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
+from patchset.records import record
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meaningless for the new one
 
 
-@dataclass
+@record
 class WheelBuild(BuildReport):
     """What ``build wheel`` did (or refused to do) for one target."""
 

@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,10 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 from patchset.progress import Progress
+from patchset.records import record
 
 
-@dataclass
+@record
 class TreeArg:
     """Where one target's series goes."""
 
@@ -48,7 +49,7 @@ class TreeArg:
     branch: str = ""
 
 
-@dataclass
+@record
 class TargetReport:
     """One target's apply: the tree, the outcome and the engine's result."""
 

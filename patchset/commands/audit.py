@@ -15,7 +15,7 @@ import bisect
 import itertools
 import re
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,12 @@ from patchset.commands.inspection import canonical_path, diffstat
 from patchset.errors import InputError
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Patch
+from patchset.records import record
 
 _NUMBERED = re.compile(r"^(\d+)[-_.]")
 
 
-@dataclass
+@record
 class Finding:
     """One disagreement between the ledger and the directory."""
 
@@ -44,7 +45,7 @@ class Finding:
         return f"{where}: {self.message}"
 
 
-@dataclass
+@record
 class AuditReport:
     """What ``audit`` found: matched bodies and findings."""
 
@@ -68,7 +69,7 @@ class AuditReport:
         return d
 
 
-@dataclass
+@record
 class _Series:
     """One series file of the audited directory: its path and its entries with their lines."""
 

@@ -9,7 +9,7 @@ gets a new entry filled from its header. Everything lands in one atomic ledger e
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
@@ -20,11 +20,12 @@ from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
+from patchset.records import record
 
 PATCH_SUFFIXES = (".patch", ".diff")
 
 
-@dataclass
+@record
 class ImportItem:
     """One patch found in an import source, before it enters the ledger."""
 
@@ -33,7 +34,7 @@ class ImportItem:
     strip: int | None = None
 
 
-@dataclass
+@record
 class ImportResult:
     """What an import added, updated and left unchanged."""
 
@@ -247,7 +248,7 @@ def build_folders(src: Path) -> dict[str, Path] | None:
     return None
 
 
-@dataclass
+@record
 class BuildImport:
     """What ``patchset import DIR`` inferred from a build repository, and what it did."""
 

@@ -8,7 +8,7 @@ belong to someone else is valid.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from patchset.commands.interrupted import interruptions
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
+from patchset.records import record
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -23,7 +24,7 @@ BODY_MISMATCH = "hash mismatch"
 BODY_UNLOCKED = "not in lock"
 
 
-@dataclass
+@record
 class FileStat:
     """One file of a diffstat: its path, operation and line counts."""
 
@@ -110,7 +111,7 @@ def patch_files(
     return list(patch.files)
 
 
-@dataclass
+@record
 class ValidateReport:
     """What ``validate`` found: problems (exit 1) and warnings."""
 

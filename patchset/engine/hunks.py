@@ -38,16 +38,17 @@ import io
 import re
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, Literal
 
 from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList, LazySequence
+from patchset.records import record
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]
 
 
-@dataclass
+@record
 class NearestRegion:
     """Where a failed hunk's old lines best match the file now (1-based line, 0..1 share)."""
 
@@ -58,7 +59,7 @@ class NearestRegion:
         return asdict(self)
 
 
-@dataclass
+@record
 class HunkResult:
     """Where (and whether) one hunk applied: offset, fuzz, or the reason it failed."""
 
@@ -162,7 +163,7 @@ class HunkResults(LazySequence[HunkResult]):
         )
 
 
-@dataclass
+@record
 class FileOutcome:
     """One file patch applied in memory: the new bytes and each hunk's result."""
 
@@ -223,7 +224,7 @@ class _Text:
 # --------------------------------------------------------------------------- hunk geometry
 
 
-@dataclass
+@record
 class _Prepared:
     """A hunk in the form the search needs (GNU's pch_* accessors)."""
 

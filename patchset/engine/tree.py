@@ -14,7 +14,7 @@ import posixpath
 import stat
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,11 +25,12 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.progress import Progress
+from patchset.records import record
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
 
-@dataclass
+@record
 class SeriesItem:
     """One patch of a series as the engine takes it: id, body and strip level."""
 
@@ -38,7 +39,7 @@ class SeriesItem:
     strip: int = 1
 
 
-@dataclass
+@record
 class FileResult:
     """What happened to one file of one patch."""
 
@@ -64,7 +65,7 @@ class FileResult:
         }
 
 
-@dataclass
+@record
 class PatchResult:
     """What happened to one patch: its status and its files."""
 
@@ -89,7 +90,7 @@ class PatchResult:
         return "\n".join(lines)
 
 
-@dataclass
+@record
 class SeriesResult:
     """A whole series on a tree: per-patch results and the digest of every touched file."""
 
@@ -586,7 +587,7 @@ def interrupted_error(root: Path) -> EnvironmentFailure:
 StateName = Literal["applied", "not_applied", "unknown"]
 
 
-@dataclass
+@record
 class PatchState:
     """Whether a tree carries one patch (applied, not applied, unknown) and why."""
 
@@ -598,7 +599,7 @@ class PatchState:
         return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
 
 
-@dataclass
+@record
 class SeriesState:
     """Which patches of a series a tree already carries."""
 

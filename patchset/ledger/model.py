@@ -7,9 +7,11 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from patchset.records import record
 
 SCHEMA_VERSION = 1
 
@@ -20,7 +22,7 @@ PR_STATES = ("open", "draft", "merged", "closed", "unknown")
 SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
 
 
-@dataclass
+@record
 class PathMap:
     """Maps paths between the source-repo layout (what patches name) and the installed layout.
 
@@ -39,7 +41,7 @@ class PathMap:
         return best[0] + path[len(best[1]) :] if best else path
 
 
-@dataclass
+@record
 class Target:
     """An upstream repository the series patches (vllm, flashinfer, nccl)."""
 
@@ -72,7 +74,7 @@ class Target:
         return self.path_map.to_installed(key) if layout == "installed" else key
 
 
-@dataclass
+@record
 class Upstream:
     """Upstream references of a patch: PRs taken, the PR a port ports, issues, commits, reverts."""
 
@@ -87,7 +89,7 @@ class Upstream:
         return [*self.prs, *self.ports, *self.reverts, *self.issues, *self.based_on]
 
 
-@dataclass
+@record
 class Source:
     """Where a patch body comes from, for ``patchset fetch``."""
 
@@ -100,7 +102,7 @@ class Source:
     sha256: str = ""
 
 
-@dataclass
+@record
 class Switches:
     """What a patch needs to act: environment variables and command-line flags."""
 
@@ -111,7 +113,7 @@ class Switches:
         return bool(self.env or self.flags)
 
 
-@dataclass
+@record
 class TestSpec:
     """One per-patch regression test: a command run in the build tree (``kind = "command"``), or
     long-context checks against an engine started from the build tree (``kind = "longctx"``)."""
@@ -130,7 +132,7 @@ class TestSpec:
     timeout: int = 600
 
 
-@dataclass
+@record
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
@@ -142,7 +144,7 @@ class RecordedStatus:
     note: str = ""
 
 
-@dataclass
+@record
 class Patch:
     """One entry of the series."""
 
@@ -176,7 +178,7 @@ class Patch:
         return self.state == "active"
 
 
-@dataclass
+@record
 class TargetLock:
     """Per-target lock: the base it was computed on, and sha256 of files before and after the series."""
 
@@ -185,7 +187,7 @@ class TargetLock:
     base_files: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Lock:
     """What the tool wrote: hashes of patch bodies, of patched files, and pinned source heads."""
 
@@ -197,7 +199,7 @@ class Lock:
         return self.targets.setdefault(name, TargetLock())
 
 
-@dataclass
+@record
 class Ledger:
     """The whole ledger: where it lives, its targets, its ordered patches, its lock."""
 

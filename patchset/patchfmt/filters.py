@@ -22,11 +22,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 
 from patchset.errors import InputError, PatchFormatError
 from patchset.patchfmt.diffs import parse_patch, split_lines
+from patchset.records import record
 
 __all__ = ["FilterResult", "Section", "filter_diff", "interdiff", "match_glob", "patch_id", "split_sections"]
 
@@ -48,7 +49,7 @@ _EXT_HEADERS = (
 )
 
 
-@dataclass
+@record
 class Section:
     """A piece of a diff: ``kind`` "file" (one file's header and hunks) or "text" (anything else).
     ``paths`` are the file's paths after stripping (both sides of a rename), for "file" only."""
@@ -62,7 +63,7 @@ class Section:
         return b"".join(self.lines)
 
 
-@dataclass
+@record
 class FilterResult:
     """What a filter kept: the new body, the paths kept and the paths dropped."""
 

@@ -7,7 +7,9 @@ header bytes themselves stay in the body file untouched.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from patchset.records import record
 
 _DIFF_START = re.compile(rb"^(diff --git |--- |Index: )", re.M)
 _GH_PR = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/pull/(\d+)")
@@ -45,7 +47,7 @@ def _is_field(name: str) -> bool:
     return name in DEP3_FIELDS or name.startswith("bug")
 
 
-@dataclass
+@record
 class PatchMeta:
     """What a patch's header says about it."""
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from patchset.records import record
 
 DEV_NULL = "/dev/null"
 
@@ -78,7 +80,7 @@ class HunkIndex:
         return len(self.head)
 
 
-@dataclass
+@record
 class RawFile:
     """One file of the body as read (what unidiff's ``PatchedFile`` held, minus the lines)."""
 

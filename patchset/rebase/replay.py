@@ -19,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.diffs import FilePatch, as_creation, creates_missing
+from patchset.records import record
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
@@ -76,7 +77,7 @@ class BlobStore:
         return self._files[path]
 
 
-@dataclass
+@record
 class Tree:
     """A commit plus in-memory changes: ``path -> (bytes or None for deleted, mode)``."""
 
@@ -102,7 +103,7 @@ class Tree:
 # --------------------------------------------------------------------------- 3-way merge
 
 
-@dataclass
+@record
 class MergeResult:
     """A three-way merge of one file: the merged text and its conflicts."""
 
@@ -158,7 +159,7 @@ class Merger:
 # --------------------------------------------------------------------------- replay
 
 
-@dataclass
+@record
 class Move:
     """Where an old path lives on the new base."""
 
@@ -167,7 +168,7 @@ class Move:
     ambiguous: bool = False
 
 
-@dataclass
+@record
 class FileReplay:
     """What happened to one file of a patch on the new base."""
 
@@ -192,7 +193,7 @@ class FileReplay:
         return self.result != self.ours or self.delete_path is not None
 
 
-@dataclass
+@record
 class PatchReplay:
     """One patch carried onto the new base: merged files, conflicts, new body."""
 

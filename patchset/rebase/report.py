@@ -6,8 +6,10 @@ tests all read the same plain data. The terminal view is ``patchset.commands.reb
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from patchset.records import record
 
 CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
     "carried",
@@ -21,7 +23,7 @@ VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
 HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited")
 
 
-@dataclass
+@record
 class HunkConflict:
     """One hunk of a patch that conflicts, with the upstream commits that changed its lines."""
 
@@ -31,7 +33,7 @@ class HunkConflict:
     commits: list[dict[str, str]] = field(default_factory=list)
 
 
-@dataclass
+@record
 class FileResult:
     """One file of one patch in a rebase: how it was carried (or why not)."""
 
@@ -45,7 +47,7 @@ class FileResult:
     rerere_id: str = ""
 
 
-@dataclass
+@record
 class PatchResult:
     """One patch in a rebase: its classification and its files."""
 
@@ -78,7 +80,7 @@ class PatchResult:
         return cls(**{**d, "files": files})
 
 
-@dataclass
+@record
 class RebaseReport:
     """A whole rebase: every patch's fate, the new base, what stopped it."""
 

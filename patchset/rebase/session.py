@@ -17,7 +17,7 @@ import json
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 
 import tomlkit
@@ -66,6 +66,7 @@ from patchset.rebase.report import (
 )
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, new_backup_dir, pause_point
+from patchset.records import record
 from patchset.upstream.bases import Bases, open_bases, reopen
 
 __all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
@@ -74,7 +75,7 @@ __all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_targ
 # --------------------------------------------------------------------------- the session
 
 
-@dataclass
+@record
 class _Session:
     """Everything one rebase run holds in memory."""
 
@@ -741,7 +742,7 @@ def _finish_interrupted(state: State) -> RebaseReport:
     return report
 
 
-@dataclass
+@record
 class AbortResult:
     """What ``rebase --abort`` restored."""
 

@@ -20,11 +20,11 @@ import stat
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.atomic import publish_dir
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.records import record
 from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
 FILE = "file"
@@ -35,7 +35,7 @@ HARDLINK = "hardlink"
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Member:
     """One archive entry, with its path relative to the tree root (top directory stripped)."""
 

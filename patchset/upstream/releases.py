@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -34,6 +33,7 @@ from patchset import atomic
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
+from patchset.records import record
 from patchset.upstream import cache
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 
@@ -68,7 +68,7 @@ _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$
 _SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReleaseSpec:
     """An exact release of a project, e.g. ``vllm==0.30.0``."""
 
@@ -89,7 +89,7 @@ class ReleaseSpec:
         return f"{self.project}=={self.version}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DistFile:
     """One file of a release as the index lists it."""
 

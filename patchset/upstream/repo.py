@@ -13,10 +13,11 @@ import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
+from patchset.records import record
 from patchset.upstream.git import ls_tree_blobs, popen_git, run_git
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -25,7 +26,7 @@ IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RenameCandidate:
     """Where an old path's content may live in the new commit.
 
@@ -40,7 +41,7 @@ class RenameCandidate:
     how: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LogEntry:
     """One commit of a history: sha, committer time and subject."""
 
@@ -194,10 +195,10 @@ class GitRepo:
             args += ["--", path]
         out = self.git(*args).stdout.decode("utf-8", "replace")
         entries = []
-        for record in out.split("\0"):
-            record = record.strip("\n")
-            if record:
-                sha, ts, subject = record.split("\x1f", 2)
+        for entry in out.split("\0"):
+            entry = entry.strip("\n")
+            if entry:
+                sha, ts, subject = entry.split("\x1f", 2)
                 entries.append(LogEntry(sha, int(ts), subject))
         return entries
 
@@ -284,7 +285,7 @@ class GitRepo:
         return ns
 
 
-@dataclass
+@record
 class _NameStatus:
     """``git diff-tree --name-status -M`` between two commits, parsed."""
 

@@ -15,11 +15,11 @@ import hashlib
 import lzma
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from patchset.errors import InputError
+from patchset.records import record
 
 BLOCK = 512
 _CHUNK = 1 << 20
@@ -93,7 +93,7 @@ class Decompressor:
         return self._sha.hexdigest()
 
 
-@dataclass
+@record
 class TarHeader:
     """One member header of a tar stream, as read from its 512-byte block."""
 
