@@ -7,6 +7,7 @@ rules with small readable cases, several of them checked against the real ``patc
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -319,3 +320,29 @@ def test_outcome_json_is_plain() -> None:
         "nearest": None,
         "expected_line": 2,
     }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_line_index_agrees_with_a_plain_split(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_Text`` lists line offsets block by block, on demand; every line it gives must be the
+    plain split's, whatever the block size, long lines, CRs or a last line without a newline."""
+    import random
+
+    from patchset.engine import hunks
+
+    rnd = random.Random(seed)
+    monkeypatch.setattr(hunks, "_BLOCK", rnd.choice([1, 2, 7, 64, 1 << 14]))
+    data = b"".join(
+        rnd.choice([b"\n", b"x\n", b"\r\n", b"a" * rnd.randint(0, 200) + b"\n", b"tail"])
+        for _ in range(rnd.randint(0, 300))
+    )
+    lines = re.findall(rb"[^\n]*\n|[^\n]+$", data)  # split after each "\n" only: a CR is part of its line
+    text = hunks._Text(data)
+    assert len(text) == len(lines)
+    order = list(range(len(lines) + 1))
+    rnd.shuffle(order)  # blocks are listed in any order
+    for i in order:
+        assert text.start(i) == sum(map(len, lines[:i]))
+        if i < len(lines):
+            assert text.line(i) == lines[i]
+    assert list(text.lines()) == lines

@@ -25,7 +25,7 @@ GNU patch writes a file even when some hunks failed (and a ``.rej``); this engin
 failed hunks and still computes that partial result (``FileOutcome.partial``) so the two can be
 compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
 
-Memory: a file is its bytes plus one integer per line (``_Text``), hunks are built one at a time
+Memory: a file is its bytes plus at most one integer per line (``_Text``), hunks are built one at a time
 from the patch body (``diffs.HunkList``), a hunk's old side is compared with one ``startswith``
 on the file's bytes, and the result is written into one growing buffer handed out without a copy
 (``io.BytesIO.getvalue``). So applying a 100 MB patch to a 100 MB file holds about the body, the
@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import re
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, field
 from typing import Any, Literal
@@ -191,34 +192,67 @@ class FileOutcome:
 
 
 _NEWLINE = re.compile(b"\n")
+_BLOCK = 1 << 14  # bytes per block of the line index
 
 
 class _Text:
-    """A file's bytes and the offset where each line starts (``starts[n]`` is the end): the
-    engine's view of "a list of lines" without one ``bytes`` object per line."""
+    """A file's bytes and where its lines start, found only where they are asked for.
 
-    __slots__ = ("data", "n", "starts")
+    The file is cut into blocks of about ``_BLOCK`` bytes at line ends; each block's newlines
+    are counted up front (``bytes.count``, no object per line) and its line offsets are listed on
+    first use. A hunk that applies where its header says touches a block or two, so a patch to a
+    large file reads the rest of it only to copy it (``bench/cli.py``: the index was a sixth of
+    ``apply``'s work when every line's offset was listed). ``start(n)`` is the end of the data."""
+
+    __slots__ = ("_bounds", "_first", "_offsets", "data", "n")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        starts = array("I" if len(data) < 2**32 else "q", [0])
-        starts.extend(m.end() for m in _NEWLINE.finditer(data))
-        if data and data[-1] != 10:
-            starts.append(len(data))  # a last line without a newline
-        self.starts = starts
-        self.n = len(starts) - 1
+        size = len(data)
+        bounds, first = [0], [0]  # block b: bytes bounds[b]:bounds[b+1], lines first[b]:first[b+1]
+        pos = count = 0
+        while pos < size:
+            end = data.find(b"\n", min(pos + _BLOCK, size) - 1)
+            end = size if end < 0 else end + 1
+            count += data.count(b"\n", pos, end)
+            if data[end - 1] != 10:
+                count += 1  # a last line without a newline
+            bounds.append(end)
+            first.append(count)
+            pos = end
+        self.n = count
+        self._bounds, self._first = bounds, first
+        self._offsets: list[array[int] | None] = [None] * (len(bounds) - 1)
 
     def __len__(self) -> int:
         return self.n
 
+    def start(self, i: int) -> int:
+        """Byte offset where line ``i`` (0-based) starts; ``start(n)`` is the data's length."""
+        if i >= self.n:
+            return len(self.data)
+        b = bisect_right(self._first, i) - 1
+        offsets = self._offsets[b]
+        if offsets is None:
+            lo, hi = self._bounds[b], self._bounds[b + 1]
+            offsets = array("q", [lo])
+            offsets.extend(map(_END, _NEWLINE.finditer(self.data, lo, hi - 1)))
+            self._offsets[b] = offsets
+        return offsets[i - self._first[b]]
+
     def line(self, i: int) -> bytes:
         """Line ``i`` (0-based), its newline included."""
-        return self.data[self.starts[i] : self.starts[i + 1]]
+        return self.data[self.start(i) : self.start(i + 1)]
 
     def lines(self) -> Iterator[bytes]:
-        starts, data = self.starts, self.data
-        for i in range(self.n):
-            yield data[starts[i] : starts[i + 1]]
+        data, pos = self.data, 0
+        for _ in range(self.n):
+            end = data.find(b"\n", pos) + 1 or len(data)
+            yield data[pos:end]
+            pos = end
+
+
+_END = re.Match.end
 
 
 # --------------------------------------------------------------------------- hunk geometry
@@ -277,14 +311,14 @@ def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> boo
         return False
     if hi <= lo:
         return True
-    starts, data = text.starts, text.data
-    at = starts[lo]
+    data = text.data
+    at = text.start(lo)
     first = pattern[pfuzz]
-    if starts[lo + 1] - at != len(first) or not data.startswith(first, at):
+    if text.start(lo + 1) - at != len(first) or not data.startswith(first, at):
         return False
     if h.canonical:
         sub = h.joined if not (pfuzz or sfuzz) else b"".join(pattern[pfuzz : len(pattern) - sfuzz])
-        return starts[hi] - at == len(sub) and data.startswith(sub, at)
+        return text.start(hi) - at == len(sub) and data.startswith(sub, at)
     return all(text.line(lo + j) == ln for j, ln in enumerate(pattern[pfuzz : len(pattern) - sfuzz]))
 
 
@@ -412,7 +446,7 @@ class _Writer:
         if self.frozen < line:
             hi = min(line, self.text.n)
             if hi > self.frozen:
-                a, b = self.text.starts[self.frozen], self.text.starts[hi]
+                a, b = self.text.start(self.frozen), self.text.start(hi)
                 if not self.after_newline:
                     self.out.write(b"\n")
                 self.out.write(self.view[a:b])
