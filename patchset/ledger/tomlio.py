@@ -21,8 +21,9 @@ from patchset.errors import LedgerError, Location
 KeyPath = tuple[Any, ...]
 
 _ARRAY_HDR = re.compile(r"^\s*\[\[\s*(.+?)\s*\]\]\s*(#.*)?$")
-_TABLE_HDR = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*=""")
+# only ``Locator`` (an error's line) needs these: compiled there, on first use (re caches them)
+_TABLE_HDR = r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$"
+_KEY = r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*="""
 
 
 def _split_dotted(name: str) -> list[str]:
@@ -105,6 +106,7 @@ class Locator:
         self.lines: dict[KeyPath, int] = {}
         counters: dict[KeyPath, int] = {}
         context: KeyPath = ()
+        table_hdr, key = re.compile(_TABLE_HDR), re.compile(_KEY)
         for lineno, raw in enumerate(text.splitlines(), start=1):
             m = _ARRAY_HDR.match(raw)
             if m:
@@ -119,13 +121,13 @@ class Locator:
                 context = (*arr, idx)
                 self.lines.setdefault(context, lineno)
                 continue
-            m = _TABLE_HDR.match(raw)
+            m = table_hdr.match(raw)
             if m and not raw.lstrip().startswith("[["):
                 names = _split_dotted(m.group(1))
                 context = self._resolve_prefix(names, counters)
                 self.lines.setdefault(context, lineno)
                 continue
-            m = _KEY.match(raw)
+            m = key.match(raw)
             if m:
                 path = context + tuple(_split_dotted(m.group(1)))
                 self.lines.setdefault(path, lineno)
