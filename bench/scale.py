@@ -9,7 +9,8 @@ Two families, each measured against a baseline run on the same input in the same
 * **series**: a ledger of 10, 100, 1,000 and 10,000 patches of ~5 KB each (10,000: ~44 MB of
   bodies, the issue's "50 MB ledger"): ``patchset list`` (piped: the plain table) and
   ``patchset validate`` (whole commands, process start included) vs ``tomllib`` parsing the same
-  ledger (the floor any reader pays), and ``apply_series`` of the whole series vs a loop of
+  ledger (the floor any reader pays), and ``apply_series`` of the whole series, then the whole
+  ``patchset apply --tree`` command (start, ledger, lock check, commit), vs a loop of
   ``patch -p1 -F0`` over the same patches.
 
     python bench/scale.py [--sizes 1,10,100] [--counts 10,100,1000,10000] [--ledger-mb 50] [--json]
@@ -227,7 +228,12 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
         )
         gnu_tree = tmp / f"gnus{n}"
         shutil.copytree(tree, gnu_tree)
+        cmd_tree = tmp / f"ctree{n}"
+        shutil.copytree(tree, cmd_tree)
         at, arss, _ = measure([sys.executable, "-c", ENGINE, str(tree), str(flat)])
+        # the whole command a user runs: start, ledger, lock check, apply, commit
+        ct, crss, code = measure([*cli, "-C", str(led), "apply", "--tree", str(cmd_tree)])
+        assert code == 0, f"patchset apply --tree failed on the {n}-patch series"
         loop = f'for p in {flat}/*.patch; do patch -p1 -F0 -s < "$p" || exit 1; done'
         gt, _grss, _ = measure(["bash", "-c", loop], cwd=gnu_tree)
         rows.append(
@@ -246,6 +252,9 @@ def series(tmp: Path, counts: list[int]) -> list[dict]:
                 "apply_peak_mb": round(arss, 1),
                 "gnu_patch_loop_s": round(gt, 2),
                 "apply_vs_gnu": round(at / gt, 2) if gt else None,
+                "apply_command_s": round(ct, 2),
+                "apply_command_peak_mb": round(crss, 1),
+                "apply_command_vs_gnu": round(ct / gt, 2) if gt else None,
             }
         )
         for d in (led, tree, flat, gnu_tree):
@@ -326,14 +335,16 @@ def main() -> None:
             f"({r['engine_peak_x_body']}x body above {r['interpreter_mb']} MB)  GNU patch {r['gnu_patch_s']:>6} s {r['gnu_patch_peak_mb']:>7} MB  "
             f"time ratio {r['time_ratio']}  same result: {r['same_result']}"
         )
-    print("series: whole commands vs tomllib parse; apply_series vs a patch -p1 loop")
+    print("series: whole commands vs tomllib parse; apply_series and the whole apply command vs a patch -p1 loop")
     for r in out["series"]:
         print(
             f"  {r['patches']:>6} patches ({r['ledger_mb']} MB ledger, {r['bodies_mb']} MB bodies)  "
             f"list {r['list_s']} s {r['list_peak_mb']} MB  validate {r['validate_s']} s {r['validate_peak_mb']} MB  "
             f"tomllib {r['tomllib_parse_s']} s (list/tomllib {r['list_vs_tomllib']}, validate/tomllib "
             f"{r['validate_vs_tomllib']})  apply {r['apply_s']} s {r['apply_peak_mb']} MB  "
-            f"GNU loop {r['gnu_patch_loop_s']} s (ratio {r['apply_vs_gnu']})"
+            f"GNU loop {r['gnu_patch_loop_s']} s (ratio {r['apply_vs_gnu']})  "
+            f"`patchset apply --tree` {r['apply_command_s']} s {r['apply_command_peak_mb']} MB "
+            f"(ratio {r['apply_command_vs_gnu']})"
         )
     print("one big ledger file (10,000 patches, long descriptions): whole commands vs parsing it alone")
     for r in out["ledgers"]:
