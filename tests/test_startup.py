@@ -156,3 +156,22 @@ def test_the_test_runner_leaves_the_collector_alone() -> None:
     r = CliRunner().invoke(main, ["-C", str(REPO_ROOT), "list"])
     assert r.exit_code == 0, r.output
     assert gc.isenabled() and gc.get_freeze_count() == before
+
+
+def test_the_product_declares_its_data_classes_as_records() -> None:
+    """``@dataclass`` compiles a ``__repr__`` and an ``__eq__`` (and more) per class at import;
+    ``@record`` shares one of each (``patchset/records.py``). A ``@dataclass`` creeping back into
+    the product would cost every command that loads its module."""
+    import ast
+
+    offenders = []
+    for d in ("patchset", "tracker", "verify", "ci"):
+        for path in sorted((REPO_ROOT / d).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef):
+                    for deco in node.decorator_list:
+                        target = deco.func if isinstance(deco, ast.Call) else deco
+                        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                        if name == "dataclass":
+                            offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}")
+    assert offenders == []
