@@ -175,3 +175,17 @@ def test_the_product_declares_its_data_classes_as_records() -> None:
                         if name == "dataclass":
                             offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name}")
     assert offenders == []
+
+
+def test_a_caller_that_goes_on_keeps_its_collector() -> None:
+    """``main(standalone_mode=False)`` returns to its caller: nothing may be left frozen or off."""
+    code = (
+        "import gc, sys\n"
+        "sys.argv = ['patchset', '--version']\n"
+        "from patchset.cli import main\n"
+        "before = gc.get_freeze_count()\n"
+        "main(standalone_mode=False)\n"
+        "print('GC', gc.isenabled(), gc.get_freeze_count() == before)\n"
+    )
+    r = subprocess.run([sys.executable, "-P", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert "GC True True" in r.stdout, r
