@@ -189,3 +189,29 @@ def test_a_caller_that_goes_on_keeps_its_collector() -> None:
     )
     r = subprocess.run([sys.executable, "-P", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert "GC True True" in r.stdout, r
+
+
+CONSOLE_PROBE = """
+import gc, json, sys
+seen = {}
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name in ("click", "patchset.cli") and name not in seen:
+            seen[name] = gc.isenabled()
+        return None
+sys.meta_path.insert(0, Spy())
+sys.argv = ["patchset", "--version"]
+from patchset.console import main
+try:
+    main()
+except SystemExit:
+    pass
+print("GC", json.dumps(seen), file=sys.stderr)
+"""
+
+
+def test_the_console_script_holds_collection_before_click_loads() -> None:
+    r = subprocess.run([sys.executable, "-P", "-c", CONSOLE_PROBE], cwd=REPO_ROOT, capture_output=True, text=True)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("GC")]
+    assert line, r.stderr
+    assert json.loads(line[-1].removeprefix("GC ")) == {"patchset.cli": False, "click": False}
