@@ -17,7 +17,6 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchset import atomic, locking
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
@@ -76,6 +75,8 @@ def _tidy(root: Path) -> None:
 
 
 def _lock_root(root: Path) -> Any:
+    from patchset import locking  # writers only: reading a ledger takes no lock
+
     return locking.hold(root, f"the ledger in {root}")
 
 
@@ -356,6 +357,8 @@ def edit(path: Path) -> Iterator[Edit]:
     """
     import tomlkit
 
+    from patchset import locking
+
     with locking.ledger_lock(path):
         recovered = recover_edit(path.parent)
         load_ledger(path)  # refuse to edit a ledger that is already broken: the error names the line
@@ -389,5 +392,7 @@ def new_ledger_text(title: str = "") -> str:
 def init_ledger(path: Path, title: str = "") -> None:
     if path.exists():
         raise InputError(f"{path} already exists", hint="use it as it is, or pass --ledger for another file")
+    from patchset import atomic
+
     (path.parent / "patchset" / "series").mkdir(parents=True, exist_ok=True)
     atomic.write_many({path: new_ledger_text(title).encode(), path.with_suffix(".lock"): render_lock(Lock()).encode()})
