@@ -149,8 +149,8 @@ class LazyGroup(click.Group):
         try:
             return super().main(args, *rest, **kwargs)
         finally:
-            _collect_from_here()
-            gc.freeze()
+            _gc_held = False
+            gc.freeze()  # the process ends here: whether collection is on no longer matters
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
