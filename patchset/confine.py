@@ -1,0 +1,92 @@
+"""The one place a path that comes from data is turned into a path on disk.
+
+Journals, the download cache, archive members, lock and ``EXPECTED.sha256`` keys, quilt series
+lines, overlay and wheel outputs and export names all carry paths someone else wrote. Every one of
+them goes through :func:`confine` (or :func:`check_relative` when there is no directory yet), which
+refuses what could leave the allowed root:
+
+- an empty name, a NUL byte, a control character that would hide part of the name when printed;
+- an absolute path (``/x``, ``C:\\x``, ``\\\\host\\x``) or a backslash-separated one;
+- any ``..`` component (textually, before anything is resolved);
+- patchset's own state directories (``.patchset-txn``, ``.patchset``) and ``.git``, in any letter
+  case, unless the caller owns them (``allow_state``);
+- on disk, a symlink at any step that resolves outside the root (each prefix is resolved in turn,
+  so ``sub/l2 -> ..`` followed by ``sub/l2/x`` is refused even when the text looks harmless).
+
+The rule book this enforces is ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from patchset.errors import UnsafePathError
+
+# Directories patchset itself keeps inside trees and ledgers: data may never name them.
+STATE_DIRS = (".patchset-txn", ".patchset")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_relative(name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> str:
+    """``name`` checked as a relative posix path and normalised (``a//./b`` -> ``a/b``).
+
+    ``what`` names the source in the message (``"journal .patchset-txn/journal.json entry"``).
+    Raises :class:`UnsafePathError` naming the value and what to do.
+    """
+    shown = repr(name)
+    if not isinstance(name, str) or not name:
+        raise UnsafePathError(f"{what}: empty path", hint="the data is malformed; do not use it")
+    if _CONTROL.search(name):
+        raise UnsafePathError(f"{what}: path {shown} contains a control character", hint="the data is malformed or hostile")
+    if name.startswith(("/", "\\")) or _DRIVE.match(name):
+        raise UnsafePathError(f"{what}: path {shown} is absolute", hint="paths in data must be relative to their root")
+    if "\\" in name:
+        raise UnsafePathError(f"{what}: path {shown} contains a backslash", hint="paths in data use '/' between names")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts:
+        raise UnsafePathError(f"{what}: path {shown} names the root itself")
+    if ".." in parts:
+        raise UnsafePathError(f"{what}: path {shown} climbs out with '..'", hint="the data is malformed or hostile")
+    lowered = [p.lower() for p in parts]
+    if not allow_state and lowered[0] in STATE_DIRS:
+        raise UnsafePathError(
+            f"{what}: path {shown} points into patchset's own state directory {parts[0]}",
+            hint="trees, archives and other people's data may not carry patchset's state",
+        )
+    if not allow_git and ".git" in lowered:
+        raise UnsafePathError(f"{what}: path {shown} points into a .git directory")
+    return "/".join(parts)
+
+
+def is_within(path: Path | str, root: Path | str) -> bool:
+    """Whether ``path`` (resolved) is ``root`` (resolved) or below it."""
+    real = os.path.realpath(path)
+    base = os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def confine(
+    root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False
+) -> Path:
+    """The on-disk path for ``name`` under ``root``, refusing anything that leaves ``root``.
+
+    Every existing prefix is resolved in turn, so a symlink at any step (also one a link chain
+    reaches) that points outside ``root`` is refused; the final component may be a link only if
+    it too resolves inside ``root``. The path returned is ``realpath(root)`` joined with the
+    normalised name (links inside the root are not expanded, so callers replace a link, not its
+    target).
+    """
+    rel = check_relative(name, what=what, allow_state=allow_state, allow_git=allow_git)
+    base = Path(os.path.realpath(root))
+    current = base
+    for part in rel.split("/"):
+        current = current / part
+        if os.path.lexists(current) and not is_within(current, base):
+            raise UnsafePathError(
+                f"{what}: path {name!r} leaves {base} through a symlink (resolves to {os.path.realpath(current)})",
+                hint="a link in the tree points outside it; the tree is hostile or broken",
+            )
+    return base / rel
