@@ -40,7 +40,9 @@ def check_relative(name: str, *, what: str, allow_state: bool = False, allow_git
     if not isinstance(name, str) or not name:
         raise UnsafePathError(f"{what}: empty path", hint="the data is malformed; do not use it")
     if _CONTROL.search(name):
-        raise UnsafePathError(f"{what}: path {shown} contains a control character", hint="the data is malformed or hostile")
+        raise UnsafePathError(
+            f"{what}: path {shown} contains a control character", hint="the data is malformed or hostile"
+        )
     if name.startswith(("/", "\\")) or _DRIVE.match(name):
         raise UnsafePathError(f"{what}: path {shown} is absolute", hint="paths in data must be relative to their root")
     if "\\" in name:
@@ -68,9 +70,7 @@ def is_within(path: Path | str, root: Path | str) -> bool:
     return real == base or real.startswith(base.rstrip("/") + "/")
 
 
-def confine(
-    root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False
-) -> Path:
+def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> Path:
     """The on-disk path for ``name`` under ``root``, refusing anything that leaves ``root``.
 
     Every existing prefix is resolved in turn, so a symlink at any step (also one a link chain

@@ -13,8 +13,23 @@ from patchset.errors import UnsafePathError
 
 @pytest.mark.parametrize(
     "name",
-    ["", "/etc/passwd", "C:/x", "\\\\host\\x", "a\\b", "../x", "a/../../x", "a/..", ".", "a\x00b", "a\nb",
-     ".patchset-txn/journal.json", ".PATCHSET/ledger-txn/x", "sub/.git/config", ".Git/HEAD"],
+    [
+        "",
+        "/etc/passwd",
+        "C:/x",
+        "\\\\host\\x",
+        "a\\b",
+        "../x",
+        "a/../../x",
+        "a/..",
+        ".",
+        "a\x00b",
+        "a\nb",
+        ".patchset-txn/journal.json",
+        ".PATCHSET/ledger-txn/x",
+        "sub/.git/config",
+        ".Git/HEAD",
+    ],
 )
 def test_refused_textually(name: str) -> None:
     with pytest.raises(UnsafePathError) as err:
