@@ -10,7 +10,6 @@ mismatch, a regression); 2 bad input or environment (malformed ledger, missing f
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import sys
@@ -61,7 +60,6 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body; map domain errors to their exit codes, never a traceback."""
 
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        _collect_from_here()
         try:
             code = fn(*args, **kwargs) or 0
         except errors.PatchsetError as exc:
@@ -118,39 +116,8 @@ COMMANDS: dict[str, str] = {
 }
 
 
-_gc_held = False
-
-
-def _collect_from_here() -> None:
-    """The command's work starts: what was loaded so far lives until exit, so it moves out of the
-    collector's sight (``gc.freeze``) and collection resumes for the work itself."""
-    global _gc_held
-    if _gc_held:
-        _gc_held = False
-        gc.freeze()
-        gc.enable()
-
-
 class LazyGroup(click.Group):
     """click's documented lazy-loading group: a command's module is imported only when it is used."""
-
-    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
-        """A process of its own (the console script: no ``args``, and click exits at the end): no
-        garbage collection while modules load (nothing loaded is garbage), and none at exit, where
-        the interpreter's final collections would walk every object only to free the process.
-        Measured with ``bench/cli.py``: about 13 ms of a 90 ms ``list`` on this project's CI machine.
-        Click's test runner (``args``) and callers that go on (``standalone_mode=False``) keep
-        their collector as it is."""
-        global _gc_held
-        if args is not None or not kwargs.get("standalone_mode", True):
-            return super().main(args, *rest, **kwargs)
-        gc.disable()
-        _gc_held = True
-        try:
-            return super().main(args, *rest, **kwargs)
-        finally:
-            _gc_held = False
-            gc.freeze()  # the process ends here: whether collection is on no longer matters
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
