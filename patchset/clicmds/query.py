@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, out, target_option
 
 
 @click.command()
@@ -26,8 +26,14 @@ def validate(c: Ctx, as_json: bool) -> int:
 
 
 @click.command("list")
-@click.option("--target", default=None)
-@click.option("--state", "states", multiple=True, type=click.Choice(["active", "held", "dropped"]))
+@target_option("list", "default: every target")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["active", "held", "dropped"]),
+    help="Only patches in this state (repeatable).",
+)
 @json_opt
 @click.pass_obj
 @guarded
@@ -46,7 +52,7 @@ def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) ->
 
 
 @click.command()
-@click.argument("patch_id")
+@click.argument("patch_id", metavar="ID", shell_complete=complete_patch_ids)
 @json_opt
 @click.pass_obj
 @guarded
