@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -105,13 +106,16 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     """
     from patchset.build.overlay import build_overlay as do_build
     from patchset.build.series import pick_target
+    from patchset.commands.views import render_hashes
 
     target, value = _one_target_arg(c, "tree", tree, target)
     led = c.load()
     tgt = pick_target(led, target)
-    rep = do_build(led, tgt, tree_dir(value, tree), out_dir.resolve(), layout=layout, base_image=base_image)
+    root = tree_dir(value, tree)
+    rep = do_build(led, tgt, root, out_dir.resolve(), layout=layout, base_image=base_image)
+    hashes = {} if rep.ok else _refused_hashes(tgt, layout or tgt.layout, root, rep)
     if as_json:
-        emit_json(rep.to_json())
+        emit_json({**rep.to_json(), "hashes": hashes})
     elif rep.ok:
         out.line(Styled("built", "green"), f" {rep.message}")
         for w in rep.written:
@@ -120,4 +124,27 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
         out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched + rep.missing:
             out.line(str(p), indent="  ")
+            render_hashes(out, hashes.get(p), indent="    ")
     return 0 if rep.ok else 1
+
+
+def _refused_hashes(tgt: Any, layout: str, tree: Path, rep: Any) -> dict[str, dict[str, str | None]]:
+    """For each file the overlay refused: the sha256 the lock expects and the one the tree's
+    file has (None: no file). ``rep.files`` maps installed paths to the lock's sha256; a
+    source-layout tree holds them under the path map's source paths (as ``build.overlay`` reads)."""
+    from patchset.confine import confine
+    from patchset.ledger.lock import sha256_bytes
+
+    refused = {*rep.mismatched, *rep.missing}
+    out: dict[str, dict[str, str | None]] = {}
+    for inst, expected in rep.files.items():
+        rel = inst if layout == "installed" else tgt.path_map.to_source(inst)
+        if rel not in refused:
+            continue
+        try:
+            f = confine(tree, rel, what=f"locked file {rel!r}")
+            actual = sha256_bytes(f.read_bytes()) if f.is_file() else None
+        except (OSError, errors.PatchsetError):
+            actual = None
+        out[rel] = {"expected": expected, "actual": actual}
+    return out

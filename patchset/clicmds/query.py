@@ -34,10 +34,13 @@ def validate(c: Ctx, as_json: bool) -> int:
     type=click.Choice(["active", "held", "dropped"]),
     help="Only patches in this state (repeatable).",
 )
+@click.option(
+    "--header", is_flag=True, help="Piped output starts with the column names (a terminal always shows them)."
+)
 @json_opt
 @click.pass_obj
 @guarded
-def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) -> int:
+def list_(c: Ctx, target: str | None, states: tuple[str, ...], header: bool, as_json: bool) -> int:
     """The series as a table: order, id, target, origin, PR and state, files."""
     from patchset.commands.inspection import list_rows
 
@@ -47,7 +50,7 @@ def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) ->
         return 0
     from patchset.commands.views import render_list
 
-    render_list(out, rows)
+    render_list(out, rows, header=header)
     return 0
 
 

@@ -63,6 +63,7 @@ class TargetReport:
     result: SeriesResult | None = None
     state: SeriesState | None = None
     mismatched: list[str] = field(default_factory=list)
+    hashes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # mismatched path -> expected, actual
     unlocked: bool = False
     commits: list[str] = field(default_factory=list)
     fuzz: int = 0
@@ -82,6 +83,7 @@ class TargetReport:
             "message": self.message,
             "fuzz": self.fuzz,
             "mismatched": self.mismatched,
+            "hashes": self.hashes,
             "lock_missing": self.unlocked,
             "commits": self.commits,
             "result": self.result.to_json() if self.result else None,
@@ -241,7 +243,9 @@ def _apply_to_tree(
                 assert expected is not None  # the series is applied and no lock: returned above
                 report.result = None
                 report.outcome = "mismatch"
-                report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
+                on_disk = {p: _digest(root, target, layout, p) for p in expected}
+                report.mismatched = [p for p, d in expected.items() if on_disk[p] != d]
+                report.hashes = {p: {"expected": expected[p], "actual": on_disk[p]} for p in report.mismatched}
                 report.message += state.summary() + ", but its files do not match the lock; nothing changed"
                 return report
             carried = [p.state == "applied" for p in state.patches]
@@ -344,6 +348,7 @@ class _OnePass:
             if bad or unlisted:
                 self.refused = True
                 report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+                report.hashes = {p: {"expected": expected.get(p), "actual": got.get(p)} for p in report.mismatched}
                 what = []
                 if bad:
                     what.append(f"{len(bad)} patched file(s) would not match the lock")
