@@ -46,8 +46,10 @@ from patchset.cli import (
     default=None,
     help="Layout of the tree (default: the target's ledger entry).",
 )
-@click.option("--branch", default="", help="Branch for --repo (default patchset/<target>).")
-@click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
+@click.option("--branch", default="", metavar="NAME", help="Branch for --repo (default patchset/<target>).")
+@click.option(
+    "--fuzz", type=int, default=0, show_default=True, metavar="N", help="Allow fuzz (recorded in the report)."
+)
 @click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
 @click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
 @click.option(

@@ -40,7 +40,15 @@ from patchset.text import split_list
     help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
 )
 @target_option("verify", "default: the only target with tests to run")
-@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
+@click.option(
+    "--jobs",
+    "-j",
+    type=int,
+    default=os.cpu_count() or 1,
+    show_default=True,
+    metavar="N",
+    help="Test runs at a time.",
+)
 @click.option(
     "--timeout", type=int, default=None, metavar="SECONDS", help="Seconds per test run, overriding the ledger's."
 )
@@ -93,8 +101,10 @@ def check() -> None:
 
 
 @check.command("longctx")
-@click.option("--url", required=True, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
-@click.option("--model", default=None, help="Model name (default: the server's first model).")
+@click.option(
+    "--url", required=True, metavar="URL", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000."
+)
+@click.option("--model", default=None, metavar="NAME", help="Model name (default: the server's first model).")
 @click.option(
     "--checks",
     "checks",

@@ -11,7 +11,7 @@ from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out
 
 
 @click.command()
-@click.option("--title", default="", help="A title for the ledger.")
+@click.option("--title", default="", metavar="TEXT", help="A title for the ledger.")
 @target_option(
     "add (repeatable)", "vllm, flashinfer and nccl come with presets; any other name is generic", multiple=True
 )
@@ -47,7 +47,7 @@ def target() -> None:
     help="Its upstream repository, a URL or a local clone (recorded; rebase and gate read a local one).",
 )
 @click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
-@click.option("--package", default=None, metavar="P", help="Its name on the package index (for --from-index).")
+@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
 @click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
 @click.option(
     "--map",
@@ -56,7 +56,7 @@ def target() -> None:
     metavar="SRC=DST",
     help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
 )
-@click.option("--base", default=None, metavar="B", help="The upstream base the series applies to.")
+@click.option("--base", default=None, metavar="REF", help="The upstream base the series applies to.")
 @click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
 @json_opt
 @click.pass_obj
@@ -145,7 +145,13 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["quilt", "mbox", "expected"]), required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["quilt", "mbox", "expected"]),
+    required=True,
+    help="quilt (series + patches), mbox (for git am) or expected (EXPECTED.sha256).",
+)
 @target_option("export", "default: every target")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @json_opt
