@@ -5,7 +5,10 @@ one ``Term``, progress bars) and the top-level group; the commands live in ``pat
 and load only when they run (``COMMANDS``), so ``patchset list`` pays for no other command.
 
 Exit codes (every command): 0 ok; 1 a finding (a patch that fails, a check that fails, a hash
-mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network).
+mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network, a
+usage error); 130 interrupted. Under ``--json`` an error is also ``{"error": {"kind", "message",
+"hint", "exit"}}`` on stdout. Shell completion is click's (``_PATCHSET_COMPLETE``); patch ids and
+target names complete from the ledger.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ def _wants_json(args: Any) -> bool:
     return "--json" in (words[: words.index("--")] if "--" in words else words)
 
 
-json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+json_opt = click.option(
+    "--json", "as_json", is_flag=True, help='Machine-readable output on stdout (an error too: {"error": {...}}).'
+)
 
 
 # --------------------------------------------------------------------------- shared options
