@@ -216,7 +216,7 @@ def ledger(tmp: Path, n: int) -> tuple[Path, Path, Path]:
 
 def series(tmp: Path, counts: list[int]) -> list[dict]:
     rows = []
-    cli = [sys.executable, "-c", "from patchset.console import main; main()"]  # the console script
+    cli = [sys.executable, "-c", "from patchset.cli import main; main()"]  # the console script
     for n in counts:
         led, tree, flat = ledger(tmp, n)
         size = (led / "patches.toml").stat().st_size
@@ -285,7 +285,7 @@ def ledgers(tmp: Path, sizes: list[int]) -> list[dict]:
     """``list`` and ``validate`` of a big ledger file vs the standard library's ``tomllib`` and the
     compiled ``tomli`` (what the ledger reader uses) parsing the same file."""
     rows = []
-    cli = [sys.executable, "-c", "from patchset.console import main; main()"]  # the console script
+    cli = [sys.executable, "-c", "from patchset.cli import main; main()"]  # the console script
     for mb in sizes:
         led = big_ledger(tmp, mb)
         path = led / "patches.toml"

@@ -5,18 +5,20 @@ one ``Term``, progress bars) and the top-level group; the commands live in ``pat
 and load only when they run (``COMMANDS``), so ``patchset list`` pays for no other command.
 
 Exit codes (every command): 0 ok; 1 a finding (a patch that fails, a check that fails, a hash
-mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network).
+mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network, a
+usage error); 130 interrupted. Under ``--json`` an error is also ``{"error": {"kind", "message",
+"hint", "exit"}}`` on stdout. Shell completion is click's (``_PATCHSET_COMPLETE``); patch ids and
+target names complete from the ledger.
 """
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -57,35 +59,51 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
+def error_kind(exc: BaseException) -> str:
+    """The ``kind`` of a ``--json`` error: the exception class in snake case (``input_error``,
+    ``ledger_error``, ``hash_mismatch``, ``os_error``)."""
+    import re
+
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", type(exc).__name__)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def report_error(kind: str, message: str, hint: str | None, code: int, as_json: bool) -> None:
+    """Say what failed: ``error: MESSAGE`` (and its hint) on stderr, and under ``--json`` also
+    ``{"error": {"kind", "message", "hint", "exit"}}`` on stdout, so a script reads a failure the
+    way it reads a result."""
+    click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
+    if as_json:
+        emit_json({"error": {"kind": kind, "message": message, "hint": hint or None, "exit": code}})
+
+
 def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body; map domain errors to their exit codes, never a traceback."""
 
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        _collect_from_here()
+        as_json = bool(kwargs.get("as_json"))
         try:
             code = fn(*args, **kwargs) or 0
         except errors.PatchsetError as exc:
-            click.echo(f"error: {exc.render()}", err=True)
             code = exc.exit_code
+            report_error(error_kind(exc), exc.message, exc.hint, code, as_json)
         except BrokenPipeError:  # `patchset list | head`: the reader left; say nothing
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             code = 0
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            code = 130
+            _interrupted(as_json)
         except OSError as exc:
-            click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
             code = errors.EXIT_INPUT
+            message = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+            report_error(error_kind(exc), message, None, code, as_json)
         except Exception as exc:
             if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C while a class was defined (3.11 wraps it)
-                click.echo("interrupted", err=True)
-                sys.exit(130)
+                _interrupted(as_json)
             if os.environ.get("PATCHSET_DEBUG"):
                 raise
-            click.echo(
-                f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)", err=True
-            )
             code = errors.EXIT_INPUT
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            report_error("internal", message, "set PATCHSET_DEBUG=1 for a traceback", code, as_json)
         sys.exit(code)
 
     wrapper.__name__ = fn.__name__
@@ -93,7 +111,131 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
-json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+def _interrupted(as_json: bool) -> NoReturn:
+    """Ctrl-C: exit 130 (1 means a finding), whatever was running."""
+    click.echo("interrupted", err=True)
+    if as_json:
+        emit_json({"error": {"kind": "interrupted", "message": "interrupted", "hint": None, "exit": 130}})
+    sys.exit(130)
+
+
+def _wants_json(args: Any) -> bool:
+    """``--json`` among the words of the command line (before a ``--``)."""
+    words = [str(a) for a in (args or ())]
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+json_opt = click.option(
+    "--json", "as_json", is_flag=True, help='Machine-readable output on stdout (an error too: {"error": {...}}).'
+)
+
+
+# --------------------------------------------------------------------------- shared options
+# One meaning per option name across commands: each of these is made here, once, so its metavar,
+# its help's shape and its completion are the same wherever it appears.
+
+
+def _quiet_ledger(ctx: click.Context) -> Any:
+    """The ledger a command line being completed names (``-C``, ``--ledger``, else the current
+    directory's), or None when there is none or it does not load: completion never fails and
+    prints nothing of its own."""
+    import contextlib
+    import io
+    import warnings
+
+    params = ctx.find_root().params
+    directory, ledger_arg = params.get("directory"), params.get("ledger_arg")
+    try:
+        quiet = io.StringIO()
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from patchset.ledger import store
+
+            base = Path.cwd() / directory if directory is not None else Path.cwd()
+            return store.load_ledger(store.find_ledger(base, Path(ledger_arg) if ledger_arg else None))
+    except Exception:
+        return None
+
+
+def _word(value: str) -> bool:
+    """A value the shell's completion protocol can carry as it is (no space, no control character)."""
+    return bool(value) and value.isprintable() and not any(ch.isspace() for ch in value)
+
+
+def complete_patch_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from click.shell_completion import CompletionItem
+
+    led = _quiet_ledger(ctx)
+    if led is None:
+        return []
+    items = []
+    for p in led.patches:
+        if p.id.startswith(incomplete) and _word(p.id):
+            title = "".join(ch for ch in " ".join(str(p.title).split()) if ch.isprintable())[:100]
+            items.append(CompletionItem(p.id, help=title or None))
+    return items
+
+
+def complete_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from click.shell_completion import CompletionItem
+
+    led = _quiet_ledger(ctx)
+    if led is None:
+        return []
+    return [CompletionItem(name) for name in led.targets if name.startswith(incomplete) and _word(name)]
+
+
+def target_option(what: str, default: str, *, multiple: bool = False) -> Callable[[Any], Any]:
+    """``--target NAME``: the ledger's target NAME, in every command ("The target NAME to WHAT
+    (DEFAULT)."); completes from the ledger."""
+    return click.option(
+        "--target",
+        "targets" if multiple else "target",
+        multiple=multiple,
+        default=None,
+        metavar="NAME",
+        help=f"The target NAME to {what} ({default}).",
+        shell_complete=complete_targets,
+    )
+
+
+def tree_option(
+    what: str, *, dest: str = "trees", multiple: bool = False, required: bool = False
+) -> Callable[[Any], Any]:
+    """``--tree [NAME=]DIR``: a build tree that is a plain directory (``NAME=`` names its target,
+    needed only when several targets have patches), in every command that takes one."""
+    return click.option(
+        "--tree",
+        dest,
+        multiple=multiple,
+        required=required,
+        default=None,
+        metavar="[NAME=]DIR",
+        help=f"A build tree, a plain directory (NAME=: of target NAME); {what}.",
+    )
+
+
+def only_option(what: str, *, dest: str = "only") -> Callable[[Any], Any]:
+    """``--only ID`` (repeatable): restrict a command to these patches; completes from the ledger."""
+    return click.option(
+        "--only",
+        dest,
+        multiple=True,
+        metavar="ID",
+        help=f"Only the patch ID (repeatable): {what}.",
+        shell_complete=complete_patch_ids,
+    )
+
+
+def upstream_option(default: str) -> Callable[[Any], Any]:
+    """``--upstream PATH|URL``: an upstream repository, a local clone or a URL to clone and fetch."""
+    return click.option(
+        "--upstream",
+        "upstream",
+        default=None,
+        metavar="PATH|URL",
+        help=f"An upstream clone: a local git repository, or a URL cloned and fetched into the cache (default: {default}).",
+    )
 
 
 # command name -> "module:function" in patchset.clicmds (loaded when the command runs, or for --help)
@@ -118,39 +260,33 @@ COMMANDS: dict[str, str] = {
 }
 
 
-_gc_held = False
+class SuggestingGroup(click.Group):
+    """A group whose "No such command" names the closest commands (difflib over every name,
+    the lazily loaded ones included)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        import difflib
+
+        name = args[0] if args else ""
+        if args and not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx))
+            guess = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{guess}", ctx)
+        return super().resolve_command(ctx, args)
 
 
-def _collect_from_here() -> None:
-    """The command's work starts: what was loaded so far lives until exit, so it moves out of the
-    collector's sight (``gc.freeze``) and collection resumes for the work itself."""
-    global _gc_held
-    if _gc_held:
-        _gc_held = False
-        gc.freeze()
-        gc.enable()
+class LazyGroup(SuggestingGroup):
+    """click's documented lazy-loading group: a command's module is imported only when it is used.
 
+    Usage errors (a bad option, a missing argument, an unknown command) keep click's message and
+    exit 2; with ``--json`` on the command line they are also a JSON error on stdout."""
 
-class LazyGroup(click.Group):
-    """click's documented lazy-loading group: a command's module is imported only when it is used."""
-
-    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
-        """A process of its own (the console script: no ``args``, and click exits at the end): no
-        garbage collection while modules load (nothing loaded is garbage), and none at exit, where
-        the interpreter's final collections would walk every object only to free the process.
-        Measured with ``bench/cli.py``: about 13 ms of a 90 ms ``list`` on this project's CI machine.
-        Click's test runner (``args``) and callers that go on (``standalone_mode=False``) keep
-        their collector as it is."""
-        global _gc_held
-        if args is not None or not kwargs.get("standalone_mode", True):
-            return super().main(args, *rest, **kwargs)
-        gc.disable()
-        _gc_held = True
-        try:
-            return super().main(args, *rest, **kwargs)
-        finally:
-            _gc_held = False
-            gc.freeze()  # the process ends here: whether collection is on no longer matters
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # one name and one completion variable, however the process was started (the console
+        # script, `python cli.py`, `python -c ...`)
+        kwargs.setdefault("prog_name", "patchset")
+        kwargs.setdefault("complete_var", "_PATCHSET_COMPLETE")
+        return super().main(*args, **kwargs)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
@@ -165,19 +301,32 @@ class LazyGroup(click.Group):
 
     # Ctrl-C while click parses or dispatches (outside ``guarded``) exits 130 "interrupted" too,
     # not click's "Aborted!" with exit 1 (1 means a finding)
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+    def make_context(self, info_name: str | None, args: list[str], *rest: Any, **kwargs: Any) -> click.Context:
         try:
-            return super().make_context(*args, **kwargs)
+            ctx = super().make_context(info_name, args, *rest, **kwargs)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _interrupted(_wants_json(args))
+        except click.UsageError as exc:
+            self._usage_error(exc, _wants_json(args))
+        ctx.meta["patchset.json"] = _wants_json(args)
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _interrupted(ctx.meta.get("patchset.json", False))
+        except click.UsageError as exc:
+            self._usage_error(exc, ctx.meta.get("patchset.json", False))
+
+    @staticmethod
+    def _usage_error(exc: click.UsageError, as_json: bool) -> NoReturn:
+        if not as_json:
+            raise exc
+        exc.show()
+        hint = f"try '{exc.ctx.command_path} --help'" if exc.ctx is not None else None
+        emit_json({"error": {"kind": "usage", "message": exc.format_message(), "hint": hint, "exit": exc.exit_code}})
+        sys.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -195,7 +344,7 @@ class LazyGroup(click.Group):
     default=None,
     help="The ledger file (default: patches.toml in the current directory).",
 )
-@click.version_option(version=__version__, package_name="patchset")
+@click.version_option(__version__, "-V", "--version", package_name="patchset")
 @click.pass_context
 def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) -> None:
     """patchset: a ledger, apply engine, rebaser and CI gate for downstream patch series.
@@ -261,19 +410,32 @@ def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str
 
 
 def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:
-    """``--tree DIR`` or ``--tree NAME=DIR`` for a command that works on one target."""
+    """``--tree DIR`` or ``--tree NAME=DIR`` (as in apply) for a command that works on one target:
+    ``(target, DIR)``; ``NAME=`` picks the target when ``--target`` does not."""
     from patchset.commands.apply import parse_tree_args
 
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
     if len(names) != 1:  # NAME= picks the target
         name, sep, rest = value.partition("=")
-        if sep and name in led.targets:
+        if sep and name in led.targets and not rest.startswith("="):  # not PROJECT==VERSION
             return name, rest
         if not names:
-            raise errors.InputError(f"{c.ledger_path} has no active patches to verify")
+            raise errors.InputError(f"{c.ledger_path} has no active patches")
     ((name, v),) = parse_tree_args((value,), kind, names).items()
     return name, v
+
+
+def tree_dir(value: str, shown: str, kind: str = "tree") -> Path:
+    """The directory of ``--tree`` (relative to the current directory, i.e. to ``-C``); InputError
+    naming the path tried when it is not a directory."""
+    path = Path(value).resolve()
+    if not path.is_dir():
+        raise errors.InputError(
+            f"--{kind} {shown}: {path} is not a directory",
+            hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
+        )
+    return path
 
 
 if __name__ == "__main__":

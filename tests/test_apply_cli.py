@@ -170,10 +170,7 @@ def test_missing_body_and_unsafe_path(run, fi, tmp_path: Path) -> None:
     assert r.code == 2 and "escapes the tree" in r.stderr
 
 
-def test_repo_commits_with_trailers(run, tmp_path: Path) -> None:
-    led = tmp_path / "led"
-    led.mkdir()
-    (led / "patches.toml").write_text("""\
+REPO_LEDGER = """\
 schema = 1
 [targets.demo]
 upstream = "u"
@@ -192,7 +189,15 @@ id = "p2"
 target = "demo"
 title = "Change b"
 origin = "ours"
-""")
+"""
+
+
+@pytest.fixture
+def repo_led(run, tmp_path: Path) -> tuple[Path, Path]:
+    """A two-patch ledger and a git checkout of the files it patches."""
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text(REPO_LEDGER)
     repo = tmp_path / "repo"
     new_repo(repo, {"a.txt": "a\n", "b.txt": "b\n"})
     src = tmp_path / "src"
@@ -200,6 +205,11 @@ origin = "ours"
     (src / "p1.patch").write_text(diff(src, "a.txt", "a\n", "A\n"))
     (src / "p2.patch").write_text(diff(src, "b.txt", "b\n", "B\n"))
     assert run("import", src / "p1.patch", src / "p2.patch", cwd=led).code == 0
+    return led, repo
+
+
+def test_repo_commits_with_trailers(run, repo_led: tuple[Path, Path]) -> None:
+    led, repo = repo_led
     r = run("apply", "--repo", repo, cwd=led)
     assert r.code == 0, r
     log = git(
@@ -214,6 +224,67 @@ origin = "ours"
     (repo / "a.txt").write_text("dirty\n")
     r = run("apply", "--repo", repo, "--branch", "other", cwd=led)
     assert r.code == 2 and "uncommitted changes" in r.stderr
+
+
+def test_repo_twice_says_it_already_carries_the_series(run, repo_led: tuple[Path, Path]) -> None:
+    """Issue 24: ``--repo`` run again is idempotent as ``--tree`` is (exit 0, the same words)."""
+    led, repo = repo_led
+    start = git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    assert run("apply", "--repo", repo, cwd=led).code == 0
+    heads = git(repo, "show-ref")
+    for where in ("on the branch", "back on the start branch"):
+        r = run("apply", "--repo", repo, cwd=led)
+        assert r.code == 0, (where, r)
+        assert "already carries the whole series" in r.stdout and "patchset/demo" in r.stdout, (where, r)
+        r = run("apply", "--repo", repo, "--json", cwd=led)
+        assert r.code == 0 and json.loads(r.stdout)["targets"][0]["outcome"] == "already", (where, r)
+        said = json.loads(r.stdout)["targets"][0]["message"]
+        assert git(repo, "show-ref") == heads, where  # no commit, no branch
+        git(repo, "checkout", "-q", start)
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == start
+    assert (repo / "a.txt").read_text() == "a\n"  # the checked-out tree was not touched
+    tree = led / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("A\n")
+    (tree / "b.txt").write_text("B\n")
+    r = run("apply", "--tree", tree, "--json", cwd=led)  # the words --tree uses
+    assert r.code == 0, r
+    assert said == "branch patchset/demo: " + json.loads(r.stdout)["targets"][0]["message"]
+    # with a lock: the branch's files are checked against it, as a tree's are
+    assert run("apply", "--repo", repo, "--branch", "locked", "--update-lock", cwd=led).code == 0
+    git(repo, "checkout", "-q", start)
+    r = run("apply", "--repo", repo, "--branch", "locked", cwd=led)
+    assert r.code == 0 and "already carries the series (every file matches the lock)" in r.stdout, r
+
+
+def test_repo_branch_with_something_else_is_refused_with_what_to_do(
+    run, repo_led: tuple[Path, Path], tmp_path: Path
+) -> None:
+    led, repo = repo_led
+    start = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "patchset/demo")  # a branch of that name, carrying nothing
+    (repo / "c.txt").write_text("c\n")
+    git(repo, "add", "c.txt")
+    git(repo, "commit", "-q", "-m", "unrelated")
+    git(repo, "checkout", "-q", "-")
+    before = git(repo, "show-ref")
+    r = run("apply", "--repo", repo, cwd=led)
+    assert r.code == 2, r
+    assert "branch 'patchset/demo' already exists" in r.stderr and "does not carry" in r.stderr, r
+    assert "--branch NAME" in r.stderr and "branch -D patchset/demo" in r.stderr, r
+    assert git(repo, "show-ref") == before
+    # a branch carrying part of the series, or an older version of a patch, is not the series either
+    git(repo, "branch", "-q", "-f", "patchset/demo", start)
+    assert run("apply", "--repo", repo, "--branch", "x", cwd=led).code == 0
+    git(repo, "checkout", "-q", "-")
+    git(repo, "branch", "-q", "-f", "patchset/demo", "x~1")
+    r = run("apply", "--repo", repo, cwd=led)
+    assert r.code == 2 and "p1" in r.stderr and "p2" in r.stderr, r
+    src = tmp_path / "src"
+    (src / "p2.patch").write_text(diff(src, "b.txt", "b\n", "B2\n"))
+    assert run("import", src / "p2.patch", cwd=led).code == 0
+    r = run("apply", "--repo", repo, "--branch", "x", cwd=led)
+    assert r.code == 2 and "does not carry" in r.stderr, r
 
 
 @pytest.mark.network

@@ -23,12 +23,16 @@ COMMANDS = [
     "fetch",
     "verify",
     "gate",
+    "recover",
+    "target add",
+    "build wheel",
+    "build overlay",
 ]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_has_help_and_json(run, name: str) -> None:
-    r = run(name, "--help")
+    r = run(*name.split(), "--help")
     assert r.code == 0, r
     assert "--json" in r.stdout
 

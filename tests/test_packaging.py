@@ -73,4 +73,4 @@ def test_the_wheel_carries_every_layer_and_no_test_double(wheel: Path) -> None:
 def test_the_console_script_points_into_the_package(wheel: Path) -> None:
     ep = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(ep).decode()
-    assert "patchset = patchset.console:main" in text
+    assert "patchset = patchset.cli:main" in text

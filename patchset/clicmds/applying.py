@@ -7,19 +7,29 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _name_specs, _one_of, _progress_bar, emit_json, guarded, json_opt, out
+from patchset.cli import (
+    Ctx,
+    _name_specs,
+    _one_of,
+    _progress_bar,
+    emit_json,
+    guarded,
+    json_opt,
+    out,
+    target_option,
+    tree_dir,
+    tree_option,
+)
 
 
 @click.command()
+@tree_option("patched in place, e.g. a site-packages copy (repeatable)", multiple=True)
 @click.option(
-    "--tree",
-    "trees",
+    "--repo",
+    "repos",
     multiple=True,
     metavar="[NAME=]DIR",
-    help="A plain directory (e.g. a site-packages copy), located through the target's path map.",
-)
-@click.option(
-    "--repo", "repos", multiple=True, metavar="[NAME=]DIR", help="A git checkout: one commit per patch on a new branch."
+    help="A git checkout (NAME=: of target NAME): one commit per patch on a new branch (repeatable).",
 )
 @click.option(
     "--from-index",
@@ -29,15 +39,17 @@ from patchset.cli import Ctx, _name_specs, _one_of, _progress_bar, emit_json, gu
     help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).",
 )
 @click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
-@click.option("--target", default=None, help="Restrict the run to one target.")
+@target_option("apply", "default: every target with active patches")
 @click.option(
     "--layout",
     type=click.Choice(["source", "installed"]),
     default=None,
     help="Layout of the tree (default: the target's ledger entry).",
 )
-@click.option("--branch", default="", help="Branch for --repo (default patchset/<target>).")
-@click.option("--fuzz", type=int, default=0, show_default=True, help="Allow fuzz (recorded in the report).")
+@click.option("--branch", default="", metavar="NAME", help="Branch for --repo (default patchset/<target>).")
+@click.option(
+    "--fuzz", type=int, default=0, show_default=True, metavar="N", help="Allow fuzz (recorded in the report)."
+)
 @click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
 @click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
 @click.option(
@@ -97,13 +109,7 @@ def apply(
     chosen: dict[str, TreeArg] = {}
     for kind, values in (("tree", trees), ("repo", repos)):
         for name, value in parse_tree_args(values, kind, names).items():
-            path = Path(value).resolve()
-            if not path.is_dir():
-                raise errors.InputError(
-                    f"--{kind} {value}: {path} is not a directory",
-                    hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
-                )
-            chosen[name] = TreeArg(kind, path, layout=layout or "", branch=branch)
+            chosen[name] = TreeArg(kind, tree_dir(value, value, kind), layout=layout or "", branch=branch)
     spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
     if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
         into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
@@ -141,13 +147,9 @@ def apply(
 
 
 @click.command()
-@click.option(
-    "--tree",
-    "trees",
+@tree_option(
+    "one an apply was interrupted in (repeatable; default: the trees the ledger names, else the current directory)",
     multiple=True,
-    metavar="DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A tree an apply was interrupted in (default: the trees the ledger names, else the current directory).",
 )
 @click.option(
     "--back", is_flag=True, help="Undo the interrupted apply (put the old files back) instead of finishing it."
@@ -155,14 +157,24 @@ def apply(
 @json_opt
 @click.pass_obj
 @guarded
-def recover(c: Ctx, trees: tuple[Path, ...], back: bool, as_json: bool) -> int:
+def recover(c: Ctx, trees: tuple[str, ...], back: bool, as_json: bool) -> int:
     """Finish (or with --back undo) an apply or a ledger edit that was interrupted (kill -9, power loss)."""
     from patchset.commands.apply import recover_trees
 
-    done = recover_trees([t.resolve() for t in trees], c.ledger_path, back=back)
+    done = recover_trees([_recover_dir(t) for t in trees], c.ledger_path, back=back)
     if as_json:
         emit_json(done)
     else:
         for d in done:
             out.line(f"{d.get('tree') or d['ledger']}: {d['done']}")
     return 0
+
+
+def _recover_dir(value: str) -> Path:
+    """``--tree [NAME=]DIR`` as apply takes it. The ledger is not read to tell a target name from a
+    directory (recovery must work while the ledger is half-edited): ``NAME=`` is dropped when the
+    whole value is not a directory and NAME is a plain word."""
+    name, sep, rest = value.partition("=")
+    if sep and rest and name and "/" not in name and not Path(value).is_dir():
+        return Path(rest).resolve()
+    return Path(value).resolve()

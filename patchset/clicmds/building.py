@@ -3,27 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
+from patchset.cli import (
+    Ctx,
+    SuggestingGroup,
+    _one_target_arg,
+    _progress_bar,
+    emit_json,
+    guarded,
+    json_opt,
+    out,
+    target_option,
+    tree_dir,
+    tree_option,
+)
 from patchset.commands.table import Styled
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def build() -> None:
     """What gets deployed: a patched wheel, or an overlay over a stock image."""
 
 
 @build.command("wheel")
-@click.option("--target", default=None, help="The target whose series to apply (default: the only one).")
+@target_option("build", "default: the only target with active patches")
 @click.option(
     "--from-index",
     "spec",
     default=None,
-    metavar="SPEC",
-    help="A wheel from the package index, e.g. flashinfer-python==0.6.18.post1.",
+    metavar="[NAME=]SPEC",
+    help="A wheel from the package index, as in apply, e.g. flashinfer-python==0.6.18.post1.",
 )
 @click.option(
     "--wheel", "wheel_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="A wheel file."
@@ -47,6 +60,8 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
 
     if (spec is None) == (wheel_file is None):
         raise errors.InputError("give one of --from-index SPEC or --wheel FILE")
+    if spec is not None:
+        target, spec = _one_target_arg(c, "from-index", spec, target)
     led = c.load()
     tgt = pick_target(led, target)
     with _progress_bar() as bar:
@@ -65,8 +80,8 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
 
 
 @build.command("overlay")
-@click.option("--target", default=None, help="The target whose series the tree carries (default: the only one).")
-@click.option("--tree", type=click.Path(file_okay=False, path_type=Path), required=True, help="The patched build tree.")
+@target_option("build", "default: the only target with active patches")
+@tree_option("one the series was applied to (apply --tree, --from-index --into)", dest="tree", required=True)
 @click.option(
     "--layout",
     type=click.Choice(["source", "installed"]),
@@ -91,12 +106,16 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     """
     from patchset.build.overlay import build_overlay as do_build
     from patchset.build.series import pick_target
+    from patchset.commands.views import render_hashes
 
+    target, value = _one_target_arg(c, "tree", tree, target)
     led = c.load()
     tgt = pick_target(led, target)
-    rep = do_build(led, tgt, tree.resolve(), out_dir.resolve(), layout=layout, base_image=base_image)
+    root = tree_dir(value, tree)
+    rep = do_build(led, tgt, root, out_dir.resolve(), layout=layout, base_image=base_image)
+    hashes = {} if rep.ok else _refused_hashes(tgt, layout or tgt.layout, root, rep)
     if as_json:
-        emit_json(rep.to_json())
+        emit_json({**rep.to_json(), "hashes": hashes})
     elif rep.ok:
         out.line(Styled("built", "green"), f" {rep.message}")
         for w in rep.written:
@@ -105,4 +124,27 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
         out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched + rep.missing:
             out.line(str(p), indent="  ")
+            render_hashes(out, hashes.get(p), indent="    ")
     return 0 if rep.ok else 1
+
+
+def _refused_hashes(tgt: Any, layout: str, tree: Path, rep: Any) -> dict[str, dict[str, str | None]]:
+    """For each file the overlay refused: the sha256 the lock expects and the one the tree's
+    file has (None: no file). ``rep.files`` maps installed paths to the lock's sha256; a
+    source-layout tree holds them under the path map's source paths (as ``build.overlay`` reads)."""
+    from patchset.confine import confine
+    from patchset.ledger.lock import sha256_bytes
+
+    refused = {*rep.mismatched, *rep.missing}
+    out: dict[str, dict[str, str | None]] = {}
+    for inst, expected in rep.files.items():
+        rel = inst if layout == "installed" else tgt.path_map.to_source(inst)
+        if rel not in refused:
+            continue
+        try:
+            f = confine(tree, rel, what=f"locked file {rel!r}")
+            actual = sha256_bytes(f.read_bytes()) if f.is_file() else None
+        except (OSError, errors.PatchsetError):
+            actual = None
+        out[rel] = {"expected": expected, "actual": actual}
+    return out

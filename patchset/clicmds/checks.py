@@ -7,20 +7,31 @@ from pathlib import Path
 
 import click
 
-from patchset import errors
-from patchset.cli import Ctx, _one_target_arg, _progress_bar, emit_json, guarded, json_opt, out
+from patchset.cli import (
+    Ctx,
+    SuggestingGroup,
+    _one_target_arg,
+    _progress_bar,
+    emit_json,
+    guarded,
+    json_opt,
+    out,
+    target_option,
+    tree_dir,
+    tree_option,
+)
 from patchset.text import split_list
 
 
 @click.command()
-@click.option("--tags", "tags", multiple=True, metavar="TAG[,TAG]", help="Run only tests carrying one of these tags.")
 @click.option(
-    "--tree",
-    "tree_arg",
-    default=None,
-    metavar="[NAME=]DIR",
-    help="A pristine build tree, as in apply (verify works on private copies; never modified).",
+    "--tags",
+    "tags",
+    multiple=True,
+    metavar="TAG[,TAG]",
+    help="Run only tests carrying one of these tags (repeatable or comma-separated), e.g. cpu.",
 )
+@tree_option("a pristine one, never modified (verify works on private copies)", dest="tree_arg")
 @click.option(
     "--from-index",
     "spec_arg",
@@ -28,9 +39,19 @@ from patchset.text import split_list
     metavar="[NAME=]SPEC",
     help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
 )
-@click.option("--target", default=None, help="The target whose patches to verify.")
-@click.option("--jobs", "-j", type=int, default=os.cpu_count() or 1, show_default=True)
-@click.option("--timeout", type=int, default=None, help="Seconds per test run, overriding the ledger's.")
+@target_option("verify", "default: the only target with tests to run")
+@click.option(
+    "--jobs",
+    "-j",
+    type=int,
+    default=os.cpu_count() or 1,
+    show_default=True,
+    metavar="N",
+    help="Test runs at a time.",
+)
+@click.option(
+    "--timeout", type=int, default=None, metavar="SECONDS", help="Seconds per test run, overriding the ledger's."
+)
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JUnit XML here.")
 @click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
 @json_opt
@@ -49,9 +70,7 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
     tree, from_index = None, None
     if tree_arg or spec_arg:
         target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
-        tree, from_index = (Path(value).resolve(), None) if tree_arg else (None, value)
-        if tree is not None and not tree.is_dir():
-            raise errors.InputError(f"--tree {tree_arg}: {tree} is not a directory")
+        tree, from_index = (tree_dir(value, tree_arg), None) if tree_arg else (None, value)
     with _progress_bar() as bar:
         progress = bar.callback("verify")
         rep = run_verify(
@@ -76,14 +95,16 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
     return rep.exit_code
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def check() -> None:
     """Checks against a running server (long-context correctness past 2,048 tokens)."""
 
 
 @check.command("longctx")
-@click.option("--url", required=True, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
-@click.option("--model", default=None, help="Model name (default: the server's first model).")
+@click.option(
+    "--url", required=True, metavar="URL", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000."
+)
+@click.option("--model", default=None, metavar="NAME", help="Model name (default: the server's first model).")
 @click.option(
     "--checks",
     "checks",
@@ -110,7 +131,7 @@ def check() -> None:
     default=None,
     help="Model directory for the transformers reference forward pass (`reference` check).",
 )
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per request.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, metavar="SECONDS", help="Seconds per request.")
 @json_opt
 @guarded
 def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, as_json) -> int:

@@ -6,7 +6,18 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
+from patchset.cli import (
+    Ctx,
+    _progress_bar,
+    deprecated_alias,
+    emit_json,
+    guarded,
+    json_opt,
+    only_option,
+    out,
+    target_option,
+    upstream_option,
+)
 
 
 @click.command()
@@ -19,16 +30,28 @@ from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
     show_default=True,
     help="report.md, report.json, junit.xml, series.patch, logs/.",
 )
-@click.option("--tags", multiple=True, help="Verify tiers to run (repeatable or comma-separated), e.g. cpu.")
+@click.option(
+    "--tags",
+    multiple=True,
+    metavar="TAG[,TAG]",
+    help="Run only tests carrying one of these tags (repeatable or comma-separated), e.g. cpu.",
+)
 @click.option(
     "--state-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Where the last judged upstream commit is kept (default .patchset/gate-state.json).",
 )
-@click.option("--target", default=None, help="The target to gate.")
-@click.option("--upstream", default=None, metavar="PATH|URL", help="An upstream clone (default: release history).")
-@click.option("--patch", "patches", multiple=True, metavar="ID", help="Only these patches' tests (matrix jobs).")
+@target_option("gate", "default: the one --onto names, else the only target with active patches")
+@upstream_option("the target's upstream when it is a local clone, else its release history")
+@only_option("run only its tests (matrix jobs)")
+@click.option(
+    "--patch",
+    "old_patches",
+    multiple=True,
+    hidden=True,
+    callback=deprecated_alias("gate --patch", "--only ID (the same as fetch --only)"),
+)
 @click.option("--force", is_flag=True, help="Judge even when upstream has not moved.")
 @click.option("--refresh-status", is_flag=True, help="Refresh the upstream PR status (network).")
 @click.option(
@@ -42,7 +65,20 @@ from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
 @click.pass_obj
 @guarded
 def gate(
-    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, builds, as_json
+    c: Ctx,
+    onto,
+    latest,
+    artifacts,
+    tags,
+    state_file,
+    target,
+    upstream,
+    only,
+    old_patches,
+    force,
+    refresh_status,
+    builds,
+    as_json,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
@@ -67,7 +103,7 @@ def gate(
             progress=progress,
             target=target,
             upstream=upstream,
-            patches=list(patches) or None,
+            patches=[*only, *old_patches] or None,
             force=force,
             refresh_status=refresh_status,
             build=list(builds),

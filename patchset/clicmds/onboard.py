@@ -7,17 +7,13 @@ from typing import Any
 
 import click
 
-from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option
 
 
 @click.command()
-@click.option("--title", default="", help="A title for the ledger.")
-@click.option(
-    "--target",
-    "targets",
-    multiple=True,
-    metavar="NAME",
-    help="Add a target (repeatable): vllm, flashinfer and nccl come with presets; any other name is generic.",
+@click.option("--title", default="", metavar="TEXT", help="A title for the ledger.")
+@target_option(
+    "add (repeatable)", "vllm, flashinfer and nccl come with presets; any other name is generic", multiple=True
 )
 @json_opt
 @click.pass_obj
@@ -37,16 +33,21 @@ def init(c: Ctx, title: str, targets: tuple[str, ...], as_json: bool) -> int:
     return 0
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def target() -> None:
     """Targets (the upstreams the series patches) without editing the ledger by hand."""
 
 
 @target.command("add")
 @click.argument("name")
-@click.option("--upstream", default=None, metavar="URL", help="The upstream repository URL.")
+@click.option(
+    "--upstream",
+    default=None,
+    metavar="PATH|URL",
+    help="Its upstream repository, a URL or a local clone (recorded; rebase and gate read a local one).",
+)
 @click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
-@click.option("--package", default=None, metavar="P", help="Its name on the package index (for --from-index).")
+@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
 @click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
 @click.option(
     "--map",
@@ -55,7 +56,7 @@ def target() -> None:
     metavar="SRC=DST",
     help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
 )
-@click.option("--base", default=None, metavar="B", help="The upstream base the series applies to.")
+@click.option("--base", default=None, metavar="REF", help="The upstream base the series applies to.")
 @click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
 @json_opt
 @click.pass_obj
@@ -85,7 +86,7 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
 
 @click.command("import")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--target", default=None, help="The target these patches belong to.")
+@target_option("import into", "default: the only target; a build repository's folders name theirs")
 @json_opt
 @click.pass_obj
 @guarded
@@ -144,8 +145,14 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["quilt", "mbox", "expected"]), required=True)
-@click.option("--target", default=None, help="Export one target only.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["quilt", "mbox", "expected"]),
+    required=True,
+    help="quilt (series + patches), mbox (for git am) or expected (EXPECTED.sha256).",
+)
+@target_option("export", "default: every target")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @json_opt
 @click.pass_obj
@@ -165,7 +172,7 @@ def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> i
 
 @click.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--target", default=None, help="Audit one target only.")
+@target_option("audit", "default: every target")
 @json_opt
 @click.pass_obj
 @guarded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, out, target_option
 
 
 @click.command()
@@ -26,12 +26,21 @@ def validate(c: Ctx, as_json: bool) -> int:
 
 
 @click.command("list")
-@click.option("--target", default=None)
-@click.option("--state", "states", multiple=True, type=click.Choice(["active", "held", "dropped"]))
+@target_option("list", "default: every target")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["active", "held", "dropped"]),
+    help="Only patches in this state (repeatable).",
+)
+@click.option(
+    "--header", is_flag=True, help="Piped output starts with the column names (a terminal always shows them)."
+)
 @json_opt
 @click.pass_obj
 @guarded
-def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) -> int:
+def list_(c: Ctx, target: str | None, states: tuple[str, ...], header: bool, as_json: bool) -> int:
     """The series as a table: order, id, target, origin, PR and state, files."""
     from patchset.commands.inspection import list_rows
 
@@ -41,12 +50,12 @@ def list_(c: Ctx, target: str | None, states: tuple[str, ...], as_json: bool) ->
         return 0
     from patchset.commands.views import render_list
 
-    render_list(out, rows)
+    render_list(out, rows, header=header)
     return 0
 
 
 @click.command()
-@click.argument("patch_id")
+@click.argument("patch_id", metavar="ID", shell_complete=complete_patch_ids)
 @json_opt
 @click.pass_obj
 @guarded

@@ -7,26 +7,28 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, _progress_bar, deprecated_alias, emit_json, guarded, json_opt, out
+from patchset.cli import (
+    Ctx,
+    _progress_bar,
+    deprecated_alias,
+    emit_json,
+    guarded,
+    json_opt,
+    out,
+    target_option,
+    upstream_option,
+)
 
 
 @click.command()
 @click.option(
     "--onto", default=None, metavar="REF", help="A commit, tag, branch (main), a release (vllm==0.31.0) or a directory."
 )
-@click.option("--target", default=None, help="The target to rebase (needed when several have patches).")
-@click.option(
-    "--upstream",
-    "upstream",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="PATH",
-    help="A local upstream clone holding both bases (default: the cached release history).",
-)
+@target_option("rebase", "default: the one --onto names, else the only target with active patches")
+@upstream_option("the target's upstream when it is a local clone, else its release history")
 @click.option(
     "--repo",
     "old_repo",
-    type=click.Path(path_type=Path),
     default=None,
     hidden=True,
     callback=deprecated_alias("rebase --repo", "--upstream (--repo names a build checkout in apply)"),
@@ -74,7 +76,7 @@ def rebase(
                 c.ledger_path,
                 onto,
                 target=target,
-                repo=upstream or old_repo,
+                repo=upstream_clone(upstream or old_repo, onto),
                 interactive=interactive,
                 dry_run=dry_run,
                 progress=progress,
@@ -87,3 +89,21 @@ def rebase(
 
         render_rebase(out, report, range_diffs=not no_range_diff)
     return 0 if report.ok else 1
+
+
+def upstream_clone(value: str | Path | None, onto: str) -> str | Path | None:
+    """``--upstream`` as the gate takes it: a URL (``scheme://``, ``git@``; the gate's test in
+    ``ci/upstream.open_upstream``) is cloned into the cache, blobless, and fetched when it lacks
+    ``--onto``; the rebase then reads that clone. A path is passed on as it is."""
+    text = str(value) if value is not None else ""
+    if "://" not in text and not text.startswith("git@"):
+        return value
+    from patchset.upstream.clone import UpstreamClone
+
+    clone = UpstreamClone(text)
+    try:
+        if not clone.cloned or clone.rev(onto) is None:
+            clone.sync()
+    finally:
+        clone.close()
+    return str(clone.git_dir)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, only_option, out
 
 
 @click.command()
@@ -57,16 +57,31 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
 
 
 @click.command()
-@click.argument("ids", nargs=-1)
+@click.argument("old_ids", metavar="", nargs=-1, shell_complete=complete_patch_ids)
+@only_option("fetch (or --check) its body")
 @click.option("--all", "all_", is_flag=True, help="Every patch with a source.")
 @click.option("--check", is_flag=True, help="Has upstream moved since each body was pinned? (writes nothing)")
-@click.option("--update", "update_id", default=None, metavar="ID", help="Take the new upstream revision of ID.")
+@click.option(
+    "--update",
+    "update_id",
+    default=None,
+    metavar="ID",
+    help="Take the new upstream revision of the patch ID.",
+    shell_complete=complete_patch_ids,
+)
 @click.option("--offline", is_flag=True, help="Use only what is stored.")
 @json_opt
 @click.pass_obj
 @guarded
 def fetch(
-    c: Ctx, ids: tuple[str, ...], all_: bool, check: bool, update_id: str | None, offline: bool, as_json: bool
+    c: Ctx,
+    old_ids: tuple[str, ...],
+    only: tuple[str, ...],
+    all_: bool,
+    check: bool,
+    update_id: str | None,
+    offline: bool,
+    as_json: bool,
 ) -> int:
     """Download patch bodies from their pinned sources (PRs, commits, files, URLs) into the series.
 
@@ -78,6 +93,9 @@ def fetch(
     from patchset.tracker import views
     from patchset.tracker.status import make_client
 
+    if old_ids:  # the positional spelling of --only, kept for scripts
+        click.echo("warning: fetch ID... is deprecated; use --only ID (as gate --only)", err=True)
+    ids = (*only, *old_ids)
     rep: fetch_mod.CheckReport | fetch_mod.FetchReport
     if check:
         rep = fetch_mod.check(c.ledger_path, ids, offline=offline, connect=make_client)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import field
@@ -62,6 +63,7 @@ class TargetReport:
     result: SeriesResult | None = None
     state: SeriesState | None = None
     mismatched: list[str] = field(default_factory=list)
+    hashes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # mismatched path -> expected, actual
     unlocked: bool = False
     commits: list[str] = field(default_factory=list)
     fuzz: int = 0
@@ -81,6 +83,7 @@ class TargetReport:
             "message": self.message,
             "fuzz": self.fuzz,
             "mismatched": self.mismatched,
+            "hashes": self.hashes,
             "lock_missing": self.unlocked,
             "commits": self.commits,
             "result": self.result.to_json() if self.result else None,
@@ -240,7 +243,9 @@ def _apply_to_tree(
                 assert expected is not None  # the series is applied and no lock: returned above
                 report.result = None
                 report.outcome = "mismatch"
-                report.mismatched = [p for p, d in expected.items() if _digest(root, target, layout, p) != d]
+                on_disk = {p: _digest(root, target, layout, p) for p in expected}
+                report.mismatched = [p for p, d in expected.items() if on_disk[p] != d]
+                report.hashes = {p: {"expected": expected[p], "actual": on_disk[p]} for p in report.mismatched}
                 report.message += state.summary() + ", but its files do not match the lock; nothing changed"
                 return report
             carried = [p.state == "applied" for p in state.patches]
@@ -343,6 +348,7 @@ class _OnePass:
             if bad or unlisted:
                 self.refused = True
                 report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+                report.hashes = {p: {"expected": expected.get(p), "actual": got.get(p)} for p in report.mismatched}
                 what = []
                 if bad:
                     what.append(f"{len(bad)} patched file(s) would not match the lock")
@@ -477,16 +483,13 @@ def apply_to_repo(
         repo = git.Repo(repo_dir)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise InputError(f"{repo_dir} is not a git checkout", hint="use --tree for a plain directory") from None
+    branch = branch or f"patchset/{target.name}"
+    if branch in [h.name for h in repo.heads]:  # run again: nothing to write, or refused
+        return _existing_branch(ledger, target, repo, repo_dir, branch, layout=layout, fuzz=fuzz)
     if repo.is_dirty(untracked_files=False):
         raise InputError(
             f"{repo_dir} has uncommitted changes",
             hint="commit or stash them first: apply --repo starts from a clean HEAD",
-        )
-    branch = branch or f"patchset/{target.name}"
-    if branch in [h.name for h in repo.heads]:
-        raise InputError(
-            f"branch {branch!r} already exists in {repo_dir}",
-            hint="pass --branch NAME for a new one, or delete the old branch",
         )
     trial = apply_to_tree(
         ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True, update_lock=update_lock, kind="repo"
@@ -528,6 +531,72 @@ def apply_to_repo(
                 pass
         record_lock(ledger, target, got, base)
     return report
+
+
+_PATCH_ID = re.compile(r"^Patch-Id: (\S+)[ \t]*$", re.MULTILINE)
+
+
+def _existing_branch(
+    ledger: Ledger, target: Target, repo: Any, repo_dir: Path, branch: str, *, layout: str, fuzz: int
+) -> TargetReport:
+    """``apply --repo`` when the branch exists already (the command run again).
+
+    The branch carries the series when its newest commits are one per patch, in series order
+    (their ``Patch-Id:`` trailers), and its files are what the series makes: the tip's version of
+    every file those commits change, checked like a ``--tree`` that already carries the series.
+    Then the report is that tree's ("already carries the series"; nothing changes, exit 0). Any
+    other branch of that name is refused (exit 2) with what to do. Neither the checkout nor its
+    refs are touched either way."""
+    import tempfile
+
+    want = [item.patch_id for item in series_items(ledger, target)]
+    tip = repo.heads[branch].commit
+    carried: list[str] = []
+    base = tip
+    while base is not None and len(carried) <= len(want):
+        found = _PATCH_ID.findall(base.message)
+        if not found:
+            break
+        carried.append(found[-1])
+        base = base.parents[0] if base.parents else None
+    carried.reverse()
+    if carried != want:
+        why = f"its commits carry {', '.join(carried) or 'no patch'}; the series is {', '.join(want)}"
+    else:
+        with tempfile.TemporaryDirectory(prefix="patchset-branch-") as tmp:
+            _export_changed(repo, base, tip, Path(tmp))
+            rep = apply_to_tree(ledger, target, Path(tmp), layout=layout, fuzz=fuzz, dry_run=True, kind="repo")
+        if rep.outcome == "already":
+            rep.tree, rep.state = str(repo_dir), None
+            rep.message = f"branch {branch}: {rep.message}"
+            return rep
+        why = "its files are not what the series makes (a body or the lock changed since it was made)"
+    raise InputError(
+        f"branch {branch!r} already exists in {repo_dir} and does not carry exactly this series: {why}",
+        hint=f"pass --branch NAME for a new one, or delete the old one (git -C {repo_dir} branch -D {branch})",
+    )
+
+
+def _export_changed(repo: Any, base: Any, tip: Any, dest: Path) -> None:
+    """The tip's version of each regular file changed between ``base`` (None: the root) and
+    ``tip``, written under ``dest``. Symlinks and submodules are left out (a tree check then finds
+    them missing: refused, never followed)."""
+    from patchset.confine import confine
+
+    if base is not None:
+        names = repo.git.diff("--name-only", "-z", "--no-renames", base.hexsha, tip.hexsha).split("\0")
+    else:
+        names = repo.git.ls_tree("-r", "-z", "--name-only", tip.hexsha).split("\0")
+    for name in filter(None, names):
+        try:
+            blob = tip.tree / name
+        except KeyError:  # deleted on the branch
+            continue
+        if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
+            continue
+        out = confine(dest, name, what=f"file {name!r} of branch commit {tip.hexsha[:12]}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(blob.data_stream.read())
 
 
 def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = False) -> list[dict[str, str]]:

@@ -124,10 +124,19 @@ class ValidateReport:
     switches: dict[str, dict[str, Any]] = field(default_factory=dict)
     tests: dict[str, int] = field(default_factory=dict)
     untested: list[str] = field(default_factory=list)
+    checked: int = 0  # bodies whose sha256 was compared with the lock
+    not_checked: dict[str, int] = field(default_factory=dict)  # body state -> bodies that could not be
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def coverage(self) -> str:
+        """``5 checked; 23 not imported, not checked``: never an "ok" that hides what was not looked at."""
+        text = f"{self.checked} checked"
+        if self.not_checked:
+            text += "; " + ", ".join(f"{n} {state}" for state, n in self.not_checked.items()) + ", not checked"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -146,9 +155,14 @@ def validate(ledger: Ledger) -> ValidateReport:
         counts[p.target][p.state] += 1
         state, body = body_state(ledger, p)
         rep.bodies[p.id] = state
+        if state in (BODY_PRESENT, BODY_MISMATCH):
+            rep.checked += 1
+        else:
+            rep.not_checked[state] = rep.not_checked.get(state, 0) + 1
         if state == BODY_MISMATCH:
             rep.problems.append(
-                f"{p.id}: body {p.body_path} does not match its sha256 in {ledger.lock_path.name}"
+                f"{p.id}: body {p.body_path} does not match its sha256 in {ledger.lock_path.name}:"
+                f" expected sha256 {ledger.lock.bodies.get(p.id)}, actual {sha256_bytes(body or b'')}"
                 " (re-import it or run `patchset import` to record the new hash)"
             )
         elif state == BODY_UNLOCKED:
@@ -182,6 +196,7 @@ def validate(ledger: Ledger) -> ValidateReport:
         if len(ids) > 1:
             rep.shared_files[f"{tname}:{fname}"] = ids
     rep.counts = {t: dict(c) for t, c in counts.items()}
+    rep.not_checked = {s: rep.not_checked[s] for s in (BODY_MISSING, BODY_UNLOCKED) if s in rep.not_checked}
     rep.warnings.extend(f"extra body not in the ledger: {rel}" for rel in _extra_bodies(ledger))
     known = {p.id for p in ledger.patches}  # once: a set per lock entry made validate quadratic
     for pid in ledger.lock.bodies:

@@ -249,16 +249,20 @@ class Term:
         self.write(indent + cur)
 
     # ---- tables -----------------------------------------------------------------------------
-    def table(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: Part | None = None) -> None:
+    def table(
+        self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: Part | None = None, *, header: bool = True
+    ) -> None:
+        """``header=False``: piped, the rows alone (a terminal always shows the column names)."""
         if title is not None:
             self.line(title)
         if not self.tty:
-            self._plain(cols, rows)
+            self._plain(cols, rows, header)
         else:
             self._layout(cols, rows)
 
-    def _plain(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
-        self.write("\t".join(c.name for c in cols))
+    def _plain(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], header: bool = True) -> None:
+        if header:
+            self.write("\t".join(c.name for c in cols))
         for row in rows:
             self.write("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
 

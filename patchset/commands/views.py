@@ -45,14 +45,25 @@ def render_validate(term: Term, rep: Any) -> None:  # rep: patchset.commands.ins
         term.line(Styled("warning:", "yellow"), f" {w}")
     for p in rep.problems:
         term.line(Styled("problem:", "bold red"), f" {p}")
-    term.line(Styled("ok", "green") if rep.ok else Styled(f"{len(rep.problems)} problem(s)", "bold red"))
+    term.line(
+        Styled("ok", "green") if rep.ok else Styled(f"{len(rep.problems)} problem(s)", "bold red"),
+        ": " + rep.coverage(),
+    )
+
+
+def render_hashes(term: Term, pair: dict[str, str | None] | None, indent: str) -> None:
+    """The two sha256 of a file that does not match: what the lock expects and what is there."""
+    if pair:
+        term.line(f"expected sha256 {pair.get('expected') or '(no file)'}", indent=indent)
+        term.line(f"actual   sha256 {pair.get('actual') or '(no file)'}", indent=indent)
 
 
 def _short_files(files: list[str]) -> list[str]:
     return [f.split("/", 1)[1] if f.count("/") > 1 else f for f in files]  # drop the package dir
 
 
-def render_list(term: Term, rows: list[dict[str, Any]]) -> None:
+def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) -> None:
+    """The series table; piped, rows only (``cut -f2`` gives the ids) unless ``header``."""
     cols = [
         Col("#", right=True),
         Col("id", whole=True),
@@ -79,7 +90,7 @@ def render_list(term: Term, rows: list[dict[str, Any]]) -> None:
                 (_short_files(r["files"]) if term.tty else r["files"]) or "-",
             ]
         )
-    term.table(cols, table)
+    term.table(cols, table, header=header)
 
 
 def render_show(term: Term, d: dict[str, Any]) -> None:
@@ -193,6 +204,7 @@ def render_apply(term: Term, reports: list[Any]) -> None:
                 )
         for f in rep.mismatched:
             term.line(Styled("hash mismatch:", "red"), f" {f}", indent="   ")
+            render_hashes(term, rep.hashes.get(f), indent="     ")
         for c in rep.commits:
             term.line(f"commit {c[:12]}", indent="   ")
         term.line(Styled(rep.outcome, OUTCOME_STYLE.get(rep.outcome, "")), f": {rep.message}")
