@@ -63,7 +63,10 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         _collect_from_here()
         try:
-            code = fn(*args, **kwargs) or 0
+            from patchset.upstream.net import command_budget
+
+            with command_budget():  # every request of the command shares it ($PATCHSET_NET_COMMAND_DEADLINE)
+                code = fn(*args, **kwargs) or 0
         except errors.PatchsetError as exc:
             click.echo(f"error: {exc.render()}", err=True)
             code = exc.exit_code
