@@ -274,3 +274,22 @@ def test_a_bad_limit_in_the_environment_is_exit_2(github_env, tmp_path, run, mon
     r = run("status", "--refresh", cwd=led)
     assert r.code == 2 and "PATCHSET_NET_COMMAND_DEADLINE='soon' is not a positive number of seconds" in r.stderr
     assert github_env.requests["/graphql"] == 0
+
+
+# ---- the completions client of `check longctx` ------------------------------------------------------
+@pytest.mark.timeout(60)
+def test_a_trickling_completions_server_ends_at_the_timeout():
+    """An engine's answer may take ``--timeout`` as a whole (computed before its first byte), and
+    no longer however slowly it trickles."""
+    from patchset.verify.openai_client import CompletionsClient, ServerUnreachable
+
+    answer = json.dumps({"choices": [{"text": "x", "index": 0}]}).encode() + b" " * 1000
+    with SlowServer({"/v1/completions": Reply(body=answer, interval=SLOW, fast=3)}) as srv:
+        client = CompletionsClient(srv.url, "m", timeout=2)
+        t0 = time.monotonic()
+        with pytest.raises(ServerUnreachable) as err:
+            client.complete([1, 2, 3])
+        assert time.monotonic() - t0 < BOUND
+    assert err.value.exit_code == 2
+    assert "POST /v1/completions from 127.0.0.1:" in err.value.message
+    assert "no complete answer within 2 s" in err.value.message and "raise --timeout" in err.value.message

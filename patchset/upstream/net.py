@@ -47,8 +47,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from patchset.errors import EnvironmentFailure
@@ -81,8 +80,7 @@ _BYTES = {ENV_MAX_JSON: 64 << 20, ENV_MAX_BODY: 512 << 20}
 _CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """The limits in force, from the environment (``limits()``)."""
 
     connect: float
@@ -220,14 +218,18 @@ class Scope:
     """One request as the user sees it (redirects, retries and PyGithub's own re-asks included):
     its deadline, the connections it used, and a watchdog that shuts them down at the deadline."""
 
-    def __init__(self, url: str, what: str, kind: str = API) -> None:
+    def __init__(
+        self, url: str, what: str, kind: str = API, *, seconds: float | None = None, knob: str = "", charge: bool = True
+    ) -> None:
         lim = limits()
         self.host = host_of(url)
         self.what = _printable(what)
         self.kind = kind
         self.variable = ENV_DOWNLOAD if kind == DOWNLOAD else ENV_REQUEST
         self.seconds = lim.download if kind == DOWNLOAD else lim.request
-        self.budget = current_budget()
+        if seconds is not None:  # the caller's own bound (e.g. an option of its command)
+            self.seconds, self.variable = float(seconds), knob or self.variable
+        self.budget = current_budget() if charge else None
         self.by_budget = False
         if self.budget is not None:
             left = self.budget.remaining()
@@ -314,10 +316,11 @@ class Scope:
 
 
 def _hint(variable: str) -> str:
-    default = _SECONDS[variable]
+    if variable not in _SECONDS:  # a caller's own option
+        return f"the server answers too slowly: give {variable} more seconds"
     return (
         f"the server answers too slowly (or the link is slow): set {variable}=SECONDS "
-        f"(default {default:g}) to give it longer"
+        f"(default {_SECONDS[variable]:g}) to give it longer"
     )
 
 
@@ -332,14 +335,20 @@ def _shut(conn: Any) -> None:
 
 
 @contextmanager
-def scope(url: str, what: str, kind: str = API) -> Iterator[Scope]:
+def scope(
+    url: str, what: str, kind: str = API, *, seconds: float | None = None, knob: str = "", charge: bool = True
+) -> Iterator[Scope]:
     """The scope of one request (see ``Scope``). Inside an open scope of this thread the open
-    one is used: a client's outer scope bounds everything its library does underneath."""
+    one is used: a client's outer scope bounds everything its library does underneath.
+
+    ``seconds``: a deadline of the caller's own instead of the kind's (``knob``: the option that
+    sets it, for the message); ``charge=False``: not part of the command's budget (a request to
+    an engine the command runs, whose time is computation, not transfer)."""
     outer: Scope | None = getattr(_local, "scope", None)
     if outer is not None:
         yield outer
         return
-    s = Scope(url, what, kind)
+    s = Scope(url, what, kind, seconds=seconds, knob=knob, charge=charge)
     _local.scope = s
     try:
         yield s
@@ -416,8 +425,7 @@ def session(*, retries: Any = None, trust_env: bool = True, user_agent: str | No
 
 
 # ---- requests -------------------------------------------------------------------------------
-@dataclass
-class Answer:
+class Answer(NamedTuple):
     """A whole answer: status, headers (case-insensitive), the exact bytes, the final URL."""
 
     status: int
@@ -427,15 +435,18 @@ class Answer:
     reason: str = ""
 
 
-@dataclass
 class Stream:
-    """An answer whose body is read chunk by chunk (``chunks()``) within the scope's deadline."""
+    """An answer whose body is read chunk by chunk (``chunks()``) within the scope's deadline.
+    (Plain classes here: the product keeps ``@dataclass`` out of its modules, see test_startup.)"""
 
-    response: Any  # requests.Response
-    scope: Scope
-    status: int = 0
-    headers: Mapping[str, str] = field(default_factory=dict)
-    url: str = ""
+    __slots__ = ("headers", "response", "scope", "status", "url")
+
+    def __init__(self, response: Any, scope: Scope) -> None:
+        self.response = response  # requests.Response
+        self.scope = scope
+        self.status: int = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+        self.url: str = response.url
 
     def chunks(self, max_bytes: int | None = None, variable: str = "") -> Iterator[bytes]:
         """The body as it arrives; ``DeadlineExceeded`` past the deadline, ``TooLarge`` past
@@ -524,20 +535,24 @@ def stream(
     what: str,
     kind: str = API,
     timeout: Any = None,
+    seconds: float | None = None,
+    knob: str = "",
+    charge: bool = True,
     **kwargs: Any,
 ) -> Iterator[Stream]:
     """One request, its body to be read with ``Stream.chunks()``. ``what`` says what is fetched
     (it is in every message); ``kind`` picks the deadline (``API`` or ``DOWNLOAD``);
     ``timeout``: the per-read timeout in seconds, or ``(connect, read)`` (default from the
-    environment); other arguments go to ``requests``."""
-    with scope(url, what, kind) as s:
+    environment); ``seconds``, ``knob``, ``charge``: see ``scope``; other arguments go to
+    ``requests``."""
+    with scope(url, what, kind, seconds=seconds, knob=knob, charge=charge) as s:
         s.check()
         resp = None
         try:
             with _as_requests_errors(s):
                 resp = http.request(method, url, stream=True, timeout=_timeout(s, timeout), **kwargs)
             s.check()
-            yield Stream(resp, s, resp.status_code, resp.headers, resp.url)
+            yield Stream(resp, s)
         finally:
             if resp is not None:
                 resp.close()
@@ -552,12 +567,17 @@ def request(
     cap: str = JSON,
     kind: str = API,
     timeout: Any = None,
+    seconds: float | None = None,
+    knob: str = "",
+    charge: bool = True,
     **kwargs: Any,
 ) -> Answer:
     """One whole request: the body is read within the deadline and refused past its cap
     (``JSON``: ``$PATCHSET_NET_MAX_JSON``; ``BODY``: ``$PATCHSET_NET_MAX_BODY``)."""
     lim = limits()
     max_bytes, variable = (lim.max_body, ENV_MAX_BODY) if cap == BODY else (lim.max_json, ENV_MAX_JSON)
-    with stream(http, method, url, what=what, kind=kind, timeout=timeout, **kwargs) as st:
+    with stream(
+        http, method, url, what=what, kind=kind, timeout=timeout, seconds=seconds, knob=knob, charge=charge, **kwargs
+    ) as st:
         body = st.read(max_bytes, variable)
-        return Answer(st.status, st.headers, body, st.url, getattr(st.response, "reason", "") or "")
+        return Answer(st.status, st.headers, body, st.url, str(getattr(st.response, "reason", "") or ""))
