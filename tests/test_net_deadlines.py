@@ -293,3 +293,28 @@ def test_a_trickling_completions_server_ends_at_the_timeout():
     assert err.value.exit_code == 2
     assert "POST /v1/completions from 127.0.0.1:" in err.value.message
     assert "no complete answer within 2 s" in err.value.message and "raise --timeout" in err.value.message
+
+
+def test_pages_of_a_list_are_capped_together(tmp_path):
+    """Each page of a PR's file list is under the JSON cap; the list as a whole is not."""
+    from patchset.tracker.github import FetchError, GitHubClient, PRRef
+
+    def page(name: str) -> bytes:
+        patch = "@@ -1 +1 @@\n-a\n+b\n" + " x" * 900
+        return json.dumps([{"filename": name, "status": "modified", "changes": 2, "patch": patch}]).encode()
+
+    refused = b'{"message": "Sorry, the diff exceeded the maximum number of files", "errors": [{"code": "too_large"}]}'
+    with SlowServer() as srv:
+        srv.routes["/repos/acme/demo/pulls/1"] = Reply(status=406, body=refused)
+        srv.routes["/repos/acme/demo/pulls/1/files"] = Reply(
+            body=page("a.txt"), headers={"Link": f'<{srv.url}/page2>; rel="next"'}
+        )
+        srv.routes["/page2"] = Reply(body=page("b.txt"))
+        client = GitHubClient(base_url=srv.url, token=TOKEN, cache_dir=tmp_path / "c", retries=0)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("PATCHSET_NET_MAX_JSON", str(len(page("a.txt")) + 100))
+            with pytest.raises(FetchError) as err:
+                client.pr_diff_detail(PRRef("acme/demo", 1))
+        assert srv.requests["/page2"] == 1
+    assert err.value.exit_code == 2
+    assert "the pages together run past" in err.value.message and "PATCHSET_NET_MAX_JSON" in err.value.message

@@ -516,8 +516,18 @@ class GitHubClient:
         url: str | None = self._absolute(path, {"per_page": 100})
         all_cached = True
         pages = 0
+        held, cap = 0, net.limits().max_json  # the pages together, not only each one
         while url:
             resp = self._get(url, accept)
+            held += len(resp.body)
+            if held > cap:
+                raise _Failure(
+                    RowError(
+                        MALFORMED,
+                        f"{_where(path)}: the pages together run past the {cap} bytes patchset keeps in memory "
+                        f"({net.ENV_MAX_JSON}); refused",
+                    )
+                )
             page = resp.json()
             if not isinstance(page, list):
                 raise _Failure(RowError(MALFORMED, f"{_where(url)}: expected a list", status=resp.status))
@@ -619,6 +629,7 @@ class GitHubClient:
             )
         parts: list[bytes] = []
         merges: list[str] = []
+        held, cap = 0, net.limits().max_body  # the patches together, not only each one
         for c in commits:
             sha = c.get("sha") if isinstance(c, dict) else None
             if not isinstance(sha, str):
@@ -632,6 +643,15 @@ class GitHubClient:
                     f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(_HEX40.match(sha)), want_json=False
                 ).body
             )
+            held += len(parts[-1])
+            if held > cap:
+                raise _Failure(
+                    RowError(
+                        MALFORMED,
+                        f"{why}, and its commit patches together run past the {cap} bytes patchset keeps in "
+                        f"memory ({net.ENV_MAX_BODY}); refused",
+                    )
+                )
         note = f"{why}; concatenated {len(parts)} commit patches"
         if merges:
             note += f", skipped {len(merges)} merge commit(s) ({', '.join(m[:12] for m in merges[:3])})"
