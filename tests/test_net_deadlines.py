@@ -227,7 +227,7 @@ def test_oversized_index_listing_is_refused(index_env, monkeypatch, length):
     with pytest.raises(net.TooLarge) as err:
         releases.release_files("demo-pkg==1.0")
     assert err.value.exit_code == 2
-    said = "announces" if length else "runs past 100000 bytes"
+    said = "announces" if length else "runs past the 100000 bytes"
     assert said in err.value.message and "(PATCHSET_NET_MAX_JSON); refused" in err.value.message
     assert not (Path(releases.cache.index_dir()) / "demo-pkg.json").exists()  # nothing cached
 

@@ -40,7 +40,6 @@ Seconds may be fractional; ``inf`` lifts a deadline. Sizes are bytes.
 from __future__ import annotations
 
 import contextvars
-import math
 import os
 import socket
 import threading
@@ -158,12 +157,20 @@ class TooLarge(NetLimit):
 
 # ---- the command's budget -------------------------------------------------------------------
 class CommandBudget:
-    """Seconds of network time the requests of one command may spend together."""
+    """Seconds of network time the requests of one command may spend together. Without
+    ``seconds`` the total is read from the environment at the first request (a command that
+    makes none never reads it, so a bad value fails only commands that use the network)."""
 
     def __init__(self, seconds: float | None = None) -> None:
-        self.total = limits().command if seconds is None else float(seconds)
+        self._total = None if seconds is None else float(seconds)
         self.spent = 0.0
         self._lock = threading.Lock()
+
+    @property
+    def total(self) -> float:
+        if self._total is None:
+            self._total = limits().command
+        return self._total
 
     def remaining(self) -> float:
         return self.total - self.spent
@@ -250,7 +257,7 @@ class Scope:
         self._conns: list[Any] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
-        if math.isfinite(self.seconds):
+        if self.seconds < threading.TIMEOUT_MAX:  # larger (or inf): no deadline, no watchdog
             self._timer = threading.Timer(self.seconds, self._fire)
             self._timer.daemon = True
             self._timer.start()
@@ -282,9 +289,9 @@ class Scope:
         return DeadlineExceeded(text, hint=_hint(self.variable), host=self.host, variable=self.variable)
 
     def too_large(self, cap: int, variable: str, size: int | None = None) -> TooLarge:
-        said = f"announces {size} bytes" if size is not None else f"runs past {cap} bytes"
+        said = f"announces {size} bytes, more than" if size is not None else "runs past"
         return TooLarge(
-            f"{self.what} from {self.host}: the answer {said}, more than the {cap} bytes patchset keeps "
+            f"{self.what} from {self.host}: the answer {said} the {cap} bytes patchset keeps "
             f"in memory ({variable}); refused",
             hint=f"raise {variable} (bytes) if an answer that large is expected",
             host=self.host,
@@ -513,7 +520,7 @@ def _length(headers: Mapping[str, str]) -> int | None:
     return value if value >= 0 else None
 
 
-def _timeout(s: Scope, timeout: Any) -> tuple[float, float]:
+def _timeout(s: Scope, timeout: Any) -> tuple[float | None, float | None]:
     lim = limits()
     if isinstance(timeout, tuple):
         connect, read = timeout
@@ -523,7 +530,12 @@ def _timeout(s: Scope, timeout: Any) -> tuple[float, float]:
         connect, read = lim.connect, lim.read
     # never wait on one read past the deadline (the watchdog would stop it anyway)
     left = max(0.05, s.remaining())
-    return min(connect, left), min(read, left)
+
+    def bounded(value: float) -> float | None:
+        value = min(value, left)
+        return value if value < threading.TIMEOUT_MAX else None  # 'inf': no timeout at all
+
+    return bounded(connect), bounded(read)
 
 
 @contextmanager
