@@ -83,7 +83,10 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         as_json = bool(kwargs.get("as_json"))
         try:
-            code = fn(*args, **kwargs) or 0
+            from patchset.upstream.net import command_budget
+
+            with command_budget():  # every request of the command shares it ($PATCHSET_NET_COMMAND_DEADLINE)
+                code = fn(*args, **kwargs) or 0
         except errors.PatchsetError as exc:
             code = exc.exit_code
             report_error(error_kind(exc), exc.message, exc.hint, code, as_json)

@@ -31,6 +31,7 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from patchset.records import record
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
+from patchset.upstream import net
 from patchset.upstream.refs import (
     AUTH,
     DEFAULT_ALIASES,
@@ -161,17 +162,19 @@ class _Failure(Exception):
 
 class _Wire:
     """One HTTP exchange in the shape PyGithub's ``requestJson(cnx=...)`` expects, over the
-    client's own ``requests`` session. It exists for two things PyGithub's own connection gets
-    wrong for this client: the body is kept as the exact bytes received (PyGithub hands back
-    ``response.text``, which turns a non-UTF-8 byte of a diff into U+FFFD), and a redirect's
-    ``Location`` is hidden from PyGithub (which follows a 301 with the path only, dropping the
-    query string, and raises ``RuntimeError`` for another host) so the client follows it itself."""
+    client's own ``requests`` session and ``patchset.upstream.net`` (deadlines, a size cap). It
+    exists for two things PyGithub's own connection gets wrong for this client: the body is kept
+    as the exact bytes received (PyGithub hands back ``response.text``, which turns a non-UTF-8
+    byte of a diff into U+FFFD), and a redirect's ``Location`` is hidden from PyGithub (which
+    follows a 301 with the path only, dropping the query string, and raises ``RuntimeError`` for
+    another host) so the client follows it itself."""
 
-    def __init__(self, session: requests.Session, origin: str, timeout: float) -> None:
+    def __init__(self, session: requests.Session, origin: str, timeout: float, cap: str = net.JSON) -> None:
         self.session = session
         self.origin = origin  # scheme://host[:port] of the base URL
         self.timeout = timeout
-        self.response: requests.Response | None = None
+        self.cap = cap
+        self.response: net.Answer | None = None
         self.location: str | None = None
 
     def request(self, verb: str, url: str, input: Any, headers: dict[str, str], stream: bool = False) -> None:
@@ -179,8 +182,16 @@ class _Wire:
 
     def getresponse(self) -> _Wire:
         verb, url, data, headers = self._args
-        self.response = self.session.request(
-            verb, self.origin + url, data=data, headers=headers, timeout=self.timeout, allow_redirects=False
+        self.response = net.request(
+            self.session,
+            verb,
+            self.origin + url,
+            what=f"{verb} {_where(url)}",
+            cap=self.cap,
+            data=data,
+            headers=headers,
+            timeout=self.timeout,
+            allow_redirects=False,
         )
         self.location = None
         return self
@@ -188,7 +199,7 @@ class _Wire:
     @property
     def status(self) -> int:
         assert self.response is not None
-        return self.response.status_code
+        return self.response.status
 
     def getheaders(self) -> list[tuple[str, str]]:
         assert self.response is not None
@@ -200,7 +211,7 @@ class _Wire:
 
     def read(self) -> str:
         assert self.response is not None
-        return self.response.content.decode("latin-1")  # lossless; the client reads ``response.content``
+        return self.response.body.decode("latin-1")  # lossless; the client reads ``response.body``
 
     def close(self) -> None:
         pass
@@ -256,7 +267,9 @@ class GitHubClient:
 
     ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``).
     ``offline``: never touch the network; serve from the cache and report its age.
-    ``timeout``: seconds per request. ``max_age``: how long a PR state fetched by GraphQL is
+    ``timeout``: seconds one read may wait (default ``$PATCHSET_NET_READ_TIMEOUT``); each request
+    as a whole is bounded by ``patchset.upstream.net`` (``$PATCHSET_NET_REQUEST_DEADLINE``, the
+    command's budget) and so is what it keeps in memory. ``max_age``: how long a PR state fetched by GraphQL is
     served from the cache without asking again (GitHub's GraphQL has no conditional requests;
     REST reads are always revalidated with ``If-None-Match`` instead). ``retries``: retries on
     5xx and connection errors (never on a read timeout, never on a rate limit).
@@ -268,7 +281,7 @@ class GitHubClient:
         token: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         offline: bool = False,
-        timeout: float = 15,
+        timeout: float | None = None,
         *,
         max_age: float = 60.0,
         retries: int = 2,
@@ -278,7 +291,7 @@ class GitHubClient:
     ) -> None:
         self.base_url = (base_url or PUBLIC_API).rstrip("/")
         self.offline = offline
-        self.timeout = max(1, round(timeout))  # PyGithub takes whole seconds
+        self.timeout = net.limits().read if timeout is None else float(timeout)
         self.max_age = max_age
         self.retries = retries
         self.backoff = backoff
@@ -335,7 +348,7 @@ class GitHubClient:
             self._gh = Github(
                 base_url=self.base_url,
                 auth=Auth.Token(value) if value else None,
-                timeout=self.timeout,
+                timeout=max(1, round(self.timeout)),  # PyGithub takes whole seconds (its own connection is never used)
                 per_page=100,
                 seconds_between_requests=None,
                 seconds_between_writes=None,
@@ -344,8 +357,6 @@ class GitHubClient:
 
     def _session(self) -> requests.Session:
         if self._http is None:
-            import requests
-            from requests.adapters import HTTPAdapter
             from urllib3.util.retry import Retry
 
             retry = Retry(
@@ -360,12 +371,8 @@ class GitHubClient:
                 respect_retry_after_header=False,
                 redirect=0,
             )
-            session = requests.Session()
-            session.trust_env = False  # no .netrc credentials or proxy settings from the environment
-            adapter = HTTPAdapter(max_retries=retry)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._http = session
+            # no .netrc credentials or proxy settings from the environment
+            self._http = net.session(retries=retry, trust_env=False)
         return self._http
 
     def _absolute(self, path_or_url: str, params: Mapping[str, Any] | None = None) -> str:
@@ -385,9 +392,11 @@ class GitHubClient:
         accept: str | None = None,
         headers: Mapping[str, str] | None = None,
         payload: Any = None,
+        cap: str = net.JSON,
     ) -> _Resp:
         """One request, following same-origin redirects with the full URL (path and query) the
         server named; a redirect to another origin is refused (the token would go with it).
+        ``cap``: how much of an answer is kept in memory (``net.JSON`` or ``net.BODY``).
         Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
@@ -397,7 +406,7 @@ class GitHubClient:
         hdrs["X-GitHub-Api-Version"] = API_VERSION
         start = url
         for _hop in range(MAX_REDIRECTS + 1):
-            resp, location = self._once(method, url, hdrs, payload)
+            resp, location = self._once(method, url, hdrs, payload, cap)
             if resp.status not in (301, 302, 303, 307, 308) or not location:
                 return resp
             target = urljoin(url, location)
@@ -421,25 +430,33 @@ class GitHubClient:
             url = target
         raise _Failure(RowError(HTTP, f"{_where(start)}: more than {MAX_REDIRECTS} redirects"))
 
-    def _once(self, method: str, url: str, hdrs: Mapping[str, str], payload: Any) -> tuple[_Resp, str | None]:
+    def _once(
+        self, method: str, url: str, hdrs: Mapping[str, str], payload: Any, cap: str = net.JSON
+    ) -> tuple[_Resp, str | None]:
         """One round trip through PyGithub's requester (auth, user agent, masked debug log) over
-        this client's own session (``_Wire``: exact bytes, redirects left to ``_send``)."""
+        this client's own session (``_Wire``: exact bytes, redirects left to ``_send``). One
+        deadline (``net.scope``) covers all of it, PyGithub's own re-asks and sleeps included."""
         import requests
         from github import GithubException
 
-        wire = _Wire(self._session(), _origin(self.base_url), self.timeout)
+        wire = _Wire(self._session(), _origin(self.base_url), self.timeout, cap)
         self.round_trips += 1
         try:
-            status, rhdrs, _text = self._requester().requestJson(
-                method, url, headers=dict(hdrs), input=payload, cnx=wire
-            )
+            with net.scope(url, f"{method} {_where(url)}"):
+                status, rhdrs, _text = self._requester().requestJson(
+                    method, url, headers=dict(hdrs), input=payload, cnx=wire
+                )
+        except net.DeadlineExceeded as exc:
+            raise _Failure(RowError(TIMEOUT, exc.message)) from None
+        except net.TooLarge as exc:
+            raise _Failure(RowError(MALFORMED, exc.message)) from None
         except requests.exceptions.Timeout:
-            raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
+            raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout:g}s from {_where(url)}")) from None
         except requests.exceptions.RetryError:
             raise _Failure(RowError(SERVER, f"{_where(url)} kept failing after {self.retries} retries")) from None
         except requests.exceptions.ConnectionError as exc:
             if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
-                raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout}s from {_where(url)}")) from None
+                raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout:g}s from {_where(url)}")) from None
             raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
         except requests.exceptions.RequestException as exc:
             raise _Failure(RowError(NETWORK, f"request to {_where(url)} failed ({_short(exc)})")) from None
@@ -449,7 +466,7 @@ class GitHubClient:
             raise _Failure(RowError(MALFORMED, f"unreadable response from {_where(url)} ({_short(exc)})")) from None
         lower = {str(k).lower(): str(v) for k, v in rhdrs.items()}
         self._note_rate(lower)
-        body = wire.response.content if wire.response is not None else b""
+        body = wire.response.body if wire.response is not None else b""
         return _Resp(status, lower, body), wire.location
 
     def _note_rate(self, h: Mapping[str, str]) -> None:
@@ -481,7 +498,8 @@ class GitHubClient:
             return _from_cache(entry)
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
-        resp = self._send("GET", url, accept, entry.conditional_headers() if entry else None)
+        cap = net.JSON if want_json else net.BODY
+        resp = self._send("GET", url, accept, entry.conditional_headers() if entry else None, cap=cap)
         if resp.status == 304 and entry is not None:
             return _from_cache(self.cache.revalidated(entry, resp.headers))
         if resp.status != 200:
@@ -498,8 +516,18 @@ class GitHubClient:
         url: str | None = self._absolute(path, {"per_page": 100})
         all_cached = True
         pages = 0
+        held, cap = 0, net.limits().max_json  # the pages together, not only each one
         while url:
             resp = self._get(url, accept)
+            held += len(resp.body)
+            if held > cap:
+                raise _Failure(
+                    RowError(
+                        MALFORMED,
+                        f"{_where(path)}: the pages together run past the {cap} bytes patchset keeps in memory "
+                        f"({net.ENV_MAX_JSON}); refused",
+                    )
+                )
             page = resp.json()
             if not isinstance(page, list):
                 raise _Failure(RowError(MALFORMED, f"{_where(url)}: expected a list", status=resp.status))
@@ -601,6 +629,7 @@ class GitHubClient:
             )
         parts: list[bytes] = []
         merges: list[str] = []
+        held, cap = 0, net.limits().max_body  # the patches together, not only each one
         for c in commits:
             sha = c.get("sha") if isinstance(c, dict) else None
             if not isinstance(sha, str):
@@ -614,6 +643,15 @@ class GitHubClient:
                     f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(_HEX40.match(sha)), want_json=False
                 ).body
             )
+            held += len(parts[-1])
+            if held > cap:
+                raise _Failure(
+                    RowError(
+                        MALFORMED,
+                        f"{why}, and its commit patches together run past the {cap} bytes patchset keeps in "
+                        f"memory ({net.ENV_MAX_BODY}); refused",
+                    )
+                )
         note = f"{why}; concatenated {len(parts)} commit patches"
         if merges:
             note += f", skipped {len(merges)} merge commit(s) ({', '.join(m[:12] for m in merges[:3])})"

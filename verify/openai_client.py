@@ -23,6 +23,7 @@ import requests
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.records import record
+from patchset.upstream import net
 
 
 class ServerUnreachable(EnvironmentFailure):
@@ -155,12 +156,12 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     )
 
 
-def _error_message(resp: requests.Response) -> str:
+def _error_message(resp: net.Answer) -> str:
     """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
     try:
-        body = resp.json()
+        body = json.loads(resp.body)
     except ValueError:
-        return resp.text.strip() or resp.reason or ""
+        return resp.body.decode("utf-8", "replace").strip() or resp.reason or ""
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and err.get("message"):
@@ -184,26 +185,41 @@ class CompletionsClient:
             url = url[: -len("/v1")]
         self.base_url = url
         self.timeout = timeout
-        self._session = requests.Session()
-        self._session.trust_env = False  # never route loopback traffic through a proxy
+        self._session = net.session(trust_env=False)  # never route loopback traffic through a proxy
         self.model = model or self._first_model()
 
     def _request(
         self, method: str, path: str, payload: dict[str, Any] | None = None, prompt_tokens: int | None = None
     ) -> dict[str, Any]:
+        # One answer may take up to --timeout as a whole (a long prompt is computed before the first
+        # byte), not longer however slowly it trickles; the engine's time is not the command's
+        # network budget. Prompt logprobs of a long prompt are large: the body cap, not the JSON one.
         try:
-            resp = self._session.request(method, self.base_url + path, json=payload, timeout=self.timeout)
+            resp = net.request(
+                self._session,
+                method,
+                self.base_url + path,
+                what=f"{method} {path}",
+                cap=net.BODY,
+                json=payload,
+                timeout=self.timeout,
+                seconds=self.timeout,
+                knob="--timeout",
+                charge=False,
+            )
+        except net.NetLimit as exc:
+            raise ServerUnreachable(exc.message, hint=exc.hint) from None
         except requests.RequestException as exc:
             raise ServerUnreachable(
                 f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
                 hint="is the server running? check --url",
             ) from exc
-        if resp.status_code >= 400:
-            raise ServerRejected(resp.status_code, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
+        if resp.status >= 400:
+            raise ServerRejected(resp.status, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
         try:
-            body = resp.json()
+            body = json.loads(resp.body)
         except ValueError as exc:
-            raise BadResponse(f"{path} answered non-JSON: {resp.text[:200]!r}") from exc
+            raise BadResponse(f"{path} answered non-JSON: {resp.body[:200]!r}") from exc
         if not isinstance(body, dict):
             raise BadResponse(f"{path} answered {type(body).__name__}, expected an object")
         return body

@@ -28,6 +28,7 @@ import requests
 
 from patchset.errors import EnvironmentFailure
 from patchset.records import record
+from patchset.upstream import net
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VLLM_VERSION = "0.30.0"
@@ -238,8 +239,7 @@ class EngineServer:
         self.pgid = self.proc.pid
         log.close()
         deadline = t0 + self.config.startup_timeout
-        session = requests.Session()
-        session.trust_env = False
+        session = net.session(trust_env=False)
         try:
             while True:
                 if self.proc.poll() is not None:
@@ -247,10 +247,19 @@ class EngineServer:
                         f"vLLM server exited with code {self.proc.returncode} during start-up; "
                         f"log {self.log_path}:\n{self.log_tail()}"
                     )
-                try:
-                    if session.get(self.url + "/v1/models", timeout=2).status_code == 200:
+                try:  # a probe that does not answer in full within 2 s is "not ready yet"
+                    probe = net.request(
+                        session,
+                        "GET",
+                        self.url + "/v1/models",
+                        what="readiness probe",
+                        timeout=2,
+                        seconds=2,
+                        charge=False,
+                    )
+                    if probe.status == 200:
                         break
-                except requests.RequestException:
+                except (requests.RequestException, net.NetLimit):
                     pass
                 if time.monotonic() > deadline:
                     raise EnvironmentFailure(

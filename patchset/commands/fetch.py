@@ -350,21 +350,36 @@ def _download(
 
 
 def _download_url(url: str) -> _Download:
-    """A plain HTTP(S) GET (no GitHub client: the URL may be anywhere)."""
+    """A plain HTTP(S) GET (no GitHub client: the URL may be anywhere), within the deadlines and
+    the in-memory cap of ``patchset.upstream.net``."""
+    from urllib.parse import urlsplit
+
     import requests
 
-    from patchset.upstream.refs import HTTP, NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
+    from patchset.upstream import net
+    from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
 
     try:
-        resp = requests.get(url, timeout=URL_TIMEOUT, allow_redirects=True)
+        what = f"GET {urlsplit(url).path or '/'}"
+    except ValueError:  # requests says what is wrong with the URL
+        what = "GET"
+    http = net.session()
+    try:
+        resp = net.request(http, "GET", url, what=what, cap=net.BODY, timeout=URL_TIMEOUT, allow_redirects=True)
+    except net.DeadlineExceeded as exc:
+        raise _Unreachable(RowError(TIMEOUT, exc.message)) from None
+    except net.TooLarge as exc:
+        raise _Unreachable(RowError(MALFORMED, exc.message)) from None
     except requests.exceptions.Timeout:
         raise _Unreachable(RowError(TIMEOUT, f"no answer within {URL_TIMEOUT}s from {url}")) from None
     except requests.exceptions.RequestException as exc:
         raise _Unreachable(RowError(NETWORK, f"cannot reach {url} ({type(exc).__name__})")) from None
-    if resp.status_code != 200:
-        kind = NOT_FOUND if resp.status_code == 404 else SERVER if resp.status_code >= 500 else HTTP
-        raise _Unreachable(RowError(kind, f"{resp.status_code} from {url}", status=resp.status_code))
-    return _Download(resp.content, None, "url")
+    finally:
+        http.close()
+    if resp.status != 200:
+        kind = NOT_FOUND if resp.status == 404 else SERVER if resp.status >= 500 else HTTP
+        raise _Unreachable(RowError(kind, f"{resp.status} from {url}", status=resp.status))
+    return _Download(resp.body, None, "url")
 
 
 def _prepare(ledger: Ledger, patch: Patch, dl: _Download) -> FilterResult:

@@ -34,7 +34,7 @@ from patchset.errors import EnvironmentFailure, HashMismatch, InputError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
 from patchset.records import record
-from patchset.upstream import cache
+from patchset.upstream import cache, net
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 
 if TYPE_CHECKING:  # requests is imported where it is used: start-up stays fast
@@ -62,8 +62,6 @@ DEFAULT_INDEX_URL = "https://pypi.org/simple"
 INDEX_ENV = "PATCHSET_INDEX_URL"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 KINDS = ("sdist", "wheel")
-_CHUNK = 1 << 20
-_TIMEOUT = (10, 60)  # connect, read (seconds)
 _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$")
 _SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
@@ -148,12 +146,11 @@ _session: requests.Session | None = None
 
 
 def _http() -> requests.Session:
+    """The session of every index request; ``patchset.upstream.net`` bounds each one (deadline,
+    the command's budget, the size of a listing) and says which variable raises the limit."""
     global _session
     if _session is None:
-        import requests
-
-        _session = requests.Session()
-        _session.headers["User-Agent"] = "patchset (+release downloader)"
+        _session = net.session(user_agent="patchset (+release downloader)")
     return _session
 
 
@@ -163,11 +160,13 @@ def probe_index(timeout: float = 5.0) -> str | None:
 
     url = f"{index_url()}/pip/"
     try:
-        resp = _http().get(url, headers={"Accept": JSON_ACCEPT}, timeout=timeout)
-    except requests.RequestException as exc:
+        ans = net.request(
+            _http(), "GET", url, what="a probe of the package index", headers={"Accept": JSON_ACCEPT}, timeout=timeout
+        )
+    except (requests.RequestException, net.NetLimit) as exc:
         return f"package index {index_url()} unreachable: {type(exc).__name__}"
-    if resp.status_code >= 500:
-        return f"package index {index_url()} answered HTTP {resp.status_code}"
+    if ans.status >= 500:
+        return f"package index {index_url()} answered HTTP {ans.status}"
     return None
 
 
@@ -180,17 +179,19 @@ def _fetch_listing(name: str) -> dict[str, Any]:
 
     base = index_url()
     url = f"{base}/{name}/"
-    try:
-        resp = _http().get(url, headers={"Accept": JSON_ACCEPT}, timeout=_TIMEOUT)
+    try:  # a deadline or an oversized listing raises net.NetLimit (an EnvironmentFailure) as it is
+        resp = net.request(
+            _http(), "GET", url, what=f"the package index listing of {name}", headers={"Accept": JSON_ACCEPT}
+        )
     except requests.RequestException as exc:
         raise EnvironmentFailure(
             f"cannot reach the package index at {url}: {exc}",
             hint=f"check the network, or point {INDEX_ENV} at a reachable index",
         ) from exc
-    if resp.status_code == 404:
+    if resp.status == 404:
         raise InputError(f"project {name!r} is not on the package index {base}")
-    if resp.status_code != 200:
-        raise EnvironmentFailure(f"{url} answered HTTP {resp.status_code}")
+    if resp.status != 200:
+        raise EnvironmentFailure(f"{url} answered HTTP {resp.status}")
     ctype = resp.headers.get("Content-Type", "")
     if "json" not in ctype:
         raise EnvironmentFailure(
@@ -198,7 +199,7 @@ def _fetch_listing(name: str) -> dict[str, Any]:
             hint=f"{INDEX_ENV} must name an index that supports PEP 691 ({JSON_ACCEPT})",
         )
     try:
-        doc = resp.json()
+        doc = json.loads(resp.body)
         files = doc["files"]
     except (ValueError, KeyError, TypeError) as exc:
         raise EnvironmentFailure(f"{url} returned a malformed listing: {exc}") from exc
@@ -399,22 +400,27 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
     try:
         digest = hashlib.sha256()
         size = 0
-        try:
-            with _http().get(dist.url, stream=True, timeout=_TIMEOUT) as resp:
-                if resp.status_code != 200:
+        try:  # past its deadline (or the command's budget) net raises DeadlineExceeded; the finally cleans up
+            with net.stream(_http(), "GET", dist.url, what=what, kind=net.DOWNLOAD) as resp:
+                if resp.status != 200:
                     raise EnvironmentFailure(
-                        f"cannot download {dist.url}: HTTP {resp.status_code}",
+                        f"cannot download {dist.url}: HTTP {resp.status}",
                         hint="try again later, or check the index URL",
                     )
-                total = dist.size if dist.size is not None else _length(resp)
+                total = dist.size if dist.size is not None else _length(resp.headers)
                 if progress is not None:
                     progress(what, 0, total)
                 with os.fdopen(fd, "wb") as out:
                     fd = -1
-                    for chunk in resp.iter_content(_CHUNK):
+                    for chunk in resp.chunks():
                         out.write(chunk)
                         digest.update(chunk)
                         size += len(chunk)
+                        if dist.size is not None and size > dist.size:
+                            raise HashMismatch(
+                                f"download of {dist.url} runs past the {dist.size} bytes the index lists",
+                                hint="nothing was kept; try again, and report it if it persists",
+                            )
                         if progress is not None:
                             progress(what, size, total)
                     out.flush()
@@ -439,8 +445,8 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _length(resp: requests.Response) -> int | None:
+def _length(headers: Any) -> int | None:
     try:
-        return int(resp.headers["Content-Length"])
+        return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
