@@ -17,7 +17,7 @@ from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("gate-artifacts"),
     show_default=True,
-    help="report.md, report.json, junit.xml, series.patch, logs/.",
+    help="report.md, report.json, junit.xml, series.patch, logs/ (a new or empty directory, or one the gate wrote).",
 )
 @click.option("--tags", multiple=True, help="Verify tiers to run (repeatable or comma-separated), e.g. cpu.")
 @click.option(
