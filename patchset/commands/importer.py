@@ -165,6 +165,8 @@ def _check_text(item: ImportItem, body: bytes) -> None:
     alone does not make a patch binary (vim's patches carry some in their text, and GNU patch
     applies them): refuse only a file in which no diff can be found."""
     if diff_start(body)[0] == len(body):
+        if b"\x00" in body:
+            raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))
         raise InputError(
             "not a diff: " + ("the file is empty" if not body.strip() else "no 'diff --git' or '---'/'+++' header"),
             where=Location(item.path),
