@@ -17,6 +17,7 @@ from typing import Any
 
 from patchset import atomic
 from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
+from patchset.outdir import is_own, prepare_output_dir
 from patchset.text import md_cell
 
 SUITE = "patchset-gate"
@@ -202,8 +203,21 @@ def junit(r: GateReport) -> bytes:
 OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "overlay")  # dist/, overlay/: --build
 
 
+def prepare(directory: Path) -> Path:
+    """``directory`` ready for this run's artifacts: absent or empty (then marked as patchset's), or
+    marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
+    this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
+    left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
+    prepare_output_dir(directory, what="--artifacts")
+    clear(directory)
+    return directory
+
+
 def clear(directory: Path) -> None:
-    """Remove what an earlier run wrote into ``directory`` (only the gate's own files)."""
+    """Remove what an earlier run wrote into ``directory`` (only the gate's own files, and only in a
+    directory that carries patchset's marker)."""
+    if not is_own(directory):
+        return
     for name in OWN:
         p = directory / name
         if p.is_dir() and not p.is_symlink():

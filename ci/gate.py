@@ -115,10 +115,9 @@ def run_gate(
         raise InputError(f"--build {unknown[0]!r}: unknown artifact", hint=f"one of: {', '.join(BUILDS)}")
     tag_list = split_tags(tags)
     only = list(patches or [])
-    out_dir = Path(artifacts).resolve()
+    out_dir = artifacts_mod.prepare(Path(artifacts).resolve())  # fresh or the gate's own; else refused
     report = GateReport(status=ERROR, asked=onto or "--latest", tags=tag_list, artifacts=str(out_dir))
     run = _Run(report, progress)
-    artifacts_mod.clear(out_dir)  # results of an earlier run must not pass for this one's
     series_bytes: bytes | None = None
     scratch = Path(tempfile.mkdtemp(prefix="patchset-gate-"))
     up: Upstream | None = None

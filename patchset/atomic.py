@@ -128,6 +128,21 @@ def write_many(files: Mapping[Path, bytes | None]) -> None:
     stage_many(files).publish()
 
 
+def _new_stage(dest: Path) -> Path:
+    """A new empty ``.NAME.<pid>.<n>.stage`` directory beside ``dest``, made with the mode a plain
+    ``mkdir`` gives (0777 less the umask): it becomes ``dest`` itself, which must not end up private
+    (``tempfile.mkdtemp`` makes 0700 directories)."""
+    global _serial
+    while True:
+        _serial += 1
+        stage = dest.parent / f".{dest.name}.{os.getpid()}.{_serial}.stage"
+        try:
+            os.mkdir(stage, 0o777)
+            return stage
+        except FileExistsError:
+            continue
+
+
 @contextmanager
 def publish_dir(dest: Path, *, ready: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Build a directory beside ``dest`` and rename it into place when the block ends without error.
@@ -138,9 +153,8 @@ def publish_dir(dest: Path, *, ready: Callable[[Path], bool] | None = None) -> I
     (and after a kill, on the next run: stages are dot-named) nothing is left under ``dest``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     import shutil
-    import tempfile
 
-    stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".stage", dir=dest.parent))
+    stage = _new_stage(dest)
     try:
         yield stage
         if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):

@@ -313,8 +313,9 @@ def test_real_ledger_validate_with_an_installed_layout_flashinfer_body(run, tmp_
     assert b"+++ b/flashinfer/data/include/flashinfer/attention/mla.cuh" in body
     (d / "patchset/series/flashinfer/fi-02-fp8-mla-cta-tile-clamp.patch").write_bytes(body)
     r = run("validate", "--json", cwd=d)
-    assert r.code == 0, r
+    assert r.code == 1, r  # the one problem: a body is imported and there is no lock to check it against
     rep = json.loads(r.stdout)
+    assert len(rep["problems"]) == 1 and "the lock is missing" in rep["problems"][0], rep["problems"]
     assert rep["bodies"]["fi-02-fp8-mla-cta-tile-clamp"] == "not in lock"
     assert not [w for w in rep["warnings"] if "differ" in w], rep["warnings"]
     # audit agrees, and an export of the example round-trips through audit without a finding

@@ -28,7 +28,7 @@ from patchset.cli import (
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("gate-artifacts"),
     show_default=True,
-    help="report.md, report.json, junit.xml, series.patch, logs/.",
+    help="report.md, report.json, junit.xml, series.patch, logs/ (a new or empty directory, or one the gate wrote).",
 )
 @click.option(
     "--tags",

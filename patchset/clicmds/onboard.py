@@ -87,10 +87,17 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
 @click.command("import")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
 @target_option("import into", "default: the only target; a build repository's folders name theirs")
+@click.option(
+    "--id",
+    "patch_id",
+    default=None,
+    metavar="ID",
+    help="The id of the one patch imported (default: from its file name).",
+)
 @json_opt
 @click.pass_obj
 @guarded
-def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool) -> int:
+def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, patch_id: str | None, as_json: bool) -> int:
     """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
 
     \b
@@ -101,7 +108,7 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool
     """
     from patchset.commands.importer import build_folders, import_build, import_sources
 
-    folders = build_folders(sources[0]) if len(sources) == 1 and target is None else None
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and patch_id is None else None
     if folders:
         rep = import_build(c.ledger_path, sources[0], folders)
         if as_json:
@@ -109,7 +116,7 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, as_json: bool
         else:
             _print_build_import(rep)
         return 0
-    res = import_sources(c.ledger_path, list(sources), target)
+    res = import_sources(c.ledger_path, list(sources), target, patch_id)
     if as_json:
         emit_json(res.to_json())
     else:

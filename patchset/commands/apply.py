@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic, locking
-from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, LOCK_HINT, body_state, lock_gap
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
 from patchset.engine.tree import (
     SeriesItem,
@@ -670,6 +670,9 @@ def run(
             edit.message.split(": run")[0] + "; nothing was written",
             hint="run `patchset recover` to finish it (or `--back` to undo it), then apply again",
         )
+    gap = None if update_lock else lock_gap(ledger)
+    if gap:  # an emptied lock would turn every check off: refused, not applied unchecked
+        raise InputError(gap + "; nothing was written", hint=LOCK_HINT)
     reports = []
     for name, arg in trees.items():
         if name not in ledger.targets:

@@ -3,17 +3,25 @@
 Quilt export copies bodies byte for byte in series order (import → export round-trips). The mbox
 uses a body as is when it already is a format-patch mail, else wraps it in a mail built from the
 ledger entry (title, authors, description, trailers).
+
+The destination is a new or empty directory, or one an earlier export wrote (``patchset.outdir``):
+a directory of someone's files is refused, never overwritten. Patch file names are made portable
+(letters, digits, ``-``, ``_``, ``.`` in each component) and unique, so a name with a space or a
+newline cannot give a ``series`` file that quilt or ``patchset import`` reads differently.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from patchset import atomic
 from patchset.commands.inspection import BODY_MISSING, body_state
+from patchset.confine import check_relative
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected
 from patchset.ledger.model import Ledger, Patch
+from patchset.outdir import MARKER, prepare_output_dir
 from patchset.patchfmt.headers import split_header
 
 FORMATS = ("quilt", "mbox", "expected")
@@ -44,6 +52,42 @@ def quilt_name(ledger: Ledger, p: Patch) -> str:
     return p.body_path[len(prefix) :] if p.body_path.startswith(prefix) else Path(p.body_path).name
 
 
+_UNPORTABLE = re.compile(r"[^A-Za-z0-9._-]+")
+RESERVED = ("series", "series.mbox", "EXPECTED.sha256", MARKER)  # the export's own files
+
+
+def portable_name(name: str, fallback: str) -> str:
+    """``name`` with every path component reduced to letters, digits, ``-``, ``_`` and ``.`` (runs
+    of anything else, spaces and newlines included, become one ``-``; no component starts with
+    ``.`` or ``-``); ``fallback`` (the patch id) names a component that would be left empty."""
+    parts = [c for c in (_UNPORTABLE.sub("-", part).lstrip(".-").rstrip("-") for part in name.split("/")) if c]
+    if not parts or parts[-1].lower() in ("patch", "diff"):  # nothing of the file's own name was left
+        parts[-1:] = [(_UNPORTABLE.sub("-", fallback).lstrip(".-") or "patch") + ".patch"]
+    return check_relative("/".join(parts), what=f"export name for patch {fallback!r}")
+
+
+def _unique(name: str, files: set[str], dirs: set[str]) -> str:
+    """``name``, or ``name`` with ``-2``, ``-3`` ... before its suffix, clashing with no name in
+    ``files`` and no directory in ``dirs`` (compared without letter case: an export must survive a
+    case-insensitive file system); a name whose directory is another patch's file is flattened
+    (``a/b.patch`` -> ``a-b.patch``). Records the name chosen in both sets."""
+    if any(d in files for d in _dirs_of(name.lower())):
+        name = name.replace("/", "-")
+    head, dot, suffix = name.rpartition(".") if "." in name.rsplit("/", 1)[-1] else (name, "", "")
+    candidate, n = name, 1
+    while candidate.lower() in files or candidate.lower() in dirs:
+        n += 1
+        candidate = f"{head}-{n}{dot}{suffix}"
+    files.add(candidate.lower())
+    dirs.update(_dirs_of(candidate.lower()))
+    return candidate
+
+
+def _dirs_of(name: str) -> list[str]:
+    parts = name.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def trailers(p: Patch) -> list[str]:
     out = [f"Patch-Id: {p.id}", f"Origin: {p.origin}"]
     out += [f"Upstream-PR: {r}" for r in p.upstream.prs]
@@ -70,7 +114,8 @@ def as_mail(p: Patch, body: bytes, index: int, total: int) -> bytes:
 
 
 def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> dict[str, list[str]]:
-    """Write the export under ``dest``; returns the files written per target."""
+    """Write the export under ``dest`` (new, empty or an earlier export's; else refused with
+    nothing written); returns the files written per target."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")
     names = _targets(ledger, target)
@@ -91,8 +136,10 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             items = _bodies(ledger, t)
             series = []
             lines = []
+            taken: set[str] = {n.lower() for n in RESERVED}
+            taken_dirs: set[str] = set()
             for p, body in items:
-                name = quilt_name(ledger, p)
+                name = _unique(portable_name(quilt_name(ledger, p), p.id), taken, taken_dirs)
                 writes[out / name] = body
                 series.append(name)
                 strip = p.source.strip if p.source.strip is not None else ledger.targets[t].strip
@@ -109,5 +156,6 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             files = {tgt.tree_path(k, tgt.layout): v for k, v in ledger.lock.target(t).files.items()}
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
+    prepare_output_dir(dest, what="export")
     atomic.write_many(writes)
     return written

@@ -4,25 +4,37 @@
 Bodies are copied byte for byte into ``patchset/series/<target>/`` under their original file
 names (so an export gives the same files back); each is matched to an existing entry by id or
 gets a new entry filled from its header. Everything lands in one atomic ledger edit.
+
+Only regular files are read, each up to :data:`MAX_PATCH_BYTES`; a file in which no diff starts
+(an empty file, a mail without a patch) is refused. Two different source names that reduce to one
+id (``my patch.patch`` and ``my-patch.patch``) are a collision, refused with both names: the second
+never replaces the first's body. Re-importing the same file name is an update.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import stat
 from dataclasses import field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
-from patchset.errors import InputError, Location, PatchFormatError
+from patchset.confine import check_relative
+from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
+from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
+from patchset.patchfmt.reader import diff_start
 from patchset.records import record
 
 PATCH_SUFFIXES = (".patch", ".diff")
+MAX_PATCH_BYTES = 64 << 20  # a patch, series or EXPECTED.sha256 file larger than this is refused
 
 
 @record
@@ -57,10 +69,48 @@ def patch_id_for(name: str) -> str:
     return stem or "patch"
 
 
+def read_source(path: Path, *, what: str = "patch") -> bytes:
+    """The bytes of the import source ``path``: a regular file (a device, FIFO or socket is
+    refused before it is read: ``/dev/zero`` never ends), at most :data:`MAX_PATCH_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError("no such file", where=Location(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read it: {exc.strerror or exc}", where=Location(path)) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+            raise InputError(
+                f"not a regular file ({kind}): a {what} is read from a file",
+                where=Location(path),
+                hint="pass the patch files, a quilt directory or an EXPECTED.sha256 file",
+            )
+        data = fh.read(MAX_PATCH_BYTES + 1)
+    if len(data) > MAX_PATCH_BYTES:
+        raise InputError(
+            f"larger than {MAX_PATCH_BYTES >> 20} MiB: too large for a {what}",
+            where=Location(path),
+            hint="is this the right file? split a patch this large into smaller ones",
+        )
+    return data
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return read_source(path, what=what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start}): not a {what}", where=Location(path)
+        ) from None
+
+
 def read_series_file(series: Path) -> list[ImportItem]:
-    """Parse a quilt ``series`` file: one patch per line, optional ``-pN``, ``#`` comments."""
+    """Parse a quilt ``series`` file: one patch per line, optional ``-pN``, ``#`` comments. A name
+    that leaves the series directory (``..``, absolute) is refused: it becomes a body path."""
     items = []
-    for lineno, raw in enumerate(series.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, raw in enumerate(_read_text(series, "quilt series file").splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -75,15 +125,21 @@ def read_series_file(series: Path) -> list[ImportItem]:
                     hint="only -pN is understood",
                 )
             strip = int(m.group(1))
-        path = series.parent / parts[0]
-        if not path.is_file():
+        try:
+            name = check_relative(parts[0], what="patch name")
+        except UnsafePathError as exc:
+            raise InputError(
+                exc.message, where=Location(series, lineno), hint="a series names files below its directory"
+            ) from None
+        path = series.parent / name
+        if not path.exists():
             raise InputError(
                 f"series names {parts[0]!r}, which does not exist",
                 where=Location(series, lineno),
                 hint=f"add the file to {series.parent} or remove the line",
             )
         # the name relative to the series file (quilt allows sub-directories: glibc's "locale/x.diff")
-        items.append(ImportItem(path=path, name=Path(parts[0]).as_posix(), strip=strip))
+        items.append(ImportItem(path=path, name=name, strip=strip))
     return items
 
 
@@ -105,14 +161,27 @@ def unique_ids(items: list[ImportItem]) -> list[str]:
 
 
 def _check_text(item: ImportItem, body: bytes) -> None:
-    """A NUL byte alone does not make a patch binary (vim's patches carry some in their text, and
-    GNU patch applies them): refuse only a file in which no diff can be found."""
+    """Refuse a file in which no diff starts (an empty file, a mail without a patch). A NUL byte
+    alone does not make a patch binary (vim's patches carry some in their text, and GNU patch
+    applies them): refuse only a file in which no diff can be found."""
+    if diff_start(body)[0] == len(body):
+        if b"\x00" in body:
+            raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))
+        raise InputError(
+            "not a diff: " + ("the file is empty" if not body.strip() else "no 'diff --git' or '---'/'+++' header"),
+            where=Location(item.path),
+            hint="import patch files (unified diffs, format-patch mails with a diff); nothing was imported",
+        )
     if b"\x00" not in body:
         return
     try:
         parse_patch(body, item.strip if item.strip is not None else 1, source=str(item.path))
     except PatchFormatError:
         raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path)) from None
+
+
+def _expected(path: Path) -> dict[str, str]:
+    return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"))
 
 
 def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
@@ -129,7 +198,9 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
                 for f in sorted(src.iterdir()):
                     if f.is_file() and f.suffix in PATCH_SUFFIXES:
                         items.append(ImportItem(path=f, name=f.name))
-        elif src.is_file():
+        elif os.path.exists(src):
+            if not src.is_file():
+                read_source(src)  # a device, FIFO or socket: refused with what it is
             if src.name == "series":
                 items.extend(read_series_file(src))
             elif src.name.endswith(".sha256"):
@@ -158,22 +229,79 @@ def _choose_target(ledger: Ledger, target: str | None) -> str:
     )
 
 
-def import_sources(ledger_path: Path, sources: list[Path], target: str | None = None) -> ImportResult:
-    """Import patches and expected hashes into the ledger, atomically."""
+def import_sources(
+    ledger_path: Path, sources: list[Path], target: str | None = None, patch_id: str | None = None
+) -> ImportResult:
+    """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
+    one patch imported (instead of the one its file name gives)."""
     ledger = ledger_mod.load_ledger(ledger_path)
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
     result = ImportResult()
-    ids = unique_ids(items)
+    if patch_id is not None:
+        if not ID_RE.match(patch_id):
+            raise InputError(
+                f"--id {patch_id!r} is not an id",
+                hint="use letters, digits, '.', '_' and '-' (starting with one of the first two)",
+            )
+        if len(items) != 1:
+            raise InputError(
+                f"--id names one patch, and the sources hold {len(items)}",
+                hint="import that one patch file alone with --id",
+            )
+        ids = [patch_id]
+    else:
+        ids = unique_ids(items)
     with ledger_mod.edit(ledger_path) as e:
         _import_items(e, ledger.targets[tname], items, result, ids)
         tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
-            hashes = {tgt.lock_key(k): v for k, v in parse_expected(ef).items()}
+            hashes = {tgt.lock_key(k): v for k, v in _expected(ef).items()}
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
     return result
+
+
+def _source_name(target: Target, body: str) -> str:
+    """The name a body was imported under: its path below the target's series directory (as
+    ``ImportItem.name`` has it), else its file name."""
+    prefix = f"patchset/series/{target.name}/"
+    return body[len(prefix) :] if body.startswith(prefix) else Path(body).name
+
+
+def _refuse_collision(e: ledger_mod.Edit, target: Target, item: ImportItem, pid: str, body: str | None) -> None:
+    """``item`` maps to the id of an existing patch: an update when that patch came from the same
+    source name (or has no body yet), a collision when it came from another one."""
+    if body is None:
+        rel = f"patchset/series/{target.name}/{pid}.patch"
+        if not (e.path.parent / rel).is_file():
+            return  # declared in the ledger, never imported: this import brings its body
+        body = rel
+    was = _source_name(target, body)
+    now = item.name if body.startswith(f"patchset/series/{target.name}/") else Path(item.name).name
+    if was == now:
+        return
+    raise InputError(
+        f"{item.name!r} would get the id {pid!r}, which patch {pid!r} imported from {was!r} already has: "
+        "importing it would replace that patch's body; nothing was imported",
+        where=Location(item.path),
+        hint=f"import it under an id of its own (`patchset import --id NEW-ID {shlex.quote(str(item.path))}`), or, if it is "
+        f"the new version of {pid!r}, name the file {was!r}",
+    )
+
+
+def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
+    """A new patch's body file must not be another patch's (a hand-written ``body`` key, ``--id``)."""
+    for t in e.patch_tables():
+        if t.get("body") == rel or (
+            t.get("body") is None and rel == f"patchset/series/{t.get('target')}/{t.get('id')}.patch"
+        ):
+            raise InputError(
+                f"{item.name!r} would be stored as {rel}, the body of patch {t.get('id')!r}; nothing was imported",
+                where=Location(item.path),
+                hint="rename the file before importing it",
+            )
 
 
 def _import_items(
@@ -183,7 +311,7 @@ def _import_items(
     ``ids`` default to ``unique_ids(items)``."""
     tname = target.name
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
-        body = item.path.read_bytes()
+        body = read_source(item.path)
         _check_text(item, body)
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{item.name}"
@@ -197,13 +325,17 @@ def _import_items(
                 )
             rel = existing.get("body") or f"patchset/series/{tname}/{pid}.patch"
             old = e.path.parent / rel
-            if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(pid) == digest:
+            same = old.is_file() and old.read_bytes() == body
+            if same and e.lock.bodies.get(pid) == digest:
                 result.unchanged.append(pid)
                 continue
+            if not same:
+                _refuse_collision(e, target, item, pid, existing.get("body"))
             if "body" not in existing and item.name != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
             result.updated.append(pid)
         else:
+            _refuse_shared_body(e, item, rel)
             meta = parse_meta(body)
             values = {
                 "id": pid,
@@ -326,7 +458,7 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                     keys[t.path_map.to_installed(f)] = (name, f)
         for ef, only in _expected_files(src, folders):
             counts: dict[str, int] = {}
-            for path, digest in parse_expected(ef).items():
+            for path, digest in _expected(ef).items():
                 owner = _owner(path, {k: v for k, v in keys.items() if only is None or v[0] == only})
                 if owner is None:
                     rep.unmatched.setdefault(str(ef), []).append(path)

@@ -111,6 +111,30 @@ def patch_files(
     return list(patch.files)
 
 
+LOCK_HINT = (
+    "if the bodies are the ones you mean, record their hashes: run the apply again with --update-lock "
+    "(`patchset apply --tree DIR --update-lock`) or re-import them (`patchset import`); "
+    "else restore the lock from version control"
+)
+
+
+def lock_gap(ledger: Ledger) -> str | None:
+    """What is wrong when the lock is missing or empty while patch bodies are imported: nothing
+    (no body, no patched file) would be checked then, which is said, never taken as "nothing to
+    check". ``None`` when the lock holds something or no body is imported."""
+    lock = ledger.lock
+    if lock.bodies or lock.heads or any(t.files or t.base_files for t in lock.targets.values()):
+        return None
+    imported = sum(1 for p in ledger.patches if ledger.body_file(p).is_file())
+    if not imported:
+        return None
+    how = "missing" if not ledger.lock_path.exists() else "empty"
+    return (
+        f"{ledger.lock_path}: the lock is {how} but {imported} patch bod{'y is' if imported == 1 else 'ies are'} "
+        "imported: no body and no patched file has a hash to be checked against"
+    )
+
+
 @record
 class ValidateReport:
     """What ``validate`` found: problems (exit 1) and warnings."""
@@ -149,6 +173,9 @@ def validate(ledger: Ledger) -> ValidateReport:
     rep = ValidateReport(ledger=str(ledger.path))
     for found in interruptions(ledger.root):
         (rep.problems if found.problem else rep.warnings).append(found.message)
+    gap = lock_gap(ledger)
+    if gap:
+        rep.problems.append(f"{gap} ({LOCK_HINT})")
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     touched: dict[tuple[str, str], list[str]] = defaultdict(list)
     for p in ledger.patches:
@@ -171,7 +198,9 @@ def validate(ledger: Ledger) -> ValidateReport:
         stats: list[FileStat] = []
         if body is not None:
             stats = diffstat(body)
-            if not stats and body.strip():
+            if not body.strip():
+                rep.problems.append(f"{p.id}: {p.body_path} is empty: not a diff (import the patch again)")
+            elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
             # compared through the path map: a layout-only difference is no difference
             declared = {canonical_path(tgt, name) for name in p.files}

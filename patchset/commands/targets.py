@@ -6,15 +6,15 @@ on the command line override it; any other name is a generic target with only wh
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.presets import target_values
+from patchset.ledger.schema import TARGET_NAME_RE
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+NAME_RE = TARGET_NAME_RE  # the ledger schema's rule: one rule for names given here and written by hand
 
 
 def parse_maps(maps: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -36,26 +36,48 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+REGENERATE = (
+    "the lock is written by patchset: regenerate it with `patchset apply --update-lock` "
+    "or `patchset import`, do not edit it"
+)
+
+# a lock this patchset cannot read stops every command (apply too): it must go before one is written
+REWRITE = "delete it and write it anew with `patchset apply --update-lock` (or `patchset import`)"
+
+
 def load_lock(path: Path) -> Lock:
-    """Read a lock file; a missing file is an empty lock."""
+    """Read a lock file; a missing file is an empty lock.
+
+    A file that is not UTF-8 text (a binary file), is not TOML, or names a schema version other
+    than this patchset's raises ``LedgerError`` naming the file."""
     if not path.exists():
         return Lock()
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerError(
+            f"not UTF-8 text ({exc.reason} at byte {exc.start}): a binary or damaged file, not a lock",
+            where=Location(path),
+            hint=f"restore it from version control, or {REWRITE}",
+        ) from None
     data = parse(path, text)
     loc = Locator(text)
 
-    def bad(keypath: tuple[str | int, ...], msg: str) -> LedgerError:
-        return LedgerError(
-            msg,
-            where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))),
-            hint="the lock is written by patchset: regenerate it with `patchset apply --update-lock` "
-            "or `patchset import`, do not edit it",
-        )
+    def bad(keypath: tuple[str | int, ...], msg: str, hint: str = REGENERATE) -> LedgerError:
+        return LedgerError(msg, where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))), hint=hint)
 
     allowed = {"schema", "bodies", "heads", "targets"}
     for key in data:
         if key not in allowed:
             raise bad((key,), f"unknown key {key!r} in lock")
+    schema = data.get("schema", SCHEMA_VERSION)
+    if schema != SCHEMA_VERSION or isinstance(schema, bool):
+        raise bad(
+            ("schema",),
+            f"lock schema version {schema!r} is not supported: this patchset reads schema {SCHEMA_VERSION}",
+            f"another version of patchset wrote it (or it was edited): use that version, or {REWRITE}",
+        )
 
     def table(keypath: tuple[str | int, ...], value: object) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -22,6 +22,8 @@ REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
 SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# a target name becomes [targets.<name>], the directory patchset/series/<name>/ and `--into DIR/<name>`
+TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 @record(frozen=True)
@@ -236,6 +238,15 @@ class Validator:
                 f"this patchset reads schema {SCHEMA_VERSION}; upgrade patchset or fix the version",
             )
         targets = data.get("targets", {})
+        for name in targets:
+            if not TARGET_NAME_RE.match(name):
+                raise self.fail(
+                    ("targets", name),
+                    f"target name {name!r} is not a name patchset can use: it becomes the directory "
+                    f"patchset/series/<name>/ and `--into DIR/<name>`",
+                    "rename the target (and the `target` of its patches): letters, digits and . _ + -, "
+                    "starting with a letter or digit (e.g. vllm, python3.11)",
+                )
         seen: dict[str, int] = {}
         for i, patch in enumerate(data.get("patch", [])):
             pid = patch["id"]
