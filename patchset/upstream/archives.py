@@ -213,8 +213,8 @@ class ArchiveReader:
             entries, size = declared
             if entries > self.limits.max_members or size > self.limits.max_members * _ZIP_ENTRY_BYTES:
                 raise InputError(
-                    f"archive {self.path} declares {entries} members in a {size}-byte directory "
-                    f"(at most {self.limits.max_members})",
+                    f"archive {self.path} has more than {self.limits.max_members} members "
+                    f"(its directory declares {entries} in {size} bytes)",
                     hint=f"the archive is hostile or broken; if it is a genuine release, raise {MAX_MEMBERS_ENV}",
                 )
         with zipfile.ZipFile(self.path) as zf:
