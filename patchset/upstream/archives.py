@@ -239,6 +239,7 @@ class ArchiveReader:
                 if not name:
                     continue
                 check_tree_path(name, self.path, what=self._what)
+                _check_zip_entry(info, name, self.path)
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 mode = (unix & 0o7777) or (0o755 if info.is_dir() else 0o644)
                 mtime = check_mtime(calendar.timegm((*info.date_time, 0, 0, 0)), name, self.path)
@@ -256,6 +257,24 @@ class ArchiveReader:
                 else:
                     # zipfile reads at most file_size bytes (checked above), then checks the CRC
                     yield Member(name, FILE, mode, mtime, data=zf.read(info))
+
+
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ZIP_UNREADABLE = 0x1 | 0x20 | 0x40  # encrypted, patched data, strong encryption
+
+
+def _check_zip_entry(info: zipfile.ZipInfo, name: str, archive: Path) -> None:
+    """Refuse, before reading, a member zipfile cannot read (it would raise outside its own errors)."""
+    if info.flag_bits & _ZIP_UNREADABLE:
+        raise InputError(
+            f"archive {archive} member {name!r} is encrypted or patched data (zip flags {info.flag_bits:#x})",
+            hint="release wheels are never encrypted; the archive is hostile or broken",
+        )
+    if info.compress_type not in _ZIP_METHODS:
+        raise InputError(
+            f"archive {archive} member {name!r} uses zip compression method {info.compress_type}",
+            hint="wheels use stored or deflate; the archive is hostile or broken",
+        )
 
 
 # A central-directory record is 46 bytes and a name; real wheels average 115 bytes a member.
