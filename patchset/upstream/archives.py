@@ -1,14 +1,18 @@
 """Read release archives (sdist tarballs, wheels) member by member, safely.
 
 Both the unpacker and the git-history importer stream the same members, so the path rules live in
-one place: no absolute names, no ``..``, no NUL, no special files, symlinks that stay inside the
-tree, hard links only to earlier regular files. ``unpack`` writes into a temporary sibling
-directory and renames it into place, so a refused or damaged archive leaves nothing behind.
+one place: names go through ``patchset.confine.check_relative`` (no absolute names, no ``..``, no
+control characters, nothing under ``.patchset``/``.patchset-txn`` or ``.git``), no special files,
+symlinks that stay inside the tree, hard links only to earlier regular files. Sizes, member counts
+and timestamps are bounded (``limits``) before a member's bytes are read. ``unpack`` writes into a
+temporary sibling directory and renames it into place, so a refused or damaged archive, or a disk
+that fills up, leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import calendar
+import errno
 import hashlib
 import itertools
 import lzma
@@ -17,14 +21,18 @@ import posixpath
 import re
 import shutil
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from patchset.atomic import publish_dir
-from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.confine import check_relative
+from patchset.errors import EnvironmentFailure, InputError, PatchsetError, UnsafePathError
 from patchset.records import record
+from patchset.upstream.limits import MAX_LINK_BYTES, MAX_MEMBERS_ENV, ArchiveLimits, Budget, check_mtime
 from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
 FILE = "file"
@@ -55,22 +63,19 @@ def is_zip_name(path: Path) -> bool:
     return path.suffix.lower() in (".whl", ".zip")
 
 
-def clean_name(name: str, archive: Path | str) -> str:
-    """Normalise a member name to a relative posix path, refusing names that escape the root."""
-    if "\x00" in name:
-        raise UnsafePathError(f"{archive}: member name contains NUL: {name!r}")
-    if name.startswith("/") or _DRIVE.match(name):
-        raise UnsafePathError(
-            f"{archive}: member {name!r} has an absolute path",
-            hint="the archive is malformed or hostile; do not unpack it",
-        )
-    parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise UnsafePathError(
-            f"{archive}: member {name!r} climbs out of the tree with '..'",
-            hint="the archive is malformed or hostile; do not unpack it",
-        )
-    return "/".join(parts)
+def clean_name(name: str, archive: Path | str, *, what: str | None = None) -> str:
+    """Normalise a member name to a relative posix path (``""`` for the archive's root entry,
+    ``./``), refusing names that escape the root (``confine.check_relative``). Patchset's state
+    directories and ``.git`` are checked by :func:`check_tree_path` once the top directory is gone."""
+    if not name.startswith("/") and all(p in ("", ".") for p in name.split("/")):
+        return ""
+    return check_relative(name, what=what or f"archive {archive} member", allow_state=True, allow_git=True)
+
+
+def check_tree_path(path: str, archive: Path | str, *, what: str | None = None) -> None:
+    """Refuse a member whose path in the tree lies under ``.patchset``/``.patchset-txn`` (any case)
+    or a ``.git`` directory: an archive may not carry patchset's state or a repository's."""
+    check_relative(path, what=what or f"archive {archive} member")
 
 
 def check_symlink(path: str, target: str, archive: Path | str) -> None:
@@ -92,6 +97,8 @@ def check_symlink(path: str, target: str, archive: Path | str) -> None:
             f"{archive}: symlink {path!r} -> {target!r} has '..' after a name",
             hint="a link through another link and back up can leave the tree; the archive is hostile or broken",
         )
+    if joined != ".":  # nor may a link lead into patchset's state or a .git directory
+        check_relative(joined, what=f"archive {archive} symlink {path!r} -> {target!r}")
 
 
 class ArchiveReader:
@@ -101,6 +108,8 @@ class ArchiveReader:
     outside it raises InputError. Zip files strip only when all members share one top directory
     (wheels never do). ``sha256`` holds the archive's digest after a full iteration.
     ``on_bytes`` is called with the number of compressed bytes consumed (for progress bars).
+    Each pass counts members and bytes against ``limits`` (default: ``ArchiveLimits.from_env()``)
+    and refuses a member before reading it when it would exceed them.
     """
 
     def __init__(
@@ -109,16 +118,20 @@ class ArchiveReader:
         *,
         strip_top: bool = True,
         on_bytes: Callable[[int], None] | None = None,
+        limits: ArchiveLimits | None = None,
     ) -> None:
         self.path = Path(archive)
         self.strip_top = strip_top
         self.on_bytes = on_bytes
+        self.limits = limits or ArchiveLimits.from_env()
+        self._what = f"archive {self.path} member"  # built once: every member's name is checked
         self.top: str | None = None
         self.sha256: str | None = None
         if not self.path.is_file():
             raise InputError(f"archive not found: {self.path}")
 
     def __iter__(self) -> Iterator[Member]:
+        self.top = None
         try:
             if is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path)):
                 yield from self._iter_zip()
@@ -136,7 +149,7 @@ class ArchiveReader:
     def _iter_tar(self) -> Iterator[Member]:
         with open(self.path, "rb") as raw:
             source = Decompressor(raw, self.on_bytes)
-            for header in iter_tar_headers(source, self.path):
+            for header in iter_tar_headers(source, self.path, Budget(self.path, self.limits)):
                 member = self._tar_member(header)
                 if member is not None:
                     yield member
@@ -144,9 +157,10 @@ class ArchiveReader:
 
     def _tar_member(self, h: TarHeader) -> Member | None:
         is_dir = h.type == b"5"
-        path = self._strip(clean_name(h.name, self.path), is_dir)
+        path = self._strip(clean_name(h.name, self.path, what=self._what), is_dir)
         if path is None:
             return None
+        check_tree_path(path, self.path, what=self._what)
         if h.type in (b"0", b"\0", b"7"):
             return Member(path, FILE, h.mode, h.mtime, data=h.data)
         if is_dir:
@@ -155,9 +169,10 @@ class ArchiveReader:
             check_symlink(path, h.linkname, self.path)
             return Member(path, SYMLINK, h.mode, h.mtime, link=h.linkname)
         if h.type == b"1":
-            target = self._strip(clean_name(h.linkname, self.path), False)
+            target = self._strip(clean_name(h.linkname, self.path, what=self._what), False)
             if not target:
                 raise UnsafePathError(f"{self.path}: hard link {path!r} has no valid target")
+            check_tree_path(target, self.path, what=self._what)
             return Member(path, HARDLINK, h.mode, h.mtime, link=target)
         raise UnsafePathError(
             f"{self.path}: member {h.name!r} is a device, fifo or other special file "
@@ -192,10 +207,23 @@ class ArchiveReader:
         with open(self.path, "rb") as raw:
             for chunk in iter(lambda: raw.read(1 << 20), b""):
                 digest.update(chunk)
+            declared = _zip_directory(raw)
         self.sha256 = digest.hexdigest()
+        if declared is not None:  # before zipfile parses (and holds) the whole central directory
+            entries, size = declared
+            if entries > self.limits.max_members or size > self.limits.max_members * _ZIP_ENTRY_BYTES:
+                raise InputError(
+                    f"archive {self.path} has more than {self.limits.max_members} members "
+                    f"(its directory declares {entries} in {size} bytes)",
+                    hint=f"the archive is hostile or broken; if it is a genuine release, raise {MAX_MEMBERS_ENV}",
+                )
         with zipfile.ZipFile(self.path) as zf:
             infos = zf.infolist()
-            names = [clean_name(i.filename, self.path) for i in infos]
+            whole = Budget(self.path, self.limits)  # every declared size, before anything is read
+            for info in infos:
+                whole.take_member(info.filename)
+                whole.take(info.filename, info.file_size)
+            names = [clean_name(i.filename, self.path, what=self._what) for i in infos]
             common: str | None = None
             if self.strip_top:
                 heads = {n.partition("/")[0] for n in names if n}
@@ -210,17 +238,70 @@ class ArchiveReader:
                     self.on_bytes(info.compress_size)
                 if not name:
                     continue
+                check_tree_path(name, self.path, what=self._what)
+                _check_zip_entry(info, name, self.path)
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 mode = (unix & 0o7777) or (0o755 if info.is_dir() else 0o644)
-                mtime = calendar.timegm((*info.date_time, 0, 0, 0))
+                mtime = check_mtime(calendar.timegm((*info.date_time, 0, 0, 0)), name, self.path)
                 if info.is_dir():
                     yield Member(name, DIR, mode, mtime)
                 elif stat.S_ISLNK(unix):
+                    if info.file_size > MAX_LINK_BYTES:
+                        raise UnsafePathError(
+                            f"{self.path}: symlink {name!r} has a {info.file_size}-byte target "
+                            f"(at most {MAX_LINK_BYTES})"
+                        )
                     target = zf.read(info).decode("utf-8", "surrogateescape")
                     check_symlink(name, target, self.path)
                     yield Member(name, SYMLINK, mode, mtime, link=target)
                 else:
+                    # zipfile reads at most file_size bytes (checked above), then checks the CRC
                     yield Member(name, FILE, mode, mtime, data=zf.read(info))
+
+
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ZIP_UNREADABLE = 0x1 | 0x20 | 0x40  # encrypted, patched data, strong encryption
+
+
+def _check_zip_entry(info: zipfile.ZipInfo, name: str, archive: Path) -> None:
+    """Refuse, before reading, a member zipfile cannot read (it would raise outside its own errors)."""
+    if info.flag_bits & _ZIP_UNREADABLE:
+        raise InputError(
+            f"archive {archive} member {name!r} is encrypted or patched data (zip flags {info.flag_bits:#x})",
+            hint="release wheels are never encrypted; the archive is hostile or broken",
+        )
+    if info.compress_type not in _ZIP_METHODS:
+        raise InputError(
+            f"archive {archive} member {name!r} uses zip compression method {info.compress_type}",
+            hint="wheels use stored or deflate; the archive is hostile or broken",
+        )
+
+
+# A central-directory record is 46 bytes and a name; real wheels average 115 bytes a member.
+_ZIP_ENTRY_BYTES = 512
+
+
+def _zip_directory(raw: BinaryIO) -> tuple[int, int] | None:
+    """``(members, directory bytes)`` as the zip's end record declares them (zip64 too); None
+    when there is no end record (``zipfile`` then says why)."""
+    end = raw.seek(0, os.SEEK_END)
+    tail_len = min(end, 22 + 0xFFFF)
+    raw.seek(end - tail_len)
+    tail = raw.read(tail_len)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    entries, size, offset = struct.unpack("<HLL", tail[at + 10 : at + 20])
+    if (entries == 0xFFFF or size == 0xFFFFFFFF or offset == 0xFFFFFFFF) and at >= 20:
+        locator = tail[at - 20 : at]
+        if locator[:4] == b"PK\x06\x07":
+            (where,) = struct.unpack("<Q", locator[8:16])
+            if where < end:
+                raw.seek(where)
+                record = raw.read(56)
+                if len(record) == 56 and record[:4] == b"PK\x06\x06":
+                    entries, size = struct.unpack("<QQ", record[32:48])
+    return entries, size
 
 
 def _looks_like_tar(path: Path) -> bool:
@@ -228,13 +309,16 @@ def _looks_like_tar(path: Path) -> bool:
     return name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
 
 
-def unpack(archive: Path | str, dest: Path | str, *, strip_top: bool = True) -> int:
+def unpack(
+    archive: Path | str, dest: Path | str, *, strip_top: bool = True, limits: ArchiveLimits | None = None
+) -> int:
     """Unpack ``archive`` into ``dest`` (which must not exist or be empty); return the file count.
 
     Sdists lose their top directory (``vllm-0.30.0/``) when ``strip_top``. Executable bits are
     kept; timestamps are not (build trees do not need them). Members that escape ``dest`` raise
-    UnsafePathError and nothing is left behind: the tree is built in a temporary sibling and
-    renamed into place only when complete.
+    UnsafePathError, an archive past ``limits`` InputError, a full disk EnvironmentFailure (naming
+    the directory and the space needed), and nothing is left behind: the tree is built in a
+    temporary sibling and renamed into place only when complete.
     """
     archive = Path(archive)
     dest = Path(dest)
@@ -243,9 +327,59 @@ def unpack(archive: Path | str, dest: Path | str, *, strip_top: bool = True) -> 
             f"unpack destination {dest} exists and is not an empty directory",
             hint="choose a new directory or remove the old tree first",
         )
-    with publish_dir(dest) as tmp:
-        count = _extract(ArchiveReader(archive, strip_top=strip_top), tmp)
+    reader = ArchiveReader(archive, strip_top=strip_top, limits=limits)
+    try:
+        with publish_dir(dest) as tmp:
+            count = _extract(reader, tmp)
+    except OSError as exc:  # reading errors are domain errors already: this is the disk we write to
+        raise _write_failure(exc, reader, dest) from None
     return count
+
+
+_BLOCK = 4096  # what a file or directory takes at least on disk, for the space estimate
+
+
+def _space_needed(reader: ArchiveReader) -> int | None:
+    """About how many bytes the unpacked tree takes (files rounded up to blocks), from a fresh pass."""
+    total = 0
+    try:
+        for m in ArchiveReader(reader.path, strip_top=reader.strip_top, limits=reader.limits):
+            total += (len(m.data) + _BLOCK - 1) // _BLOCK * _BLOCK if m.kind == FILE else _BLOCK
+    except PatchsetError:
+        return None
+    return total
+
+
+def _write_failure(exc: OSError, reader: ArchiveReader, dest: Path) -> PatchsetError:
+    where = dest.parent
+    what = f"cannot unpack {reader.path} into {dest}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        needed = _space_needed(reader)
+        try:
+            vfs = os.statvfs(where)
+            free: str = _mib(vfs.f_bavail * vfs.f_frsize) + " free"
+            if vfs.f_files and not vfs.f_favail:
+                free += ", no free inodes"
+        except OSError:
+            free = "free space unknown"
+        need = f"needs about {_mib(needed)}" if needed is not None else "needs more space"
+        return EnvironmentFailure(
+            f"{what}: no space left on the file system of {where} (the tree {need}; {free})",
+            hint=f"free space under {where}, or unpack elsewhere; the partial tree was removed",
+        )
+    if exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ):
+        return InputError(
+            f"{what}: a member name cannot be created there ({exc.strerror}: {exc.filename})",
+            hint="the archive is hostile or broken, or the file system does not accept its names",
+        )
+    return EnvironmentFailure(
+        f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+        hint=f"check that {where} is writable; the partial tree was removed",
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _extract(reader: ArchiveReader, root: Path) -> int:
@@ -266,7 +400,8 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
                 full = os.path.join(root_str, prefix)
                 if not os.path.isdir(full):
                     if os.path.lexists(full):
-                        os.unlink(full)
+                        os.unlink(full)  # a later directory replaces an earlier file
+                        files.discard(prefix)
                     os.mkdir(full)
                 made_dirs.add(prefix)
 
@@ -289,13 +424,13 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
             continue
         if m.path in made_dirs:
             raise UnsafePathError(f"{reader.path}: member {m.path!r} is both a directory and a file")
+        if m.kind == HARDLINK and m.link not in files:
+            raise UnsafePathError(f"{reader.path}: hard link {m.path!r} -> {m.link!r} does not name an earlier file")
+        if m.kind == HARDLINK and m.link == m.path:
+            continue  # a link to itself: the file is already there
         if os.path.lexists(full):
             os.unlink(full)
         if m.kind == HARDLINK:
-            if m.link not in files:
-                raise UnsafePathError(
-                    f"{reader.path}: hard link {m.path!r} -> {m.link!r} does not name an earlier file"
-                )
             shutil.copy2(os.path.join(root_str, m.link), full)
         else:
             with open(full, "wb") as fh:

@@ -17,7 +17,7 @@ import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.tags import sys_tags
 from packaging.utils import (
@@ -30,7 +30,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from patchset import atomic
-from patchset.errors import EnvironmentFailure, HashMismatch, InputError
+from patchset.confine import confine
+from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
 from patchset.records import record
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_INDEX_URL",
     "DistFile",
     "ReleaseSpec",
+    "cached_path",
     "download",
     "index_url",
     "is_spec_like",
@@ -381,7 +383,7 @@ def download(
     """
     spec = as_spec(spec)
     dist = select_file(release_files(spec), kind, platform=platform)
-    final = cache.dist_dir() / dist.filename
+    final = cached_path(dist, spec)
     if final.exists():
         if verify_file(final, dist):
             return final
@@ -389,6 +391,20 @@ def download(
         final.unlink(missing_ok=True)
     _fetch(dist, final, progress)
     return final
+
+
+def cached_path(dist: DistFile, spec: ReleaseSpec) -> Path:
+    """``<cache>/dist/<filename>`` for ``dist``; the index's ``filename`` is data, so it must be one
+    plain name (``patchset.confine``) and the very name its URL ends with, else UnsafePathError."""
+    page = f"{index_url()}/{spec.name}/"
+    named = unquote(urlsplit(dist.url).path.rpartition("/")[2])
+    if "/" in dist.filename or "\\" in dist.filename or dist.filename != named:
+        raise UnsafePathError(
+            f"the package index {page} lists {spec} as file name {dist.filename!r}, "
+            f"which is not one plain file name matching its URL ({named!r})",
+            hint="the index is misconfigured or hostile; nothing was downloaded, replaced or removed",
+        )
+    return confine(cache.dist_dir(), dist.filename, what=f"file name listed by the package index {page}")
 
 
 def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from patchset.errors import InputError
 from patchset.records import record
+from patchset.upstream.limits import Budget, check_mtime
 
 BLOCK = 512
 _CHUNK = 1 << 20
@@ -140,8 +141,27 @@ def _pax(data: bytes, archive: Path | str) -> dict[str, str]:
     return records
 
 
-def iter_tar_headers(source: Decompressor, archive: Path | str) -> Iterator[TarHeader]:
-    """Yield every member with its data (files only), applying pax and GNU long-name headers."""
+def _pax_number(records: dict[str, str], key: str, archive: Path | str) -> float | None:
+    raw = records.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw) if key == "size" else float(raw)
+    except ValueError:
+        raise damaged(archive, f"pax {key}={raw[:40]!r} is not a number") from None
+
+
+# Extended headers (pax x/g, GNU L/K) that may precede one member: real archives use at most 4.
+_MAX_EXTENDED_RUN = 16
+
+
+def iter_tar_headers(source: Decompressor, archive: Path | str, budget: Budget | None = None) -> Iterator[TarHeader]:
+    """Yield every member with its data (files only), applying pax and GNU long-name headers.
+
+    Every size is checked against ``budget`` (``limits``) before its bytes are read: a negative
+    size (GNU base-256 or pax) would move the read position backwards and never end.
+    """
+    budget = budget or Budget(archive)
     buf = bytearray()
     pos = 0
 
@@ -162,6 +182,7 @@ def iter_tar_headers(source: Decompressor, archive: Path | str) -> Iterator[TarH
     local: dict[str, str] = {}
     long_name: str | None = None
     long_link: str | None = None
+    extended = 0
     while True:
         try:
             need(BLOCK)
@@ -181,23 +202,32 @@ def iter_tar_headers(source: Decompressor, archive: Path | str) -> Iterator[TarH
             if stored != signed:
                 raise damaged(archive, f"bad header checksum at offset near member {_str(header[:100])!r}")
         kind = header[156:157] or b"0"
+        is_ext = kind in (b"x", b"g", b"L", b"K")
         size = _num(header[124:136])
-        pax_size = local.get("size") or glob.get("size")
+        pax_size = _pax_number(local, "size", archive)
+        if pax_size is None:
+            pax_size = _pax_number(glob, "size", archive)
         if pax_size is not None and kind not in (b"x", b"g"):
             size = int(pax_size)
+        shown = local.get("path") or long_name or _str(header[0:100])
+        budget.take(shown, size, header=is_ext)  # before any of its bytes are read
         padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        budget.used += BLOCK + padded - size  # the header and the padding count too
         need(padded)
         data = bytes(buf[pos : pos + size])
         pos += padded
-        if kind in (b"x", b"g"):
-            (local if kind == b"x" else glob).update(_pax(data, archive))
+        if is_ext:
+            extended += 1
+            if extended > _MAX_EXTENDED_RUN:
+                raise damaged(archive, f"more than {_MAX_EXTENDED_RUN} extended headers in a row")
+            if kind in (b"x", b"g"):
+                (local if kind == b"x" else glob).update(_pax(data, archive))
+            elif kind == b"L":
+                long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            else:
+                long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
             continue
-        if kind == b"L":
-            long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            continue
-        if kind == b"K":
-            long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-            continue
+        extended = 0
         if kind in (b"S", b"V", b"M", b"N"):
             raise damaged(archive, f"unsupported tar member type {kind.decode()!r} (sparse/multi-volume)")
         name = _str(header[0:100])
@@ -205,13 +235,16 @@ def iter_tar_headers(source: Decompressor, archive: Path | str) -> Iterator[TarH
         if magic == b"ustar\0" and header[345:346] != b"\0":  # POSIX prefix field
             name = _str(header[345:500]) + "/" + name
         name = local.get("path") or long_name or glob.get("path") or name
+        budget.take_member(name)
         linkname = local.get("linkpath") or long_link or _str(header[157:257])
-        mtime = local.get("mtime") or glob.get("mtime")
+        pax_mtime = _pax_number(local, "mtime", archive)
+        if pax_mtime is None:
+            pax_mtime = _pax_number(glob, "mtime", archive)
         member = TarHeader(
             name=name,
             type=kind if kind != b"\0" else b"0",
             mode=_num(header[100:108]) & 0o7777,
-            mtime=int(float(mtime)) if mtime else _num(header[136:148]),
+            mtime=check_mtime(_num(header[136:148]) if pax_mtime is None else pax_mtime, name, archive),
             size=size,
             linkname=linkname,
             data=data if kind in (b"0", b"\0", b"7") else b"",

@@ -4,7 +4,8 @@ Tests (and offline mirrors) point ``PATCHSET_INDEX_URL`` at it to exercise the r
 path: HTTP, the JSON simple API, sha256 verification, caching. Where it differs from PyPI:
 file URLs are relative to the project page (allowed by PEP 691, and PyPI's are absolute), only
 the JSON form is served (no HTML), there are no ETags, ``upload-time`` or metadata files, and
-``tamper`` can serve bytes that do not match the listed hash (to test verification).
+``tamper`` can serve bytes that do not match the listed hash (to test verification) and
+``listed_as`` can list a file under another ``filename`` than its own (a hostile index's answer).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class LocalIndex:
         self.root = Path(root)
         self.tamper: dict[str, bytes] = {}  # filename -> bytes served instead of the real ones
         self.yanked: set[str] = set()
+        self.listed_as: dict[str, str] = {}  # filename -> the "filename" the listing claims instead
         self.requests: Counter[str] = Counter()  # path -> count
         self._hashes: dict[tuple[str, int, int], str] = {}
         self._server: ThreadingHTTPServer | None = None
@@ -124,7 +126,7 @@ class LocalIndex:
             versions.add(parsed[1])
             files.append(
                 {
-                    "filename": path.name,
+                    "filename": self.listed_as.get(path.name, path.name),
                     "url": f"../../files/{path.name}",
                     "hashes": {"sha256": self._sha256(path)},
                     "size": path.stat().st_size,
