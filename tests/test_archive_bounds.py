@@ -361,3 +361,18 @@ def test_apply_from_index_on_a_full_disk_exits_2_with_the_space_needed(run, ledg
         assert "no space left on the file system of" in r.stderr and "needs about" in r.stderr
         assert "internal error" not in r.stderr
         assert list(small.iterdir()) == []
+
+
+def test_a_zip_member_of_an_unknown_format_version_is_input_error(tmp_path: Path) -> None:
+    """Found by the fuzz tier: zipfile raises NotImplementedError for a version it cannot read."""
+    path = tmp_path / "odd-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("odd/__init__.py", b"x = 1\n")
+    data = bytearray(path.read_bytes())
+    local = data.index(b"PK\x03\x04")
+    data[local + 4 : local + 6] = (64).to_bytes(2, "little")  # version needed to extract: 6.4
+    central = data.index(b"PK\x01\x02")
+    data[central + 6 : central + 8] = (64).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="damaged or not a tar/zip"):
+        list(ArchiveReader(path))

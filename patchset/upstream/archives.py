@@ -137,7 +137,15 @@ class ArchiveReader:
                 yield from self._iter_zip()
             else:
                 yield from self._iter_tar()
-        except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, ValueError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zlib.error,
+            lzma.LZMAError,
+            EOFError,
+            OSError,
+            ValueError,
+            NotImplementedError,
+        ) as exc:
             if isinstance(exc, OSError) and exc.errno:
                 raise EnvironmentFailure(f"cannot read {self.path}: {exc}") from exc
             raise InputError(
