@@ -20,6 +20,7 @@ from typing import Any
 from patchset import atomic, locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
+from patchset.confine import STATE_DIRS, is_within
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -161,6 +162,24 @@ def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> lis
     return sorted(bad)
 
 
+def refuse_ledger_tree(ledger: Ledger, path: Path, flag: str = "--tree") -> None:
+    """A build tree is never the ledger's directory, a directory holding it, or a directory inside
+    its ``.patchset/`` (patches would rewrite the ledger, its bodies or patchset's own state)."""
+    led, tree = os.path.realpath(ledger.root), os.path.realpath(path)
+    hint = (
+        "apply to a build tree (a checkout, an unpacked release, a copy of site-packages), not the ledger's directory"
+    )
+    if is_within(led, tree):
+        how = "is" if led == tree else "contains"
+        raise InputError(f"{flag} {path} {how} the ledger directory {led}: not a build tree", hint=hint)
+    rel = os.path.relpath(tree, led).split(os.sep)
+    if rel[0] != ".." and rel[0].lower() in STATE_DIRS:
+        raise InputError(
+            f"{flag} {path} is inside the ledger's state directory {os.path.join(led, rel[0])}: not a build tree",
+            hint=hint,
+        )
+
+
 def apply_to_tree(
     ledger: Ledger,
     target: Target,
@@ -185,6 +204,7 @@ def apply_to_tree(
     The tree lock is held from the first read to the last write (a second apply waits, then
     sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
+    refuse_ledger_tree(ledger, root, "--tree" if kind == "tree" else "--repo" if kind == "repo" else "--into")
     with locking.tree_lock(root):
         return _apply_to_tree(
             ledger,
@@ -591,6 +611,11 @@ def run(
     durable: bool | None = None,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
+    for arg in trees.values():  # before anything is downloaded or read
+        refuse_ledger_tree(ledger, arg.path, {"tree": "--tree", "repo": "--repo"}.get(arg.kind, "--into"))
+    alien = ledger_mod.edit_journal(ledger.root).foreign() if ledger_mod.pending_edit(ledger.root) else None
+    if alien is not None:  # a cloned ledger's own .patchset/ledger-txn: never replayed
+        raise alien
     found = interruptions(ledger.root)
     rebase = next((i for i in found if i.kind == REBASE), None)
     if rebase and rebase.problem:

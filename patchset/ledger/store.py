@@ -57,8 +57,10 @@ def edit_journal(root: Path) -> Journal:
 
 
 def pending_edit(root: Path) -> bool:
-    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only."""
-    return (root / EDIT_TXN).exists()
+    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only. (A cloned
+    ledger may carry a ``.patchset/ledger-txn`` of its own: recovery refuses what this
+    installation did not write, ``ForeignJournal``.)"""
+    return os.path.lexists(root / EDIT_TXN)
 
 
 def describe_pending_edit(root: Path) -> str:
