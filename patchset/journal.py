@@ -380,7 +380,7 @@ class Journal:
                 if not stat.S_ISDIR(mode):
                     raise self._foreign(f"{name} is not a directory")
                 for e in os.scandir(self.txn / name):
-                    if not _STAGED.fullmatch(e.name) or e.is_dir(follow_symlinks=False):
+                    if not _STAGED.fullmatch(e.name) or not (e.is_symlink() or e.is_file(follow_symlinks=False)):
                         raise self._foreign(f"{name}/ holds {_shown(e.name)}, which patchset never stages")
             elif not stat.S_ISREG(mode):
                 raise self._foreign(f"{name} is not a regular file")
@@ -716,19 +716,31 @@ class Journal:
                 _remove_flat(txn / sub)
             (txn / (JOURNAL + ".tmp")).unlink(missing_ok=True)
             return "discarded"
-        damaged = self.damaged_staged(data) if direction != "back" else []
-        if direction == "back" or (damaged and direction == "auto"):
-            self.roll_back(data)
-            done = "rolled back" + (f" (staged {', '.join(damaged)} damaged, e.g. by a power cut)" if damaged else "")
-        elif damaged:
+        for e in data["entries"]:  # every path on disk before anything moves (and again at each use)
+            self._at(e["path"])
+        for d in data.get("created_dirs", []) + data.get("removed_dirs", []):
+            self._at(d)
+        try:
+            damaged = self.damaged_staged(data) if direction != "back" else []
+            if direction == "back" or (damaged and direction == "auto"):
+                self.roll_back(data)
+                done = "rolled back" + (
+                    f" (staged {', '.join(damaged)} damaged, e.g. by a power cut)" if damaged else ""
+                )
+            elif damaged:
+                raise EnvironmentFailure(
+                    f"{self.root}: the staged new content of {', '.join(damaged)} is damaged "
+                    "(a power cut before it reached the disk?)",
+                    hint=f"roll back instead: `{self.back_cmd}`, then run the command again",
+                )
+            else:
+                self.roll_forward(data)
+                done = "rolled forward"
+        except OSError as exc:
             raise EnvironmentFailure(
-                f"{self.root}: the staged new content of {', '.join(damaged)} is damaged "
-                "(a power cut before it reached the disk?)",
-                hint=f"roll back instead: `{self.back_cmd}`, then run the command again",
-            )
-        else:
-            self.roll_forward(data)
-            done = "rolled forward"
+                f"{self.root}: recovering the interrupted commit failed: {exc}",
+                hint="the journal is kept (recovery can be run again); fix the cause, then run the command again",
+            ) from None
         (txn / JOURNAL).unlink()
         fsync_path(txn, directory=True)
         for sub in ("new", "old"):
