@@ -121,12 +121,15 @@ def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
     """Stage ``files`` (paths inside the ledger directory ``root``; ``None`` deletes) for one
     journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
     forward first. A full or read-only disk fails here, before anything is changed."""
+    from patchset.confine import check_relative
     from patchset.journal import Change
 
     j = edit_journal(root)
     changes = []
     for path, data in files.items():
-        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        rel = Path(
+            check_relative(os.path.relpath(os.path.abspath(path), os.path.abspath(root)), what=f"{root}: a file")
+        )
         mode = None
         if data is not None:
             try:
