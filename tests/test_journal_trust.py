@@ -226,3 +226,17 @@ def test_a_copy_of_our_own_interrupted_tree_still_recovers(world, tmp_path: Path
     assert r3.code == 0 and "rolled back" in r3.stdout, r3
     assert (tree / "f.txt").read_bytes() == OLD
     sentinel.assert_untouched()
+
+
+def test_nothing_is_written_through_a_ledger_state_directory_that_links_out(world, run) -> None:
+    """A cloned ledger whose ``.patchset`` is a link: apply writes its note nowhere (before, the note
+    and its directory landed in the link's target), and a ledger edit refuses to stage through it."""
+    led, tree, sentinel = world
+    os.symlink(sentinel.root, led / ".patchset")
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    assert (tree / "f.txt").read_bytes() == NEW
+    sentinel.assert_untouched()
+    r = run("target", "add", "foo", "--upstream", "https://example.invalid/foo.git", cwd=led)
+    assert r.code == 2 and "symbolic link" in r.stderr and "by hand" in r.stderr, r
+    sentinel.assert_untouched()

@@ -20,7 +20,7 @@ from typing import Any
 from patchset import atomic, locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
-from patchset.confine import STATE_DIRS, is_within
+from patchset.confine import STATE_DIRS, confine, is_within
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -31,7 +31,7 @@ from patchset.engine.tree import (
     pending_apply,
     recover,
 )
-from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
+from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
@@ -400,12 +400,17 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
     can point at a tree an apply was killed in (``commands.interrupted``). Best effort: a
     read-only ledger directory only loses the note, and it is not fsynced (the tree's own
-    transaction directory is what recovery reads)."""
-    mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
-    assert mark is not None
+    transaction directory is what recovery reads). A ``.patchset`` that links out of the ledger
+    directory (a cloned ledger may carry one) gets no note: nothing is written through it."""
+    name = f"{APPLYING_DIR}/{sha256_bytes(str(root).encode())[:16]}.json"
+    mark: Path | None = None
     try:
+        mark = confine(ledger.root, name, what="the apply note", allow_state=True)
         atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
+    except UnsafePathError:
+        mark = None
     except OSError:
+        assert mark is not None
         for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
             try:
                 empty.rmdir()
