@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from patchset.errors import UnsafePathError
@@ -82,8 +83,16 @@ def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False
     rel = check_relative(name, what=what, allow_state=allow_state, allow_git=allow_git)
     base = Path(os.path.realpath(root))
     current = base
+    linked = False  # until a link is met, a real entry in a real directory under ``base`` is inside it
     for part in rel.split("/"):
         current = current / part
+        if not linked:
+            try:
+                if not stat.S_ISLNK(os.lstat(current).st_mode):
+                    continue
+            except OSError:  # missing (or unreadable): nothing below it exists either
+                break
+            linked = True
         if os.path.lexists(current) and not is_within(current, base):
             raise UnsafePathError(
                 f"{what}: path {name!r} leaves {base} through a symlink (resolves to {os.path.realpath(current)})",

@@ -78,6 +78,11 @@ class UnsafePathError(InputError):
     """A patch names a path that escapes the build tree."""
 
 
+class ForeignJournal(InputError):
+    """A transaction journal this installation did not write (shipped in a tree, an archive or a
+    cloned ledger, copied from another user, or damaged): it is never replayed and left alone."""
+
+
 class Finding(PatchsetError):
     """A result the user asked about came out bad: exit code 1."""
 

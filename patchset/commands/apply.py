@@ -21,6 +21,7 @@ from typing import Any
 from patchset import atomic, locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, LOCK_HINT, body_state, lock_gap
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
+from patchset.confine import STATE_DIRS, confine, is_within
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -31,7 +32,7 @@ from patchset.engine.tree import (
     pending_apply,
     recover,
 )
-from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
+from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
@@ -164,6 +165,24 @@ def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> lis
     return sorted(bad)
 
 
+def refuse_ledger_tree(ledger: Ledger, path: Path, flag: str = "--tree") -> None:
+    """A build tree is never the ledger's directory, a directory holding it, or a directory inside
+    its ``.patchset/`` (patches would rewrite the ledger, its bodies or patchset's own state)."""
+    led, tree = os.path.realpath(ledger.root), os.path.realpath(path)
+    hint = (
+        "apply to a build tree (a checkout, an unpacked release, a copy of site-packages), not the ledger's directory"
+    )
+    if is_within(led, tree):
+        how = "is" if led == tree else "contains"
+        raise InputError(f"{flag} {path} {how} the ledger directory {led}: not a build tree", hint=hint)
+    rel = os.path.relpath(tree, led).split(os.sep)
+    if rel[0] != ".." and rel[0].lower() in STATE_DIRS:
+        raise InputError(
+            f"{flag} {path} is inside the ledger's state directory {os.path.join(led, rel[0])}: not a build tree",
+            hint=hint,
+        )
+
+
 def apply_to_tree(
     ledger: Ledger,
     target: Target,
@@ -188,6 +207,7 @@ def apply_to_tree(
     The tree lock is held from the first read to the last write (a second apply waits, then
     sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
+    refuse_ledger_tree(ledger, root, "--tree" if kind == "tree" else "--repo" if kind == "repo" else "--into")
     with locking.tree_lock(root):
         return _apply_to_tree(
             ledger,
@@ -386,12 +406,17 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
     can point at a tree an apply was killed in (``commands.interrupted``). Best effort: a
     read-only ledger directory only loses the note, and it is not fsynced (the tree's own
-    transaction directory is what recovery reads)."""
-    mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
-    assert mark is not None
+    transaction directory is what recovery reads). A ``.patchset`` that links out of the ledger
+    directory (a cloned ledger may carry one) gets no note: nothing is written through it."""
+    name = f"{APPLYING_DIR}/{sha256_bytes(str(root).encode())[:16]}.json"
+    mark: Path | None = None
     try:
+        mark = confine(ledger.root, name, what="the apply note", allow_state=True)
         atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
+    except UnsafePathError:
+        mark = None
     except OSError:
+        assert mark is not None
         for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
             try:
                 empty.rmdir()
@@ -660,6 +685,11 @@ def run(
     durable: bool | None = None,
 ) -> list[TargetReport]:
     check_fuzz(fuzz)
+    for arg in trees.values():  # before anything is downloaded or read
+        refuse_ledger_tree(ledger, arg.path, {"tree": "--tree", "repo": "--repo"}.get(arg.kind, "--into"))
+    alien = ledger_mod.edit_journal(ledger.root).foreign() if ledger_mod.pending_edit(ledger.root) else None
+    if alien is not None:  # a cloned ledger's own .patchset/ledger-txn: never replayed
+        raise alien
     found = interruptions(ledger.root)
     rebase = next((i for i in found if i.kind == REBASE), None)
     if rebase and rebase.problem:

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from patchset import locking
+from patchset.confine import STATE_DIRS
 from patchset.engine import txn
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
-from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
+from patchset.errors import ApplyFailed, EnvironmentFailure, PatchsetError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.progress import Progress
@@ -134,9 +135,10 @@ class SeriesResult:
 
 
 def _metadata(parts: list[str]) -> str | None:
-    """The metadata directory a path goes into (``.git`` anywhere, the transaction directory at
-    the top), compared case-insensitively: on macOS or Windows ``.GIT`` *is* ``.git``."""
-    if parts and parts[0].lower() == txn.TXN_DIR:
+    """The metadata directory a path goes into (``.git`` anywhere, patchset's own state
+    directories ``.patchset-txn`` and ``.patchset`` at the top), compared case-insensitively: on
+    macOS or Windows ``.GIT`` *is* ``.git``."""
+    if parts and parts[0].lower() in STATE_DIRS:
         return parts[0]
     return next((p for p in parts if p.lower() == ".git"), None)
 
@@ -574,8 +576,12 @@ def pending_apply(root: Path) -> bool:
     return txn.pending(Path(root))
 
 
-def interrupted_error(root: Path) -> EnvironmentFailure:
-    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing)."""
+def interrupted_error(root: Path) -> PatchsetError:
+    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing);
+    ``ForeignJournal`` when the tree's transaction directory is not this installation's."""
+    bad = txn.foreign(Path(root))
+    if bad is not None:
+        return bad
     return EnvironmentFailure(
         f"{root}: an earlier apply was interrupted ({txn.describe_pending(Path(root))}); nothing was written",
         hint=f"run `patchset recover --tree {root}` to finish it (or `--back` to undo it), or a real apply",

@@ -57,8 +57,10 @@ def edit_journal(root: Path) -> Journal:
 
 
 def pending_edit(root: Path) -> bool:
-    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only."""
-    return (root / EDIT_TXN).exists()
+    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only. (A cloned
+    ledger may carry a ``.patchset/ledger-txn`` of its own: recovery refuses what this
+    installation did not write, ``ForeignJournal``.)"""
+    return os.path.lexists(root / EDIT_TXN)
 
 
 def describe_pending_edit(root: Path) -> str:
@@ -119,12 +121,15 @@ def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
     """Stage ``files`` (paths inside the ledger directory ``root``; ``None`` deletes) for one
     journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
     forward first. A full or read-only disk fails here, before anything is changed."""
+    from patchset.confine import check_relative
     from patchset.journal import Change
 
     j = edit_journal(root)
     changes = []
     for path, data in files.items():
-        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        rel = Path(
+            check_relative(os.path.relpath(os.path.abspath(path), os.path.abspath(root)), what=f"{root}: a file")
+        )
         mode = None
         if data is not None:
             try:
