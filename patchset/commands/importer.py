@@ -69,6 +69,16 @@ def patch_id_for(name: str) -> str:
     return stem or "patch"
 
 
+def body_name(name: str, pid: str) -> str:
+    """The file name a body keeps under the series directory: its own, unless a path from data
+    could not hold it (a newline or another control character, see ``patchset.confine``): then
+    ``<id>.patch``."""
+    try:
+        return check_relative(name, what="body name")
+    except UnsafePathError:
+        return f"{pid}.patch"
+
+
 def read_source(path: Path, *, what: str = "patch") -> bytes:
     """The bytes of the import source ``path``: a regular file (a device, FIFO or socket is
     refused before it is read: ``/dev/zero`` never ends), at most :data:`MAX_PATCH_BYTES`."""
@@ -314,7 +324,7 @@ def _import_items(
         body = read_source(item.path)
         _check_text(item, body)
         existing = e.patch_table(pid)
-        rel = f"patchset/series/{tname}/{item.name}"
+        rel = f"patchset/series/{tname}/{body_name(item.name, pid)}"
         digest = sha256_bytes(body)
         if existing is not None:
             if existing.get("target") != tname:
@@ -331,7 +341,7 @@ def _import_items(
                 continue
             if not same:
                 _refuse_collision(e, target, item, pid, existing.get("body"))
-            if "body" not in existing and item.name != f"{pid}.patch":
+            if "body" not in existing and body_name(item.name, pid) != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
             result.updated.append(pid)
         else:
