@@ -13,6 +13,7 @@ from dataclasses import field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
+from patchset.confine import check_relative, confine
 from patchset.errors import InputError, Location, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
@@ -75,7 +76,8 @@ def read_series_file(series: Path) -> list[ImportItem]:
                     hint="only -pN is understood",
                 )
             strip = int(m.group(1))
-        path = series.parent / parts[0]
+        # confined to the patches directory: an absolute line, '..' or a link out would import any file
+        path = confine(series.parent, parts[0], what=f"{Location(series, lineno)}: series line")
         if not path.is_file():
             raise InputError(
                 f"series names {parts[0]!r}, which does not exist",
@@ -169,7 +171,10 @@ def import_sources(ledger_path: Path, sources: list[Path], target: str | None = 
         _import_items(e, ledger.targets[tname], items, result, ids)
         tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
-            hashes = {tgt.lock_key(k): v for k, v in parse_expected(ef).items()}
+            hashes = {
+                check_relative(tgt.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
+                for k, v in parse_expected(ef, relative=True).items()
+            }
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
@@ -331,7 +336,8 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 if owner is None:
                     rep.unmatched.setdefault(str(ef), []).append(path)
                     continue
-                e.lock.target(owner[0]).files[owner[1]] = digest
+                key = check_relative(owner[1], what=f"{ef}: {path!r} as a lock key")
+                e.lock.target(owner[0]).files[key] = digest
                 counts[owner[0]] = counts.get(owner[0], 0) + 1
             rep.expected[str(ef)] = counts
     return rep
