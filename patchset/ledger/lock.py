@@ -46,7 +46,7 @@ def load_lock(path: Path) -> Lock:
     """Read a lock file; a missing file is an empty lock."""
     if not path.exists():
         return Lock()
-    text = path.read_text(encoding="utf-8")
+    text = _read_utf8(path, "regenerate it with `patchset apply --update-lock`")
     data = parse(path, text)
     loc = Locator(text)
 
@@ -146,7 +146,7 @@ def parse_expected(path: Path, text: str | None = None, *, relative: bool = Fals
     ``/usr/lib/.../x.py``) is allowed and only its components are checked.
     """
     if text is None:
-        text = path.read_text(encoding="utf-8")
+        text = _read_utf8(path, "write it with sha256sum (or `patchset export --format expected`)")
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -168,6 +168,15 @@ def parse_expected(path: Path, text: str | None = None, *, relative: bool = Fals
             check_relative(fpath.lstrip("/"), what=what, allow_state=True)
         out[fpath] = parts[0].lower()
     return out
+
+
+def _read_utf8(path: Path, fix: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerError(
+            f"not UTF-8 text (byte {exc.start}): {exc.reason}", where=Location(path), hint=f"the file is damaged: {fix}"
+        ) from None
 
 
 def render_expected(files: dict[str, str]) -> str:
