@@ -262,3 +262,11 @@ def test_overlay_out_of_patchset_is_replaced_and_a_foreign_one_kept(demo, run, t
     r = run("build", "overlay", "--tree", tree, "--out", foreign, cwd=led)
     assert r.code == 2 and "not empty" in r.stderr, r
     assert (foreign / "Dockerfile").read_text() == "mine\n"
+
+
+def test_quilt_series_file_that_is_not_text_is_bad_input(run, ledger_dir: Path, tmp_path: Path) -> None:
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").write_bytes(b"\x80\xff fix.patch\n")
+    r = run("import", quilt, cwd=ledger_dir)
+    assert r.code == 2 and f"{quilt / 'series'}: not UTF-8" in r.stderr and "internal error" not in r.stderr, r

@@ -61,7 +61,13 @@ def patch_id_for(name: str) -> str:
 def read_series_file(series: Path) -> list[ImportItem]:
     """Parse a quilt ``series`` file: one patch per line, optional ``-pN``, ``#`` comments."""
     items = []
-    for lineno, raw in enumerate(series.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = series.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 text (byte {exc.start})", where=Location(series), hint="is it a quilt series file?"
+        ) from None
+    for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
