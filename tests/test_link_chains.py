@@ -106,6 +106,20 @@ def test_link_on_disk_turned_out_by_the_series_is_refused(world) -> None:
     _refused(tree, bait, [SeriesItem("p1", link("sub/l", "..").encode())], "sub/up", "outside")
 
 
+def test_link_on_disk_turned_out_by_removing_a_link_is_refused(world) -> None:
+    """``x -> sub/l/../../..`` passes through ``sub/l -> a/b``: the tree. Without ``sub/l`` (the
+    series deletes it) the same text names the tree's parent."""
+    tree, bait = world
+    (tree / "sub" / "a" / "b").mkdir(parents=True)
+    os.symlink("a/b", tree / "sub" / "l")
+    os.symlink("sub/l/../../..", tree / "x")
+    body = (
+        "diff --git a/sub/l b/sub/l\ndeleted file mode 120000\nindex 1111111..0000000\n"
+        "--- a/sub/l\n+++ /dev/null\n@@ -1 +0,0 @@\n-a/b\n\\ No newline at end of file\n"
+    )
+    _refused(tree, bait, [SeriesItem("p1", body.encode())], "symlink x", "outside")
+
+
 def test_retargeted_link_is_checked_too(world) -> None:
     tree, bait = world
     os.symlink("a.txt", tree / "alias")

@@ -372,11 +372,12 @@ def _check_link(state: _State, rel: str, target: bytes, patch_id: str, root: str
 
 def _check_links(state: _State, root: str) -> None:
     """The tree as the whole series leaves it: every link the series made or changed, and every
-    link already on disk that stayed inside until now, must still resolve inside it (a later
-    patch can make an earlier, harmless link point out: ``x -> sub/l/..`` and then ``sub/l -> ..``)."""
+    link already on disk that was inside before, must resolve inside it (a later patch can make an
+    earlier, harmless link point out: ``x -> sub/l/..`` and then ``sub/l -> ..``; removing a link
+    can too: ``x -> sub/l/../../..`` with ``sub/l -> a/b``)."""
     made = sorted(rel for rel, (data, mode) in state.now.items() if mode == SYMLINK and data is not None)
-    if not made:
-        return  # links on disk resolve as before: the series changed none
+    if not made and not any(state.disk[rel][1] == SYMLINK for rel in state.now):
+        return  # no link made, changed or removed: every link resolves as before
     for rel in made:
         resolve_links(rel, state.link_at, what=f"symlink {rel} (as the series leaves the tree)", root=root)
     before = _State(state.root)
