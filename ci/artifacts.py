@@ -15,9 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from patchset import atomic
+from patchset import atomic, outdir
 from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
-from patchset.outdir import is_own, prepare_output_dir
 from patchset.text import md_cell
 
 SUITE = "patchset-gate"
@@ -208,7 +207,7 @@ def prepare(directory: Path) -> Path:
     marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
     this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
     left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
-    prepare_output_dir(directory, what="--artifacts")
+    outdir.prepare(directory, option="--artifacts", command="gate")
     clear(directory)
     return directory
 
@@ -216,7 +215,7 @@ def prepare(directory: Path) -> Path:
 def clear(directory: Path) -> None:
     """Remove what an earlier run wrote into ``directory`` (only the gate's own files, and only in a
     directory that carries patchset's marker)."""
-    if not is_own(directory):
+    if not outdir.is_owned(directory):
         return
     for name in OWN:
         p = directory / name

@@ -49,7 +49,7 @@ def test_build_wheel_patches_relabels_and_rewrites_record(demo, run, tmp_path: P
     assert rep["new_version"] == f"1.0+{label}"
     built = Path(rep["wheel"])
     assert built.name == f"demo_pkg-1.0+{label}-py3-none-any.whl" and built.parent == out
-    assert sorted(p.name for p in out.iterdir()) == [built.name]  # no scratch left behind
+    assert sorted(p.name for p in out.iterdir()) == [".patchset-output", built.name]  # no scratch left behind
 
     old, new = _members(demo["wheel"]), _members(built)
     info_old, info_new = "demo_pkg-1.0.dist-info", f"demo_pkg-1.0+{label}.dist-info"
@@ -175,6 +175,7 @@ def test_build_overlay_layout_checksums_and_dockerfile(demo, run, tmp_path: Path
     rel_root = ROOT_IN_IMAGE.lstrip("/")
     assert rep["written"] == sorted(
         [
+            ".patchset-output",  # patchset.outdir's marker: the directory is patchset's to rewrite
             "Dockerfile",
             "EXPECTED.sha256",
             "build.sh",

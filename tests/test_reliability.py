@@ -574,8 +574,9 @@ def test_a_symlink_leaving_the_tree_is_refused(tmp_path: Path) -> None:
         git_bytes(repo, "add", "-A")
 
     tree = make_tree(tmp_path / "t", {"a.txt": b"a\n"})
-    res = apply_series(tree, [SeriesItem("link", _git_diff(tmp_path, add_link))])
-    assert not res.ok and "outside the tree" in res.patches[0].describe()
+    with pytest.raises(UnsafePathError, match="outside the tree") as exc:  # hostile data: exit 2
+        apply_series(tree, [SeriesItem("link", _git_diff(tmp_path, add_link))])
+    assert exc.value.exit_code == 2
     assert not (tree / "link").is_symlink()
 
 

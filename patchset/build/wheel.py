@@ -13,12 +13,18 @@ before it is renamed into place (an independent reader of what we write); ``pack
 and builds the names. The series is applied with the project's own engine to a scratch directory
 holding only the files it touches, checked against the lock, and the wheel is written to a
 temporary name in ``--out`` and renamed into place only when every check passed.
+
+The input wheel is data: before anything is extracted or written, every member name is checked
+with ``patchset.confine.check_relative`` and every member must be a regular file or a directory;
+one hostile member (``../x``, ``/x``, ``.patchset-txn/…``, a symlink) refuses the wheel whole.
+``--out`` follows ``patchset.outdir``'s rule: absent, empty, or written by patchset before.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -31,10 +37,11 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelError, WheelFile
 
-from patchset import atomic
+from patchset import atomic, outdir
 from patchset.build.series import BuildReport, SeriesFacts, series_facts
 from patchset.commands.apply import apply_to_tree
-from patchset.errors import EnvironmentFailure, InputError
+from patchset.confine import check_relative, confine
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
@@ -153,10 +160,36 @@ def _source(path: Path) -> Iterator[WheelFile]:
         ) from None
 
 
+def check_members(path: Path) -> None:
+    """Refuse the wheel at ``path`` whole when any member is hostile: a name that is absolute,
+    climbs out, names ``.git`` or patchset's state (``check_relative``), appears twice, or a
+    member that is not a regular file or a directory (a symlink, a device). Reads only."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"{path}: not a zip archive ({exc})") from None
+    seen: set[str] = set()
+    hint = "the wheel is malformed or hostile: use one from the package index or your own build"
+    for info in infos:
+        what = f"the wheel {path}: member"
+        try:
+            name = check_relative(info.filename, what=what)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{exc.message}; nothing was written", hint=hint) from None
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+            shown = "a symbolic link" if kind == stat.S_IFLNK else f"not a regular file (type {oct(kind)})"
+            raise UnsafePathError(f"{what} {info.filename!r} is {shown}; nothing was written", hint=hint)
+        if name in seen:
+            raise UnsafePathError(f"{what} {info.filename!r} appears twice; nothing was written", hint=hint)
+        seen.add(name)
+
+
 def _extract(zf: zipfile.ZipFile, names: set[str], wanted: list[str], into: Path) -> None:
     for rel in wanted:
         if rel in names:
-            dest = into / rel
+            dest = confine(into, rel, what="the series' file")
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(zf.read(rel))
 
@@ -182,7 +215,9 @@ def build_wheel(
 
     if not wheel_path.is_file():
         raise InputError(f"--wheel {wheel_path}: no such file")
+    outdir.check(out_dir, option="--out")
     facts = series_facts(ledger, target)
+    check_members(wheel_path)
     version, new_version, new_file, dist_name = new_names(wheel_path.name, facts.label)
     report = WheelBuild(target.name, str(wheel_path), "failed", "", version, new_version, facts.label)
     with tempfile.TemporaryDirectory(prefix="patchset-wheel-") as scratch:
@@ -230,6 +265,7 @@ def build_wheel(
         atomic.fsync_path(tmp)
         os.replace(tmp, final)
         atomic.fsync_path(final.parent, directory=True)
+        outdir.mark(out_dir, command="build wheel")
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if created_out and not final.exists():

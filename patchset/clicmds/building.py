@@ -42,7 +42,11 @@ def build() -> None:
     "--wheel", "wheel_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="A wheel file."
 )
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory for the wheel."
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for the wheel: new, empty, or one patchset wrote before (it holds .patchset-output).",
 )
 @json_opt
 @click.pass_obj
@@ -52,7 +56,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
 
     \b
     Exit 0 written; 1 the series does not apply or a file would not match the lock (nothing is
-    written); 2 bad input or environment.
+    written); 2 bad input (a hostile wheel member, --out not empty and not patchset's) or environment.
     """
     from patchset.build.series import pick_target
     from patchset.build.wheel import build_wheel as do_build
@@ -92,7 +96,11 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     "--base-image", default=None, metavar="IMAGE", help="FROM of the Dockerfile (default: the target's base_image)."
 )
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="A new directory."
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="A new or empty directory, or an overlay patchset wrote before (replaced whole).",
 )
 @json_opt
 @click.pass_obj
@@ -102,7 +110,8 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
 
     \b
     Exit 0 written; 1 a patched file of the tree does not match the lock (nothing is written);
-    2 bad input (no installed_root or base image, --out not empty).
+    2 bad input (no installed_root or base image, --out not empty and not patchset's, a path leaving
+    the tree).
     """
     from patchset.build.overlay import build_overlay as do_build
     from patchset.build.series import pick_target

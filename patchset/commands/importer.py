@@ -21,7 +21,7 @@ from dataclasses import field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
-from patchset.confine import check_relative
+from patchset.confine import check_relative, confine
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
@@ -135,13 +135,8 @@ def read_series_file(series: Path) -> list[ImportItem]:
                     hint="only -pN is understood",
                 )
             strip = int(m.group(1))
-        try:
-            name = check_relative(parts[0], what="patch name")
-        except UnsafePathError as exc:
-            raise InputError(
-                exc.message, where=Location(series, lineno), hint="a series names files below its directory"
-            ) from None
-        path = series.parent / name
+        # confined to the patches directory: an absolute line, '..' or a link out would import any file
+        path = confine(series.parent, parts[0], what=f"{Location(series, lineno)}: series line")
         if not path.exists():
             raise InputError(
                 f"series names {parts[0]!r}, which does not exist",
@@ -190,8 +185,8 @@ def _check_text(item: ImportItem, body: bytes) -> None:
         raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path)) from None
 
 
-def _expected(path: Path) -> dict[str, str]:
-    return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"))
+def _expected(path: Path, *, relative: bool = False) -> dict[str, str]:
+    return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"), relative=relative)
 
 
 def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
@@ -266,7 +261,10 @@ def import_sources(
         _import_items(e, ledger.targets[tname], items, result, ids)
         tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
-            hashes = {tgt.lock_key(k): v for k, v in _expected(ef).items()}
+            hashes = {
+                check_relative(tgt.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
+                for k, v in _expected(ef, relative=True).items()
+            }
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
@@ -473,7 +471,8 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 if owner is None:
                     rep.unmatched.setdefault(str(ef), []).append(path)
                     continue
-                e.lock.target(owner[0]).files[owner[1]] = digest
+                key = check_relative(owner[1], what=f"{ef}: {path!r} as a lock key")
+                e.lock.target(owner[0]).files[key] = digest
                 counts[owner[0]] = counts.get(owner[0], 0) + 1
             rep.expected[str(ef)] = counts
     return rep
