@@ -137,6 +137,7 @@ def read_series_file(series: Path) -> list[ImportItem]:
             strip = int(m.group(1))
         # confined to the patches directory: an absolute line, '..' or a link out would import any file
         path = confine(series.parent, parts[0], what=f"{Location(series, lineno)}: series line")
+        name = check_relative(parts[0], what="series line")
         if not path.exists():
             raise InputError(
                 f"series names {parts[0]!r}, which does not exist",
