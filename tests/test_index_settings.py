@@ -222,3 +222,13 @@ def test_a_listing_cached_before_one_folder_per_index_is_still_used(env, served)
     new.rename(cache.index_dir() / f"{PROJECT}.json")  # the layout of earlier versions
     assert [f.filename for f in releases.release_files(SPEC)] == [SDIST]
     assert listing_hits(served) == 1  # answered from the old file, no second request
+
+
+def test_a_pip_configuration_pip_cannot_read_is_an_error_not_pypi(env, tmp_path):
+    conf = tmp_path / "pip.conf"
+    conf.write_text("index-url = http://mirror.invalid/simple\n")  # no [section]: pip refuses the file
+    env.setenv("PIP_CONFIG_FILE", str(conf))
+    with pytest.raises(EnvironmentFailure) as err:
+        releases.download(SPEC)
+    assert "pip cannot read its configuration" in err.value.message and str(conf) in err.value.message
+    assert err.value.exit_code == 2 and "PATCHSET_INDEX_URL" in (err.value.hint or "")

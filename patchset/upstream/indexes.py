@@ -10,7 +10,9 @@ Why ask pip rather than read ``pip.conf``: pip's files and their order differ pe
 virtual environment (``<venv>/pip.conf``) and with ``PIP_CONFIG_FILE`` (``os.devnull`` turns them
 off); ``pip config list`` is pip's own answer to all of it, so patchset cannot drift from it. It is
 asked only when an environment variable leaves a value open, once per process and per pip
-environment, within ``PIP_CONFIG_TIMEOUT_S``; no pip, or a pip that fails, means no configuration.
+environment, within ``PIP_CONFIG_TIMEOUT_S``. No pip installed means no configuration; a pip that
+cannot read its configuration (or does not answer) is an EnvironmentFailure that quotes it, not a
+quiet fall-back to PyPI.
 
 patchset speaks the JSON simple API (PEP 691) over http(s): an extra index of another kind
 (``file://``) is skipped and named when a release is not found; a main index of another kind
@@ -25,6 +27,8 @@ import os
 import subprocess
 import sys
 from urllib.parse import urlsplit, urlunsplit
+
+from patchset.errors import EnvironmentFailure
 
 __all__ = ["DEFAULT_INDEX_URL", "INDEX_ENV", "index_urls", "main_index_url", "shown", "skipped_indexes"]
 
@@ -105,7 +109,7 @@ def _pick(conf: dict[str, str], name: str) -> str:
 
 def _pip_config() -> dict[str, str]:
     """``python -m pip config list`` as ``{"global.index-url": value, ...}``, cached per pip
-    environment; empty when pip is missing, fails or takes longer than PIP_CONFIG_TIMEOUT_S."""
+    environment; empty when pip is not installed."""
     key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_CONTEXT))
     if key not in _pip_answers:
         _pip_answers[key] = _ask_pip()
@@ -116,29 +120,33 @@ def _ask_pip() -> dict[str, str]:
     if not sys.executable:
         return {}
     cmd = [sys.executable, "-m", "pip", "config", "list"]
+    hint = f"set {INDEX_ENV} to name the index (pip is then not asked)"
     try:
         done = subprocess.run(
             cmd,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=PIP_CONFIG_TIMEOUT_S,
             env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
         )
     except subprocess.TimeoutExpired:
-        log.warning(
-            "pip config list took longer than %.0f s; using no pip configuration (set %s to name the index)",
-            PIP_CONFIG_TIMEOUT_S,
-            INDEX_ENV,
-        )
-        return {}
-    except OSError as exc:
+        raise EnvironmentFailure(
+            f"`python -m pip config list` did not answer within {PIP_CONFIG_TIMEOUT_S:.0f} s", hint=hint
+        ) from None
+    except OSError as exc:  # the interpreter itself cannot be started again: no pip to ask
         log.debug("cannot run %s: %s", cmd, exc)
         return {}
-    if done.returncode != 0:  # no pip in this interpreter, or a configuration pip rejects
-        log.debug("pip config list failed (%s): %s", done.returncode, done.stderr.strip()[-500:])
+    if done.returncode == 0:
+        return parse_config_list(done.stdout)
+    if "No module named pip" in done.stderr:  # pip is not installed here: there is no pip configuration
         return {}
-    return parse_config_list(done.stdout)
+    said = " ".join("".join(c if c.isprintable() else "?" for c in ln) for ln in done.stderr.splitlines()[-4:])
+    raise EnvironmentFailure(
+        f"pip cannot read its configuration: {said[:600]}",
+        hint=f"fix it (`python -m pip config debug` lists pip's files), or {hint}",
+    )
 
 
 def parse_config_list(text: str) -> dict[str, str]:
