@@ -202,10 +202,12 @@ class Upstream:
 def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
     from patchset.upstream import releases
+    from patchset.upstream.indexes import shown
 
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
-        raise InputError(f"the package index {releases.index_url()} lists no release of {project} with an sdist")
+        where = ", ".join(shown(url) for url in releases.index_urls())
+        raise InputError(f"the package index {where} lists no release of {project} with an sdist")
     return str(versions[-1])
 
 

@@ -215,8 +215,10 @@ def _printable(text: str, limit: int = 200) -> str:
 
 
 def host_of(url: str) -> str:
+    """The ``host[:port]`` of ``url`` for a message: without the user and password an index URL
+    may carry (``https://user:token@mirror/simple``)."""
     try:
-        return _printable(urlsplit(url).netloc or url)
+        return _printable(urlsplit(url).netloc.rpartition("@")[2] or url)
     except ValueError:
         return _printable(url)
 
