@@ -245,6 +245,7 @@ def upstream_option(default: str) -> Callable[[Any], Any]:
 COMMANDS: dict[str, str] = {
     "apply": "patchset.clicmds.applying:apply",
     "audit": "patchset.clicmds.onboard:audit",
+    "base": "patchset.clicmds.bases:base",
     "build": "patchset.clicmds.building:build",
     "check": "patchset.clicmds.checks:check",
     "export": "patchset.clicmds.onboard:export",

@@ -68,6 +68,7 @@ class TargetReport:
     unlocked: bool = False
     commits: list[str] = field(default_factory=list)
     fuzz: int = 0
+    warnings: list[str] = field(default_factory=list)  # e.g. the tree is built from another commit than the base
 
     @property
     def ok(self) -> bool:
@@ -87,6 +88,7 @@ class TargetReport:
             "hashes": self.hashes,
             "lock_missing": self.unlocked,
             "commits": self.commits,
+            "warnings": self.warnings,
             "result": self.result.to_json() if self.result else None,
             "state": self.state.to_json() if self.state else None,
         }
@@ -666,6 +668,26 @@ def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> d
     return out
 
 
+def _base_warnings(target: Target, tree: Path, strict: bool) -> list[str]:
+    """What the tree's version files say against the target's base (offline: the ledger's base
+    only): a warning when they name another commit; with ``strict`` an InputError instead, before
+    anything is read or written."""
+    from patchset.commands.basedetect import DIFFERENT, INCONSISTENT, tree_base
+
+    check = tree_base(target, tree)
+    if check is None or check.verdict not in (DIFFERENT, INCONSISTENT):
+        return []
+    text = f"--tree {tree}: {check.message}"
+    if strict:
+        raise InputError(
+            text + "; nothing was written (--strict-base)",
+            hint=f"apply to a tree of the base, or rebase the series onto the tree's commit "
+            f"(`patchset base detect --target {target.name} --tree {tree}` says which); without --strict-base "
+            "this is a warning",
+        )
+    return [text]
+
+
 def check_fuzz(fuzz: int) -> None:
     if fuzz < 0 or fuzz > 3:
         raise InputError(f"--fuzz {fuzz} is out of range", hint="use 0 (default), 1, 2 or 3")
@@ -683,7 +705,10 @@ def run(
     skip_applied: bool = False,
     remove_empty: bool = False,
     durable: bool | None = None,
+    strict_base: bool = False,
 ) -> list[TargetReport]:
+    """Apply each target's series to its tree. ``strict_base``: refuse a ``--tree`` whose version
+    files name another upstream commit than the target's base (else a warning in the report)."""
     check_fuzz(fuzz)
     for arg in trees.values():  # before anything is downloaded or read
         refuse_ledger_tree(ledger, arg.path, {"tree": "--tree", "repo": "--repo"}.get(arg.kind, "--into"))
@@ -713,6 +738,7 @@ def run(
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")
+            warnings = _base_warnings(target, arg.path, strict_base)
             reports.append(
                 apply_to_tree(
                     ledger,
@@ -725,6 +751,7 @@ def run(
                     **kw,
                 )
             )
+            reports[-1].warnings += warnings
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":

@@ -207,4 +207,6 @@ def render_apply(term: Term, reports: list[Any]) -> None:
             render_hashes(term, rep.hashes.get(f), indent="     ")
         for c in rep.commits:
             term.line(f"commit {c[:12]}", indent="   ")
+        for w in getattr(rep, "warnings", []):
+            term.line(Styled("warning:", "yellow"), f" {w}", indent="   ")
         term.line(Styled(rep.outcome, OUTCOME_STYLE.get(rep.outcome, "")), f": {rep.message}")
