@@ -16,7 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic, outdir
-from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
+from patchset.ci.report import (
+    ERROR,
+    GREEN,
+    RED,
+    UNCHANGED,
+    GateReport,
+    describe_commit,
+    headline,
+    longctx_rows,
+    newest_safe_line,
+    report_from_json,
+)
 from patchset.text import md_cell
 
 SUITE = "patchset-gate"
@@ -29,7 +40,34 @@ def write_json(path: Path, data: Any) -> None:
 _md = md_cell
 
 
+MAX_REPORT = 64 << 20  # bytes of an earlier report.json read back
+
+
 def markdown(r: GateReport) -> str:
+    if r.status == UNCHANGED and r.verdict_report:
+        return _unchanged_markdown(r)
+    return _markdown(r)
+
+
+def _unchanged_markdown(r: GateReport) -> str:
+    """The headline of an unchanged run, then the report of the verdict that stands (whose
+    junit.xml, series.patch and logs/ are kept beside it)."""
+    try:
+        then = _markdown(report_from_json(r.verdict_report))
+    except (TypeError, KeyError, AttributeError, ValueError):
+        then = ""
+    out = [
+        f"# {_md(headline(r))}",
+        "",
+        "The verdict below stands: `junit.xml`, `series.patch` and `logs/` are that run's.",
+        "",
+    ]
+    if then:
+        out += ["---", "", "#" + then]  # its headline one level down
+    return "\n".join(out)
+
+
+def _markdown(r: GateReport) -> str:
     out = [f"# {_md(headline(r))}", ""]
     up = r.upstream
     out += [
@@ -43,7 +81,19 @@ def markdown(r: GateReport) -> str:
             f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`"
         )
     out.append(f"- exit code: {r.exit_code} ({r.status})")
+    if r.judged_at:
+        out.append(f"- run: {r.judged_at}")
+    if r.image.get("image") and r.image.get("image") != r.image.get("base_image"):
+        out.append(
+            f"- image: `{_md(r.image['image'])}` (base_image `{_md(r.image.get('base_image', ''))}` names the base)"
+        )
+    elif r.image.get("why"):
+        out.append(f"- image: {_md(r.image['why'])}")
     out.append("")
+    if r.newest_safe:
+        out += ["## Newest safe upstream", "", _md(newest_safe_line(r.newest_safe, command=False)), ""]
+        if r.newest_safe.get("command"):
+            out += ["```", r.newest_safe["command"], "```", ""]
     for kind, b in r.build.items():
         out.append(f"- build {kind}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
     reasons = r.reasons()
@@ -199,7 +249,8 @@ def junit(r: GateReport) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
 
 
-OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "overlay")  # dist/, overlay/: --build
+# dist/, image/: --build (overlay/: where the image context went before it was image/)
+OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "image", "overlay")
 
 
 def prepare(directory: Path) -> Path:
@@ -210,6 +261,34 @@ def prepare(directory: Path) -> Path:
     outdir.prepare(directory, option="--artifacts", command="gate")
     clear(directory)
     return directory
+
+
+def claim(directory: Path) -> Path:
+    """``directory`` checked and marked as the gate's (``outdir.prepare``), nothing removed yet:
+    a run that finds upstream unchanged keeps the last verdict's files (``kept_verdict``)."""
+    outdir.prepare(directory, option="--artifacts", command="gate")
+    return directory
+
+
+def kept_verdict(directory: Path, judged: str, judged_at: str) -> dict[str, Any] | None:
+    """The report of the run that recorded the judgement (``judged`` at ``judged_at``) when its
+    artifacts are still in ``directory``: its ``report.json`` (or the one an unchanged run kept
+    inside its own). None when they are another run's, absent, or unreadable: then they must go."""
+    if not outdir.is_owned(directory):
+        return None
+    try:
+        with open(directory / "report.json", "rb") as f:
+            raw = f.read(MAX_REPORT + 1)
+        doc = json.loads(raw) if len(raw) <= MAX_REPORT else None
+    except (OSError, ValueError):
+        return None
+    if isinstance(doc, dict) and doc.get("status") == UNCHANGED:
+        doc = doc.get("verdict_report")
+    if not isinstance(doc, dict) or doc.get("status") not in (GREEN, RED):
+        return None
+    if not judged_at or (doc.get("commit"), doc.get("judged_at")) != (judged, judged_at):
+        return None
+    return doc
 
 
 def clear(directory: Path) -> None:

@@ -55,7 +55,8 @@ def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
     assert (r.status, r.exit_code) == ("unchanged", 0)
     assert took < 1.0, took  # measured ~0.05 s in-process
     assert r.previous["verdict"] == "green" and "has not moved" in (art / "report.md").read_text()
-    assert not (art / "series.patch").exists() and not (art / "junit.xml").exists()  # no stale results
+    assert (art / "series.patch").exists() and (art / "junit.xml").exists()  # the verdict's, kept (issue #27)
+    assert "unchanged since the run of" in (art / "report.md").read_text()
 
     r, _, art = _gate(ledger, tmp_path, onto=c[3])
     assert r.status == "green"

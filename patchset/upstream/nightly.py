@@ -421,3 +421,71 @@ def _commits_named(repo: GitRepo, prefix: str) -> list[str]:
         if kind == "commit":
             out.append(sha)
     return sorted(out)
+
+
+# ---- the image of another base -------------------------------------------------------------------
+_TAG_NIGHTLY = re.compile(r"^(?P<pre>(?:[A-Za-z0-9_.]+-)?nightly-)(?P<hex>[0-9a-f]{7,40})$")
+
+
+def image_for(
+    base_image: str, *, base: str, base_version: str, base_commit: str, version: str, commit: str
+) -> tuple[str, str]:
+    """The stock image of another base, derived from the target's ``base_image`` when its tag names
+    the recorded base: ``(image, "")``, or ``("", why not)``.
+
+    ``…:nightly-<base commit>`` (also ``cu130-nightly-…``) becomes ``…:nightly-<commit>`` for a
+    commit of the branch; ``…:v<base version>`` (or ``…:<base version>``) becomes
+    ``…:v<version>`` for a release. Anything else is refused with the reason: a moving tag
+    (``nightly``, ``latest``), a digest (it pins the old image's bytes), a tag that does not name
+    the base, a nightly tag for a release, a release tag for a commit between releases.
+    ``version`` is the new base's release version ("" for a commit), ``commit`` its commit."""
+    if not base_image:
+        return "", "the target names no base_image"
+    same_commit = bool(commit and base_commit and commit == base_commit)
+    if same_commit or (version and base_version and _same_release(version, base_version)):
+        return base_image, ""
+    if "@" in base_image:
+        return "", f"base_image {base_image} is pinned by digest: the image of another base is not known"
+    name, tag = _split_tag(base_image)
+    if not tag:
+        return "", f"base_image {base_image} has no tag naming the base: the image of another base is not known"
+    m = _TAG_NIGHTLY.match(tag)
+    if m:
+        named = m.group("hex")
+        if not (base_commit.startswith(named) or base.lower().startswith(named)):
+            return "", f"base_image {base_image} names the nightly {named}, not the base {base}"
+        if version or not commit:
+            return "", (
+                f"base_image {base_image} is a nightly of the base; the new base is a release ({version or 'no commit'}), "
+                "which has no nightly tag of its own"
+            )
+        return f"{name}:{m.group('pre')}{commit}", ""
+    bare = tag[1:] if tag[:1] == "v" else tag
+    if base_version and _same_release(bare, base_version):
+        if not version:
+            return (
+                "",
+                f"base_image {base_image} is the release {base_version}; the new base {commit[:12]} is a commit between releases",
+            )
+        return f"{name}:{tag[:1] if tag[:1] == 'v' else ''}{version}", ""
+    return "", (
+        f"base_image {base_image} does not name the base {base} in its tag (neither v<version> nor nightly-<commit>): "
+        "the image of another base is not known"
+    )
+
+
+def _split_tag(image: str) -> tuple[str, str]:
+    head, slash, last = image.rpartition("/")
+    if ":" not in last:
+        return image, ""
+    repo, tag = last.rsplit(":", 1)
+    return f"{head}{slash}{repo}", tag
+
+
+def _same_release(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
