@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from patchset.records import record
+from patchset.tracker.followups import TIMELINE, parse_timeline
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
 from patchset.upstream import net
 from patchset.upstream.refs import (
@@ -78,6 +79,7 @@ MAX_REDIRECTS = 5
 PR_COMMIT_CAP = 250  # GitHub lists at most this many commits of a pull request
 MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split into several
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 @record
@@ -779,14 +781,14 @@ class GitHubClient:
 
 # ---- pure helpers (tested directly) ---------------------------------------------------------
 _PR_FIELDS = (
-    "number title url state isDraft merged mergedAt closedAt updatedAt author { login } "
+    "number title url state isDraft merged mergedAt closedAt createdAt updatedAt author { login } "
     "mergeCommit { oid } headRefOid reviewDecision "
-    "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }"
+    "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } } " + TIMELINE
 )
 # ``state`` is an IssueState on an Issue and a PullRequestState on a PullRequest: selecting both
 # under one response key in ``issueOrPullRequest`` breaks the spec's OverlappingFieldsCanBeMerged
 # rule, so the issue's is aliased.
-_ISSUE_FIELDS = "number title url issueState: state stateReason closedAt updatedAt author { login }"
+_ISSUE_FIELDS = "number title url issueState: state stateReason closedAt createdAt updatedAt author { login }"
 
 
 def build_query(refs: Iterable[PRRef]) -> str:
@@ -868,7 +870,20 @@ def parse_states(
             out[ref] = _state_from_node(ref, node, now)
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({_short(exc)})")
+            continue
+        _timeline_into(out[ref], repo, ref, node)  # type: ignore[arg-type]
     return out
+
+
+def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:
+    """The PR's creation date and its cross-references (``tracker.followups``) into its state."""
+    created = node.get("createdAt")
+    if isinstance(created, str) and _ISO.fullmatch(created):
+        state.created_at = created
+    if state.is_pull and "timelineItems" in node:
+        found, notes = parse_timeline(repo, ref.number, node)
+        state.followups = [f.to_json() for f in found]
+        state.followup_notes = notes
 
 
 def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
@@ -925,6 +940,7 @@ def _state_from_rest_pull(ref: PRRef, p: Mapping[str, Any]) -> PRState:
         head_sha=(p.get("head") or {}).get("sha"),
         updated_at=p.get("updated_at"),
         closed_at=p.get("closed_at"),
+        created_at=p.get("created_at") if isinstance(p.get("created_at"), str) else None,
         url=p.get("html_url"),
         is_pull=True,
     )

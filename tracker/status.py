@@ -11,7 +11,11 @@ repository), then works out what it means:
   (``[patch.source]`` globs, else the files our body touches), still have our body's patch id;
   giving a drift class: unchanged, revised, merged-as-vendored, merged-with-changes,
   closed-unmerged (or head-moved / unknown when the diff cannot be read);
-* an action: drop at the next rebase, refresh from the PR, upstream it, held, nothing to do.
+* later upstream work naming each PR (``tracker.followups``: GitHub's cross-references, read in
+  the same batched query, and the commit messages of a local clone): reverted upstream, a
+  follow-up merged or open, a mention;
+* an action: drop at the next rebase, refresh from the PR, take upstream's follow-up, keep a patch
+  whose PR upstream reverted, upstream it, held, nothing to do.
 
 Offline first. Without ``--refresh`` nothing touches the network: states come from the client's
 on-disk cache (with their age) or, on a fresh clone with no cache, from the state recorded in
@@ -72,6 +76,8 @@ HELD = "held"
 NOTHING = "nothing"
 DROPPED = "dropped"
 CHECK = "unknown"
+FOLLOW_UP = "follow-up"  # upstream fixed it again: take the follow-up
+REVERTED_UP = "reverted"  # upstream reverted the PR the patch carries
 
 ROLES = (("prs", "pr"), ("ports", "pr"), ("reverts", "pr"), ("issues", "issue"), ("based_on", "pr"))
 
@@ -113,6 +119,7 @@ class RefRow:
     age_s: float | None = None
     recorded: str | None = None
     error: dict[str, Any] | None = None
+    created_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -144,6 +151,9 @@ class StatusRow:
     action: str = NOTHING
     action_text: str = ""
     notes: list[str] = field(default_factory=list)
+    # later upstream work naming the patch's PRs (``tracker.followups.FollowUp.to_json()``)
+    followups: list[dict[str, Any]] = field(default_factory=list)
+    followups_from: list[str] = field(default_factory=list)  # what was read: timeline, commits, recorded
 
     @property
     def upstream_state(self) -> str:
@@ -388,6 +398,7 @@ def _ref_row(role: str, ref: PRRef, got: PRState | RowError | None) -> RefRow:
         row.state, row.title, row.author = state, got.title, got.author
         row.merged_at, row.merge_commit, row.head = got.merged_at, got.merge_commit, got.head_sha
         row.updated_at, row.review, row.ci, row.url = got.updated_at, got.review_decision, got.ci, got.url
+        row.created_at = got.created_at
         row.source = "cache" if got.source == "cache" else "network"
         row.age_s = got.age_s if got.source == "cache" else 0.0
     elif isinstance(got, RowError):
@@ -476,6 +487,7 @@ def collect_status(
         _analyse(ledger, p, row, client, mode)
         if row.pr is not None and row.pr.state == "merged":
             _place_merge(row, ledger.targets.get(p.target), histories.get(p.target))
+        _followups(p, row, refs, states, ledger.targets.get(p.target), histories.get(p.target))
         _decide(p, row)
         rows.append(row)
     targets = {
@@ -492,6 +504,129 @@ def collect_status(
         warnings=warnings,
         round_trips=getattr(client, "round_trips", 0) - trips0,
     )
+
+
+# ---- follow-ups ------------------------------------------------------------------------------
+FOLLOWUP_ROLES = ("prs", "ports", "reverts", "based_on")
+
+
+def _followups(
+    p: Patch,
+    row: StatusRow,
+    refs: list[tuple[str, PRRef]],
+    states: Mapping[PRRef, PRState | RowError],
+    target: Any,
+    repo: Any | None,
+) -> None:
+    """Later upstream work naming each PR of the patch: the timeline of its state (live or
+    cached), else what the ledger recorded; and, with a local clone, the branch's commits that
+    name it. Each item is checked again here (a cached state is as untrusted as an answer)."""
+    from patchset.tracker import followups as fu
+
+    found: list[fu.FollowUp] = []
+    recorded = [f for f in (fu.from_recorded(t) for t in p.status.followups) if f is not None]
+    base = tip = None
+    if repo is not None and target is not None:
+        try:
+            base = (repo.rev(target.base) if target.base else None) or None
+            tip = repo.rev(f"refs/heads/{target.branch}") or repo.rev(f"refs/remotes/origin/{target.branch}")
+        except Exception as exc:  # a broken clone: say so, show the rest
+            row.notes.append(f"history of {row.target}: {exc}")
+    for role, ref in refs:
+        if role not in FOLLOWUP_ROLES or ref.kind != "pr":
+            continue
+        got = states.get(ref)
+        items: list[fu.FollowUp] = []
+        if isinstance(got, PRState) and got.followups is not None:
+            _source(row, "timeline")
+            for d in got.followups:
+                try:
+                    f = fu.FollowUp.from_json(d)
+                except fu.BadItem as exc:
+                    row.notes.append(f"{ref}: a follow-up left out ({exc})")
+                    continue
+                if f.of == str(ref):
+                    items.append(f)
+            row.notes += [f"{ref}: {n}" for n in got.followup_notes if isinstance(n, str)][:3]
+        else:
+            mine = [f for f in recorded if f.of == str(ref)]
+            if mine or p.status.followups:
+                _source(row, "recorded")
+            items += mine
+        if tip and target is not None and (not target.github or target.github.lower() == ref.repo.lower()):
+            merge = next((r.merge_commit for r in [row.pr, *row.refs] if r is not None and r.ref == str(ref)), None)
+            try:
+                items += fu.commit_mentions(repo, ref.repo, ref.number, merge_commit=merge, since=base, tip=tip)
+                _source(row, "commits")
+            except Exception as exc:
+                row.notes.append(f"history of {row.target}: {exc}")
+        found += items
+    merged = fu.merge(found)
+    if base and repo is not None:
+        for f in merged:
+            if f.merge_commit and f.state == "merged":
+                try:
+                    f.in_base = bool(repo.rev(f.merge_commit)) and repo.is_ancestor(f.merge_commit, base)
+                except Exception:
+                    f.in_base = None
+    row.followups = [{**f.to_json(), "role": _role_of(refs, f.of)} for f in merged]
+
+
+def _source(row: StatusRow, what: str) -> None:
+    if what not in row.followups_from:
+        row.followups_from.append(what)
+
+
+def _role_of(refs: list[tuple[str, PRRef]], of: str) -> str:
+    return next((role for role, r in refs if str(r) == of), "")
+
+
+def _short_ref(text: str) -> str:
+    """``vllm-project/vllm#58999`` -> ``vllm#58999`` for the repositories with a short name."""
+    from patchset.upstream.refs import DEFAULT_ALIASES
+
+    repo, sep, n = text.partition("#")
+    short = {v.lower(): k for k, v in DEFAULT_ALIASES.items()}.get(repo.lower())
+    return f"{short}#{n}" if sep and short else text
+
+
+def _followup_action(row: StatusRow) -> None:
+    """What upstream's later work means for the action (after ``_decide``'s own choice)."""
+    live = [f for f in row.followups if f.get("in_base") is not True]
+    carried = [f for f in live if f.get("role") in ("prs", "ports")]
+    reverted = [f for f in carried if f["class"] == "reverted"]
+    if reverted:
+        f = reverted[0]
+        when = f" on {f['merged_at'][:10]}" if f.get("merged_at") else ""
+        row.action = REVERTED_UP
+        row.action_text = (
+            f"upstream reverted it: {_short_ref(f['ref'])}{when}; the next base does not carry it, keep the patch"
+        )
+        return
+    undone = [f for f in live if f.get("role") == "reverts" and f["class"] == "reverted"]
+    if undone:
+        f = undone[0]
+        row.action = DROP
+        row.action_text = (
+            f"upstream reverted {_short_ref(f['of'])} too ({_short_ref(f['ref'])}): drop it at that rebase"
+        )
+        return
+    fixed = [f for f in carried if f["class"] == "follow-up-merged"]
+    if fixed:
+        names = ", ".join(_short_ref(f["ref"]) for f in fixed[:3]) + (
+            f" and {len(fixed) - 3} more" if len(fixed) > 3 else ""
+        )
+        before = row.action_text
+        row.action = FOLLOW_UP
+        row.action_text = f"upstream fixed it again: take {names}" + (f" ({before})" if before else "")
+    opened = [f for f in carried if f["class"] == "follow-up-open"]
+    if opened:
+        what = (
+            "revert"
+            if any(str(f.get("title", "")).lower().lstrip("[").startswith("revert") for f in opened)
+            else "follow-up"
+        )
+        row.action_text += f"; {what} open upstream: " + ", ".join(_short_ref(f["ref"]) for f in opened[:3])
 
 
 # ---- drift -----------------------------------------------------------------------------------
@@ -580,6 +715,12 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
 
 # ---- actions ---------------------------------------------------------------------------------
 def _decide(p: Patch, row: StatusRow) -> None:
+    _decide_state(p, row)
+    if p.state == "active":
+        _followup_action(row)
+
+
+def _decide_state(p: Patch, row: StatusRow) -> None:
     pr = row.pr
     if p.state == "held":
         row.action, row.action_text = HELD, f"held: {p.reason}"
@@ -659,34 +800,66 @@ def status(
     return report
 
 
+def _recorded_followups(r: StatusRow) -> list[str] | None:
+    """What ``[patch.status] followups`` becomes for a freshly read row: the reverts and
+    follow-ups GitHub's timeline named (not mentions, not what a clone's commits say: the clone
+    is read again each time); None when no timeline was read (keep what is recorded)."""
+    from patchset.tracker import followups as fu
+
+    if "timeline" not in r.followups_from or "recorded" in r.followups_from:
+        return None  # no timeline read now (or only for some refs): keep what is recorded
+    timeline = [f for f in r.followups if f.get("via") == "timeline"]
+    out: list[str] = []
+    for d in timeline:
+        try:
+            text = fu.recorded_text(fu.FollowUp.from_json(d))
+        except fu.BadItem:
+            continue
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
 def record_status(ledger_path: Path, report: StatusReport, today: dt.date | None = None) -> list[str]:
-    """Write every freshly read primary PR state into ``[patch.status]`` (one atomic edit).
-    Human notes and the vendored ``head`` are kept. Returns the ids whose status changed."""
+    """Write every freshly read primary PR state into ``[patch.status]`` (one atomic edit), and
+    the reverts and follow-ups GitHub's timeline named (``followups``). Human notes and the
+    vendored ``head`` are kept. Returns the ids whose status changed."""
     today = today or dt.date.today()
-    fresh = [r for r in report.rows if r.pr is not None and r.pr.source == "network" and r.pr.known]
-    if not fresh:
+    fresh = {r.id for r in report.rows if r.pr is not None and r.pr.source == "network" and r.pr.known}
+    follow = {r.id: f for r in report.rows if (f := _recorded_followups(r)) is not None}
+    if not fresh and not follow:
         return []
     changed: list[str] = []
     with ledger_mod.edit(ledger_path) as e:
-        for r in fresh:
-            t = e.patch_table(r.id)
+        for r in report.rows:
+            t = e.patch_table(r.id) if r.id in fresh or r.id in follow else None
             if t is None:
                 continue
-            pr = r.pr
-            assert pr is not None
             old = dict(t.get("status") or {})
-            new: dict[str, Any] = {"pr_state": pr.state, "recorded": today}
-            if pr.state == "merged" and pr.merged_at:
-                new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
-            if pr.state == "merged" and pr.merge_commit:
-                new["merge_commit"] = pr.merge_commit
-            for k, v in new.items():
-                e.set_path(t, f"status.{k}", v)
-            if pr.state != "merged":
+            new: dict[str, Any] = {}
+            pr = r.pr
+            if r.id in fresh and pr is not None:
+                new = {"pr_state": pr.state, "recorded": today}
+                if pr.state == "merged" and pr.merged_at:
+                    new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
+                if pr.state == "merged" and pr.merge_commit:
+                    new["merge_commit"] = pr.merge_commit
+                for k, v in new.items():
+                    e.set_path(t, f"status.{k}", v)
+                if pr.state != "merged":
+                    st = t.get("status")
+                    for k in ("merged_at", "merge_commit"):
+                        if st is not None and k in st:
+                            del st[k]
+            if r.id in follow:
+                items = follow[r.id]
                 st = t.get("status")
-                for k in ("merged_at", "merge_commit"):
-                    if st is not None and k in st:
-                        del st[k]
-            if any(old.get(k) != v for k, v in new.items() if k != "recorded"):
+                if items:
+                    e.set_path(t, "status.followups", items)
+                elif st is not None and "followups" in st:
+                    del st["followups"]
+                if list(old.get("followups") or []) != items:
+                    changed.append(r.id)
+            if any(old.get(k) != v for k, v in new.items() if k != "recorded") and r.id not in changed:
                 changed.append(r.id)
     return changed

@@ -142,6 +142,9 @@ class RecordedStatus:
     merge_commit: str = ""
     head: str = ""
     note: str = ""
+    # later upstream work naming the patch's PRs, as `status --refresh` last read it:
+    # "<class> <their ref> of <our ref>" (class: reverted, follow-up-merged, follow-up-open)
+    followups: list[str] = field(default_factory=list)
 
 
 @record

@@ -21,6 +21,10 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
 SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# [patch.status] followups: "<class> <their ref> of <our ref>" (tracker.followups.recorded_text)
+FOLLOWUP_RE = re.compile(
+    r"^(reverted|follow-up-merged|follow-up-open) [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+ of [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$"
+)
 GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # a target name becomes [targets.<name>], the directory patchset/series/<name>/ and `--into DIR/<name>`
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -106,6 +110,10 @@ STATUS = {
     "merge_commit": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
     "head": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
     "note": Field("str"),
+    "followups": Field(
+        "list[str]",
+        check=_pattern(FOLLOWUP_RE, "a follow-up like 'reverted vllm-project/vllm#58999 of vllm-project/vllm#57632'"),
+    ),
 }
 PATCH = {
     "id": Field("str", required=True, check=_id),

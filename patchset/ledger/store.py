@@ -213,7 +213,7 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
         source=Source(**src),
         switches=Switches(env=dict(sw.get("env", {})), flags=list(sw.get("flags", []))),
         tests=[TestSpec(**t) for t in d.get("tests", [])],
-        status=RecordedStatus(**st),
+        status=RecordedStatus(**{**st, "followups": list(st.get("followups", []))}),
         dep3=dict(d.get("dep3", {})),
         line=line,
     )

@@ -122,6 +122,11 @@ class PRState:
     url: str | None = None
     is_pull: bool = True
     state_reason: str | None = None  # issues: COMPLETED | NOT_PLANNED | REOPENED
+    created_at: str | None = None
+    # later upstream work naming it (``tracker.followups.FollowUp.to_json()``, checked where it is
+    # used); None: not asked (no token: the REST path reads no timeline)
+    followups: list[dict[str, Any]] | None = None
+    followup_notes: list[str] = field(default_factory=list)  # timeline items left out, and why
     source: str = "network"
     fetched_at: float = field(default_factory=time.time)
     age_s: float | None = None
