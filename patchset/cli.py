@@ -23,6 +23,7 @@ import click
 from patchset import __version__, errors
 from patchset.commands.table import Term
 from patchset.records import record
+from patchset.text import terminal
 
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
@@ -65,7 +66,7 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs) or 0
         except errors.PatchsetError as exc:
-            click.echo(f"error: {exc.render()}", err=True)
+            click.echo(f"error: {terminal(exc.render(), block=True)}", err=True)  # messages quote data
             code = exc.exit_code
         except BrokenPipeError:  # `patchset list | head`: the reader left; say nothing
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -74,7 +75,7 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
             click.echo("interrupted", err=True)
             code = 130
         except OSError as exc:
-            click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            click.echo(terminal(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), err=True)
             code = errors.EXIT_INPUT
         except Exception as exc:
             if isinstance(exc.__cause__, KeyboardInterrupt):  # Ctrl-C while a class was defined (3.11 wraps it)
@@ -83,7 +84,8 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
             if os.environ.get("PATCHSET_DEBUG"):
                 raise
             click.echo(
-                f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)", err=True
+                terminal(f"error: internal error: {type(exc).__name__}: {exc} (set PATCHSET_DEBUG=1 for a traceback)"),
+                err=True,
             )
             code = errors.EXIT_INPUT
         sys.exit(code)
