@@ -17,7 +17,7 @@ from typing import Any
 
 from patchset import atomic
 from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
-from patchset.text import markdown_block, markdown_cell, markdown_code, xml_text
+from patchset.text import html_inline, markdown_block, markdown_cell, markdown_code, xml_text
 
 SUITE = "patchset-gate"
 
@@ -124,7 +124,9 @@ def markdown(r: GateReport) -> str:
                 out.append("")
             for t in r.failed_tests:
                 out += [
-                    f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {_md(t['status'])}</summary>",
+                    # raw HTML: Markdown's escapes do not apply inside it, HTML's do
+                    f"<details><summary>{html_inline(t['patch'])}/{html_inline(t['name'])}: "
+                    f"{html_inline(t['status'])}</summary>",
                     "",
                     markdown_block(t.get("tail", "")),
                     "",

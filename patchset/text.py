@@ -18,7 +18,8 @@ They exist once here so that ``verify``, the gate, the status dashboard and the 
 * ``xml_text(text)``: characters XML 1.0 does not allow (most C0 controls, lone surrogates,
   U+FFFE/U+FFFF) and the ones a reader could be fooled by (C1, DEL, bidi) shown as above, so a
   document is always well-formed.
-* ``html_text(text)``: ``terminal``'s replacements, then HTML-escaped (quotes included).
+* ``html_text(text)``: ``terminal``'s replacements, then HTML-escaped (quotes included);
+  ``html_inline`` the same on one line, for raw HTML inside Markdown (a ``<summary>``).
 * ``safe_url(url)``: the URL when it is an http(s) URL without spaces or controls, else None.
 """
 
@@ -28,6 +29,7 @@ import re
 from collections.abc import Iterable
 
 __all__ = [
+    "html_inline",
     "html_text",
     "markdown_block",
     "markdown_cell",
@@ -192,6 +194,13 @@ def xml_text(text: object) -> str:
     if not _TERMINAL.search(s):
         return s
     return _TERMINAL.sub(lambda m: m.group() if m.group() in "\t\n\r" else _shown(m), s)
+
+
+def html_inline(text: object) -> str:
+    """``text`` inside raw HTML on one line (a ``<summary>`` in Markdown, where Markdown's own
+    escapes do not apply): ``html_text`` with newlines folded into a space, so it can neither
+    close the HTML block nor add a line."""
+    return html_text(_NEWLINES.sub(" ", "" if text is None else str(text)))
 
 
 def html_text(text: object) -> str:
