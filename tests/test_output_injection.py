@@ -15,6 +15,7 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -303,3 +304,28 @@ def test_gate_report_and_junit_with_a_hostile_commit_subject(hostile_upstream, t
     render(r, Term(buf, tty=False, color=False))
     assert not raw_unsafe(buf.getvalue()), raw_unsafe(buf.getvalue())[:8]
     assert re.search(r"B\tconflict", buf.getvalue())  # the piped table keeps its fields
+
+
+# ---- other people's ledgers and trees ------------------------------------------------------------------
+def test_names_from_someone_elses_tree_and_ledger_are_shown_not_sent(run, tmp_path):
+    """A body file named with an escape sequence (``audit`` of a tree someone sent) and a ledger
+    whose title and description carry them (``show``, ``list``): the text is printed, the
+    controls are shown as escapes, one line stays one line."""
+    led = tmp_path / "led"
+    shutil.copytree(REPO_ROOT / "examples" / "spark-sm12x", led)
+    toml = led / "patches.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            'title = "Offer the SM90 FlashInfer sparse-MLA backend on SM12x for 512-wide heads"',
+            'title = "Offer \\u001b]0;owned\\u0007 SM90 \\u202eevil\\r\\nforged line"',
+        )
+    )
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "0001-evil\x1b]0;owned\x07\u202e.patch").write_text("diff --git a/x b/x\n")
+    r = run("audit", src, cwd=led)
+    assert r.code == 1 and "0001-evil\\x1b]0;owned\\x07<U+202E>.patch" in r.stdout, r
+    assert not raw_unsafe(r.stdout), raw_unsafe(r.stdout)
+    r = run("show", "01-sm12x-sparse-mla-sm90", cwd=led)
+    assert r.code == 0 and "Offer \\x1b]0;owned\\x07 SM90 <U+202E>evil forged line" in r.stdout, r
+    assert not raw_unsafe(r.stdout), raw_unsafe(r.stdout)

@@ -28,6 +28,17 @@ def raw_unsafe(text: str, *, newlines: bool = True) -> list[str]:
     return found
 
 
+# What XML 1.0 does not allow, plus what a reader could be fooled by (C1, DEL, bidi): tab, newline
+# and carriage return are XML whitespace and may stay.
+XML_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
+
+
+def xml_unsafe(text: str) -> list[str]:
+    return XML_UNSAFE.findall(text)
+
+
 def terminal_unsafe(text: str) -> list[str]:
     """What a terminal would interpret in ``text`` besides patchset's own colours."""
     return raw_unsafe(OUR_SGR.sub("", text))
@@ -88,14 +99,17 @@ def only_http(links: list[str]) -> list[str]:
     return [u for u in links if not re.match(r"https?://", u.strip(), re.I)]
 
 
-def check_markdown(md: str, *, rows: list[int], cells: int, allowed_tags: set[str]) -> Page:
+def check_markdown(md: str, *, rows: list[int], cells: int | list[int], allowed_tags: set[str]) -> Page:
     """``md`` carries no raw control or bidi character, renders tables with ``rows`` body rows
-    (one entry per table, in order) of ``cells`` cells each, no tag outside ``allowed_tags``, no
-    event handler, and only http(s) links."""
+    (one entry per table, in order) of ``cells`` cells each (one count for all tables, or one per
+    table), no tag outside ``allowed_tags``, no event handler, and only http(s) links."""
     assert not raw_unsafe(md), f"raw control characters in Markdown: {raw_unsafe(md)[:5]}"
     p = page(markdown_html(md))
     assert [len(t) for t in p.tables] == rows, f"table rows changed: {[len(t) for t in p.tables]} != {rows}\n{md}"
-    assert all(n == cells for t in p.tables for n in t), f"cells per row changed: {p.tables}\n{md}"
+    per_table = cells if isinstance(cells, list) else [cells] * len(p.tables)
+    assert all(n == want for t, want in zip(p.tables, per_table, strict=True) for n in t), (
+        f"cells per row changed: {p.tables}\n{md}"
+    )
     assert set(p.tags) <= allowed_tags, f"markup from data: {sorted(set(p.tags) - allowed_tags)}\n{md}"
     assert not p.handlers(), p.handlers()
     assert not only_http(p.links()), f"non-http links: {only_http(p.links())}"
