@@ -37,6 +37,7 @@ __all__ = [
     "markdown_link",
     "markdown_text",
     "md_cell",
+    "plain",
     "safe_url",
     "split_list",
     "terminal",
@@ -67,6 +68,12 @@ _REST = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufff
 _TERMINAL = re.compile(f"[\x00-\x1f{_REST}]")
 _BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f{_REST}]")  # the same, newlines and tabs kept
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def plain(text: str) -> bool:
+    """Whether ``text`` has nothing any sanitiser here would change for a terminal (no control,
+    bidi or separator character, no tab or newline): the fast path of the table renderer."""
+    return _TERMINAL.search(text) is None
 
 
 def _shown(m: re.Match[str]) -> str:

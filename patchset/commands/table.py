@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from patchset.text import terminal
+from patchset.text import plain, terminal
 
 _SGR = {
     "bold": "1",
@@ -68,8 +68,15 @@ _PROSE_BREAKS = re.compile(r"\r\n|[\n\t]")
 
 def _safe_part(p: Part) -> Part:
     """A piece of a line as text: newlines and tabs folded to a space, other controls shown."""
-    text = terminal(_PROSE_BREAKS.sub(" ", p.text if isinstance(p, Styled) else str(p)))
+    text = p.text if isinstance(p, Styled) else str(p)
+    if plain(text):
+        return p
+    text = terminal(_PROSE_BREAKS.sub(" ", text))
     return Styled(text, p.style) if isinstance(p, Styled) else text
+
+
+def _safe_text(text: str) -> str:
+    return text if plain(text) else terminal(text.replace("\t", " "), block=True)
 
 
 def _safe_cell(cell: Cell) -> Cell:
@@ -77,11 +84,24 @@ def _safe_cell(cell: Cell) -> Cell:
     tabs folded to a space (the piped layout's field separator), other controls shown."""
     if cell is None:
         return None
-    if isinstance(cell, Styled):
-        return Styled(terminal(cell.text.replace("\t", " "), block=True), cell.style)
     if isinstance(cell, str):
-        return terminal(cell.replace("\t", " "), block=True)
-    return [terminal(str(c), block=True).replace("\t", " ").replace("\n", " ") for c in cell]
+        return _safe_text(cell)
+    if isinstance(cell, Styled):
+        safe = _safe_text(cell.text)
+        return cell if safe is cell.text else Styled(safe, cell.style)
+    return [c if plain(c) else _safe_text(c).replace("\n", " ") for c in map(str, cell)]
+
+
+def _safe_row(row: Sequence[Cell]) -> list[Cell]:
+    """A row with every cell safe (``_safe_cell``); one check for the whole row when nothing in it
+    needs escaping, which is every row of an ordinary ledger."""
+    texts = [
+        c if isinstance(c, str) else c.text if isinstance(c, Styled) else "" if c is None else " ".join(map(str, c))
+        for c in row
+    ]
+    if plain(" ".join(texts)):
+        return list(row)
+    return [_safe_cell(c) for c in row]
 
 
 def tail_path(path: str, width: int) -> str:
@@ -295,7 +315,7 @@ class Term:
     def table(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], title: Part | None = None) -> None:
         if title is not None:
             self.line(title)
-        rows = [[_safe_cell(c) for c in r] for r in rows]
+        rows = [_safe_row(r) for r in rows]
         if not self.tty:
             self._plain(cols, rows)
         else:
