@@ -329,3 +329,23 @@ def test_names_from_someone_elses_tree_and_ledger_are_shown_not_sent(run, tmp_pa
     r = run("show", "01-sm12x-sparse-mla-sm90", cwd=led)
     assert r.code == 0 and "Offer \\x1b]0;owned\\x07 SM90 <U+202E>evil forged line" in r.stdout, r
     assert not raw_unsafe(r.stdout), raw_unsafe(r.stdout)
+
+
+def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
+    """The per-file fallback writes GitHub's file names into diff headers: a name with a newline
+    (or a commit "sha" that is a path) is unreadable upstream data, not part of the body."""
+    from patchset.tracker.github import _diff_from_files, _Failure
+
+    evil = {
+        "filename": "a.py\n+++ b/../../etc/passwd",
+        "status": "modified",
+        "patch": "@@ -1 +1 @@\n-a\n+b",
+        "changes": 2,
+    }
+    with pytest.raises(_Failure) as got:
+        _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}, evil])
+    assert got.value.row.message.startswith("unreadable upstream data: filename: ")
+    assert "\n" not in got.value.row.message
+    for bad in ({"changes": "many"}, {"patch": ["x"]}, {"status": "exploded"}, {"previous_filename": "x\x1b"}):
+        with pytest.raises(_Failure, match="unreadable upstream data"):
+            _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b", **bad}])

@@ -32,7 +32,14 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from patchset.records import record
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
-from patchset.tracker.payloads import Unreadable, issue_from_rest, pr_from_graphql, pull_from_rest, recorded_state
+from patchset.tracker.payloads import (
+    Unreadable,
+    file_entry,
+    issue_from_rest,
+    pr_from_graphql,
+    pull_from_rest,
+    recorded_state,
+)
 from patchset.upstream.refs import (
     AUTH,
     DEFAULT_ALIASES,
@@ -609,6 +616,8 @@ class GitHubClient:
             sha = c.get("sha") if isinstance(c, dict) else None
             if not isinstance(sha, str):
                 raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
+            if not _HEX40.match(sha):  # it goes into the next request's path
+                raise _Failure(Unreadable("sha", sha).row())
             parents = c.get("parents")
             if isinstance(parents, list) and len(parents) > 1:
                 merges.append(sha)
@@ -947,17 +956,18 @@ def _diff_from_files(files: list[Any]) -> tuple[bytes, list[str]]:
     """Rebuild a git-style diff from GitHub's per-file entries. Returns the diff and the names of
     files that carry no patch although they changed (binary, or too large for GitHub to show).
 
-    GitHub's file list has no file modes; new and deleted files are written as mode 100644."""
+    GitHub's file list has no file modes; new and deleted files are written as mode 100644. Every
+    field is checked first (``payloads.file_entry``): a name with a newline would write diff
+    headers of its own."""
     parts: list[str] = []
     missing: list[str] = []
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
             raise _Failure(RowError(MALFORMED, "a PR file entry without a filename"))
-        new = f["filename"]
-        old = f.get("previous_filename") or new
-        status = f.get("status")
-        patch = f.get("patch")
-        changed = int(f.get("changes") or 0) > 0
+        try:
+            new, old, status, patch, changed = file_entry(f)
+        except Unreadable as bad:
+            raise _Failure(bad.row()) from None
         if patch is None and (changed or status in ("added", "removed", "modified", "changed")):
             missing.append(new)
             continue

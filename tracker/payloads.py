@@ -27,6 +27,7 @@ from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
 __all__ = [
     "Unreadable",
     "check_state",
+    "file_entry",
     "issue_from_rest",
     "pr_from_graphql",
     "pull_from_rest",
@@ -271,6 +272,35 @@ def issue_from_rest(ref: PRRef, i: Any) -> PRState:
         is_pull=bool(pr),
         state_reason=_enum_word(reason.upper() if isinstance(reason, str) else reason, "state_reason"),
     )
+
+
+# ---- a PR's file list ------------------------------------------------------------------------------
+FILE_STATUSES = ("added", "removed", "modified", "renamed", "copied", "changed", "unchanged")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _file_name(value: Any, field: str) -> str:
+    """A repository path as GitHub lists it: text without a control character (a newline would
+    end the diff header it is written into)."""
+    name = _text(value, field)
+    if not name or _CONTROL.search(name):
+        raise Unreadable(field, value)
+    return name
+
+
+def file_entry(f: Mapping[str, Any]) -> tuple[str, str, str | None, str | None, bool]:
+    """One entry of ``GET /repos/{o}/{r}/pulls/{n}/files``: ``(filename, previous filename,
+    status, patch, changed)``, checked."""
+    new = _file_name(f.get("filename"), "filename")
+    old = _file_name(f["previous_filename"], "previous_filename") if f.get("previous_filename") else new
+    status = _choice(f.get("status"), "status", FILE_STATUSES)
+    patch = f.get("patch")
+    if patch is not None and not isinstance(patch, str):
+        raise Unreadable("patch", patch)
+    changes = f.get("changes")
+    if changes is not None and (not isinstance(changes, int) or isinstance(changes, bool) or changes < 0):
+        raise Unreadable("changes", changes)
+    return new, old, status, patch, bool(changes)
 
 
 # ---- recorded states ---------------------------------------------------------------------------------
