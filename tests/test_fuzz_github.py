@@ -39,7 +39,7 @@ from patchset.tracker.status import status
 from patchset.tracker.views import render_status, to_markdown
 from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
 from tests.support.fuzz import CASE_DEADLINE_S, examples
-from tests.support.github_payloads import graphql_pull, recorded_entry, rest_pull, sha, text
+from tests.support.github_payloads import graphql_pull, junk, often, recorded_entry, rest_pull, sha, text
 from tests.support.outputs import (
     MARKDOWN_TAGS,
     check_html,
@@ -57,8 +57,11 @@ REPO = "acme/demo"
 BASE = "http://127.0.0.1:9/api/v3"  # never contacted: the client is offline
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 HEX40 = re.compile(r"[0-9a-f]{40}")
+# Big nested answers: generation may be slow or overrun on a loaded machine; that is not a finding.
 SETTINGS = settings(
-    max_examples=examples(), deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
+    max_examples=examples(),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 
 # A ledger of other people's data: a hostile title and reason, recorded states to fall back on.
@@ -204,6 +207,42 @@ def test_graphql_error_documents_mark_rows(errors, data):
     assert isinstance(got[ref], RowError)  # (its text, GitHub's own message, is sanitised where it is shown)
 
 
+_FILE_STATUS = st.sampled_from(["added", "removed", "modified", "renamed", "changed"])
+_HUNKS = st.sampled_from(["@@ -1 +1 @@\n-a\n+b", "@@ -0,0 +1,2 @@\n+a\n+b", "@@ -1,2 +1,1 @@\n a\n-b\n"])
+
+
+@SETTINGS
+@given(
+    files=st.lists(
+        st.fixed_dictionaries(
+            {
+                "filename": often(st.sampled_from(["a.py", "pkg/b.py"]), text),
+                "previous_filename": often(st.none(), text),
+                "status": often(_FILE_STATUS, text),
+                "patch": often(
+                    st.one_of(st.none(), _HUNKS), st.one_of(text, _HUNKS.map(lambda h: h + "\n" + "--- a/x"))
+                ),
+                "changes": often(st.integers(0, 9), junk),
+            }
+        ),
+        max_size=4,
+    )
+)
+def test_file_lists_rebuild_a_diff_or_mark_the_row(files):
+    """The per-file fallback writes one ``diff --git`` section per listed file with a patch, and
+    nothing else; an entry out of shape marks the row."""
+    from patchset.tracker.github import _diff_from_files, _Failure
+
+    try:
+        data, missing = _diff_from_files(files)
+    except _Failure as f:
+        assert f.row.kind == MALFORMED and not raw_unsafe(f.row.message, newlines=False)
+        return
+    lines = data.decode("utf-8").split("\n")
+    assert sum(1 for ln in lines if ln.startswith("diff --git ")) == len(files) - len(missing)
+    assert sum(1 for ln in lines if ln.startswith("+++ ")) <= len(files) - len(missing)
+
+
 # ---- the dashboard -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict:
@@ -262,7 +301,9 @@ def test_parsed_answers_render_safely_everywhere(world, node):
     ref = PRRef(REPO, 1)
     got = parse_states(REPO, [ref], {"data": {"repository": {ref.alias: node}}})[ref]
     _record(world["cache"], {"pr:1": got.to_json()} if isinstance(got, PRState) else {})
-    rep = status(world["ledger"], client=GitHubClient(base_url=BASE, cache_dir=world["cache"], offline=True))
+    rep = status(
+        world["ledger"], client=GitHubClient(base_url=BASE, cache_dir=world["cache"], offline=True), histories={}
+    )
     if isinstance(got, PRState):
         pr = {r.id: r for r in rep.rows}["p1"].pr
         assert pr is not None and pr.source == "cache" and pr.title == got.title  # accepted data is kept exact

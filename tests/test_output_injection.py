@@ -346,6 +346,13 @@ def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
         _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}, evil])
     assert got.value.row.message.startswith("unreadable upstream data: filename: ")
     assert "\n" not in got.value.row.message
-    for bad in ({"changes": "many"}, {"patch": ["x"]}, {"status": "exploded"}, {"previous_filename": "x\x1b"}):
+    smuggled = "@@ -1 +1 @@\n-a\n+b\n--- a/z\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y"  # a second file
+    for bad in (
+        {"changes": "many"},
+        {"patch": ["x"]},
+        {"patch": smuggled},
+        {"status": "exploded"},
+        {"previous_filename": "x\x1b"},
+    ):
         with pytest.raises(_Failure, match="unreadable upstream data"):
             _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b", **bad}])

@@ -288,6 +288,36 @@ def _file_name(value: Any, field: str) -> str:
     return name
 
 
+_HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@", re.ASCII)
+
+
+def _hunks_only(patch: str) -> bool:
+    """GitHub's ``patch`` of one file is hunks and nothing else: each ``@@`` header followed by
+    exactly the context, removed and added lines it counts (and "\\ No newline" markers), so no
+    line can start the header of another file."""
+    old = new = 0
+    for line in patch.split("\n"):
+        if old == 0 and new == 0:
+            m = _HUNK.match(line)
+            if m:
+                old, new = int(m.group(1) or 1), int(m.group(2) or 1)
+            elif line and not line.startswith("\\"):
+                return False
+            continue
+        tag = line[:1]
+        if tag in (" ", ""):  # context (an empty line: a blank context line with its space dropped)
+            old, new = old - 1, new - 1
+        elif tag == "-":
+            old -= 1
+        elif tag == "+":
+            new -= 1
+        elif tag != "\\":
+            return False
+        if old < 0 or new < 0:
+            return False
+    return True
+
+
 def file_entry(f: Mapping[str, Any]) -> tuple[str, str, str | None, str | None, bool]:
     """One entry of ``GET /repos/{o}/{r}/pulls/{n}/files``: ``(filename, previous filename,
     status, patch, changed)``, checked."""
@@ -295,7 +325,7 @@ def file_entry(f: Mapping[str, Any]) -> tuple[str, str, str | None, str | None, 
     old = _file_name(f["previous_filename"], "previous_filename") if f.get("previous_filename") else new
     status = _choice(f.get("status"), "status", FILE_STATUSES)
     patch = f.get("patch")
-    if patch is not None and not isinstance(patch, str):
+    if patch is not None and (not isinstance(patch, str) or not _hunks_only(patch)):
         raise Unreadable("patch", patch)
     changes = f.get("changes")
     if changes is not None and (not isinstance(changes, int) or isinstance(changes, bool) or changes < 0):
