@@ -102,7 +102,8 @@ def terminal(text: object, *, block: bool = False) -> str:
 _NEWLINES = re.compile(r"\r\n|[\r\n]")
 # Markdown punctuation that can start structure inline: escapes, code spans, emphasis and
 # strikethrough, links and images, raw HTML and autolinks, entities, table cells.
-_MD_PUNCT = re.compile(r"[\\`*~\[\]<>&|]|(?<!\w)_|_(?!\w)")  # (an underscore inside a word is text)
+# (an underscore between two letters or digits is text: kv_cache_utils.py stays readable)
+_MD_PUNCT = re.compile(r"[\\`*~\[\]<>&|]|(?<![^\W_])_|_(?![^\W_])")
 # a block marker at the start of the text (a heading, a list item)
 _MD_LEAD = re.compile(r"^(\s*)(#{1,6}|[+\-]|\d{1,9}[.)])(?=\s|$)")
 
