@@ -32,7 +32,6 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from patchset.records import record
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
-from patchset.upstream import net
 from patchset.tracker.payloads import (
     Unreadable,
     file_entry,
@@ -41,6 +40,7 @@ from patchset.tracker.payloads import (
     pull_from_rest,
     recorded_state,
 )
+from patchset.upstream import net
 from patchset.upstream.refs import (
     AUTH,
     DEFAULT_ALIASES,
