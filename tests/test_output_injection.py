@@ -114,7 +114,7 @@ def test_a_terminal_shows_hostile_github_text_and_never_interprets_it(hostile):
     """``status --refresh`` then ``status`` on a real pseudo-terminal with colours: no escape
     sequence or bidi character from GitHub reaches the terminal; each is shown as text."""
     led = hostile["ledger"]
-    argv = [sys.executable, "-c", "from patchset.console import main; main()", "-C", str(led.parent), "status"]
+    argv = [sys.executable, "-c", "from patchset.cli import main; main()", "-C", str(led.parent), "status"]
     for extra in (["--refresh"], []):
         code, out, err = run_in_pty([*argv, *extra], env=_cli_env(hostile["env"]))
         text = out.decode("utf-8")
