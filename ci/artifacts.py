@@ -28,7 +28,7 @@ from patchset.ci.report import (
     newest_safe_line,
     report_from_json,
 )
-from patchset.text import md_cell
+from patchset.text import html_inline, markdown_block, markdown_cell, markdown_code, xml_text
 
 SUITE = "patchset-gate"
 
@@ -37,13 +37,22 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write_text(path, json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
 
 
-_md = md_cell
+_md = markdown_cell
+_code = markdown_code
+
+
+def _cell_code(text: object) -> str:
+    return markdown_code(text, cell=True)
 
 
 MAX_REPORT = 64 << 20  # bytes of an earlier report.json read back
 
 
 def markdown(r: GateReport) -> str:
+    """``report.md``. Every value (commit subjects, paths, ids, messages, test output) is data:
+    it goes through ``patchset.text``'s Markdown sanitisers, so none adds a cell, a row, HTML,
+    a link, or breaks out of its code span or block. An unchanged run: its headline over the
+    report of the verdict that stands."""
     if r.status == UNCHANGED and r.verdict_report:
         return _unchanged_markdown(r)
     return _markdown(r)
@@ -71,21 +80,21 @@ def _markdown(r: GateReport) -> str:
     out = [f"# {_md(headline(r))}", ""]
     up = r.upstream
     out += [
-        f"- upstream: {up.get('kind', '?')} `{_md(up.get('location', ''))}`",
-        f"- judged: `{_md(r.onto or r.asked)}`" + (f" at `{r.commit}`" if r.commit else ""),
-        f"- series base: `{_md(r.base)}`" + (f" (`{r.base_commit[:12]}`)" if r.base_commit else ""),
+        f"- upstream: {_md(up.get('kind', '?'))} {_code(up.get('location', ''))}",
+        f"- judged: {_code(r.onto or r.asked)}" + (f" at {_code(r.commit)}" if r.commit else ""),
+        f"- series base: {_code(r.base)}" + (f" ({_code(r.base_commit[:12])})" if r.base_commit else ""),
     ]
     if r.previous:
         out.append(
-            f"- previous run: {r.previous.get('verdict')} at `{_md(r.previous.get('judged_label', ''))}`; "
-            f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`"
+            f"- previous run: {_md(r.previous.get('verdict'))} at {_code(r.previous.get('judged_label', ''))}; "
+            f"last clean replay {_code(r.previous.get('last_clean_label', '') or '-')}"
         )
-    out.append(f"- exit code: {r.exit_code} ({r.status})")
+    out.append(f"- exit code: {r.exit_code} ({_md(r.status)})")
     if r.judged_at:
-        out.append(f"- run: {r.judged_at}")
+        out.append(f"- run: {_md(r.judged_at)}")
     if r.image.get("image") and r.image.get("image") != r.image.get("base_image"):
         out.append(
-            f"- image: `{_md(r.image['image'])}` (base_image `{_md(r.image.get('base_image', ''))}` names the base)"
+            f"- image: {_code(r.image['image'])} (base_image {_code(r.image.get('base_image', ''))} names the base)"
         )
     elif r.image.get("why"):
         out.append(f"- image: {_md(r.image['why'])}")
@@ -93,9 +102,9 @@ def _markdown(r: GateReport) -> str:
     if r.newest_safe:
         out += ["## Newest safe upstream", "", _md(newest_safe_line(r.newest_safe, command=False)), ""]
         if r.newest_safe.get("command"):
-            out += ["```", r.newest_safe["command"], "```", ""]
+            out += [markdown_block(r.newest_safe["command"]), ""]
     for kind, b in r.build.items():
-        out.append(f"- build {kind}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
+        out.append(f"- build {_md(kind)}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
     reasons = r.reasons()
     if reasons:
         out += ["## Regressions", ""] + [f"- {_md(x)}" for x in reasons] + [""]
@@ -107,40 +116,46 @@ def _markdown(r: GateReport) -> str:
         for i, p in enumerate(patches, 1):
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
-            out.append(f"| {i} | `{p['id']}` | {verdict} | {_md(fb)} |")
+            out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
         out.append("")
         for p in patches:
             if p["verdict"] != "conflict":
                 continue
-            out.append(f"### `{p['id']}` conflicts")
+            out.append(f"### {_code(p['id'])} conflicts")
             for f in p["files"]:
                 if f["how"] not in ("conflict", "broken"):
                     continue
-                out.append(f"- `{f['path']}`: {_md(f.get('message') or f['how'])}")
+                out.append(f"- {_code(f['path'])}: {_md(f.get('message') or f['how'])}")
                 for h in f.get("hunks", []):
                     subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
                     blamed = _md(subjects) or "(no upstream commit blamed)"
-                    out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {blamed}")
+                    out.append(f"  - hunk #{_md(h['index'])} near line {_md(h['line'])}: upstream {blamed}")
             bad = r.first_bad.get(p["id"])
             if bad and bad.get("commit"):
                 out.append(
                     f"- first bad upstream commit: {_md(describe_commit(bad['commit']))}; last good "
-                    f"`{bad['last_good'][:12]}` ({bad['range_size']} commits searched, {bad['probes']} replays)"
+                    f"{_code(bad['last_good'][:12])} ({_md(bad['range_size'])} commits searched, "
+                    f"{_md(bad['probes'])} replays)"
                 )
             out.append("")
     if r.apply:
-        out += ["## Apply to a fresh tree", "", f"{r.apply.get('outcome')}: {_md(r.apply.get('message', ''))}", ""]
+        out += [
+            "## Apply to a fresh tree",
+            "",
+            f"{_md(r.apply.get('outcome'))}: {_md(r.apply.get('message', ''))}",
+            "",
+        ]
         if r.apply.get("mismatched"):
-            out += [f"- lock mismatch: `{m}`" for m in r.apply["mismatched"]] + [""]
+            out += [f"- lock mismatch: {_code(m)}" for m in r.apply["mismatched"]] + [""]
     if r.tests or r.tags:
-        out += [f"## Tests (tags: {', '.join(r.tags) or 'none'})", ""]
+        out += [f"## Tests (tags: {_md(', '.join(r.tags) or 'none')})", ""]
         if not r.tests:
             out += ["No test of the series carries these tags.", ""]
         else:
             out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
             out += [
-                f"| `{t['patch']}` | {_md(t['name'])} | {t.get('kind', 'command')} | {t['status']} "
-                f"| {t.get('class', '')} | {t['seconds']} |"
+                f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
+                f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
                 for t in r.tests
             ]
             out.append("")
@@ -153,41 +168,55 @@ def _markdown(r: GateReport) -> str:
                     "|---|---|---|---|---|---|---|",
                 ]
                 out += [
-                    f"| `{x['patch']}` | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
-                    f"{_md(x['without'])} | {x['class']} | {_md(x['logs'])} |"
+                    f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+                    f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
                     for x in lc
                 ]
                 out.append("")
             for t in r.failed_tests:
                 out += [
-                    f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>",
+                    # raw HTML: Markdown's escapes do not apply inside it, HTML's do
+                    f"<details><summary>{html_inline(t['patch'])}/{html_inline(t['name'])}: "
+                    f"{html_inline(t['status'])}</summary>",
                     "",
-                    "```",
-                    t.get("tail", ""),
-                    "```",
+                    markdown_block(t.get("tail", "")),
                     "",
                     "</details>",
                     "",
                 ]
     st = r.upstream_status
     if st.get("actions"):
-        out += ["## Upstream status", "", f"Mode `{st.get('mode')}`; data: {_md(st.get('data_age', ''))}.", ""]
-        out += [f"- `{a['id']}`: {a['action']}: {_md(a['text'])}" for a in st["actions"]]
+        out += ["## Upstream status", "", f"Mode {_code(st.get('mode'))}; data: {_md(st.get('data_age', ''))}.", ""]
+        out += [f"- {_code(a['id'])}: {_md(a['action'])}: {_md(a['text'])}" for a in st["actions"]]
         out.append("")
     if r.series_patch.get("files"):
+        path = r.series_patch["path"]
         out += [
             "## Refreshed series",
             "",
-            f"`{r.series_patch['path']}` changes {len(r.series_patch['files'])} files "
-            f"(`git apply {r.series_patch['path']}` at the top of the repository):",
+            f"{_code(path)} changes {len(r.series_patch['files'])} files "
+            f"({_code(f'git apply {path}')} at the top of the repository):",
             "",
         ]
-        out += [f"- `{f}`" for f in r.series_patch["files"]] + [""]
+        out += [f"- {_code(f)}" for f in r.series_patch["files"]] + [""]
     if r.warnings:
         out += ["## Warnings", ""] + [f"- {_md(w)}" for w in r.warnings] + [""]
-    timing = ", ".join(f"{k} {v:.2f} s" for k, v in r.timings.items())
+    timing = ", ".join(f"{_md(k)} {v:.2f} s" for k, v in r.timings.items())
     out += [f"Took {r.seconds:.2f} s ({timing})." if timing else f"Took {r.seconds:.2f} s.", ""]
     return "\n".join(out)
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Every text, tail, attribute name and value of the tree made valid XML 1.0 character data
+    (``patchset.text.xml_text``): a commit subject or a test's output with ESC or BEL in it
+    must not make ``junit.xml`` unreadable."""
+    for el in root.iter():
+        if el.text:
+            el.text = xml_text(el.text)
+        if el.tail:
+            el.tail = xml_text(el.tail)
+        if el.attrib:
+            el.attrib = {xml_text(k): xml_text(v) for k, v in el.attrib.items()}
 
 
 def junit(r: GateReport) -> bytes:
@@ -245,6 +274,7 @@ def junit(r: GateReport) -> bytes:
     suite.set("time", f"{r.seconds:.3f}")
     root = ET.Element("testsuites")
     root.append(suite)
+    _xml_safe(root)
     ET.indent(root)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
 

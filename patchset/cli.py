@@ -25,6 +25,7 @@ import click
 from patchset import __version__, errors
 from patchset.commands.table import Term
 from patchset.records import record
+from patchset.text import terminal
 
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
@@ -72,7 +73,8 @@ def report_error(kind: str, message: str, hint: str | None, code: int, as_json: 
     """Say what failed: ``error: MESSAGE`` (and its hint) on stderr, and under ``--json`` also
     ``{"error": {"kind", "message", "hint", "exit"}}`` on stdout, so a script reads a failure the
     way it reads a result."""
-    click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
+    text = f"error: {message}" + (f"\n  hint: {hint}" if hint else "")
+    click.echo(terminal(text, block=True), err=True)  # messages quote data: controls shown, never sent
     if as_json:
         emit_json({"error": {"kind": kind, "message": message, "hint": hint or None, "exit": code}})
 

@@ -9,8 +9,9 @@ top of it this module adds what PyGithub lacks: exact bytes, redirects followed 
 (same origin only), conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no
 rate limit with a token), an offline mode, one batched GraphQL query per repository that passes
 GitHub's validation rules, the refused-diff fallbacks, and a classification of every failure into
-a ``RowError`` so one bad row never hides the others. What it asks GitHub for, and what that
-costs: docs/github.md.
+a ``RowError`` so one bad row never hides the others; every state read (from GitHub or from the
+cache) is checked field by field (``tracker.payloads``), so one malformed value marks its own
+row. What it asks GitHub for, and what that costs: docs/github.md.
 
     client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
     states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
@@ -32,6 +33,14 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit
 from patchset.records import record
 from patchset.tracker.followups import TIMELINE, parse_timeline
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
+from patchset.tracker.payloads import (
+    Unreadable,
+    file_entry,
+    issue_from_rest,
+    pr_from_graphql,
+    pull_from_rest,
+    recorded_state,
+)
 from patchset.upstream import net
 from patchset.upstream.refs import (
     AUTH,
@@ -79,7 +88,6 @@ MAX_REDIRECTS = 5
 PR_COMMIT_CAP = 250  # GitHub lists at most this many commits of a pull request
 MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split into several
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 @record
@@ -556,23 +564,25 @@ class GitHubClient:
                 group.append(ref)
         out: dict[PRRef, PRState | RowError] = {}
         for repo, group in by_repo.items():
-            record = self._load_states(repo)
+            loaded = self._load_states(repo)
+            record: dict[str, Any] = {} if isinstance(loaded, RowError) else loaded
             need: list[PRRef] = []
             now = time.time()
             for ref in group:
-                saved = record.get(_state_key(ref))
-                if saved is not None and (self.offline or now - saved.fetched_at <= max_age):
+                saved = self._recorded(ref, record)
+                if isinstance(saved, PRState) and (self.offline or now - saved.fetched_at <= max_age):
                     saved.source, saved.age_s = "cache", round(max(0.0, now - saved.fetched_at), 3)
                     out[ref] = saved
                 elif self.offline:
-                    out[ref] = RowError(OFFLINE, "offline, no cached data")
+                    fallback = loaded if isinstance(loaded, RowError) else RowError(OFFLINE, "offline, no cached data")
+                    out[ref] = saved if isinstance(saved, RowError) else fallback
                 else:
-                    need.append(ref)
+                    need.append(ref)  # not recorded, too old, or unreadable: ask again
             for start in range(0, len(need), MAX_ALIASES):
                 chunk = need[start : start + MAX_ALIASES]
                 fresh = self._fetch_states(repo, chunk) if self.authenticated else self._rest_states(chunk)
                 out.update(fresh)
-                got = {_state_key(r): s for r, s in fresh.items() if isinstance(s, PRState)}
+                got = {_state_key(r): s.to_json() for r, s in fresh.items() if isinstance(s, PRState)}
                 if got:
                     record.update(got)
                     self._save_states(repo, record)
@@ -636,6 +646,8 @@ class GitHubClient:
             sha = c.get("sha") if isinstance(c, dict) else None
             if not isinstance(sha, str):
                 raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
+            if not _HEX40.match(sha):  # it goes into the next request's path
+                raise _Failure(Unreadable("sha", sha).row())
             parents = c.get("parents")
             if isinstance(parents, list) and len(parents) > 1:
                 merges.append(sha)
@@ -748,19 +760,36 @@ class GitHubClient:
         for ref in refs:
             try:
                 if ref.kind == "pr":
-                    out[ref] = _state_from_rest_pull(ref, self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
+                    out[ref] = pull_from_rest(ref, self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
                 else:
-                    out[ref] = _state_from_rest_issue(ref, self._get(f"/repos/{ref.repo}/issues/{ref.number}").json())
+                    out[ref] = issue_from_rest(ref, self._get(f"/repos/{ref.repo}/issues/{ref.number}").json())
             except _Failure as f:
                 out[ref] = f.row
+            except Unreadable as bad:
+                out[ref] = bad.row()
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 out[ref] = RowError(MALFORMED, f"unexpected REST shape ({_short(exc)})")
         return out
 
+    @staticmethod
+    def _recorded(ref: PRRef, record: Mapping[str, Any]) -> PRState | RowError | None:
+        """The recorded state of ``ref``, checked; a ``RowError`` naming the field when it is
+        unreadable; None when nothing is recorded."""
+        key = _state_key(ref)
+        if key not in record:
+            return None
+        try:
+            return recorded_state(ref, record[key])
+        except Unreadable as bad:
+            return bad.row("recorded state")
+
     def _record_name(self, repo: str) -> str:
         return f"states:{self.base_url}:{repo.lower()}"
 
-    def _load_states(self, repo: str) -> dict[str, PRState]:
+    def _load_states(self, repo: str) -> dict[str, Any] | RowError:
+        """The states recorded for ``repo`` (state key -> ``PRState.to_json()``), unchecked: each
+        entry is checked when a ref asks for it (``payloads.recorded_state``), so one bad entry
+        marks one row. A record that is not a JSON object is a ``RowError`` for every ref."""
         entry = self.cache.get("STATE", self._record_name(repo))
         if entry is None:
             return {}
@@ -768,14 +797,16 @@ class GitHubClient:
 
         try:
             raw = json.loads(entry.body.decode("utf-8"))
-            return {k: PRState.from_json(v) for k, v in raw.items()}
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return {}
+        except (ValueError, UnicodeDecodeError):
+            raw = None
+        if not isinstance(raw, dict):
+            return RowError(MALFORMED, f"unreadable recorded state: the record of {repo} is not a JSON object")
+        return raw
 
-    def _save_states(self, repo: str, record: Mapping[str, PRState]) -> None:
+    def _save_states(self, repo: str, record: Mapping[str, Any]) -> None:
         import json
 
-        body = json.dumps({k: v.to_json() for k, v in record.items()}, sort_keys=True).encode("utf-8")
+        body = json.dumps(dict(record), sort_keys=True).encode("utf-8")
         self.cache.put("STATE", self._record_name(repo), "", b"", 200, {}, body)
 
 
@@ -833,7 +864,7 @@ def parse_states(
         if not isinstance(e, dict):
             continue
         path = e.get("path") or []
-        if len(path) >= 2 and path[0] == "repository":
+        if isinstance(path, list) and len(path) >= 2 and path[0] == "repository":
             by_alias[str(path[1])] = e
         else:
             general.append(e)
@@ -867,101 +898,24 @@ def parse_states(
             )
             continue
         try:
-            out[ref] = _state_from_node(ref, node, now)
+            state = pr_from_graphql(ref, node, now)
+        except Unreadable as bad:
+            out[ref] = bad.row()
+            continue
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({_short(exc)})")
             continue
-        _timeline_into(out[ref], repo, ref, node)  # type: ignore[arg-type]
+        _timeline_into(state, repo, ref, node)
+        out[ref] = state
     return out
 
 
 def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:
-    """The PR's creation date and its cross-references (``tracker.followups``) into its state."""
-    created = node.get("createdAt")
-    if isinstance(created, str) and _ISO.fullmatch(created):
-        state.created_at = created
+    """The PR's cross-references (``tracker.followups``, checked item by item) into its state."""
     if state.is_pull and "timelineItems" in node:
         found, notes = parse_timeline(repo, ref.number, node)
         state.followups = [f.to_json() for f in found]
         state.followup_notes = notes
-
-
-def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
-    is_pull = n.get("__typename", "PullRequest") == "PullRequest" and "headRefOid" in n
-    author = (n.get("author") or {}).get("login")
-    if is_pull:
-        nodes = ((n.get("commits") or {}).get("nodes")) or []
-        head = (nodes[-1] or {}).get("commit") or {} if nodes else {}
-        rollup = head.get("statusCheckRollup") or {}
-        merged = bool(n["merged"])
-        return PRState(
-            ref=ref,
-            title=str(n["title"]),
-            author=author,
-            state=str(n["state"]).lower(),
-            draft=bool(n["isDraft"]),
-            merged=merged,
-            merged_at=n.get("mergedAt"),
-            merge_commit=(n.get("mergeCommit") or {}).get("oid"),
-            head_sha=n.get("headRefOid"),
-            updated_at=n.get("updatedAt"),
-            closed_at=n.get("closedAt"),
-            review_decision=n.get("reviewDecision"),
-            ci=rollup.get("state"),
-            url=n.get("url"),
-            is_pull=True,
-            fetched_at=now,
-        )
-    return PRState(
-        ref=ref,
-        title=str(n["title"]),
-        author=author,
-        state=str(n["issueState"] if "issueState" in n else n["state"]).lower(),
-        url=n.get("url"),
-        updated_at=n.get("updatedAt"),
-        closed_at=n.get("closedAt"),
-        is_pull=False,
-        state_reason=n.get("stateReason"),
-        fetched_at=now,
-    )
-
-
-def _state_from_rest_pull(ref: PRRef, p: Mapping[str, Any]) -> PRState:
-    merged = bool(p.get("merged") or p.get("merged_at"))
-    return PRState(
-        ref=ref,
-        title=str(p["title"]),
-        author=(p.get("user") or {}).get("login"),
-        state="merged" if merged else str(p["state"]),
-        draft=bool(p.get("draft")),
-        merged=merged,
-        merged_at=p.get("merged_at"),
-        merge_commit=p.get("merge_commit_sha") if merged else None,
-        head_sha=(p.get("head") or {}).get("sha"),
-        updated_at=p.get("updated_at"),
-        closed_at=p.get("closed_at"),
-        created_at=p.get("created_at") if isinstance(p.get("created_at"), str) else None,
-        url=p.get("html_url"),
-        is_pull=True,
-    )
-
-
-def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
-    pr = i.get("pull_request")
-    merged = bool(pr and pr.get("merged_at"))
-    return PRState(
-        ref=ref,
-        title=str(i["title"]),
-        author=(i.get("user") or {}).get("login"),
-        state="merged" if merged else str(i["state"]),
-        merged=merged,
-        merged_at=(pr or {}).get("merged_at"),
-        updated_at=i.get("updated_at"),
-        closed_at=i.get("closed_at"),
-        url=i.get("html_url"),
-        is_pull=bool(pr),
-        state_reason=(i.get("state_reason") or "").upper() or None,
-    )
 
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
@@ -1053,17 +1007,18 @@ def _diff_from_files(files: list[Any]) -> tuple[bytes, list[str]]:
     """Rebuild a git-style diff from GitHub's per-file entries. Returns the diff and the names of
     files that carry no patch although they changed (binary, or too large for GitHub to show).
 
-    GitHub's file list has no file modes; new and deleted files are written as mode 100644."""
+    GitHub's file list has no file modes; new and deleted files are written as mode 100644. Every
+    field is checked first (``payloads.file_entry``): a name with a newline would write diff
+    headers of its own."""
     parts: list[str] = []
     missing: list[str] = []
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
             raise _Failure(RowError(MALFORMED, "a PR file entry without a filename"))
-        new = f["filename"]
-        old = f.get("previous_filename") or new
-        status = f.get("status")
-        patch = f.get("patch")
-        changed = int(f.get("changes") or 0) > 0
+        try:
+            new, old, status, patch, changed = file_entry(f)
+        except Unreadable as bad:
+            raise _Failure(bad.row()) from None
         if patch is None and (changed or status in ("added", "removed", "modified", "changed")):
             missing.append(new)
             continue

@@ -1,6 +1,10 @@
 """The upstream-status dashboard as one static HTML page: no external assets (inline CSS and JS),
 every value escaped, sortable by any column.
 
+Every value on the page is data from outside and goes through ``patchset.text.html_text`` (HTML
+escaped, quotes included; control and bidi characters shown as ``\x1b`` / ``<U+202E>``); a link
+is made only for an http(s) URL (``patchset.text.safe_url``). Only the template is markup.
+
 Sorting: click a column header (again to reverse). The page also reads its URL hash on load and
 when it changes: ``page.html#sort=drift`` sorts by drift ascending, ``#sort=-order`` descending;
 it does so by clicking the header, so a link (or a headless browser) exercises the same code as a
@@ -9,11 +13,11 @@ person. Each cell carries a ``data-sort`` value so numbers and dates sort as suc
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
 from patchset import atomic
+from patchset.text import html_text, safe_url
 from patchset.tracker.status import StatusReport, StatusRow
 from patchset.tracker.views import ACTION_WORDS, detail_cell, upstream_cell
 
@@ -111,7 +115,7 @@ _JS = """
 
 
 def _e(text: object) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
+    return html_text(text)
 
 
 def _age(r: StatusRow) -> float:
@@ -129,8 +133,9 @@ def _row(r: StatusRow, pos: int) -> str:
     state = r.upstream_state
     pr_text = upstream_cell(r)
     pr_html = _e(pr_text)
-    if r.pr is not None and r.pr.url and r.pr.url.startswith(("https://", "http://")):
-        pr_html = f'<a href="{_e(r.pr.url)}">{pr_html}</a>'
+    url = safe_url(r.pr.url) if r.pr is not None else None
+    if url is not None:
+        pr_html = f'<a href="{_e(url)}">{pr_html}</a>'
     if r.pr is not None and r.pr.title:
         pr_html += f'<span class="small">{_e(r.pr.title)}</span>'
     if r.error:
@@ -147,7 +152,7 @@ def _row(r: StatusRow, pos: int) -> str:
     age = _age(r)
     cells = [
         f'<td data-sort="{_e(r.target)}">{_e(r.target)}</td>',
-        f'<td class="num" data-sort="{r.order if r.order else 9999}">{r.order or ""}</td>',
+        f'<td class="num" data-sort="{_e(r.order or 9999)}">{_e(r.order or "")}</td>',
         f'<td data-sort="{_e(r.id)}">{pid}</td>',
         f"<td>{_e(r.origin)}</td>",
         f'<td class="s-{_e(state)}" data-sort="{_e(state)}">{_e(state)}</td>',

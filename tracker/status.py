@@ -22,13 +22,17 @@ on-disk cache (with their age) or, on a fresh clone with no cache, from the stat
 the ledger (``[patch.status]``, with its date). ``--refresh`` asks GitHub and records the new
 states in the ledger (one atomic edit; human notes and the vendored head are kept). A failure
 (401, rate limit, 404, 5xx, timeout, malformed answer) marks its rows and falls back to the
-recorded state; the dashboard always renders.
+recorded state; the dashboard always renders. So does a malformed value in an answer or in the
+recorded states (a date that is not one, a merge commit that is not a sha, a state outside the
+schema's enum): the client checks every field (``tracker.payloads``) and that one row says
+"unreadable upstream data: <field>: <value>" (exit 2, as for any row that could not be read).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import field
@@ -235,8 +239,9 @@ class StatusReport:
     @property
     def exit_code(self) -> int:
         """0 when every upstream state could be read (or none was asked for); 2 when some rows
-        carry an error (network, auth, rate limit ...): the page still shows every row; else 1
-        when an apply, rebase or ledger edit was interrupted half-way (a finding, as in validate)."""
+        carry an error (network, auth, rate limit, unreadable upstream data or recorded state
+        ...): the page still shows every row; else 1 when an apply, rebase or ledger edit was
+        interrupted half-way (a finding, as in validate)."""
         if self.errors():
             return 2
         return 1 if any(i.problem for i in self.interrupted) else 0
@@ -820,6 +825,26 @@ def _recorded_followups(r: StatusRow) -> list[str] | None:
     return out
 
 
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _recordable(pr: RefRow, today: dt.date) -> dict[str, Any] | None:
+    """The ``[patch.status]`` values for a freshly read state, or None when one of them is not
+    what the ledger's schema takes (the client checks every answer, so this is a last guard: a
+    bad value must never stop the recording of the other rows)."""
+    new: dict[str, Any] = {"pr_state": pr.state, "recorded": today}
+    if pr.state == "merged" and pr.merged_at:
+        try:
+            new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
+        except ValueError:
+            return None
+    if pr.state == "merged" and pr.merge_commit:
+        if not _SHA.fullmatch(pr.merge_commit):
+            return None
+        new["merge_commit"] = pr.merge_commit
+    return new
+
+
 def record_status(ledger_path: Path, report: StatusReport, today: dt.date | None = None) -> list[str]:
     """Write every freshly read primary PR state into ``[patch.status]`` (one atomic edit), and
     the reverts and follow-ups GitHub's timeline named (``followups``). Human notes and the
@@ -839,18 +864,18 @@ def record_status(ledger_path: Path, report: StatusReport, today: dt.date | None
             new: dict[str, Any] = {}
             pr = r.pr
             if r.id in fresh and pr is not None:
-                new = {"pr_state": pr.state, "recorded": today}
-                if pr.state == "merged" and pr.merged_at:
-                    new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
-                if pr.state == "merged" and pr.merge_commit:
-                    new["merge_commit"] = pr.merge_commit
-                for k, v in new.items():
-                    e.set_path(t, f"status.{k}", v)
-                if pr.state != "merged":
-                    st = t.get("status")
-                    for k in ("merged_at", "merge_commit"):
-                        if st is not None and k in st:
-                            del st[k]
+                values = _recordable(pr, today)
+                if values is None:
+                    report.warnings.append(f"{r.id}: upstream state not recorded (a value is not a date or a commit)")
+                else:
+                    new = values
+                    for k, v in new.items():
+                        e.set_path(t, f"status.{k}", v)
+                    if pr.state != "merged":
+                        st = t.get("status")
+                        for k in ("merged_at", "merge_commit"):
+                            if st is not None and k in st:
+                                del st[k]
             if r.id in follow:
                 items = follow[r.id]
                 st = t.get("status")

@@ -1,6 +1,12 @@
 """Renderings of the upstream-status dashboard for people: a table per target (colour for
 state, drift and action) and Markdown (for an issue or a PR comment). Machines use
 ``StatusReport.to_json()``; the static HTML page is ``tracker.html``.
+
+Everything on the page came from outside (GitHub, the ledger, recorded state): the terminal view
+prints through ``Term``, which shows control characters instead of sending them; the Markdown
+view passes every value through ``patchset.text``'s Markdown sanitisers (``markdown_cell``,
+``markdown_code``, ``markdown_link``: http(s) links only), so no value adds a cell, a row, HTML
+or a link.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from patchset.commands.table import Cell, Col, Styled, Term
-from patchset.text import md_cell
+from patchset.text import markdown_cell, markdown_code, markdown_link
 from patchset.tracker.status import StatusReport, StatusRow
 
 STATE_STYLE = {
@@ -149,7 +155,7 @@ def render_status(term: Term, report: StatusReport) -> None:
         term.line(f"recorded into the ledger: {', '.join(report.recorded)}")
 
 
-_md = md_cell
+_md = markdown_cell
 
 
 def to_markdown(report: StatusReport) -> str:
@@ -157,7 +163,7 @@ def to_markdown(report: StatusReport) -> str:
     out = [
         f"# Upstream status{': ' + _md(report.title) if report.title else ''}",
         "",
-        f"Mode `{report.mode}`, generated {report.generated_at}; data: {_md(report.oldest())}.",
+        f"Mode {markdown_code(report.mode)}, generated {_md(report.generated_at)}; data: {_md(report.oldest())}.",
         "",
     ]
     for w in report.warnings:
@@ -169,30 +175,27 @@ def to_markdown(report: StatusReport) -> str:
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
         out += [
-            f"## {target} (`{t.get('github', '')}`, base `{t.get('base') or '—'}`)",
+            f"## {_md(target)} ({markdown_code(t.get('github') or '') or '-'}, "
+            f"base {markdown_code(t.get('base') or '—')})",
             "",
             "| # | patch | origin | upstream | detail | drift | action | data |",
             "|--:|---|---|---|---|---|---|---|",
         ]
         for r in rows:
-            pid = f"`{r.id}`" + (f" *({r.state})*" if r.state != "active" else "")
-            up = upstream_cell(r)
-            if r.pr is not None and r.pr.url:
-                up = f"[{_md(up)}]({r.pr.url})"
-            else:
-                up = _md(up)
+            pid = markdown_code(r.id, cell=True) + (f" *({_md(r.state)})*" if r.state != "active" else "")
+            up = markdown_link(upstream_cell(r), r.pr.url if r.pr is not None else None)
             if r.error:
                 up += f" **{_md(r.error)}**"
-            action = f"**{ACTION_WORDS.get(r.action, r.action)}**" + (
+            action = f"**{_md(ACTION_WORDS.get(r.action, r.action))}**" + (
                 f": {_md(r.action_text)}" if r.action_text else ""
             )
             out.append(
-                f"| {r.order or ''} | {pid} | {r.origin} | {up} | {_md(detail_cell(r))} | {r.drift} | "
+                f"| {r.order or ''} | {pid} | {_md(r.origin)} | {up} | {_md(detail_cell(r))} | {_md(r.drift)} | "
                 f"{action} | {_md(r.data)} |"
             )
         out.append("")
     counts = report.counts("action")
-    out.append("Actions: " + ", ".join(f"{n} {ACTION_WORDS.get(a, a)}" for a, n in sorted(counts.items())) + ".")
+    out.append("Actions: " + ", ".join(f"{n} {_md(ACTION_WORDS.get(a, a))}" for a, n in sorted(counts.items())) + ".")
     errors = report.errors()
     if errors:
         out += ["", "Errors:", *(f"- {_md(e)}" for e in errors)]

@@ -18,8 +18,15 @@ from pathlib import Path
 from patchset import atomic
 from patchset.ci.scripts._common import main_guard, set_output
 from patchset.errors import InputError
+from patchset.text import markdown_cell as _md
+from patchset.text import markdown_code
 
 _RANK = {"unchanged": 0, "green": 0, "red": 1, "error": 2}
+
+
+def _code(text: object) -> str:
+    """An id or a directory name in a table cell (job artifacts are data: see ``patchset.text``)."""
+    return markdown_code(text, cell=True)
 
 
 def _load(path: Path) -> dict:
@@ -39,19 +46,22 @@ def combine(plan_dir: Path, test_dirs: list[Path]) -> tuple[str, str, bool]:
         rep = d / "report.json"
         if not rep.is_file():
             verdict = "error" if _RANK[verdict] < 2 else verdict
-            rows.append(f"| `{d.name}` | - | no report (the job failed before judging) | - |")
+            rows.append(f"| {_code(d.name)} | - | no report (the job failed before judging) | - |")
             continue
         r = _load(rep)
         if _RANK.get(r["status"], 2) > _RANK.get(verdict, 2):
             verdict = r["status"]
         for t in r.get("tests", []):
-            rows.append(f"| `{t['patch']}` | {t['name']} | {t['status']} ({t.get('class', '')}) | {t['seconds']} |")
+            rows.append(
+                f"| {_code(t['patch'])} | {_md(t['name'])} | {_md(t['status'])} ({_md(t.get('class', ''))}) "
+                f"| {_md(t['seconds'])} |"
+            )
         for e in r.get("errors", []):
-            rows.append(f"| `{d.name}` | - | error: {e.replace('|', '/')} | - |")
+            rows.append(f"| {_code(d.name)} | - | error: {_md(e)} | - |")
     if rows:
         md += "\n## Per-patch test jobs\n\n| patch | test | result | seconds |\n|---|---|---|---|\n"
         md += "\n".join(rows) + "\n"
-    md += f"\n**Verdict: {verdict}**\n"
+    md += f"\n**Verdict: {_md(verdict)}**\n"
     has_series = plan_dir.joinpath("series.patch").is_file() and plan_dir.joinpath("series.patch").stat().st_size > 0
     return verdict, md, has_series
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.records import record
+from patchset.text import terminal
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
 DEFAULT_LABEL = "patchset-gate"
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         done = open_or_update_pr(repo, args.head, args.base, args.title, body)
     else:
         done = report_issue(repo, args.state, args.title, body, args.label)
-    print(f"{done.kind} {done.action}" + (f" #{done.number} {done.url}" if done.number else ""))
+    print(terminal(f"{done.kind} {done.action}" + (f" #{done.number} {done.url}" if done.number else "")))
     set_output(f"{done.kind}_action", done.action)
     set_output(f"{done.kind}_number", str(done.number or ""))
     return 0

@@ -12,6 +12,11 @@ and the gate report all behave alike):
   row with the fields separated by a tab (as ``gh`` does), so ``grep`` and ``cut -f`` see stable
   fields. ``--json`` stays the machine format.
 
+- Text is data, never terminal control: every cell, title and line goes through
+  ``patchset.text.terminal`` (an escape sequence, a carriage return or a bidi override from an
+  upstream title, a path or another person's ledger is shown as ``\x1b``, ``\r``, ``<U+202E>``);
+  prose folds its newlines and tabs into spaces, so one logical line stays one line.
+
 No rich here: printing a table must not pay for importing it (``patchset list`` starts fast).
 ``PATCHSET_TTY=1``/``0`` forces the terminal or the piped layout (tests; ``| less -R``); the width
 comes from ``COLUMNS`` or the terminal; ``NO_COLOR`` turns colour off.
@@ -24,6 +29,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
+
+from patchset.text import plain, terminal
 
 _SGR = {
     "bold": "1",
@@ -54,6 +61,47 @@ class Styled:
 Part = str | Styled
 # A cell: plain text (tokens are words), styled text, or a list of items (each item one token).
 Cell = str | Styled | Sequence[str] | None
+
+
+_PROSE_BREAKS = re.compile(r"\r\n|[\n\t]")
+
+
+def _safe_part(p: Part) -> Part:
+    """A piece of a line as text: newlines and tabs folded to a space, other controls shown."""
+    text = p.text if isinstance(p, Styled) else str(p)
+    if plain(text):
+        return p
+    text = terminal(_PROSE_BREAKS.sub(" ", text))
+    return Styled(text, p.style) if isinstance(p, Styled) else text
+
+
+def _safe_text(text: str) -> str:
+    return text if plain(text) else terminal(text.replace("\t", " "), block=True)
+
+
+def _safe_cell(cell: Cell) -> Cell:
+    """A cell as text: newlines kept (the layout reads them as token breaks, never prints them),
+    tabs folded to a space (the piped layout's field separator), other controls shown."""
+    if cell is None:
+        return None
+    if isinstance(cell, str):
+        return _safe_text(cell)
+    if isinstance(cell, Styled):
+        safe = _safe_text(cell.text)
+        return cell if safe is cell.text else Styled(safe, cell.style)
+    return [c if plain(c) else _safe_text(c).replace("\n", " ") for c in map(str, cell)]
+
+
+def _safe_row(row: Sequence[Cell]) -> list[Cell]:
+    """A row with every cell safe (``_safe_cell``); one check for the whole row when nothing in it
+    needs escaping, which is every row of an ordinary ledger."""
+    texts = [
+        c if isinstance(c, str) else c.text if isinstance(c, Styled) else "" if c is None else " ".join(map(str, c))
+        for c in row
+    ]
+    if plain(" ".join(texts)):
+        return list(row)
+    return [_safe_cell(c) for c in row]
 
 
 def tail_path(path: str, width: int) -> str:
@@ -212,19 +260,34 @@ class Term:
 
     # ---- text -------------------------------------------------------------------------------
     def paint(self, text: str, style: str) -> str:
+        """``text`` (made safe: ``patchset.text.terminal``) in ``style`` when colour is on."""
+        return self._sgr(terminal(text), style)
+
+    def _sgr(self, text: str, style: str) -> str:
         if not self.color or not style:
             return text
         codes = ";".join(_SGR[s] for s in style.split() if s in _SGR)
         return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
 
-    def write(self, text: str = "") -> None:
+    def _emit(self, text: str) -> None:
         self.stream.write(text + "\n")
+
+    def write(self, text: str = "", style: str = "") -> None:
+        """A block printed as it is (a diff, a log): newlines and tabs kept, every other control
+        character shown (``patchset.text.terminal``); each line in ``style`` when colour is on."""
+        text = terminal(text, block=True)
+        if style and self.color:
+            text = "\n".join(self._sgr(ln, style) if ln else ln for ln in text.split("\n"))
+        self._emit(text)
 
     def line(self, *parts: Part, indent: str = "") -> None:
         """One logical line of prose: wrapped at spaces to the terminal width (never inside a word);
-        in a pipe, one physical line."""
+        in a pipe, one physical line. Newlines and tabs in the parts are spaces; other control
+        characters are shown, never sent."""
+        parts = tuple(_safe_part(p) for p in parts)
+        indent = terminal(indent)
         if not self.tty:
-            self.write(indent + "".join(str(p) for p in parts))
+            self._emit(indent + "".join(str(p) for p in parts))
             return
         units: list[list[tuple[str, str]]] = []  # words joined without a space; wrapping happens between units
         space = True
@@ -240,13 +303,13 @@ class Term:
         cur, cur_len = "", 0  # the line being filled, and its length without escape codes
         for unit in units:
             ulen = sum(len(w) for w, _ in unit)
-            painted = "".join(self.paint(w, st) for w, st in unit)
+            painted = "".join(self._sgr(w, st) for w, st in unit)  # (the parts are safe already)
             if cur_len and len(indent) + cur_len + 1 + ulen > width:
-                self.write(indent + cur)
+                self._emit(indent + cur)
                 cur, cur_len = "  " + painted, 2 + ulen  # continuation lines are indented two more
             else:
                 cur, cur_len = (cur + " " + painted, cur_len + 1 + ulen) if cur_len else (painted, ulen)
-        self.write(indent + cur)
+        self._emit(indent + cur)
 
     # ---- tables -----------------------------------------------------------------------------
     def table(
@@ -255,6 +318,7 @@ class Term:
         """``header=False``: piped, the rows alone (a terminal always shows the column names)."""
         if title is not None:
             self.line(title)
+        rows = [_safe_row(r) for r in rows]
         if not self.tty:
             self._plain(cols, rows, header)
         else:
@@ -262,9 +326,9 @@ class Term:
 
     def _plain(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], header: bool = True) -> None:
         if header:
-            self.write("\t".join(c.name for c in cols))
+            self._emit("\t".join(terminal(c.name) for c in cols))
         for row in rows:
-            self.write("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
+            self._emit("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
 
     def _layout(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
         width = self.width or 80
@@ -326,7 +390,7 @@ class Term:
             self.paint(cols[i].name.rjust(widths[i]) if cols[i].right else cols[i].name.ljust(widths[i]), "bold")
             for i in shown
         )
-        self.write(header.rstrip())
+        self._emit(header.rstrip())
         for r_i, r in enumerate(cells):
             wrapped = {i: wrap_tokens(_tokens(r[i], cols[i].whole), widths[i]) or [""] for i in shown}
             height = max(len(v) for v in wrapped.values()) if wrapped else 1
@@ -335,8 +399,8 @@ class Term:
                 for i in shown:
                     text = wrapped[i][h] if h < len(wrapped[i]) else ""
                     padded = text.rjust(widths[i]) if cols[i].right else text.ljust(widths[i])
-                    pieces.append(self.paint(padded, _style_of(r[i])) if text else padded)
-                self.write("  ".join(pieces).rstrip())
+                    pieces.append(self._sgr(padded, _style_of(r[i])) if text else padded)  # (cells are safe)
+                self._emit("  ".join(pieces).rstrip())
             moved_cells = [
                 (cols[i].name, originals[r_i][i]) for i in moved if _items(originals[r_i][i]) not in ([], ["-"])
             ]
@@ -348,4 +412,4 @@ class Term:
                     toks[-1] += ";"
                 toks[-1] = toks[-1].rstrip(";")
                 for ln in wrap_tokens(toks, width - 4):
-                    self.write("    " + ln)
+                    self._emit("    " + ln)

@@ -1122,7 +1122,7 @@ class FakeHub:
                 "number": p.number,
                 "title": p.title,
                 "body": p.body,
-                "url": f"{self.root_url}/{repo.full_name}/pull/{p.number}",
+                "url": p.html_url or f"{self.root_url}/{repo.full_name}/pull/{p.number}",
                 "state": state,
                 "isDraft": p.draft,
                 "merged": p.merged,
