@@ -267,8 +267,8 @@ def check_every_output(rep) -> None:
     render_status(Term(buf, tty=False, color=False), rep)
     table = [ln for ln in buf.getvalue().splitlines() if "\t" in ln]
     assert not raw_unsafe(buf.getvalue()), raw_unsafe(buf.getvalue())[:5]
-    assert len(table) == ROWS + 1 and all(len(ln.split("\t")) == 8 for ln in table), table
-    check_markdown(to_markdown(rep), rows=[ROWS], cells=8, allowed_tags=MARKDOWN_TAGS)
+    assert len(table) == ROWS + 1 and all(len(ln.split("\t")) == 11 for ln in table), table
+    check_markdown(to_markdown(rep), rows=[ROWS], cells=11, allowed_tags=MARKDOWN_TAGS)
     check_html(to_html(rep), rows=ROWS)
     doc = json.dumps(rep.to_json())
     assert not raw_unsafe(doc) and len(json.loads(doc)["rows"]) == ROWS

@@ -131,7 +131,7 @@ def test_markdown_keeps_every_row_and_cell_and_carries_no_markup_from_github(hos
     r = run("status", "--refresh", "--markdown", cwd=hostile["ledger"].parent)
     assert r.code == 0, r
     md = r.stdout
-    p = check_markdown(md, rows=[len(PULLS)], cells=8, allowed_tags=MARKDOWN_TAGS)
+    p = check_markdown(md, rows=[len(PULLS)], cells=11, allowed_tags=MARKDOWN_TAGS)
     text = "".join(p.text)
     assert "mal\\x1b]0;owned\\x07" in text and "<img src=x onerror=alert(1)>" in text  # shown as text
     assert "javascript:" not in " ".join(p.links())
@@ -217,7 +217,7 @@ def test_one_malformed_value_marks_only_its_row(malformed, run):
     # and so do Markdown and HTML, with the values shown as text
     r = run("status", "--refresh", "--markdown", cwd=led.parent)
     assert r.code == 2, r
-    p = check_markdown(r.stdout, rows=[len(BAD) + 1], cells=8, allowed_tags=MARKDOWN_TAGS)
+    p = check_markdown(r.stdout, rows=[len(BAD) + 1], cells=11, allowed_tags=MARKDOWN_TAGS)
     assert JS_URL in "".join(p.text) and JS_URL not in p.links()
     page_file = tmp / "status.html"
     assert run("status", "--refresh", "--html", page_file, cwd=led.parent).code == 2

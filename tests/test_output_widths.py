@@ -138,7 +138,8 @@ def test_status_and_fetch(run, prod: Path, mode: str, monkeypatch: pytest.Monkey
     ids, prs = prod_tokens()
     r = run("status", "--offline", cwd=prod)
     assert r.code == 0, r
-    check(r.stdout, mode, ids + prs, header=["#", "patch", "origin", "upstream", "detail", "drift", "action", "data"])
+    header = ["#", "patch", "origin", "upstream", "drift", "action", "follow-ups", "files", "age", "detail", "data"]
+    check(r.stdout, mode, ids + prs, header=header)
     r = run("fetch", "--offline", "--all", cwd=prod)
     led = load_ledger(prod / "patches.toml")
     sources = [p.source.ref for p in led.patches if p.source.ref]

@@ -144,6 +144,7 @@ class StatusRow:
     origin: str
     state: str  # active | held | dropped
     optional: bool = False
+    files: list[str] = field(default_factory=list)  # the files the ledger says the patch touches
     pr: RefRow | None = None
     refs: list[RefRow] = field(default_factory=list)
     drift: str = NA
@@ -267,6 +268,41 @@ class StatusReport:
             },
             "rows": [r.to_json() for r in self.rows],
         }
+
+
+def web_root(api: str | None = None) -> str:
+    """The web address of the GitHub the client reads: https://github.com for the public API
+    (``api.github.com``), ``https://HOST`` for GitHub Enterprise (``https://HOST/api/v3``)."""
+    from urllib.parse import urlsplit
+
+    api = api if api is not None else (os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or "")
+    parts = urlsplit(api)
+    if not api or parts.hostname in (None, "api.github.com") or parts.scheme not in ("http", "https"):
+        return "https://github.com"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def ref_url(ref: str, kind: str = "pr", root: str | None = None) -> str | None:
+    """The web page of ``owner/repo#N``: ``…/pull/N`` (``kind`` "issue": ``…/issues/N``)."""
+    try:
+        r = PRRef.parse(ref, {}, kind)
+    except InputError:
+        return None
+    return f"{root or web_root()}/{r.repo}/{'issues' if kind == 'issue' else 'pull'}/{r.number}"
+
+
+def commit_url(ref: str, sha: str | None, root: str | None = None) -> str | None:
+    """The web page of a merge commit of the repository of ``ref`` (a 40-hex ``sha`` only)."""
+    import re as _re
+
+    if not sha or not _re.fullmatch(r"[0-9a-f]{40}", sha):
+        return None
+    repo = ref.partition("#")[0].partition("@")[0]
+    try:
+        PRRef(repo, 1)
+    except InputError:
+        return None
+    return f"{root or web_root()}/{repo}/commit/{sha}"
 
 
 def error_text(err: Mapping[str, Any]) -> str:
@@ -474,6 +510,7 @@ def collect_status(
             origin=p.origin,
             state=p.state,
             optional=p.optional,
+            files=list(p.files),
         )
         refs = per_patch[p.id]
         primary = next(((role, r) for role, r in refs if role in ("prs", "ports") and r.kind == "pr"), None)
@@ -728,10 +765,10 @@ def _decide(p: Patch, row: StatusRow) -> None:
 def _decide_state(p: Patch, row: StatusRow) -> None:
     pr = row.pr
     if p.state == "held":
-        row.action, row.action_text = HELD, f"held: {p.reason}"
+        row.action, row.action_text = HELD, p.reason or "no reason recorded"
         return
     if p.state == "dropped":
-        row.action, row.action_text = DROPPED, f"dropped: {p.reason}"
+        row.action, row.action_text = DROPPED, p.reason or "no reason recorded"
         return
     if pr is None:
         if p.origin in ("ours", "port"):

@@ -141,12 +141,17 @@ def path_tails(width: int) -> Callable[[Cell], Cell]:
     return shorten
 
 
+GROW_COMFORT = 44  # what a ``grow`` column keeps before other columns move to the second line
+
+
 class Col:
     """A column. ``drop`` > 0 lets it move to the second line when the width runs out (higher moves
     first); ``shorten`` abbreviates its cells before anything moves. ``whole``: the cell is one token
-    (an id, a PR reference), never wrapped."""
+    (an id, a PR reference), never wrapped. ``grow``: the column people read (an action, a list of
+    files) keeps ``GROW_COMFORT`` characters (or all it needs) before other columns move, and gets
+    the spare width first."""
 
-    __slots__ = ("drop", "name", "right", "shorten", "whole")
+    __slots__ = ("drop", "grow", "name", "right", "shorten", "whole")
 
     def __init__(
         self,
@@ -155,8 +160,10 @@ class Col:
         shorten: Callable[[Cell], Cell] | None = None,
         whole: bool = False,
         right: bool = False,
+        grow: bool = False,
     ) -> None:
         self.name, self.drop, self.shorten, self.whole, self.right = name, drop, shorten, whole, right
+        self.grow = grow
 
 
 def _items(cell: Cell) -> list[str]:
@@ -347,7 +354,10 @@ class Term:
 
         def comfort(i: int) -> int:
             """A column that may move keeps at least 16 characters (or all it needs) in the table:
-            text wrapped into a sliver reads worse than the same text on the second line."""
+            text wrapped into a sliver reads worse than the same text on the second line. A ``grow``
+            column keeps ``GROW_COMFORT``."""
+            if cols[i].grow:
+                return max(minw(i), min(natural(i), GROW_COMFORT))
             return max(minw(i), min(natural(i), 16)) if cols[i].drop else minw(i)
 
         def need() -> int:
@@ -377,6 +387,18 @@ class Term:
         moved = [i for i in range(n) if i not in shown]
         widths = {i: comfort(i) for i in shown}
         spare = width - (sum(widths.values()) + 2 * (len(shown) - 1))
+        for i in [k for k in shown if cols[k].grow]:  # too narrow even so: a grow column gives back its comfort
+            if spare < 0:
+                back = min(-spare, widths[i] - minw(i))
+                widths[i] -= back
+                spare += back
+        growing = [k for k in shown if cols[k].grow]
+        budget = spare * 2 // 3 // max(1, len(growing))  # the columns people read first get most of it
+        for i in growing:
+            extra = min(budget, natural(i) - widths[i]) if spare > 0 else 0
+            if extra > 0:
+                widths[i] += extra
+                spare -= extra
         while spare > 0:  # share the room left evenly among the columns that still wrap
             short = [i for i in shown if natural(i) > widths[i]]
             if not short:

@@ -165,6 +165,12 @@ HTML_TAGS = {
     "td",
     "a",
     "script",
+    "colgroup",  # the template's column widths, filter menus and wrap points (issue #27)
+    "col",
+    "label",
+    "select",
+    "option",
+    "wbr",
 }
 
 
