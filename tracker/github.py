@@ -50,6 +50,7 @@ from patchset.upstream.refs import (
     HTTP,
     MALFORMED,
     NETWORK,
+    NO_NETWORK,
     NOT_FOUND,
     OFFLINE,
     RATE_LIMIT,
@@ -79,6 +80,11 @@ __all__ = [
 
 
 PUBLIC_API = "https://api.github.com"
+AUTH_NOTICE = (
+    "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests are limited to 60 an "
+    "hour, and GitHub's GraphQL API refuses them, so states are read one REST request at a time, without "
+    "review decisions, CI states or follow-ups"
+)
 JSON = "application/vnd.github+json"
 DIFF = "application/vnd.github.diff"
 PATCH = "application/vnd.github.patch"
@@ -315,14 +321,11 @@ class GitHubClient:
         else:
             value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
             self._token = _Secret(value)
-            if not value:
-                log(__name__).warning(
-                    "no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
-                    "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
-                    "states are read one REST request at a time"
-                )
+            if not value:  # said once, by the command (``auth_notice``), not by the log as well
+                log(__name__).info(AUTH_NOTICE)
         self._gh: Github | None = None
         self._http: requests.Session | None = None
+        self.down: dict[str, str] = {}  # host -> why it cannot be reached: asked no more by this client
         self.redirects: list[tuple[str, str]] = []  # (asked, followed to), for the caller to report
 
     def __repr__(self) -> str:
@@ -334,6 +337,12 @@ class GitHubClient:
     @property
     def authenticated(self) -> bool:
         return bool(self._token)
+
+    @property
+    def auth_notice(self) -> str | None:
+        """The one notice a command prints about the token: what reading without one costs; None
+        with a token (or offline, where no request is made)."""
+        return None if self.authenticated or self.offline else AUTH_NOTICE
 
     def close(self) -> None:
         if self._gh is not None:
@@ -367,9 +376,7 @@ class GitHubClient:
 
     def _session(self) -> requests.Session:
         if self._http is None:
-            from urllib3.util.retry import Retry
-
-            retry = Retry(
+            retry = net.retry(
                 total=self.retries,
                 connect=self.retries,
                 read=0,
@@ -410,6 +417,9 @@ class GitHubClient:
         Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
+        host = net.host_of(url)
+        if host in self.down:  # no network: said by the first request, not asked again
+            raise _Failure(RowError(NO_NETWORK, f"{host}: {self.down[host]}"))
         hdrs = dict(headers or {})
         if accept:
             hdrs["Accept"] = accept
@@ -458,6 +468,9 @@ class GitHubClient:
                 )
         except net.DeadlineExceeded as exc:
             raise _Failure(RowError(TIMEOUT, exc.message)) from None
+        except net.Unreachable as exc:
+            self.down.setdefault(exc.host, exc.reason)
+            raise _Failure(RowError(NO_NETWORK, f"{exc.host}: {exc.reason}")) from None
         except net.TooLarge as exc:
             raise _Failure(RowError(MALFORMED, exc.message)) from None
         except requests.exceptions.Timeout:
@@ -467,6 +480,11 @@ class GitHubClient:
         except requests.exceptions.ConnectionError as exc:
             if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
                 raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout:g}s from {_where(url)}")) from None
+            reason = net.no_network_reason(exc)
+            if reason:
+                host = net.host_of(url)
+                self.down.setdefault(host, reason)
+                raise _Failure(RowError(NO_NETWORK, f"{host}: {reason}")) from None
             raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
         except requests.exceptions.RequestException as exc:
             raise _Failure(RowError(NETWORK, f"request to {_where(url)} failed ({_short(exc)})")) from None

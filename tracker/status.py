@@ -44,7 +44,7 @@ from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
 from patchset.records import record
-from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
+from patchset.upstream.refs import NO_NETWORK, OFFLINE, PRRef, PRState, RowError
 
 __all__ = [
     "VERBATIM_ORIGINS",
@@ -230,12 +230,23 @@ class StatusReport:
         return worst[1] if worst else "no upstream data"
 
     def errors(self) -> list[str]:
+        """One line per upstream read that failed; a host that could not be reached at all (no
+        network) is one line for all its reads."""
         out = []
+        down: dict[str, list[str]] = {}
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
-                if ref.error and ref.error.get("error") != OFFLINE:
-                    out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
-        return out
+                if not ref.error or ref.error.get("error") == OFFLINE:
+                    continue
+                if ref.error.get("error") == NO_NETWORK:
+                    down.setdefault(str(ref.error.get("message")), []).append(ref.ref)
+                    continue
+                out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
+        said = [
+            f"no network: {where}: {len(refs)} upstream read(s) not made; the rows show what was recorded"
+            for where, refs in down.items()
+        ]
+        return said + out
 
     @property
     def exit_code(self) -> int:
@@ -307,7 +318,8 @@ def commit_url(ref: str, sha: str | None, root: str | None = None) -> str | None
 
 def error_text(err: Mapping[str, Any]) -> str:
     """A row error in words, with when a rate limit resets."""
-    text = f"{err.get('error')}: {err.get('message')}"
+    kind = "no network" if err.get("error") == NO_NETWORK else err.get("error")
+    text = f"{kind}: {err.get('message')}"
     if err.get("reset_at_iso"):
         text += f" (resets at {err['reset_at_iso']})"
     return text
@@ -489,11 +501,9 @@ def collect_status(
     trips0 = getattr(client, "round_trips", 0)
     states: dict[PRRef, PRState | RowError] = {}
     if client is not None and all_refs:
-        if mode == "refresh" and not client.authenticated:
-            warnings.append(
-                "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated, 60 requests "
-                "per hour, and no review decision or CI state"
-            )
+        notice = getattr(client, "auth_notice", None) if mode == "refresh" else None
+        if notice:
+            warnings.append(notice)
         try:
             states = client.pull_states(all_refs, max_age=0 if mode == "refresh" else None)
         except Exception as exc:
@@ -736,6 +746,8 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
     except FetchError as exc:
         if exc.row.kind == OFFLINE:
             row.notes.append("upstream diff not cached: run `patchset status --refresh`")
+        elif exc.row.kind == NO_NETWORK:
+            row.notes.append("upstream diff not read: no network")
         else:
             row.notes.append(f"upstream diff: {exc.row}")
         return None

@@ -427,8 +427,15 @@ def render_fetch(term: Term, report) -> None:  # report: patchset.commands.fetch
         term.line(Styled(f"stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock", "green"))
     elif report.failed or report.refused:
         term.line(Styled("nothing was written", "bold red"), ": stored bodies and the lock are unchanged")
+        down = report.no_network()
+        for where, n in down.items():
+            term.line(Styled("no network:", "bold red"), f" {where}: {n} source(s) not fetched (asked once)")
         for s in report.unreachable():
-            term.line(f"could not reach {s}", indent="  ")
+            row_down = any(
+                s.startswith(f"{r.id}: ") and r.error and r.error.get("error") == "no_network" for r in report.failed
+            )
+            if not row_down:
+                term.line(f"could not reach {s}", indent="  ")
 
 
 def render_check(term: Term, report) -> None:  # report: patchset.commands.fetch.CheckReport

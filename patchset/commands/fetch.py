@@ -210,6 +210,15 @@ class FetchReport:
     def unreachable(self) -> list[str]:
         return [f"{r.id}: {r.source}" for r in self.failed]
 
+    def no_network(self) -> dict[str, int]:
+        """``{"HOST: why": sources}`` for the hosts that could not be reached at all (said once)."""
+        out: dict[str, int] = {}
+        for r in self.failed:
+            if r.error and r.error.get("error") == "no_network":
+                key = str(r.error.get("message"))
+                out[key] = out.get(key, 0) + 1
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "written": self.written,
@@ -217,6 +226,7 @@ class FetchReport:
             "ok": self.ok,
             "warnings": self.warnings,
             "unreachable": self.unreachable(),
+            "no_network": self.no_network(),
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -357,7 +367,7 @@ def _download_url(url: str) -> _Download:
     import requests
 
     from patchset.upstream import net
-    from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
+    from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
 
     try:
         what = f"GET {urlsplit(url).path or '/'}"
@@ -368,11 +378,16 @@ def _download_url(url: str) -> _Download:
         resp = net.request(http, "GET", url, what=what, cap=net.BODY, timeout=URL_TIMEOUT, allow_redirects=True)
     except net.DeadlineExceeded as exc:
         raise _Unreachable(RowError(TIMEOUT, exc.message)) from None
+    except net.Unreachable as exc:
+        raise _Unreachable(RowError(NO_NETWORK, f"{exc.host}: {exc.reason}")) from None
     except net.TooLarge as exc:
         raise _Unreachable(RowError(MALFORMED, exc.message)) from None
     except requests.exceptions.Timeout:
         raise _Unreachable(RowError(TIMEOUT, f"no answer within {URL_TIMEOUT}s from {url}")) from None
     except requests.exceptions.RequestException as exc:
+        reason = net.no_network_reason(exc)
+        if reason:
+            raise _Unreachable(RowError(NO_NETWORK, f"{net.host_of(url)}: {reason}")) from None
         raise _Unreachable(RowError(NETWORK, f"cannot reach {url} ({type(exc).__name__})")) from None
     finally:
         http.close()
@@ -502,7 +517,10 @@ def _run(
     warnings: list[str] = []
     if todo:
         c = _client_for(client, connect, [s for _, s, _ in todo])
-        if c is not None and not c.authenticated:
+        notice = getattr(c, "auth_notice", None) if c is not None else None
+        if notice:
+            warnings.append(notice)
+        elif c is not None and not c.authenticated:
             warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, 60 per hour")
         from patchset.upstream.refs import RowError
 

@@ -152,6 +152,7 @@ FORBIDDEN = "forbidden"
 SERVER = "server"
 TIMEOUT = "timeout"
 NETWORK = "network"
+NO_NETWORK = "no_network"  # the host cannot be reached at all (DNS, refused): said once per command
 MALFORMED = "malformed"
 OFFLINE = "offline"
 HTTP = "http"
@@ -161,8 +162,9 @@ GRAPHQL = "graphql"
 @record
 class RowError:
     """Why a row has no state. ``kind`` is one of: auth, rate_limit (``reset_at`` = epoch seconds
-    when the limit resets), not_found, forbidden, server, timeout, network, malformed, offline,
-    http, graphql. ``status`` is the HTTP status when there was one."""
+    when the limit resets), not_found, forbidden, server, timeout, network, no_network (the host
+    could not be reached at all: ``message`` is "HOST: why"), malformed, offline, http, graphql.
+    ``status`` is the HTTP status when there was one."""
 
     kind: str
     message: str
@@ -170,7 +172,7 @@ class RowError:
     status: int | None = None
 
     def __str__(self) -> str:
-        text = f"{self.kind}: {self.message}"
+        text = f"{'no network' if self.kind == NO_NETWORK else self.kind}: {self.message}"
         if self.reset_at:
             text += f" (resets at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.reset_at))})"
         return text
@@ -195,6 +197,7 @@ class FetchError(EnvironmentFailure):
             AUTH: "set GITHUB_TOKEN (or run `gh auth login`) with a token GitHub accepts",
             RATE_LIMIT: "wait for the reset, or use a token (5000 requests/hour instead of 60)",
             OFFLINE: "run once with network access to fill the cache",
+            NO_NETWORK: "check the network (or the proxy), then run the command again",
         }.get(row.kind)
         super().__init__(f"{what}: {row}", hint=hint)
         self.row = row
