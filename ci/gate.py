@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.text import split_list
 
 __all__ = ["GateReport", "render", "run_gate", "split_tags"]
@@ -47,7 +46,7 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     return split_list(tags)
 
 
-@record
+@dataclass
 class _Run:
     """One gate run in progress: its report, progress callback and timestamped log."""
 

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchset import atomic
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger
-from patchset.records import record
 
 STATE_VERSION = 1
 DEFAULT_STATE = ".patchset/gate-state.json"
 
 
-@record
+@dataclass
 class Judgement:
     """The gate's last word on one target."""
 

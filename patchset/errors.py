@@ -6,9 +6,8 @@ Each exception carries the exit code the CLI must return, so commands never map 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-from patchset.records import record
 
 EXIT_OK = 0
 EXIT_FINDING = 1
@@ -32,7 +31,7 @@ class PatchsetError(Exception):
         return text
 
 
-@record
+@dataclass
 class Location:
     """Where in an input file a problem is: file, optional 1-based line, optional key path."""
 

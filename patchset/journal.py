@@ -60,14 +60,13 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from patchset.atomic import fsync_path
 from patchset.confine import check_relative, confine
 from patchset.errors import EnvironmentFailure, ForeignJournal, UnsafePathError
-from patchset.records import record
 
 JOURNAL = "journal.json"
 Direction = Literal["auto", "forward", "back"]
@@ -192,7 +191,7 @@ def _entry_ok(e: dict[str, Any]) -> bool:
     return isinstance(e.get("path"), str) and staged and modes and isinstance(e.get("sha256"), (str, type(None)))
 
 
-@record
+@dataclass
 class Change:
     """The new state of one path (relative to the root, real path: no symlinks in it)."""
 
@@ -299,7 +298,7 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-@record
+@dataclass
 class Journal:
     """The transaction directory ``txn`` of the files under ``root``. ``busy`` is the message when
     another process holds it (``EnvironmentFailure``)."""

@@ -24,12 +24,11 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from patchset.errors import EnvironmentFailure, InputError, Location
-from patchset.records import record
 from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
 from patchset.verify.longctx_view import longctx_text
 from patchset.verify.server import EngineConfig, EngineExited, EngineServer, venv_python
@@ -38,7 +37,7 @@ from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
 
-@record
+@dataclass
 class LongctxSpec:
     """A long-context test with its paths resolved (model directory, baseline file)."""
 
@@ -104,7 +103,7 @@ def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
 # --------------------------------------------------------------------------- engines
 
 
-@record
+@dataclass
 class EngineRequest:
     """What ``verify`` asks an engine factory for: a server on this tree, serving this model."""
 
@@ -144,7 +143,7 @@ def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
     return server
 
 
-@record
+@dataclass
 class EngineRun:
     """One engine verify started: which tree, how long start-up and checks took, where its log is."""
 
@@ -176,7 +175,7 @@ class EngineRun:
         }
 
 
-@record
+@dataclass
 class LongctxResult(CommandResult):
     """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
 

@@ -16,13 +16,12 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 from patchset.upstream import net
 
 
@@ -49,7 +48,7 @@ class BadResponse(Exception):
     """The server answered 200 but the body does not follow the completions schema."""
 
 
-@record
+@dataclass
 class Usage:
     """Token counts a completion reports."""
 
@@ -58,7 +57,7 @@ class Usage:
     cached_tokens: int | None  # None when the server does not report prompt_tokens_details
 
 
-@record
+@dataclass
 class Completion:
     """One choice of a completions answer, with every token named by id."""
 

@@ -20,18 +20,17 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
-from patchset.records import record
 
 # Directories never copied into a private base: repository metadata and patchset's own journal.
 SKIP_DIRS = frozenset({".git", ".patchset-txn"})
 _LINK_FALLBACK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP}
 
 
-@record
+@dataclass
 class OverlayStats:
     """How an overlay was built: files linked, files copied (hard links refused), symlinks made."""
 
@@ -102,7 +101,7 @@ def private_copy(src: Path, dest: Path) -> OverlayStats:
     return stats
 
 
-@record
+@dataclass
 class Snapshot:
     """(inode, size, mtime_ns) of every regular file under a base tree, to detect writes through links."""
 

@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.atomic import publish_dir
@@ -55,7 +55,6 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Locatio
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.longctx_runs import (
@@ -81,7 +80,7 @@ PATCHSET_HOME = Path(__file__).resolve().parent.parent
 # --------------------------------------------------------------------------- report
 
 
-@record
+@dataclass
 class TestOutcome:
     """One declared test of one patch, run with and without the patch, and its class."""
 
@@ -120,7 +119,7 @@ class TestOutcome:
         }
 
 
-@record
+@dataclass
 class PatchOutcome:
     """A patch and the class its tests give it."""
 
@@ -140,7 +139,7 @@ class PatchOutcome:
         }
 
 
-@record
+@dataclass
 class VerifyReport:
     """What ``patchset verify`` found: a class for every tested patch, and what was not tested."""
 
@@ -341,7 +340,7 @@ def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path
 # --------------------------------------------------------------------------- the runs
 
 
-@record
+@dataclass
 class _Run:
     """One test run of one patch, with or without the patch."""
 
@@ -354,7 +353,7 @@ class _Run:
     longctx: LongctxSpec | None = None
 
 
-@record
+@dataclass
 class _Group:
     """Long-context runs that share one tree and one engine."""
 

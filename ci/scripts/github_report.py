@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 from patchset.text import terminal
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
 DEFAULT_LABEL = "patchset-gate"
 
 
-@record
+@dataclass
 class Done:
     """What the report script did on GitHub: opened, updated or closed a PR or issue (or nothing)."""
 

@@ -29,7 +29,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from installer.sources import WheelFile as WheelSource
@@ -45,12 +45,11 @@ from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
-from patchset.records import record
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meaningless for the new one
 
 
-@record
+@dataclass
 class WheelBuild(BuildReport):
     """What ``build wheel`` did (or refused to do) for one target."""
 

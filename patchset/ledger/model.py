@@ -7,11 +7,9 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from patchset.records import record
 
 SCHEMA_VERSION = 1
 
@@ -22,7 +20,7 @@ PR_STATES = ("open", "draft", "merged", "closed", "unknown")
 SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
 
 
-@record
+@dataclass
 class PathMap:
     """Maps paths between the source-repo layout (what patches name) and the installed layout.
 
@@ -41,7 +39,7 @@ class PathMap:
         return best[0] + path[len(best[1]) :] if best else path
 
 
-@record
+@dataclass
 class Target:
     """An upstream repository the series patches (vllm, flashinfer, nccl)."""
 
@@ -74,7 +72,7 @@ class Target:
         return self.path_map.to_installed(key) if layout == "installed" else key
 
 
-@record
+@dataclass
 class Upstream:
     """Upstream references of a patch: PRs taken, the PR a port ports, issues, commits, reverts."""
 
@@ -89,7 +87,7 @@ class Upstream:
         return [*self.prs, *self.ports, *self.reverts, *self.issues, *self.based_on]
 
 
-@record
+@dataclass
 class Source:
     """Where a patch body comes from, for ``patchset fetch``."""
 
@@ -102,7 +100,7 @@ class Source:
     sha256: str = ""
 
 
-@record
+@dataclass
 class Switches:
     """What a patch needs to act: environment variables and command-line flags."""
 
@@ -113,7 +111,7 @@ class Switches:
         return bool(self.env or self.flags)
 
 
-@record
+@dataclass
 class TestSpec:
     """One per-patch regression test: a command run in the build tree (``kind = "command"``), or
     long-context checks against an engine started from the build tree (``kind = "longctx"``)."""
@@ -132,7 +130,7 @@ class TestSpec:
     timeout: int = 600
 
 
-@record
+@dataclass
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
@@ -144,7 +142,7 @@ class RecordedStatus:
     note: str = ""
 
 
-@record
+@dataclass
 class Patch:
     """One entry of the series."""
 
@@ -178,7 +176,7 @@ class Patch:
         return self.state == "active"
 
 
-@record
+@dataclass
 class TargetLock:
     """Per-target lock: the base it was computed on, and sha256 of files before and after the series."""
 
@@ -187,7 +185,7 @@ class TargetLock:
     base_files: dict[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class Lock:
     """What the tool wrote: hashes of patch bodies, of patched files, and pinned source heads."""
 
@@ -199,7 +197,7 @@ class Lock:
         return self.targets.setdefault(name, TargetLock())
 
 
-@record
+@dataclass
 class Ledger:
     """The whole ledger: where it lives, its targets, its ordered patches, its lock."""
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from patchset.errors import LedgerError, Location
 from patchset.ledger.model import LAYOUTS, ORIGINS, PR_STATES, SCHEMA_VERSION, SOURCE_KINDS, STATES
 from patchset.ledger.tomlio import KeyPath, Locator
-from patchset.records import record
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
@@ -26,7 +26,7 @@ GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Field:
     """One key of a table: its type, whether it is required, and an optional extra check."""
 

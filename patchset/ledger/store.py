@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,6 @@ from patchset.ledger.model import (
 )
 from patchset.ledger.schema import Validator
 from patchset.ledger.tomlio import array_lines, parse
-from patchset.records import record
 
 if TYPE_CHECKING:  # tomlkit and the journal are imported by the writers only: reading a ledger stays fast
     import tomlkit
@@ -93,7 +92,7 @@ def recover_edit(root: Path, direction: Direction = "auto") -> str | None:
     return done
 
 
-@record
+@dataclass
 class StagedFiles:
     """A ledger edit's files written to the journal's staging area (the lock of its transaction
     directory held), not yet in place: ``commit`` renames them all, ``discard`` drops them."""
@@ -236,7 +235,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
     return Ledger(path=path, targets=targets, patches=patches, lock=lock, schema=data["schema"], extra=extra)
 
 
-@record
+@dataclass
 class Edit:
     """A pending change to the ledger, the lock and body files, written all at once by ``commit``."""
 

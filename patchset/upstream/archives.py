@@ -25,13 +25,13 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from patchset.atomic import publish_dir
 from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, PatchsetError, UnsafePathError
-from patchset.records import record
 from patchset.upstream.limits import MAX_LINK_BYTES, MAX_MEMBERS_ENV, ArchiveLimits, Budget, check_mtime
 from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
@@ -43,7 +43,7 @@ HARDLINK = "hardlink"
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Member:
     """One archive entry, with its path relative to the tree root (top directory stripped)."""
 

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
@@ -35,7 +36,6 @@ from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.upstream import cache, net
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 from patchset.upstream.indexes import DEFAULT_INDEX_URL, INDEX_ENV, index_urls, shown, skipped_indexes
@@ -69,7 +69,7 @@ _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$
 _SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ReleaseSpec:
     """An exact release of a project, e.g. ``vllm==0.30.0``."""
 
@@ -90,7 +90,7 @@ class ReleaseSpec:
         return f"{self.project}=={self.version}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class DistFile:
     """One file of a release as the index lists it."""
 
