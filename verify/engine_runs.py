@@ -43,7 +43,7 @@ from patchset.verify.longctx_runs import (
     run_one,
     start_failure,
 )
-from patchset.verify.overlay import make_overlay, remove_tree
+from patchset.verify.overlay import drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.serving import Meter, ServingError, ServingSamples, measure_alone, measure_paired
 from patchset.verify.testrun import ERROR, CommandResult
 
@@ -184,6 +184,7 @@ class Scheduler:
             if not res.ok:  # checked in a dry run before; the base changed under us
                 return None, self.ctx.describe_failure(res)
             files = dict(res.files)
+            drop_stale_bytecode(tree, files)
         engine = group.spec.engine
         if engine is None or engine.delivers != "overlay":
             return None, ""

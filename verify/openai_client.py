@@ -88,13 +88,16 @@ class Streamed:
     chunks: int  # chunks that carried text
     usage: Usage
     tokens: list[int] = field(default_factory=list)
+    first_count: int = 1  # tokens delivered with the first chunk (continuous usage stats)
+    last_count: int = 0  # tokens delivered up to the last chunk
 
     @property
     def decode_tokens_per_second(self) -> float | None:
-        """Tokens after the first over the time between the first and the last (None: too few)."""
+        """Tokens delivered after the first chunk over the time between the first chunk and the last
+        (a server that batches several tokens per chunk is measured right); None: too few chunks."""
         span = self.last_token_seconds - self.first_token_seconds
-        n = self.usage.completion_tokens
-        return (n - 1) / span if n > 1 and span > 0 else None
+        n = (self.last_count or self.usage.completion_tokens) - self.first_count
+        return n / span if n > 0 and span > 0 else None
 
 
 def new_salt(tag: str = "") -> str:
@@ -271,7 +274,7 @@ class CompletionsClient:
             "return_tokens_as_token_ids": True,
             "ignore_eos": ignore_eos,
             "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
         if cache_salt is not None:
             payload["cache_salt"] = cache_salt
@@ -286,7 +289,7 @@ class CompletionsClient:
                 hint="is the server running?",
             ) from exc
         first = last = None
-        chunks, seen = 0, 0
+        chunks, seen, first_count, last_count = 0, 0, 0, 0
         usage_raw: dict[str, Any] = {}
         tokens: list[int] = []
         with resp:
@@ -308,11 +311,14 @@ class CompletionsClient:
                     except ValueError as exc:
                         raise BadResponse(f"a stream chunk is not JSON: {data[:200]!r}") from exc
                     now = time.monotonic() - t0
+                    running = (body.get("usage") or {}).get("completion_tokens")
                     for choice in body.get("choices") or []:
                         if choice.get("text"):
-                            first = now if first is None else first
-                            last = now
                             chunks += 1
+                            count = int(running) if isinstance(running, int) else chunks
+                            if first is None:
+                                first, first_count = now, count
+                            last, last_count = now, count
                             lp = choice.get("logprobs") or {}
                             tokens += [_token_id(t) for t in (lp.get("tokens") or [])]
                     if body.get("usage"):
@@ -330,7 +336,7 @@ class CompletionsClient:
                 int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None
             ),
         )
-        return Streamed(first, last, total, chunks, usage, tokens)
+        return Streamed(first, last, total, chunks, usage, tokens, first_count, last_count)
 
     def metrics_text(self, max_bytes: int = 16 * 1024 * 1024) -> str | None:
         """The server's Prometheus ``/metrics`` text, or None when it has none."""

@@ -67,7 +67,7 @@ from patchset.verify.longctx_runs import (
     ledger_engine,
     resolve_spec,
 )
-from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
+from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, private_copy, remove_tree
 from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
 from patchset.verify.serving import ServingSamples, load_serving_baseline, write_serving_baseline
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
@@ -440,6 +440,7 @@ class _Verifier:
                 if not res.ok:  # checked in a dry run before; the base changed under us
                     run.result = CommandResult(ERROR, None, 0.0, _describe_failure(res))
                     return
+                drop_stale_bytecode(tree, res.files)
             cwd = tree.joinpath(*[p for p in run.spec.cwd.split("/") if p not in ("", ".")])
             run.result = run_command(run.spec.command, cwd, self._env(run, tree), timeout, log)
             changed = self.snapshot.changed()

@@ -248,9 +248,9 @@ class Meter:
         if not self.samples.has_metrics:
             return None
         last = self.scrape()
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 1.0
         while last is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
             now = self.scrape()
             if now is None or all(counter(now, c) == counter(last, c) for c in COUNTERS.values()):
                 return now

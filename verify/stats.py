@@ -23,6 +23,7 @@ table, so every probability here is exact up to floating point.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -77,7 +78,7 @@ def bootstrap_ratio(
             mb = _medians(b[rng.integers(0, b.size, size=(n_boot, b.size))])
             boots = np.where(mb == 0, np.where(mc == 0, 1.0, np.inf), mc / np.where(mb == 0, 1.0, mb))
     tail = (1 - confidence) / 2
-    lo, hi = np.quantile(boots, [tail, 1 - tail])
+    lo, hi = np.quantile(boots, [tail, 1 - tail], method="inverted_cdf")  # no interpolation: inf stays inf
     return point, float(lo), float(hi)
 
 
@@ -227,28 +228,35 @@ def _binom_pmf(n: int, p: float) -> np.ndarray:
     return np.exp(_log_comb(lf, n, ks) + ks * math.log(p) + (n - ks) * math.log1p(-p))
 
 
+@functools.lru_cache(maxsize=64)
+def _critical(n: int, alpha: float) -> np.ndarray:
+    """crit[k1, k0]: does the one-sided Fisher test on n trials per arm reject at ``alpha``?
+
+    One pass over the whole table: the hypergeometric pmf of every (x, m = k1 + k0) at once, its
+    upper tails by a reversed cumulative sum. Cached: the region depends on n and alpha only."""
+    total = 2 * n
+    lf = _log_factorials(total)
+    x = np.arange(n + 1)[:, None]
+    m = np.arange(total + 1)[None, :]
+    valid = (m - x >= 0) & (m - x <= n)
+    rest = np.clip(m - x, 0, n)
+    logp = lf[n] - lf[x] - lf[n - x] + lf[n] - lf[rest] - lf[n - rest] - (lf[total] - lf[m] - lf[total - m])
+    pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
+    tail = np.cumsum(pmf[::-1], axis=0)[::-1]
+    k1, k0 = np.indices((n + 1, n + 1))
+    return tail[k1, k1 + k0] <= alpha * (1 + 1e-9)
+
+
 def fisher_power(n: int, p0: float, p1: float, alpha: float = 0.05) -> float:
     """The chance that the one-sided Fisher test on n trials per arm finds rate ``p1`` above ``p0``."""
     if n <= 0:
         return 0.0
-    total = 2 * n
-    lf = _log_factorials(total)
-    b1, b0 = _binom_pmf(n, p1), _binom_pmf(n, p0)
-    power = 0.0
-    for m in range(total + 1):
-        lo, hi = max(0, m - n), min(m, n)
-        xs = np.arange(lo, hi + 1)
-        logp = _log_comb(lf, n, xs) + _log_comb(lf, n, m - xs) - _log_comb(lf, total, m)
-        tail = np.cumsum(np.exp(logp)[::-1])[::-1]  # P(X >= x) for x = lo..hi
-        hit = tail <= alpha * (1 + 1e-9)
-        if hit.any():
-            k1 = xs[hit]
-            power += float((b1[k1] * b0[m - k1]).sum())
-    return power
+    crit = _critical(int(n), float(alpha))
+    return float(_binom_pmf(n, p1) @ crit @ _binom_pmf(n, p0))
 
 
 def trials_for_power(
-    p0: float, p1: float, *, alpha: float = 0.05, power: float = 0.8, start: int = 1, cap: int = 2000
+    p0: float, p1: float, *, alpha: float = 0.05, power: float = 0.8, start: int = 1, cap: int = 1000
 ) -> int | None:
     """The fewest trials per arm (>= start) at which the test reaches ``power``; None beyond ``cap``."""
     if p1 <= p0:
@@ -337,7 +345,7 @@ def drift_verdict(
     alpha: float = 0.05,
     power: float = 0.8,
     min_effect: float = 0.125,
-    cap: int = 2000,
+    cap: int = 1000,
 ) -> DriftVerdict:
     """bug / noise / inconclusive from exceedance counts (see the module docstring)."""
     if trials <= 0 or control_trials <= 0:

@@ -335,9 +335,10 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
                     time.sleep(double.token_delay * generated)
                 self._send(status, body)
                 return
-            self._stream(body, double.token_delay)
+            opts = req.get("stream_options") or {}
+            self._stream(body, double.token_delay, bool(opts.get("continuous_usage_stats")))
 
-        def _stream(self, body: dict[str, Any], delay: float) -> None:
+        def _stream(self, body: dict[str, Any], delay: float, continuous: bool = False) -> None:
             """vLLM's server-sent events: one chunk per token, then the usage chunk, then [DONE]."""
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -349,6 +350,9 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
                     time.sleep(delay)
                 chunk = {"id": body["id"], "object": "text_completion", "model": "double"}
                 chunk["choices"] = [{"index": 0, "text": (" " if i else "") + word, "finish_reason": None}]
+                if continuous:
+                    n = body["usage"]["prompt_tokens"]
+                    chunk["usage"] = {"prompt_tokens": n, "completion_tokens": i + 1, "total_tokens": n + i + 1}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
             tail = {"id": body["id"], "object": "text_completion", "model": "double", "choices": []}
