@@ -69,7 +69,10 @@ class LongctxSpec:
         import hashlib
         import json
 
+        from patchset.verify.longctx import METHOD
+
         data = {
+            "method": METHOD,
             "kind": self.kind,
             "checks": self.checks,
             "mode": self.mode,
@@ -456,7 +459,7 @@ def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResu
     drift = None
     if trials:
         verdict, row = resume_trials(trial_reports)
-        drift = verdict.to_json() | {"bar": row["bar"], "trials": trials}
+        drift = verdict.to_json() | {"bar": row["worst"]["bar"], "repeats": trials}
         rows.append(row)
         text += f"\nresume x {trials} trials (control mode): {verdict.text()}\n"
         if verdict.verdict == BUG:

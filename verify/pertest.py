@@ -394,6 +394,7 @@ class _Verifier:
         base_is_cache: bool,
         engine_factory: EngineFactory | None = None,
         log_dir: Path | None = None,
+        home: Path | None = None,
     ):
         self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
@@ -409,6 +410,7 @@ class _Verifier:
         self.log_dir = log_dir or work / "logs"
         self.engines: list[EngineRun] = []
         self.reused: list[str] = []
+        self.home = home or ledger.root.resolve()
 
     def _env(self, run: _Run, tree: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -416,7 +418,7 @@ class _Verifier:
             "PATCHSET_TREE": str(tree),
             "PATCHSET_VARIANT": run.variant,
             "PATCHSET_PATCH": run.patch.id,
-            "PATCHSET_LEDGER_DIR": str(self.ledger.root.resolve()),
+            "PATCHSET_LEDGER_DIR": str(self.home),
             "PATCHSET_PYTHON": sys.executable,
             "PATCHSET_HOME": str(PATCHSET_HOME),
             "PATCHSET_CACHE": str(cache.cache_dir()),
@@ -502,7 +504,7 @@ class _Verifier:
             mapper=self.mapper,
             work=self.work,
             log_dir=self.log_dir,
-            ledger_dir=self.ledger.root.resolve(),
+            ledger_dir=self.home,
             installed_root=self.target.installed_root,
             factory=self.engine_factory,
             keep=self.keep,
@@ -649,7 +651,7 @@ class _Verifier:
             lines = [v.text() for v in comp.verdicts] + [f"note: {n}" for n in comp.notes]
             worse = comp.regressions
             better = comp.improvements
-            w_reason = "regression: " + "; ".join(v.text() for v in worse) if worse else ""
+            w_reason = "regression: " + "; ".join(_short(v) for v in worse) if worse else ""
             if not comp.verdicts:
                 w.result = ServingResult(
                     ERROR, None, w.samples.seconds, "serving: no metric to judge: " + "; ".join(comp.notes)[:500]
@@ -670,9 +672,7 @@ class _Verifier:
                     comparison=comp.to_json(),
                     baseline_from=base_from,
                 )
-            o_reason = (
-                "without the patch: " + "; ".join(f"{v.metric} is worse ({v.text()})" for v in better) if better else ""
-            )
+            o_reason = "without the patch: " + "; ".join(f"{_short(v)} is worse" for v in better) if better else ""
             o_result = ServingResult(
                 FAIL if better else PASS,
                 1 if better else 0,
@@ -717,6 +717,7 @@ def run_verify(
     baseline: Path | None = None,
     save_baseline: Path | None = None,
     use_cache: bool = True,
+    ledger_dir: Path | None = None,
 ) -> VerifyReport:
     """Run every selected per-patch test with and without its patch; return the classes.
 
@@ -731,7 +732,8 @@ def run_verify(
     Serving tests compare the tree with the series with the tree without the patch, or, with
     ``baseline``, with the figures stored there (``save_baseline`` stores this run's figures of the tree
     with the series). Engine-test results are cached by (tree content, test, engine) unless
-    ``use_cache`` is False: an unchanged tree starts no engine.
+    ``use_cache`` is False: an unchanged tree starts no engine. ``ledger_dir``: where the ledger's
+    relative paths (models, launchers, test files) live, when the ledger read is a copy (the gate's).
     Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
     ApplyFailed (the whole series does not apply to the base: exit 1).
     """
@@ -743,6 +745,7 @@ def run_verify(
     if tree is not None and from_index:
         raise InputError("pass either --tree or --from-index, not both")
     ledger = load_ledger(Path(ledger_path))
+    home = Path(ledger_dir).resolve() if ledger_dir else ledger.root.resolve()
     wanted = parse_tags(tags)
     tgt = choose_target(ledger, target, wanted)
     layout = tgt.layout
@@ -762,7 +765,7 @@ def run_verify(
     specs: dict[tuple[str, str], LongctxSpec] = {}
     path_env = dict(os.environ)
     path_env.update(
-        PATCHSET_LEDGER_DIR=str(ledger.root.resolve()),
+        PATCHSET_LEDGER_DIR=str(home),
         PATCHSET_HOME=str(PATCHSET_HOME),
         PATCHSET_CACHE=str(cache.cache_dir()),
     )
@@ -773,7 +776,7 @@ def run_verify(
             if t.kind in ("longctx", "serving"):
                 where = Location(ledger.path, p.line or None, f"patch {p.id}: tests {name}")
                 edef = resolve_engine(ledger, engine or t.engine or "vllm-cpu", tgt)
-                specs[(p.id, name)] = resolve_spec(t, ledger.root.resolve(), where, path_env, timeout, edef)
+                specs[(p.id, name)] = resolve_spec(t, home, where, path_env, timeout, edef)
         if chosen:
             plan.append((p, chosen))
         else:
@@ -880,6 +883,7 @@ def run_verify(
             base_is_cache=base_is_cache,
             engine_factory=engine_factory,
             log_dir=log_dir or (_engine_log_dir() if specs else None),
+            home=home,
         )
         results_cache = ResultCache(cache.subdir("verify-results") if use_cache else None, enabled=use_cache)
         verifier.run(runs, cache=results_cache, stored=stored)
@@ -923,6 +927,13 @@ def run_verify(
 
 
 STALE_SECONDS = 24 * 3600
+
+
+def _short(v) -> str:
+    """``decode tok/s (prompt 32) 0.420 [0.002, 0.699]``: a verdict's metric, median ratio and interval."""
+    from patchset.verify.stats import fmt_ratio
+
+    return f"{v.metric} {fmt_ratio(v.ratio)} [{fmt_ratio(v.low)}, {fmt_ratio(v.high)}]"
 
 
 def save_serving_baseline(path: Path, runs: list[_Run], target: str) -> None:

@@ -48,6 +48,7 @@ DEFAULT_STREAMS = 32
 CPU_STREAMS = 8
 RESUME_CONTEXT = 4096  # tokens of the resumed session
 MIN_CLEAN = 3  # repeats without foreign traffic a verdict needs
+METHOD = 2  # how the checks measure; part of the result cache's key (a change re-measures)
 
 COUNTERS = {
     "requests": "vllm:request_success_total",
@@ -142,6 +143,7 @@ class ServingConfig:
     def key(self) -> dict[str, Any]:
         """What makes two measurements comparable (everything but the verdict's tolerance)."""
         return {
+            "method": METHOD,
             "checks": list(self.checks),
             "streams": self.streams,
             "max_tokens": self.max_tokens,

@@ -38,11 +38,25 @@ from patchset.cli import Ctx, _progress_bar, emit_json, guarded, json_opt, out
     type=click.Choice(["wheel", "overlay"]),
     help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
+@click.option("--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME]).")
 @json_opt
 @click.pass_obj
 @guarded
 def gate(
-    c: Ctx, onto, latest, artifacts, tags, state_file, target, upstream, patches, force, refresh_status, builds, as_json
+    c: Ctx,
+    onto,
+    latest,
+    artifacts,
+    tags,
+    state_file,
+    target,
+    upstream,
+    patches,
+    force,
+    refresh_status,
+    builds,
+    engine,
+    as_json,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
@@ -71,6 +85,7 @@ def gate(
             force=force,
             refresh_status=refresh_status,
             build=list(builds),
+            engine=engine,
         )
     if as_json:
         emit_json(report.to_json())

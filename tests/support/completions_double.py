@@ -380,11 +380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.completions_double")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--faults-from", default="", help="a module whose FAULTS dict gives the double's flags")
+    parser.add_argument(
+        "--flag", action="append", default=[], metavar="NAME=JSON", help="one flag, e.g. token_delay=0.004"
+    )
     args = parser.parse_args(argv)
     flags: dict[str, Any] = {}
+    for item in args.flag:
+        name, _, value = item.partition("=")
+        flags[name] = json.loads(value)
     if args.faults_from:
         module = importlib.import_module(args.faults_from)
-        flags = dict(module.FAULTS)
+        flags.update(module.FAULTS)
         print(f"completions_double: {args.faults_from} from {module.__file__}: {flags}", flush=True)
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(CompletionsDouble(**flags)))
     print(f"completions_double: serving on 127.0.0.1:{args.port}", flush=True)
