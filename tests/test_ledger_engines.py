@@ -167,3 +167,130 @@ def test_overlay_delivery_needs_an_installed_root(tmp_path: Path) -> None:
     ledger = load_ledger(path)
     with pytest.raises(InputError, match="delivers an overlay, but target vllm has no installed_root"):
         resolve_engine(ledger, "box", ledger.targets["vllm"])
+
+
+# --------------------------------------------------------------------------- the production ledger's engine
+
+REPO = Path(__file__).resolve().parents[1]
+SPARK = REPO / "engines" / "spark"
+
+
+def test_the_production_ledger_runs_its_engine_tests_on_the_spark_engine() -> None:
+    ledger = load_ledger(REPO / "patches.toml")
+    spark = resolve_engine(ledger, "spark", ledger.targets["vllm"])
+    assert spark.max_parallel == 1 and spark.port == 8000 and spark.delivers == "overlay"
+    assert spark.url == "http://$SPARK_HEAD:8000" and spark.ready_timeout == 3600
+    assert spark.image == "vllm/vllm-openai:nightly-7f1a5398e9610d96c473931a26c0e12bbe0d0423"
+    engine_tests = [(p.id, t) for p in ledger.patches for t in p.tests if t.kind in ("longctx", "serving")]
+    assert engine_tests and all(t.engine == "spark" and "spark" in t.tags for _, t in engine_tests)
+    serving = {pid: t.checks for pid, t in engine_tests if t.kind == "serving"}
+    # the patches whose purpose is speed (drafter, CUDA graph, fused projection) or caching (prefix match, KV group)
+    assert set(serving) == {
+        "u57632-dflash-context-kv-in-draft-cudagraph",
+        "10-dflash2-drafter-w8a16",
+        "08-glm5-drafter-kv-group-flag",
+        "p2-mla-fused-qkv-a-w8a16",
+        "u58021-single-group-prefix-match-unit",
+    }
+    assert (
+        "spec-accept" in serving["10-dflash2-drafter-w8a16"]
+        and "cache-hits" in serving["u58021-single-group-prefix-match-unit"]
+    )
+
+
+FAKE_SSH = """#!/bin/sh
+# ssh HOST COMMAND: run COMMAND here, as if on HOST
+host=$1
+shift
+FAKE_NODE=$host sh -c "$*"
+"""
+FAKE_DOCKER = """#!/bin/sh
+echo "$FAKE_NODE $*" >> "$FAKE_CALLS"
+"""
+
+
+def _fake_cluster(tmp_path: Path) -> dict[str, str]:
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("ssh", FAKE_SSH), ("docker", FAKE_DOCKER)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_CALLS": str(tmp_path / "calls"),
+        "SPARK_NODES": "10.0.0.10 10.0.0.11 10.0.0.12 10.0.0.13",
+        "SPARK_MASTER_PORT": "29500",
+        "SPARK_MODEL": "/models/glm",
+        "SPARK_SPEC_ARGS": "--speculative-config {}",
+        "VLLM_DRAFTER_W8A16": "1",
+    }
+
+
+def test_the_spark_launcher_starts_workers_first_and_the_head_last(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    env = dict(os.environ) | _fake_cluster(tmp_path)
+    overlay = tmp_path / "overlay"
+    f = overlay / "usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py"
+    f.parent.mkdir(parents=True)
+    f.write_text("x = 1\n")
+    name, image = "patchset-spark-001-with_the_series", "vllm/vllm-openai:nightly-7f1a539"
+    argv = [str(SPARK / "launch.sh"), name, str(overlay), "/usr/local/lib/python3.12/dist-packages", image]
+    proc = subprocess.run(
+        [*argv, str(tmp_path / "logs"), "--max-num-seqs", "4"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = [c for c in (tmp_path / "calls").read_text().splitlines() if " run " in c]
+    assert [r.split()[0] for r in runs] == ["10.0.0.13", "10.0.0.12", "10.0.0.11", "10.0.0.10"]  # ranks 3, 2, 1, 0
+    for rank, r in zip((3, 2, 1, 0), runs, strict=True):
+        assert f"--node-rank {rank} " in r and "--master-addr 10.0.0.10 --master-port 29500" in r
+        assert ("--headless" in r) == (rank != 0) and "--tensor-parallel-size 4" in r and "--nnodes 4" in r
+        assert "--served-model-name glm-5.3-flash" in r and "--block-size 2304" in r and "--port 8000" in r
+        assert "-e VLLM_DRAFTER_W8A16" in r and "-e VLLM_ENGINE_READY_TIMEOUT_S=3600" in r
+        assert (
+            f"-v /tmp/patchset-overlay/{name}/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py:"
+            in r
+        )
+        assert r.endswith("--max-num-seqs 4") and f"--entrypoint vllm {image} serve /models/glm" in r
+    removes = [c for c in (tmp_path / "calls").read_text().splitlines() if f"rm -f {name}" in c]
+    assert len(removes) == 4  # each node's old container goes first
+    staged = Path(f"/tmp/patchset-overlay/{name}") / f.relative_to(overlay)
+    assert staged.read_text() == "x = 1\n"  # shipped (here: to this machine, four times)
+
+    subprocess.run([str(SPARK / "stop.sh"), name], env=env, check=True)
+    stops = [c for c in (tmp_path / "calls").read_text().splitlines() if f"rm -f {name}" in c]
+    assert len(stops) == 8 and not staged.exists()
+    logs = subprocess.run([str(SPARK / "logs.sh"), name], env=env, capture_output=True, text=True, check=True)
+    assert logs.stdout.count("===== rank") == 4 and "rank 0 (10.0.0.10)" in logs.stdout
+
+
+def test_the_spark_launcher_refuses_what_the_record_does_not_give(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    env = dict(os.environ) | _fake_cluster(tmp_path)
+    del env["SPARK_MASTER_PORT"]
+    proc = subprocess.run(
+        [str(SPARK / "launch.sh"), "n", str(tmp_path), "/r", "img", str(tmp_path / "logs")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and "SPARK_MASTER_PORT" in proc.stderr and "not recorded" in proc.stderr
+    assert not (tmp_path / "calls").exists()  # nothing was started
+
+
+def test_an_unset_variable_in_an_engine_url_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchset.verify.engines import EngineDied
+
+    ledger = load_ledger(REPO / "patches.toml")
+    spark = resolve_engine(ledger, "spark", ledger.targets["vllm"])
+    launch = EngineLaunch(spark, tmp_path, "m", tmp_path / "e.log", tmp_path / "logs", "n", REPO)
+    monkeypatch.delenv("SPARK_HEAD", raising=False)
+    with pytest.raises(EngineDied, match=r"needs \$SPARK_HEAD, which is not set"):
+        EngineProcess(launch)
+    monkeypatch.setenv("SPARK_HEAD", "10.0.0.10")
+    assert EngineProcess(launch).url == "http://10.0.0.10:8000"

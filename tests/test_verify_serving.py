@@ -305,3 +305,17 @@ def test_repeated_resume_in_control_mode_is_judged_by_the_exact_test(tmp_path: P
         broken = run_one(_At(url, tmp_path / "b.log"), _resume_spec(10), 0)
     assert broken.outcome == "fail" and broken.drift["verdict"] == "bug"
     assert "resume over 10 trials: bug:" in broken.reason and "Fisher p" in broken.reason
+
+
+def test_server_side_timings_are_preferred_to_the_clients_clock() -> None:
+    """With vLLM's timing histograms on /metrics, decode tok/s and time to first token are the server's
+    own figures for each request: a client starved of CPU cannot squeeze or stretch them."""
+    cfg = ServingConfig(checks=["decode", "ttft-resume"], repeats=3, max_tokens=9)
+    with serving(token_delay=0.004, prefill_delay=0.0001, metrics="timed") as (url, _):
+        s = measure_alone(Meter(url, cfg), cfg, "timed")
+    for shape in (32, 512, 2048):
+        assert s.values[f"decode tok/s (prompt {shape})"] == [pytest.approx(250.0)] * 3  # 8 tokens in 8 x 4 ms
+    resumed = s.values["ttft resumed s (4096 tokens)"]
+    cold = s.values["ttft cold s (4096 tokens)"]
+    assert cold == [pytest.approx(0.0001 * 4136 + 1e-4)] * 3  # every prompt token computed
+    assert all(r is not None and r < 0.01 for r in resumed)  # 4,096 of them from the cache

@@ -274,7 +274,8 @@ class EngineProcess:
         self.engine = launch.engine
         self.port = self.engine.port or _free_port()
         self.values = self._values()
-        self.url = self.expand(self.engine.url).rstrip("/")
+        self.url = expand_environment(self.expand(self.engine.url), {**os.environ, **launch.env}, self.engine.name)
+        self.url = self.url.rstrip("/")
         self.log_path = launch.log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
@@ -537,6 +538,25 @@ class EngineProcess:
         self.stop()
 
 
+def expand_environment(text: str, env: Mapping[str, str], engine: str) -> str:
+    """``$NAME`` / ``${NAME}`` in an engine's ``url`` from the environment verify runs in (a runner's
+    ``SPARK_HEAD``); an unset variable is an environment failure naming it, never a guessed URL."""
+    import string
+
+    template = string.Template(text)
+    missing = [
+        m.group("named") or m.group("braced")
+        for m in template.pattern.finditer(text)
+        if (m.group("named") or m.group("braced")) and (m.group("named") or m.group("braced")) not in env
+    ]
+    if missing:
+        raise EngineDied(
+            f"engine {engine}: its url {text!r} needs ${missing[0]}, which is not set",
+            hint=f"export {missing[0]}=... in the environment verify runs in",
+        )
+    return template.safe_substitute(env)
+
+
 def _free_port() -> int:
     from patchset.verify.server import free_port
 
@@ -567,7 +587,3 @@ def _end_group(proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 15
     while process_group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
-
-
-def env_mapping(values: Mapping[str, str]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in values.items()}

@@ -61,7 +61,7 @@ class CompletionsDouble:
         token_delay: float = 0.0,
         prefill_delay: float = 0.0,
         length_keyed_cache: bool = False,
-        metrics: bool = True,
+        metrics: bool | str = True,
         spec_accept: float | None = None,
     ) -> None:
         rng = np.random.default_rng(1234)
@@ -91,6 +91,11 @@ class CompletionsDouble:
             "vllm:prefix_cache_queries_total": 0.0,
             "vllm:prefix_cache_hits_total": 0.0,
         }
+        self.histograms = metrics == "timed"  # vLLM's timing histograms as well (decode time, time to first token)
+        if self.histograms:
+            for name in ("vllm:request_decode_time_seconds", "vllm:time_to_first_token_seconds"):
+                self.counters[f"{name}_sum"] = 0.0
+                self.counters[f"{name}_count"] = 0.0
         if spec_accept is not None:
             self.counters.update(
                 {
@@ -263,6 +268,11 @@ class CompletionsDouble:
             self.counters["vllm:spec_decode_num_draft_tokens_total"] += 2 * drafts
             self.counters["vllm:spec_decode_num_accepted_tokens_total"] += round(2 * drafts * self.spec_accept)
         self.last_timing = (n - cached, len(out_tokens))
+        if self.histograms:  # what the server would have timed: the delays it is about to sleep
+            self.counters["vllm:request_decode_time_seconds_sum"] += self.token_delay * max(0, len(out_tokens) - 1)
+            self.counters["vllm:request_decode_time_seconds_count"] += 1
+            self.counters["vllm:time_to_first_token_seconds_sum"] += self.prefill_delay * (n - cached) + 1e-4
+            self.counters["vllm:time_to_first_token_seconds_count"] += 1
         return 200, {
             "id": f"cmpl-{self.requests}",
             "object": "text_completion",
