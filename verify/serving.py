@@ -304,9 +304,10 @@ class Meter:
     def _decode(self, w: Window, salt: str) -> None:
         n = self.config.max_tokens
         for shape in self.config.shapes:
-            prompt = self.doc[:shape]
+            prompt, tag = self.doc[:shape], f"{salt}-d{shape}"
             s, server = self._server_seconds(
-                DECODE_TIME, lambda p=prompt, sh=shape: self.client.stream(p, max_tokens=n, cache_salt=f"{salt}-d{sh}")
+                DECODE_TIME,
+                lambda: self.client.stream(prompt, max_tokens=n, cache_salt=tag),  # noqa: B023 - called at once
             )
             w.requests += 1
             w.generated += s.usage.completion_tokens
