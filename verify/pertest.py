@@ -718,6 +718,7 @@ def run_verify(
     save_baseline: Path | None = None,
     use_cache: bool = True,
     ledger_dir: Path | None = None,
+    results_dir: Path | None = None,
 ) -> VerifyReport:
     """Run every selected per-patch test with and without its patch; return the classes.
 
@@ -734,6 +735,7 @@ def run_verify(
     with the series). Engine-test results are cached by (tree content, test, engine) unless
     ``use_cache`` is False: an unchanged tree starts no engine. ``ledger_dir``: where the ledger's
     relative paths (models, launchers, test files) live, when the ledger read is a copy (the gate's).
+    ``results_dir``: the result cache (default ``<cache>/verify-results``).
     Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
     ApplyFailed (the whole series does not apply to the base: exit 1).
     """
@@ -885,7 +887,8 @@ def run_verify(
             log_dir=log_dir or (_engine_log_dir() if specs else None),
             home=home,
         )
-        results_cache = ResultCache(cache.subdir("verify-results") if use_cache else None, enabled=use_cache)
+        results_root = Path(results_dir) if results_dir else cache.subdir("verify-results")
+        results_cache = ResultCache(results_root if use_cache else None, enabled=use_cache)
         verifier.run(runs, cache=results_cache, stored=stored)
         report.engines = verifier.engines
         report.reused = verifier.reused

@@ -48,7 +48,7 @@ DEFAULT_STREAMS = 32
 CPU_STREAMS = 8
 RESUME_CONTEXT = 4096  # tokens of the resumed session
 MIN_CLEAN = 3  # repeats without foreign traffic a verdict needs
-METHOD = 3  # how the checks measure; part of the result cache's key (a change re-measures)
+METHOD = 4  # how the checks measure; part of the result cache's key (a change re-measures)
 
 COUNTERS = {
     "requests": "vllm:request_success_total",
@@ -238,6 +238,7 @@ class Meter:
         self.samples.has_metrics = self.scrape() is not None
         self._repeat = 0
         self._t0: float | None = None
+        self._salt: str | None = None
 
     # -- /metrics
 
@@ -406,10 +407,22 @@ class Meter:
 
     def repeat(self, *, record: bool = True) -> None:
         """One repeat of every check (``record=False``: a warm-up, not kept)."""
+        for check in self.config.checks:
+            self.check(check, record=record)
+        self.end_repeat(record=record)
+
+    def check(self, check: str, *, record: bool = True) -> None:
+        """One check of the current repeat."""
         if self._t0 is None:
             self._t0 = time.monotonic()
+        if check in self.samples.skipped:
+            return
+        if check == "spec-accept" and not self.samples.has_metrics:
+            self.samples.skipped[check] = "the server has no /metrics: no speculative-decoding counters to read"
+            return
         idx = self._repeat
-        salt = new_salt(f"serving-r{idx}" if record else "serving-warmup")
+        if self._salt is None:
+            self._salt = new_salt(f"serving-r{idx}" if record else "serving-warmup")
         runners: dict[str, Callable[[Window, str], None]] = {
             "decode": self._decode,
             "concurrent": self._concurrent,
@@ -417,43 +430,40 @@ class Meter:
             "cache-hits": self._cache_hits,
             "spec-accept": self._spec_accept,
         }
-        for check in self.config.checks:
-            if check in self.samples.skipped:
-                continue
-            if check == "spec-accept" and not self.samples.has_metrics:
-                self.samples.skipped[check] = "the server has no /metrics: no speculative-decoding counters to read"
-                continue
-            try:
-                run = runners[check]
-                tag = f"{salt}-{check}"
-                w = self._window(lambda win: run(win, tag))  # noqa: B023 - called at once, in this iteration
-            except (ServerRejected, BadResponse) as exc:
-                raise ServingError(f"{check}: {exc}") from exc
-            w.values.pop("__cache_hits_pending__", None)
-            if check == "cache-hits" and w.counters.get("cache_queries"):
-                name = self._spec("cache hits % (/metrics)", "cache-hits", "%")
-                w.values[name] = 100.0 * w.counters.get("cache_hits", 0.0) / w.counters["cache_queries"]
-            if check == "spec-accept":
-                draft = w.counters.get("spec_draft", 0.0)
-                if not draft:
-                    self.samples.skipped[check] = (
-                        "the server's /metrics shows no speculative-decoding drafts (not enabled?)"
-                    )
-                    continue
-                w.values[self._spec("spec acceptance %", "spec-accept", "%")] = (
-                    100.0 * w.counters.get("spec_accepted", 0.0) / draft
+        run, tag = runners[check], f"{self._salt}-{check}"
+        try:
+            w = self._window(lambda win: run(win, tag))
+        except (ServerRejected, BadResponse) as exc:
+            raise ServingError(f"{check}: {exc}") from exc
+        w.values.pop("__cache_hits_pending__", None)
+        if check == "cache-hits" and w.counters.get("cache_queries"):
+            name = self._spec("cache hits % (/metrics)", "cache-hits", "%")
+            w.values[name] = 100.0 * w.counters.get("cache_hits", 0.0) / w.counters["cache_queries"]
+        if check == "spec-accept":
+            draft = w.counters.get("spec_draft", 0.0)
+            if not draft:
+                self.samples.skipped[check] = (
+                    "the server's /metrics shows no speculative-decoding drafts (not enabled?)"
                 )
-                drafts = w.counters.get("spec_drafts", 0.0)
-                if drafts:
-                    w.values[self._spec("spec mean accepted length", "spec-accept", "tokens")] = (
-                        1.0 + w.counters.get("spec_accepted", 0.0) / drafts
-                    )
-            if record:
-                self.samples.add(idx, check, w, self.specs)
+                return
+            w.values[self._spec("spec acceptance %", "spec-accept", "%")] = (
+                100.0 * w.counters.get("spec_accepted", 0.0) / draft
+            )
+            drafts = w.counters.get("spec_drafts", 0.0)
+            if drafts:
+                w.values[self._spec("spec mean accepted length", "spec-accept", "tokens")] = (
+                    1.0 + w.counters.get("spec_accepted", 0.0) / drafts
+                )
+        if record:
+            self.samples.add(idx, check, w, self.specs)
+
+    def end_repeat(self, *, record: bool = True) -> None:
+        self._salt = None
         if record:
             self._repeat += 1
             self.samples.repeats = self._repeat
-            self.samples.seconds = time.monotonic() - self._t0
+            if self._t0 is not None:
+                self.samples.seconds = time.monotonic() - self._t0
 
 
 def measure_alone(meter: Meter, config: ServingConfig, session: str) -> ServingSamples:
@@ -467,15 +477,21 @@ def measure_alone(meter: Meter, config: ServingConfig, session: str) -> ServingS
 
 
 def measure_paired(a: Meter, b: Meter, config: ServingConfig, session: str) -> tuple[ServingSamples, ServingSamples]:
-    """Both engines' repeats interleaved (ABBA...), so a machine that slows down slows both alike."""
+    """Both engines measured check by check, in turn (AB, BA, ...): a machine that slows down for a
+    few seconds slows both sides of the same check alike, and a pair of samples is seconds apart."""
     a.samples.session = b.samples.session = session
     for _ in range(config.warmup):
         a.repeat(record=False)
         b.repeat(record=False)
-    for r in range(config.repeats):
-        first, second = (a, b) if r % 2 == 0 else (b, a)
-        first.repeat()
-        second.repeat()
+    turn = 0
+    for _ in range(config.repeats):
+        for check in config.checks:
+            first, second = (a, b) if turn % 2 == 0 else (b, a)
+            first.check(check)
+            second.check(check)
+            turn += 1
+        a.end_repeat()
+        b.end_repeat()
     return a.samples, b.samples
 
 
