@@ -237,10 +237,12 @@ def test_the_spark_launcher_starts_workers_first_and_the_head_last(tmp_path: Pat
     f = overlay / "usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py"
     f.parent.mkdir(parents=True)
     f.write_text("x = 1\n")
+    hostile = f.parent / "a;touch pwned; $(touch pwned2).py"  # a file name from a patch body is data
+    hostile.write_text("y = 2\n")
     name, image = "patchset-spark-001-with_the_series", "vllm/vllm-openai:nightly-7f1a539"
     argv = [str(SPARK / "launch.sh"), name, str(overlay), "/usr/local/lib/python3.12/dist-packages", image]
     proc = subprocess.run(
-        [*argv, str(tmp_path / "logs"), "--max-num-seqs", "4"], env=env, capture_output=True, text=True
+        [*argv, str(tmp_path / "logs"), "--max-num-seqs", "4"], env=env, capture_output=True, text=True, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     runs = [c for c in (tmp_path / "calls").read_text().splitlines() if " run " in c]
@@ -259,6 +261,8 @@ def test_the_spark_launcher_starts_workers_first_and_the_head_last(tmp_path: Pat
     assert len(removes) == 4  # each node's old container goes first
     staged = Path(f"/tmp/patchset-overlay/{name}") / f.relative_to(overlay)
     assert staged.read_text() == "x = 1\n"  # shipped (here: to this machine, four times)
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+    assert all(f"/{hostile.relative_to(overlay)}:ro" in r for r in runs)  # mounted under its own name
 
     subprocess.run([str(SPARK / "stop.sh"), name], env=env, check=True)
     stops = [c for c in (tmp_path / "calls").read_text().splitlines() if f"rm -f {name}" in c]

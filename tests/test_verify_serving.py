@@ -195,6 +195,10 @@ def test_stored_baseline_only_and_engine_override(tmp_path: Path) -> None:
     assert second.engine_starts == 1 and t.engine == "single" and second.engines[0].engine == "single"
     assert t.with_run.baseline_from == "the stored baseline" and t.with_run.comparison["paired"] is False
     assert t.without_run.outcome == "pass" and t.klass == NOT_NEEDED
+    # a test the stored figures do not cover is compared with the tree without its patch, and says so
+    third = run_verify(path, tree=base, only=["s1-slow-decode"], baseline=saved, use_cache=False)
+    assert third.engine_starts == 2 and third.patches[0].klass == BROKEN
+    assert any("has no figures for s1-slow-decode/serve" in n for n in third.notes)
     with pytest.raises(InputError, match="unknown engine 'nope'"):
         run_verify(path, tree=base, engine="nope")
     with pytest.raises(InputError, match="no patch with id 's9'"):

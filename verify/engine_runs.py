@@ -450,10 +450,14 @@ def _config_key(spec: Any) -> str:
 
 
 def _measure(fn: Callable[[], Any]) -> tuple[Any, str]:
+    """A measurement, or why there is none: a check the server refused, or an engine that stopped
+    answering (then the error carries the tail of its logs)."""
     try:
         return fn(), ""
     except ServingError as exc:
         return None, str(exc)
+    except EnvironmentFailure as exc:  # ServerUnreachable: the engine died during the measurement
+        return None, f"the engine stopped answering: {exc.message}"
 
 
 def _set_samples(

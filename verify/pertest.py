@@ -477,9 +477,8 @@ class _Verifier:
             self.done += 1
             if self.progress:
                 r = run.result
-                self.progress(
-                    f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}", self.done, self.total
-                )
+                what = r.outcome if r else ("measured" if run.samples is not None else "?")
+                self.progress(f"{run.patch.id} {run.test.name} ({run.variant}): {what}", self.done, self.total)
 
     def _changed(self) -> list[str]:
         changed = self.snapshot.changed()
@@ -858,12 +857,12 @@ def run_verify(
                 if lc and full_hash and use_cache:
                     run_w.cache_key = result_key(full_hash, lc.fingerprint(), lc.engine_key())
                 runs.append(run_w)
-                if lc and lc.kind == "serving" and stored is not None:
-                    if f"{p.id}/{name}" not in stored:
-                        to.without_run = CommandResult(
-                            ERROR, None, 0.0, f"the stored baseline {baseline} has no figures for {p.id}/{name}"
-                        )
+                if lc and lc.kind == "serving" and stored is not None and f"{p.id}/{name}" in stored:
                     continue  # compared with the stored figures: no tree without the patch
+                if lc and lc.kind == "serving" and stored is not None:
+                    report.notes.append(
+                        f"the stored baseline has no figures for {p.id}/{name}: compared with the tree without it"
+                    )
                 if minus_error:
                     to.without_run = CommandResult(ERROR, None, 0.0, minus_error)
                 else:
@@ -899,8 +898,7 @@ def run_verify(
                 r.test.with_run = r.result
             else:
                 r.test.without_run = r.result
-        if save_baseline is not None:
-            save_serving_baseline(Path(save_baseline), runs, tgt.name)
+        if save_baseline is not None and save_serving_baseline(Path(save_baseline), runs, tgt.name):
             report.notes.append(f"stored the serving figures of the tree with the series in {save_baseline}")
         for po, (p, _) in zip(outcomes, plan, strict=True):
             for outcome in po.tests:
@@ -939,14 +937,19 @@ def _short(v) -> str:
     return f"{v.metric} {fmt_ratio(v.ratio)} [{fmt_ratio(v.low)}, {fmt_ratio(v.high)}]"
 
 
-def save_serving_baseline(path: Path, runs: list[_Run], target: str) -> None:
-    """The serving samples of the tree with the series, per test, for a later ``--baseline``."""
+def save_serving_baseline(path: Path, runs: list[_Run], target: str) -> bool:
+    """The serving samples of the tree with the series, per test, for a later ``--baseline``; False
+    (nothing written) when no serving test measured anything."""
     tests = {
         f"{r.patch.id}/{r.test.name}": r.samples
         for r in runs
         if r.variant == WITH and r.samples is not None and r.longctx is not None and r.longctx.kind == "serving"
     }
-    write_serving_baseline(path, {k: v for k, v in tests.items() if v is not None}, target=target)
+    tests = {k: v for k, v in tests.items() if v is not None}
+    if not tests:
+        return False
+    write_serving_baseline(path, tests, target=target)
+    return True
 
 
 def _engine_log_dir() -> Path:

@@ -24,6 +24,9 @@
 # passed into every container. --enable-prompt-tokens-details is added for the checks' cached-token
 # counts (usage.prompt_tokens_details); it changes no served output.
 set -eu
+# q VALUE: VALUE single-quoted for the node's shell (the command runs there through ssh): file names
+# from patch bodies and arguments from the ledger are data, never shell syntax
+q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 name=$1 overlay=$2 root=$3 image=$4 logdir=$5
 shift 5
 : "${SPARK_NODES:?set SPARK_NODES to the four rail IPs, rank 0 first}"
@@ -31,7 +34,8 @@ shift 5
 : "${SPARK_MODEL:?set SPARK_MODEL (the model path on the nodes; not recorded)}"
 : "${SPARK_SPEC_ARGS:?set SPARK_SPEC_ARGS (the DFlash2 speculative-decoding arguments; not recorded)}"
 ssh=${SPARK_SSH:-ssh}
-extra="$*"
+extra=""
+for a in "$@"; do extra="$extra $(q "$a")"; done
 # shellcheck disable=SC2086
 set -- $SPARK_NODES
 [ "$#" -eq 4 ] || { echo "launch.sh: SPARK_NODES lists $# addresses, not 4" >&2; exit 2; }
@@ -40,9 +44,15 @@ nodes="$*"
 mkdir -p "$logdir"
 stage=/tmp/patchset-overlay/$name
 mounts=""
-for f in $(cd "$overlay" && find . -type f | sed 's|^\./||' | sort); do
-  mounts="$mounts -v $stage/$f:/$f:ro"
-done
+list=$(mktemp)
+(cd "$overlay" && find . -type f | sed 's|^\./||' | sort) > "$list"
+while IFS= read -r f; do
+  case "$f" in
+    *:*) echo "launch.sh: cannot bind-mount a file whose name holds ':': $f" >&2; rm -f "$list"; exit 2 ;;
+  esac
+  mounts="$mounts -v $(q "$stage/$f:/$f:ro")"
+done < "$list"
+rm -f "$list"
 envs=""
 for v in $(env | sed -n 's/^\(VLLM_[A-Za-z0-9_]*\)=.*/\1/p'); do
   envs="$envs -e $v"
@@ -52,14 +62,14 @@ for rank in 3 2 1 0; do
   for n in $nodes; do [ $i -eq $rank ] && node=$n; i=$((i + 1)); done
   echo "launch.sh: rank $rank on $node" >> "$logdir/launch.txt"
   # the overlay files, then a fresh container (docker rm -f first, as the maintainer's launcher does)
-  $ssh "$node" "rm -rf $stage && mkdir -p $stage"
-  (cd "$overlay" && tar cf - .) | $ssh "$node" "tar xf - -C $stage"
+  $ssh "$node" "rm -rf $(q "$stage") && mkdir -p $(q "$stage")"
+  (cd "$overlay" && tar cf - .) | $ssh "$node" "tar xf - -C $(q "$stage")"
   headless=""
   [ "$rank" -ne 0 ] && headless="--headless"
-  $ssh "$node" "docker rm -f $name >/dev/null 2>&1 || true; \
-    docker run --gpus all -d --name $name --network host --ipc host \
+  $ssh "$node" "docker rm -f $(q "$name") >/dev/null 2>&1 || true; \
+    docker run --gpus all -d --name $(q "$name") --network host --ipc host \
       -e VLLM_ENGINE_READY_TIMEOUT_S=3600 $envs $mounts ${SPARK_MOUNTS:-} \
-      --entrypoint vllm $image serve $SPARK_MODEL \
+      --entrypoint vllm $(q "$image") serve $SPARK_MODEL \
       --served-model-name glm-5.3-flash --tensor-parallel-size 4 \
       --distributed-executor-backend mp --nnodes 4 --node-rank $rank \
       --master-addr $head --master-port $SPARK_MASTER_PORT $headless \
