@@ -169,10 +169,17 @@ def test_gate_workflow_shape():
 
 def test_spark_workflow_runs_on_the_spark_runner():
     doc = _load("spark-gpu.yml")
-    assert doc["jobs"]["gpu"]["runs-on"] == ["self-hosted", "spark", "gpu"]
+    jobs = doc["jobs"]
+    assert all(job["runs-on"] == ["self-hosted", "spark", "gpu"] for job in jobs.values())
     runs = "\n".join(_runs(doc))
     assert "verify --tags" in runs and "gpu,spark" in json.dumps(doc)
     assert "check longctx --url" in runs and "production-spark.json" in runs and "--mode control" in runs
+    # one job per patch, one at a time on the one cluster, every engine test on [engines.spark]
+    assert jobs["gpu"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["gpu"]["strategy"]["max-parallel"] == 1 and jobs["gpu"]["strategy"]["fail-fast"] is False
+    assert "matrix tests --ledger" in runs and '--only "${{ matrix.patch }}" --engine spark' in runs
+    for var in ("SPARK_NODES", "SPARK_HEAD", "SPARK_MASTER_PORT", "SPARK_MODEL", "SPARK_SPEC_ARGS"):
+        assert doc["env"][var] == f"${{{{ vars.{var} }}}}"
 
 
 def test_every_script_the_workflows_call_exists():

@@ -47,6 +47,7 @@ CONTROLLED = ("causality", "resume", "rescore")  # checks whose bar may come fro
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 DEFAULT_BASELINE = BASELINE_DIR / "cpu-vllm-0.30.0.json"
 BIN = 256  # tokens per bin in per-position summaries
+METHOD = 1  # how the checks measure; part of verify's result-cache key (a change re-measures)
 
 
 # ------------------------------------------------------------------------------------------ inputs

@@ -86,6 +86,30 @@ def make_overlay(base: Path, dest: Path) -> OverlayStats:
     return stats
 
 
+def drop_stale_bytecode(tree: Path, files: dict[str, str | None] | list[str]) -> list[Path]:
+    """Unlink the ``__pycache__`` entries of the patched ``.py`` files of an overlay; return them.
+
+    The base is byte-compiled once and its ``.pyc`` files are hard-linked into every overlay. Python
+    trusts a ``.pyc`` whose recorded source size and mtime (whole seconds) match: a patch that keeps a
+    file's size and lands within the same second as the base's copy (``0.001`` -> ``0.004``) would run
+    the unpatched bytecode. Unlinking the overlay's link leaves the base's file alone."""
+    removed = []
+    for rel in files:
+        if not rel.endswith(".py"):
+            continue
+        src = tree / rel
+        cache = src.parent / "__pycache__"
+        if not cache.is_dir():
+            continue
+        for pyc in cache.glob(f"{src.stem}.*.pyc"):
+            try:
+                pyc.unlink()
+                removed.append(pyc)
+            except OSError:
+                pass
+    return removed
+
+
 def private_copy(src: Path, dest: Path) -> OverlayStats:
     """A full copy of ``src`` (without ``.git``): the base verify links its overlays to."""
     if not src.is_dir():

@@ -18,6 +18,30 @@ STATES = ("active", "held", "dropped")
 LAYOUTS = ("source", "installed")
 PR_STATES = ("open", "draft", "merged", "closed", "unknown")
 SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
+# Engines: how a test's server is started from a build tree (docs/engines.md).
+ENGINE_PRESETS = ("vllm-cpu", "docker", "command")
+DELIVERS = ("pythonpath", "overlay", "tree")
+# What an engine's templates may name; {args} and {mounts} stand for several argv elements and must
+# be whole elements of `start`.
+ENGINE_PLACEHOLDERS = (
+    "tree",  # the patched build tree
+    "overlay",  # a directory of only the patched files under the install root (as `build overlay` lays it out)
+    "port",
+    "host",
+    "model",
+    "name",  # a name unique to this start (a container name)
+    "logdir",  # a directory for this start's logs
+    "args",  # the test's engine_args (whole element)
+    "mounts",  # one read-only bind mount per overlay file: -v SRC:DEST:ro ... (whole element)
+    "image",  # the engine's image (default: the target's base_image)
+    "root",  # the target's installed_root
+    "python",  # the engine venv's python (ci/setup_engine.sh)
+    "venv",  # the engine venv
+    "ledger",  # the ledger's directory
+)
+SPLICED_PLACEHOLDERS = ("args", "mounts")
+TEST_KINDS = ("command", "longctx", "serving")
+SERVING_CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 
 
 @dataclass
@@ -113,8 +137,9 @@ class Switches:
 
 @dataclass
 class TestSpec:
-    """One per-patch regression test: a command run in the build tree (``kind = "command"``), or
-    long-context checks against an engine started from the build tree (``kind = "longctx"``)."""
+    """One per-patch regression test: a command run in the build tree (``kind = "command"``),
+    long-context checks (``kind = "longctx"``) or serving measurements (``kind = "serving"``) against
+    an engine started from the build tree (``engine``: a name from ``[engines]`` or a preset)."""
 
     command: str = ""
     kind: str = "command"
@@ -128,6 +153,38 @@ class TestSpec:
     env: dict[str, str] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     timeout: int = 600
+    engine: str = ""  # "" : the vllm-cpu preset (or `verify --engine`)
+    repeats: int = 0  # serving: measured repeats (0: the default); longctx control mode: resume trials
+    warmup: int = 1  # serving: unmeasured repeats first
+    streams: int = 0  # serving `concurrent`: parallel streams (0: the default)
+    max_tokens: int = 0  # serving: tokens per reply (0: the default)
+    tolerance: float = 0.03  # serving: a ratio within 1 +- tolerance is never a regression
+    tolerances: dict[str, float] = field(default_factory=dict)  # per check
+
+
+@dataclass
+class EngineSpec:
+    """``[engines.NAME]``: how to start, reach, stop and read an engine serving a build tree.
+
+    ``None`` means "not given": the preset's value applies (``patchset.verify.engines``)."""
+
+    name: str
+    preset: str = "command"
+    start: list[str] | None = None
+    url: str | None = None
+    ready: str | None = None
+    ready_timeout: int | None = None
+    stop: list[str] | None = None
+    logs: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    max_parallel: int | None = None
+    delivers: str | None = None
+    host: str | None = None
+    port: int | None = None
+    model: str | None = None
+    image: str | None = None
+    notes: str = ""
+    line: int = 0
 
 
 @dataclass
@@ -207,6 +264,7 @@ class Ledger:
     lock: Lock
     schema: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    engines: dict[str, EngineSpec] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
