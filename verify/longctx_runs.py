@@ -343,7 +343,7 @@ class LongctxResult(CommandResult):
         return out
 
 
-@record
+@dataclass
 class ServingResult(LongctxResult):
     """A run of a serving test: every sample of the engine it measured and, on the side judged, the
     comparison with the baseline (per metric: median ratio, interval, verdict)."""

@@ -78,7 +78,7 @@ class Completion:
         return out
 
 
-@record
+@dataclass
 class Streamed:
     """A streamed completion's timing: seconds to the first token, to the last, and the counts."""
 
@@ -177,12 +177,12 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     )
 
 
-def _error_message(resp: net.Answer) -> str:
+def _error_message(raw: bytes, reason: str | None) -> str:
     """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
     try:
-        body = json.loads(resp.body)
+        body = json.loads(raw)
     except ValueError:
-        return resp.body.decode("utf-8", "replace").strip() or resp.reason or ""
+        return raw.decode("utf-8", "replace").strip() or reason or ""
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and err.get("message"):
@@ -236,7 +236,7 @@ class CompletionsClient:
                 hint="is the server running? check --url",
             ) from exc
         if resp.status >= 400:
-            raise ServerRejected(resp.status, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
+            raise ServerRejected(resp.status, _error_message(resp.body, resp.reason)[:500], prompt_tokens=prompt_tokens)
         try:
             body = json.loads(resp.body)
         except ValueError as exc:
@@ -309,7 +309,11 @@ class CompletionsClient:
         tokens: list[int] = []
         with resp:
             if resp.status_code >= 400:
-                raise ServerRejected(resp.status_code, _error_message(resp)[:500], prompt_tokens=len(prompt))
+                raise ServerRejected(
+                    resp.status_code,
+                    _error_message(resp.raw.read(64 * 1024, decode_content=True) or b"", resp.reason)[:500],
+                    prompt_tokens=len(prompt),
+                )
             try:
                 for raw in resp.iter_lines():
                     seen += len(raw)

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.atomic import publish_dir
