@@ -108,15 +108,19 @@ def _read_key(path: Path) -> bytes | None:
     return bytes.fromhex(text.decode()) if re.fullmatch(rb"[0-9a-f]{64}", text) else None
 
 
+_key_lock = threading.Lock()
+
+
 def installation_key(create: bool) -> bytes | None:
     """This installation's journal key (``create``: made on first use, durably); None when there is
     none yet (then no journal found anywhere is ours)."""
     path = state_dir() / KEY_NAME
-    key = _keys.get(str(path)) or _read_key(path)
-    if key is None and create:
-        key = _create_key(path)
-    if key is not None:
-        _keys[str(path)] = key
+    with _key_lock:  # threads of one process (verify --jobs) make the key once, not over each other
+        key = _keys.get(str(path)) or _read_key(path)
+        if key is None and create:
+            key = _create_key(path)
+        if key is not None:
+            _keys[str(path)] = key
     return key
 
 
@@ -128,7 +132,7 @@ def _create_key(path: Path) -> bytes:
         )
     import secrets
 
-    tmp = path.parent / f".{KEY_NAME}.{os.getpid()}.tmp"
+    tmp = path.parent / f".{KEY_NAME}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp.unlink(missing_ok=True)
