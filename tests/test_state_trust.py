@@ -190,3 +190,22 @@ def test_a_shipped_gate_state_cannot_turn_a_red_commit_green(tmp_path: Path, ups
     assert "gate-state.json" in r.errors[0] and "not written by this installation" in r.errors[0]
     assert "'demo'" in r.errors[0] and "\x1b" not in r.errors[0]
     assert path.read_bytes() == shipped  # left alone
+
+
+def test_abort_restores_a_backup_only_for_a_session_of_this_installation(tmp_path: Path, run) -> None:
+    """Found by the fuzz tier: a foreign ``state.json`` beside a backup this installation sealed
+    (a session of ours, its state.json replaced). Before: ``--abort`` restored the backup and
+    cleared the foreign session without looking at it."""
+    from tests.support.rebase_demo import ALL
+
+    demo = build(tmp_path / "d", [p for p in ALL if p in ("p-clean", "p-conflict")])
+    r = run("rebase", "--onto", "v2", "--interactive", cwd=demo.root)
+    assert r.code == 1 and "stopped" in r.stdout, r
+    session = demo.root / ".patchset" / "rebase" / "state.json"
+    doc = json.loads(session.read_text())
+    doc.pop("owner")
+    session.write_text(json.dumps(doc))
+    before = snapshot(demo.root / ".patchset")
+    r = run("rebase", "--abort", cwd=demo.root)
+    assert r.code == 2 and "not written by this installation" in r.stderr, r
+    assert snapshot(demo.root / ".patchset") == before

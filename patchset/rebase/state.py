@@ -183,20 +183,19 @@ class State:
         """``rel`` (e.g. ``blobs/<sha256>``, ``work/<path>``) inside the state directory, confined."""
         return confine(self._checked(), rel, what=what)
 
-    def _is_file(self, name: str) -> bool:
-        try:
-            return stat.S_ISREG(os.lstat(self.dir / name).st_mode)
-        except OSError:
-            return False
+    def _there(self, name: str) -> bool:
+        """Anything named ``name`` in the state directory (a link or a directory too: reading it
+        then says what it is, rather than the directory being cleared as stale)."""
+        return os.path.lexists(self.dir / name)
 
     # -- what is there -----------------------------------------------------------------------
     @property
     def stopped(self) -> bool:
-        return self._is_file("state.json")
+        return self._there("state.json")
 
     @property
     def committing(self) -> bool:
-        return self._is_file("commit.json")
+        return self._there("commit.json")
 
     def in_progress(self) -> bool:
         """A stopped or interrupted rebase; a leftover directory without either is stale and removed
@@ -278,6 +277,9 @@ class State:
         for key, kind in _SESSION.items():
             if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
                 raise _damaged(path, f"has no {key} of the right type")
+        why = _session_problem(data)
+        if why:
+            raise _damaged(path, why)
         return data
 
     def clear(self) -> None:
@@ -334,6 +336,16 @@ class State:
         """Put back every file of a backup byte for byte (files that did not exist are removed).
         Only a backup whose manifest this installation sealed; every file checked against it."""
         where = real_directories(self.root, _under_root(self.root, src), what="the rebase backup directory")
+        if os.path.abspath(where) == os.path.abspath(self.dir / "backup"):
+            # a stopped session's own backup: only when the session is this installation's too
+            # (checked for its seal alone: ``--abort`` is also the way out of a damaged one)
+            read_sealed(
+                self._at("state.json", "rebase state"),
+                KIND_STATE,
+                what="a stopped rebase",
+                hint=_hint(STATE_DIR),
+                names=_names,
+            )
         body = read_sealed(
             where / "manifest.json",
             KIND_MANIFEST,
@@ -420,6 +432,55 @@ class State:
         pending = self.journal_bytes()
         write_files(self.root, {self.root / rel: data for rel, data in pending.items()})  # journaled, locked
         return sorted(pending)
+
+
+_LOCATIONS = {"repo": ("path",), "releases": ("project", "old", "new"), "dirs": ("old", "new", "old_ref")}
+_REPLAY_TEXT = ("path", "how", "message")  # str
+_REPLAY_NAMES = ("new_path", "moved_from", "delete_path")  # str or null
+_REPLAY_BLOBS = ("result", "ours")  # a blob digest or null
+
+
+def _digest_or_none(v: object) -> bool:
+    return v is None or (isinstance(v, str) and bool(_DIGEST.fullmatch(v)))
+
+
+def _session_problem(d: dict[str, Any]) -> str:
+    """What is wrong inside a stopped session whose top-level fields have the right types ("" when
+    nothing): the shapes ``--continue``/``--skip`` take apart, checked before any is used."""
+    from patchset.rebase.report import PatchResult
+
+    results, index = d["results"], d["index"]
+    if index < 0 or len(results) != index + 1:
+        return f"stops at patch {index} of {len(results)} results"
+    for r in results:
+        try:
+            PatchResult.from_json(r)
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return "has a patch result of the wrong shape"
+    loc = d["location"]
+    need = _LOCATIONS.get(loc.get("kind"))
+    if need is None or not all(isinstance(loc.get(k), str) for k in need):
+        return "names bases of an unknown kind"
+    for name in ("old_tree", "new_tree"):
+        for rel, v in d[name].items():
+            ok = isinstance(v, list) and len(v) == 2 and _digest_or_none(v[0])
+            if not ok or not isinstance(v[1], (str, int, type(None))) or isinstance(v[1], bool):
+                return f"has a {name} entry of the wrong shape ({rel!r})"
+    if not all(isinstance(k, str) and _digest_or_none(v) for k, v in d["new_bodies"].items()):
+        return "has a new body of the wrong shape"
+    for x in d["replay"]:
+        ok = isinstance(x, dict) and all(isinstance(x.get(k), str) for k in _REPLAY_TEXT)
+        ok = ok and all(isinstance(x.get(k), (str, type(None))) for k in _REPLAY_NAMES)
+        ok = ok and all(_digest_or_none(x.get(k)) for k in _REPLAY_BLOBS) and "mode" in x
+        if not ok:
+            return "has a replayed file of the wrong shape"
+    if len(d["replay"]) != len(results[index].get("files") or []):
+        return "replays another number of files than its result names"
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in d["pr_merges"].items()):
+        return "has a PR merge of the wrong shape"
+    if not all(isinstance(w, str) for w in d["work"]):
+        return "names a work file of the wrong shape"
+    return ""
 
 
 def _under_root(root: Path, path: Path) -> str:

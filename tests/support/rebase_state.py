@@ -12,7 +12,7 @@ from patchset.sealed import write_sealed
 
 
 def stopped_session(onto: str = "v2", stopped_at: str = "a", **fields: Any) -> dict[str, Any]:
-    """The fields ``rebase --interactive`` records when it stops (empty trees, no results)."""
+    """The fields ``rebase --interactive`` records when it stops (one patch, in conflict; empty trees)."""
     return {
         "version": STATE_VERSION,
         "ledger": "patches.toml",
@@ -28,7 +28,7 @@ def stopped_session(onto: str = "v2", stopped_at: str = "a", **fields: Any) -> d
         "interactive": True,
         "index": 0,
         "stopped_at": stopped_at,
-        "results": [],
+        "results": [{"id": stopped_at, "verdict": "conflict", "files": []}],
         "new_bodies": {},
         "old_tree": {},
         "new_tree": {},
