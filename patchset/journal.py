@@ -39,7 +39,9 @@ Anything else is :class:`~patchset.errors.ForeignJournal` (exit 2): reported wit
 never replayed, never cleaned up (the user removes it by hand). Leftovers without a journal are
 removed only when they have exactly the shape patchset stages (real ``new/`` and ``old/``
 directories of numbered files). Every path a journal names, ours included, is confined under the
-root (``patchset.confine``) when it is used.
+root (``patchset.confine``) when it is used. The same seal (``seal_of``/``has_seal``) guards every
+other state patchset records and trusts again later (``patchset.sealed``: a rebase in progress,
+its backups, the gate's state).
 
 Testing hook: ``PATCHSET_TEST_CRASH_AFTER=k`` makes the process signal itself at the k-th step
 (each staged file, the journal, each rename, the cleanup; steps of every journal of the process
