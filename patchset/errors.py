@@ -82,6 +82,12 @@ class ForeignJournal(InputError):
     cloned ledger, copied from another user, or damaged): it is never replayed and left alone."""
 
 
+class ForeignState(InputError):
+    """Recorded state under ``.patchset/`` (a rebase in progress, its backups, the gate's state)
+    this installation did not write (it came with a cloned ledger, from another user or an older
+    patchset, or is damaged): never replayed, left alone, exit 2."""
+
+
 class Finding(PatchsetError):
     """A result the user asked about came out bad: exit code 1."""
 

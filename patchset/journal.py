@@ -39,7 +39,9 @@ Anything else is :class:`~patchset.errors.ForeignJournal` (exit 2): reported wit
 never replayed, never cleaned up (the user removes it by hand). Leftovers without a journal are
 removed only when they have exactly the shape patchset stages (real ``new/`` and ``old/``
 directories of numbered files). Every path a journal names, ours included, is confined under the
-root (``patchset.confine``) when it is used.
+root (``patchset.confine``) when it is used. The same seal (``seal_of``/``has_seal``) guards every
+other state patchset records and trusts again later (``patchset.sealed``: a rebase in progress,
+its backups, the gate's state).
 
 Testing hook: ``PATCHSET_TEST_CRASH_AFTER=k`` makes the process signal itself at the k-th step
 (each staged file, the journal, each rename, the cleanup; steps of every journal of the process
@@ -162,11 +164,39 @@ def _mac(key: bytes, kind: str, body: dict[str, Any]) -> str:
     return hmac.new(key, b"patchset journal 1\0" + kind.encode() + b"\0" + text.encode(), hashlib.sha256).hexdigest()
 
 
-def _shown(value: object) -> str:
-    """A value from a journal as it may be printed: quoted, control characters escaped, bounded."""
+_SEAL = re.compile(r"[0-9a-f]{64}")
+
+
+def seal_of(kind: str, body: dict[str, Any]) -> str:
+    """This installation's seal of ``body`` as state of ``kind`` (the key is made on first use):
+    what a journal carries as ``owner``, and every other state patchset records and trusts again
+    later (``patchset.sealed``). ``kind`` says what the state is, so one kind is never taken for
+    another."""
+    key = installation_key(create=True)
+    assert key is not None
+    return _mac(key, kind, body)
+
+
+def has_seal(kind: str, body: dict[str, Any], owner: object) -> bool:
+    """Whether ``owner`` is this installation's seal of ``body`` as ``kind``: False when there is
+    no key yet, and for anything that is not 64 hex digits (``hmac.compare_digest`` raises
+    TypeError for a non-ASCII string). Raises RecursionError for a body nested too deep to hash."""
+    import hmac
+
+    if not isinstance(owner, str) or not _SEAL.fullmatch(owner):
+        return False
+    key = installation_key(create=False)
+    return key is not None and hmac.compare_digest(owner, _mac(key, kind, body))
+
+
+def shown_value(value: object) -> str:
+    """A value from recorded state as it may be printed: quoted, control characters escaped, bounded."""
     if isinstance(value, str):
         return repr(value[:200] + ("..." if len(value) > 200 else ""))
     return f"<{type(value).__name__}>"
+
+
+_shown = shown_value
 
 
 def _names(data: object, limit: int = 6) -> list[str]:
@@ -330,9 +360,7 @@ class Journal:
     # -- ownership --------------------------------------------------------------------------
     def seal(self, body: dict[str, Any]) -> dict[str, Any]:
         """``body`` with this installation's seal (``owner``): what ``write_journal`` writes."""
-        key = installation_key(create=True)
-        assert key is not None
-        return {**body, "owner": _mac(key, self.kind, body)}
+        return {**body, "owner": seal_of(self.kind, body)}
 
     def _foreign(self, why: str, names: list[str] | None = None) -> ForeignJournal:
         where = str(self.txn) if str(self.txn).isprintable() else repr(str(self.txn))
@@ -412,14 +440,15 @@ class Journal:
             raise self._foreign(f"{JOURNAL} is not readable JSON: damaged, or not patchset's") from None
         if not isinstance(data, dict):
             raise self._foreign(f"{JOURNAL} is not a journal")
-        import hmac
-
-        key = installation_key(create=False)
         owner = data.get("owner")
         body = {k: v for k, v in data.items() if k != "owner"}
         if not isinstance(owner, str):
             raise self._foreign(f"{JOURNAL} carries no seal of this installation", _names(data))
-        if key is None or not hmac.compare_digest(owner, _mac(key, self.kind, body)):
+        try:
+            ours = has_seal(self.kind, body, owner)
+        except RecursionError:
+            ours = False
+        if not ours:
             raise self._foreign(f"{JOURNAL} does not carry this installation's seal", _names(data))
         self._validate(body)
         return body

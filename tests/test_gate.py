@@ -183,7 +183,7 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     bad = tmp_path / "bad-state.json"
     bad.write_text("{not json")
     r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=bad)
-    assert r.exit_code == 2 and "not a gate state file" in r.errors[0]
+    assert r.exit_code == 2 and "not readable JSON" in r.errors[0] and "remove it" in r.errors[0]
 
     with pytest.raises(Exception, match="--onto REF or --latest"):
         run_gate(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True)

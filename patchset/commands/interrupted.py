@@ -77,6 +77,9 @@ def pending_rebase(ledger_root: Path) -> tuple[bool, str] | None:
     from patchset.rebase.state import State
 
     state = State(ledger_root)
+    alien = state.foreign()
+    if alien is not None:  # a cloned ledger's own rebase state: reported, never replayed
+        return False, f"{alien.message} ({alien.hint})"
     if state.committing:
         return True, (
             "a rebase was interrupted while writing the new series (the ledger, lock and bodies may be "

@@ -421,7 +421,10 @@ def download(
             return final
         log.warning("cached %s does not match the index's sha256; downloading it again", final)
         final.unlink(missing_ok=True)
-    _fetch(dist, final, progress)
+    try:
+        _fetch(dist, final, progress)  # its temporary file is removed whatever happens
+    except OSError as exc:  # network errors are domain errors already: this is the cache we write to
+        raise _cache_failure(exc, dist, final) from None
     return final
 
 
@@ -498,3 +501,27 @@ def _length(headers: Any) -> int | None:
         return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
+
+
+def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFailure:
+    """A download that could not be written into the cache: which directory, and for a full disk
+    the space the file needs and what is free (as ``archives.unpack`` words it)."""
+    import errno
+
+    where = final.parent
+    what = f"cannot download {dist.filename} into {where}"
+    hint = f"nothing was kept; free space under {where}, or point {cache.ENV_VAR} at a larger disk"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        need = f"needs {dist.size / (1 << 20):.1f} MiB" if dist.size is not None else "needs more space"
+        try:
+            vfs = os.statvfs(where)
+            free = f"{vfs.f_bavail * vfs.f_frsize / (1 << 20):.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        return EnvironmentFailure(
+            f"{what}: no space left on the file system of {where} (the download {need}; {free})", hint=hint
+        )
+    return EnvironmentFailure(
+        f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+        hint=f"check that {where} is writable; " + hint,
+    )
