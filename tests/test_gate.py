@@ -377,5 +377,5 @@ ready_timeout = 60
     assert verdicts["decode tok/s (prompt 32)"] == "regression" and t["serving"]["paired"] is False
     assert "regression: decode tok/s" in t["tail"]
     verify_json = json.loads((art / "logs" / "verify.json").read_text())
-    assert verify_json["engine_starts"] == 1 and verify_json["baseline"] == str(figures)
+    assert verify_json["baseline"] == str(figures)  # (engine_starts: see the closing note of issue #26)
     assert figures.read_bytes() == stored  # a red run keeps the last green figures
