@@ -105,6 +105,12 @@ def _safe_row(row: Sequence[Cell]) -> list[Cell]:
     return [_safe_cell(c) for c in row]
 
 
+def _wraps(token: str) -> bool:
+    """A token that may wrap at ``/`` when longer than a line: a path (a URL stays whole, to be
+    copied or clicked)."""
+    return "/" in token and "://" not in token
+
+
 def _path_lines(path: str, width: int, first: int | None = None) -> list[str]:
     """A path too long for a line, wrapped at ``/`` boundaries: every line but the last ends with
     ``/``, continuation lines are indented two spaces. Nothing is dropped or cut; a single
@@ -173,7 +179,7 @@ def wrap_tokens(tokens: Sequence[str], width: int) -> list[str]:
     lines: list[str] = []
     cur = ""
     for tok in tokens:
-        if len(tok) > width and "/" in tok:
+        if len(tok) > width and _wraps(tok):
             if cur:
                 lines.append(cur)
             *done, cur = _path_lines(tok, width)
@@ -284,7 +290,7 @@ class Term:
         cur, cur_len = "", 0  # the line being filled, and its length without escape codes
         for unit in units:
             ulen = sum(len(w) for w, _ in unit)
-            if len(unit) == 1 and "/" in unit[0][0] and len(indent) + 2 + ulen > width:
+            if len(unit) == 1 and _wraps(unit[0][0]) and len(indent) + 2 + ulen > width:
                 word, style = unit[0]  # a path longer than a line: wrapped at "/", never cut
                 sep = 1 if cur_len else 0
                 first = width - len(indent) - cur_len - sep
