@@ -12,6 +12,7 @@ verdicts with intervals, the result cache, ``--only``, ``--engine``, ``--baselin
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 import time
 from io import StringIO
@@ -67,7 +68,8 @@ def test_meter_measures_every_check_against_the_double() -> None:
     assert all(v is not None and v > 0 for v in s.values["decode tok/s (prompt 512)"])
     # cold prefill of 4,096 tokens costs the double 0.2 s; the resumed session reads its cache
     resumed, cold = s.values["ttft resumed s (4096 tokens)"], s.values["ttft cold s (4096 tokens)"]
-    assert all(r is not None and c is not None and r < c for r, c in zip(resumed, cold, strict=True))
+    assert all(r is not None and c is not None for r, c in zip(resumed, cold, strict=True))
+    assert statistics.median(resumed) < statistics.median(cold)  # one repeat may be disturbed on a loaded machine
     assert s.metrics["ttft resumed s (4096 tokens)"].better == "lower"
     # usage and /metrics agree on the agent session's hits; the double's acceptance comes back
     assert s.values["cache hits % (usage)"] == s.values["cache hits % (/metrics)"]
