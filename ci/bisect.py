@@ -12,19 +12,18 @@ of the range whose probe says broken while the one before it does not.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.ci.upstream import Commit, Upstream
 from patchset.progress import Progress
 from patchset.rebase.report import CONFLICT
 from patchset.rebase.session import rebase
-from patchset.records import record
 
 Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 
 
-@record
+@dataclass
 class FirstBad:
     """The first upstream commit a patch breaks at, the last good one, and the commits probed."""
 
@@ -82,7 +81,7 @@ def first_bad(patches: list[str], good: str, commits: list[Commit], probe: Probe
     return out
 
 
-@record
+@dataclass
 class NewestSafe:
     """The newest upstream commit below the first bad one onto which the whole series replays.
 

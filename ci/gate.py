@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,6 @@ from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.text import split_list
 from patchset.upstream.bases import version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
@@ -54,7 +53,7 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     return split_list(tags)
 
 
-@record
+@dataclass
 class _Run:
     """One gate run in progress: its report, progress callback and timestamped log."""
 
@@ -98,6 +97,7 @@ def run_gate(
     force: bool = False,
     refresh_status: bool = False,
     build: Sequence[str] = (),
+    engine: str | None = None,
 ) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
@@ -111,6 +111,9 @@ def run_gate(
     upstream status (recorded into the refreshed series) instead of reading it offline.
     ``build``: artifacts to build from the refreshed series once it applies (``wheel``: the judged
     release's wheel patched, into ``dist/``; ``overlay``: the image overlay, into ``overlay/``).
+    ``engine``: the engine every long-context and serving test runs on (``verify --engine``). Serving
+    tests compare with the figures of the last green run (``serving-<target>.json`` beside the state
+    file), once there is one; a green run stores its own.
 
     Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
     ``InputError``.
@@ -159,6 +162,7 @@ def run_gate(
             return report
         artifacts_mod.clear(out_dir)  # an earlier run's results cannot pass for this one's
         cleared = True
+        figures = serving_figures_path(state_path, t.name)
         series_bytes = _judge(
             run,
             ledger,
@@ -174,6 +178,8 @@ def run_gate(
             refresh_status,
             list(build),
             Path(ledger_path),
+            engine=engine,
+            serving_baseline=figures if figures.is_file() else None,
         )
         report.status = RED if report.reasons() else GREEN
         if not only:
@@ -181,6 +187,12 @@ def run_gate(
             report.judged_at = states[t.name].judged_at
             save_state(state_path, states)
             run.log(f"state: {state_path}")
+            measured = out_dir / "logs" / "serving-figures.json"
+            if report.status == GREEN and measured.is_file():  # the next run compares with these
+                from patchset import atomic
+
+                atomic.write_bytes(figures, measured.read_bytes())
+                run.log(f"serving figures of this green run: {figures}")
     except PatchsetError as exc:
         report.status = RED if exc.exit_code == EXIT_FINDING else ERROR
         report.errors.append(exc.render())
@@ -254,6 +266,8 @@ def _judge(
     ledger_path: Path | None = None,
     *,
     search_safe: bool = True,
+    engine: str | None = None,
+    serving_baseline: Path | None = None,
 ) -> bytes:
     """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch.
 
@@ -319,6 +333,7 @@ def _judge(
                     out_dir,
                     scratch,
                     ledger_path or ledger.path,
+                    engine=engine,
                 )
         r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
         return patch
@@ -338,7 +353,21 @@ def _judge(
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
-        _tests(run, ws.work_ledger, refreshed, t, up, sha, tags, only, scratch, logs)
+        _tests(
+            run,
+            ws.work_ledger,
+            refreshed,
+            t,
+            up,
+            sha,
+            tags,
+            only,
+            scratch,
+            logs,
+            engine=engine,
+            baseline=serving_baseline,
+            home=ledger.root.resolve(),
+        )
     if ar.outcome == "applied" and build:
         with run.stage("build"):
             _build(run, refreshed, rt, tree, up, label, build, out_dir)
@@ -392,6 +421,8 @@ def _newest_safe(
     out_dir: Path,
     scratch: Path,
     ledger_path: Path,
+    *,
+    engine: str | None = None,
 ) -> None:
     """Red by a conflict: the newest commit below the first bad one onto which the whole series
     replays (``bisect.newest_clean``), its tests run there when tags are selected (a second,
@@ -443,6 +474,7 @@ def _newest_safe(
                 False,
                 [],
                 search_safe=False,
+                engine=engine,
             )
         failed = sub.report.reasons()
         info["tests"] = "; ".join(failed) if failed else "pass"
@@ -515,10 +547,17 @@ def _tests(
     only: list[str],
     scratch: Path,
     logs: Path,
+    *,
+    engine: str | None = None,
+    baseline: Path | None = None,
+    home: Path | None = None,
 ) -> None:
     """The per-patch test tier (``verify``): each selected test with the refreshed series, and without its
-    patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate;
-    the class (proven, not-needed) is reported."""
+    patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate
+    (a serving regression fails it); the class (proven, not-needed) is reported. Serving tests compare
+    with ``baseline`` (the last green run's figures) when given; this run's go to ``serving-figures.json``.
+    ``home``: the real ledger's directory (``ledger_path`` is a scratch copy): launchers, models and
+    test files beside the ledger are found there."""
     r = run.report
     try:
         from patchset.verify.pertest import run_verify, selected
@@ -551,6 +590,10 @@ def _tests(
             junit=logs / "verify-junit.xml",
             progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
             log_dir=logs / "engines",
+            engine=engine,
+            baseline=baseline,
+            save_baseline=logs / "serving-figures.json",
+            ledger_dir=home,
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     for po in vr.patches:
@@ -569,12 +612,19 @@ def _tests(
                     "tail": (w.reason + "\n" + w.output).strip() if w else "",
                     "kind": to.kind,
                     "checks": list(to.checks),
-                    "longctx": _longctx_runs(to) if to.kind == "longctx" else None,
+                    "longctx": _longctx_runs(to) if to.kind in ("longctx", "serving") else None,
+                    "engine": getattr(to, "engine", "") or None,
+                    "serving": (getattr(w, "comparison", None) or None) if to.kind == "serving" else None,
                 }
             )
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
     r.warnings += vr.notes
+
+
+def serving_figures_path(state_path: Path, target: str) -> Path:
+    """Where the gate keeps the serving figures of the last green run, beside its state file."""
+    return state_path.parent / f"serving-{target}.json"
 
 
 def _longctx_runs(to: Any) -> dict[str, Any]:

@@ -15,17 +15,16 @@ engine log (``longctx_rows``, used by the terminal view and by ``report.md``).
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
-from patchset.records import record
 
 GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
 EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
 
 
-@record
+@dataclass
 class GateReport:
     """The gate's verdict: each stage's outcome and the exit code."""
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
-from patchset.records import record
 from patchset.upstream.bases import local_repo, version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.git import popen_git
@@ -28,7 +28,7 @@ from patchset.upstream.repo import GitRepo
 _PR = re.compile(r"\(#(\d+)\)")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Commit:
     """One upstream commit as the report names it."""
 
@@ -51,7 +51,7 @@ def is_release(ref: str) -> bool:
     return bool(is_spec_like(ref) or version_like(ref))
 
 
-@record
+@dataclass
 class Upstream:
     """The upstream the gate judges: where its history comes from (releases, a repo, a clone) and the repository."""
 

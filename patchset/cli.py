@@ -17,6 +17,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,13 +25,12 @@ import click
 
 from patchset import __version__, errors
 from patchset.commands.table import Term
-from patchset.records import record
 from patchset.text import terminal
 
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
 
-@record
+@dataclass
 class Ctx:
     """Where a command runs: its directory and the ledger named on the command line."""
 

@@ -107,6 +107,34 @@ def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False
     return base / rel
 
 
+def real_directories(root: Path | str, name: str, *, what: str) -> Path:
+    """``root/name`` for a directory patchset keeps its own state in (``.patchset/rebase``): every
+    component of ``name`` that exists is a real directory, never a symbolic link (patchset makes
+    none there, and a link would move its state, and what it clears, somewhere else) nor a file.
+    ``name`` may name patchset's state directories. Raises :class:`UnsafePathError` naming the
+    component; reads only."""
+    rel = check_relative(name, what=what, allow_state=True)
+    at = Path(root)
+    for part in rel.split("/"):
+        at = at / part
+        try:
+            st = os.lstat(at)
+        except (FileNotFoundError, NotADirectoryError):
+            break
+        except OSError as exc:
+            raise UnsafePathError(f"{what}: {at} cannot be read: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            shown = (
+                "a symbolic link, which patchset never makes there" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            )
+            raise UnsafePathError(
+                f"{what}: {at} is {shown}; it was left alone, nothing was changed",
+                hint=f"it came with the directory (a cloned ledger?) or was made by hand: check it, then remove {at} "
+                "by hand (the link itself, not where it leads) and run the command again",
+            )
+    return Path(root) / rel
+
+
 def resolve_links(
     name: str,
     readlink: Callable[[str], str | None],

@@ -39,7 +39,9 @@ Anything else is :class:`~patchset.errors.ForeignJournal` (exit 2): reported wit
 never replayed, never cleaned up (the user removes it by hand). Leftovers without a journal are
 removed only when they have exactly the shape patchset stages (real ``new/`` and ``old/``
 directories of numbered files). Every path a journal names, ours included, is confined under the
-root (``patchset.confine``) when it is used.
+root (``patchset.confine``) when it is used. The same seal (``seal_of``/``has_seal``) guards every
+other state patchset records and trusts again later (``patchset.sealed``: a rebase in progress,
+its backups, the gate's state).
 
 Testing hook: ``PATCHSET_TEST_CRASH_AFTER=k`` makes the process signal itself at the k-th step
 (each staged file, the journal, each rename, the cleanup; steps of every journal of the process
@@ -60,14 +62,13 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from patchset.atomic import fsync_path
 from patchset.confine import check_relative, confine
 from patchset.errors import EnvironmentFailure, ForeignJournal, UnsafePathError
-from patchset.records import record
 
 JOURNAL = "journal.json"
 Direction = Literal["auto", "forward", "back"]
@@ -109,15 +110,19 @@ def _read_key(path: Path) -> bytes | None:
     return bytes.fromhex(text.decode()) if re.fullmatch(rb"[0-9a-f]{64}", text) else None
 
 
+_key_lock = threading.Lock()
+
+
 def installation_key(create: bool) -> bytes | None:
     """This installation's journal key (``create``: made on first use, durably); None when there is
     none yet (then no journal found anywhere is ours)."""
     path = state_dir() / KEY_NAME
-    key = _keys.get(str(path)) or _read_key(path)
-    if key is None and create:
-        key = _create_key(path)
-    if key is not None:
-        _keys[str(path)] = key
+    with _key_lock:  # threads of one process (verify --jobs) make the key once, not over each other
+        key = _keys.get(str(path)) or _read_key(path)
+        if key is None and create:
+            key = _create_key(path)
+        if key is not None:
+            _keys[str(path)] = key
     return key
 
 
@@ -129,7 +134,7 @@ def _create_key(path: Path) -> bytes:
         )
     import secrets
 
-    tmp = path.parent / f".{KEY_NAME}.{os.getpid()}.tmp"
+    tmp = path.parent / f".{KEY_NAME}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp.unlink(missing_ok=True)
@@ -159,11 +164,39 @@ def _mac(key: bytes, kind: str, body: dict[str, Any]) -> str:
     return hmac.new(key, b"patchset journal 1\0" + kind.encode() + b"\0" + text.encode(), hashlib.sha256).hexdigest()
 
 
-def _shown(value: object) -> str:
-    """A value from a journal as it may be printed: quoted, control characters escaped, bounded."""
+_SEAL = re.compile(r"[0-9a-f]{64}")
+
+
+def seal_of(kind: str, body: dict[str, Any]) -> str:
+    """This installation's seal of ``body`` as state of ``kind`` (the key is made on first use):
+    what a journal carries as ``owner``, and every other state patchset records and trusts again
+    later (``patchset.sealed``). ``kind`` says what the state is, so one kind is never taken for
+    another."""
+    key = installation_key(create=True)
+    assert key is not None
+    return _mac(key, kind, body)
+
+
+def has_seal(kind: str, body: dict[str, Any], owner: object) -> bool:
+    """Whether ``owner`` is this installation's seal of ``body`` as ``kind``: False when there is
+    no key yet, and for anything that is not 64 hex digits (``hmac.compare_digest`` raises
+    TypeError for a non-ASCII string). Raises RecursionError for a body nested too deep to hash."""
+    import hmac
+
+    if not isinstance(owner, str) or not _SEAL.fullmatch(owner):
+        return False
+    key = installation_key(create=False)
+    return key is not None and hmac.compare_digest(owner, _mac(key, kind, body))
+
+
+def shown_value(value: object) -> str:
+    """A value from recorded state as it may be printed: quoted, control characters escaped, bounded."""
     if isinstance(value, str):
         return repr(value[:200] + ("..." if len(value) > 200 else ""))
     return f"<{type(value).__name__}>"
+
+
+_shown = shown_value
 
 
 def _names(data: object, limit: int = 6) -> list[str]:
@@ -192,7 +225,7 @@ def _entry_ok(e: dict[str, Any]) -> bool:
     return isinstance(e.get("path"), str) and staged and modes and isinstance(e.get("sha256"), (str, type(None)))
 
 
-@record
+@dataclass
 class Change:
     """The new state of one path (relative to the root, real path: no symlinks in it)."""
 
@@ -299,7 +332,7 @@ def _fsync_dirs(dirs: set[Path]) -> None:
         list(pool.map(lambda d: fsync_path(d, directory=True), dirs))
 
 
-@record
+@dataclass
 class Journal:
     """The transaction directory ``txn`` of the files under ``root``. ``busy`` is the message when
     another process holds it (``EnvironmentFailure``)."""
@@ -327,9 +360,7 @@ class Journal:
     # -- ownership --------------------------------------------------------------------------
     def seal(self, body: dict[str, Any]) -> dict[str, Any]:
         """``body`` with this installation's seal (``owner``): what ``write_journal`` writes."""
-        key = installation_key(create=True)
-        assert key is not None
-        return {**body, "owner": _mac(key, self.kind, body)}
+        return {**body, "owner": seal_of(self.kind, body)}
 
     def _foreign(self, why: str, names: list[str] | None = None) -> ForeignJournal:
         where = str(self.txn) if str(self.txn).isprintable() else repr(str(self.txn))
@@ -409,14 +440,15 @@ class Journal:
             raise self._foreign(f"{JOURNAL} is not readable JSON: damaged, or not patchset's") from None
         if not isinstance(data, dict):
             raise self._foreign(f"{JOURNAL} is not a journal")
-        import hmac
-
-        key = installation_key(create=False)
         owner = data.get("owner")
         body = {k: v for k, v in data.items() if k != "owner"}
         if not isinstance(owner, str):
             raise self._foreign(f"{JOURNAL} carries no seal of this installation", _names(data))
-        if key is None or not hmac.compare_digest(owner, _mac(key, self.kind, body)):
+        try:
+            ours = has_seal(self.kind, body, owner)
+        except RecursionError:
+            ours = False
+        if not ours:
             raise self._foreign(f"{JOURNAL} does not carry this installation's seal", _names(data))
         self._validate(body)
         return body

@@ -24,7 +24,7 @@ import pytest
 from wheel.wheelfile import WheelFile
 
 from tests.support.fuzz import Sentinel, snapshot
-from tests.support.wheel_demo import STOCK, make_demo, make_wheel
+from tests.support.wheel_demo import STOCK, make_demo, make_wheel, make_wheel_with_zeros
 
 MARKER = ".patchset-output"  # patchset.outdir.MARKER: what marks a directory patchset wrote
 
@@ -270,3 +270,72 @@ def test_quilt_series_file_that_is_not_text_is_bad_input(run, ledger_dir: Path, 
     (quilt / "series").write_bytes(b"\x80\xff fix.patch\n")
     r = run("import", quilt, cwd=ledger_dir)
     assert r.code == 2 and f"{quilt / 'series'}: not UTF-8" in r.stderr and "internal error" not in r.stderr, r
+
+
+# --------------------------------------------------------------------------- build wheel: bombs and honest mismatches
+
+
+def test_wheel_member_past_the_archive_limits_is_refused_before_it_is_read(demo, run, tmp_path: Path, monkeypatch):
+    """The limits ``apply --from-index`` unpacks with (``patchset.upstream.limits``) bound ``build
+    wheel`` too. Before: no limit at all, a member of any size was read whole into memory."""
+    from patchset.upstream import limits
+
+    wheel = make_wheel_with_zeros(tmp_path / "big" / "demo_pkg-1.0-py3-none-any.whl", STOCK, "demo/zeros.bin", 64)
+    assert wheel.stat().st_size < 1 << 20
+    out = tmp_path / "out"
+    monkeypatch.setenv(limits.MAX_MEMBER_BYTES_ENV, "16M")
+    r = run("build", "wheel", "--wheel", wheel, "--out", out, cwd=demo["ledger"])
+    assert r.code == 2, r
+    assert "'demo/zeros.bin' is 64.0 MiB, more than the 16.0 MiB allowed" in r.stderr, r.stderr
+    assert limits.MAX_MEMBER_BYTES_ENV in r.stderr and str(wheel) in r.stderr
+    assert not out.exists()
+    monkeypatch.delenv(limits.MAX_MEMBER_BYTES_ENV)
+    monkeypatch.setenv(limits.MAX_BYTES_ENV, "32M")
+    r = run("build", "wheel", "--wheel", wheel, "--out", out, cwd=demo["ledger"])
+    assert r.code == 2 and "unpacks to more than 32.0 MiB" in r.stderr and limits.MAX_BYTES_ENV in r.stderr, r
+    monkeypatch.delenv(limits.MAX_BYTES_ENV)
+    monkeypatch.setenv(limits.MAX_MEMBERS_ENV, "5")
+    r = run("build", "wheel", "--wheel", wheel, "--out", out, cwd=demo["ledger"])
+    assert r.code == 2 and "more than 5 members" in r.stderr and limits.MAX_MEMBERS_ENV in r.stderr, r
+    assert not out.exists()
+
+
+def test_unchanged_members_are_streamed_not_held_in_memory(demo, run, tmp_path: Path) -> None:
+    """A 256 MiB member the series does not touch is copied a block at a time. Before: read whole
+    (``zin.read``) and written from memory: the peak held the member at least once."""
+    import tracemalloc
+
+    wheel = make_wheel_with_zeros(tmp_path / "big" / "demo_pkg-1.0-py3-none-any.whl", STOCK, "demo/zeros.bin", 256)
+    out = tmp_path / "out"
+    tracemalloc.start()
+    try:
+        r = run("build", "wheel", "--wheel", wheel, "--out", out, cwd=demo["ledger"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert r.code == 0, r
+    assert peak < 64 << 20, f"peak {peak >> 20} MiB while copying a 256 MiB member"
+    (built,) = out.glob("*.whl")
+    with zipfile.ZipFile(built) as zf:
+        assert zf.getinfo("demo/zeros.bin").file_size == 256 << 20
+        assert zf.testzip() is None
+
+
+def test_a_mismatch_shows_the_expected_and_the_actual_sha256(demo, run, tmp_path: Path) -> None:
+    """Before: the report named the file only (the actual sha256 was lost)."""
+    from patchset.ledger.lock import load_lock, render_lock
+
+    path = demo["ledger"] / "patches.lock"
+    lock = load_lock(path)
+    lock.targets["demo"].files["demo/core.py"] = "0" * 64
+    path.write_text(render_lock(lock))
+    actual = hashlib.sha256((demo["tree"] / "demo/core.py").read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    r = run("build", "wheel", "--wheel", demo["wheel"], "--out", out, "--json", cwd=demo["ledger"])
+    assert r.code == 1, r
+    rep = json.loads(r.stdout)
+    assert rep["hashes"]["demo/core.py"] == {"expected": "0" * 64, "actual": actual}
+    r = run("build", "wheel", "--wheel", demo["wheel"], "--out", out, cwd=demo["ledger"])
+    assert r.code == 1
+    assert f"expected sha256 {'0' * 64}" in r.stdout and f"actual   sha256 {actual}" in r.stdout, r.stdout
+    assert not out.exists()

@@ -192,7 +192,8 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     assert "engine start-up" in case.find("system-out").text
 
 
-def test_an_engine_that_crashes_on_start_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_that_crashes_on_start_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that cannot start is an error with the tail of its log: never a pass or a fail."""
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     base = tmp_path / "base"
     patches = [("c1-crash", "fakeengine/decode.py", "DECODE_DRIFT = False", "DECODE_DRIFT = (", '"resume"')]
@@ -200,8 +201,8 @@ def test_an_engine_that_crashes_on_start_is_a_failure(tmp_path: Path, monkeypatc
     report = run_verify(path, tree=base, engine_factory=double_factory, log_dir=tmp_path / "logs")
     (po,) = report.patches
     t = po.tests[0]
-    assert po.klass == BROKEN
-    assert t.with_run.outcome == "fail" and "exits during start-up" in t.with_run.reason
+    assert po.klass == ERROR and report.exit_code == 2
+    assert t.with_run.outcome == "error" and "exited with code" in t.with_run.reason
     assert "SyntaxError" in t.with_run.output and t.without_run.outcome == "pass"
     assert report.engines[0].error
 

@@ -26,11 +26,11 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
-from patchset.records import record
 from patchset.tracker.followups import TIMELINE, parse_timeline
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
 from patchset.tracker.payloads import (
@@ -96,7 +96,7 @@ MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split i
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
-@record
+@dataclass
 class RateInfo:
     """GitHub's rate-limit headers of the last response."""
 
@@ -116,7 +116,7 @@ class RateInfo:
         }
 
 
-@record
+@dataclass
 class PRDiff:
     """A PR's diff and how it was obtained: ``source`` is "diff" (GitHub's diff media type),
     "files" (rebuilt from the per-file patches after a 406 "too large") or "commits" (the PR's
@@ -233,7 +233,7 @@ class _Wire:
         pass
 
 
-@record
+@dataclass
 class _Resp:
     """One response as the client keeps it (from the network or the cache)."""
 

@@ -35,7 +35,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ from patchset.commands.interrupted import Interruption, interruptions
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
-from patchset.records import record
 from patchset.upstream.refs import NO_NETWORK, OFFLINE, PRRef, PRState, RowError
 
 __all__ = [
@@ -101,7 +100,7 @@ def make_client(
     return GitHubClient(base_url=url, token=token, cache_dir=cache_dir, offline=offline, **kw)
 
 
-@record
+@dataclass
 class RefRow:
     """One upstream ref of a patch as the dashboard shows it. ``source`` says where the state
     came from: network, cache (``age_s`` old), recorded (the ledger, on ``recorded``) or none."""
@@ -133,7 +132,7 @@ class RefRow:
         return self.state != "unknown"
 
 
-@record
+@dataclass
 class StatusRow:
     """One patch on the dashboard."""
 
@@ -187,7 +186,7 @@ class StatusRow:
         return out
 
 
-@record
+@dataclass
 class StatusReport:
     """The dashboard: one row per patch, warnings, and how old the data is."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from patchset.commands.table import Cell, Col, Styled, Term, tail_path
+from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import markdown_cell, markdown_code, markdown_link
 from patchset.tracker.status import StatusReport, StatusRow, commit_url, ref_url
 
@@ -173,13 +173,6 @@ def files_cell(r: StatusRow) -> list[str]:
     return list(r.files)
 
 
-def _files_short(cell: Cell) -> Cell:
-    items = list(cell) if isinstance(cell, list) else ([str(cell)] if cell else [])
-    if len(items) > 1:
-        return f"{len(items)} files"
-    return tail_path(items[0], 40) if items else ""
-
-
 def action_cell(r: StatusRow) -> str:
     """The action word and its text, the word said once (``held: <reason>``)."""
     word = ACTION_WORDS.get(r.action, r.action)
@@ -236,7 +229,7 @@ def render_status(term: Term, report: StatusReport) -> None:
         Col("drift", drop=4),
         Col("action", drop=1, grow=True),
         Col("follow-ups", drop=2),
-        Col("files", drop=5, shorten=_files_short),
+        Col("files", drop=5),
         Col("age", drop=7),
         Col("detail", drop=8),
         Col("data", drop=9),

@@ -49,8 +49,9 @@ def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
         ("without", t.without_run.outcome if t.without_run else "not run"),
     ):
         ET.SubElement(props, "property", name=k, value=_clean(v))
-    if t.kind == "longctx":
+    if t.kind in ("longctx", "serving"):
         ET.SubElement(props, "property", name="checks", value=_clean(", ".join(t.checks)))
+        ET.SubElement(props, "property", name="engine", value=_clean(t.engine or ""))
         for label, run in (("with", t.with_run), ("without", t.without_run)):
             if run is None or not hasattr(run, "startup_seconds"):
                 continue

@@ -28,7 +28,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from patchset import atomic, outdir
@@ -37,13 +37,12 @@ from patchset.confine import confine
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
-from patchset.records import record
 
 EXPECTED = "EXPECTED.sha256"
 IMAGE_SUMS = "opt/patchset"  # under the image root
 
 
-@record
+@dataclass
 class OverlayBuild(BuildReport):
     """An overlay build: the files written over the base image and their check."""
 

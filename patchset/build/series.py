@@ -14,6 +14,7 @@ member or a tree file or writes anything: a hostile body, lock or path map stops
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import Version
@@ -23,13 +24,12 @@ from patchset.confine import check_relative
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger, Target, TargetLock
 from patchset.patchfmt.diffs import files_touched
-from patchset.records import record
 
 SHORT = 10  # hex digits of the label; more when needed to keep PEP 440 from normalising it
 LABEL_PREFIX = "ps"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SeriesFacts:
     """One target's series as an artifact sees it (paths in the installed layout)."""
 

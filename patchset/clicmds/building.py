@@ -61,6 +61,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
     from patchset.build.series import pick_target
     from patchset.build.wheel import build_wheel as do_build
     from patchset.build.wheel import fetch_wheel
+    from patchset.commands.views import render_hashes
 
     if (spec is None) == (wheel_file is None):
         raise errors.InputError("give one of --from-index SPEC or --wheel FILE")
@@ -80,6 +81,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
         out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched:
             out.line(f"does not match the lock: {p}", indent="  ")
+            render_hashes(out, rep.hashes.get(p), indent="    ")
     return 0 if rep.ok else 1
 
 

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,9 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 from patchset.progress import Progress
-from patchset.records import record
 
 
-@record
+@dataclass
 class TreeArg:
     """Where one target's series goes."""
 
@@ -51,7 +50,7 @@ class TreeArg:
     branch: str = ""
 
 
-@record
+@dataclass
 class TargetReport:
     """One target's apply: the tree, the outcome and the engine's result."""
 

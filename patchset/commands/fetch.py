@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,6 @@ from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
-from patchset.records import record
 
 if TYPE_CHECKING:
     from patchset.upstream.hub import Connect, GitHubReader
@@ -84,7 +83,7 @@ UNPINNED = "unpinned"
 OFFLINE = "offline"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SourceRef:
     """A parsed ``[patch.source]``: ``kind`` is pr, commit, repo-file, url or local."""
 
@@ -154,7 +153,7 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
     raise LedgerError(f"unknown source kind {src.kind!r}", where=where)
 
 
-@record
+@dataclass
 class FetchRow:
     """What ``fetch`` did for one patch."""
 
@@ -176,7 +175,7 @@ class FetchRow:
         return dict(self.__dict__)
 
 
-@record
+@dataclass
 class FetchReport:
     """What ``fetch`` downloaded, refused and left alone."""
 
@@ -231,7 +230,7 @@ class FetchReport:
         }
 
 
-@record
+@dataclass
 class CheckRow:
     """What ``fetch --check`` found for one patch's source."""
 
@@ -248,7 +247,7 @@ class CheckRow:
         return dict(self.__dict__)
 
 
-@record
+@dataclass
 class CheckReport:
     """What ``fetch --check`` found: which pinned bodies upstream has moved past."""
 
@@ -280,7 +279,7 @@ def select(ledger: Ledger, ids: Sequence[str] = (), all_: bool = False) -> list[
 
 
 # ---- downloading -----------------------------------------------------------------------------
-@record
+@dataclass
 class _Download:
     """One body to fetch: where from and where it goes."""
 

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import stat
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
@@ -31,13 +31,12 @@ from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
 from patchset.patchfmt.reader import diff_start
-from patchset.records import record
 
 PATCH_SUFFIXES = (".patch", ".diff")
 MAX_PATCH_BYTES = 64 << 20  # a patch, series or EXPECTED.sha256 file larger than this is refused
 
 
-@record
+@dataclass
 class ImportItem:
     """One patch found in an import source, before it enters the ledger."""
 
@@ -46,7 +45,7 @@ class ImportItem:
     strip: int | None = None
 
 
-@record
+@dataclass
 class ImportResult:
     """What an import added, updated and left unchanged."""
 
@@ -389,7 +388,7 @@ def build_folders(src: Path) -> dict[str, Path] | None:
     return None
 
 
-@record
+@dataclass
 class BuildImport:
     """What ``patchset import DIR`` inferred from a build repository, and what it did."""
 

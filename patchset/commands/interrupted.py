@@ -10,12 +10,11 @@ describe, so ``status`` and ``validate`` stay fast to start.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from patchset.ledger.store import edit_journal, pending_edit
-from patchset.records import record
 
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
 REBASE_DIR = ".patchset/rebase"  # patchset.rebase.state.STATE_DIR
@@ -25,7 +24,7 @@ REBASE = "rebase"
 LEDGER_EDIT = "ledger-edit"
 
 
-@record
+@dataclass
 class Interruption:
     """One interrupted piece of work. ``problem``: files may be half old, half new until it is
     finished (``validate`` fails, ``apply`` refuses); otherwise a state the user is in on purpose
@@ -78,6 +77,9 @@ def pending_rebase(ledger_root: Path) -> tuple[bool, str] | None:
     from patchset.rebase.state import State
 
     state = State(ledger_root)
+    alien = state.foreign()
+    if alien is not None:  # a cloned ledger's own rebase state: reported, never replayed
+        return False, f"{alien.message} ({alien.hint})"
     if state.committing:
         return True, (
             "a rebase was interrupted while writing the new series (the ledger, lock and bodies may be "

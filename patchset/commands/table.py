@@ -5,9 +5,10 @@ and the gate report all behave alike):
 
 - A cell is cut into tokens that are never broken: an id, a PR reference, a path, a word. A column
   never gets narrower than its longest token, so nothing is squeezed to nothing.
-- When a table does not fit the terminal, columns that can be abbreviated are abbreviated first
-  (a list of files becomes a count, a long path keeps its tail), then the least important columns
-  move to a second line under the row (``name: value``), wrapped at token boundaries.
+- Paths are whole, always: no component is dropped, nothing is cut with ``…``. A path longer than
+  the room it has wraps at ``/`` boundaries, continuation lines indented (read them joined).
+- When a table does not fit the terminal, the least important columns move to a second line under
+  the row (``name: value``), wrapped at token boundaries (a long path at ``/``).
 - When stdout is not a terminal, a table is plain text without box drawing or colour, one line per
   row with the fields separated by a tab (as ``gh`` does), so ``grep`` and ``cut -f`` see stable
   fields. ``--json`` stays the machine format.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 from patchset.text import plain, terminal
@@ -104,41 +105,29 @@ def _safe_row(row: Sequence[Cell]) -> list[Cell]:
     return [_safe_cell(c) for c in row]
 
 
-def tail_path(path: str, width: int) -> str:
-    """A path cut from the left to at most ``width`` characters, keeping whole trailing components:
-    ``…/v1/core/kv_cache_utils.py``. The file name itself is never cut."""
-    if len(path) <= width:
-        return path
+def _wraps(token: str) -> bool:
+    """A token that may wrap at ``/`` when longer than a line: a path (a URL stays whole, to be
+    copied or clicked)."""
+    return "/" in token and "://" not in token
+
+
+def _path_lines(path: str, width: int, first: int | None = None) -> list[str]:
+    """A path too long for a line, wrapped at ``/`` boundaries: every line but the last ends with
+    ``/``, continuation lines are indented two spaces. Nothing is dropped or cut; a single
+    component longer than a line stays whole on its own line. ``first``: room on the first line."""
     parts = path.split("/")
-    kept = parts[-1]
-    for p in reversed(parts[:-1]):
-        if len(p) + 1 + len(kept) + 2 > width:
-            break
-        kept = f"{p}/{kept}"
-    return f"…/{kept}"
-
-
-def count_of(noun: str) -> Callable[[Cell], Cell]:
-    """An abbreviation for list cells: ``["a", "b", "c"]`` becomes ``"3 files"``."""
-
-    def shorten(cell: Cell) -> Cell:
-        items = _items(cell)
-        if len(items) <= 1:
-            return items[0] if items else ""
-        return f"{len(items)} {noun}"
-
-    return shorten
-
-
-def path_tails(width: int) -> Callable[[Cell], Cell]:
-    """An abbreviation for path cells: each path keeps its tail within ``width``."""
-
-    def shorten(cell: Cell) -> Cell:
-        if isinstance(cell, (str, Styled)) or cell is None:
-            return tail_path(str(cell or ""), width)
-        return [tail_path(p, width) for p in cell]
-
-    return shorten
+    segs = [f"{p}/" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    lines: list[str] = []
+    cur = ""
+    for seg in segs:
+        room = (width if first is None else first) if not lines else width - 2
+        if cur and len(cur) + len(seg) > room:
+            lines.append(cur)
+            cur = seg
+        else:
+            cur += seg
+    lines.append(cur)
+    return [lines[0], *(f"  {ln}" for ln in lines[1:])]
 
 
 GROW_COMFORT = 44  # what a ``grow`` column keeps before other columns move to the second line
@@ -146,23 +135,14 @@ GROW_COMFORT = 44  # what a ``grow`` column keeps before other columns move to t
 
 class Col:
     """A column. ``drop`` > 0 lets it move to the second line when the width runs out (higher moves
-    first); ``shorten`` abbreviates its cells before anything moves. ``whole``: the cell is one token
-    (an id, a PR reference), never wrapped. ``grow``: the column people read (an action, a list of
-    files) keeps ``GROW_COMFORT`` characters (or all it needs) before other columns move, and gets
-    the spare width first."""
+    first). ``whole``: the cell is one token (an id, a PR reference), never wrapped. ``grow``: the
+    column people read (an action) keeps ``GROW_COMFORT`` characters (or all it needs) before other
+    columns move, and gets most of the spare width."""
 
-    __slots__ = ("drop", "grow", "name", "right", "shorten", "whole")
+    __slots__ = ("drop", "grow", "name", "right", "whole")
 
-    def __init__(
-        self,
-        name: str,
-        drop: int = 0,
-        shorten: Callable[[Cell], Cell] | None = None,
-        whole: bool = False,
-        right: bool = False,
-        grow: bool = False,
-    ) -> None:
-        self.name, self.drop, self.shorten, self.whole, self.right = name, drop, shorten, whole, right
+    def __init__(self, name: str, drop: int = 0, whole: bool = False, right: bool = False, grow: bool = False) -> None:
+        self.name, self.drop, self.whole, self.right = name, drop, whole, right
         self.grow = grow
 
 
@@ -200,11 +180,17 @@ def _flat(cell: Cell, sep: str = ", ") -> str:
 
 
 def wrap_tokens(tokens: Sequence[str], width: int) -> list[str]:
-    """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own."""
+    """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own,
+    except a path, which wraps at ``/`` boundaries (``_path_lines``)."""
     lines: list[str] = []
     cur = ""
     for tok in tokens:
-        if not cur:
+        if len(tok) > width and _wraps(tok):
+            if cur:
+                lines.append(cur)
+            *done, cur = _path_lines(tok, width)
+            lines += done
+        elif not cur:
             cur = tok
         elif len(cur) + 1 + len(tok) <= width:
             cur += " " + tok
@@ -310,6 +296,20 @@ class Term:
         cur, cur_len = "", 0  # the line being filled, and its length without escape codes
         for unit in units:
             ulen = sum(len(w) for w, _ in unit)
+            if len(unit) == 1 and _wraps(unit[0][0]) and len(indent) + 2 + ulen > width:
+                word, style = unit[0]  # a path longer than a line: wrapped at "/", never cut
+                sep = 1 if cur_len else 0
+                first = width - len(indent) - cur_len - sep
+                if first < 8 and cur_len:  # (no room for a component here: start on the next line)
+                    self._emit(indent + cur)
+                    cur, cur_len, sep, first = "  ", 2, 0, width - len(indent) - 2
+                pieces = _path_lines(word, width - len(indent), first=first)
+                for piece in pieces[:-1]:
+                    self._emit(indent + cur + " " * sep + self._sgr(piece.lstrip(), style))
+                    cur, cur_len, sep = "  ", 2, 0
+                last = pieces[-1].lstrip()
+                cur, cur_len = cur + " " * sep + self._sgr(last, style), cur_len + sep + len(last)
+                continue
             painted = "".join(self._sgr(w, st) for w, st in unit)  # (the parts are safe already)
             if cur_len and len(indent) + cur_len + 1 + ulen > width:
                 self._emit(indent + cur)
@@ -341,7 +341,6 @@ class Term:
         width = self.width or 80
         n = len(cols)
         cells = [list(r) for r in rows]
-        shortened = [False] * n
         shown = list(range(n))  # column indexes in the table; the rest go to the second line
 
         def minw(i: int) -> int:
@@ -363,16 +362,8 @@ class Term:
         def need() -> int:
             return sum(comfort(i) for i in shown) + 2 * (len(shown) - 1)
 
-        originals = [list(r) for r in rows]
         shown = [i for i in shown if not cols[i].drop or any(_items(r[i]) for r in cells)]  # empty: no column
         while need() > width:
-            cand = [i for i in shown if cols[i].shorten and not shortened[i]]
-            if cand:
-                i = max(cand, key=lambda k: (minw(k), cols[k].drop))
-                shortened[i] = True
-                for r in cells:
-                    r[i] = cols[i].shorten(r[i])  # type: ignore[misc]
-                continue
             movable = [i for i in shown if cols[i].drop > 0]
             if not movable:
                 break
@@ -423,9 +414,7 @@ class Term:
                     padded = text.rjust(widths[i]) if cols[i].right else text.ljust(widths[i])
                     pieces.append(self._sgr(padded, _style_of(r[i])) if text else padded)  # (cells are safe)
                 self._emit("  ".join(pieces).rstrip())
-            moved_cells = [
-                (cols[i].name, originals[r_i][i]) for i in moved if _items(originals[r_i][i]) not in ([], ["-"])
-            ]
+            moved_cells = [(cols[i].name, cells[r_i][i]) for i in moved if _items(cells[r_i][i]) not in ([], ["-"])]
             if moved_cells:
                 toks: list[str] = []
                 for name, cell in moved_cells:

@@ -14,7 +14,7 @@ import posixpath
 import stat
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,12 +26,11 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, PatchsetError, Unsa
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.progress import Progress
-from patchset.records import record
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
 
-@record
+@dataclass
 class SeriesItem:
     """One patch of a series as the engine takes it: id, body and strip level."""
 
@@ -40,7 +39,7 @@ class SeriesItem:
     strip: int = 1
 
 
-@record
+@dataclass
 class FileResult:
     """What happened to one file of one patch."""
 
@@ -66,7 +65,7 @@ class FileResult:
         }
 
 
-@record
+@dataclass
 class PatchResult:
     """What happened to one patch: its status and its files."""
 
@@ -91,7 +90,7 @@ class PatchResult:
         return "\n".join(lines)
 
 
-@record
+@dataclass
 class SeriesResult:
     """A whole series on a tree: per-patch results and the digest of every touched file."""
 
@@ -671,7 +670,7 @@ def interrupted_error(root: Path) -> PatchsetError:
 StateName = Literal["applied", "not_applied", "unknown"]
 
 
-@record
+@dataclass
 class PatchState:
     """Whether a tree carries one patch (applied, not applied, unknown) and why."""
 
@@ -683,7 +682,7 @@ class PatchState:
         return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
 
 
-@record
+@dataclass
 class SeriesState:
     """Which patches of a series a tree already carries."""
 

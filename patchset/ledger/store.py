@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
     SCHEMA_VERSION,
+    EngineSpec,
     Ledger,
     Lock,
     Patch,
@@ -34,7 +35,6 @@ from patchset.ledger.model import (
 )
 from patchset.ledger.schema import Validator
 from patchset.ledger.tomlio import array_lines, parse
-from patchset.records import record
 
 if TYPE_CHECKING:  # tomlkit and the journal are imported by the writers only: reading a ledger stays fast
     import tomlkit
@@ -93,7 +93,7 @@ def recover_edit(root: Path, direction: Direction = "auto") -> str | None:
     return done
 
 
-@record
+@dataclass
 class StagedFiles:
     """A ledger edit's files written to the journal's staging area (the lock of its transaction
     directory held), not yet in place: ``commit`` renames them all, ``discard`` drops them."""
@@ -219,6 +219,41 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
     )
 
 
+def engine_from(name: str, d: dict[str, Any], line: int = 0) -> EngineSpec:
+    def opt_list(key: str) -> list[str] | None:
+        return list(d[key]) if key in d else None
+
+    return EngineSpec(
+        name=name,
+        preset=d.get("preset", "command"),
+        start=opt_list("start"),
+        url=d.get("url"),
+        ready=d.get("ready"),
+        ready_timeout=d.get("ready_timeout"),
+        stop=opt_list("stop"),
+        logs=opt_list("logs"),
+        env=dict(d.get("env", {})),
+        max_parallel=d.get("max_parallel"),
+        delivers=d.get("delivers"),
+        host=d.get("host"),
+        port=d.get("port"),
+        model=d.get("model"),
+        image=d.get("image"),
+        notes=d.get("notes", ""),
+        line=line,
+    )
+
+
+def _engine_lines(text: str, names: list[str]) -> dict[str, int]:
+    """The line of each ``[engines.NAME]`` header (0 when written inline)."""
+    if not names:
+        return {}
+    from patchset.ledger.tomlio import Locator
+
+    loc = Locator(text)
+    return {n: loc.line_of(("engines", n)) or 0 for n in names}
+
+
 def load_ledger(path: Path, text: str | None = None) -> Ledger:
     """Load and validate a ledger and its lock. Raises LedgerError naming file, line and key."""
     if text is None:
@@ -233,10 +268,21 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
     patches = [_patch(p, lines[i] if i < len(lines) else 0) for i, p in enumerate(data.get("patch", []))]
     lock = load_lock(path.with_suffix(".lock"))
     extra: dict[str, Any] = {k: data[k] for k in ("title", "description") if k in data}
-    return Ledger(path=path, targets=targets, patches=patches, lock=lock, schema=data["schema"], extra=extra)
+    raw_engines = data.get("engines", {})
+    lines_of = _engine_lines(text, list(raw_engines))
+    engines = {name: engine_from(name, e, lines_of.get(name, 0)) for name, e in raw_engines.items()}
+    return Ledger(
+        path=path,
+        targets=targets,
+        patches=patches,
+        lock=lock,
+        schema=data["schema"],
+        extra=extra,
+        engines=engines,
+    )
 
 
-@record
+@dataclass
 class Edit:
     """A pending change to the ledger, the lock and body files, written all at once by ``commit``."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.errors import InputError, LedgerError, Location
@@ -20,7 +20,6 @@ from patchset.rebase.classify import Signal, moves_for, patch_id_signals, subjec
 from patchset.rebase.regen import FileChange
 from patchset.rebase.replay import BlobStore, Merger, Move, Tree
 from patchset.rebase.report import PatchResult, RebaseReport
-from patchset.records import record
 from patchset.upstream.bases import Bases
 
 __all__ = [
@@ -35,7 +34,7 @@ __all__ = [
 ]
 
 
-@record
+@dataclass
 class Session:
     """Everything one rebase run holds in memory."""
 

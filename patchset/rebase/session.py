@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import InputError, Location
@@ -33,7 +34,6 @@ from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, pause_point
 from patchset.rebase.step import carry, flush_bodies, step
 from patchset.rebase.stop import replay_from, resume, stop
-from patchset.records import record
 from patchset.upstream.bases import open_bases
 
 __all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
@@ -167,7 +167,7 @@ def skip(ledger_path: Path, *, progress: Progress | None = None) -> RebaseReport
         s.close()
 
 
-@record
+@dataclass
 class AbortResult:
     """What ``rebase --abort`` restored."""
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 
 # Short names people write in the ledger ("vllm#57632"); facts from the production ledger.
 DEFAULT_ALIASES: dict[str, str] = {
@@ -29,7 +28,7 @@ _URL = re.compile(r"^https?://[^/]+/(?P<repo>[^/]+/[^/]+)/(?P<what>pull|pulls|is
 _SHORT = re.compile(r"^(?P<repo>[^#\s]+)#(?P<n>\d+)$")
 
 
-@record(frozen=True, order=True)
+@dataclass(frozen=True, order=True)
 class PRRef:
     """One upstream pull request or issue: ``PRRef("vllm-project/vllm", 57632)``."""
 
@@ -98,7 +97,7 @@ class PRRef:
         return cls(str(d["repo"]), int(d["number"]), str(d.get("kind", "pr")))
 
 
-@record
+@dataclass
 class PRState:
     """What GitHub says about one ref. ``state`` is "open", "closed" or "merged".
 
@@ -159,7 +158,7 @@ HTTP = "http"
 GRAPHQL = "graphql"
 
 
-@record
+@dataclass
 class RowError:
     """Why a row has no state. ``kind`` is one of: auth, rate_limit (``reset_at`` = epoch seconds
     when the limit resets), not_found, forbidden, server, timeout, network, no_network (the host

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
@@ -35,7 +36,6 @@ from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.upstream import cache, net
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
 from patchset.upstream.indexes import DEFAULT_INDEX_URL, INDEX_ENV, index_urls, shown, skipped_indexes
@@ -69,7 +69,7 @@ _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$
 _SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ReleaseSpec:
     """An exact release of a project, e.g. ``vllm==0.30.0``."""
 
@@ -90,7 +90,7 @@ class ReleaseSpec:
         return f"{self.project}=={self.version}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class DistFile:
     """One file of a release as the index lists it."""
 
@@ -421,7 +421,10 @@ def download(
             return final
         log.warning("cached %s does not match the index's sha256; downloading it again", final)
         final.unlink(missing_ok=True)
-    _fetch(dist, final, progress)
+    try:
+        _fetch(dist, final, progress)  # its temporary file is removed whatever happens
+    except OSError as exc:  # network errors are domain errors already: this is the cache we write to
+        raise _cache_failure(exc, dist, final) from None
     return final
 
 
@@ -498,3 +501,27 @@ def _length(headers: Any) -> int | None:
         return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
+
+
+def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFailure:
+    """A download that could not be written into the cache: which directory, and for a full disk
+    the space the file needs and what is free (as ``archives.unpack`` words it)."""
+    import errno
+
+    where = final.parent
+    what = f"cannot download {dist.filename} into {where}"
+    hint = f"nothing was kept; free space under {where}, or point {cache.ENV_VAR} at a larger disk"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        need = f"needs {dist.size / (1 << 20):.1f} MiB" if dist.size is not None else "needs more space"
+        try:
+            vfs = os.statvfs(where)
+            free = f"{vfs.f_bavail * vfs.f_frsize / (1 << 20):.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        return EnvironmentFailure(
+            f"{what}: no space left on the file system of {where} (the download {need}; {free})", hint=hint
+        )
+    return EnvironmentFailure(
+        f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+        hint=f"check that {where} is writable; " + hint,
+    )
