@@ -322,3 +322,30 @@ def test_apply_warns_when_the_tree_is_another_commit_and_strict_refuses(run, dem
     r = run("apply", "--tree", base_tree, "--strict-base", "--json", cwd=led)
     assert r.code == 0, r
     assert json.loads(r.stdout)["targets"][0]["warnings"] == []
+
+
+def test_the_advice_uses_target_set_once_it_exists(run, demo, tmp_path: Path, monkeypatch) -> None:
+    """Without `patchset target set` the advice is the ledger edit; with it (a command of that
+    name taking --base), the command, with the detected commit and version."""
+    import click
+
+    from patchset.clicmds import onboard
+
+    led, repo, shas = demo
+    tree = nightly_tree(tmp_path / "t", f"0.2.0.dev2+g{shas[2][:9]}", "demo")
+    r = run("base", "detect", "--tree", tree, "--upstream", repo, "--json", cwd=led)
+    assert "set base = " in json.loads(r.stdout)["suggest"][1]
+
+    @click.command("set")
+    @click.argument("name")
+    @click.option("--base")
+    @click.option("--base-version")
+    def target_set(name, base, base_version):  # the shape of the onboarding branch's command
+        pass
+
+    monkeypatch.setitem(onboard.target.commands, "set", target_set)
+    r = run("base", "detect", "--tree", tree, "--upstream", repo, "--json", cwd=led)
+    assert json.loads(r.stdout)["suggest"][1] == (
+        f"or, when the series is already validated on it: patchset target set demo --base {shas[2]} "
+        "--base-version 0.2.0.dev2"
+    )
