@@ -158,6 +158,35 @@ def test_the_test_runner_leaves_the_collector_alone() -> None:
     assert gc.isenabled() and gc.get_freeze_count() == before
 
 
+# Modules that only `patchset verify` and the gate load (engines, serving checks, their statistics
+# and result cache), whose new classes are plain dataclasses as the developers' guide asks now:
+# no other command pays for them (test_verify_only_modules_stay_out_of_other_commands).
+VERIFY_ONLY = {
+    "verify/engines.py",
+    "verify/engine_runs.py",
+    "verify/serving.py",
+    "verify/stats.py",
+    "verify/results_cache.py",
+}
+
+
+def test_verify_only_modules_stay_out_of_other_commands() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from patchset.cli import main\n"
+        "try:\n    main(['-C', sys.argv[1], 'list'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "print('loaded:', *sorted(m for m in sys.modules if m.startswith('patchset.verify')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(REPO_ROOT)], capture_output=True, text=True, cwd=REPO_ROOT, check=True
+    )
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("loaded:"))
+    loaded = {f"verify/{m.rsplit('.', 1)[1]}.py" for m in line.split()[1:]}
+    assert not loaded & VERIFY_ONLY, loaded
+
+
 def test_the_product_declares_its_data_classes_as_records() -> None:
     """``@dataclass`` compiles a ``__repr__`` and an ``__eq__`` (and more) per class at import;
     ``@record`` shares one of each (``patchset/records.py``). A ``@dataclass`` creeping back into
@@ -167,6 +196,8 @@ def test_the_product_declares_its_data_classes_as_records() -> None:
     offenders = []
     for d in ("patchset", "tracker", "verify", "ci"):
         for path in sorted((REPO_ROOT / d).rglob("*.py")):
+            if path.relative_to(REPO_ROOT).as_posix() in VERIFY_ONLY:
+                continue
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ClassDef):
                     for deco in node.decorator_list:
