@@ -180,7 +180,7 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     out = StringIO()
     render_verify(Term(out, tty=True, width=60, color=False), report)
     view = out.getvalue()
-    assert "long-context engines (one per tree, shared by the tests on it):" in " ".join(view.split())
+    assert "engines (one per tree and configuration, shared by the tests on it):" in " ".join(view.split())
     for e in report.engines:
         assert e.log in view  # a log path is never broken across lines, at any width
 
