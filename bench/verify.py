@@ -57,6 +57,11 @@ def _run(name: str, ledger: Path, tree: Path | None, results: Path, **kw) -> dic
     t0 = time.monotonic()
     rep = run_verify(ledger, tree=tree, results_dir=results, jobs=2, **kw)
     wall = time.monotonic() - t0
+    print(
+        f"# {ledger.parent.name} {name}: {rep.engine_starts} engine start(s), {len(rep.reused)} reused, {wall:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return {
         "run": name,
         "engine_starts": rep.engine_starts,
@@ -68,17 +73,16 @@ def _run(name: str, ledger: Path, tree: Path | None, results: Path, **kw) -> dic
 
 def bench_example(example: str, scratch: Path, tags: list[str]) -> list[dict]:
     src = REPO / "examples" / example
-    led = scratch / example
+    root = scratch / f"run-{example}"
+    led = root / example
     shutil.copytree(src, led, ignore=shutil.ignore_patterns("model"))
     model = src / "model"
     if model.is_dir():
         (led / "model").symlink_to(model)
-    for other in ("longctx-cpu",):  # the serving example serves the longctx example's model
-        link = scratch / other / "model"
-        if not link.exists() and (REPO / "examples" / other / "model").is_dir():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(REPO / "examples" / other / "model")
-    results = scratch / f"{example}-results"
+    if example != "longctx-cpu":  # the serving example serves the longctx example's model (../longctx-cpu/model)
+        (root / "longctx-cpu").mkdir()
+        (root / "longctx-cpu" / "model").symlink_to(REPO / "examples" / "longctx-cpu" / "model")
+    results = root / "results"
     ledger = led / "patches.toml"
     out = [_run("full", ledger, None, results, tags=tags), _run("cached", ledger, None, results, tags=tags)]
     from patchset.verify.pertest import index_base

@@ -107,7 +107,7 @@ def test_presets_fill_in_what_the_ledger_leaves_out(tmp_path: Path) -> None:
         + '[[patch.tests]]\nkind = "serving"\nchecks = ["decode"]\nengine = "spark"\n',
     )
     ledger = load_ledger(path)
-    assert set(ledger.engines) == {"box", "spark"} and ledger.engines["spark"].line == 10
+    assert set(ledger.engines) == {"box", "spark"} and ledger.engines["spark"]["line"] == 10
     assert ledger.patches[0].tests[0].engine == "spark"
     target = ledger.targets["vllm"]
     box = resolve_engine(ledger, "box", target)

@@ -38,6 +38,7 @@ from tests.support.completions_double import serving
 from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
 from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
+from tests.support.text import joined
 from tests.support.wheel_demo import make_demo as make_wheel_demo
 
 WIDTHS = (60, 80, 120, 200)
@@ -257,17 +258,6 @@ def test_a_table_shows_every_path_whole() -> None:
     text = buf.getvalue()
     check_paths(text, "40", files)
     assert "3 files" not in text
-
-
-def joined(text: str) -> str:
-    """The output as a person reads it: a line ending in "/" continues on the next line."""
-    out: list[str] = []
-    for ln in text.splitlines():
-        if out and out[-1].endswith("/"):
-            out[-1] += ln.strip()
-        else:
-            out.append(ln.rstrip())
-    return "\n".join(out)
 
 
 def check_paths(text: str, mode: str, paths: list[str]) -> None:

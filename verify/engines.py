@@ -38,11 +38,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
 from patchset.errors import EnvironmentFailure, InputError, Location
-from patchset.ledger.model import SPLICED_PLACEHOLDERS, EngineSpec, Ledger, Target
+from patchset.ledger.model import SPLICED_PLACEHOLDERS, Ledger, Target
 
 DEFAULT_URL = "http://127.0.0.1:{port}"
 TAIL_LINES = 40
@@ -118,6 +119,56 @@ PRESETS: dict[str, dict] = {
 }
 
 
+@dataclass
+class EngineSpec:
+    """``[engines.NAME]`` as written: ``None`` means "not given" (the preset's value applies)."""
+
+    name: str
+    preset: str = "command"
+    start: list[str] | None = None
+    url: str | None = None
+    ready: str | None = None
+    ready_timeout: int | None = None
+    stop: list[str] | None = None
+    logs: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    max_parallel: int | None = None
+    delivers: str | None = None
+    host: str | None = None
+    port: int | None = None
+    model: str | None = None
+    image: str | None = None
+    notes: str = ""
+    line: int = 0
+
+    @classmethod
+    def from_table(cls, name: str, table: Mapping[str, Any]) -> EngineSpec:
+        """From a table the ledger schema validated (``Ledger.engines``)."""
+
+        def opt_list(key: str) -> list[str] | None:
+            return list(table[key]) if key in table else None
+
+        return cls(
+            name=name,
+            preset=table.get("preset", "command"),
+            start=opt_list("start"),
+            url=table.get("url"),
+            ready=table.get("ready"),
+            ready_timeout=table.get("ready_timeout"),
+            stop=opt_list("stop"),
+            logs=opt_list("logs"),
+            env=dict(table.get("env", {})),
+            max_parallel=table.get("max_parallel"),
+            delivers=table.get("delivers"),
+            host=table.get("host"),
+            port=table.get("port"),
+            model=table.get("model"),
+            image=table.get("image"),
+            notes=table.get("notes", ""),
+            line=int(table.get("line", 0)),
+        )
+
+
 class EngineDied(EnvironmentFailure):
     """The engine could not be started, did not become ready, or exited: the test is an error."""
 
@@ -159,7 +210,8 @@ class EngineDef:
 
 def resolve_engine(ledger: Ledger, name: str, target: Target | None = None) -> EngineDef:
     """``[engines.NAME]`` of ``ledger`` over its preset's defaults; a bare preset name works too."""
-    spec = ledger.engines.get(name)
+    table = ledger.engines.get(name)
+    spec = EngineSpec.from_table(name, table) if table is not None else None
     if spec is None:
         if name in ("vllm-cpu", "docker"):
             spec = EngineSpec(name=name, preset=name)

@@ -196,7 +196,9 @@ def _error_message(raw: bytes, reason: str | None) -> str:
 class CompletionsClient:
     """Talks to one OpenAI-compatible server. ``base_url`` is e.g. ``http://127.0.0.1:8000``."""
 
-    def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0) -> None:
+    def __init__(
+        self, base_url: str, model: str | None = None, *, timeout: float = 600.0, keepalive: bool = True
+    ) -> None:
         url = base_url.rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise InputError(
@@ -207,6 +209,10 @@ class CompletionsClient:
         self.base_url = url
         self.timeout = timeout
         self._session = net.session(trust_env=False)  # never route loopback traffic through a proxy
+        if not keepalive:
+            # a new connection per request: a kept-alive one the server closed as idle (uvicorn: after
+            # 5 s) is reset when reused at that moment, which would fail a measurement for nothing
+            self._session.headers["Connection"] = "close"
         self.model = model or self._first_model()
 
     def _request(

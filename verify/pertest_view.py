@@ -59,7 +59,7 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     for n in report.notes:
         term.line(f"note: {n}", indent="  ")
     if report.engines:  # lines, not a table: a log path or a patch id must never be broken across lines
-        term.line("long-context engines (one per tree, shared by the tests on it):")
+        term.line("engines (one per tree and configuration, shared by the tests on it):")
         for e in report.engines:
             up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
             on = f" on {e.engine}" if e.engine else ""

@@ -226,7 +226,7 @@ class Meter:
 
     def __init__(self, url: str, config: ServingConfig, model: str | None = None) -> None:
         self.config = config
-        self.client = CompletionsClient(url, model, timeout=config.timeout)
+        self.client = CompletionsClient(url, model, timeout=config.timeout, keepalive=False)
         self.doc = make_document(
             max(max(config.shapes), config.context) + 4096,
             seed=config.seed + 101,

@@ -15,6 +15,7 @@ from patchset.cli import (
     emit_json,
     guarded,
     json_opt,
+    only_option,
     out,
     target_option,
     tree_dir,
@@ -57,7 +58,7 @@ from patchset.text import split_list
 @click.option(
     "--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME] or a preset)."
 )
-@click.option("--only", "only", multiple=True, metavar="ID[,ID]", help="Only these patches' tests.")
+@only_option("run only its tests (comma-separated ids too)")
 @click.option(
     "--baseline",
     type=click.Path(dir_okay=False, path_type=Path),

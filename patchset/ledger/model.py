@@ -163,31 +163,6 @@ class TestSpec:
 
 
 @dataclass
-class EngineSpec:
-    """``[engines.NAME]``: how to start, reach, stop and read an engine serving a build tree.
-
-    ``None`` means "not given": the preset's value applies (``patchset.verify.engines``)."""
-
-    name: str
-    preset: str = "command"
-    start: list[str] | None = None
-    url: str | None = None
-    ready: str | None = None
-    ready_timeout: int | None = None
-    stop: list[str] | None = None
-    logs: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    max_parallel: int | None = None
-    delivers: str | None = None
-    host: str | None = None
-    port: int | None = None
-    model: str | None = None
-    image: str | None = None
-    notes: str = ""
-    line: int = 0
-
-
-@dataclass
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
@@ -267,7 +242,9 @@ class Ledger:
     lock: Lock
     schema: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
-    engines: dict[str, EngineSpec] = field(default_factory=dict)
+    # [engines.NAME] tables as validated (patchset.ledger.schema), with "line": the table's line;
+    # patchset.verify.engines turns them into engine definitions with their preset's defaults
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:

@@ -21,7 +21,6 @@ from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
     SCHEMA_VERSION,
-    EngineSpec,
     Ledger,
     Lock,
     Patch,
@@ -219,31 +218,6 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
     )
 
 
-def engine_from(name: str, d: dict[str, Any], line: int = 0) -> EngineSpec:
-    def opt_list(key: str) -> list[str] | None:
-        return list(d[key]) if key in d else None
-
-    return EngineSpec(
-        name=name,
-        preset=d.get("preset", "command"),
-        start=opt_list("start"),
-        url=d.get("url"),
-        ready=d.get("ready"),
-        ready_timeout=d.get("ready_timeout"),
-        stop=opt_list("stop"),
-        logs=opt_list("logs"),
-        env=dict(d.get("env", {})),
-        max_parallel=d.get("max_parallel"),
-        delivers=d.get("delivers"),
-        host=d.get("host"),
-        port=d.get("port"),
-        model=d.get("model"),
-        image=d.get("image"),
-        notes=d.get("notes", ""),
-        line=line,
-    )
-
-
 def _engine_lines(text: str, names: list[str]) -> dict[str, int]:
     """The line of each ``[engines.NAME]`` header (0 when written inline)."""
     if not names:
@@ -270,7 +244,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
     extra: dict[str, Any] = {k: data[k] for k in ("title", "description") if k in data}
     raw_engines = data.get("engines", {})
     lines_of = _engine_lines(text, list(raw_engines))
-    engines = {name: engine_from(name, e, lines_of.get(name, 0)) for name, e in raw_engines.items()}
+    engines = {name: {**e, "line": lines_of.get(name, 0)} for name, e in raw_engines.items()}
     return Ledger(
         path=path,
         targets=targets,
