@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchset.tracker.github import GitHubClient, PRState
+from patchset.tracker.github import GitHubClient
+from patchset.upstream.refs import PRState
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import ledger_refs, ledger_world
 

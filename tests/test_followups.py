@@ -16,8 +16,10 @@ import pytest
 
 from patchset.ledger.store import load_ledger
 from patchset.tracker import followups as fu
-from patchset.tracker.github import GitHubClient, PRRef, build_query, parse_states
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.graphql import build_query, parse_states
 from patchset.tracker.status import status
+from patchset.upstream.refs import PRRef
 from patchset.upstream.repo import GitRepo
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import small_diff

@@ -31,7 +31,8 @@ from patchset.ci.artifacts import junit, markdown
 from patchset.ci.report import GateReport, render
 from patchset.commands.table import Term
 from patchset.text import html_text, markdown_code, markdown_link, markdown_text, safe_url, terminal, xml_text
-from patchset.tracker.github import GitHubClient, parse_states
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.graphql import parse_states
 from patchset.tracker.html import to_html
 from patchset.tracker.httpcache import HttpCache
 from patchset.tracker.payloads import Unreadable, pull_from_rest
@@ -231,11 +232,12 @@ _HUNKS = st.sampled_from(["@@ -1 +1 @@\n-a\n+b", "@@ -0,0 +1,2 @@\n+a\n+b", "@@ 
 def test_file_lists_rebuild_a_diff_or_mark_the_row(files):
     """The per-file fallback writes one ``diff --git`` section per listed file with a patch, and
     nothing else; an entry out of shape marks the row."""
-    from patchset.tracker.github import _diff_from_files, _Failure
+    from patchset.tracker.failures import Failure
+    from patchset.tracker.prdiff import diff_from_files
 
     try:
-        data, missing = _diff_from_files(files)
-    except _Failure as f:
+        data, missing = diff_from_files(files)
+    except Failure as f:
         assert f.row.kind == MALFORMED and not raw_unsafe(f.row.message, newlines=False)
         return
     lines = data.decode("utf-8").split("\n")

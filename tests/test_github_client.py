@@ -12,16 +12,11 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.tracker.github import (
-    FetchError,
-    GitHubClient,
-    PRDiff,
-    PRRef,
-    PRState,
-    RowError,
-    build_query,
-    resolve_token,
-)
+from patchset.tracker.auth import resolve_token
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.graphql import build_query
+from patchset.tracker.prdiff import PRDiff
+from patchset.upstream.refs import FetchError, PRRef, PRState, RowError
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import ledger_refs, ledger_world, small_diff
 
@@ -672,13 +667,13 @@ def test_real_pull_and_issue_payloads_parse(replayed, tmp_path, monkeypatch):
 
 
 def test_real_file_lists_rebuild_each_files_patch(replayed):
-    from patchset.tracker.github import _diff_from_files
+    from patchset.tracker.prdiff import diff_from_files
 
     lists = _recorded(replayed, r"^/repos/[^/]+/[^/]+/pulls/\d+/files$")
     assert lists
     for e in lists:
         files = json.loads(e.body)
-        data, missing = _diff_from_files(files)
+        data, missing = diff_from_files(files)
         text = data.decode("utf-8")
         for f in files:
             if f.get("patch"):

@@ -24,8 +24,10 @@ from typing import Any
 import pytest
 
 from patchset.ledger import store
-from patchset.tracker.github import MAX_ALIASES, GitHubClient, PRRef, build_query
+from patchset.tracker.github import GitHubClient
+from patchset.tracker.graphql import MAX_ALIASES, build_query
 from patchset.tracker.status import ROLES, status
+from patchset.upstream.refs import PRRef
 from tests.support.fakehub import specs
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import ledger_world, small_diff, world_for_refs

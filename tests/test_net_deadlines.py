@@ -297,7 +297,8 @@ def test_a_trickling_completions_server_ends_at_the_timeout():
 
 def test_pages_of_a_list_are_capped_together(tmp_path):
     """Each page of a PR's file list is under the JSON cap; the list as a whole is not."""
-    from patchset.tracker.github import FetchError, GitHubClient, PRRef
+    from patchset.tracker.github import GitHubClient
+    from patchset.upstream.refs import FetchError, PRRef
 
     def page(name: str) -> bytes:
         patch = "@@ -1 +1 @@\n-a\n+b\n" + " x" * 900

@@ -334,7 +334,8 @@ def test_names_from_someone_elses_tree_and_ledger_are_shown_not_sent(run, tmp_pa
 def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
     """The per-file fallback writes GitHub's file names into diff headers: a name with a newline
     (or a commit "sha" that is a path) is unreadable upstream data, not part of the body."""
-    from patchset.tracker.github import _diff_from_files, _Failure
+    from patchset.tracker.failures import Failure
+    from patchset.tracker.prdiff import diff_from_files
 
     evil = {
         "filename": "a.py\n+++ b/../../etc/passwd",
@@ -342,8 +343,8 @@ def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
         "patch": "@@ -1 +1 @@\n-a\n+b",
         "changes": 2,
     }
-    with pytest.raises(_Failure) as got:
-        _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}, evil])
+    with pytest.raises(Failure) as got:
+        diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}, evil])
     assert got.value.row.message.startswith("unreadable upstream data: filename: ")
     assert "\n" not in got.value.row.message
     smuggled = "@@ -1 +1 @@\n-a\n+b\n--- a/z\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-x\n+y"  # a second file
@@ -354,5 +355,5 @@ def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
         {"status": "exploded"},
         {"previous_filename": "x\x1b"},
     ):
-        with pytest.raises(_Failure, match="unreadable upstream data"):
-            _diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b", **bad}])
+        with pytest.raises(Failure, match="unreadable upstream data"):
+            diff_from_files([{"filename": "ok.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b", **bad}])

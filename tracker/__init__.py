@@ -1,6 +1,8 @@
 """Upstream status: what GitHub says about the pull requests and issues the ledger tracks.
 
-``github`` is the client (PyGithub underneath, an on-disk ETag cache in ``httpcache``); ``status``
-turns its answers into a per-patch dashboard, rendered by ``views`` (terminal, Markdown) and
-``html``. The tests' GitHub-shaped server lives in ``tests/support/fakehub``, not here.
+``github`` is the client (PyGithub underneath, an on-disk ETag cache in ``httpcache``), built of
+``auth``, ``transport``, ``failures``, ``reads``, ``graphql``, ``reststates``, ``statecache`` and
+``prdiff``, with every answer checked by ``payloads``; ``status`` turns its answers into a
+per-patch dashboard, rendered by ``views`` (terminal, Markdown) and ``html``. The tests'
+GitHub-shaped server lives in ``tests/support/fakehub``, not here.
 """

@@ -738,7 +738,7 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
     if client is None or row.pr is None or row.pr.source == "recorded":
         row.notes.append("upstream diff not read (no live or cached state): run `patchset status --refresh`")
         return None
-    from patchset.tracker.github import FetchError
+    from patchset.upstream.refs import FetchError
 
     try:
         diff = client.pr_diff(PRRef.parse(row.pr.ref))
