@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from patchset.tracker.html import to_html, write_html
-from patchset.tracker.status import RefRow, StatusRow, make_client, status
+from patchset.tracker.report import RefRow, StatusRow
+from patchset.tracker.status import make_client, status
 from tests.support.repo import REPO_ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -3,6 +3,8 @@
 ``github`` is the client (PyGithub underneath, an on-disk ETag cache in ``httpcache``), built of
 ``auth``, ``transport``, ``failures``, ``reads``, ``graphql``, ``reststates``, ``statecache`` and
 ``prdiff``, with every answer checked by ``payloads``; ``status`` turns its answers into a
-per-patch dashboard, rendered by ``views`` (terminal, Markdown) and ``html``. The tests'
+per-patch dashboard (``report``: its rows; ``drift``, ``histories``, ``rowfollowups``,
+``actions``: what each row means; ``recording``: ``--refresh`` into the ledger), rendered by
+``views`` (terminal, Markdown) and ``html`` (with ``links``). The tests'
 GitHub-shaped server lives in ``tests/support/fakehub``, not here.
 """

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from patchset import atomic
 from patchset.text import html_text, safe_url
-from patchset.tracker.status import StatusReport, StatusRow, commit_url, ref_url
+from patchset.tracker.links import commit_url, ref_url
+from patchset.tracker.report import StatusReport, StatusRow
 from patchset.tracker.views import (
     ACTION_WORDS,
     FOLLOWUP_WORDS,
@@ -178,7 +179,7 @@ def _e(text: object) -> str:
 def _age(r: StatusRow) -> float:
     from time import time
 
-    from patchset.tracker.status import age_seconds
+    from patchset.tracker.report import age_seconds
 
     if r.pr is None:
         return float("inf")

@@ -16,7 +16,8 @@ from typing import Any
 
 from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import markdown_cell, markdown_code, markdown_link
-from patchset.tracker.status import StatusReport, StatusRow, commit_url, ref_url
+from patchset.tracker.links import commit_url, ref_url
+from patchset.tracker.report import StatusReport, StatusRow
 
 STATE_STYLE = {
     "merged": "magenta",
