@@ -125,12 +125,13 @@ def test_no_network_reason_words() -> None:
     import requests
 
     from patchset.upstream import net
+    from patchset.upstream.netoffline import no_network_reason
 
     s = net.session()
     with pytest.raises(requests.exceptions.ConnectionError) as refused:
         s.get(f"http://127.0.0.1:{closed_port()}/", timeout=5)
-    assert net.no_network_reason(refused.value) == "connection refused"
+    assert no_network_reason(refused.value) == "connection refused"
     with pytest.raises(requests.exceptions.ConnectionError) as dns:
         s.get("http://api.github.invalid/", timeout=5)
-    assert net.no_network_reason(dns.value) == "DNS lookup failed"
-    assert net.no_network_reason(requests.exceptions.ReadTimeout("slow")) is None
+    assert no_network_reason(dns.value) == "DNS lookup failed"
+    assert no_network_reason(requests.exceptions.ReadTimeout("slow")) is None

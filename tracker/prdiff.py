@@ -20,6 +20,7 @@ from patchset.tracker.payloads import Unreadable, file_entry
 from patchset.tracker.reads import FULL_SHA, Reads
 from patchset.tracker.transport import DIFF, LOG, PATCH
 from patchset.upstream import net
+from patchset.upstream.netlimits import ENV_MAX_BODY
 from patchset.upstream.refs import HTTP, MALFORMED, OFFLINE, FetchError, PRRef, RowError
 
 __all__ = ["PR_COMMIT_CAP", "PRDiff", "diff_from_files", "pr_diff_detail"]
@@ -134,7 +135,7 @@ def _diff_from_commits(reads: Reads, ref: PRRef, why: str) -> PRDiff:
                 RowError(
                     MALFORMED,
                     f"{why}, and its commit patches together run past the {cap} bytes patchset keeps in "
-                    f"memory ({net.ENV_MAX_BODY}); refused",
+                    f"memory ({ENV_MAX_BODY}); refused",
                 )
             )
     note = f"{why}; concatenated {len(parts)} commit patches"

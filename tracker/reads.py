@@ -17,6 +17,7 @@ from patchset.tracker.failures import Failure
 from patchset.tracker.httpcache import CacheEntry, HttpCache
 from patchset.tracker.transport import JSON, Resp, Transport, failure, where
 from patchset.upstream import net
+from patchset.upstream.netlimits import ENV_MAX_JSON
 from patchset.upstream.refs import MALFORMED, OFFLINE, RowError
 
 __all__ = ["FULL_SHA", "Reads"]
@@ -75,7 +76,7 @@ class Reads:
                     RowError(
                         MALFORMED,
                         f"{where(path)}: the pages together run past the {cap} bytes patchset keeps in memory "
-                        f"({net.ENV_MAX_JSON}); refused",
+                        f"({ENV_MAX_JSON}); refused",
                     )
                 )
             page = resp.json()

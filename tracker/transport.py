@@ -22,6 +22,9 @@ from patchset.tracker.auth import Secret
 from patchset.tracker.failures import Failure, classify, error_codes
 from patchset.tracker.httpcache import log
 from patchset.upstream import net
+from patchset.upstream.netlimits import host_of
+from patchset.upstream.netoffline import no_network_reason, retry
+from patchset.upstream.netscope import scope
 from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, OFFLINE, SERVER, TIMEOUT, RowError
 
 if TYPE_CHECKING:  # PyGithub, requests and urllib3 load on the first request, not on import
@@ -191,7 +194,7 @@ class Transport:
 
     def session(self) -> requests.Session:
         if self._http is None:
-            policy = net.retry(
+            policy = retry(
                 total=self.retries,
                 connect=self.retries,
                 read=0,
@@ -232,7 +235,7 @@ class Transport:
         Never raises anything but ``Failure``."""
         if self.offline:
             raise Failure(RowError(OFFLINE, "offline, no cached data"))
-        host = net.host_of(url)
+        host = host_of(url)
         if host in self.down:  # no network: said by the first request, not asked again
             raise Failure(RowError(NO_NETWORK, f"{host}: {self.down[host]}"))
         hdrs = dict(headers or {})
@@ -270,14 +273,14 @@ class Transport:
     ) -> tuple[Resp, str | None]:
         """One round trip through PyGithub's requester (auth, user agent, masked debug log) over
         this transport's own session (``Wire``: exact bytes, redirects left to ``send``). One
-        deadline (``net.scope``) covers all of it, PyGithub's own re-asks and sleeps included."""
+        deadline (``netscope.scope``) covers all of it, PyGithub's own re-asks and sleeps included."""
         import requests
         from github import GithubException
 
         wire = Wire(self.session(), _origin(self.base_url), self.timeout, cap)
         self.round_trips += 1
         try:
-            with net.scope(url, f"{method} {where(url)}"):
+            with scope(url, f"{method} {where(url)}"):
                 status, rhdrs, _text = self.requester().requestJson(
                     method, url, headers=dict(hdrs), input=payload, cnx=wire
                 )
@@ -295,9 +298,9 @@ class Transport:
         except requests.exceptions.ConnectionError as exc:
             if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
                 raise Failure(RowError(TIMEOUT, f"no answer within {self.timeout:g}s from {where(url)}")) from None
-            reason = net.no_network_reason(exc)
+            reason = no_network_reason(exc)
             if reason:
-                host = net.host_of(url)
+                host = host_of(url)
                 self.down.setdefault(host, reason)
                 raise Failure(RowError(NO_NETWORK, f"{host}: {reason}")) from None
             raise Failure(RowError(NETWORK, f"cannot reach {where(url)} ({short(exc)})")) from None

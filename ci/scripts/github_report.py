@@ -34,6 +34,7 @@ from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.text import terminal
 from patchset.upstream import net
+from patchset.upstream.netbudget import command_budget
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
 MAX_TITLE = 256  # and titles longer than this
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--label", default=DEFAULT_LABEL)
     args = ap.parse_args(argv)
     body = read_text(args.body_file)
-    with net.command_budget():  # every request of the script together: $PATCHSET_NET_COMMAND_DEADLINE
+    with command_budget():  # every request of the script together: $PATCHSET_NET_COMMAND_DEADLINE
         repo = connect(args.repo, args.api)
         if args.cmd == "pr":
             done = open_or_update_pr(repo, args.head, args.base, args.title, body)

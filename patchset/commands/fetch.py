@@ -366,6 +366,8 @@ def _download_url(url: str) -> _Download:
     import requests
 
     from patchset.upstream import net
+    from patchset.upstream.netlimits import host_of
+    from patchset.upstream.netoffline import no_network_reason
     from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
 
     try:
@@ -384,9 +386,9 @@ def _download_url(url: str) -> _Download:
     except requests.exceptions.Timeout:
         raise _Unreachable(RowError(TIMEOUT, f"no answer within {URL_TIMEOUT}s from {url}")) from None
     except requests.exceptions.RequestException as exc:
-        reason = net.no_network_reason(exc)
+        reason = no_network_reason(exc)
         if reason:
-            raise _Unreachable(RowError(NO_NETWORK, f"{net.host_of(url)}: {reason}")) from None
+            raise _Unreachable(RowError(NO_NETWORK, f"{host_of(url)}: {reason}")) from None
         raise _Unreachable(RowError(NETWORK, f"cannot reach {url} ({type(exc).__name__})")) from None
     finally:
         http.close()

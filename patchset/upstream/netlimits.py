@@ -1,0 +1,170 @@
+"""The limits of patchset's HTTP requests, read from the environment, and the errors that name them.
+
+Every request of ``patchset.upstream.net`` is bounded in time and in what it keeps in memory; a
+request stopped by a limit raises ``DeadlineExceeded`` or ``TooLarge`` (both ``NetLimit``, an
+``EnvironmentFailure``: exit 2) whose message names what was fetched, the host (``host_of``:
+without the credentials an index URL may carry), the limit and the variable that raises it.
+A bad value of a variable fails only the commands that use the network. The limits
+(docs/security.md):
+
+==================================  ==========  =============================================
+variable                            default     what it bounds
+==================================  ==========  =============================================
+``PATCHSET_NET_CONNECT_TIMEOUT``    10 s        opening one connection
+``PATCHSET_NET_READ_TIMEOUT``       30 s        one read of the socket (silence)
+``PATCHSET_NET_REQUEST_DEADLINE``   120 s       one API request, whole (GitHub, index listing)
+``PATCHSET_NET_DOWNLOAD_DEADLINE``  3600 s      one release file download, whole (a ~50 MB
+                                                sdist at 15 KB/s)
+``PATCHSET_NET_COMMAND_DEADLINE``   7200 s      every request of one command together
+``PATCHSET_NET_MAX_JSON``           64 MiB      a JSON answer held in memory
+``PATCHSET_NET_MAX_BODY``           512 MiB     a diff or file held in memory
+==================================  ==========  =============================================
+
+Seconds may be fractional; ``inf`` lifts a deadline. Sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from patchset.errors import EnvironmentFailure
+
+__all__ = [
+    "API",
+    "BODY",
+    "DOWNLOAD",
+    "JSON",
+    "DeadlineExceeded",
+    "Limits",
+    "NetLimit",
+    "TooLarge",
+    "hint",
+    "host_of",
+    "limits",
+    "printable",
+]
+
+ENV_CONNECT = "PATCHSET_NET_CONNECT_TIMEOUT"
+ENV_READ = "PATCHSET_NET_READ_TIMEOUT"
+ENV_REQUEST = "PATCHSET_NET_REQUEST_DEADLINE"
+ENV_DOWNLOAD = "PATCHSET_NET_DOWNLOAD_DEADLINE"
+ENV_COMMAND = "PATCHSET_NET_COMMAND_DEADLINE"
+ENV_MAX_JSON = "PATCHSET_NET_MAX_JSON"
+ENV_MAX_BODY = "PATCHSET_NET_MAX_BODY"
+
+API = "api"  # a request whose whole answer is small: GitHub's REST and GraphQL, an index listing
+DOWNLOAD = "download"  # a release file streamed to disk
+
+JSON = "json"  # caps: what an answer may weigh in memory
+BODY = "body"
+
+_SECONDS = {
+    ENV_CONNECT: 10.0,
+    ENV_READ: 30.0,
+    ENV_REQUEST: 120.0,
+    ENV_DOWNLOAD: 3600.0,
+    ENV_COMMAND: 7200.0,
+}
+_BYTES = {ENV_MAX_JSON: 64 << 20, ENV_MAX_BODY: 512 << 20}
+
+
+class Limits(NamedTuple):
+    """The limits in force, from the environment (``limits()``)."""
+
+    connect: float
+    read: float
+    request: float
+    download: float
+    command: float
+    max_json: int
+    max_body: int
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return _SECONDS[name]
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:  # also NaN
+        raise EnvironmentFailure(
+            f"{name}={raw!r} is not a positive number of seconds",
+            hint=f"unset it (default {_SECONDS[name]:g}) or give e.g. {_SECONDS[name]:g}; 'inf' lifts the limit",
+        )
+    return value
+
+
+def _bytes(env: Mapping[str, str], name: str) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return _BYTES[name]
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise EnvironmentFailure(
+            f"{name}={raw!r} is not a positive number of bytes",
+            hint=f"unset it (default {_BYTES[name]}) or give a byte count such as {_BYTES[name]}",
+        )
+    return value
+
+
+def limits(env: Mapping[str, str] | None = None) -> Limits:
+    """The limits from ``env`` (default: the process environment), checked."""
+    env = os.environ if env is None else env
+    return Limits(
+        connect=_seconds(env, ENV_CONNECT),
+        read=_seconds(env, ENV_READ),
+        request=_seconds(env, ENV_REQUEST),
+        download=_seconds(env, ENV_DOWNLOAD),
+        command=_seconds(env, ENV_COMMAND),
+        max_json=_bytes(env, ENV_MAX_JSON),
+        max_body=_bytes(env, ENV_MAX_BODY),
+    )
+
+
+class NetLimit(EnvironmentFailure):
+    """A request was stopped by one of this module's limits (exit 2)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, host: str = "", variable: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.host = host
+        self.variable = variable
+
+
+class DeadlineExceeded(NetLimit):
+    """A request did not finish within its deadline, or its command's budget is spent."""
+
+
+class TooLarge(NetLimit):
+    """An answer is larger than patchset keeps in memory."""
+
+
+def hint(variable: str) -> str:
+    if variable not in _SECONDS:  # a caller's own option
+        return f"the server answers too slowly: give {variable} more seconds"
+    return (
+        f"the server answers too slowly (or the link is slow): set {variable}=SECONDS "
+        f"(default {_SECONDS[variable]:g}) to give it longer"
+    )
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` without control characters (it may come from an index answer or a ledger)."""
+    out = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def host_of(url: str) -> str:
+    """The ``host[:port]`` of ``url`` for a message: without the user and password an index URL
+    may carry (``https://user:token@mirror/simple``)."""
+    try:
+        return printable(urlsplit(url).netloc.rpartition("@")[2] or url)
+    except ValueError:
+        return printable(url)
