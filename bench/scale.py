@@ -5,7 +5,7 @@ Two families, each measured against a baseline run on the same input in the same
 * **bodies**: one patch of 1, 10, 100 MB (every 4th line of one big file changed), applied by
   the engine (``apply_series``, crash-safe commit included) vs ``patch -p1 -F0`` (GNU patch).
   Peak memory is the child's maximum resident set size (``wait4``), reported also as a multiple
-  of the body's size (target: under ~3x).
+  of the body's size.
 * **series**: a ledger of 10, 100, 1,000 and 10,000 patches of ~5 KB each (10,000: ~44 MB of
   bodies, the issue's "50 MB ledger"): ``patchset list`` (piped: the plain table) and
   ``patchset validate`` (whole commands, process start included) vs ``tomllib`` parsing the same

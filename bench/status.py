@@ -3,13 +3,16 @@
 Runs the real client (PyGithub underneath) against the local GitHub-shaped server
 (``tests.support.fakehub``) with the ledger-shaped world: 14 vLLM PRs, 5 FlashInfer PRs, an NCCL PR
 and an NCCL issue. Measures
-  - cold: empty cache; round trips counted by the server (goal: one per repository = 3);
-  - warm: a new client on the same cache within ``max_age`` (goal: < 0.3 s, no round trip);
-  - revalidate: ``max_age=0`` (still one round trip per repository).
+  - cold: empty cache; round trips counted by the server, and per repository;
+  - warm: a new client on the same cache within ``max_age`` (round trips, time, and time as a
+    share of the cold read measured in the same run);
+  - revalidate: ``max_age=0`` (round trips per repository, time against the cold read).
 
     python bench/status.py [--repeat 20] [--json]
 
-Exit status 1 when a goal is missed.
+A measurement, not a test: it sets no goal and exits 0 whatever it finds (it stops only if a
+warm read touches the network or returns something other than cached states: then the figures
+would not measure what they say).
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import ledger_refs, ledger_world
 
 TOKEN = "bench-token"
-GOAL_COLD_TRIPS_PER_REPO = 1
-GOAL_WARM_S = 0.3
 
 
 def run(repeat: int) -> dict:
@@ -77,8 +78,10 @@ def run(repeat: int) -> dict:
         "warm_runs": repeat,
         "revalidate_round_trips": reval_trips,
         "revalidate_s": round(reval_s, 4),
-        "goal_cold_round_trips": GOAL_COLD_TRIPS_PER_REPO * repos,
-        "goal_warm_s": GOAL_WARM_S,
+        "cold_round_trips_per_repo": round(cold_trips / repos, 2),
+        "revalidate_round_trips_per_repo": round(reval_trips / repos, 2),
+        "warm_median_over_cold": round(statistics.median(warm_times) / cold_s, 3) if cold_s else None,
+        "revalidate_over_cold": round(reval_s / cold_s, 3) if cold_s else None,
     }
 
 
@@ -88,27 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ns = ap.parse_args(argv)
     r = run(max(1, ns.repeat))
-    cold_ok = r["cold_round_trips"] <= r["goal_cold_round_trips"] and r["states_ok"] == r["refs"]
-    warm_ok = r["warm_max_s"] < r["goal_warm_s"]
     if ns.json:
-        print(json.dumps({**r, "cold_goal_met": cold_ok, "warm_goal_met": warm_ok}, indent=2))
+        print(json.dumps(r, indent=2))
     else:
         print(f"upstream status: {r['refs']} refs in {r['repos']} repositories (local GitHub-shaped server)")
         print(
-            f"  cold       {r['cold_round_trips']} round trips, {r['cold_s'] * 1000:.1f} ms, "
-            f"{r['states_ok']}/{r['refs']} states   goal: <= {r['goal_cold_round_trips']} round trips "
-            f"(one per repository)  {'met' if cold_ok else 'MISSED'}"
+            f"  cold       {r['cold_round_trips']} round trips ({r['cold_round_trips_per_repo']} per repository), "
+            f"{r['cold_s'] * 1000:.1f} ms, {r['states_ok']}/{r['refs']} states"
         )
         print(
             f"  warm       0 round trips, median {r['warm_median_s'] * 1000:.1f} ms, max "
-            f"{r['warm_max_s'] * 1000:.1f} ms over {r['warm_runs']} runs   goal: < {r['goal_warm_s']} s  "
-            f"{'met' if warm_ok else 'MISSED'}"
+            f"{r['warm_max_s'] * 1000:.1f} ms over {r['warm_runs']} runs ({r['warm_median_over_cold']} of cold)"
         )
         print(
-            f"  revalidate {r['revalidate_round_trips']} round trips, {r['revalidate_s'] * 1000:.1f} ms "
-            f"(max_age=0: GitHub's GraphQL has no conditional requests)"
+            f"  revalidate {r['revalidate_round_trips']} round trips ({r['revalidate_round_trips_per_repo']} per "
+            f"repository), {r['revalidate_s'] * 1000:.1f} ms ({r['revalidate_over_cold']} of cold; max_age=0: "
+            "GitHub's GraphQL has no conditional requests)"
         )
-    return 0 if cold_ok and warm_ok else 1
+    return 0
 
 
 if __name__ == "__main__":
