@@ -104,8 +104,9 @@ _NEWLINES = re.compile(r"\r\n|[\r\n]")
 # strikethrough, links and images, raw HTML and autolinks, entities, table cells.
 # (an underscore between two letters or digits is text: kv_cache_utils.py stays readable)
 _MD_PUNCT = re.compile(r"[\\`*~\[\]<>&|]|(?<![^\W_])_|_(?![^\W_])")
-# a block marker at the start of the text (a heading, a list item)
-_MD_LEAD = re.compile(r"^(\s*)(#{1,6}|[+\-]|\d{1,9}[.)])(?=\s|$)")
+# a block marker at the start of the text: a heading, a list item, or a dash or equals sign that
+# could close a thematic break ("- --" after a list bullet) or underline a setext heading
+_MD_LEAD = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|\d{1,9}[.)](?=\s|$)|[+\-=])")
 
 
 def markdown_text(text: object) -> str:
