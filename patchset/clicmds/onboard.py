@@ -84,8 +84,56 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     return 0
 
 
+@target.command("set")
+@click.argument("name")
+@click.option(
+    "--base", default=None, metavar="REF", help="The upstream base the series applies to (a spec, commit, dir)."
+)
+@click.option("--base-version", default=None, metavar="VERSION", help="The base's version (informational).")
+@click.option(
+    "--installed-root",
+    default=None,
+    metavar="PATH",
+    help="Where the package is installed in the image (site-packages).",
+)
+@click.option("--base-image", default=None, metavar="IMAGE", help="The stock image the installed layout comes from.")
+@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SRC=DST",
+    help="Add or replace a path-map prefix (repeatable).",
+)
+@json_opt
+@click.pass_obj
+@guarded
+def target_set(c: Ctx, name, base, base_version, installed_root, base_image, package, layout, maps, as_json) -> int:
+    """Change [targets.NAME] without editing the ledger: base, installed root, base image, package, layout, map."""
+    from patchset.commands.targets import parse_maps, set_target
+
+    values = {
+        "base": base,
+        "base_version": base_version,
+        "installed_root": installed_root,
+        "base_image": base_image,
+        "package": package,
+        "layout": layout,
+    }
+    changed = set_target(c.ledger_path, name, values, parse_maps(maps))
+    if as_json:
+        emit_json({"target": name, "changed": changed})
+    elif not changed:
+        out.line(f"target {name}: nothing to change")
+    else:
+        for key, (old, new) in changed.items():
+            out.line(f"target {name}: {key} = {new!r}" + (f" (was {old!r})" if old is not None else ""))
+    return 0
+
+
 @click.command("import")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @target_option("import into", "default: the only target; a build repository's folders name theirs")
 @click.option(
     "--id",
@@ -94,19 +142,83 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     metavar="ID",
     help="The id of the one patch imported (default: from its file name).",
 )
+@click.option(
+    "--overlay",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Whole-file overlays mirrored at their site-packages paths: one patch per file (or per set).",
+)
+@click.option(
+    "--base",
+    default=None,
+    metavar="SPEC",
+    help="The base overlays and scripts are read against (vllm==0.30.0); recorded when the target has none.",
+)
+@click.option(
+    "--base-tree",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="The base as a directory (an unpacked release, a site-packages copy).",
+)
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
+)
+@click.option(
+    "--group",
+    type=click.Choice(["file", "set"]),
+    default="file",
+    show_default=True,
+    help="Overlays: one patch per file, or one per manifest set.",
+)
 @json_opt
 @click.pass_obj
 @guarded
-def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, patch_id: str | None, as_json: bool) -> int:
-    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
+def import_(
+    c: Ctx,
+    sources: tuple[Path, ...],
+    target: str | None,
+    patch_id: str | None,
+    overlay: Path | None,
+    base: str | None,
+    base_tree: Path | None,
+    manifest: Path | None,
+    group: str,
+    as_json: bool,
+) -> int:
+    """Import a quilt directory, patch files / format-patch mails, EXPECTED.sha256 files, or overlays.
 
     \b
     A build repository (per-target folders such as patches/vllm/*.patch, patches/flashinfer/*.patch,
     and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
     flashinfer, nccl), each folder becomes that target's series in file order, and the expected
     hashes go into the lock under the target whose patches touch each file.
+
+    \b
+    --overlay DIR --target T (--base SPEC | --base-tree DIR) [--manifest FILE] [--group file|set]:
+    each overlay file becomes the byte-exact diff from the base's stock file (a new-file patch
+    where the base has none); the lock holds each overlay file's sha256.
     """
+    from patchset import errors
     from patchset.commands.importer import build_folders, import_build, import_sources
+
+    if overlay is not None:
+        return _import_overlay(c, sources, target, overlay, base, base_tree, manifest, group, as_json)
+    for name, value in (("--base", base), ("--base-tree", base_tree), ("--manifest", manifest)):
+        if value is not None:
+            raise errors.InputError(f"{name} goes with --overlay (or --script)")
+    if group != "file":
+        raise errors.InputError("--group goes with --overlay")
+    if not sources:
+        raise errors.InputError(
+            "nothing to import",
+            hint="pass patch files, a quilt directory or a build repository; or --overlay DIR",
+        )
 
     folders = build_folders(sources[0]) if len(sources) == 1 and target is None and patch_id is None else None
     if folders:
@@ -124,6 +236,74 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, patch_id: str
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
     return 0
+
+
+def _import_overlay(
+    c: Ctx,
+    sources: tuple[Path, ...],
+    target: str | None,
+    overlay: Path,
+    base: str | None,
+    base_tree: Path | None,
+    manifest: Path | None,
+    group: str,
+    as_json: bool,
+) -> int:
+    from patchset import errors
+    from patchset.commands.overlay_import import import_overlay
+
+    if sources:
+        raise errors.InputError("--overlay imports a directory of overlay files; pass patch files in another import")
+    if target is None:
+        led = c.load()
+        if len(led.targets) != 1:
+            raise errors.InputError(
+                "which target do these overlays belong to?",
+                hint=f"pass --target NAME (one of: {', '.join(led.targets) or 'none: add one with `patchset target add`'})",
+            )
+        target = next(iter(led.targets))
+    rep = import_overlay(c.ledger_path, overlay, target, base=base, base_tree=base_tree, manifest=manifest, group=group)
+    if as_json:
+        emit_json(rep.to_json())
+        return 0
+    _print_overlay_import(rep)
+    return 0
+
+
+def _print_overlay_import(rep: Any) -> None:  # rep: patchset.commands.overlay_import.OverlayReport
+    out.line(
+        f"overlay {rep.overlay}: {rep.files} file(s) in {len(rep.patches)} patch(es)"
+        + (f", against {', '.join(f'{t} {b}' for t, b in rep.base.items())}" if rep.base else "")
+    )
+    for t, values in rep.recorded.items():
+        out.line(f"target {t}: recorded " + ", ".join(f"{k} = {v}" for k, v in values.items()), indent="  ")
+    for pid, files in rep.patches.items():
+        how = "added" if pid in rep.added else "updated" if pid in rep.updated else "unchanged"
+        new = [f for f in files if f in rep.new_files]
+        out.line(
+            f"{pid} ({rep.targets[pid]}, {how}): {', '.join(files)}"
+            + (f"; new file(s): {', '.join(new)}" if new else ""),
+            indent="  ",
+        )
+    out.line(f"added {len(rep.added)}, updated {len(rep.updated)}, unchanged {len(rep.unchanged)}")
+    for f in rep.identical:
+        out.line(f"identical to the base, nothing to carry: {f}", indent="  ")
+    for m in rep.checksums:
+        out.line(
+            f"checksum mismatch: {m['file']}: the manifest's {m['algorithm']} is {m['manifest']}, the file's is "
+            f"{m['actual']} (the file was imported)",
+            indent="  ",
+        )
+    for s in rep.skipped:
+        out.line(f"skipped {s['file']}: {s['reason']}", indent="  ")
+    for m in rep.missing:
+        out.line(f"in the manifest ({m['entry']}) but not in the overlay: {m['file']}", indent="  ")
+    for f in rep.not_in_manifest:
+        out.line(f"not in the manifest (imported by its path in the overlay): {f}", indent="  ")
+    for n in rep.notes:
+        out.line(f"note: {n}", indent="  ")
+    if rep.patches:
+        out.line("next: patchset apply --from-index SPEC --into DIR (reproduces every overlay file), or rebase --onto")
 
 
 def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport

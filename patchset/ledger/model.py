@@ -7,7 +7,7 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class Source:
     exclude: list[str] = field(default_factory=list)
     strip: int | None = None
     sha256: str = ""
+    root: str = ""  # the directory the original diff's paths were relative to (import re-rooted them)
 
 
 @record
@@ -144,6 +145,28 @@ class RecordedStatus:
     note: str = ""
 
 
+# ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
+@dataclass
+class Generate:
+    """A patch whose body is made by running a command (an anchored edit script) on a private copy
+    of the target's base: ``{root}`` in ``command`` is that copy, ``{ledger}`` the ledger directory.
+    ``script`` (relative to the ledger directory) is the file whose sha256 the lock keeps;
+    ``bind`` an absolute path the copy is also mounted at (for scripts that hard-code one)."""
+
+    command: list[str] = field(default_factory=list)
+    script: str = ""
+    bind: str = ""
+    timeout: int = 300
+
+
+@dataclass
+class OverlayOrigin:
+    """Where an overlay patch came from: the overlay files (as the kit names them) and its manifest."""
+
+    files: list[str] = field(default_factory=list)
+    manifest: str = ""
+
+
 @record
 class Patch:
     """One entry of the series."""
@@ -167,6 +190,9 @@ class Patch:
     status: RecordedStatus = field(default_factory=RecordedStatus)
     notes: str = ""
     dep3: dict[str, str] = field(default_factory=dict)  # DEP-3 fields kept from the header, as written
+    tags: list[str] = field(default_factory=list)  # named subsets (an overlay manifest's sets)
+    generate: Generate | None = None
+    overlay: OverlayOrigin | None = None
     line: int = 0
 
     @property
@@ -194,6 +220,7 @@ class Lock:
     bodies: dict[str, str] = field(default_factory=dict)
     heads: dict[str, str] = field(default_factory=dict)
     targets: dict[str, TargetLock] = field(default_factory=dict)
+    scripts: dict[str, str] = field(default_factory=dict)  # generated patch id -> sha256 of its script
 
     def target(self, name: str) -> TargetLock:
         return self.targets.setdefault(name, TargetLock())

@@ -1,0 +1,148 @@
+"""Onboarding on material no one here wrote: real vLLM releases from the package index (issue #25).
+
+* overlays made of vLLM 0.31.0 files laid over 0.30.0: each patch is upstream's own change, and
+  rebasing onto 0.31.0 reports every one as already upstream;
+* an overlay kit of 20 downstream-edited 0.30.0 files that 0.31.0 changed, rebased onto 0.31.0
+  and held against ``git merge-file`` (ours = 0.31.0, base = 0.30.0, theirs = the overlay): where
+  merge-file merges cleanly the rebased patch must give exactly its result, where it conflicts the
+  rebase must name a conflict;
+
+The releases come through ``tests.support.repo.release_history`` (downloaded once into the cache,
+skipped with the reason when the index is unreachable).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchset.engine.hunks import apply_file
+from patchset.ledger.store import load_ledger
+from patchset.patchfmt.diffs import parse_patch
+from tests.support.repo import release_history
+
+pytestmark = pytest.mark.network
+
+V30, V31 = "vllm==0.30.0", "vllm==0.31.0"
+UPSTREAM_FILES = ["vllm/config/device.py", "vllm/platforms/cuda.py", "vllm/v1/core/kv_cache_utils.py"]
+
+
+@pytest.fixture(scope="module")
+def history():
+    return release_history("vllm", ["0.30.0", "0.31.0"])
+
+
+def _kit(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+def _changed_lines(diff: bytes) -> list[bytes]:
+    return [ln for ln in diff.splitlines() if ln[:1] in (b"+", b"-") and not ln.startswith((b"+++", b"---"))]
+
+
+def test_an_overlay_of_the_next_release_is_upstreams_change_and_rebases_as_already_upstream(
+    run, history, tmp_path: Path
+) -> None:
+    c30, c31 = history.resolve(V30), history.resolve(V31)
+    kit = _kit(tmp_path / "kit", {p: history.read_blob(c31, p) for p in UPSTREAM_FILES})
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", "--overlay", kit, "--target", "vllm", "--base", V30, "--json", cwd=led)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert rep["counts"]["files"] == 3 and rep["base"] == {"vllm": V30}
+    ledger = load_ledger(led / "patches.toml")
+    assert ledger.targets["vllm"].base == V30
+    for p in ledger.patches:
+        body = ledger.body_file(p).read_bytes()
+        (path,) = p.files
+        upstream = history.git("diff", "--no-color", c30, c31, "--", path).stdout
+        assert _changed_lines(body) == _changed_lines(upstream), path  # upstream's own change
+        (fp,) = parse_patch(body, 1)
+        assert apply_file(history.read_blob(c30, path), fp).new == history.read_blob(c31, path)
+    r = run("rebase", "--onto", V31, "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    verdicts = {p["id"]: p["verdict"] for p in json.loads(r.stdout)["patches"]}
+    assert set(verdicts.values()) == {"already-upstream"}, verdicts
+
+
+def _edited(data: bytes, path: str) -> bytes:
+    """A downstream change: a comment line a third of the way down, indented like its neighbour."""
+    lines = data.splitlines(keepends=True)
+    k = len(lines) // 3
+    while k < len(lines) - 1 and not lines[k].strip():
+        k += 1
+    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())].rstrip(b"\r\n")
+    return b"".join([*lines[: k + 1], indent + f"# downstream overlay change to {path}\n".encode(), *lines[k + 1 :]])
+
+
+def _merge_file(tmp: Path, ours: bytes, base: bytes, theirs: bytes) -> tuple[bytes, int]:
+    tmp.mkdir(exist_ok=True)
+    for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+        (tmp / name).write_bytes(data)
+    p = subprocess.run(
+        ["git", "merge-file", "-p", *(str(tmp / n) for n in ("ours", "base", "theirs"))], capture_output=True
+    )
+    return p.stdout, p.returncode
+
+
+def test_a_kit_of_twenty_overlays_rebased_onto_the_next_release_agrees_with_git_merge_file(
+    run, history, tmp_path: Path
+) -> None:
+    c30, c31 = history.resolve(V30), history.resolve(V31)
+    names = history.git("diff", "--name-only", "--diff-filter=M", c30, c31, "--", "vllm/*.py").stdout.decode().split()
+    assert len(names) >= 20
+    step = len(names) // 20
+    chosen = names[::step][:20]
+    overlays = {p: _edited(history.read_blob(c30, p), p) for p in chosen}
+    kit = _kit(tmp_path / "kit", overlays)
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", "--overlay", kit, "--target", "vllm", "--base", V30, "--json", cwd=led)
+    assert r.code == 0, r
+    assert json.loads(r.stdout)["counts"]["patches"] == 20
+    r = run("rebase", "--onto", V31, "--dry-run", "--json", cwd=led)
+    rep = json.loads(r.stdout)
+    verdict = {p["id"]: p["verdict"] for p in rep["patches"]}
+    ledger = load_ledger(led / "patches.toml")
+    file_of = {p.id: p.files[0] for p in ledger.patches}
+    oracle = {}
+    for pid, path in file_of.items():
+        oracle[pid] = _merge_file(
+            tmp_path / "m", history.read_blob(c31, path), history.read_blob(c30, path), overlays[path]
+        )
+    clean = {pid for pid, (_, rc) in oracle.items() if rc == 0}
+    # where merge-file conflicts the rebase names a conflict; where it merges, the rebase carries
+    for pid in file_of:
+        assert verdict[pid] == ("carried" if pid in clean else "conflict"), (pid, verdict[pid], oracle[pid][1])
+    # the carried bodies, written by a real rebase (the conflicts held), give merge-file's files
+    text = (led / "patches.toml").read_text()
+    for pid in set(file_of) - clean:
+        text = text.replace(f'id = "{pid}"\n', f'id = "{pid}"\nstate = "held"\nreason = "conflicts on 0.31.0"\n')
+    (led / "patches.toml").write_text(text)
+    r = run("rebase", "--onto", V31, cwd=led)
+    assert r.code == 0, r
+    ledger = load_ledger(led / "patches.toml")
+    agree = 0
+    for p in ledger.series("vllm"):
+        (fp,) = parse_patch(ledger.body_file(p).read_bytes(), 1)
+        got = apply_file(history.read_blob(c31, p.files[0]), fp)
+        assert got.ok and got.new == oracle[p.id][0], p.id
+        agree += 1
+    counts = {
+        "files": len(file_of),
+        "patches": len(file_of),
+        "carried": sum(v == "carried" for v in verdict.values()),
+        "conflicts": sum(v == "conflict" for v in verdict.values()),
+        "agree_with_merge_file": agree + len(set(file_of) - clean),
+    }
+    print("overlay kit on 0.31.0:", json.dumps(counts))
+    assert counts["agree_with_merge_file"] == counts["files"]
