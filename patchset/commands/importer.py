@@ -29,7 +29,7 @@ from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
 from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import parse_meta
+from patchset.patchfmt.headers import is_mbox_start, mail_file_name, parse_meta, split_mbox
 from patchset.patchfmt.reader import diff_start
 from patchset.records import record
 
@@ -44,6 +44,7 @@ class ImportItem:
     path: Path
     name: str
     strip: int | None = None
+    data: bytes | None = None  # the body when it is one mail of an mbox (else read from ``path``)
 
 
 @record
@@ -160,18 +161,60 @@ def unique_ids(items: list[ImportItem]) -> list[str]:
     return ids
 
 
+_SCRIPT_HINT = (
+    "an edit script is imported as a generated patch: `patchset import --script 'python3 {name} {{root}}/PATH' "
+    "--id ID --target T --base SPEC` runs it on a private copy of the base and keeps its diff"
+)
+_OVERLAY_HINT = (
+    "a modified copy of an installed file is an overlay: `patchset import --overlay DIR --target T --base SPEC` "
+    "turns each file of DIR (mirrored at its site-packages path) into its diff from the base"
+)
+_SOURCE_SUFFIXES = (".py", ".pyi", ".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".sh", ".txt", ".toml", ".yaml")
+
+
+def not_a_diff(path: Path, body: bytes) -> tuple[str, str]:
+    """What a file without a diff is, and which import it belongs to: (message, hint)."""
+    name = path.name
+    text = body[:65536].decode("utf-8", "replace")
+    if not body.strip():
+        return "not a diff: the file is empty", "import patch files (unified diffs, format-patch mails with a diff)"
+    if re.match(r"^From [0-9a-f]{40} ", text) or (
+        re.search(r"^Subject: ", text, re.M) and re.search(r"^From: ", text, re.M)
+    ):
+        return (
+            "not a diff: a mail without a patch (a cover letter, a reply?)",
+            "import the mails that carry the diffs (git format-patch writes one per commit)",
+        )
+    if name.endswith(".json") or text.lstrip().startswith(("{", "[")):
+        if "overlay_file" in text or "site_packages_target" in text:
+            return "not a diff: an overlay manifest (JSON)", (
+                "import the overlay with its manifest: `patchset import --overlay DIR --manifest "
+                f"{name} --target T --base SPEC`"
+            )
+        return "not a diff: JSON", "import patch files; an overlay kit's MANIFEST.json goes with --overlay --manifest"
+    looks_script = re.search(r"\.replace\(|re\.sub\(|\bsed\s+-i\b", text) and re.search(
+        r"write_text\(|write_bytes\(|open\([^)]*['\"]w|os\.replace\(|\bsed\s+-i\b", text
+    )
+    if looks_script:
+        return "not a diff: an edit script (it rewrites files in place)", _SCRIPT_HINT.format(name=name)
+    if name.endswith(_SOURCE_SUFFIXES) or text.startswith("#!") or re.search(r"^(import|from|def|class) ", text, re.M):
+        return "not a diff: a source file", _OVERLAY_HINT
+    return "not a diff: no 'diff --git' or '---'/'+++' header", (
+        "import patch files (unified diffs, format-patch mails with a diff); "
+        "whole modified files go with --overlay, edit scripts with --script"
+    )
+
+
 def _check_text(item: ImportItem, body: bytes) -> None:
-    """Refuse a file in which no diff starts (an empty file, a mail without a patch). A NUL byte
-    alone does not make a patch binary (vim's patches carry some in their text, and GNU patch
-    applies them): refuse only a file in which no diff can be found."""
+    """Refuse a file in which no diff starts (an empty file, a mail without a patch, a source file,
+    a JSON manifest, an edit script), saying which import it belongs to. A NUL byte alone does not
+    make a patch binary (vim's patches carry some in their text, and GNU patch applies them):
+    refuse only a file in which no diff can be found."""
     if diff_start(body)[0] == len(body):
         if b"\x00" in body:
             raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))
-        raise InputError(
-            "not a diff: " + ("the file is empty" if not body.strip() else "no 'diff --git' or '---'/'+++' header"),
-            where=Location(item.path),
-            hint="import patch files (unified diffs, format-patch mails with a diff); nothing was imported",
-        )
+        message, hint = not_a_diff(item.path, body)
+        raise InputError(message, where=Location(item.path), hint=hint + "; nothing was imported")
     if b"\x00" not in body:
         return
     try:
@@ -182,6 +225,61 @@ def _check_text(item: ImportItem, body: bytes) -> None:
 
 def _expected(path: Path) -> dict[str, str]:
     return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"))
+
+
+def nothing_importable(src: Path) -> InputError:
+    """The error for a directory without a series, a patch or an EXPECTED.sha256: what it holds
+    (by kind, a few names) and which import fits it."""
+    counts: dict[str, int] = {}
+    names: list[str] = []
+    scripts: list[str] = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for n in sorted(filenames):
+            total += 1
+            kind = Path(n).suffix or "(no suffix)"
+            counts[kind] = counts.get(kind, 0) + 1
+            rel = (Path(dirpath) / n).relative_to(src).as_posix()
+            if len(names) < 5:
+                names.append(rel)
+            if re.match(r"^(patch|fix|apply)[_-].*\.py$", n):
+                scripts.append(rel)
+        if total > 10000:
+            break
+    if not total:
+        return InputError(f"{src}: the directory is empty: nothing to import")
+    found = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
+    if scripts:
+        hint = _SCRIPT_HINT.format(name=scripts[0])
+    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
+        hint = _OVERLAY_HINT.replace("DIR", str(src))
+    return InputError(
+        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; "
+        f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})",
+        hint=hint + "; nothing was imported",
+    )
+
+
+def split_mails(item: ImportItem) -> list[ImportItem]:
+    """An mbox (several ``git format-patch`` mails in one file) as one item per mail, named as
+    format-patch names them (``0001-subject.patch``); any other file as itself."""
+    try:
+        with open(item.path, "rb") as fh:
+            head = fh.read(256) if os.path.isfile(item.path) else b""
+    except OSError:
+        head = b""
+    if not is_mbox_start(head):
+        return [item]  # read (and checked) when it is imported
+    data = read_source(item.path)
+    mails = split_mbox(data)
+    if len(mails) == 1:
+        return [ImportItem(path=item.path, name=item.name, strip=item.strip, data=data)]
+    return [
+        ImportItem(path=item.path, name=mail_file_name(n, parse_meta(mail).title), strip=item.strip, data=mail)
+        for n, mail in enumerate(mails, start=1)
+    ]
 
 
 def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
@@ -195,9 +293,11 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
             if (src / "series").is_file():
                 items.extend(read_series_file(src / "series"))
             else:
-                for f in sorted(src.iterdir()):
-                    if f.is_file() and f.suffix in PATCH_SUFFIXES:
-                        items.append(ImportItem(path=f, name=f.name))
+                found = [f for f in sorted(src.iterdir()) if f.is_file() and f.suffix in PATCH_SUFFIXES]
+                if not found and not (src / "EXPECTED.sha256").is_file():
+                    raise nothing_importable(src)
+                for f in found:
+                    items.extend(split_mails(ImportItem(path=f, name=f.name)))
         elif os.path.exists(src):
             if not src.is_file():
                 read_source(src)  # a device, FIFO or socket: refused with what it is
@@ -206,7 +306,7 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
             elif src.name.endswith(".sha256"):
                 expected.append(src)
             else:
-                items.append(ImportItem(path=src, name=src.name))
+                items.extend(split_mails(ImportItem(path=src, name=src.name)))
         else:
             raise InputError(
                 f"{src}: no such file or directory", hint="pass a quilt directory, patch files or EXPECTED.sha256 files"
@@ -311,7 +411,7 @@ def _import_items(
     ``ids`` default to ``unique_ids(items)``."""
     tname = target.name
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
-        body = read_source(item.path)
+        body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{item.name}"
