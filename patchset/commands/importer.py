@@ -525,6 +525,20 @@ def _owner(path: str, keys: dict[str, tuple[str, str]]) -> tuple[str, str] | Non
     return keys[best] if best else None
 
 
+def patched_keys(targets: dict[str, Target], files: dict[str, list[str]]) -> dict[str, tuple[str, str]]:
+    """Every spelling of each patched file (as its body names it, its source-layout lock key, its
+    installed path) -> (target, lock key): an ``EXPECTED.sha256`` line in either layout finds the
+    key ``apply`` checks, whichever layout the body was written in."""
+    keys: dict[str, tuple[str, str]] = {}
+    for name, paths in files.items():
+        t = targets[name]
+        for f in paths:
+            key = t.lock_key(f)
+            for spelling in (f, key, t.path_map.to_installed(key)):
+                keys.setdefault(spelling, (name, key))
+    return keys
+
+
 def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> BuildImport:
     """Create the missing targets (presets where the folder name is known), import every folder's
     patches in file order, and file the expected hashes under the target whose patches touch each
@@ -549,13 +563,7 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
             items, _ = collect([folder])
             _import_items(e, targets[name], items, rep.result)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
-        keys: dict[str, tuple[str, str]] = {}
-        for name, files in rep.result.files.items():
-            t = targets[name]
-            for f in files:
-                keys[f] = (name, f)
-                if t.layout == "installed":
-                    keys[t.path_map.to_installed(f)] = (name, f)
+        keys = patched_keys(targets, rep.result.files)
         for ef, only in _expected_files(src, folders):
             counts: dict[str, int] = {}
             for path, digest in _expected(ef).items():
