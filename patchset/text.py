@@ -27,3 +27,11 @@ def split_list(values: Iterable[object] | str | None) -> list[str]:
 def md_cell(text: object) -> str:
     """``text`` made safe for one cell of a Markdown table (pipes escaped, newlines folded)."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def safe(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN`` (escape sequences in a script's output or
+    a file name cannot move the cursor, recolour or hide what is printed); tabs are kept."""
+    return "".join(
+        ch if ch == "\t" or (ch >= " " and not "\x7f" <= ch <= "\x9f") else f"\\x{ord(ch):02x}" for ch in text
+    )

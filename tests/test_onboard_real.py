@@ -146,3 +146,67 @@ def test_a_kit_of_twenty_overlays_rebased_onto_the_next_release_agrees_with_git_
     }
     print("overlay kit on 0.31.0:", json.dumps(counts))
     assert counts["agree_with_merge_file"] == counts["files"]
+
+
+ANCHOR_SCRIPT = """\
+import codecs, sys
+from pathlib import Path
+
+path, old, new = sys.argv[1], *(codecs.decode(a, "unicode_escape") for a in sys.argv[2:4])
+text = Path(path).read_text()
+if text.count(old) != 1:
+    sys.exit(f"anchor_edit: the anchor {old!r} occurs {text.count(old)} times in {path}, not once")
+Path(path).write_text(text.replace(old, new))
+"""
+SCRIPTS = {  # id: (file, anchor, replacement) on vLLM 0.30.0
+    "metrics-note": (
+        "vllm/v1/core/kv_cache_metrics.py",
+        r"        self.access_history: deque[int] = deque(maxlen=4)\n",
+        r"        self.access_history: deque[int] = deque(maxlen=4)\n        # downstream: a note\n",
+    ),
+    "cuda-guard": (
+        "vllm/platforms/cuda.py",
+        r"        model_config = vllm_config.model_config\n",
+        r"        model_config = vllm_config.model_config\n        # downstream: GB10 (SM12x) guard\n",
+    ),
+    "lru-import": (
+        "vllm/v1/core/kv_cache_utils.py",
+        r"from functools import partial\n",
+        r"from functools import lru_cache, partial\n",
+    ),
+}
+
+
+def test_edit_scripts_anchored_on_real_vllm_files_regenerate_on_the_next_release(run, history, tmp_path: Path) -> None:
+    """On 0.31.0: an untouched file gives the same diff (carried), a file changed near the anchor
+    a refreshed one, a file whose anchor line changed a conflict carrying the script's message."""
+    c30, c31 = history.resolve(V30), history.resolve(V31)
+    script = tmp_path / "anchor_edit.py"
+    script.write_text(ANCHOR_SCRIPT)
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    for pid, (path, old, new) in SCRIPTS.items():
+        cmd = f"python3 {script} {{root}}/{path} '{old}' '{new}'"
+        r = run("import", "--script", cmd, "--id", pid, "--target", "vllm", "--base", V30, "--json", cwd=led)
+        assert r.code == 0, r
+        assert json.loads(r.stdout)["files"] == [path]
+    ledger = load_ledger(led / "patches.toml")
+    for p in ledger.patches:  # each body is the script's edit of the real 0.30.0 file
+        (fp,) = parse_patch(ledger.body_file(p).read_bytes(), 1)
+        path, old, new = SCRIPTS[p.id]
+        stock = history.read_blob(c30, path).decode()
+        want = stock.replace(old.encode().decode("unicode_escape"), new.encode().decode("unicode_escape"))
+        assert apply_file(stock.encode(), fp).new == want.encode(), p.id
+    r = run("rebase", "--onto", V31, "--dry-run", "--json", cwd=led)
+    got = {p["id"]: (p["verdict"], p["how"]) for p in json.loads(r.stdout)["patches"]}
+    assert history.read_blob(c30, SCRIPTS["metrics-note"][0]) == history.read_blob(c31, SCRIPTS["metrics-note"][0])
+    assert got == {
+        "metrics-note": ("carried", "regenerated"),
+        "cuda-guard": ("carried", "refreshed"),
+        "lru-import": ("conflict", ""),
+    }, got
+    conflict = next(p for p in json.loads(r.stdout)["patches"] if p["id"] == "lru-import")
+    assert (
+        "anchor_edit: the anchor 'from functools import partial\\n' occurs 0 times" in conflict["files"][0]["message"]
+    )

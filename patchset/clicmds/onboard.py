@@ -170,6 +170,18 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
 )
 @click.option(
+    "--script",
+    default=None,
+    metavar="'CMD … {root}/…'",
+    help="An edit script as a generated patch (needs --id): run on a private copy of the base ({root}), its diff kept.",
+)
+@click.option(
+    "--bind",
+    default=None,
+    metavar="PATH",
+    help="--script: also mount the copy at PATH (for a script that hard-codes an install path).",
+)
+@click.option(
     "--group",
     type=click.Choice(["file", "set"]),
     default="file",
@@ -188,6 +200,8 @@ def import_(
     base: str | None,
     base_tree: Path | None,
     manifest: Path | None,
+    script: str | None,
+    bind: str | None,
     group: str,
     as_json: bool,
 ) -> int:
@@ -203,12 +217,27 @@ def import_(
     --overlay DIR --target T (--base SPEC | --base-tree DIR) [--manifest FILE] [--group file|set]:
     each overlay file becomes the byte-exact diff from the base's stock file (a new-file patch
     where the base has none); the lock holds each overlay file's sha256.
+
+    \b
+    --script 'CMD … {root}/…' --id ID --target T --base SPEC: an anchored edit script run on a
+    private copy of the base ({root}; {ledger} is the ledger directory); the files it changes
+    become the body, the command is kept in [patch.generate] and run again by rebase.
     """
     from patchset import errors
     from patchset.commands.importer import build_folders, import_build, import_sources
 
+    if overlay is not None and script is not None:
+        raise errors.InputError("give one of --overlay DIR or --script CMD")
     if overlay is not None:
+        if bind is not None:
+            raise errors.InputError("--bind goes with --script")
         return _import_overlay(c, sources, target, overlay, base, base_tree, manifest, group, as_json)
+    if script is not None:
+        if sources or manifest is not None:
+            raise errors.InputError("--script runs one command; pass patch files or --manifest in another import")
+        return _import_script(c, script, patch_id, target, base, base_tree, bind, as_json)
+    if bind is not None:
+        raise errors.InputError("--bind goes with --script")
     for name, value in (("--base", base), ("--base-tree", base_tree), ("--manifest", manifest)):
         if value is not None:
             raise errors.InputError(f"{name} goes with --overlay (or --script)")
@@ -267,6 +296,39 @@ def _import_overlay(
         emit_json(rep.to_json())
         return 0
     _print_overlay_import(rep)
+    return 0
+
+
+def _import_script(
+    c: Ctx,
+    script: str,
+    patch_id: str | None,
+    target: str | None,
+    base: str | None,
+    base_tree: Path | None,
+    bind: str | None,
+    as_json: bool,
+) -> int:
+    import shlex
+
+    from patchset.commands.script_import import import_script
+
+    rep = import_script(c.ledger_path, script, patch_id, target, base=base, base_tree=base_tree, bind=bind)
+    if as_json:
+        emit_json(rep.to_json())
+        return 0
+    out.line(f"{rep.id} ({rep.target}, {rep.outcome}): generated on {rep.base} by {shlex.join(rep.command)}")
+    if rep.recorded_base:
+        out.line(f"target {rep.target}: recorded base = {rep.recorded_base}", indent="  ")
+    if rep.script:
+        out.line(f"script {rep.script} (sha256 {rep.script_sha256[:12]}… in the lock)", indent="  ")
+    for f in rep.files:
+        how = " (new file)" if f in rep.new_files else " (deleted)" if f in rep.deleted else ""
+        out.line(f"changes {f}{how}", indent="  ")
+    if rep.ignored:
+        out.line(f"left out of the diff: {len(rep.ignored)} bytecode file(s)", indent="  ")
+    for n in rep.notes:
+        out.line(f"note: {n}", indent="  ")
     return 0
 
 

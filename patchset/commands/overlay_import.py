@@ -23,11 +23,11 @@ import json
 import os
 import re
 import stat
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from patchset.commands.importer import MAX_PATCH_BYTES, patch_id_for, read_source
+from patchset.commands.importer import patch_id_for, read_source
+from patchset.commands.preimage import series_files
 from patchset.confine import check_relative, confine
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
@@ -49,46 +49,43 @@ _PR = re.compile(r"(?:PR\s*#|pull/|#)(\d+)", re.I)
 _IDENTICAL = re.compile(r"^\s*(?P<who>[^():]+?)\s*\(identical\)\s*:\s*(?P<path>.+)$")
 
 
-@dataclass
-class Entry:
+class Entry(NamedTuple):
     """One overlay file and where it goes."""
 
     overlay: str  # as the kit names it (relative to the overlay directory or the manifest's)
     path: Path  # on disk
     installed: str  # relative to site-packages
-    sets: list[str] = field(default_factory=list)
+    sets: tuple[str, ...] = ()
     provenance: str = ""
     checksum: tuple[str, str] | None = None  # (md5|sha256, manifest value)
 
 
-@dataclass
 class OverlayReport:
     """What ``import --overlay`` found and did."""
 
-    overlay: str
-    manifest: str = ""
-    target: str = ""
-    base: dict[str, str] = field(default_factory=dict)  # target -> base label the diffs are against
-    recorded: dict[str, dict[str, str]] = field(default_factory=dict)  # target -> keys set on it
-    patches: dict[str, list[str]] = field(default_factory=dict)  # patch id -> files (source layout)
-    targets: dict[str, str] = field(default_factory=dict)  # patch id -> target
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    new_files: list[str] = field(default_factory=list)  # files the base does not have (new-file patches)
-    identical: list[str] = field(default_factory=list)  # overlay files equal to the stock file
-    skipped: list[dict[str, str]] = field(default_factory=list)  # {file, reason}
-    checksums: list[dict[str, str]] = field(default_factory=list)  # {file, algorithm, manifest, actual}
-    not_in_manifest: list[str] = field(default_factory=list)
-    missing: list[dict[str, str]] = field(default_factory=list)  # manifest entries without their file
-    notes: list[str] = field(default_factory=list)
+    def __init__(self, overlay: str, manifest: str = "", target: str = "") -> None:
+        self.overlay, self.manifest, self.target = overlay, manifest, target
+        self.base: dict[str, str] = {}  # target -> base label the diffs are against
+        self.recorded: dict[str, dict[str, str]] = {}  # target -> keys set on it
+        self.patches: dict[str, list[str]] = {}  # patch id -> files (source layout)
+        self.targets: dict[str, str] = {}  # patch id -> target
+        self.added: list[str] = []
+        self.updated: list[str] = []
+        self.unchanged: list[str] = []
+        self.new_files: list[str] = []  # files the base does not have (new-file patches)
+        self.identical: list[str] = []  # overlay files equal to the stock file
+        self.skipped: list[dict[str, str]] = []  # {file, reason}
+        self.checksums: list[dict[str, str]] = []  # {file, algorithm, manifest, actual}
+        self.not_in_manifest: list[str] = []
+        self.missing: list[dict[str, str]] = []  # manifest entries without their file
+        self.notes: list[str] = []
 
     @property
     def files(self) -> int:
         return sum(len(v) for v in self.patches.values())
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = dict(vars(self))
         d["counts"] = {
             "files": self.files,
             "patches": len(self.patches),
@@ -244,7 +241,7 @@ def _from_manifest(
                 name,
                 path,
                 installed or _strip_to_package(rel),
-                list(f.get("sets") or []),
+                tuple(f.get("sets") or ()),
                 f.get("provenance") or "",
                 checksum,
             )
@@ -309,8 +306,7 @@ def provenance_fields(text: str, github: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- one patch
 
 
-@dataclass
-class _File:
+class _File(NamedTuple):
     entry: Entry
     key: str  # the source-layout path the patch names
     new: bytes  # the overlay file
@@ -319,41 +315,15 @@ class _File:
     mode: str
 
 
-@dataclass
 class _Planned:
-    pid: str
-    target: str
-    files: list[_File] = field(default_factory=list)
-    sets: list[str] = field(default_factory=list)
+    def __init__(self, pid: str, target: str) -> None:
+        self.pid, self.target = pid, target
+        self.files: list[_File] = []
+        self.sets: list[str] = []
 
 
 def _file_mode(path: Path) -> str:
     return "100755" if path.stat().st_mode & 0o111 else "100644"
-
-
-def _preimage(ledger: Ledger, target: Target, key: str, stock: bytes | None, skip: set[str]) -> bytes | None:
-    """The file as the target's active series leaves it on the base (patches in ``skip`` left out):
-    the overlay patch goes after them."""
-    data = stock
-    for p in ledger.series(target.name):
-        if p.id in skip or not ledger.body_file(p).is_file():
-            continue
-        strip = p.source.strip if p.source.strip is not None else target.strip
-        try:
-            fps = parse_patch(ledger.body_file(p).read_bytes(), strip, source=p.body_path)
-        except PatchFormatError:
-            continue
-        for fp in fps:
-            if key not in (fp.path, fp.target) and key not in fp.paths():
-                continue
-            out = apply_file(data, fp)
-            if not out.ok:
-                raise InputError(
-                    f"{key}: patch {p.id} of the series does not apply to the base's file",
-                    hint="the series does not match the base given; check --base",
-                )
-            data = out.new
-    return data
 
 
 def _body(plan: _Planned, title: str, description: str) -> bytes:
@@ -454,6 +424,7 @@ def _plan(
 ) -> list[_Planned]:
     plans: dict[str, _Planned] = {}
     owners: dict[str, str] = {}  # key -> the overlay file that claimed it
+    assigned: list[tuple[_Planned, Entry, str, bytes]] = []
     for e in sorted(entries, key=lambda x: x.installed):
         name = owner_of(ledger, e.installed, first)
         if name is None:
@@ -499,8 +470,15 @@ def _plan(
                 {"file": e.overlay, "reason": f"set {pid!r} already holds files of target {plan.target!r}"}
             )
             continue
+        assigned.append((plan, e, key, data))
+    # each file's diff starts where the rest of the series leaves it (this import's patches left out)
+    pre: dict[str, dict[str, bytes | None]] = {}
+    for plan, e, key, data in assigned:
+        t, stock = ledger.targets[plan.target], stocks[plan.target]
+        if plan.target not in pre:
+            pre[plan.target] = series_files(ledger, t, stock.read, skip=set(plans))
         original = stock.read(key)
-        old = _preimage(ledger, t, key, original, set(plans) | {pid})
+        old = pre[plan.target].get(key, original)
         if old == data:
             rep.identical.append(e.overlay)
             continue
@@ -510,8 +488,6 @@ def _plan(
         plan.sets += [s for s in e.sets if s not in plan.sets]
         if old is None:
             rep.new_files.append(key)
-        if len(data) > MAX_PATCH_BYTES:  # read_source bounds it already; said for the reader
-            raise InputError(f"{e.overlay}: too large", where=Location(e.path))
     return [p for p in plans.values() if p.files]
 
 

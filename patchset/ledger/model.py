@@ -7,9 +7,9 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from patchset.records import record
 
@@ -146,24 +146,22 @@ class RecordedStatus:
 
 
 # ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
-@dataclass
-class Generate:
+class Generate(NamedTuple):
     """A patch whose body is made by running a command (an anchored edit script) on a private copy
     of the target's base: ``{root}`` in ``command`` is that copy, ``{ledger}`` the ledger directory.
     ``script`` (relative to the ledger directory) is the file whose sha256 the lock keeps;
     ``bind`` an absolute path the copy is also mounted at (for scripts that hard-code one)."""
 
-    command: list[str] = field(default_factory=list)
+    command: list[str]
     script: str = ""
     bind: str = ""
     timeout: int = 300
 
 
-@dataclass
-class OverlayOrigin:
+class OverlayOrigin(NamedTuple):
     """Where an overlay patch came from: the overlay files (as the kit names them) and its manifest."""
 
-    files: list[str] = field(default_factory=list)
+    files: list[str]
     manifest: str = ""
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, field
 from pathlib import Path
+from typing import Any
 
 import tomlkit
 
@@ -26,7 +27,7 @@ from patchset.errors import InputError, LedgerError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import render_lock, sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.patchfmt.diffs import FilePatch, header_text, parse_patch
 from patchset.progress import Progress
 from patchset.rebase.classify import (
     Signal,
@@ -98,6 +99,7 @@ class _Session:
     subject_prs: dict[int, tuple[str, str]] = field(default_factory=dict)  # (#N) in old..new subjects
     merger: Merger = field(default_factory=Merger)
     started: float = field(default_factory=time.monotonic)
+    workspace: Any = None  # a generate.Workspace of the new base, made when a generated patch needs it
 
     @property
     def root(self) -> Path:
@@ -118,6 +120,8 @@ class _Session:
 
     def close(self) -> None:
         self.merger.close()
+        if self.workspace is not None:
+            self.workspace.close()
         self.bases.close()
 
 
@@ -327,6 +331,8 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     if any(sig.decisive for sig in signals):
         res.verdict = ALREADY_UPSTREAM
         return res, rep
+    if patch.generate is not None:  # a generated patch: its command decides, on the new world
+        return res, _regenerate(s, patch, rep, res)
     if rep.status in ("conflict", "broken"):
         if rep.status == "conflict" and _rerere(s, rep, res):
             res.how = "resolved"
@@ -340,6 +346,60 @@ def _step(s: _Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     res.how = "moved" if rep.moved else rep.how
     _carry(s, patch, rep, res)
     return res, rep
+
+
+def _new_base_maker(s: _Session) -> Callable[[Path], None]:
+    """Writes the whole new base into a directory (a plain-directory base is copied as it is: its
+    throwaway history holds only the files the series touches)."""
+    from patchset.rebase.generate import copy_tree
+    from patchset.upstream.stock import materialise_commit
+
+    b = s.bases
+    if b.kind == "dirs":
+        return lambda dest: copy_tree(Path(b.location["new"]), dest)
+    return lambda dest: materialise_commit(b.repo.git_dir, b.new, dest)
+
+
+def _regenerate(s: _Session, patch: Patch, rep: PatchReplay, res: PatchResult) -> PatchReplay:
+    """Run a generated patch's command on the new world: the same diff is carried, another one
+    refreshes the body (its range-diff in the report), a failing command is a conflict with the
+    command's own message, a command that changes nothing means the change is upstream."""
+    from patchset.rebase.generate import ScriptFailed, Workspace, run_generate
+    from patchset.rebase.regen import render_changes
+
+    assert patch.generate is not None
+    label = s.label
+    if s.workspace is None:
+        s.workspace = Workspace(_new_base_maker(s), lambda key: s.new_base.get(key)[0], s.target)
+    s.workspace.set_world(dict(s.new.changes))
+    try:
+        gen = run_generate(patch.generate, s.root, s.workspace, label=label)
+    except ScriptFailed as exc:
+        why = f"the generate command fails on {label}: {exc.output.strip() or exc.message}"
+        for f in rep.files:
+            f.how, f.result, f.new_path = F_CONFLICT, s.new.read(f.new_path or f.path), f.new_path or f.path
+        res.files = [_file_result(s, f) for f in rep.files]
+        for fr in res.files:
+            fr.message = why
+        res.verdict = CONFLICT
+        return rep
+    if not gen.changes:
+        res.evidence.append(Signal("empty-regeneration", f"run on {label}, the command changes nothing").to_json())
+        res.verdict = ALREADY_UPSTREAM
+        return rep
+    files = []
+    for ch in gen.changes:
+        path = ch.new_path or ch.old_path or ""
+        if ch.after is None:
+            files.append(FileReplay(path, None, "clean", ours=ch.before, delete_path=path))
+        else:
+            files.append(FileReplay(path, path, "clean", result=ch.after, mode=ch.new_mode, ours=ch.before))
+    new_rep = PatchReplay(files)
+    res.files = [_file_result(s, f) for f in files]
+    same = header_text(s.bodies[patch.id]) + render_changes(gen.changes) == s.bodies[patch.id]
+    _carry(s, patch, new_rep, res)
+    res.how = "regenerated" if same else "refreshed"
+    return new_rep
 
 
 def _rerere(s: _Session, rep: PatchReplay, res: PatchResult) -> bool:

@@ -18,7 +18,6 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.confine import confine
@@ -26,26 +25,33 @@ from patchset.errors import InputError, UnsafePathError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
 from patchset.upstream.bases import dir_identity, local_repo, version_like
-from patchset.upstream.git import run_git
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
 
 MAX_STOCK_FILES = 200_000  # a base directory with more files than this is refused (not a package)
 
 
-@dataclass
 class StockBase:
     """One base, readable file by file. ``label`` is what the ledger records as the target's base."""
 
-    target: Target
-    kind: str  # "releases" | "repo" | "dir"
-    label: str
-    version: str = ""
-    repo: GitRepo | None = None
-    commit: str = ""
-    directory: Path | None = None
-    spec: str = ""
-    _files: list[str] | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        target: Target,
+        kind: str,  # "releases" | "repo" | "dir"
+        label: str,
+        version: str = "",
+        *,
+        repo: GitRepo | None = None,
+        commit: str = "",
+        directory: Path | None = None,
+        spec: str = "",
+    ) -> None:
+        self.target, self.kind, self.label, self.version = target, kind, label, version
+        self.repo, self.commit, self.directory, self.spec = repo, commit, directory, spec
+        self._files: list[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"StockBase({self.kind} {self.label})"
 
     # -- reading --------------------------------------------------------------------------------
     def _dir_path(self, path: str) -> Path | None:
@@ -106,21 +112,8 @@ class StockBase:
             shutil.copytree(self.directory, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             _drop_escaping_links(dest)
             return
-        from patchset.upstream.archives import unpack
-
         assert self.repo is not None
-        if self.kind == "releases" and self.spec:
-            from patchset.upstream.releases import download
-
-            unpack(download(self.spec, "sdist"), dest, strip_top=True)
-        else:
-            with tempfile.TemporaryDirectory(prefix="patchset-stock-") as tmp:
-                tar = Path(tmp) / "base.tar"
-                run_git(
-                    ["--git-dir", str(self.repo.git_dir), "archive", "--format=tar", f"--output={tar}", self.commit]
-                )
-                unpack(tar, dest, strip_top=False)
-        _drop_escaping_links(dest)
+        materialise_commit(self.repo.git_dir, self.commit, dest)
         if layout == "installed":
             _to_installed(dest, self.target)
 
@@ -133,6 +126,31 @@ class StockBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def materialise_commit(git_dir: Path, commit: str, dest: Path) -> None:
+    """Every file of ``commit`` written to the new directory ``dest`` by git's own checkout (a
+    temporary index; git refuses paths with ``..``, into ``.git`` or through a symlink), then
+    symlinks that leave ``dest`` removed."""
+    import subprocess
+
+    from patchset.errors import EnvironmentFailure
+    from patchset.upstream.git import git_env
+
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="patchset-stock-") as tmp:
+        env = {**git_env(), "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        base = ["git", "--git-dir", str(git_dir), "--work-tree", str(dest)]
+        for args in (["read-tree", commit], ["checkout-index", "--all", "--quiet"]):
+            try:
+                proc = subprocess.run([*base, *args], capture_output=True, env=env)
+            except FileNotFoundError as exc:
+                raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
+            if proc.returncode != 0:
+                raise EnvironmentFailure(
+                    f"git {args[0]} of {commit[:12]} into {dest} failed: {proc.stderr.decode(errors='replace').strip()}"
+                )
+    _drop_escaping_links(dest)
 
 
 def _drop_escaping_links(root: Path) -> None:
