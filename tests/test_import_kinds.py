@@ -6,10 +6,12 @@ says what it found; an mbox becomes one patch per mail, as ``git am`` makes one 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from patchset.ledger.store import load_ledger
 from tests.support.repo import git, tree_digest
 
 EDIT_SCRIPT = """\
@@ -127,3 +129,82 @@ def test_an_mbox_is_one_patch_per_mail_as_git_am_makes_one_commit_per_mail(run, 
     # the same mbox again changes nothing
     r = run("import", mbox, "--json", cwd=led)
     assert r.code == 0 and len(json.loads(r.stdout)["unchanged"]) == 5, r
+
+
+# ---- any diff root ------------------------------------------------------------------------------
+def _udiff(old_name: str, new_name: str, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), old_name, new_name))
+
+
+BASE_FILES = {
+    "vllm/platforms/cuda.py": "".join(f"c{i} = {i}\n" for i in range(20)),
+    "vllm/v1/attention/flash.py": "".join(f"f{i} = {i}\n" for i in range(20)),
+    "vllm/config.py": "".join(f"v{i} = {i}\n" for i in range(20)),
+    "config.py": "".join(f"t{i} = {i}\n" for i in range(20)),
+}
+STYLES = {  # id: (as the diff names the file, the file it is, the reading import must infer)
+    "abs-prefix": ("a/usr/local/lib/python3.12/dist-packages/vllm/platforms/cuda.py", "vllm/platforms/cuda.py", 6, ""),
+    "p0": ("vllm/platforms/cuda.py", "vllm/platforms/cuda.py", 0, ""),
+    "in-package": ("b/v1/attention/flash.py", "vllm/v1/attention/flash.py", 1, "vllm/"),
+}
+
+
+def _base(tmp_path: Path) -> Path:
+    base = tmp_path / "base"
+    for rel, text in BASE_FILES.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text)
+    return base
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_import_works_out_the_diff_root_against_the_base(run, led: Path, tmp_path: Path, style: str) -> None:
+    named, real, strip, root = STYLES[style]
+    base = _base(tmp_path)
+    old = BASE_FILES[real]
+    new = old.replace(" = 5\n", " = 500\n")
+    f = tmp_path / f"{style}.patch"
+    f.write_text(_udiff(named, named.replace("a/", "b/", 1), old, new))
+    r = run("import", f, "--target", "vllm", "--base-tree", base, cwd=led)
+    assert r.code == 0, r
+    assert f"{style}: file names read as -p{strip}" in r.stdout and "fits the base's files" in r.stdout, r.stdout
+    p = load_ledger(led / "patches.toml").get(style)
+    assert p.source.strip == (strip if strip != 1 else None) and p.source.root == root
+    tree = tmp_path / "tree"
+    shutil.copytree(base, tree)
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    assert (tree / real).read_text() == new
+
+
+def test_an_install_prefix_is_read_from_the_package_without_a_base(run, led: Path, tmp_path: Path) -> None:
+    named = "/usr/local/lib/python3.12/dist-packages/vllm/platforms/cuda.py"
+    f = tmp_path / "abs.patch"
+    old = BASE_FILES["vllm/platforms/cuda.py"]
+    f.write_text(_udiff(named, named, old, old.replace(" = 5\n", " = 6\n")))
+    r = run("import", f, "--json", cwd=led)
+    assert r.code == 0, r
+    assert json.loads(r.stdout)["inferred"] == {
+        "abs": "-p6 (vllm/platforms/cuda.py): the reading that fits the target's package"
+    }
+
+
+def test_two_readings_that_fit_are_a_question(run, led: Path, tmp_path: Path) -> None:
+    base = _base(tmp_path)
+    f = tmp_path / "cfg.patch"
+    vcfg = BASE_FILES["vllm/config.py"]
+    f.write_text(_udiff("a/config.py", "b/config.py", vcfg, vcfg.replace("v5", "w5")))  # both files exist
+    before = tree_digest(led)
+    r = run("import", f, "--target", "vllm", "--base-tree", base, cwd=led)
+    assert r.code == 2, r
+    assert "fit several readings: -p1 (config.py); -p1 under vllm/ (vllm/config.py)" in r.stderr, r.stderr
+    assert "--strip N" in r.stderr and "--root DIR" in r.stderr
+    assert tree_digest(led) == before
+    r = run("import", f, "--target", "vllm", "--base-tree", base, "--root", "vllm", cwd=led)
+    assert r.code == 0, r
+    tree = tmp_path / "tree"
+    shutil.copytree(base, tree)
+    assert run("apply", "--tree", tree, cwd=led).code == 0
+    assert "w5 = 5" in (tree / "vllm/config.py").read_text() and "w5" not in (tree / "config.py").read_text()

@@ -210,3 +210,45 @@ def test_edit_scripts_anchored_on_real_vllm_files_regenerate_on_the_next_release
     assert (
         "anchor_edit: the anchor 'from functools import partial\\n' occurs 0 times" in conflict["files"][0]["message"]
     )
+
+
+ROOT_STYLES = {  # id: (the real file, how the diff names it, the reading import must infer)
+    "git-style": ("vllm/v1/core/kv_cache_metrics.py", "a/{p}", None),
+    "p0": ("vllm/config/device.py", "{p}", "-p0"),
+    "abs-prefix": ("vllm/platforms/cuda.py", "a/usr/local/lib/python3.12/dist-packages/{p}", "-p6"),
+    "in-package": ("vllm/v1/attention/backends/flash_attn.py", "b/{rel}", "-p1 under vllm/"),
+}
+
+
+def test_each_diff_root_style_is_read_against_the_real_sdist(run, history, tmp_path: Path) -> None:
+    import difflib
+
+    c30 = history.resolve(V30)
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    assert run("target", "set", "vllm", "--base", V30, cwd=led).code == 0
+    want = {}
+    for pid, (path, spelling, reading) in ROOT_STYLES.items():
+        old = history.read_blob(c30, path)
+        new = _edited(old, path)
+        want[pid] = (path, old, new)
+        name = spelling.format(p=path, rel=path.removeprefix("vllm/"))
+        other = name.replace("a/", "b/", 1) if name.startswith("a/") else name
+        text = "".join(
+            difflib.unified_diff(old.decode().splitlines(True), new.decode().splitlines(True), name, other)
+        )
+        (tmp_path / f"{pid}.patch").write_text(text)
+        r = run("import", tmp_path / f"{pid}.patch", "--json", cwd=led)
+        assert r.code == 0, r
+        inferred = json.loads(r.stdout)["inferred"]
+        if reading is None:
+            assert inferred == {}, inferred  # the target's own reading fits: nothing to say
+        else:
+            assert inferred[pid].startswith(f"{reading} (vllm/") and "fits the base's files" in inferred[pid], inferred
+    ledger = load_ledger(led / "patches.toml")
+    for p in ledger.patches:
+        path, old, new = want[p.id]
+        strip = p.source.strip if p.source.strip is not None else 1
+        (fp,) = parse_patch(ledger.body_file(p).read_bytes(), strip)
+        assert fp.path == path and apply_file(old, fp).new == new, p.id

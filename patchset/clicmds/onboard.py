@@ -182,6 +182,19 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="--script: also mount the copy at PATH (for a script that hard-codes an install path).",
 )
 @click.option(
+    "--strip",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Read the diffs' file names with -pN (default: the reading that fits the base or the package).",
+)
+@click.option(
+    "--root",
+    default=None,
+    metavar="DIR",
+    help="The package directory the diffs' names start inside (b/v1/x.py for vllm/v1/x.py: --root vllm).",
+)
+@click.option(
     "--group",
     type=click.Choice(["file", "set"]),
     default="file",
@@ -202,6 +215,8 @@ def import_(
     manifest: Path | None,
     script: str | None,
     bind: str | None,
+    strip: int | None,
+    root: str | None,
     group: str,
     as_json: bool,
 ) -> int:
@@ -228,6 +243,8 @@ def import_(
 
     if overlay is not None and script is not None:
         raise errors.InputError("give one of --overlay DIR or --script CMD")
+    if (strip is not None or root is not None) and (overlay is not None or script is not None):
+        raise errors.InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
     if overlay is not None:
         if bind is not None:
             raise errors.InputError("--bind goes with --script")
@@ -238,9 +255,8 @@ def import_(
         return _import_script(c, script, patch_id, target, base, base_tree, bind, as_json)
     if bind is not None:
         raise errors.InputError("--bind goes with --script")
-    for name, value in (("--base", base), ("--base-tree", base_tree), ("--manifest", manifest)):
-        if value is not None:
-            raise errors.InputError(f"{name} goes with --overlay (or --script)")
+    if manifest is not None:
+        raise errors.InputError("--manifest goes with --overlay")
     if group != "file":
         raise errors.InputError("--group goes with --overlay")
     if not sources:
@@ -249,7 +265,8 @@ def import_(
             hint="pass patch files, a quilt directory or a build repository; or --overlay DIR",
         )
 
-    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and patch_id is None else None
+    plain = patch_id is None and base is None and base_tree is None and strip is None and root is None
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and plain else None
     if folders:
         rep = import_build(c.ledger_path, sources[0], folders)
         if as_json:
@@ -257,11 +274,15 @@ def import_(
         else:
             _print_build_import(rep)
         return 0
-    res = import_sources(c.ledger_path, list(sources), target, patch_id)
+    res = import_sources(
+        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, strip=strip, root=root
+    )
     if as_json:
         emit_json(res.to_json())
     else:
         out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        for pid, how in res.inferred.items():
+            out.line(f"{pid}: file names read as {how}", indent="  ")
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
     return 0
@@ -385,6 +406,8 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
         out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
     r = rep.result
     out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
+    for pid, how in r.inferred.items():
+        out.line(f"{pid}: file names read as {how}", indent="  ")
     for f, counts in rep.expected.items():
         per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
         out.line(f"expected hashes from {f}: {per}")

@@ -45,6 +45,7 @@ class ImportItem:
     name: str
     strip: int | None = None
     data: bytes | None = None  # the body when it is one mail of an mbox (else read from ``path``)
+    root: str = ""  # --root: the package directory the diff's names are relative to
 
 
 @record
@@ -56,9 +57,16 @@ class ImportResult:
     unchanged: list[str] = field(default_factory=list)
     expected: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # target -> files the imported bodies touch
+    inferred: dict[str, str] = field(default_factory=dict)  # patch id -> the reading of its names import chose
 
     def to_json(self) -> dict[str, object]:
-        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged, "expected": self.expected}
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "expected": self.expected,
+            "inferred": self.inferred,
+        }
 
 
 def patch_id_for(name: str) -> str:
@@ -330,13 +338,33 @@ def _choose_target(ledger: Ledger, target: str | None) -> str:
 
 
 def import_sources(
-    ledger_path: Path, sources: list[Path], target: str | None = None, patch_id: str | None = None
+    ledger_path: Path,
+    sources: list[Path],
+    target: str | None = None,
+    patch_id: str | None = None,
+    *,
+    base: str | None = None,
+    base_tree: Path | None = None,
+    strip: int | None = None,
+    root: str | None = None,
 ) -> ImportResult:
     """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
-    one patch imported (instead of the one its file name gives)."""
+    one patch imported (instead of the one its file name gives). Each body's file names are read
+    the way that fits the base (``base``/``base_tree``, else the target's recorded base when it is
+    at hand, else its package: ``diffroot``) unless ``strip``/``root`` (or a series' ``-pN``) say."""
     ledger = ledger_mod.load_ledger(ledger_path)
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
+    if strip is not None and strip < 0:
+        raise InputError(f"--strip {strip}: a number of leading components (0, 1, ...)")
+    if root is not None:
+        root = check_relative(root, what="--root").rstrip("/") + "/"
+    for item in items:
+        if strip is not None:
+            item.strip = strip
+        if root is not None:
+            item.root = root
+    base_files = known_base_files(ledger, ledger.targets[tname], base, base_tree)
     result = ImportResult()
     if patch_id is not None:
         if not ID_RE.match(patch_id):
@@ -353,7 +381,7 @@ def import_sources(
     else:
         ids = unique_ids(items)
     with ledger_mod.edit(ledger_path) as e:
-        _import_items(e, ledger.targets[tname], items, result, ids)
+        _import_items(e, ledger.targets[tname], items, result, ids, base_files)
         tgt = ledger.targets[tname]
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
             hashes = {tgt.lock_key(k): v for k, v in _expected(ef).items()}
@@ -404,8 +432,74 @@ def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
             )
 
 
+def known_base_files(
+    ledger: Ledger, target: Target, base: str | None = None, base_tree: Path | None = None
+) -> set[str] | None:
+    """The base's file list for reading diff names: the base given, else the target's recorded base
+    when it is at hand without a download (a directory, a local clone, a release already in the
+    history); None otherwise (the target's package directories are used then)."""
+    from patchset.upstream.stock import open_stock
+
+    if base is None and base_tree is None and (not target.base or not _base_at_hand(ledger, target)):
+        return None
+    with open_stock(ledger.root, target, base, base_tree) as stock:
+        return set(stock.files())
+
+
+def _base_at_hand(ledger: Ledger, target: Target) -> bool:
+    from packaging.utils import canonicalize_name
+
+    from patchset.upstream import cache
+    from patchset.upstream.bases import local_repo, version_like
+    from patchset.upstream.releases import is_spec_like, parse_spec
+
+    ref = target.base
+    if any(p.is_dir() for p in (Path(ref).expanduser(), ledger.root / ref)) or local_repo(target.upstream or "-"):
+        return True
+    if is_spec_like(ref):
+        spec = parse_spec(ref)
+    elif version_like(ref) and target.package:
+        spec = parse_spec(f"{target.package}=={version_like(ref)}")
+    else:
+        return False
+    from patchset.upstream.history import ReleaseHistory
+
+    git_dir = cache.history_dir() / f"{canonicalize_name(spec.project)}.git"
+    return (git_dir / "HEAD").is_file() and ReleaseHistory(git_dir).rev(f"refs/tags/{spec.tag}") is not None
+
+
+def _read_names(
+    item: ImportItem, body: bytes, target: Target, base_files: set[str] | None, pid: str, result: ImportResult
+) -> bytes:
+    """Settle how ``body``'s file names are read (``diffroot``): ``item.strip``/``item.root`` as given,
+    else the one reading that fits; the body re-rooted when a root goes in front of its names."""
+    from patchset.commands.diffroot import infer, reroot
+
+    if item.strip is None and not item.root:
+        chosen, fits = infer(body, target, target.strip, base_files)
+        if chosen is None and len(fits) > 1 and base_files is not None:
+            raise InputError(
+                "its file names fit several readings: " + "; ".join(r.describe() for r in fits),
+                where=Location(item.path),
+                hint="say which with --strip N (and --root DIR when the names start inside the package); "
+                "nothing was imported",
+            )
+        if chosen is not None:
+            item.strip, item.root = chosen.strip, chosen.root
+            against = "the base's files" if base_files is not None else "the target's package"
+            result.inferred[pid] = f"{chosen.describe()}: the reading that fits {against}"
+    if item.root:
+        body = reroot(body, item.strip if item.strip is not None else target.strip, item.root)
+    return body
+
+
 def _import_items(
-    e: ledger_mod.Edit, target: Target, items: list[ImportItem], result: ImportResult, ids: list[str] | None = None
+    e: ledger_mod.Edit,
+    target: Target,
+    items: list[ImportItem],
+    result: ImportResult,
+    ids: list[str] | None = None,
+    base_files: set[str] | None = None,
 ) -> None:
     """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated);
     ``ids`` default to ``unique_ids(items)``."""
@@ -413,6 +507,7 @@ def _import_items(
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
         body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
+        body = _read_names(item, body, target, base_files, pid, result)
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{item.name}"
         digest = sha256_bytes(body)
@@ -433,6 +528,11 @@ def _import_items(
                 _refuse_collision(e, target, item, pid, existing.get("body"))
             if "body" not in existing and item.name != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
+            if pid in result.inferred or item.root:  # a new reading of its names replaces the old one
+                if item.strip is not None and item.strip != target.strip:
+                    e.set_path(existing, "source.strip", item.strip)
+                if item.root:
+                    e.set_path(existing, "source.root", item.root)
             result.updated.append(pid)
         else:
             _refuse_shared_body(e, item, rel)
@@ -454,12 +554,15 @@ def _import_items(
                 e.set_path(table, f"dep3.{name}", value)
             if item.strip is not None and item.strip != target.strip:
                 e.set_path(table, "source.strip", item.strip)
+            if item.root:
+                e.set_path(table, "source.root", item.root)
             if meta.upstream_status:
                 table.add("notes", f"Upstream-Status: {meta.upstream_status}")
             result.added.append(pid)
         e.write_file(rel, body)
         e.lock.bodies[pid] = digest
-        result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, item.strip or target.strip))
+        level = item.strip if item.strip is not None else target.strip
+        result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, level))
 
 
 # ---- a build repository: per-target patch folders and an EXPECTED.sha256 ---------------------------
@@ -561,7 +664,8 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 targets[name] = ledger_mod.target_from(name, values)
         for name, folder in folders.items():
             items, _ = collect([folder])
-            _import_items(e, targets[name], items, rep.result)
+            base_files = known_base_files(ledger, targets[name]) if targets[name].base else None
+            _import_items(e, targets[name], items, rep.result, None, base_files)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
         keys = patched_keys(targets, rep.result.files)
         for ef, only in _expected_files(src, folders):
