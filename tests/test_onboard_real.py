@@ -235,9 +235,7 @@ def test_each_diff_root_style_is_read_against_the_real_sdist(run, history, tmp_p
         want[pid] = (path, old, new)
         name = spelling.format(p=path, rel=path.removeprefix("vllm/"))
         other = name.replace("a/", "b/", 1) if name.startswith("a/") else name
-        text = "".join(
-            difflib.unified_diff(old.decode().splitlines(True), new.decode().splitlines(True), name, other)
-        )
+        text = "".join(difflib.unified_diff(old.decode().splitlines(True), new.decode().splitlines(True), name, other))
         (tmp_path / f"{pid}.patch").write_text(text)
         r = run("import", tmp_path / f"{pid}.patch", "--json", cwd=led)
         assert r.code == 0, r
