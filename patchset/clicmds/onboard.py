@@ -195,6 +195,21 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="The package directory the diffs' names start inside (b/v1/x.py for vllm/v1/x.py: --root vllm).",
 )
 @click.option(
+    "--pr",
+    "prs",
+    multiple=True,
+    metavar="N|OWNER/REPO#N|URL|FILE",
+    help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
+)
+@click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
+@click.option(
+    "--upstream",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="--revert: a local clone holding the commit (default: the target's, else its release history).",
+)
+@click.option(
     "--group",
     type=click.Choice(["file", "set"]),
     default="file",
@@ -217,6 +232,9 @@ def import_(
     bind: str | None,
     strip: int | None,
     root: str | None,
+    prs: tuple[str, ...],
+    revert: str | None,
+    upstream: Path | None,
     group: str,
     as_json: bool,
 ) -> int:
@@ -237,12 +255,23 @@ def import_(
     --script 'CMD … {root}/…' --id ID --target T --base SPEC: an anchored edit script run on a
     private copy of the base ({root}; {ledger} is the ledger directory); the files it changes
     become the body, the command is kept in [patch.generate] and run again by rebase.
+
+    \b
+    --pr N [--pr M …] (or --pr FILE): upstream PRs, recorded as not fetched (`patchset fetch`
+    pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
     from patchset import errors
     from patchset.commands.importer import build_folders, import_build, import_sources
 
-    if overlay is not None and script is not None:
-        raise errors.InputError("give one of --overlay DIR or --script CMD")
+    modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
+    if len(modes) > 1:
+        raise errors.InputError(f"give one of {', '.join(modes)} per import")
+    if upstream is not None and revert is None:
+        raise errors.InputError("--upstream goes with --revert")
+    if prs or revert:
+        if sources or patch_id or base or base_tree or manifest or bind or strip is not None or root:
+            raise errors.InputError(f"{modes[0]} takes only --target (and --upstream for --revert)")
+        return _import_upstream(c, prs, revert, upstream, target, as_json)
     if (strip is not None or root is not None) and (overlay is not None or script is not None):
         raise errors.InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
     if overlay is not None:
@@ -317,6 +346,34 @@ def _import_overlay(
         emit_json(rep.to_json())
         return 0
     _print_overlay_import(rep)
+    return 0
+
+
+def _import_upstream(
+    c: Ctx, prs: tuple[str, ...], revert: str | None, upstream: Path | None, target: str | None, as_json: bool
+) -> int:
+    from patchset.commands.upstream_import import import_prs, import_revert
+
+    if revert is not None:
+        rep = import_revert(c.ledger_path, revert, target, upstream)
+        if as_json:
+            emit_json(rep)
+        else:
+            out.line(
+                f"{rep['id']} ({rep['target']}, {rep['outcome']}): the reverse of {rep['commit'][:12]} {rep['subject']}"
+            )
+            for f in rep["files"]:
+                out.line(f"changes {f}", indent="  ")
+        return 0
+    res = import_prs(c.ledger_path, list(prs), target)
+    if as_json:
+        emit_json(res)
+    else:
+        out.line(f"target {res['target']}: added {len(res['added'])}, unchanged {len(res['unchanged'])}")
+        for pid in res["not_fetched"]:
+            out.line(f"{pid}: recorded, not fetched yet", indent="  ")
+        if res["not_fetched"]:
+            out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
     return 0
 
 
