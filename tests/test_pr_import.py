@@ -47,7 +47,10 @@ def test_a_pr_list_becomes_entries_that_fetch_pins(run, led: Path, tmp_path: Pat
     p = ledger.get("pr-101")
     assert (p.origin, p.upstream.prs, p.source.kind, p.source.ref) == ("upstream", [f"{REPO}#101"], "pr", f"{REPO}#101")
     r = run("list", "--json", cwd=led)
-    assert {row["id"]: row["body"] for row in json.loads(r.stdout)} == {"pr-101": "not imported", "pr-102": "not imported"}
+    assert {row["id"]: row["body"] for row in json.loads(r.stdout)} == {
+        "pr-101": "not imported",
+        "pr-102": "not imported",
+    }
     # offline: recorded as not fetched, nothing written
     before = tree_digest(led)
     r = run("fetch", "--all", "--offline", "--json", cwd=led)
@@ -83,7 +86,9 @@ def test_a_bad_pr_is_refused(run, led: Path, value: str, said: str) -> None:
 
 
 def test_a_revert_is_the_reverse_of_the_upstream_commit(run, led: Path, tmp_path: Path, world: World) -> None:
-    r = run("import", "--revert", world.commit_sha[:10], "--upstream", world.root, "--target", "demo", "--json", cwd=led)
+    r = run(
+        "import", "--revert", world.commit_sha[:10], "--upstream", world.root, "--target", "demo", "--json", cwd=led
+    )
     assert r.code == 0, r
     rep = json.loads(r.stdout)
     pid = rep["id"]

@@ -32,7 +32,9 @@ from patchset.upstream.repo import GitRepo
 MAX_PRS = 1000
 _PULL = re.compile(r"(?:github\.com/(?P<repo>[\w.-]+/[\w.-]+)/)?\bpull/(?P<n>\d{1,7})\b")
 _TOKEN = re.compile(r"(?<![\w/.#-])(?:(?P<repo>[\w.-]+/[\w.-]+)#|#)(?P<n>\d{1,7})(?![\w.])")
-_NUMBER_LIST = re.compile(r"^\s*(?:(?:[A-Za-z]+\s+)?[A-Za-z_]\w*=)?[\s\"'(),;]*\d{1,7}(?:[\s\"'(),;]+\d{1,7})*[\s\"'(),;]*$")
+_NUMBER_LIST = re.compile(
+    r"^\s*(?:(?:[A-Za-z]+\s+)?[A-Za-z_]\w*=)?[\s\"'(),;]*\d{1,7}(?:[\s\"'(),;]+\d{1,7})*[\s\"'(),;]*$"
+)
 _SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
 
 
