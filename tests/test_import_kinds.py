@@ -170,7 +170,9 @@ def test_import_works_out_the_diff_root_against_the_base(run, led: Path, tmp_pat
     r = run("import", f, "--target", "vllm", "--base-tree", base, cwd=led)
     assert r.code == 0, r
     assert f"{style}: file names read as -p{strip}" in r.stdout and "fits the base's files" in r.stdout, r.stdout
-    p = load_ledger(led / "patches.toml").get(style)
+    ledger = load_ledger(led / "patches.toml")
+    assert ledger.targets["vllm"].base == str(base.resolve())  # --base-tree recorded: the target had none
+    p = ledger.get(style)
     assert p.source.strip == (strip if strip != 1 else None) and p.source.root == root
     tree = tmp_path / "tree"
     shutil.copytree(base, tree)

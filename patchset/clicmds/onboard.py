@@ -312,6 +312,8 @@ def import_(
         out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
         for pid, how in res.inferred.items():
             out.line(f"{pid}: file names read as {how}", indent="  ")
+        if res.recorded_base:
+            out.line(f"target base recorded: {res.recorded_base}", indent="  ")
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
     return 0

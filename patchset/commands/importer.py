@@ -58,6 +58,7 @@ class ImportResult:
     expected: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # target -> files the imported bodies touch
     inferred: dict[str, str] = field(default_factory=dict)  # patch id -> the reading of its names import chose
+    recorded_base: str = ""  # --base recorded as the target's base (it had none)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -66,6 +67,7 @@ class ImportResult:
             "unchanged": self.unchanged,
             "expected": self.expected,
             "inferred": self.inferred,
+            "recorded_base": self.recorded_base,
         }
 
 
@@ -364,7 +366,7 @@ def import_sources(
             item.strip = strip
         if root is not None:
             item.root = root
-    base_files = known_base_files(ledger, ledger.targets[tname], base, base_tree)
+    base_files, label = known_base_files(ledger, ledger.targets[tname], base, base_tree)
     result = ImportResult()
     if patch_id is not None:
         if not ID_RE.match(patch_id):
@@ -383,6 +385,8 @@ def import_sources(
     with ledger_mod.edit(ledger_path) as e:
         _import_items(e, ledger.targets[tname], items, result, ids, base_files)
         tgt = ledger.targets[tname]
+        if (base is not None or base_tree is not None) and not tgt.base and label:
+            e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
             hashes = {tgt.lock_key(k): v for k, v in _expected(ef).items()}
             tl = e.lock.target(tname)
@@ -434,16 +438,16 @@ def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
 
 def known_base_files(
     ledger: Ledger, target: Target, base: str | None = None, base_tree: Path | None = None
-) -> set[str] | None:
-    """The base's file list for reading diff names: the base given, else the target's recorded base
-    when it is at hand without a download (a directory, a local clone, a release already in the
-    history); None otherwise (the target's package directories are used then)."""
+) -> tuple[set[str] | None, str]:
+    """(the base's file list, its label) for reading diff names: the base given, else the target's
+    recorded base when it is at hand without a download (a directory, a local clone, a release
+    already in the history); ``(None, "")`` otherwise (the target's package directories are used)."""
     from patchset.upstream.stock import open_stock
 
     if base is None and base_tree is None and (not target.base or not _base_at_hand(ledger, target)):
-        return None
+        return None, ""
     with open_stock(ledger.root, target, base, base_tree) as stock:
-        return set(stock.files())
+        return set(stock.files()), stock.label
 
 
 def _base_at_hand(ledger: Ledger, target: Target) -> bool:
@@ -664,7 +668,7 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 targets[name] = ledger_mod.target_from(name, values)
         for name, folder in folders.items():
             items, _ = collect([folder])
-            base_files = known_base_files(ledger, targets[name]) if targets[name].base else None
+            base_files = known_base_files(ledger, targets[name])[0] if targets[name].base else None
             _import_items(e, targets[name], items, rep.result, None, base_files)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
         keys = patched_keys(targets, rep.result.files)
