@@ -191,3 +191,13 @@ def test_run_generate_refuses_an_empty_command(tmp_path: Path) -> None:
     ws = Workspace(lambda d: d.mkdir(), lambda k: None, Target("x"))
     with ws, pytest.raises(InputError, match="empty"):
         run_generate(Generate(command=[]), tmp_path, ws)
+
+
+def test_a_file_name_with_a_newline_is_refused(run, tmp_path: Path) -> None:
+    base, script, led = _world(tmp_path)
+    script.write_text("import sys\nopen(sys.argv[1] + '/vllm/x\\ny.py', 'w').write('x')\n")
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    before = tree_digest(led)
+    r = _import(run, led, script, base, cmd=f"python3 {script} {{root}}")
+    assert r.code == 2 and "control character" in r.stderr, r
+    assert tree_digest(led) == before

@@ -283,3 +283,14 @@ def test_rebase_carries_overlays_as_patches_keeping_upstream_changes(run, tmp_pa
     r = run("apply", "--tree", tree, cwd=led)
     assert r.code == 0, r
     assert (tree / "vllm/config/cache.py").read_bytes() == merged
+
+
+def test_an_overlay_file_name_with_a_control_character_is_skipped(run, tmp_path: Path) -> None:
+    base, kit, led, _ = _world(tmp_path)
+    (kit / "vllm" / "bad\nname.py").write_text("x = 1\n")
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", "--overlay", kit, "--target", "vllm", "--base-tree", base, "--json", cwd=led)
+    assert r.code == 0, r
+    skipped = {s["file"]: s["reason"] for s in json.loads(r.stdout)["skipped"]}
+    assert "control character" in skipped["vllm/bad\\nname.py"]
+    assert not [f for p in load_ledger(led / "patches.toml").patches for f in p.files if "bad" in f]

@@ -119,6 +119,11 @@ def _walk(root: Path, skip: set[Path]) -> tuple[list[tuple[str, Path]], list[dic
             rel = full.relative_to(root).as_posix()
             if name.endswith((".pyc", ".pyo")) or name.startswith(".") or full in skip:
                 continue
+            try:
+                check_relative(rel, what=f"overlay file {rel!r}")
+            except UnsafePathError as exc:
+                skipped.append({"file": rel.encode("unicode_escape").decode(), "reason": f"{exc.message}: refused"})
+                continue
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
                 skipped.append({"file": rel, "reason": "a symbolic link: an overlay carries files"})

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from patchset.errors import EnvironmentFailure, InputError
+from patchset.confine import check_relative
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import Generate, Target
 from patchset.rebase.regen import FileChange
 from patchset.text import safe
@@ -337,6 +338,12 @@ def _diff(
                 hint="write the file's content instead of a link",
             )
         posix = rel.replace(os.sep, "/")
+        try:
+            check_relative(posix, what="a file the generate command left below {root}")
+        except UnsafePathError as exc:
+            raise InputError(
+                exc.message, hint="a patch carries files with plain names; rename it in the script"
+            ) from None
         key = target.lock_key(posix) if layout == "installed" else posix
         was = before(key)
         now = (root / rel).read_bytes() if new is not None else None
