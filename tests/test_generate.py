@@ -201,3 +201,44 @@ def test_a_file_name_with_a_newline_is_refused(run, tmp_path: Path) -> None:
     r = _import(run, led, script, base, cmd=f"python3 {script} {{root}}")
     assert r.code == 2 and "control character" in r.stderr, r
     assert tree_digest(led) == before
+
+
+FOLLOW = """\
+import sys
+from pathlib import Path
+
+for name in ("cuda.py", "cuda_new.py"):  # wherever the anchor lives now
+    p = Path(sys.argv[1]) / "vllm/platforms" / name
+    text = p.read_text()
+    if "CAP = (9, 10)" in text:
+        p.write_text(text.replace("CAP = (9, 10)", "CAP = (9, 10, 12)"))
+        break
+else:
+    sys.exit("anchor not found")
+"""
+
+
+def test_a_regenerated_patch_may_change_a_file_the_old_body_did_not(run, tmp_path: Path) -> None:
+    """Upstream moved the anchored line to another file that both bases have: the script follows
+    it, and the refreshed body changes that file as the new base has it (not as a new file)."""
+    base, script, led = _world(tmp_path)
+    (base / "vllm/platforms/cuda_new.py").write_text("# new home\n" + "".join(f"n{i} = {i}\n" for i in range(10)))
+    script.write_text(FOLLOW)
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    assert _import(run, led, script, base, cmd=f"python3 {script} {{root}}").code == 0
+    new = tmp_path / "new"
+    shutil.copytree(base, new)
+    (new / "vllm/platforms/cuda.py").write_text(CUDA.replace("CAP = (9, 10)\n", ""))
+    (new / "vllm/platforms/cuda_new.py").write_text(
+        (base / "vllm/platforms/cuda_new.py").read_text() + "CAP = (9, 10)\n"
+    )
+    r = run("rebase", "--onto", new, "--json", cwd=led)
+    assert r.code == 0, r
+    (p,) = json.loads(r.stdout)["patches"]
+    assert (p["verdict"], p["how"]) == ("carried", "refreshed"), p
+    tree = tmp_path / "tree"
+    shutil.copytree(new, tree)
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    assert (tree / "vllm/platforms/cuda_new.py").read_text().endswith("# new home\n"[:0] + "CAP = (9, 10, 12)\n")
+    assert (tree / "vllm/platforms/cuda_new.py").read_text().startswith("# new home\n")

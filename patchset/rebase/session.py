@@ -360,6 +360,27 @@ def _new_base_maker(s: _Session) -> Callable[[Path], None]:
     return lambda dest: materialise_commit(b.repo.git_dir, b.new, dest)
 
 
+def _new_base_reader(s: _Session) -> Callable[[str], bytes | None]:
+    """A file of the new base by its (source-layout) path: from the directory itself for a
+    plain-directory base (its history holds only the series' files), else from the commit."""
+    b = s.bases
+    if b.kind != "dirs":
+        return lambda key: s.new_base.get(key)[0]
+    from patchset.confine import confine
+    from patchset.errors import UnsafePathError
+
+    root = Path(b.location["new"])
+
+    def read(key: str) -> bytes | None:  # the directory is in the patches' layout, as the rebase reads it
+        try:
+            f = confine(root, key, what=f"file {key!r} of the new base")
+        except UnsafePathError:
+            return None
+        return f.read_bytes() if f.is_file() and not f.is_symlink() else None
+
+    return read
+
+
 def _regenerate(s: _Session, patch: Patch, rep: PatchReplay, res: PatchResult) -> PatchReplay:
     """Run a generated patch's command on the new world: the same diff is carried, another one
     refreshes the body (its range-diff in the report), a failing command is a conflict with the
@@ -370,7 +391,7 @@ def _regenerate(s: _Session, patch: Patch, rep: PatchReplay, res: PatchResult) -
     assert patch.generate is not None
     label = s.label
     if s.workspace is None:
-        s.workspace = Workspace(_new_base_maker(s), lambda key: s.new_base.get(key)[0], s.target)
+        s.workspace = Workspace(_new_base_maker(s), _new_base_reader(s), s.target)
     s.workspace.set_world(dict(s.new.changes))
     try:
         gen = run_generate(patch.generate, s.root, s.workspace, label=label)
