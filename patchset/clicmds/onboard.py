@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option, upstream_option
 
 
 @click.command()
@@ -152,8 +152,8 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
 @click.option(
     "--base",
     default=None,
-    metavar="SPEC",
-    help="The base overlays and scripts are read against (vllm==0.30.0); recorded when the target has none.",
+    metavar="REF",
+    help="The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none.",
 )
 @click.option(
     "--base-tree",
@@ -202,13 +202,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
 )
 @click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
-@click.option(
-    "--upstream",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="DIR",
-    help="--revert: a local clone holding the commit (default: the target's, else its release history).",
-)
+@upstream_option("--revert: the target's upstream when it is a local clone, else its release history")
 @click.option(
     "--group",
     type=click.Choice(["file", "set"]),
@@ -234,7 +228,7 @@ def import_(
     root: str | None,
     prs: tuple[str, ...],
     revert: str | None,
-    upstream: Path | None,
+    upstream: str | None,
     group: str,
     as_json: bool,
 ) -> int:
@@ -352,12 +346,14 @@ def _import_overlay(
 
 
 def _import_upstream(
-    c: Ctx, prs: tuple[str, ...], revert: str | None, upstream: Path | None, target: str | None, as_json: bool
+    c: Ctx, prs: tuple[str, ...], revert: str | None, upstream: str | None, target: str | None, as_json: bool
 ) -> int:
+    from patchset.clicmds.rebasing import upstream_clone
     from patchset.commands.upstream_import import import_prs, import_revert
 
     if revert is not None:
-        rep = import_revert(c.ledger_path, revert, target, upstream)
+        clone = upstream_clone(upstream, revert) if upstream is not None else None
+        rep = import_revert(c.ledger_path, revert, target, Path(clone) if clone is not None else None)
         if as_json:
             emit_json(rep)
         else:
