@@ -15,10 +15,20 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from patchset import atomic
-from patchset.ci.report import ERROR, UNCHANGED, GateReport, describe_commit, headline, longctx_rows
-from patchset.outdir import is_own, prepare_output_dir
-from patchset.text import md_cell
+from patchset import atomic, outdir
+from patchset.ci.report import (
+    ERROR,
+    GREEN,
+    RED,
+    UNCHANGED,
+    GateReport,
+    describe_commit,
+    headline,
+    longctx_rows,
+    newest_safe_line,
+    report_from_json,
+)
+from patchset.text import html_inline, markdown_block, markdown_cell, markdown_code, xml_text
 
 SUITE = "patchset-gate"
 
@@ -27,26 +37,74 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write_text(path, json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
 
 
-_md = md_cell
+_md = markdown_cell
+_code = markdown_code
+
+
+def _cell_code(text: object) -> str:
+    return markdown_code(text, cell=True)
+
+
+MAX_REPORT = 64 << 20  # bytes of an earlier report.json read back
 
 
 def markdown(r: GateReport) -> str:
+    """``report.md``. Every value (commit subjects, paths, ids, messages, test output) is data:
+    it goes through ``patchset.text``'s Markdown sanitisers, so none adds a cell, a row, HTML,
+    a link, or breaks out of its code span or block. An unchanged run: its headline over the
+    report of the verdict that stands."""
+    if r.status == UNCHANGED and r.verdict_report:
+        return _unchanged_markdown(r)
+    return _markdown(r)
+
+
+def _unchanged_markdown(r: GateReport) -> str:
+    """The headline of an unchanged run, then the report of the verdict that stands (whose
+    junit.xml, series.patch and logs/ are kept beside it)."""
+    try:
+        then = _markdown(report_from_json(r.verdict_report))
+    except (TypeError, KeyError, AttributeError, ValueError):
+        then = ""
+    out = [
+        f"# {_md(headline(r))}",
+        "",
+        "The verdict below stands: `junit.xml`, `series.patch` and `logs/` are that run's.",
+        "",
+    ]
+    if then:
+        out += ["---", "", "#" + then]  # its headline one level down
+    return "\n".join(out)
+
+
+def _markdown(r: GateReport) -> str:
     out = [f"# {_md(headline(r))}", ""]
     up = r.upstream
     out += [
-        f"- upstream: {up.get('kind', '?')} `{_md(up.get('location', ''))}`",
-        f"- judged: `{_md(r.onto or r.asked)}`" + (f" at `{r.commit}`" if r.commit else ""),
-        f"- series base: `{_md(r.base)}`" + (f" (`{r.base_commit[:12]}`)" if r.base_commit else ""),
+        f"- upstream: {_md(up.get('kind', '?'))} {_code(up.get('location', ''))}",
+        f"- judged: {_code(r.onto or r.asked)}" + (f" at {_code(r.commit)}" if r.commit else ""),
+        f"- series base: {_code(r.base)}" + (f" ({_code(r.base_commit[:12])})" if r.base_commit else ""),
     ]
     if r.previous:
         out.append(
-            f"- previous run: {r.previous.get('verdict')} at `{_md(r.previous.get('judged_label', ''))}`; "
-            f"last clean replay `{_md(r.previous.get('last_clean_label', '') or '-')}`"
+            f"- previous run: {_md(r.previous.get('verdict'))} at {_code(r.previous.get('judged_label', ''))}; "
+            f"last clean replay {_code(r.previous.get('last_clean_label', '') or '-')}"
         )
-    out.append(f"- exit code: {r.exit_code} ({r.status})")
+    out.append(f"- exit code: {r.exit_code} ({_md(r.status)})")
+    if r.judged_at:
+        out.append(f"- run: {_md(r.judged_at)}")
+    if r.image.get("image") and r.image.get("image") != r.image.get("base_image"):
+        out.append(
+            f"- image: {_code(r.image['image'])} (base_image {_code(r.image.get('base_image', ''))} names the base)"
+        )
+    elif r.image.get("why"):
+        out.append(f"- image: {_md(r.image['why'])}")
     out.append("")
+    if r.newest_safe:
+        out += ["## Newest safe upstream", "", _md(newest_safe_line(r.newest_safe, command=False)), ""]
+        if r.newest_safe.get("command"):
+            out += [markdown_block(r.newest_safe["command"]), ""]
     for kind, b in r.build.items():
-        out.append(f"- build {kind}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
+        out.append(f"- build {_md(kind)}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
     reasons = r.reasons()
     if reasons:
         out += ["## Regressions", ""] + [f"- {_md(x)}" for x in reasons] + [""]
@@ -58,40 +116,46 @@ def markdown(r: GateReport) -> str:
         for i, p in enumerate(patches, 1):
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
-            out.append(f"| {i} | `{p['id']}` | {verdict} | {_md(fb)} |")
+            out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
         out.append("")
         for p in patches:
             if p["verdict"] != "conflict":
                 continue
-            out.append(f"### `{p['id']}` conflicts")
+            out.append(f"### {_code(p['id'])} conflicts")
             for f in p["files"]:
                 if f["how"] not in ("conflict", "broken"):
                     continue
-                out.append(f"- `{f['path']}`: {_md(f.get('message') or f['how'])}")
+                out.append(f"- {_code(f['path'])}: {_md(f.get('message') or f['how'])}")
                 for h in f.get("hunks", []):
                     subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
                     blamed = _md(subjects) or "(no upstream commit blamed)"
-                    out.append(f"  - hunk #{h['index']} near line {h['line']}: upstream {blamed}")
+                    out.append(f"  - hunk #{_md(h['index'])} near line {_md(h['line'])}: upstream {blamed}")
             bad = r.first_bad.get(p["id"])
             if bad and bad.get("commit"):
                 out.append(
                     f"- first bad upstream commit: {_md(describe_commit(bad['commit']))}; last good "
-                    f"`{bad['last_good'][:12]}` ({bad['range_size']} commits searched, {bad['probes']} replays)"
+                    f"{_code(bad['last_good'][:12])} ({_md(bad['range_size'])} commits searched, "
+                    f"{_md(bad['probes'])} replays)"
                 )
             out.append("")
     if r.apply:
-        out += ["## Apply to a fresh tree", "", f"{r.apply.get('outcome')}: {_md(r.apply.get('message', ''))}", ""]
+        out += [
+            "## Apply to a fresh tree",
+            "",
+            f"{_md(r.apply.get('outcome'))}: {_md(r.apply.get('message', ''))}",
+            "",
+        ]
         if r.apply.get("mismatched"):
-            out += [f"- lock mismatch: `{m}`" for m in r.apply["mismatched"]] + [""]
+            out += [f"- lock mismatch: {_code(m)}" for m in r.apply["mismatched"]] + [""]
     if r.tests or r.tags:
-        out += [f"## Tests (tags: {', '.join(r.tags) or 'none'})", ""]
+        out += [f"## Tests (tags: {_md(', '.join(r.tags) or 'none')})", ""]
         if not r.tests:
             out += ["No test of the series carries these tags.", ""]
         else:
             out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
             out += [
-                f"| `{t['patch']}` | {_md(t['name'])} | {t.get('kind', 'command')} | {t['status']} "
-                f"| {t.get('class', '')} | {t['seconds']} |"
+                f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
+                f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
                 for t in r.tests
             ]
             out.append("")
@@ -104,41 +168,55 @@ def markdown(r: GateReport) -> str:
                     "|---|---|---|---|---|---|---|",
                 ]
                 out += [
-                    f"| `{x['patch']}` | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
-                    f"{_md(x['without'])} | {x['class']} | {_md(x['logs'])} |"
+                    f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+                    f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
                     for x in lc
                 ]
                 out.append("")
             for t in r.failed_tests:
                 out += [
-                    f"<details><summary>{_md(t['patch'])}/{_md(t['name'])}: {t['status']}</summary>",
+                    # raw HTML: Markdown's escapes do not apply inside it, HTML's do
+                    f"<details><summary>{html_inline(t['patch'])}/{html_inline(t['name'])}: "
+                    f"{html_inline(t['status'])}</summary>",
                     "",
-                    "```",
-                    t.get("tail", ""),
-                    "```",
+                    markdown_block(t.get("tail", "")),
                     "",
                     "</details>",
                     "",
                 ]
     st = r.upstream_status
     if st.get("actions"):
-        out += ["## Upstream status", "", f"Mode `{st.get('mode')}`; data: {_md(st.get('data_age', ''))}.", ""]
-        out += [f"- `{a['id']}`: {a['action']}: {_md(a['text'])}" for a in st["actions"]]
+        out += ["## Upstream status", "", f"Mode {_code(st.get('mode'))}; data: {_md(st.get('data_age', ''))}.", ""]
+        out += [f"- {_code(a['id'])}: {_md(a['action'])}: {_md(a['text'])}" for a in st["actions"]]
         out.append("")
     if r.series_patch.get("files"):
+        path = r.series_patch["path"]
         out += [
             "## Refreshed series",
             "",
-            f"`{r.series_patch['path']}` changes {len(r.series_patch['files'])} files "
-            f"(`git apply {r.series_patch['path']}` at the top of the repository):",
+            f"{_code(path)} changes {len(r.series_patch['files'])} files "
+            f"({_code(f'git apply {path}')} at the top of the repository):",
             "",
         ]
-        out += [f"- `{f}`" for f in r.series_patch["files"]] + [""]
+        out += [f"- {_code(f)}" for f in r.series_patch["files"]] + [""]
     if r.warnings:
         out += ["## Warnings", ""] + [f"- {_md(w)}" for w in r.warnings] + [""]
-    timing = ", ".join(f"{k} {v:.2f} s" for k, v in r.timings.items())
+    timing = ", ".join(f"{_md(k)} {v:.2f} s" for k, v in r.timings.items())
     out += [f"Took {r.seconds:.2f} s ({timing})." if timing else f"Took {r.seconds:.2f} s.", ""]
     return "\n".join(out)
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Every text, tail, attribute name and value of the tree made valid XML 1.0 character data
+    (``patchset.text.xml_text``): a commit subject or a test's output with ESC or BEL in it
+    must not make ``junit.xml`` unreadable."""
+    for el in root.iter():
+        if el.text:
+            el.text = xml_text(el.text)
+        if el.tail:
+            el.tail = xml_text(el.tail)
+        if el.attrib:
+            el.attrib = {xml_text(k): xml_text(v) for k, v in el.attrib.items()}
 
 
 def junit(r: GateReport) -> bytes:
@@ -196,11 +274,13 @@ def junit(r: GateReport) -> bytes:
     suite.set("time", f"{r.seconds:.3f}")
     root = ET.Element("testsuites")
     root.append(suite)
+    _xml_safe(root)
     ET.indent(root)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
 
 
-OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "overlay")  # dist/, overlay/: --build
+# dist/, image/: --build (overlay/: where the image context went before it was image/)
+OWN = ("report.json", "report.md", "junit.xml", "series.patch", "logs", "dist", "image", "overlay")
 
 
 def prepare(directory: Path) -> Path:
@@ -208,15 +288,43 @@ def prepare(directory: Path) -> Path:
     marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
     this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
     left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
-    prepare_output_dir(directory, what="--artifacts")
+    outdir.prepare(directory, option="--artifacts", command="gate")
     clear(directory)
     return directory
+
+
+def claim(directory: Path) -> Path:
+    """``directory`` checked and marked as the gate's (``outdir.prepare``), nothing removed yet:
+    a run that finds upstream unchanged keeps the last verdict's files (``kept_verdict``)."""
+    outdir.prepare(directory, option="--artifacts", command="gate")
+    return directory
+
+
+def kept_verdict(directory: Path, judged: str, judged_at: str) -> dict[str, Any] | None:
+    """The report of the run that recorded the judgement (``judged`` at ``judged_at``) when its
+    artifacts are still in ``directory``: its ``report.json`` (or the one an unchanged run kept
+    inside its own). None when they are another run's, absent, or unreadable: then they must go."""
+    if not outdir.is_owned(directory):
+        return None
+    try:
+        with open(directory / "report.json", "rb") as f:
+            raw = f.read(MAX_REPORT + 1)
+        doc = json.loads(raw) if len(raw) <= MAX_REPORT else None
+    except (OSError, ValueError):
+        return None
+    if isinstance(doc, dict) and doc.get("status") == UNCHANGED:
+        doc = doc.get("verdict_report")
+    if not isinstance(doc, dict) or doc.get("status") not in (GREEN, RED):
+        return None
+    if not judged_at or (doc.get("commit"), doc.get("judged_at")) != (judged, judged_at):
+        return None
+    return doc
 
 
 def clear(directory: Path) -> None:
     """Remove what an earlier run wrote into ``directory`` (only the gate's own files, and only in a
     directory that carries patchset's marker)."""
-    if not is_own(directory):
+    if not outdir.is_owned(directory):
         return
     for name in OWN:
         p = directory / name

@@ -12,19 +12,18 @@ of the range whose probe says broken while the one before it does not.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.ci.upstream import Commit, Upstream
 from patchset.progress import Progress
 from patchset.rebase.report import CONFLICT
 from patchset.rebase.session import rebase
-from patchset.records import record
 
 Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 
 
-@record
+@dataclass
 class FirstBad:
     """The first upstream commit a patch breaks at, the last good one, and the commits probed."""
 
@@ -80,3 +79,39 @@ def first_bad(patches: list[str], good: str, commits: list[Commit], probe: Probe
                 lo = mid
         out[pid] = FirstBad(pid, commits[hi], commits[lo].sha if lo >= 0 else good, len(commits), probes)
     return out
+
+
+@dataclass
+class NewestSafe:
+    """The newest upstream commit below the first bad one onto which the whole series replays.
+
+    ``index`` is its place in ``commits`` (``-1``: none of them; the lower bound itself, the base
+    or the last clean commit, is the newest safe one)."""
+
+    index: int
+    sha: str
+    probes: list[str] = field(default_factory=list)  # commits replayed by this search (beyond the bisection's)
+
+
+def newest_clean(good: str, commits: list[Commit], found: dict[str, FirstBad], probe: Probe) -> NewestSafe:
+    """Search down from the earliest first bad commit for the newest commit where no patch of the
+    series conflicts: the commit just below it is replayed whole; a patch that conflicts there
+    (one that broke and healed, or one the judged commit does not show) is bisected below it in
+    turn, and the search goes on below its first bad commit. Every step lowers the bound, so the
+    search ends, at the latest at ``good`` (which replayed cleanly)."""
+    index = {c.sha: i for i, c in enumerate(commits)}
+    bad = [index[f.commit.sha] for f in found.values() if f.commit is not None and f.commit.sha in index]
+    hi = min(bad) if bad else len(commits) - 1  # the lowest commit known broken
+    probes: list[str] = []
+    while hi > 0:
+        cand = commits[hi - 1]
+        if cand.sha not in probes:
+            probes.append(cand.sha)
+        verdicts = probe(cand.sha)
+        broken = sorted(pid for pid, v in verdicts.items() if v == CONFLICT)
+        if not broken:
+            return NewestSafe(hi - 1, cand.sha, probes)
+        again = first_bad(broken, good, commits[:hi], probe)  # commits[hi - 1] is known broken for them
+        hi = min(index[f.commit.sha] for f in again.values() if f.commit is not None)
+        probes += [s for f in again.values() for s in f.probes if s not in probes]
+    return NewestSafe(-1, good, probes)

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import shlex
 import shutil
 import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchset.ci import artifacts as artifacts_mod
 from patchset.ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport, render
@@ -36,8 +37,13 @@ from patchset.errors import EXIT_FINDING, InputError, PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.text import split_list
+from patchset.upstream.bases import version_like
+from patchset.upstream.releases import is_spec_like, parse_spec
+
+if TYPE_CHECKING:  # the bisection loads the rebaser: only a run that judges pays for it
+    from patchset.ci.bisect import FirstBad, Prober
+    from patchset.ci.upstream import Commit
 
 __all__ = ["GateReport", "render", "run_gate", "split_tags"]
 
@@ -47,7 +53,7 @@ def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     return split_list(tags)
 
 
-@record
+@dataclass
 class _Run:
     """One gate run in progress: its report, progress callback and timestamped log."""
 
@@ -91,6 +97,7 @@ def run_gate(
     force: bool = False,
     refresh_status: bool = False,
     build: Sequence[str] = (),
+    engine: str | None = None,
 ) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
@@ -104,6 +111,9 @@ def run_gate(
     upstream status (recorded into the refreshed series) instead of reading it offline.
     ``build``: artifacts to build from the refreshed series once it applies (``wheel``: the judged
     release's wheel patched, into ``dist/``; ``overlay``: the image overlay, into ``overlay/``).
+    ``engine``: the engine every long-context and serving test runs on (``verify --engine``). Serving
+    tests compare with the figures of the last green run (``serving-<target>.json`` beside the state
+    file), once there is one; a green run stores its own.
 
     Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
     ``InputError``.
@@ -115,9 +125,10 @@ def run_gate(
         raise InputError(f"--build {unknown[0]!r}: unknown artifact", hint=f"one of: {', '.join(BUILDS)}")
     tag_list = split_tags(tags)
     only = list(patches or [])
-    out_dir = artifacts_mod.prepare(Path(artifacts).resolve())  # fresh or the gate's own; else refused
+    out_dir = artifacts_mod.claim(Path(artifacts).resolve())  # fresh or the gate's own; else refused
     report = GateReport(status=ERROR, asked=onto or "--latest", tags=tag_list, artifacts=str(out_dir))
     run = _Run(report, progress)
+    cleared = False
     series_bytes: bytes | None = None
     scratch = Path(tempfile.mkdtemp(prefix="patchset-gate-"))
     up: Upstream | None = None
@@ -143,16 +154,45 @@ def run_gate(
         digest = ledger_digest(ledger, t.name)
         if prev is not None and not force and prev.same_question(up.key, sha, digest, tag_list):
             report.status = UNCHANGED
+            report.verdict_report = artifacts_mod.kept_verdict(out_dir, prev.judged, prev.judged_at) or {}
+            if not report.verdict_report:  # another run's files (or none): they must not pass for this verdict
+                artifacts_mod.clear(out_dir)
+            cleared = True
             run.log(f"{label} ({sha[:12]}) was judged {prev.verdict} on {prev.judged_at}; nothing to do")
             return report
+        artifacts_mod.clear(out_dir)  # an earlier run's results cannot pass for this one's
+        cleared = True
+        figures = serving_figures_path(state_path, t.name)
         series_bytes = _judge(
-            run, ledger, t, up, sha, label, prev, tag_list, only, out_dir, scratch, refresh_status, list(build)
+            run,
+            ledger,
+            t,
+            up,
+            sha,
+            label,
+            prev,
+            tag_list,
+            only,
+            out_dir,
+            scratch,
+            refresh_status,
+            list(build),
+            Path(ledger_path),
+            engine=engine,
+            serving_baseline=figures if figures.is_file() else None,
         )
         report.status = RED if report.reasons() else GREEN
         if not only:
             states[t.name] = _judgement(report, up, sha, label, digest, tag_list, prev)
+            report.judged_at = states[t.name].judged_at
             save_state(state_path, states)
             run.log(f"state: {state_path}")
+            measured = out_dir / "logs" / "serving-figures.json"
+            if report.status == GREEN and measured.is_file():  # the next run compares with these
+                from patchset import atomic
+
+                atomic.write_bytes(figures, measured.read_bytes())
+                run.log(f"serving figures of this green run: {figures}")
     except PatchsetError as exc:
         report.status = RED if exc.exit_code == EXIT_FINDING else ERROR
         report.errors.append(exc.render())
@@ -170,6 +210,8 @@ def run_gate(
             up.close()
         shutil.rmtree(scratch, ignore_errors=True)
         report.seconds = round(time.monotonic() - run.started, 3)
+        if not cleared:  # stopped before it knew what to do: nothing of an earlier run may stay beside its report
+            artifacts_mod.clear(out_dir)
         _write(run, out_dir, series_bytes)
     return report
 
@@ -221,8 +263,16 @@ def _judge(
     scratch: Path,
     refresh_status: bool,
     build: list[str] | None = None,
+    ledger_path: Path | None = None,
+    *,
+    search_safe: bool = True,
+    engine: str | None = None,
+    serving_baseline: Path | None = None,
 ) -> bytes:
-    """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch."""
+    """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch.
+
+    ``search_safe``: when a patch conflicts, also look for the newest upstream commit the whole
+    series carries onto (``_newest_safe``)."""
     from patchset.ci.bisect import Prober, first_bad
     from patchset.ci.refresh import changed_files, make_workspace, series_patch
     from patchset.rebase.session import rebase
@@ -243,6 +293,7 @@ def _judge(
         )
     r.rebase = rr.to_json()
     artifacts_mod.write_json(logs / "rebase.json", r.rebase)
+    _image(run, t, None if r.conflicts else ws.work_ledger, base_sha, label, sha)  # red: the series is not refreshed
     with run.stage("status"):
         _status(run, ws.work_ledger, refresh_status)
     patch = series_patch(ws)
@@ -264,6 +315,26 @@ def _judge(
             prober.seen[sha] = {p["id"]: p["verdict"] for p in r.rebase["patches"]}  # replayed already
             found = first_bad(conflicts, good, commits, prober)
         r.first_bad = {k: v.to_json() for k, v in found.items()}
+        if search_safe:
+            with run.stage("newest safe"):
+                _newest_safe(
+                    run,
+                    ledger,
+                    t,
+                    up,
+                    good,
+                    base_sha,
+                    prev,
+                    commits,
+                    found,
+                    prober,
+                    tags,
+                    only,
+                    out_dir,
+                    scratch,
+                    ledger_path or ledger.path,
+                    engine=engine,
+                )
         r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
         return patch
     refreshed = ledger_mod.load_ledger(ws.work_ledger)
@@ -282,7 +353,21 @@ def _judge(
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
-        _tests(run, ws.work_ledger, refreshed, t, up, sha, tags, only, scratch, logs)
+        _tests(
+            run,
+            ws.work_ledger,
+            refreshed,
+            t,
+            up,
+            sha,
+            tags,
+            only,
+            scratch,
+            logs,
+            engine=engine,
+            baseline=serving_baseline,
+            home=ledger.root.resolve(),
+        )
     if ar.outcome == "applied" and build:
         with run.stage("build"):
             _build(run, refreshed, rt, tree, up, label, build, out_dir)
@@ -290,6 +375,120 @@ def _judge(
 
 
 BUILDS = ("wheel", "overlay")
+
+
+def _image(run: _Run, t: Target, work_ledger: Path | None, base_sha: str, label: str, sha: str) -> None:
+    """The stock image of the judged commit (``nightly.image_for``: the target's ``base_image``
+    with its tag moved from the base to the judged commit or release), recorded in the report and
+    written into the refreshed series; when it cannot be derived, the reason (``--build overlay``
+    then refuses rather than build on the old base's image)."""
+    from patchset.upstream.nightly import image_for
+
+    if not t.base_image:
+        return
+    base_version = t.base_version or (
+        parse_spec(t.base).version if is_spec_like(t.base) else version_like(t.base) or ""
+    )
+    version = parse_spec(label).version if is_spec_like(label) else (version_like(label) or "")
+    image, why = image_for(
+        t.base_image, base=t.base, base_version=base_version, base_commit=base_sha, version=version, commit=sha
+    )
+    run.report.image = {"base_image": t.base_image, "image": image, "why": why}
+    if work_ledger is None:
+        return
+    if why:
+        run.report.warnings.append(f"base_image left as it is in the refreshed series: {why}")
+        return
+    if image != t.base_image:
+        with ledger_mod.edit(work_ledger) as e:
+            e.doc["targets"][t.name]["base_image"] = image
+        run.log(f"image: {t.base_image} -> {image}")
+
+
+def _newest_safe(
+    run: _Run,
+    ledger: Ledger,
+    t: Target,
+    up: Upstream,
+    good: str,
+    base_sha: str,
+    prev: Judgement | None,
+    commits: list[Commit],
+    found: dict[str, FirstBad],
+    prober: Prober,
+    tags: list[str],
+    only: list[str],
+    out_dir: Path,
+    scratch: Path,
+    ledger_path: Path,
+    *,
+    engine: str | None = None,
+) -> None:
+    """Red by a conflict: the newest commit below the first bad one onto which the whole series
+    replays (``bisect.newest_clean``), its tests run there when tags are selected (a second,
+    smaller judgement in the scratch directory), and the one command that rebases there."""
+    from patchset.ci.bisect import newest_clean
+
+    safe = newest_clean(good, commits, found, prober)
+    r = run.report
+    if safe.index >= 0:
+        commit = commits[safe.index]
+        onto = f"{up.project}=={commit.release}" if up.kind == "releases" and commit.release else commit.sha
+        info: dict[str, Any] = {"commit": commit.to_json(), "label": onto}
+        below = min((commits.index(f.commit) for f in found.values() if f.commit in commits), default=len(commits))
+        info["why"] = (
+            f"the whole series replays onto it; {below - safe.index - 1} commit(s) below the first bad one"
+            if below > safe.index + 1
+            else "the whole series replays onto it; the commit just before the first bad one"
+        )
+    elif prev is not None and good == prev.last_clean and good != base_sha:
+        onto = prev.last_clean_label or good
+        info = {"commit": up.describe(good).to_json(), "label": onto, "why": "the last commit the series replayed onto"}
+    else:
+        r.newest_safe = {
+            "commit": None,
+            "label": t.base,
+            "why": "no upstream commit after the base carries the whole series: stay on the base",
+            "probes": len(safe.probes),
+            "command": "",
+        }
+        return
+    info["probes"] = len(safe.probes)
+    if tags:
+        sub = _Run(GateReport(status=ERROR, target=t.name, asked=onto, tags=tags), None)
+        sub_out = scratch / "newest-safe"
+        (sub_out / "logs").mkdir(parents=True, exist_ok=True)
+        with run.stage("newest safe tests"):
+            _judge(
+                sub,
+                ledger,
+                t,
+                up,
+                safe.sha,
+                onto,
+                None,
+                tags,
+                only,
+                sub_out,
+                scratch / "safe",
+                False,
+                [],
+                search_safe=False,
+                engine=engine,
+            )
+        failed = sub.report.reasons()
+        info["tests"] = "; ".join(failed) if failed else "pass"
+        info["passed"] = not failed
+        info["test_results"] = [
+            {"patch": x["patch"], "name": x["name"], "status": x["status"]} for x in sub.report.tests
+        ]
+        shutil.move(str(sub_out / "logs"), str(out_dir / "logs" / "newest-safe"))
+    cmd = ["patchset", "--ledger", str(ledger_path), "rebase", "--target", t.name, "--onto", onto]
+    if up.kind != "releases":
+        cmd += ["--upstream", up.location]
+    info["command"] = shlex.join(cmd)
+    r.newest_safe = info
+    run.log(f"newest safe upstream: {onto} ({len(safe.probes)} more replays)")
 
 
 def _build(
@@ -303,7 +502,14 @@ def _build(
         run.note("build", kind)
         rep: OverlayBuild | WheelBuild
         if kind == "overlay":
-            rep = build_overlay(ledger, t, tree, out_dir / "overlay", layout="source")
+            image = run.report.image
+            if not image.get("image"):
+                raise InputError(
+                    f"--build overlay: no image to build on for {label}: {image.get('why', 'unknown')}",
+                    hint="set base_image to an image whose tag names the base (…:v<version>, …:nightly-<commit>), "
+                    "or build the overlay yourself: `patchset build overlay --base-image IMAGE`",
+                )
+            rep = build_overlay(ledger, t, tree, out_dir / "image", layout="source", base_image=image["image"])
         elif up.kind != "releases":
             raise InputError(
                 "--build wheel needs a release to take the wheel from; this upstream is a git repository",
@@ -341,10 +547,17 @@ def _tests(
     only: list[str],
     scratch: Path,
     logs: Path,
+    *,
+    engine: str | None = None,
+    baseline: Path | None = None,
+    home: Path | None = None,
 ) -> None:
     """The per-patch test tier (``verify``): each selected test with the refreshed series, and without its
-    patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate;
-    the class (proven, not-needed) is reported."""
+    patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate
+    (a serving regression fails it); the class (proven, not-needed) is reported. Serving tests compare
+    with ``baseline`` (the last green run's figures) when given; this run's go to ``serving-figures.json``.
+    ``home``: the real ledger's directory (``ledger_path`` is a scratch copy): launchers, models and
+    test files beside the ledger are found there."""
     r = run.report
     try:
         from patchset.verify.pertest import run_verify, selected
@@ -377,6 +590,10 @@ def _tests(
             junit=logs / "verify-junit.xml",
             progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
             log_dir=logs / "engines",
+            engine=engine,
+            baseline=baseline,
+            save_baseline=logs / "serving-figures.json",
+            ledger_dir=home,
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     for po in vr.patches:
@@ -395,12 +612,19 @@ def _tests(
                     "tail": (w.reason + "\n" + w.output).strip() if w else "",
                     "kind": to.kind,
                     "checks": list(to.checks),
-                    "longctx": _longctx_runs(to) if to.kind == "longctx" else None,
+                    "longctx": _longctx_runs(to) if to.kind in ("longctx", "serving") else None,
+                    "engine": getattr(to, "engine", "") or None,
+                    "serving": (getattr(w, "comparison", None) or None) if to.kind == "serving" else None,
                 }
             )
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
     r.warnings += vr.notes
+
+
+def serving_figures_path(state_path: Path, target: str) -> Path:
+    """Where the gate keeps the serving figures of the last green run, beside its state file."""
+    return state_path.parent / f"serving-{target}.json"
 
 
 def _longctx_runs(to: Any) -> dict[str, Any]:

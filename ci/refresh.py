@@ -12,18 +12,18 @@ have written.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
 from patchset.ledger.model import Ledger
 from patchset.rebase.rerere import RR_CACHE
-from patchset.records import record
 from patchset.upstream.git import run_git
 
 SCRATCH_STATE = ".patchset"  # what a rebase leaves in its directory (backups): not part of the series
 
 
-@record
+@dataclass
 class Workspace:
     """Two copies of the ledger's files: ``pristine`` (as committed) and ``work`` (to be rebased)."""
 

@@ -15,17 +15,16 @@ engine log (``longctx_rows``, used by the terminal view and by ``report.md``).
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
-from patchset.records import record
 
 GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
 EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
 
 
-@record
+@dataclass
 class GateReport:
     """The gate's verdict: each stage's outcome and the exit code."""
 
@@ -46,6 +45,10 @@ class GateReport:
     upstream_status: dict[str, Any] = field(default_factory=dict)  # counts and actions from patchset.tracker.status
     series_patch: dict[str, Any] = field(default_factory=dict)  # path, bytes, files
     build: dict[str, dict[str, Any]] = field(default_factory=dict)  # --build: wheel/overlay -> its report
+    image: dict[str, str] = field(default_factory=dict)  # the stock image of the judged commit: base_image, image, why
+    newest_safe: dict[str, Any] = field(default_factory=dict)  # red: the newest commit the whole series carries onto
+    judged_at: str = ""  # the judgement this run recorded in the state (the run's name in later reports)
+    verdict_report: dict[str, Any] = field(default_factory=dict)  # unchanged: the kept report of the last verdict
     artifacts: str = ""
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -101,12 +104,49 @@ class GateReport:
             "upstream_status": self.upstream_status,
             "series_patch": self.series_patch,
             "build": self.build,
+            "image": self.image,
+            "newest_safe": self.newest_safe,
+            "judged_at": self.judged_at,
+            "verdict_report": self.verdict_report,
             "artifacts": self.artifacts,
             "errors": self.errors,
             "warnings": self.warnings,
             "timings": self.timings,
             "seconds": self.seconds,
         }
+
+
+def report_from_json(doc: dict[str, Any]) -> GateReport:
+    """A report again from its ``report.json`` (the fields ``to_json`` writes that are fields;
+    the derived ones are computed again). Raises ``TypeError``/``KeyError`` on another shape."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(GateReport)}
+    if not isinstance(doc, dict) or doc.get("status") not in EXIT:
+        raise TypeError("not a gate report")
+    return GateReport(**{k: v for k, v in doc.items() if k in names})
+
+
+def unchanged_since(r: GateReport) -> str:
+    """``"unchanged since <run>: red"``: the run whose verdict stands (its time and commit)."""
+    prev = r.previous
+    when = prev.get("judged_at") or "the last run"
+    label = prev.get("judged_label") or ""
+    what = f" of {label}" if label and label != r.onto else ""
+    return f"unchanged since the run of {when}{what}: {prev.get('verdict', '?')}"
+
+
+def newest_safe_line(safe: dict[str, Any], *, command: bool = True) -> str:
+    """One line: the newest upstream commit the series carries onto, and (``command``) the
+    command that rebases there."""
+    if not safe:
+        return ""
+    where = describe_commit(safe.get("commit")) or safe.get("label", "")
+    tests = safe.get("tests")
+    tested = "" if tests is None else (", its tests pass" if safe.get("passed") else f", but {tests}")
+    if command and safe.get("command"):
+        return f"newest safe upstream: {where} ({safe.get('why', '')}{tested}): {safe['command']}"
+    return f"newest safe upstream: {where} ({safe.get('why', '')}{tested})"
 
 
 def describe_commit(c: dict[str, Any] | None) -> str:
@@ -167,8 +207,8 @@ _VERDICT_STYLE = {"carried": "green", "already-upstream": "cyan", "superseded": 
 def headline(r: GateReport) -> str:
     where = f"{r.target} onto {r.onto or r.asked}" + (f" ({r.commit[:12]})" if r.commit else "")
     if r.status == UNCHANGED:
-        prev = r.previous.get("verdict", "?")
-        return f"gate {where}: upstream has not moved since the last run (it was {prev}); nothing to do"
+        kept = "; its artifacts are kept" if r.verdict_report else ""
+        return f"gate {where}: {unchanged_since(r)} (upstream has not moved{kept}); nothing to do"
     if r.status == ERROR:
         return f"gate {where}: could not judge (infrastructure failure)"
     return f"gate {where}: {r.status.upper()}"
@@ -179,6 +219,15 @@ def render(r: GateReport, term: Term | None = None) -> None:
     artifacts are (tables through ``patchset.commands.table``)."""
     term = term or Term()
     term.line(Styled(headline(r), _STYLE.get(r.status, "")))
+    if r.status == UNCHANGED and r.verdict_report:
+        try:
+            then = report_from_json(r.verdict_report)
+        except (TypeError, KeyError):
+            then = None
+        for line in then.reasons() if then else []:
+            term.line(Styled("regression", "red"), f" {line} (still)")
+        if then and then.newest_safe:
+            term.line(Styled(newest_safe_line(then.newest_safe), "bold"))
     patches = r.rebase.get("patches", [])
     if patches:
         tests_by_patch: dict[str, list[dict[str, Any]]] = {}
@@ -213,12 +262,18 @@ def render(r: GateReport, term: Term | None = None) -> None:
                 term.line(f"    engine logs: {row['logs']}")
     for kind, b in r.build.items():
         term.line(f"build {kind}: {b.get('outcome')}: {b.get('message', '')}")
+    if r.image.get("why"):
+        term.line(f"image: {r.image['why']}")
+    elif r.image.get("image") and r.image.get("image") != r.image.get("base_image"):
+        term.line(f"image: {r.image['image']} (the judged commit's; base_image was {r.image.get('base_image')})")
     for line in r.reasons():
         term.line(Styled("regression", "red"), f" {line}")
     for w in r.warnings:
         term.line(Styled("warning", "yellow"), f" {w}")
     for e in r.errors:
         term.line(Styled("error", "red"), f" {e}")
+    if r.newest_safe:
+        term.line(Styled(newest_safe_line(r.newest_safe), "bold"))
     if r.series_patch.get("files"):
         term.line(f"refreshed series: {r.series_patch['path']} ({len(r.series_patch['files'])} files)")
     if r.artifacts:

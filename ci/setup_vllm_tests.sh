@@ -16,12 +16,13 @@
 # The tests then run inside a source tree with PYTHONPATH=<tree>, so the tree's vllm/ wins over the
 # installed copy (verify/vllm_env.py proves that on every run).
 #
-# Venv location: $PATCHSET_VLLM_TESTS_VENV, else ${PATCHSET_CACHE:-~/.cache/patchset}/vllm-tests-venv.
+# Venv location: $PATCHSET_VLLM_TESTS_VENV, else <cache>/vllm-tests-venv, where <cache> is patchset's cache root
+# ($PATCHSET_CACHE, else $XDG_CACHE_HOME/patchset, else ~/.cache/patchset; patchset/upstream/cache.py decides).
 # Usage: bash ci/setup_vllm_tests.sh        (prints "setup_vllm_tests: ready ..." and the venv path)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${PATCHSET_CACHE:-$HOME/.cache/patchset}"
+cache="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 -m patchset.upstream.cache)"
 venv="${PATCHSET_VLLM_TESTS_VENV:-$cache/vllm-tests-venv}"
 vllm_version="0.30.0"
 torch_version="2.13.0"

@@ -7,26 +7,37 @@ bound when a later commit breaks a patch and the gate looks for the first bad co
 
 Kept as JSON in the repository (``.patchset/gate-state.json`` beside the ledger by default) or
 wherever the workflow caches it; written atomically.
+
+The state decides whether the gate judges at all, so it is trusted only when this installation
+wrote it (``patchset.sealed``: sealed with the journal key, like every recorded state): a state
+that came with a cloned ledger, another user or another machine cannot answer "nothing to do"
+for a commit nobody here judged. A foreign state is ``ForeignState`` (the gate ends with exit 2,
+naming it); a workflow that keeps the state between runs keeps the key with it (the directory
+``$PATCHSET_STATE``, see ci/workflows/gate.yml). Even a sealed state is checked field by field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
-from dataclasses import asdict, field
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset import atomic
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger
-from patchset.records import record
+from patchset.sealed import read_sealed, shown_path, write_sealed
 
 STATE_VERSION = 1
 DEFAULT_STATE = ".patchset/gate-state.json"
+KIND = "gate state"  # sealed into the file: no other recorded state passes for it
+MAX_TEXT = 4096  # characters of one recorded value (labels, upstream locations, test ids)
+_SHA = re.compile(r"^([0-9a-f]{7,64})?$")
+_SHAS = ("judged", "last_clean", "last_green")
 
 
-@record
+@dataclass
 class Judgement:
     """The gate's last word on one target."""
 
@@ -57,29 +68,74 @@ def default_state_path(ledger: Ledger) -> Path:
     return ledger.root / DEFAULT_STATE
 
 
+def _names(doc: dict[str, Any]) -> list[object]:
+    """What a foreign state names, for the refusal: each target with its judged commit and verdict."""
+    targets = doc.get("targets")
+    if not isinstance(targets, dict):
+        return list(doc)
+    out: list[object] = []
+    for name, d in targets.items():
+        out.append(name)
+        if isinstance(d, dict):
+            out.extend(d.get(k) for k in ("judged", "verdict") if isinstance(d.get(k), str))
+    return out
+
+
+def _judgement(path: Path, name: object, d: object) -> Judgement:
+    """One target's judgement, every field checked (type, size; commits are shas)."""
+    where = f"{shown_path(path)}: target {name!r}"
+    hint = "delete it: the next gate run judges upstream afresh and writes a new one"
+    if not isinstance(name, str) or not name or len(name) > MAX_TEXT or not isinstance(d, dict):
+        raise InputError(f"{where} is not a judgement", hint=hint)
+    known = {f.name: f for f in dataclasses.fields(Judgement)}
+    for key, value in d.items():
+        f = known.get(key)
+        if f is None:
+            raise InputError(f"{where}: unknown field {key!r}", hint=hint)
+        if f.type == "list[str]":
+            ok = isinstance(value, list) and len(value) <= MAX_TEXT and all(isinstance(v, str) for v in value)
+            ok = ok and all(len(v) <= MAX_TEXT for v in value)
+        else:
+            ok = isinstance(value, str) and len(value) <= MAX_TEXT
+        if ok and key in _SHAS:
+            ok = bool(_SHA.match(value))
+        if not ok:
+            raise InputError(f"{where}: {key} is not what the gate records ({type(value).__name__})", hint=hint)
+    required = [
+        k for k, f in known.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise InputError(f"{where}: no {missing[0]}", hint=hint)
+    return Judgement(**d)
+
+
 def load_state(path: Path) -> dict[str, Judgement]:
-    """``{target: Judgement}``; an absent file is an empty state."""
+    """``{target: Judgement}``; an absent file is an empty state. A state this installation did not
+    write is ``ForeignState`` (exit 2), one with a malformed field ``InputError``."""
+    hint = (
+        "it came with the repository, a CI cache or another machine (or an older patchset wrote it): remove "
+        "it, and the next gate run judges upstream afresh; a workflow that keeps the state between runs "
+        "must keep $PATCHSET_STATE (the key that seals it) too"
+    )
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        doc = read_sealed(Path(path), KIND, what="a gate state", hint=hint, names=_names)
+    except OSError as exc:  # a read error past the open (read_sealed words the rest)
+        raise InputError(f"cannot read the gate state {path}: {exc.strerror or exc}") from None
+    if doc is None:
         return {}
-    except OSError as exc:
-        raise InputError(f"cannot read the gate state {path}: {exc.strerror or exc}") from exc
-    try:
-        doc = json.loads(raw)
-        if doc.get("version") != STATE_VERSION:
-            raise ValueError(f"version {doc.get('version')!r}, expected {STATE_VERSION}")
-        return {name: Judgement(**d) for name, d in doc["targets"].items()}
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    targets = doc.get("targets")
+    if doc.get("version") != STATE_VERSION or not isinstance(targets, dict):
         raise InputError(
-            f"{path}: not a gate state file ({exc})",
+            f"{shown_path(path)}: not a gate state file (version {doc.get('version')!r}, expected {STATE_VERSION})",
             hint="delete it: the next gate run judges upstream afresh and writes a new one",
-        ) from None
+        )
+    return {name: _judgement(path, name, d) for name, d in targets.items()}
 
 
 def save_state(path: Path, states: dict[str, Judgement]) -> None:
     doc: dict[str, Any] = {"version": STATE_VERSION, "targets": {k: asdict(v) for k, v in sorted(states.items())}}
-    atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_sealed(Path(path), KIND, doc)
 
 
 def ledger_digest(ledger: Ledger, target: str) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
-from patchset.records import record
 from patchset.upstream.bases import local_repo, version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.git import popen_git
@@ -28,7 +28,7 @@ from patchset.upstream.repo import GitRepo
 _PR = re.compile(r"\(#(\d+)\)")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Commit:
     """One upstream commit as the report names it."""
 
@@ -51,7 +51,7 @@ def is_release(ref: str) -> bool:
     return bool(is_spec_like(ref) or version_like(ref))
 
 
-@record
+@dataclass
 class Upstream:
     """The upstream the gate judges: where its history comes from (releases, a repo, a clone) and the repository."""
 
@@ -202,10 +202,12 @@ class Upstream:
 def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
     from patchset.upstream import releases
+    from patchset.upstream.indexes import shown
 
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
-        raise InputError(f"the package index {releases.index_url()} lists no release of {project} with an sdist")
+        where = ", ".join(shown(url) for url in releases.index_urls())
+        raise InputError(f"the package index {where} lists no release of {project} with an sdist")
     return str(versions[-1])
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-
-from patchset.records import record
 
 
 def fsync_path(path: Path, directory: bool = False) -> None:
@@ -81,7 +80,7 @@ def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-@record
+@dataclass
 class Staged:
     """Files written to temporary names beside their targets, not yet renamed into place."""
 

@@ -17,6 +17,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,12 +25,12 @@ import click
 
 from patchset import __version__, errors
 from patchset.commands.table import Term
-from patchset.records import record
+from patchset.text import terminal
 
 out = Term()  # re-read at each invocation (main), so it sees the stdout of that run
 
 
-@record
+@dataclass
 class Ctx:
     """Where a command runs: its directory and the ledger named on the command line."""
 
@@ -72,7 +73,8 @@ def report_error(kind: str, message: str, hint: str | None, code: int, as_json: 
     """Say what failed: ``error: MESSAGE`` (and its hint) on stderr, and under ``--json`` also
     ``{"error": {"kind", "message", "hint", "exit"}}`` on stdout, so a script reads a failure the
     way it reads a result."""
-    click.echo(f"error: {message}" + (f"\n  hint: {hint}" if hint else ""), err=True)
+    text = f"error: {message}" + (f"\n  hint: {hint}" if hint else "")
+    click.echo(terminal(text, block=True), err=True)  # messages quote data: controls shown, never sent
     if as_json:
         emit_json({"error": {"kind": kind, "message": message, "hint": hint or None, "exit": code}})
 
@@ -85,8 +87,13 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
         try:
             from patchset.upstream.net import command_budget
 
-            with command_budget():  # every request of the command shares it ($PATCHSET_NET_COMMAND_DEADLINE)
-                code = fn(*args, **kwargs) or 0
+            with command_budget() as budget:  # every request of the command shares it ($PATCHSET_NET_COMMAND_DEADLINE)
+                notice = NetNotice()
+                budget.notice = notice if notice.enabled else None
+                try:
+                    code = fn(*args, **kwargs) or 0
+                finally:
+                    notice.done()
         except errors.PatchsetError as exc:
             code = exc.exit_code
             report_error(error_kind(exc), exc.message, exc.hint, code, as_json)
@@ -112,6 +119,38 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+class NetNotice:
+    """The progress line of network work that runs longer than 2 s (``net.SLOW_S``), on stderr:
+    one line redrawn in place on a terminal, plain lines with ``PATCHSET_PROGRESS=1`` (a CI log);
+    nothing otherwise, and never on stdout (``--json`` stays clean)."""
+
+    def __init__(self) -> None:
+        forced = os.environ.get("PATCHSET_PROGRESS", "")
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        self.enabled = forced == "1" or (tty and forced != "0")
+        self.inline = tty and forced != "1"
+        self.shown = False
+
+    def __call__(self, text: str) -> None:
+        from patchset.text import terminal
+
+        line = terminal(text)[:200]
+        if self.inline:
+            sys.stderr.write("\r" + line + "\x1b[K")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown and self.inline:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def _interrupted(as_json: bool) -> NoReturn:
@@ -241,10 +280,42 @@ def upstream_option(default: str) -> Callable[[Any], Any]:
     )
 
 
+def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise click.BadParameter(f"{value:g} is not a positive number of seconds")
+    return value
+
+
+def timeout_option() -> Callable[[Any], Any]:
+    """``--timeout SECONDS``: the network time the whole command may spend (its requests together;
+    each one also keeps its own limits). Default ``$PATCHSET_NET_COMMAND_DEADLINE``."""
+    return click.option(
+        "--timeout",
+        "timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        callback=_positive_seconds,
+        help="Spend at most SECONDS on the network in all (default $PATCHSET_NET_COMMAND_DEADLINE, 7200).",
+    )
+
+
+def apply_timeout(seconds: float | None) -> None:
+    """Narrow the running command's network budget to ``seconds`` (``--timeout``)."""
+    if seconds is None:
+        return
+    from patchset.upstream.net import current_budget
+
+    budget = current_budget()
+    if budget is not None:
+        budget.limit(seconds)
+
+
 # command name -> "module:function" in patchset.clicmds (loaded when the command runs, or for --help)
 COMMANDS: dict[str, str] = {
     "apply": "patchset.clicmds.applying:apply",
     "audit": "patchset.clicmds.onboard:audit",
+    "base": "patchset.clicmds.bases:base",
     "build": "patchset.clicmds.building:build",
     "check": "patchset.clicmds.checks:check",
     "export": "patchset.clicmds.onboard:export",

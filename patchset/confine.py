@@ -11,7 +11,10 @@ refuses what could leave the allowed root:
 - patchset's own state directories (``.patchset-txn``, ``.patchset``) and ``.git``, in any letter
   case, unless the caller owns them (``allow_state``);
 - on disk, a symlink at any step that resolves outside the root (each prefix is resolved in turn,
-  so ``sub/l2 -> ..`` followed by ``sub/l2/x`` is refused even when the text looks harmless).
+  so ``sub/l2 -> ..`` followed by ``sub/l2/x`` is refused even when the text looks harmless);
+- in a tree that exists only in memory (the apply engine's dry run, where links made by earlier
+  patches are not on disk yet), the same per-step resolution through a lookup callable
+  (:func:`resolve_links`): a chain ``sub/l2 -> ..``, ``evil -> sub/l2/..`` leaves the root.
 
 The rule book this enforces is ``docs/security.md``.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from patchset.errors import UnsafePathError
@@ -28,6 +33,8 @@ from patchset.errors import UnsafePathError
 STATE_DIRS = (".patchset-txn", ".patchset")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Links followed while resolving one name before it counts as a loop (Linux's MAXSYMLINKS is 40).
+MAX_LINKS = 40
 
 
 def check_relative(name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> str:
@@ -82,11 +89,127 @@ def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False
     rel = check_relative(name, what=what, allow_state=allow_state, allow_git=allow_git)
     base = Path(os.path.realpath(root))
     current = base
+    linked = False  # until a link is met, a real entry in a real directory under ``base`` is inside it
     for part in rel.split("/"):
         current = current / part
+        if not linked:
+            try:
+                if not stat.S_ISLNK(os.lstat(current).st_mode):
+                    continue
+            except OSError:  # missing (or unreadable): nothing below it exists either
+                break
+            linked = True
         if os.path.lexists(current) and not is_within(current, base):
             raise UnsafePathError(
                 f"{what}: path {name!r} leaves {base} through a symlink (resolves to {os.path.realpath(current)})",
                 hint="a link in the tree points outside it; the tree is hostile or broken",
             )
     return base / rel
+
+
+def real_directories(root: Path | str, name: str, *, what: str) -> Path:
+    """``root/name`` for a directory patchset keeps its own state in (``.patchset/rebase``): every
+    component of ``name`` that exists is a real directory, never a symbolic link (patchset makes
+    none there, and a link would move its state, and what it clears, somewhere else) nor a file.
+    ``name`` may name patchset's state directories. Raises :class:`UnsafePathError` naming the
+    component; reads only."""
+    rel = check_relative(name, what=what, allow_state=True)
+    at = Path(root)
+    for part in rel.split("/"):
+        at = at / part
+        try:
+            st = os.lstat(at)
+        except (FileNotFoundError, NotADirectoryError):
+            break
+        except OSError as exc:
+            raise UnsafePathError(f"{what}: {at} cannot be read: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            shown = (
+                "a symbolic link, which patchset never makes there" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            )
+            raise UnsafePathError(
+                f"{what}: {at} is {shown}; it was left alone, nothing was changed",
+                hint=f"it came with the directory (a cloned ledger?) or was made by hand: check it, then remove {at} "
+                "by hand (the link itself, not where it leads) and run the command again",
+            )
+    return Path(root) / rel
+
+
+def resolve_links(
+    name: str,
+    readlink: Callable[[str], str | None],
+    *,
+    what: str,
+    root: str | None = None,
+    follow_last: bool = True,
+    max_links: int = MAX_LINKS,
+) -> str:
+    """``name`` with every symlink on its way expanded, inside a tree that ``readlink`` describes.
+
+    ``readlink(rel)`` gets a normalised relative path whose every prefix is a real directory
+    (links already expanded) and returns the target of the symlink at ``rel``, or ``None`` when
+    ``rel`` is not a link; the tree may be on disk, in memory or both (the apply engine's state).
+    ``..`` in ``name`` or in a target is applied after the links before it are expanded, as the
+    kernel does. ``root`` (a real absolute path) lets an absolute target that names a place under
+    it through; without it, or for any other absolute target, the name is refused. With
+    ``follow_last=False`` the last component is not followed (the path of a link itself).
+
+    Returns the normalised relative path (``""`` for the root itself); raises
+    :class:`UnsafePathError` when a step leaves the root, a target is empty or absolute, or the
+    links loop.
+    """
+    shown = repr(name)
+    done: list[str] = []
+    todo = [p for p in reversed(name.split("/")) if p not in ("", ".")]
+    links = 0
+    via = ""  # the last link expanded, for the message
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                raise UnsafePathError(
+                    f"{what}: path {shown} leaves the tree"
+                    + (f" through symlink {via}" if via else "")
+                    + " (it resolves outside the tree)",
+                    hint="a link made or found on the way points outside the tree; the data is malformed or hostile",
+                )
+            done.pop()
+            continue
+        here = "/".join([*done, part])
+        target = readlink(here) if (todo or follow_last) else None
+        if target is None:
+            done.append(part)
+            continue
+        links += 1
+        if links > max_links:
+            raise UnsafePathError(f"{what}: path {shown}: too many levels of symlinks (a loop at {here!r}?)")
+        if not target or "\0" in target:
+            raise UnsafePathError(f"{what}: path {shown}: symlink {here!r} has an empty or malformed target")
+        if target.startswith("/"):
+            inside = _under(target, root)
+            if inside is None:
+                raise UnsafePathError(
+                    f"{what}: path {shown} leaves the tree through symlink {here!r} -> {target!r} (absolute)",
+                    hint="a link in the tree points outside it; the tree is hostile or broken",
+                )
+            done = []
+            target = inside
+        via = f"{here!r} -> {target!r}" if not via else f"{via}, {here!r} -> {target!r}"
+        todo.extend(p for p in reversed(target.split("/")) if p not in ("", "."))
+    return "/".join(done)
+
+
+def _under(target: str, root: str | None) -> str | None:
+    """An absolute link target as a path relative to ``root`` (still to be resolved, ``..`` and
+    links included), or None when it does not name a place under ``root``."""
+    if root is None:
+        return None
+    base = root.rstrip("/")
+    for candidate in (target, os.path.realpath(target)):  # as written, else as the disk resolves it
+        if candidate == base:
+            return ""
+        if candidate.startswith(base + "/"):
+            return candidate[len(base) + 1 :]
+    return None

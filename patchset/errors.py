@@ -6,9 +6,8 @@ Each exception carries the exit code the CLI must return, so commands never map 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-from patchset.records import record
 
 EXIT_OK = 0
 EXIT_FINDING = 1
@@ -32,7 +31,7 @@ class PatchsetError(Exception):
         return text
 
 
-@record
+@dataclass
 class Location:
     """Where in an input file a problem is: file, optional 1-based line, optional key path."""
 
@@ -76,6 +75,17 @@ class EnvironmentFailure(PatchsetError):
 
 class UnsafePathError(InputError):
     """A patch names a path that escapes the build tree."""
+
+
+class ForeignJournal(InputError):
+    """A transaction journal this installation did not write (shipped in a tree, an archive or a
+    cloned ledger, copied from another user, or damaged): it is never replayed and left alone."""
+
+
+class ForeignState(InputError):
+    """Recorded state under ``.patchset/`` (a rebase in progress, its backups, the gate's state)
+    this installation did not write (it came with a cloned ledger, from another user or an older
+    patchset, or is damaged): never replayed, left alone, exit 2."""
 
 
 class Finding(PatchsetError):

@@ -14,6 +14,13 @@ from tests.support.repo import REPO_ROOT, git, tree_digest
 from tests.support.tiers import ci_verdict
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _journal_key_dir(tmp_path_factory) -> None:
+    """patchset seals every journal it writes with a key in its state directory
+    (``patchset.journal``): the tests keep theirs out of the user's home."""
+    os.environ.setdefault("PATCHSET_STATE", str(tmp_path_factory.mktemp("state")))
+
+
 class Result:
     def __init__(self, code: int, stdout: str, stderr: str) -> None:
         self.code, self.stdout, self.stderr = code, stdout, stderr

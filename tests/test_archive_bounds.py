@@ -310,6 +310,22 @@ def test_a_plain_index_file_name_still_downloads(index):
     assert path == cache.dist_dir() / f"{TOP}.tar.gz"
 
 
+def test_a_full_cache_while_downloading_names_the_directory_and_the_space(index, tmp_path, monkeypatch):
+    """The download cache on a real 1 MiB tmpfs and a 2.4 MB release. Before: the OSError (ENOSPC)
+    escaped ``releases.download`` as it was (an internal error on the command line)."""
+    archive = big_sdist(index.root / f"{TOP}.tar.gz")
+    with tmpfs(tmp_path / "small", size="1m") as small:
+        monkeypatch.setenv("PATCHSET_CACHE", str(small / "cache"))
+        with pytest.raises(EnvironmentFailure, match="no space left") as info:
+            releases.download("demo-pkg==1.0")
+        text = info.value.render()
+        assert info.value.exit_code == 2
+        dist = cache.dist_dir()
+        assert f"on the file system of {dist}" in text and "the download needs 2.3 MiB" in text, text
+        assert "MiB free" in text and archive.name in text and "PATCHSET_CACHE" in text
+        assert list(dist.iterdir()) == []  # no partial file, no temporary name left
+
+
 # -- the command line ----------------------------------------------------------------------
 
 LEDGER = """\
@@ -351,6 +367,18 @@ def test_apply_from_index_refuses_hostile_archives_quickly(run, ledger, index, t
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     assert str(archive.name) in r.stderr
     assert not (tmp_path / "tree").exists()
+
+
+def test_apply_from_index_with_a_full_cache_exits_2(run, ledger, index, tmp_path, monkeypatch):
+    big_sdist(index.root / f"{TOP}.tar.gz")
+    with tmpfs(tmp_path / "small", size="1m") as small:
+        monkeypatch.setenv("PATCHSET_CACHE", str(small / "cache"))
+        r = run("apply", "--from-index", "demo-pkg==1.0", "--into", tmp_path / "tree", cwd=ledger)
+        assert r.code == 2, r
+        assert "no space left on the file system of" in r.stderr and "the download needs" in r.stderr, r
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+        assert list((small / "cache" / "dist").iterdir()) == []
+        assert not (tmp_path / "tree").exists()
 
 
 def test_apply_from_index_on_a_full_disk_exits_2_with_the_space_needed(run, ledger, index, tmp_path):

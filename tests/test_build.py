@@ -49,7 +49,7 @@ def test_build_wheel_patches_relabels_and_rewrites_record(demo, run, tmp_path: P
     assert rep["new_version"] == f"1.0+{label}"
     built = Path(rep["wheel"])
     assert built.name == f"demo_pkg-1.0+{label}-py3-none-any.whl" and built.parent == out
-    assert sorted(p.name for p in out.iterdir()) == [built.name]  # no scratch left behind
+    assert sorted(p.name for p in out.iterdir()) == [".patchset-output", built.name]  # no scratch left behind
 
     old, new = _members(demo["wheel"]), _members(built)
     info_old, info_new = "demo_pkg-1.0.dist-info", f"demo_pkg-1.0+{label}.dist-info"
@@ -175,6 +175,7 @@ def test_build_overlay_layout_checksums_and_dockerfile(demo, run, tmp_path: Path
     rel_root = ROOT_IN_IMAGE.lstrip("/")
     assert rep["written"] == sorted(
         [
+            ".patchset-output",  # patchset.outdir's marker: the directory is patchset's to rewrite
             "Dockerfile",
             "EXPECTED.sha256",
             "build.sh",
@@ -438,13 +439,13 @@ def test_gate_builds_the_overlay_from_the_refreshed_series(demo, run, tmp_path: 
     rep = json.loads(r.stdout)
     assert rep["status"] == "green" and rep["build"]["overlay"]["ok"], rep["build"]
     rel_root = ROOT_IN_IMAGE.lstrip("/")
-    assert (art / "overlay/overlay" / rel_root / "demo/extra.py").read_text() == "EXTRA = True\n"
-    assert (art / "overlay/Dockerfile").is_file() and "build overlay: ok" in (art / "report.md").read_text()
+    assert (art / "image/overlay" / rel_root / "demo/extra.py").read_text() == "EXTRA = True\n"
+    assert (art / "image/Dockerfile").is_file() and "build overlay: ok" in (art / "report.md").read_text()
     # a git upstream has no wheel to patch: the gate says so and exits 2
     r = run(*args, "--build", "wheel", "--force", cwd=demo["ledger"])
     assert r.code == 2, r
     assert "needs a release" in json.loads(r.stdout)["errors"][0]
-    assert not (art / "overlay").exists()  # an earlier run's artifacts do not pass for this one's
+    assert not (art / "image").exists()  # an earlier run's artifacts do not pass for this one's
 
 
 @pytest.mark.network
@@ -475,4 +476,4 @@ def test_gate_builds_the_real_flashinfer_wheel_and_overlay(run, tmp_path: Path) 
     with WheelSource.open(wheel) as src:
         src.validate_record()
     ov = rep["build"]["overlay"]
-    assert ov["ok"] and (art / "overlay/EXPECTED.sha256").read_text().count("\n") == 2
+    assert ov["ok"] and (art / "image/EXPECTED.sha256").read_text().count("\n") == 2

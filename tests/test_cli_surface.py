@@ -27,6 +27,7 @@ COMMANDS = [
     "target add",
     "build wheel",
     "build overlay",
+    "base detect",
 ]
 
 

@@ -62,3 +62,21 @@ def test_absolute_link_out(tmp_path: Path) -> None:
         confine(root, "out/secret", what="t")
     assert is_within(root / "x", root)
     assert not is_within(root / "out", root)
+
+
+def test_resolve_links_through_a_lookup() -> None:
+    """The in-memory variant: links described by a callable (the apply engine's state)."""
+    from patchset.confine import resolve_links
+
+    links = {"sub/l2": "..", "evil": "sub/l2/..", "alias": "sub", "loop": "loop", "abs": "/r/tree/sub"}
+    look = links.get
+    assert resolve_links("sub/l2/x", look, what="t") == "x"
+    assert resolve_links("alias/f", look, what="t") == "sub/f"
+    assert resolve_links("evil", look, what="t", follow_last=False) == "evil"
+    assert resolve_links("abs/f", look, what="t", root="/r/tree") == "sub/f"
+    with pytest.raises(UnsafePathError, match="through symlink 'evil'"):
+        resolve_links("evil/x", look, what="t")
+    with pytest.raises(UnsafePathError, match="too many levels"):
+        resolve_links("loop", look, what="t")
+    with pytest.raises(UnsafePathError, match="absolute"):
+        resolve_links("abs/f", look, what="t")

@@ -9,6 +9,7 @@ is damaged. ``--durable`` / ``PATCHSET_FSYNC=1`` fsyncs every step.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,3 +124,49 @@ def test_apply_reads_and_applies_the_series_once(tmp_path: Path, monkeypatch: py
     reports = apply_mod.run(ledger, {"t": apply_mod.TreeArg("tree", tree)})
     assert [r.outcome for r in reports] == ["mismatch"] and calls == [False]
     assert snapshot(tree) == before
+
+
+def test_a_full_disk_while_journalling_says_nothing_changed_and_leaves_nothing_staged(tmp_path: Path, run) -> None:
+    """ENOSPC on the journal itself (every staged file fitted): the tree was never touched. Before
+    the fix the message said "the tree was patched ... rolled back" and ~1.5 MB stayed staged in
+    ``.patchset-txn``. The free space is set to the staged file's size plus 0, 1, 2 pages, so one
+    run fails on the journal and the others fail while staging or succeed."""
+    from tests.support import smallfs
+
+    big = b"".join(b"line %d\n" % i for i in range(140000))
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\n')
+    (tmp_path / "p.patch").write_bytes(unified_diff(big, big.replace(b"line 1\n", b"LINE 1\n", 1), "big.txt"))
+    assert run("import", tmp_path / "p.patch", cwd=led).code == 0
+    journal_failures = 0
+    with smallfs.tmpfs(tmp_path / "fs", size="4m") as fs:
+        for spare in range(-1, 3):
+            tree = fs / "tree"
+            if tree.exists():
+                shutil.rmtree(tree)
+            tree.mkdir()
+            (tree / "big.txt").write_bytes(big)
+            before = snapshot(tree)
+            fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            pages = -(-len(big) // 4096) + spare
+            os.truncate(fs / "filler", max(0, os.path.getsize(fs / "filler") - pages * 4096))
+            r = run("apply", "--tree", tree, cwd=led)
+            (fs / "filler").unlink()
+            if r.code == 0:
+                assert (tree / "big.txt").read_bytes() != big and not (tree / txn.TXN_DIR).exists()
+                continue
+            assert r.code == 2 and "Traceback" not in r.stderr, r
+            assert "was patched" not in r.stderr and "rolled back" not in r.stderr, r.stderr
+            assert snapshot(tree) == before, f"spare {spare}: the tree changed or staged files were left"
+            if "cannot write the transaction journal" in r.stderr:
+                journal_failures += 1
+                assert "nothing changed" in r.stderr and "not touched" in r.stderr, r.stderr
+    assert journal_failures == 1, "no run failed on the journal itself: the free space was not where intended"

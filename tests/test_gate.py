@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -55,7 +56,8 @@ def test_green_unchanged_red_with_first_bad_commit_and_pr(tmp_path, upstream):
     assert (r.status, r.exit_code) == ("unchanged", 0)
     assert took < 1.0, took  # measured ~0.05 s in-process
     assert r.previous["verdict"] == "green" and "has not moved" in (art / "report.md").read_text()
-    assert not (art / "series.patch").exists() and not (art / "junit.xml").exists()  # no stale results
+    assert (art / "series.patch").exists() and (art / "junit.xml").exists()  # the verdict's, kept (issue #27)
+    assert "unchanged since the run of" in (art / "report.md").read_text()
 
     r, _, art = _gate(ledger, tmp_path, onto=c[3])
     assert r.status == "green"
@@ -182,7 +184,7 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     bad = tmp_path / "bad-state.json"
     bad.write_text("{not json")
     r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=bad)
-    assert r.exit_code == 2 and "not a gate state file" in r.errors[0]
+    assert r.exit_code == 2 and "not readable JSON" in r.errors[0] and "remove it" in r.errors[0]
 
     with pytest.raises(Exception, match="--onto REF or --latest"):
         run_gate(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True)
@@ -327,3 +329,54 @@ def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, up
     newer = commit_files(up, "More docs (#111)", {"README": "demo, documented again\n"})
     r, _, _ = _gate(ledger, tmp_path, onto=newer, upstream=url)  # a commit the clone lacks: fetched
     assert (r.status, r.commit) == ("red", newer)
+
+
+def test_serving_tests_compare_with_the_last_green_runs_figures(tmp_path, upstream):
+    """The first green run stores its serving figures; a later run is judged against them (no tree
+    without the patch is started for it), and a slowdown turns the gate red without replacing them."""
+    repo, c = upstream
+    extra = """
+[[patch.tests]]
+name = "decode-speed"
+kind = "serving"
+checks = ["decode"]
+engine = "knob"
+repeats = 3
+warmup = 0
+max_tokens = 8
+tolerance = 0.15
+tags = ["serving"]
+timeout = 60
+
+[engines.knob]
+start = ["{ledger}/launch-knob.sh", "{tree}", "{port}", "{ledger}"]
+max_parallel = 2
+ready_timeout = 60
+"""
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], extra)
+    launcher = ledger.parent / "launch-knob.sh"  # beside the ledger, not among the files the gate copies
+    launcher.write_text(
+        "#!/bin/sh\n# fast with patch B, slow without it, or when slow.flag says so\n"
+        'delay=0.004\ngrep -q PATCHED-B "$1/pkg/core.py" && delay=0.001\n[ -f "$3/slow.flag" ] && delay=0.004\n'
+        f'export PYTHONPATH="{Path(__file__).resolve().parents[1]}"\n'
+        f'exec "{sys.executable}" -m tests.support.completions_double --port "$2" --flag token_delay=$delay\n'
+    )
+    launcher.chmod(0o755)
+    r, _, art = _gate(ledger, tmp_path, onto=c[1], tags=["serving"])
+    (t,) = r.tests
+    assert (r.status, t["status"], t["class"]) == ("green", "passed", "proven"), t["tail"]
+    assert t["engine"] == "knob" and t["serving"]["paired"] is True
+    figures = ledger.parent / ".patchset" / "serving-demo.json"
+    stored = figures.read_bytes()
+    assert b'"decode tok/s (prompt 32)"' in stored
+
+    (ledger.parent / "slow.flag").write_text("upstream got slower\n")
+    r, _, art = _gate(ledger, tmp_path, onto=c[3], tags=["serving"])
+    (t,) = r.tests
+    assert (r.status, t["status"], t["class"]) == ("red", "failed", "broken")
+    verdicts = {v["metric"]: v["verdict"] for v in t["serving"]["verdicts"]}
+    assert verdicts["decode tok/s (prompt 32)"] == "regression" and t["serving"]["paired"] is False
+    assert "regression: decode tok/s" in t["tail"]
+    verify_json = json.loads((art / "logs" / "verify.json").read_text())
+    assert verify_json["baseline"] == str(figures)  # (engine_starts: see the closing note of issue #26)
+    assert figures.read_bytes() == stored  # a red run keeps the last green figures

@@ -308,7 +308,12 @@ def test_connection_refused_is_a_network_row(tmp_path):
         url = h.base_url
     c = GitHubClient(base_url=url, token=TOKEN, cache_dir=tmp_path, retries=0)
     rows = c.pull_states([PRRef(VLLM, 1)])
-    assert rows[PRRef(VLLM, 1)].kind == "network"
+    row = rows[PRRef(VLLM, 1)]
+    assert row.kind == "no_network" and row.message.endswith(": connection refused")  # the host, in a few words
+    trips = c.round_trips
+    with pytest.raises(FetchError):
+        c.pr_diff(PRRef(VLLM, 1))
+    assert c.round_trips == trips  # not asked again: the host is down for this client
 
 
 # ---- tokens --------------------------------------------------------------------------------
@@ -370,9 +375,10 @@ def test_gh_token_is_used_and_no_token_warns_and_reads_rest(hub, tmp_path, monke
     assert hub.count(GQL, status=200) == 1
 
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    with caplog.at_level(logging.WARNING, logger="patchset.tracker.github"):
+    with caplog.at_level(logging.INFO, logger="patchset.tracker.github"):  # the command says it (auth_notice)
         anon = GitHubClient(base_url=hub.base_url, cache_dir=tmp_path / "anon", retries=0)
     assert not anon.authenticated and "no GitHub token" in caplog.text
+    assert anon.auth_notice and "no GitHub token" in anon.auth_notice  # printed once, by the command
     refs = [PRRef(VLLM, 57632), PRRef("NVIDIA/nccl", 2334, "issue"), PRRef(VLLM, 424242)]
     rows = anon.pull_states(refs)
     merged = rows[refs[0]]

@@ -154,7 +154,9 @@ def test_import_of_a_device_or_fifo_is_refused_without_reading_it(run, led: Path
         assert time.monotonic() - t0 < 10
         assert r.code == 2, (src, r)
         _quiet(r)
-        assert "not a regular file" in r.stderr and ("zero" in r.stderr or "pipe.patch" in r.stderr), r
+        # a series line through a link out of its directory is refused before the kind of file matters
+        refused = "not a regular file" in r.stderr or (src == quilt and "through a symlink" in r.stderr)
+        assert refused and ("zero" in r.stderr or "pipe.patch" in r.stderr), r
     assert _state(led) == before
 
 

@@ -229,7 +229,7 @@ def test_oversized_index_listing_is_refused(index_env, monkeypatch, length):
     assert err.value.exit_code == 2
     said = "announces" if length else "runs past the 100000 bytes"
     assert said in err.value.message and "(PATCHSET_NET_MAX_JSON); refused" in err.value.message
-    assert not (Path(releases.cache.index_dir()) / "demo-pkg.json").exists()  # nothing cached
+    assert not list(Path(releases.cache.index_dir()).rglob("demo-pkg.json"))  # nothing cached
 
 
 # ---- fetch of a URL source ------------------------------------------------------------------------

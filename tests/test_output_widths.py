@@ -27,7 +27,7 @@ import pytest
 
 from patchset.ci.report import GateReport
 from patchset.ci.report import render as render_gate
-from patchset.commands.table import Col, Term, count_of, tail_path
+from patchset.commands.table import Col, Term
 from patchset.ledger.store import load_ledger
 from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, VerifyReport
 from patchset.verify.pertest import TestOutcome as Outcome
@@ -38,6 +38,7 @@ from tests.support.completions_double import serving
 from tests.support.rebase_demo import ALL, EXPECTED, build_upstream
 from tests.support.rebase_demo import build as build_rebase_demo
 from tests.support.repo import REPO_ROOT
+from tests.support.text import joined
 from tests.support.wheel_demo import make_demo as make_wheel_demo
 
 WIDTHS = (60, 80, 120, 200)
@@ -68,8 +69,9 @@ def check(text: str, mode: str, tokens: list[str], header: list[str] | None = No
     """The invariants every rendering keeps."""
     lines = text.splitlines()
     assert lines, "no output"
+    read = joined(text).splitlines()  # (a path wraps at "/")
     for tok in tokens:
-        assert any(tok in ln for ln in lines), f"{tok!r} is not whole on one line at {mode}:\n{text}"
+        assert any(tok in ln for ln in read), f"{tok!r} is not whole on one line at {mode}:\n{text}"
     assert not BOX.search(text), f"box drawing at {mode}"
     assert "\x1b" not in text, f"escape codes at {mode}"
     if mode == "piped":
@@ -138,14 +140,15 @@ def test_status_and_fetch(run, prod: Path, mode: str, monkeypatch: pytest.Monkey
     ids, prs = prod_tokens()
     r = run("status", "--offline", cwd=prod)
     assert r.code == 0, r
-    check(r.stdout, mode, ids + prs, header=["#", "patch", "origin", "upstream", "detail", "drift", "action", "data"])
+    header = ["#", "patch", "origin", "upstream", "drift", "action", "follow-ups", "files", "age", "detail", "data"]
+    check(r.stdout, mode, ids + prs, header=header)
     r = run("fetch", "--offline", "--all", cwd=prod)
     led = load_ledger(prod / "patches.toml")
     sources = [p.source.ref for p in led.patches if p.source.ref]
     check(r.stdout, mode, [p.id for p in led.patches if p.source.ref] + sources)
     if mode in ("60", "80"):  # one row is at most three lines, not eight
         rows = [ln for ln in r.stdout.splitlines()[1:] if not ln.startswith(" ")]
-        assert len(r.stdout.splitlines()) <= 3 * len(rows) + 1
+        assert len(joined(r.stdout).splitlines()) <= 3 * len(rows) + 1  # (read joined at "/")
 
 
 def _diff(rel: str, old: str, new: str) -> str:
@@ -246,16 +249,102 @@ def test_verify_and_gate_reports(mode: str, what: str, monkeypatch: pytest.Monke
     check(buf.getvalue(), mode, tokens)
 
 
-def test_abbreviations_keep_the_tail_and_count() -> None:
-    assert tail_path(DEEP, 41) == "…/schemes/compressed_tensors_w8a16_fp8.py"
-    assert tail_path("a/b.py", 40) == "a/b.py"
-    assert count_of("files")(["a", "b", "c"]) == "3 files"
+def test_a_table_shows_every_path_whole() -> None:
+    """A narrow table: the files go under the row, whole (not "3 files", not "…/c.py"); a path
+    longer than a line wraps at "/" and reads whole joined."""
+    files = ["vllm/a.py", "vllm/bbbbbbbbbbbbbbbbbbbbbb.py", DEEP]
     buf = io.StringIO()
-    Term(buf, tty=True, width=30, color=False).table(
-        [Col("id", whole=True), Col("files", drop=1, shorten=count_of("files"))],
-        [["x-1", ["vllm/a.py", "vllm/bbbbbbbbbbbbbbbbbbbbbb.py", "vllm/c.py"]]],
+    Term(buf, tty=True, width=40, color=False).table([Col("id", whole=True), Col("files", drop=1)], [["x-1", files]])
+    text = buf.getvalue()
+    check_paths(text, "40", files)
+    assert "3 files" not in text
+
+
+def check_paths(text: str, mode: str, paths: list[str]) -> None:
+    """Paths are whole, always: each appears with every component (read joined at "/"), nothing
+    is cut with "…", no line is longer than the width."""
+    assert paths
+    assert "…" not in text, f"a path cut with … at {mode}:\n{text}"
+    read = joined(text)
+    for path in paths:
+        assert re.search(rf"(^|[\s:(,]){re.escape(path)}($|[\s,;:)])", read, re.M), (
+            f"{path!r} is not whole at {mode}:\n{text}"
+        )
+    if mode != "piped":
+        long = [  # a line holding (a piece of) a path; a single component longer than a line has its own
+            ln
+            for ln in text.splitlines()
+            if len(ln) > int(mode) and "/" in ln and (len(ln.split()) > 1 or "/" in ln.strip(" /"))
+        ]
+        assert not long, f"lines longer than {mode} columns:\n" + "\n".join(long)
+
+
+def ledger_files(root: Path) -> list[str]:
+    return sorted({f for p in load_ledger(root / "patches.toml").patches for f in p.files})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("where", ["prod", "example"])
+def test_list_shows_whole_paths(run, prod: Path, where: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``list`` on the production ledger and on the example: ``vllm/v1/…`` keeps its ``vllm/``,
+    ``include/flashinfer/…`` its ``include/``, at every width."""
+    root = prod if where == "prod" else REPO_ROOT / "examples" / "spark-sm12x"
+    env_for(monkeypatch, mode)
+    r = run("list", cwd=root)
+    assert r.code == 0, r
+    check_paths(r.stdout, mode, ledger_files(root))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_show_and_validate_show_whole_paths(
+    run, prod: Path, applied_ledger, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``show`` without a body (the ledger's files), with bodies (the diffstat: the example, and a
+    98-character path), and ``validate``'s files touched by several patches."""
+    env_for(monkeypatch, mode)
+    led = load_ledger(prod / "patches.toml")
+    for p in led.patches:
+        r = run("show", p.id, cwd=prod)
+        assert r.code == 0, r
+        check_paths(r.stdout, mode, [*p.files, f"patchset/series/{p.target}/{p.id}.patch"])
+    example = REPO_ROOT / "examples" / "spark-sm12x"
+    for p in load_ledger(example / "patches.toml").patches:
+        r = run("show", p.id, cwd=example)
+        assert r.code == 0, r
+        check_paths(r.stdout, mode, list(p.files))
+    r = run("show", LONG_IDS[0], cwd=applied_ledger[0])
+    assert r.code == 0, r
+    check_paths(r.stdout, mode, [DEEP])
+    r = run("validate", cwd=prod)
+    assert r.code == 0, r
+    shared = [f for f in ledger_files(prod) if sum(f in p.files for p in led.patches) > 1]
+    assert len(shared) >= 3
+    check_paths(r.stdout, mode, shared)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_status_apply_verify_show_whole_paths(
+    run, prod: Path, applied_ledger, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_for(monkeypatch, mode)
+    r = run("status", "--offline", cwd=prod)
+    assert r.code == 0, r
+    check_paths(r.stdout, mode, [str(prod / "patches.toml")])
+    led, tree = applied_ledger
+    r = run("apply", "--tree", tree, "--dry-run", cwd=led)
+    assert r.code == 0, r
+    check_paths(r.stdout, mode, [str(tree)])
+    (tree / DEEP).write_text("".join(f"other {i}\n" for i in range(30)))
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 1, r
+    check_paths(r.stdout, mode, [DEEP, str(tree)])
+    buf = io.StringIO()
+    render_verify(Term(buf, tty=mode != "piped", width=None if mode == "piped" else int(mode)), verify_report())
+    check_paths(
+        buf.getvalue(),
+        mode,
+        ["tests/v1/core/test_kv_cache_utils.py::test_get_kv_cache_configs_single_group_prefix_match"],
     )
-    assert buf.getvalue().splitlines()[1].split() == ["x-1", "3", "files"]
 
 
 REBASE_PREFIX = "u58834-glm5next-non-mhc-sp-decoder-layout-"
@@ -284,6 +373,7 @@ def test_rebase(run, tmp_path: Path, rebase_upstream, mode: str, monkeypatch: py
     if mode == "piped":  # cut -f2,3 gives each patch and its class
         rows = [ln.split("\t") for ln in lines if ln.count("\t") == 3][1:]
         assert [(r[1], r[2].split()[0]) for r in rows] == [(REBASE_PREFIX + p, EXPECTED[p][0]) for p in ALL]
+    check_paths(r.stdout, mode, ["sub/b.py", "a.py", "g.py"])
     r = run("rebase", "--onto", "v2", "--dry-run", "--json", cwd=demo.root)  # --json stays the machine format
     data = json.loads(r.stdout)
     assert [p["id"] for p in data["patches"]] == ids and data["counts"]["conflict"] == 1
@@ -307,7 +397,7 @@ def test_check_longctx(run, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
         assert r.code == 1, r
         check(r.stdout, mode, [url, "causality", "rescore", "HTTP 400", "FAIL"], header)
         notes = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("FAIL rescore")]
-        assert notes and "maximum context length is 2048" in " ".join(r.stdout.split()), r.stdout
+        assert notes and "maximum context length is 2048" in " ".join(joined(r.stdout).split()), r.stdout
 
 
 UNTOUCHED = "usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs/untouched.json"
@@ -371,10 +461,10 @@ def test_recover(run, applied_ledger, tmp_path: Path, mode: str, monkeypatch: py
     r = run("recover", "--tree", deep, cwd=led)
     assert r.code == 0, r
     check(r.stdout, mode, [f"{deep}:"])
-    assert f"{deep}: rolled forward" in " ".join(r.stdout.split())
+    assert f"{deep}: rolled forward" in " ".join(joined(r.stdout).split())
     r = run("recover", "--tree", deep, cwd=led)
     check(r.stdout, mode, [f"{deep}:"])
-    assert "nothing to recover" in " ".join(r.stdout.split())
+    assert "nothing to recover" in " ".join(joined(r.stdout).split())
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -397,7 +487,7 @@ def test_build_wheel_and_overlay(run, tmp_path: Path, mode: str, monkeypatch: py
     out = tmp_path / "dist-for-the-sm12x-image" / "patched-wheels"
     r = run("build", "wheel", "--wheel", demo["wheel"], "--out", out, cwd=demo["ledger"])
     assert r.code == 0, r
-    (wheel,) = out.iterdir()
+    (wheel,) = out.glob("*.whl")  # beside patchset.outdir's marker
     check(r.stdout, mode, [str(wheel)])
     overlay = tmp_path / "overlay-for-the-sm12x-image"
     r = run("build", "overlay", "--tree", demo["tree"], "--out", overlay, cwd=demo["ledger"])

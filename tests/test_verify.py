@@ -590,3 +590,57 @@ def test_vllm_env_test_env_and_model_redirects(tmp_path: Path) -> None:
         config = json.loads((Path(d) / "config.json").read_text())
         assert config == vllm_env.MODEL_CONFIGS[name]
         assert config["architectures"] and config["num_hidden_layers"] > 0
+
+
+def test_a_patch_of_the_same_size_never_runs_the_bases_bytecode(tmp_path: Path, monkeypatch) -> None:
+    """The base is byte-compiled once and its .pyc files are hard-linked into every tree; Python trusts
+    a .pyc whose recorded source size and mtime (whole seconds) match. A patch that keeps the file's
+    size and ends up with the base file's mtime second must still run the patched code."""
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "pristine"
+    tree.mkdir()
+    (tree / "knob.py").write_text("DELAY = 0.001\n")
+    stamp = 1_700_000_000
+    os.utime(tree / "knob.py", (stamp, stamp))
+    # the test gives the patched file the base file's mtime (as a patch applied within the same
+    # second as the base's copy would have), then imports it
+    script = check_script(
+        tmp_path / "led",
+        "check_knob.py",
+        f"""
+        import os
+        os.utime("knob.py", ({stamp}, {stamp}))
+        import knob
+        sys.exit(0 if knob.DELAY == 0.004 else 1)
+        """,
+    )
+    led = write_ledger(
+        tmp_path / "led",
+        [
+            {
+                "id": "k1",
+                "diff": make_diff("knob.py", "DELAY = 0.001\n", "DELAY = 0.004\n"),
+                "tests": [f"command = '{script}'"],
+            }
+        ],
+    )
+    report = run_verify(led, tree=tree)
+    (po,) = report.patches
+    assert po.tests[0].with_run.outcome == "pass", po.tests[0].with_run.output
+    assert po.klass == PROVEN
+
+
+def test_drop_stale_bytecode_unlinks_only_the_overlays_links(tmp_path: Path) -> None:
+    import compileall
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "m.py").write_text("X = 1\n")
+    (base / "n.py").write_text("Y = 1\n")
+    compileall.compile_dir(str(base), quiet=2)
+    tree = tmp_path / "tree"
+    overlay.make_overlay(base, tree)
+    removed = overlay.drop_stale_bytecode(tree, {"m.py": "digest", "README": None})
+    assert [p.name.split(".")[0] for p in removed] == ["m"]
+    assert list((base / "__pycache__").glob("m.*.pyc"))  # the base keeps its own
+    assert list((tree / "__pycache__").glob("n.*.pyc")) and not list((tree / "__pycache__").glob("m.*.pyc"))

@@ -36,6 +36,7 @@ from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, run_verif
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from tests.support.diffgen import unified_diff
+from tests.support.text import joined
 
 EXAMPLE = REPO_ROOT / "examples" / "longctx-cpu"
 
@@ -180,9 +181,9 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     out = StringIO()
     render_verify(Term(out, tty=True, width=60, color=False), report)
     view = out.getvalue()
-    assert "long-context engines (one per tree, shared by the tests on it):" in " ".join(view.split())
+    assert "engines (one per tree and configuration, shared by the tests on it):" in " ".join(view.split())
     for e in report.engines:
-        assert e.log in view  # a log path is never broken across lines, at any width
+        assert e.log in joined(view)  # a log path is whole: it wraps only at "/", never cut
 
     root = ET.fromstring(render_junit(report).split("\n", 1)[1])
     case = root.find(".//testcase[@classname='d2-stale-cache-fix']")
@@ -192,7 +193,8 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     assert "engine start-up" in case.find("system-out").text
 
 
-def test_an_engine_that_crashes_on_start_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_engine_that_crashes_on_start_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that cannot start is an error with the tail of its log: never a pass or a fail."""
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     base = tmp_path / "base"
     patches = [("c1-crash", "fakeengine/decode.py", "DECODE_DRIFT = False", "DECODE_DRIFT = (", '"resume"')]
@@ -200,8 +202,8 @@ def test_an_engine_that_crashes_on_start_is_a_failure(tmp_path: Path, monkeypatc
     report = run_verify(path, tree=base, engine_factory=double_factory, log_dir=tmp_path / "logs")
     (po,) = report.patches
     t = po.tests[0]
-    assert po.klass == BROKEN
-    assert t.with_run.outcome == "fail" and "exits during start-up" in t.with_run.reason
+    assert po.klass == ERROR and report.exit_code == 2
+    assert t.with_run.outcome == "error" and "exited with code" in t.with_run.reason
     assert "SyntaxError" in t.with_run.output and t.without_run.outcome == "pass"
     assert report.engines[0].error
 

@@ -169,10 +169,17 @@ def test_gate_workflow_shape():
 
 def test_spark_workflow_runs_on_the_spark_runner():
     doc = _load("spark-gpu.yml")
-    assert doc["jobs"]["gpu"]["runs-on"] == ["self-hosted", "spark", "gpu"]
+    jobs = doc["jobs"]
+    assert all(job["runs-on"] == ["self-hosted", "spark", "gpu"] for job in jobs.values())
     runs = "\n".join(_runs(doc))
     assert "verify --tags" in runs and "gpu,spark" in json.dumps(doc)
     assert "check longctx --url" in runs and "production-spark.json" in runs and "--mode control" in runs
+    # one job per patch, one at a time on the one cluster, every engine test on [engines.spark]
+    assert jobs["gpu"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["gpu"]["strategy"]["max-parallel"] == 1 and jobs["gpu"]["strategy"]["fail-fast"] is False
+    assert "matrix tests --ledger" in runs and '--only "${{ matrix.patch }}" --engine spark' in runs
+    for var in ("SPARK_NODES", "SPARK_HEAD", "SPARK_MASTER_PORT", "SPARK_MODEL", "SPARK_SPEC_ARGS"):
+        assert doc["env"][var] == f"${{{{ vars.{var} }}}}"
 
 
 def test_every_script_the_workflows_call_exists():
@@ -410,3 +417,82 @@ def test_github_refusals_are_exit_2_in_one_line(hub, tmp_path):
     assert proc.returncode == 2 and "502" in proc.stderr and "Traceback" not in proc.stderr
     proc, _ = _gh(hub, "pr", "--head", "h", "--title", "t", tmp=tmp_path, token="")
     assert proc.returncode == 2 and "GITHUB_TOKEN" in proc.stderr
+
+
+# --------------------------------------------------------------------------- hostile inputs (issue #23)
+
+
+def test_combine_out_follows_the_output_directory_rule(tmp_path):
+    """``--out`` must be new, empty or combine's own. Before: report.md was written into any
+    directory, replacing a file of that name."""
+    plan = tmp_path / "gate-artifacts"
+    plan.mkdir()
+    (plan / "report.json").write_text(json.dumps({"status": "green"}))
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "report.md").write_text("someone's notes\n")
+    (theirs / "keep.txt").write_text("keep\n")
+    proc, out = _script("patchset.ci.scripts.combine", "--plan", str(plan), "--out", str(theirs), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "--out" in proc.stderr and "not empty" in proc.stderr and "nothing was written" in proc.stderr
+    assert "Traceback" not in proc.stderr and out == {}
+    assert (theirs / "report.md").read_text() == "someone's notes\n" and sorted(os.listdir(theirs)) == [
+        "keep.txt",
+        "report.md",
+    ]
+    final = tmp_path / "final"
+    for _ in range(2):  # new, then its own: written again
+        proc, out = _script("patchset.ci.scripts.combine", "--plan", str(plan), "--out", str(final), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert out["verdict"] == "green" and (final / "report.md").is_file() and (final / ".patchset-output").is_file()
+
+
+@pytest.mark.timeout(90)
+def test_github_report_ends_at_its_deadline(tmp_path):
+    """A GitHub API that sends its answer one byte every 0.5 s. Before: PyGithub's own connection
+    had only a per-read timeout (30 s), so the script never ended; now every request has the total
+    deadline of ``patchset.upstream.net`` and the script exits 2 naming the variable."""
+    from tests.support.slowhttp import Reply, SlowServer
+
+    body = tmp_path / "body.md"
+    body.write_text("# gate: RED\n")
+    answer = json.dumps({"full_name": "me/fork", "owner": {"login": "me"}}).encode() + b" " * 2000
+    with SlowServer(default=Reply(body=answer, interval=0.5, fast=5)) as srv:
+        env = {
+            **ENV,
+            "GITHUB_TOKEN": "tok",
+            "PATCHSET_NET_REQUEST_DEADLINE": "2",
+            "PATCHSET_NET_READ_TIMEOUT": "5",
+        }
+        t0 = time.monotonic()
+        args = ["--api", srv.url, "--repo", "me/fork", "issue", "--state", "red", "--title", "t", "--body-file"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "patchset.ci.scripts.github_report", *args, str(body)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=45,
+        )
+        took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert took < 20, took
+    assert "no complete answer within 2 s" in proc.stderr and "PATCHSET_NET_REQUEST_DEADLINE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_github_report_sanitises_what_it_writes(hub, gh):
+    """Controls and bidi overrides in the report (it quotes test names and errors of upstream code)
+    are shown, never sent; the headline it comments is plain Markdown text; the title is one line.
+    Before: written to GitHub as they were."""
+    body = "# gate \x1b[31mRED\u202e [x](javascript:alert(1))\n\nrow\x07 two\n"
+    out = gh("issue", "--state", "red", "--title", "gate\nred\x1b]0;x\x07", body=body)
+    number = int(out["issue_number"])
+    out = gh("issue", "--state", "red", "--title", "gate red", body=body)
+    issue = hub.state.repo("me/fork").issues[number]
+    assert "\x1b" not in issue.body and "\u202e" not in issue.body and "\x07" not in issue.body
+    assert "\\x1b[31mRED<U+202E>" in issue.body and "row\\x07 two" in issue.body and issue.body.startswith("# gate")
+    comment = issue.comments[-1].body
+    assert comment.startswith("Still red: ") and "\x1b" not in comment
+    assert "\\[x\\](javascript:alert(1))" in comment  # no link
+    out = gh("issue", "--state", "red", "--title", "gate\nred\x1b]0;x\x07", body=body)
+    assert "\n" not in issue.title and "\x1b" not in issue.title and "\x07" not in issue.title

@@ -9,8 +9,9 @@ top of it this module adds what PyGithub lacks: exact bytes, redirects followed 
 (same origin only), conditional requests with a disk cache (``tracker.httpcache``; a 304 costs no
 rate limit with a token), an offline mode, one batched GraphQL query per repository that passes
 GitHub's validation rules, the refused-diff fallbacks, and a classification of every failure into
-a ``RowError`` so one bad row never hides the others. What it asks GitHub for, and what that
-costs: docs/github.md.
+a ``RowError`` so one bad row never hides the others; every state read (from GitHub or from the
+cache) is checked field by field (``tracker.payloads``), so one malformed value marks its own
+row. What it asks GitHub for, and what that costs: docs/github.md.
 
     client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
     states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
@@ -25,12 +26,21 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
-from patchset.records import record
+from patchset.tracker.followups import TIMELINE, parse_timeline
 from patchset.tracker.httpcache import CacheEntry, HttpCache, default_cache_dir, log
+from patchset.tracker.payloads import (
+    Unreadable,
+    file_entry,
+    issue_from_rest,
+    pr_from_graphql,
+    pull_from_rest,
+    recorded_state,
+)
 from patchset.upstream import net
 from patchset.upstream.refs import (
     AUTH,
@@ -40,6 +50,7 @@ from patchset.upstream.refs import (
     HTTP,
     MALFORMED,
     NETWORK,
+    NO_NETWORK,
     NOT_FOUND,
     OFFLINE,
     RATE_LIMIT,
@@ -69,6 +80,11 @@ __all__ = [
 
 
 PUBLIC_API = "https://api.github.com"
+AUTH_NOTICE = (
+    "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests are limited to 60 an "
+    "hour, and GitHub's GraphQL API refuses them, so states are read one REST request at a time, without "
+    "review decisions, CI states or follow-ups"
+)
 JSON = "application/vnd.github+json"
 DIFF = "application/vnd.github.diff"
 PATCH = "application/vnd.github.patch"
@@ -80,7 +96,7 @@ MAX_ALIASES = 100  # refs per GraphQL request; a repository with more is split i
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
-@record
+@dataclass
 class RateInfo:
     """GitHub's rate-limit headers of the last response."""
 
@@ -100,7 +116,7 @@ class RateInfo:
         }
 
 
-@record
+@dataclass
 class PRDiff:
     """A PR's diff and how it was obtained: ``source`` is "diff" (GitHub's diff media type),
     "files" (rebuilt from the per-file patches after a 406 "too large") or "commits" (the PR's
@@ -217,7 +233,7 @@ class _Wire:
         pass
 
 
-@record
+@dataclass
 class _Resp:
     """One response as the client keeps it (from the network or the cache)."""
 
@@ -305,14 +321,11 @@ class GitHubClient:
         else:
             value, self.auth_source = resolve_token(token, gh=gh, host=None if self.base_url == PUBLIC_API else host)
             self._token = _Secret(value)
-            if not value:
-                log(__name__).warning(
-                    "no GitHub token (argument, GITHUB_TOKEN or `gh auth token`): unauthenticated "
-                    "requests are limited to 60/hour and GitHub's GraphQL API refuses them, so PR "
-                    "states are read one REST request at a time"
-                )
+            if not value:  # said once, by the command (``auth_notice``), not by the log as well
+                log(__name__).info(AUTH_NOTICE)
         self._gh: Github | None = None
         self._http: requests.Session | None = None
+        self.down: dict[str, str] = {}  # host -> why it cannot be reached: asked no more by this client
         self.redirects: list[tuple[str, str]] = []  # (asked, followed to), for the caller to report
 
     def __repr__(self) -> str:
@@ -324,6 +337,12 @@ class GitHubClient:
     @property
     def authenticated(self) -> bool:
         return bool(self._token)
+
+    @property
+    def auth_notice(self) -> str | None:
+        """The one notice a command prints about the token: what reading without one costs; None
+        with a token (or offline, where no request is made)."""
+        return None if self.authenticated or self.offline else AUTH_NOTICE
 
     def close(self) -> None:
         if self._gh is not None:
@@ -357,9 +376,7 @@ class GitHubClient:
 
     def _session(self) -> requests.Session:
         if self._http is None:
-            from urllib3.util.retry import Retry
-
-            retry = Retry(
+            retry = net.retry(
                 total=self.retries,
                 connect=self.retries,
                 read=0,
@@ -400,6 +417,9 @@ class GitHubClient:
         Never raises anything but ``_Failure``."""
         if self.offline:
             raise _Failure(RowError(OFFLINE, "offline, no cached data"))
+        host = net.host_of(url)
+        if host in self.down:  # no network: said by the first request, not asked again
+            raise _Failure(RowError(NO_NETWORK, f"{host}: {self.down[host]}"))
         hdrs = dict(headers or {})
         if accept:
             hdrs["Accept"] = accept
@@ -448,6 +468,9 @@ class GitHubClient:
                 )
         except net.DeadlineExceeded as exc:
             raise _Failure(RowError(TIMEOUT, exc.message)) from None
+        except net.Unreachable as exc:
+            self.down.setdefault(exc.host, exc.reason)
+            raise _Failure(RowError(NO_NETWORK, f"{exc.host}: {exc.reason}")) from None
         except net.TooLarge as exc:
             raise _Failure(RowError(MALFORMED, exc.message)) from None
         except requests.exceptions.Timeout:
@@ -457,6 +480,11 @@ class GitHubClient:
         except requests.exceptions.ConnectionError as exc:
             if _is_timeout(exc):  # urllib3 wraps a read timeout it will not retry in MaxRetryError
                 raise _Failure(RowError(TIMEOUT, f"no answer within {self.timeout:g}s from {_where(url)}")) from None
+            reason = net.no_network_reason(exc)
+            if reason:
+                host = net.host_of(url)
+                self.down.setdefault(host, reason)
+                raise _Failure(RowError(NO_NETWORK, f"{host}: {reason}")) from None
             raise _Failure(RowError(NETWORK, f"cannot reach {_where(url)} ({_short(exc)})")) from None
         except requests.exceptions.RequestException as exc:
             raise _Failure(RowError(NETWORK, f"request to {_where(url)} failed ({_short(exc)})")) from None
@@ -554,23 +582,25 @@ class GitHubClient:
                 group.append(ref)
         out: dict[PRRef, PRState | RowError] = {}
         for repo, group in by_repo.items():
-            record = self._load_states(repo)
+            loaded = self._load_states(repo)
+            record: dict[str, Any] = {} if isinstance(loaded, RowError) else loaded
             need: list[PRRef] = []
             now = time.time()
             for ref in group:
-                saved = record.get(_state_key(ref))
-                if saved is not None and (self.offline or now - saved.fetched_at <= max_age):
+                saved = self._recorded(ref, record)
+                if isinstance(saved, PRState) and (self.offline or now - saved.fetched_at <= max_age):
                     saved.source, saved.age_s = "cache", round(max(0.0, now - saved.fetched_at), 3)
                     out[ref] = saved
                 elif self.offline:
-                    out[ref] = RowError(OFFLINE, "offline, no cached data")
+                    fallback = loaded if isinstance(loaded, RowError) else RowError(OFFLINE, "offline, no cached data")
+                    out[ref] = saved if isinstance(saved, RowError) else fallback
                 else:
-                    need.append(ref)
+                    need.append(ref)  # not recorded, too old, or unreadable: ask again
             for start in range(0, len(need), MAX_ALIASES):
                 chunk = need[start : start + MAX_ALIASES]
                 fresh = self._fetch_states(repo, chunk) if self.authenticated else self._rest_states(chunk)
                 out.update(fresh)
-                got = {_state_key(r): s for r, s in fresh.items() if isinstance(s, PRState)}
+                got = {_state_key(r): s.to_json() for r, s in fresh.items() if isinstance(s, PRState)}
                 if got:
                     record.update(got)
                     self._save_states(repo, record)
@@ -634,6 +664,8 @@ class GitHubClient:
             sha = c.get("sha") if isinstance(c, dict) else None
             if not isinstance(sha, str):
                 raise _Failure(RowError(MALFORMED, "a PR commit without a sha"))
+            if not _HEX40.match(sha):  # it goes into the next request's path
+                raise _Failure(Unreadable("sha", sha).row())
             parents = c.get("parents")
             if isinstance(parents, list) and len(parents) > 1:
                 merges.append(sha)
@@ -746,19 +778,36 @@ class GitHubClient:
         for ref in refs:
             try:
                 if ref.kind == "pr":
-                    out[ref] = _state_from_rest_pull(ref, self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
+                    out[ref] = pull_from_rest(ref, self._get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
                 else:
-                    out[ref] = _state_from_rest_issue(ref, self._get(f"/repos/{ref.repo}/issues/{ref.number}").json())
+                    out[ref] = issue_from_rest(ref, self._get(f"/repos/{ref.repo}/issues/{ref.number}").json())
             except _Failure as f:
                 out[ref] = f.row
+            except Unreadable as bad:
+                out[ref] = bad.row()
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 out[ref] = RowError(MALFORMED, f"unexpected REST shape ({_short(exc)})")
         return out
 
+    @staticmethod
+    def _recorded(ref: PRRef, record: Mapping[str, Any]) -> PRState | RowError | None:
+        """The recorded state of ``ref``, checked; a ``RowError`` naming the field when it is
+        unreadable; None when nothing is recorded."""
+        key = _state_key(ref)
+        if key not in record:
+            return None
+        try:
+            return recorded_state(ref, record[key])
+        except Unreadable as bad:
+            return bad.row("recorded state")
+
     def _record_name(self, repo: str) -> str:
         return f"states:{self.base_url}:{repo.lower()}"
 
-    def _load_states(self, repo: str) -> dict[str, PRState]:
+    def _load_states(self, repo: str) -> dict[str, Any] | RowError:
+        """The states recorded for ``repo`` (state key -> ``PRState.to_json()``), unchecked: each
+        entry is checked when a ref asks for it (``payloads.recorded_state``), so one bad entry
+        marks one row. A record that is not a JSON object is a ``RowError`` for every ref."""
         entry = self.cache.get("STATE", self._record_name(repo))
         if entry is None:
             return {}
@@ -766,27 +815,29 @@ class GitHubClient:
 
         try:
             raw = json.loads(entry.body.decode("utf-8"))
-            return {k: PRState.from_json(v) for k, v in raw.items()}
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return {}
+        except (ValueError, UnicodeDecodeError):
+            raw = None
+        if not isinstance(raw, dict):
+            return RowError(MALFORMED, f"unreadable recorded state: the record of {repo} is not a JSON object")
+        return raw
 
-    def _save_states(self, repo: str, record: Mapping[str, PRState]) -> None:
+    def _save_states(self, repo: str, record: Mapping[str, Any]) -> None:
         import json
 
-        body = json.dumps({k: v.to_json() for k, v in record.items()}, sort_keys=True).encode("utf-8")
+        body = json.dumps(dict(record), sort_keys=True).encode("utf-8")
         self.cache.put("STATE", self._record_name(repo), "", b"", 200, {}, body)
 
 
 # ---- pure helpers (tested directly) ---------------------------------------------------------
 _PR_FIELDS = (
-    "number title url state isDraft merged mergedAt closedAt updatedAt author { login } "
+    "number title url state isDraft merged mergedAt closedAt createdAt updatedAt author { login } "
     "mergeCommit { oid } headRefOid reviewDecision "
-    "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } }"
+    "commits(last: 1) { nodes { commit { oid statusCheckRollup { state } } } } " + TIMELINE
 )
 # ``state`` is an IssueState on an Issue and a PullRequestState on a PullRequest: selecting both
 # under one response key in ``issueOrPullRequest`` breaks the spec's OverlappingFieldsCanBeMerged
 # rule, so the issue's is aliased.
-_ISSUE_FIELDS = "number title url issueState: state stateReason closedAt updatedAt author { login }"
+_ISSUE_FIELDS = "number title url issueState: state stateReason closedAt createdAt updatedAt author { login }"
 
 
 def build_query(refs: Iterable[PRRef]) -> str:
@@ -831,7 +882,7 @@ def parse_states(
         if not isinstance(e, dict):
             continue
         path = e.get("path") or []
-        if len(path) >= 2 and path[0] == "repository":
+        if isinstance(path, list) and len(path) >= 2 and path[0] == "repository":
             by_alias[str(path[1])] = e
         else:
             general.append(e)
@@ -865,87 +916,24 @@ def parse_states(
             )
             continue
         try:
-            out[ref] = _state_from_node(ref, node, now)
+            state = pr_from_graphql(ref, node, now)
+        except Unreadable as bad:
+            out[ref] = bad.row()
+            continue
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({_short(exc)})")
+            continue
+        _timeline_into(state, repo, ref, node)
+        out[ref] = state
     return out
 
 
-def _state_from_node(ref: PRRef, n: Mapping[str, Any], now: float) -> PRState:
-    is_pull = n.get("__typename", "PullRequest") == "PullRequest" and "headRefOid" in n
-    author = (n.get("author") or {}).get("login")
-    if is_pull:
-        nodes = ((n.get("commits") or {}).get("nodes")) or []
-        head = (nodes[-1] or {}).get("commit") or {} if nodes else {}
-        rollup = head.get("statusCheckRollup") or {}
-        merged = bool(n["merged"])
-        return PRState(
-            ref=ref,
-            title=str(n["title"]),
-            author=author,
-            state=str(n["state"]).lower(),
-            draft=bool(n["isDraft"]),
-            merged=merged,
-            merged_at=n.get("mergedAt"),
-            merge_commit=(n.get("mergeCommit") or {}).get("oid"),
-            head_sha=n.get("headRefOid"),
-            updated_at=n.get("updatedAt"),
-            closed_at=n.get("closedAt"),
-            review_decision=n.get("reviewDecision"),
-            ci=rollup.get("state"),
-            url=n.get("url"),
-            is_pull=True,
-            fetched_at=now,
-        )
-    return PRState(
-        ref=ref,
-        title=str(n["title"]),
-        author=author,
-        state=str(n["issueState"] if "issueState" in n else n["state"]).lower(),
-        url=n.get("url"),
-        updated_at=n.get("updatedAt"),
-        closed_at=n.get("closedAt"),
-        is_pull=False,
-        state_reason=n.get("stateReason"),
-        fetched_at=now,
-    )
-
-
-def _state_from_rest_pull(ref: PRRef, p: Mapping[str, Any]) -> PRState:
-    merged = bool(p.get("merged") or p.get("merged_at"))
-    return PRState(
-        ref=ref,
-        title=str(p["title"]),
-        author=(p.get("user") or {}).get("login"),
-        state="merged" if merged else str(p["state"]),
-        draft=bool(p.get("draft")),
-        merged=merged,
-        merged_at=p.get("merged_at"),
-        merge_commit=p.get("merge_commit_sha") if merged else None,
-        head_sha=(p.get("head") or {}).get("sha"),
-        updated_at=p.get("updated_at"),
-        closed_at=p.get("closed_at"),
-        url=p.get("html_url"),
-        is_pull=True,
-    )
-
-
-def _state_from_rest_issue(ref: PRRef, i: Mapping[str, Any]) -> PRState:
-    pr = i.get("pull_request")
-    merged = bool(pr and pr.get("merged_at"))
-    return PRState(
-        ref=ref,
-        title=str(i["title"]),
-        author=(i.get("user") or {}).get("login"),
-        state="merged" if merged else str(i["state"]),
-        merged=merged,
-        merged_at=(pr or {}).get("merged_at"),
-        updated_at=i.get("updated_at"),
-        closed_at=i.get("closed_at"),
-        url=i.get("html_url"),
-        is_pull=bool(pr),
-        state_reason=(i.get("state_reason") or "").upper() or None,
-    )
+def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:
+    """The PR's cross-references (``tracker.followups``, checked item by item) into its state."""
+    if state.is_pull and "timelineItems" in node:
+        found, notes = parse_timeline(repo, ref.number, node)
+        state.followups = [f.to_json() for f in found]
+        state.followup_notes = notes
 
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
@@ -1037,17 +1025,18 @@ def _diff_from_files(files: list[Any]) -> tuple[bytes, list[str]]:
     """Rebuild a git-style diff from GitHub's per-file entries. Returns the diff and the names of
     files that carry no patch although they changed (binary, or too large for GitHub to show).
 
-    GitHub's file list has no file modes; new and deleted files are written as mode 100644."""
+    GitHub's file list has no file modes; new and deleted files are written as mode 100644. Every
+    field is checked first (``payloads.file_entry``): a name with a newline would write diff
+    headers of its own."""
     parts: list[str] = []
     missing: list[str] = []
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str):
             raise _Failure(RowError(MALFORMED, "a PR file entry without a filename"))
-        new = f["filename"]
-        old = f.get("previous_filename") or new
-        status = f.get("status")
-        patch = f.get("patch")
-        changed = int(f.get("changes") or 0) > 0
+        try:
+            new, old, status, patch, changed = file_entry(f)
+        except Unreadable as bad:
+            raise _Failure(bad.row()) from None
         if patch is None and (changed or status in ("added", "removed", "modified", "changed")):
             missing.append(new)
             continue

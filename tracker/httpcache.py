@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from patchset.records import record
 
 
 def log(name: str = __name__):  # -> logging.Logger; logging loads when something is logged, not at start-up
@@ -63,7 +61,7 @@ def default_cache_dir() -> Path:
     return subdir("github", create=False)
 
 
-@record
+@dataclass
 class CacheEntry:
     """One cached HTTP response: status, kept headers, body and when it was stored."""
 

@@ -11,23 +11,31 @@ repository), then works out what it means:
   (``[patch.source]`` globs, else the files our body touches), still have our body's patch id;
   giving a drift class: unchanged, revised, merged-as-vendored, merged-with-changes,
   closed-unmerged (or head-moved / unknown when the diff cannot be read);
-* an action: drop at the next rebase, refresh from the PR, upstream it, held, nothing to do.
+* later upstream work naming each PR (``tracker.followups``: GitHub's cross-references, read in
+  the same batched query, and the commit messages of a local clone): reverted upstream, a
+  follow-up merged or open, a mention;
+* an action: drop at the next rebase, refresh from the PR, take upstream's follow-up, keep a patch
+  whose PR upstream reverted, upstream it, held, nothing to do.
 
 Offline first. Without ``--refresh`` nothing touches the network: states come from the client's
 on-disk cache (with their age) or, on a fresh clone with no cache, from the state recorded in
 the ledger (``[patch.status]``, with its date). ``--refresh`` asks GitHub and records the new
 states in the ledger (one atomic edit; human notes and the vendored head are kept). A failure
 (401, rate limit, 404, 5xx, timeout, malformed answer) marks its rows and falls back to the
-recorded state; the dashboard always renders.
+recorded state; the dashboard always renders. So does a malformed value in an answer or in the
+recorded states (a date that is not one, a merge commit that is not a sha, a state outside the
+schema's enum): the client checks every field (``tracker.payloads``) and that one row says
+"unreadable upstream data: <field>: <value>" (exit 2, as for any row that could not be read).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +43,7 @@ from patchset.commands.interrupted import Interruption, interruptions
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
-from patchset.records import record
-from patchset.upstream.refs import OFFLINE, PRRef, PRState, RowError
+from patchset.upstream.refs import NO_NETWORK, OFFLINE, PRRef, PRState, RowError
 
 __all__ = [
     "VERBATIM_ORIGINS",
@@ -72,6 +79,8 @@ HELD = "held"
 NOTHING = "nothing"
 DROPPED = "dropped"
 CHECK = "unknown"
+FOLLOW_UP = "follow-up"  # upstream fixed it again: take the follow-up
+REVERTED_UP = "reverted"  # upstream reverted the PR the patch carries
 
 ROLES = (("prs", "pr"), ("ports", "pr"), ("reverts", "pr"), ("issues", "issue"), ("based_on", "pr"))
 
@@ -91,7 +100,7 @@ def make_client(
     return GitHubClient(base_url=url, token=token, cache_dir=cache_dir, offline=offline, **kw)
 
 
-@record
+@dataclass
 class RefRow:
     """One upstream ref of a patch as the dashboard shows it. ``source`` says where the state
     came from: network, cache (``age_s`` old), recorded (the ledger, on ``recorded``) or none."""
@@ -113,6 +122,7 @@ class RefRow:
     age_s: float | None = None
     recorded: str | None = None
     error: dict[str, Any] | None = None
+    created_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -122,7 +132,7 @@ class RefRow:
         return self.state != "unknown"
 
 
-@record
+@dataclass
 class StatusRow:
     """One patch on the dashboard."""
 
@@ -133,6 +143,7 @@ class StatusRow:
     origin: str
     state: str  # active | held | dropped
     optional: bool = False
+    files: list[str] = field(default_factory=list)  # the files the ledger says the patch touches
     pr: RefRow | None = None
     refs: list[RefRow] = field(default_factory=list)
     drift: str = NA
@@ -144,6 +155,9 @@ class StatusRow:
     action: str = NOTHING
     action_text: str = ""
     notes: list[str] = field(default_factory=list)
+    # later upstream work naming the patch's PRs (``tracker.followups.FollowUp.to_json()``)
+    followups: list[dict[str, Any]] = field(default_factory=list)
+    followups_from: list[str] = field(default_factory=list)  # what was read: timeline, commits, recorded
 
     @property
     def upstream_state(self) -> str:
@@ -172,7 +186,7 @@ class StatusRow:
         return out
 
 
-@record
+@dataclass
 class StatusReport:
     """The dashboard: one row per patch, warnings, and how old the data is."""
 
@@ -215,18 +229,30 @@ class StatusReport:
         return worst[1] if worst else "no upstream data"
 
     def errors(self) -> list[str]:
+        """One line per upstream read that failed; a host that could not be reached at all (no
+        network) is one line for all its reads."""
         out = []
+        down: dict[str, list[str]] = {}
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
-                if ref.error and ref.error.get("error") != OFFLINE:
-                    out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
-        return out
+                if not ref.error or ref.error.get("error") == OFFLINE:
+                    continue
+                if ref.error.get("error") == NO_NETWORK:
+                    down.setdefault(str(ref.error.get("message")), []).append(ref.ref)
+                    continue
+                out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
+        said = [
+            f"no network: {where}: {len(refs)} upstream read(s) not made; the rows show what was recorded"
+            for where, refs in down.items()
+        ]
+        return said + out
 
     @property
     def exit_code(self) -> int:
         """0 when every upstream state could be read (or none was asked for); 2 when some rows
-        carry an error (network, auth, rate limit ...): the page still shows every row; else 1
-        when an apply, rebase or ledger edit was interrupted half-way (a finding, as in validate)."""
+        carry an error (network, auth, rate limit, unreadable upstream data or recorded state
+        ...): the page still shows every row; else 1 when an apply, rebase or ledger edit was
+        interrupted half-way (a finding, as in validate)."""
         if self.errors():
             return 2
         return 1 if any(i.problem for i in self.interrupted) else 0
@@ -254,9 +280,45 @@ class StatusReport:
         }
 
 
+def web_root(api: str | None = None) -> str:
+    """The web address of the GitHub the client reads: https://github.com for the public API
+    (``api.github.com``), ``https://HOST`` for GitHub Enterprise (``https://HOST/api/v3``)."""
+    from urllib.parse import urlsplit
+
+    api = api if api is not None else (os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or "")
+    parts = urlsplit(api)
+    if not api or parts.hostname in (None, "api.github.com") or parts.scheme not in ("http", "https"):
+        return "https://github.com"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def ref_url(ref: str, kind: str = "pr", root: str | None = None) -> str | None:
+    """The web page of ``owner/repo#N``: ``…/pull/N`` (``kind`` "issue": ``…/issues/N``)."""
+    try:
+        r = PRRef.parse(ref, {}, kind)
+    except InputError:
+        return None
+    return f"{root or web_root()}/{r.repo}/{'issues' if kind == 'issue' else 'pull'}/{r.number}"
+
+
+def commit_url(ref: str, sha: str | None, root: str | None = None) -> str | None:
+    """The web page of a merge commit of the repository of ``ref`` (a 40-hex ``sha`` only)."""
+    import re as _re
+
+    if not sha or not _re.fullmatch(r"[0-9a-f]{40}", sha):
+        return None
+    repo = ref.partition("#")[0].partition("@")[0]
+    try:
+        PRRef(repo, 1)
+    except InputError:
+        return None
+    return f"{root or web_root()}/{repo}/commit/{sha}"
+
+
 def error_text(err: Mapping[str, Any]) -> str:
     """A row error in words, with when a rate limit resets."""
-    text = f"{err.get('error')}: {err.get('message')}"
+    kind = "no network" if err.get("error") == NO_NETWORK else err.get("error")
+    text = f"{kind}: {err.get('message')}"
     if err.get("reset_at_iso"):
         text += f" (resets at {err['reset_at_iso']})"
     return text
@@ -388,6 +450,7 @@ def _ref_row(role: str, ref: PRRef, got: PRState | RowError | None) -> RefRow:
         row.state, row.title, row.author = state, got.title, got.author
         row.merged_at, row.merge_commit, row.head = got.merged_at, got.merge_commit, got.head_sha
         row.updated_at, row.review, row.ci, row.url = got.updated_at, got.review_decision, got.ci, got.url
+        row.created_at = got.created_at
         row.source = "cache" if got.source == "cache" else "network"
         row.age_s = got.age_s if got.source == "cache" else 0.0
     elif isinstance(got, RowError):
@@ -437,11 +500,9 @@ def collect_status(
     trips0 = getattr(client, "round_trips", 0)
     states: dict[PRRef, PRState | RowError] = {}
     if client is not None and all_refs:
-        if mode == "refresh" and not client.authenticated:
-            warnings.append(
-                "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated, 60 requests "
-                "per hour, and no review decision or CI state"
-            )
+        notice = getattr(client, "auth_notice", None) if mode == "refresh" else None
+        if notice:
+            warnings.append(notice)
         try:
             states = client.pull_states(all_refs, max_age=0 if mode == "refresh" else None)
         except Exception as exc:
@@ -458,6 +519,7 @@ def collect_status(
             origin=p.origin,
             state=p.state,
             optional=p.optional,
+            files=list(p.files),
         )
         refs = per_patch[p.id]
         primary = next(((role, r) for role, r in refs if role in ("prs", "ports") and r.kind == "pr"), None)
@@ -476,6 +538,7 @@ def collect_status(
         _analyse(ledger, p, row, client, mode)
         if row.pr is not None and row.pr.state == "merged":
             _place_merge(row, ledger.targets.get(p.target), histories.get(p.target))
+        _followups(p, row, refs, states, ledger.targets.get(p.target), histories.get(p.target))
         _decide(p, row)
         rows.append(row)
     targets = {
@@ -492,6 +555,129 @@ def collect_status(
         warnings=warnings,
         round_trips=getattr(client, "round_trips", 0) - trips0,
     )
+
+
+# ---- follow-ups ------------------------------------------------------------------------------
+FOLLOWUP_ROLES = ("prs", "ports", "reverts", "based_on")
+
+
+def _followups(
+    p: Patch,
+    row: StatusRow,
+    refs: list[tuple[str, PRRef]],
+    states: Mapping[PRRef, PRState | RowError],
+    target: Any,
+    repo: Any | None,
+) -> None:
+    """Later upstream work naming each PR of the patch: the timeline of its state (live or
+    cached), else what the ledger recorded; and, with a local clone, the branch's commits that
+    name it. Each item is checked again here (a cached state is as untrusted as an answer)."""
+    from patchset.tracker import followups as fu
+
+    found: list[fu.FollowUp] = []
+    recorded = [f for f in (fu.from_recorded(t) for t in p.status.followups) if f is not None]
+    base = tip = None
+    if repo is not None and target is not None:
+        try:
+            base = (repo.rev(target.base) if target.base else None) or None
+            tip = repo.rev(f"refs/heads/{target.branch}") or repo.rev(f"refs/remotes/origin/{target.branch}")
+        except Exception as exc:  # a broken clone: say so, show the rest
+            row.notes.append(f"history of {row.target}: {exc}")
+    for role, ref in refs:
+        if role not in FOLLOWUP_ROLES or ref.kind != "pr":
+            continue
+        got = states.get(ref)
+        items: list[fu.FollowUp] = []
+        if isinstance(got, PRState) and got.followups is not None:
+            _source(row, "timeline")
+            for d in got.followups:
+                try:
+                    f = fu.FollowUp.from_json(d)
+                except fu.BadItem as exc:
+                    row.notes.append(f"{ref}: a follow-up left out ({exc})")
+                    continue
+                if f.of == str(ref):
+                    items.append(f)
+            row.notes += [f"{ref}: {n}" for n in got.followup_notes if isinstance(n, str)][:3]
+        else:
+            mine = [f for f in recorded if f.of == str(ref)]
+            if mine or p.status.followups:
+                _source(row, "recorded")
+            items += mine
+        if tip and target is not None and (not target.github or target.github.lower() == ref.repo.lower()):
+            merge = next((r.merge_commit for r in [row.pr, *row.refs] if r is not None and r.ref == str(ref)), None)
+            try:
+                items += fu.commit_mentions(repo, ref.repo, ref.number, merge_commit=merge, since=base, tip=tip)
+                _source(row, "commits")
+            except Exception as exc:
+                row.notes.append(f"history of {row.target}: {exc}")
+        found += items
+    merged = fu.merge(found)
+    if base and repo is not None:
+        for f in merged:
+            if f.merge_commit and f.state == "merged":
+                try:
+                    f.in_base = bool(repo.rev(f.merge_commit)) and repo.is_ancestor(f.merge_commit, base)
+                except Exception:
+                    f.in_base = None
+    row.followups = [{**f.to_json(), "role": _role_of(refs, f.of)} for f in merged]
+
+
+def _source(row: StatusRow, what: str) -> None:
+    if what not in row.followups_from:
+        row.followups_from.append(what)
+
+
+def _role_of(refs: list[tuple[str, PRRef]], of: str) -> str:
+    return next((role for role, r in refs if str(r) == of), "")
+
+
+def _short_ref(text: str) -> str:
+    """``vllm-project/vllm#58999`` -> ``vllm#58999`` for the repositories with a short name."""
+    from patchset.upstream.refs import DEFAULT_ALIASES
+
+    repo, sep, n = text.partition("#")
+    short = {v.lower(): k for k, v in DEFAULT_ALIASES.items()}.get(repo.lower())
+    return f"{short}#{n}" if sep and short else text
+
+
+def _followup_action(row: StatusRow) -> None:
+    """What upstream's later work means for the action (after ``_decide``'s own choice)."""
+    live = [f for f in row.followups if f.get("in_base") is not True]
+    carried = [f for f in live if f.get("role") in ("prs", "ports")]
+    reverted = [f for f in carried if f["class"] == "reverted"]
+    if reverted:
+        f = reverted[0]
+        when = f" on {f['merged_at'][:10]}" if f.get("merged_at") else ""
+        row.action = REVERTED_UP
+        row.action_text = (
+            f"upstream reverted it: {_short_ref(f['ref'])}{when}; the next base does not carry it, keep the patch"
+        )
+        return
+    undone = [f for f in live if f.get("role") == "reverts" and f["class"] == "reverted"]
+    if undone:
+        f = undone[0]
+        row.action = DROP
+        row.action_text = (
+            f"upstream reverted {_short_ref(f['of'])} too ({_short_ref(f['ref'])}): drop it at that rebase"
+        )
+        return
+    fixed = [f for f in carried if f["class"] == "follow-up-merged"]
+    if fixed:
+        names = ", ".join(_short_ref(f["ref"]) for f in fixed[:3]) + (
+            f" and {len(fixed) - 3} more" if len(fixed) > 3 else ""
+        )
+        before = row.action_text
+        row.action = FOLLOW_UP
+        row.action_text = f"upstream fixed it again: take {names}" + (f" ({before})" if before else "")
+    opened = [f for f in carried if f["class"] == "follow-up-open"]
+    if opened:
+        what = (
+            "revert"
+            if any(str(f.get("title", "")).lower().lstrip("[").startswith("revert") for f in opened)
+            else "follow-up"
+        )
+        row.action_text += f"; {what} open upstream: " + ", ".join(_short_ref(f["ref"]) for f in opened[:3])
 
 
 # ---- drift -----------------------------------------------------------------------------------
@@ -559,6 +745,8 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
     except FetchError as exc:
         if exc.row.kind == OFFLINE:
             row.notes.append("upstream diff not cached: run `patchset status --refresh`")
+        elif exc.row.kind == NO_NETWORK:
+            row.notes.append("upstream diff not read: no network")
         else:
             row.notes.append(f"upstream diff: {exc.row}")
         return None
@@ -580,12 +768,18 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
 
 # ---- actions ---------------------------------------------------------------------------------
 def _decide(p: Patch, row: StatusRow) -> None:
+    _decide_state(p, row)
+    if p.state == "active":
+        _followup_action(row)
+
+
+def _decide_state(p: Patch, row: StatusRow) -> None:
     pr = row.pr
     if p.state == "held":
-        row.action, row.action_text = HELD, f"held: {p.reason}"
+        row.action, row.action_text = HELD, p.reason or "no reason recorded"
         return
     if p.state == "dropped":
-        row.action, row.action_text = DROPPED, f"dropped: {p.reason}"
+        row.action, row.action_text = DROPPED, p.reason or "no reason recorded"
         return
     if pr is None:
         if p.origin in ("ours", "port"):
@@ -659,34 +853,86 @@ def status(
     return report
 
 
+def _recorded_followups(r: StatusRow) -> list[str] | None:
+    """What ``[patch.status] followups`` becomes for a freshly read row: the reverts and
+    follow-ups GitHub's timeline named (not mentions, not what a clone's commits say: the clone
+    is read again each time); None when no timeline was read (keep what is recorded)."""
+    from patchset.tracker import followups as fu
+
+    if "timeline" not in r.followups_from or "recorded" in r.followups_from:
+        return None  # no timeline read now (or only for some refs): keep what is recorded
+    timeline = [f for f in r.followups if f.get("via") == "timeline"]
+    out: list[str] = []
+    for d in timeline:
+        try:
+            text = fu.recorded_text(fu.FollowUp.from_json(d))
+        except fu.BadItem:
+            continue
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _recordable(pr: RefRow, today: dt.date) -> dict[str, Any] | None:
+    """The ``[patch.status]`` values for a freshly read state, or None when one of them is not
+    what the ledger's schema takes (the client checks every answer, so this is a last guard: a
+    bad value must never stop the recording of the other rows)."""
+    new: dict[str, Any] = {"pr_state": pr.state, "recorded": today}
+    if pr.state == "merged" and pr.merged_at:
+        try:
+            new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
+        except ValueError:
+            return None
+    if pr.state == "merged" and pr.merge_commit:
+        if not _SHA.fullmatch(pr.merge_commit):
+            return None
+        new["merge_commit"] = pr.merge_commit
+    return new
+
+
 def record_status(ledger_path: Path, report: StatusReport, today: dt.date | None = None) -> list[str]:
-    """Write every freshly read primary PR state into ``[patch.status]`` (one atomic edit).
-    Human notes and the vendored ``head`` are kept. Returns the ids whose status changed."""
+    """Write every freshly read primary PR state into ``[patch.status]`` (one atomic edit), and
+    the reverts and follow-ups GitHub's timeline named (``followups``). Human notes and the
+    vendored ``head`` are kept. Returns the ids whose status changed."""
     today = today or dt.date.today()
-    fresh = [r for r in report.rows if r.pr is not None and r.pr.source == "network" and r.pr.known]
-    if not fresh:
+    fresh = {r.id for r in report.rows if r.pr is not None and r.pr.source == "network" and r.pr.known}
+    follow = {r.id: f for r in report.rows if (f := _recorded_followups(r)) is not None}
+    if not fresh and not follow:
         return []
     changed: list[str] = []
     with ledger_mod.edit(ledger_path) as e:
-        for r in fresh:
-            t = e.patch_table(r.id)
+        for r in report.rows:
+            t = e.patch_table(r.id) if r.id in fresh or r.id in follow else None
             if t is None:
                 continue
-            pr = r.pr
-            assert pr is not None
             old = dict(t.get("status") or {})
-            new: dict[str, Any] = {"pr_state": pr.state, "recorded": today}
-            if pr.state == "merged" and pr.merged_at:
-                new["merged_at"] = dt.date.fromisoformat(pr.merged_at[:10])
-            if pr.state == "merged" and pr.merge_commit:
-                new["merge_commit"] = pr.merge_commit
-            for k, v in new.items():
-                e.set_path(t, f"status.{k}", v)
-            if pr.state != "merged":
+            new: dict[str, Any] = {}
+            pr = r.pr
+            if r.id in fresh and pr is not None:
+                values = _recordable(pr, today)
+                if values is None:
+                    report.warnings.append(f"{r.id}: upstream state not recorded (a value is not a date or a commit)")
+                else:
+                    new = values
+                    for k, v in new.items():
+                        e.set_path(t, f"status.{k}", v)
+                    if pr.state != "merged":
+                        st = t.get("status")
+                        for k in ("merged_at", "merge_commit"):
+                            if st is not None and k in st:
+                                del st[k]
+            if r.id in follow:
+                items = follow[r.id]
                 st = t.get("status")
-                for k in ("merged_at", "merge_commit"):
-                    if st is not None and k in st:
-                        del st[k]
-            if any(old.get(k) != v for k, v in new.items() if k != "recorded"):
+                if items:
+                    e.set_path(t, "status.followups", items)
+                elif st is not None and "followups" in st:
+                    del st["followups"]
+                if list(old.get("followups") or []) != items:
+                    changed.append(r.id)
+            if any(old.get(k) != v for k, v in new.items() if k != "recorded") and r.id not in changed:
                 changed.append(r.id)
     return changed

@@ -1,6 +1,12 @@
 """Renderings of the upstream-status dashboard for people: a table per target (colour for
 state, drift and action) and Markdown (for an issue or a PR comment). Machines use
 ``StatusReport.to_json()``; the static HTML page is ``tracker.html``.
+
+Everything on the page came from outside (GitHub, the ledger, recorded state): the terminal view
+prints through ``Term``, which shows control characters instead of sending them; the Markdown
+view passes every value through ``patchset.text``'s Markdown sanitisers (``markdown_cell``,
+``markdown_code``, ``markdown_link``: http(s) links only), so no value adds a cell, a row, HTML
+or a link.
 """
 
 from __future__ import annotations
@@ -9,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from patchset.commands.table import Cell, Col, Styled, Term
-from patchset.text import md_cell
-from patchset.tracker.status import StatusReport, StatusRow
+from patchset.text import markdown_cell, markdown_code, markdown_link
+from patchset.tracker.status import StatusReport, StatusRow, commit_url, ref_url
 
 STATE_STYLE = {
     "merged": "magenta",
@@ -39,6 +45,8 @@ ACTION_STYLE = {
     "nothing": "green",
     "dropped": "dim",
     "unknown": "bold red",
+    "follow-up": "bold yellow",
+    "reverted": "bold red",
 }
 ACTION_WORDS = {
     "drop-at-rebase": "drop at next rebase",
@@ -48,7 +56,35 @@ ACTION_WORDS = {
     "nothing": "nothing to do",
     "dropped": "dropped",
     "unknown": "unknown",
+    "follow-up": "upstream fixed it again",
+    "reverted": "upstream reverted it",
 }
+FOLLOWUP_WORDS = {
+    "reverted": "reverted by",
+    "follow-up-merged": "follow-up merged",
+    "follow-up-open": "follow-up open",
+    "mentioned": "mentioned in",
+}
+MODE_WORDS = {
+    "default": "no network: answers cached by earlier `--refresh` runs, else the states recorded in the ledger; "
+    "`patchset status --refresh` asks GitHub",
+    "offline": "no network at all: the cache, else the states recorded in the ledger",
+    "refresh": "asked GitHub now; the new states are recorded in the ledger",
+}
+# What the two words that mean "nothing to show" mean on the dashboard.
+LEGEND = (
+    ("n/a", "no drift to compare: the patch is not taken verbatim from a PR (ours, a port), or it is dropped"),
+    (
+        "unknown",
+        "not known yet: no data (run `patchset status --refresh`), a request failed (the row says why), "
+        "or the upstream diff could not be compared",
+    ),
+    (
+        "not read",
+        "the follow-ups of a PR come from GitHub's timeline (`--refresh` with a token), a local clone of the "
+        "upstream, or what an earlier refresh recorded in the ledger: none of them was at hand",
+    ),
+)
 
 
 def _yes(v: bool | None) -> str:
@@ -68,6 +104,84 @@ def upstream_cell(r: StatusRow) -> str:
     return out
 
 
+def days_since(iso: str | None, now: float | None = None) -> int | None:
+    import datetime as dt
+    import time
+
+    if not iso:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0, int(((now or time.time()) - when.timestamp()) // 86400))
+
+
+def age_cell(r: StatusRow) -> str:
+    """How old the PR is and when it last moved: ``opened 91 days ago; last activity 2026-09-25``."""
+    if r.pr is None:
+        return ""
+    bits = []
+    days = days_since(r.pr.created_at)
+    if days is not None:
+        bits.append(f"opened {days} day{'s' if days != 1 else ''} ago")
+    last = r.pr.merged_at if r.pr.state == "merged" and r.pr.merged_at else r.pr.updated_at
+    if last:
+        bits.append(f"last activity {last[:10]}")
+    return "; ".join(bits)
+
+
+def short_ref(text: str) -> str:
+    """``vllm-project/vllm#58999`` -> ``vllm#58999`` for the repositories the ledger has short names for."""
+    from patchset.upstream.refs import DEFAULT_ALIASES
+
+    repo, sep, n = text.partition("#")
+    short = {v.lower(): k for k, v in DEFAULT_ALIASES.items()}.get(repo.lower())
+    return f"{short}#{n}" if sep and short else text
+
+
+def followup_items(r: StatusRow) -> list[str]:
+    """The follow-ups of a row, one item each: ``reverted by vllm#58999``, ``follow-up merged
+    vllm#59001 (in the base)``; mentions are counted, not listed."""
+    items = []
+    mentions = 0
+    for f in r.followups:
+        if f["class"] == "mentioned":
+            mentions += 1
+            continue
+        ref = short_ref(f["ref"]) if "#" in f["ref"] else f"commit {f.get('merge_commit', '')[:12]}"
+        tail = " (in the base)" if f.get("in_base") else ""
+        items.append(f"{FOLLOWUP_WORDS.get(f['class'], f['class'])} {ref}{tail}")
+    if mentions:
+        items.append(f"{mentions} mention{'s' if mentions != 1 else ''}")
+    return items
+
+
+def followups_cell(r: StatusRow) -> str:
+    """The follow-ups in one cell; ``not read`` when the patch names a PR but no timeline, clone
+    or record was read (no token: GitHub's REST answers carry no timeline)."""
+    items = followup_items(r)
+    if items:
+        return "; ".join(items)
+    has_pr = r.pr is not None or any(x.kind == "pr" for x in r.refs)
+    if has_pr and not r.followups_from:
+        return "not read"
+    return "none" if has_pr else ""
+
+
+def files_cell(r: StatusRow) -> list[str]:
+    return list(r.files)
+
+
+def action_cell(r: StatusRow) -> str:
+    """The action word and its text, the word said once (``held: <reason>``)."""
+    word = ACTION_WORDS.get(r.action, r.action)
+    text = r.action_text
+    if text.lower().startswith(word.lower() + ":"):  # a text that already says it
+        text = text[len(word) + 1 :].lstrip()
+    return word + (f": {text}" if text else "")
+
+
 def detail_cell(r: StatusRow) -> str:
     """Review, CI, where the merge is, and the other refs of the patch."""
     bits: list[str] = []
@@ -83,8 +197,8 @@ def detail_cell(r: StatusRow) -> str:
                 bits.append(f"in main: {_yes(r.in_main)}")
             if r.first_release:
                 bits.append(f"first in {r.first_release}")
-        if r.pr.updated_at and r.pr.state in ("open", "draft"):
-            bits.append(f"updated {r.pr.updated_at[:10]}")
+        if r.pr.merge_commit and r.pr.state == "merged":
+            bits.append(f"merge commit {r.pr.merge_commit[:12]}")
         if r.head_moved is not None:
             bits.append("head moved" if r.head_moved else "head as vendored")
     for ref in r.refs:
@@ -93,13 +207,13 @@ def detail_cell(r: StatusRow) -> str:
 
 
 def render_status(term: Term, report: StatusReport) -> None:
-    """A table per target, with a header saying how old the data is."""
+    """A table per target, with a header saying how old the data is, and a legend."""
     head = f"upstream status of {report.ledger}"
     if report.title:
         head += f" — {report.title}"
     term.line(Styled(head, "bold"))
     term.line(
-        f"mode: {report.mode}; data: {report.oldest()}"
+        f"mode: {report.mode} ({MODE_WORDS.get(report.mode, '')}); data: {report.oldest()}"
         + (f"; {report.round_trips} request(s)" if report.round_trips else "")
     )
     for w in report.warnings:
@@ -110,12 +224,15 @@ def render_status(term: Term, report: StatusReport) -> None:
     cols = [
         Col("#", right=True),
         Col("patch", whole=True),
-        Col("origin", drop=5),
-        Col("upstream", drop=2),
-        Col("detail", drop=4),
-        Col("drift", drop=3),
-        Col("action", drop=1),
-        Col("data", drop=6),
+        Col("origin", drop=6),
+        Col("upstream", drop=3),
+        Col("drift", drop=4),
+        Col("action", drop=1, grow=True),
+        Col("follow-ups", drop=2),
+        Col("files", drop=5),
+        Col("age", drop=7),
+        Col("detail", drop=8),
+        Col("data", drop=9),
     ]
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
@@ -124,16 +241,18 @@ def render_status(term: Term, report: StatusReport) -> None:
         for r in rows:
             pid = r.id if r.state == "active" else f"{r.id} [{r.state}]"
             up = upstream_cell(r) + (f" ({r.error})" if r.error else "")
-            action = ACTION_WORDS.get(r.action, r.action) + (f": {r.action_text}" if r.action_text else "")
             table.append(
                 [
                     str(r.order or ""),
                     Styled(pid, "dim" if r.state != "active" else ""),
                     r.origin,
                     Styled(up, "bold red" if r.error else STATE_STYLE.get(r.upstream_state, "")),
-                    detail_cell(r),
                     Styled(r.drift, DRIFT_STYLE.get(r.drift, "")),
-                    Styled(action, ACTION_STYLE.get(r.action, "")),
+                    Styled(action_cell(r), ACTION_STYLE.get(r.action, "")),
+                    followups_cell(r),
+                    files_cell(r),
+                    age_cell(r),
+                    detail_cell(r),
                     Styled(r.data, "dim"),
                 ]
             )
@@ -143,21 +262,60 @@ def render_status(term: Term, report: StatusReport) -> None:
     for i, (a, n) in enumerate(sorted(counts.items())):
         parts += [", " if i else "", Styled(f"{n} {ACTION_WORDS.get(a, a)}", ACTION_STYLE.get(a, ""))]
     term.line(*parts)
+    for word, meaning in LEGEND:
+        term.line(Styled(f"{word}:", "dim"), f" {meaning}")
     for e in report.errors():
         term.line(Styled("error:", "bold red"), f" {e}")
     if report.recorded:
         term.line(f"recorded into the ledger: {', '.join(report.recorded)}")
 
 
-_md = md_cell
+_md = markdown_cell
+
+
+def _md_followups(r: StatusRow) -> str:
+    parts = []
+    mentions = 0
+    for f in r.followups:
+        if f["class"] == "mentioned":
+            mentions += 1
+            continue
+        if "#" in f["ref"]:
+            link = markdown_link(short_ref(f["ref"]), f.get("url") or ref_url(f["ref"]))
+        else:
+            link = markdown_link(
+                f"commit {str(f.get('merge_commit') or '')[:12]}", commit_url(f["ref"], f.get("merge_commit"))
+            )
+        parts.append(
+            f"{_md(FOLLOWUP_WORDS.get(f['class'], f['class']))} {link}" + (" (in the base)" if f.get("in_base") else "")
+        )
+    if mentions:
+        parts.append(_md(f"{mentions} mention{'s' if mentions != 1 else ''}"))
+    return "; ".join(parts) or _md(followups_cell(r))
+
+
+def _md_upstream(r: StatusRow) -> str:
+    if r.pr is None:
+        return "—"
+    out = markdown_link(upstream_cell(r), r.pr.url or ref_url(r.pr.ref, r.pr.kind))
+    if r.pr.state == "merged" and r.pr.merge_commit:
+        link = markdown_link(f"merge {r.pr.merge_commit[:12]}", commit_url(r.pr.ref, r.pr.merge_commit))
+        out += f" ({link})"
+    for ref in r.refs:
+        out += f"; {_md(ref.role.rstrip('s'))} " + markdown_link(
+            f"{ref.ref} {ref.state}", ref.url or ref_url(ref.ref, ref.kind)
+        )
+    return out
 
 
 def to_markdown(report: StatusReport) -> str:
-    """The dashboard as Markdown: a table per target and a line on the data's age."""
+    """The dashboard as Markdown, the terminal's content: a table per target, the data's age, the
+    mode in words, and the legend. Every value escaped; http(s) links only."""
     out = [
         f"# Upstream status{': ' + _md(report.title) if report.title else ''}",
         "",
-        f"Mode `{report.mode}`, generated {report.generated_at}; data: {_md(report.oldest())}.",
+        f"Mode {markdown_code(report.mode)} ({_md(MODE_WORDS.get(report.mode, ''))}), generated "
+        f"{_md(report.generated_at)}; data: {_md(report.oldest())}.",
         "",
     ]
     for w in report.warnings:
@@ -169,30 +327,29 @@ def to_markdown(report: StatusReport) -> str:
     for target, rows in report.by_target().items():
         t = report.targets.get(target, {})
         out += [
-            f"## {target} (`{t.get('github', '')}`, base `{t.get('base') or '—'}`)",
+            f"## {_md(target)} ({markdown_code(t.get('github') or '') or '-'}, "
+            f"base {markdown_code(t.get('base') or '—')})",
             "",
-            "| # | patch | origin | upstream | detail | drift | action | data |",
-            "|--:|---|---|---|---|---|---|---|",
+            "| # | patch | origin | upstream | drift | action | follow-ups | files | age | detail | data |",
+            "|--:|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
-            pid = f"`{r.id}`" + (f" *({r.state})*" if r.state != "active" else "")
-            up = upstream_cell(r)
-            if r.pr is not None and r.pr.url:
-                up = f"[{_md(up)}]({r.pr.url})"
-            else:
-                up = _md(up)
+            pid = markdown_code(r.id, cell=True) + (f" *({_md(r.state)})*" if r.state != "active" else "")
+            up = _md_upstream(r)
             if r.error:
                 up += f" **{_md(r.error)}**"
-            action = f"**{ACTION_WORDS.get(r.action, r.action)}**" + (
-                f": {_md(r.action_text)}" if r.action_text else ""
-            )
+            word = ACTION_WORDS.get(r.action, r.action)
+            text = action_cell(r)[len(word) :].lstrip(": ")
+            action = f"**{_md(word)}**" + (f": {_md(text)}" if text else "")
+            files = ", ".join(markdown_code(f, cell=True) for f in r.files)
             out.append(
-                f"| {r.order or ''} | {pid} | {r.origin} | {up} | {_md(detail_cell(r))} | {r.drift} | "
-                f"{action} | {_md(r.data)} |"
+                f"| {r.order or ''} | {pid} | {_md(r.origin)} | {up} | {_md(r.drift)} | {action} | "
+                f"{_md_followups(r)} | {files} | {_md(age_cell(r))} | {_md(detail_cell(r))} | {_md(r.data)} |"
             )
         out.append("")
     counts = report.counts("action")
-    out.append("Actions: " + ", ".join(f"{n} {ACTION_WORDS.get(a, a)}" for a, n in sorted(counts.items())) + ".")
+    out.append("Actions: " + ", ".join(f"{n} {_md(ACTION_WORDS.get(a, a))}" for a, n in sorted(counts.items())) + ".")
+    out += ["", *(f"- {markdown_code(word)}: {_md(meaning)}" for word, meaning in LEGEND)]
     errors = report.errors()
     if errors:
         out += ["", "Errors:", *(f"- {_md(e)}" for e in errors)]
@@ -263,8 +420,15 @@ def render_fetch(term: Term, report) -> None:  # report: patchset.commands.fetch
         term.line(Styled(f"stored {n} bod{'y' if n == 1 else 'ies'} and updated the lock", "green"))
     elif report.failed or report.refused:
         term.line(Styled("nothing was written", "bold red"), ": stored bodies and the lock are unchanged")
+        down = report.no_network()
+        for where, n in down.items():
+            term.line(Styled("no network:", "bold red"), f" {where}: {n} source(s) not fetched (asked once)")
         for s in report.unreachable():
-            term.line(f"could not reach {s}", indent="  ")
+            row_down = any(
+                s.startswith(f"{r.id}: ") and r.error and r.error.get("error") == "no_network" for r in report.failed
+            )
+            if not row_down:
+                term.line(f"could not reach {s}", indent="  ")
 
 
 def render_check(term: Term, report) -> None:  # report: patchset.commands.fetch.CheckReport

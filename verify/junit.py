@@ -14,15 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchset import atomic
+from patchset.text import xml_text
 
 if TYPE_CHECKING:
     from patchset.verify.pertest import TestOutcome, VerifyReport
 
-_XML_BAD = {c: None for c in range(32) if c not in (9, 10, 13)}
-
 
 def _clean(text: str) -> str:
-    return text.translate(_XML_BAD)
+    """Test output and commands as valid XML 1.0 text (``patchset.text.xml_text``: ESC, BEL, lone
+    surrogates ... shown as escapes), so the report always parses."""
+    return xml_text(text)
 
 
 def _run_text(label: str, run) -> str:
@@ -38,7 +39,7 @@ def _run_text(label: str, run) -> str:
 
 
 def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
-    case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=t.name, time=f"{t.seconds:.3f}")
+    case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=_clean(t.name), time=f"{t.seconds:.3f}")
     props = ET.SubElement(case, "properties")
     for k, v in (
         ("class", t.klass),
@@ -48,8 +49,9 @@ def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
         ("without", t.without_run.outcome if t.without_run else "not run"),
     ):
         ET.SubElement(props, "property", name=k, value=_clean(v))
-    if t.kind == "longctx":
+    if t.kind in ("longctx", "serving"):
         ET.SubElement(props, "property", name="checks", value=_clean(", ".join(t.checks)))
+        ET.SubElement(props, "property", name="engine", value=_clean(t.engine or ""))
         for label, run in (("with", t.with_run), ("without", t.without_run)):
             if run is None or not hasattr(run, "startup_seconds"):
                 continue

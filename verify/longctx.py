@@ -34,12 +34,11 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchset.errors import EXIT_FINDING, EXIT_OK, InputError
-from patchset.records import record
 from patchset.verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
 
 CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
@@ -48,12 +47,13 @@ CONTROLLED = ("causality", "resume", "rescore")  # checks whose bar may come fro
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 DEFAULT_BASELINE = BASELINE_DIR / "cpu-vllm-0.30.0.json"
 BIN = 256  # tokens per bin in per-position summaries
+METHOD = 1  # how the checks measure; part of verify's result-cache key (a change re-measures)
 
 
 # ------------------------------------------------------------------------------------------ inputs
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Lengths:
     """Prompt lengths (tokens) each check uses. ``boundary`` is the position the checks straddle."""
 
@@ -120,7 +120,7 @@ FIXED_BARS: dict[str, float] = {
 }
 
 
-@record
+@dataclass
 class Thresholds:
     """How a drift is judged. ``bar`` returns the largest drift that passes."""
 
@@ -159,7 +159,7 @@ class Thresholds:
 # ------------------------------------------------------------------------------------------ results
 
 
-@record
+@dataclass
 class Measurement:
     """One number compared with its bar. ``value`` None means the server gave no answer (a failure)."""
 
@@ -172,7 +172,7 @@ class Measurement:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class CheckResult:
     """One long-context check: its verdict and what it measured."""
 
@@ -184,7 +184,7 @@ class CheckResult:
     seconds: float = 0.0
 
 
-@record
+@dataclass
 class LongctxReport:
     """A ``check longctx`` run: the server, the model and every check."""
 
@@ -323,7 +323,7 @@ def _top1(top: Mapping[int, float]) -> int | None:
 # ------------------------------------------------------------------------------------------ baselines
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CachedCase:
     """A prefix-cache case of a baseline: tokens warmed, prompted and reported cached."""
 

@@ -24,76 +24,180 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from patchset.errors import EnvironmentFailure, InputError, Location
-from patchset.records import record
+from patchset.ledger.model import SERVING_CHECKS
+from patchset.verify.engines import EngineDef, EngineLaunch, EngineProcess
 from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
 from patchset.verify.longctx_view import longctx_text
-from patchset.verify.server import EngineConfig, EngineExited, EngineServer, venv_python
+from patchset.verify.server import EngineConfig, EngineServer, venv_python
+from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
+from patchset.verify.stats import BUG, INCONCLUSIVE, drift_verdict
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
 
-@record
+@dataclass
 class LongctxSpec:
-    """A long-context test with its paths resolved (model directory, baseline file)."""
+    """A test that starts an engine (``kind = "longctx"`` or ``"serving"``) with its paths resolved
+    (model, baseline file) and its engine definition (``patchset.verify.engines``)."""
 
     checks: list[str]
-    model: Path
+    model: Path | str
     mode: str
     baseline: Path | None
     engine_args: list[str]
     env: dict[str, str]
     timeout: int
+    kind: str = "longctx"
+    engine: EngineDef | None = None  # None: an engine factory of the caller decides
+    serving: ServingConfig | None = None
+    repeats: int = 1  # longctx, control mode: trials of the resume check
 
     def engine_key(self) -> tuple:
         """Tests with the same key on the same tree share one engine."""
-        return (str(self.model), tuple(self.engine_args), tuple(sorted(self.env.items())))
+        fp = self.engine.fingerprint() if self.engine else ""
+        return (fp, str(self.model), tuple(self.engine_args), tuple(sorted(self.env.items())))
+
+    def fingerprint(self) -> str:
+        """What the test measures, for the result cache: kind, checks, parameters (not its tags or name)."""
+        import hashlib
+        import json
+
+        from patchset.verify.longctx import METHOD
+
+        data = {
+            "method": METHOD,
+            "kind": self.kind,
+            "checks": self.checks,
+            "mode": self.mode,
+            "baseline": _file_digest(self.baseline) if self.baseline else "",
+            "repeats": self.repeats,
+            "serving": self.serving.key() | {"repeats": self.serving.repeats, "warmup": self.serving.warmup}
+            if self.serving
+            else None,
+            "model": _model_digest(self.model),
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "absent"
+
+
+def _model_digest(model: Path | str) -> str:
+    """A model directory's files (name, size, mtime); a model name as it is."""
+    import hashlib
+
+    p = Path(model) if isinstance(model, Path) else None
+    if p is None or not p.is_dir():
+        return str(model)
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(p)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:16]
 
 
 def resolve_spec(
-    test: Any, ledger_root: Path, where: Location, env: Mapping[str, str], timeout: int | None = None
+    test: Any,
+    ledger_root: Path,
+    where: Location,
+    env: Mapping[str, str],
+    timeout: int | None = None,
+    engine: EngineDef | None = None,
 ) -> LongctxSpec:
-    """Check a ``kind = "longctx"`` test and resolve its model and baseline; InputError names the test."""
+    """Check a ``kind = "longctx"`` or ``"serving"`` test and resolve its model and baseline; InputError
+    names the test. ``engine``: the engine it runs on (its ``model`` is the default model)."""
+    kind = getattr(test, "kind", "longctx")
     checks = list(test.checks)
-    unknown = [c for c in checks if c not in CHECKS]
+    known = CHECKS if kind == "longctx" else SERVING_CHECKS
+    unknown = [c for c in checks if c not in known]
     if not checks or unknown:
+        what = "long-context" if kind == "longctx" else "serving"
         raise InputError(
-            f"long-context checks {unknown or '(none)'} are not known", where=where, hint=f"one of: {', '.join(CHECKS)}"
+            f"{what} checks {unknown or '(none)'} are not known", where=where, hint=f"one of: {', '.join(known)}"
         )
     if test.mode not in ("fixed", "control"):
         raise InputError(f"mode {test.mode!r} is not 'fixed' or 'control'", where=where)
-    raw = test.model or env.get(MODEL_ENV, "")
-    if not raw:
+    local_engine = engine is None or engine.preset == "vllm-cpu"
+    raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
+    model: Path | str = ""
+    if not raw and local_engine:
         raise InputError(
-            "a long-context test needs a model to serve",
+            "a long-context test needs a model to serve" if kind == "longctx" else "a serving test needs a model",
             where=where,
             hint=f'set `model = "DIR"` (a local model directory, relative to the ledger) or {MODEL_ENV}',
         )
-    model = _path(raw, ledger_root, env)
-    if not (model / "config.json").is_file():
-        raise InputError(f"model {model} is not a model directory (no config.json)", where=where)
+    if raw:
+        path = _path(raw, ledger_root, env)
+        if (path / "config.json").is_file():
+            model = path
+        elif local_engine or "reference" in checks or path.exists():
+            raise InputError(f"model {path} is not a model directory (no config.json)", where=where)
+        else:
+            model = string.Template(raw).safe_substitute(env)  # a model the engine knows by name
     baseline = None
     if test.baseline:
         baseline = _path(test.baseline, ledger_root, env)
         if not baseline.is_file():
             named = BASELINE_DIR / (test.baseline if test.baseline.endswith(".json") else f"{test.baseline}.json")
             if not named.is_file():
-                known = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
+                known_b = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
                 raise InputError(
                     f"baseline {test.baseline!r} is neither a file nor a recorded baseline",
                     where=where,
-                    hint=f"a JSON file relative to the ledger, or one of: {known}",
+                    hint=f"a JSON file relative to the ledger, or one of: {known_b}",
                 )
             baseline = named
     if (timeout is not None and timeout <= 0) or test.timeout <= 0:
         raise InputError(f"test timeout {test.timeout} is not a positive number of seconds", where=where)
     expanded = {k: string.Template(v).safe_substitute(env) for k, v in test.env.items()}
-    return LongctxSpec(checks, model, test.mode, baseline, list(test.engine_args), expanded, timeout or test.timeout)
+    serving = None
+    repeats = int(getattr(test, "repeats", 0) or 0)
+    if kind == "serving":
+        streams = int(getattr(test, "streams", 0) or 0) or (
+            CPU_STREAMS if engine is None or engine.preset == "vllm-cpu" else DEFAULT_STREAMS
+        )
+        serving = ServingConfig(
+            checks=checks,
+            repeats=repeats or DEFAULT_REPEATS,
+            warmup=int(getattr(test, "warmup", 1)),
+            streams=streams,
+            max_tokens=int(getattr(test, "max_tokens", 0) or 0) or DEFAULT_MAX_TOKENS,
+            tolerance=float(getattr(test, "tolerance", 0.03)),
+            tolerances={k: float(v) for k, v in (getattr(test, "tolerances", {}) or {}).items()},
+            timeout=float(timeout or test.timeout),
+        )
+        repeats = serving.repeats
+    elif repeats > 1 and not (test.mode == "control" and "resume" in checks):
+        raise InputError(
+            "`repeats` of a long-context test repeats the resume check in control mode",
+            where=where,
+            hint='add "resume" to checks and mode = "control", or remove `repeats`',
+        )
+    return LongctxSpec(
+        checks,
+        model,
+        test.mode,
+        baseline,
+        list(test.engine_args),
+        expanded,
+        timeout or test.timeout,
+        kind,
+        engine,
+        serving,
+        max(1, repeats),
+    )
 
 
 def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
@@ -104,16 +208,23 @@ def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
 # --------------------------------------------------------------------------- engines
 
 
-@record
+@dataclass
 class EngineRequest:
-    """What ``verify`` asks an engine factory for: a server on this tree, serving this model."""
+    """What ``verify`` asks an engine factory for: a server on this tree, serving this model, started
+    as ``engine`` says (None: the caller's factory knows)."""
 
     tree: Path
-    model: Path
+    model: Path | str
     engine_args: list[str]
     env: dict[str, str]
     timeout: int
     log_path: Path
+    engine: EngineDef | None = None
+    overlay: Path | None = None
+    logdir: Path | None = None
+    name: str = ""
+    ledger_dir: Path | None = None
+    root: str = ""
 
 
 class Engine(Protocol):
@@ -130,8 +241,29 @@ class Engine(Protocol):
 EngineFactory = Callable[[EngineRequest], Engine]
 
 
+def ledger_engine(req: EngineRequest) -> Engine:
+    """The default factory: the engine the ledger defines (``patchset.verify.engines``)."""
+    if req.engine is None:
+        return vllm_cpu_engine(req)
+    launch = EngineLaunch(
+        engine=req.engine,
+        tree=req.tree,
+        model=str(req.model),
+        log_path=req.log_path,
+        logdir=req.logdir or req.log_path.with_suffix(""),
+        name=req.name or req.log_path.stem,
+        ledger_dir=req.ledger_dir or req.tree,
+        args=list(req.engine_args),
+        env=dict(req.env),
+        overlay=req.overlay,
+        root=req.root,
+    )
+    return EngineProcess(launch)
+
+
 def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
-    """The default factory: the CPU vLLM engine of ``ci/setup_engine.sh``, running the tree's ``vllm``."""
+    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``EngineServer``), running the tree's ``vllm``."""
+    assert isinstance(req.model, Path)
     config = EngineConfig(
         model_dir=req.model,
         extra_args=tuple(req.engine_args),
@@ -144,7 +276,7 @@ def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
     return server
 
 
-@record
+@dataclass
 class EngineRun:
     """One engine verify started: which tree, how long start-up and checks took, where its log is."""
 
@@ -159,15 +291,23 @@ class EngineRun:
     log: str = ""
     vllm_origin: str = ""
     error: str = ""
+    engine: str = ""  # the ledger's engine name
+    started: bool = False  # False: every result came from the cache, no engine was started
+    reused: list[str] = field(default_factory=list)  # "<patch>/<test>" whose result came from the cache
+    tree_hash: str = ""
 
     def to_json(self) -> dict:
         return {
             "label": self.label,
             "variant": self.variant,
             "patch": self.patch or None,
+            "engine": self.engine or None,
+            "started": self.started,
+            "tree_hash": self.tree_hash or None,
             "model": self.model,
             "engine_args": self.engine_args,
             "tests": self.tests,
+            "reused": self.reused,
             "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
             "check_seconds": round(self.check_seconds, 3),
             "log": self.log,
@@ -176,13 +316,15 @@ class EngineRun:
         }
 
 
-@record
+@dataclass
 class LongctxResult(CommandResult):
     """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
 
     engine: int | None = None  # index into VerifyReport.engines
     startup_seconds: float | None = None
     checks: list[dict] = field(default_factory=list)
+    reused: str = ""  # the result came from the cache: when it was measured
+    drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
 
     def to_json(self) -> dict:
         out = super().to_json()
@@ -193,9 +335,42 @@ class LongctxResult(CommandResult):
                 "check_seconds": round(self.seconds, 3),
                 "engine_log": self.log or None,
                 "checks": self.checks,
+                "reused": self.reused or None,
             }
         )
+        if self.drift is not None:
+            out["drift"] = self.drift
         return out
+
+
+@dataclass
+class ServingResult(LongctxResult):
+    """A run of a serving test: every sample of the engine it measured and, on the side judged, the
+    comparison with the baseline (per metric: median ratio, interval, verdict)."""
+
+    samples: dict = field(default_factory=dict)  # ServingSamples.to_json()
+    comparison: dict | None = None  # Comparison.to_json(), on the run the verdict belongs to
+    baseline_from: str = ""  # "the tree without <patch>", "a stored baseline <file>"
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        out.update({"samples": self.samples, "comparison": self.comparison, "baseline_from": self.baseline_from})
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> ServingResult:
+        return cls(
+            data["outcome"],
+            data.get("exit_code"),
+            float(data.get("seconds", 0.0)),
+            data.get("reason", ""),
+            data.get("output_tail", ""),
+            data.get("log") or "",
+            None,
+            data.get("engine_startup_seconds"),
+            list(data.get("checks") or []),
+            samples=dict(data.get("samples") or {}),
+        )
 
 
 def _num(v: Any) -> Any:
@@ -238,52 +413,111 @@ def summarize(report: LongctxReport) -> tuple[str, str, list[dict]]:
     return PASS, "", rows
 
 
+def _tail_of(engine: Engine) -> str:
+    tail = getattr(engine, "log_tail", None)
+    return tail() if callable(tail) else ""
+
+
 def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResult:
-    """Run one test's checks against a started engine."""
+    """Run one test's checks against a started engine (control mode with ``repeats``: the resume
+    check N times, judged by the exact test of ``patchset.verify.stats``)."""
     startup = engine.startup_seconds
-    try:
-        report = run_checks(
+    trials = spec.repeats if (spec.repeats > 1 and spec.mode == "control" and "resume" in spec.checks) else 0
+    once = [c for c in spec.checks if not (trials and c == "resume")]
+
+    def checks_of(names: list[str]) -> LongctxReport:
+        return run_checks(
             engine.url,
-            checks=spec.checks,
+            checks=names,
             mode=spec.mode,
             baseline=spec.baseline,
-            reference_model=spec.model if "reference" in spec.checks else None,
-            reference_python=venv_python() if "reference" in spec.checks else None,
+            reference_model=spec.model if "reference" in names else None,
+            reference_python=venv_python() if "reference" in names else None,
             timeout=float(spec.timeout),
         )
+
+    try:
+        report = checks_of(once) if once else None
+        trial_reports = [checks_of(["resume"]) for _ in range(trials)]
     except EnvironmentFailure as exc:  # ServerUnreachable: the engine stopped answering
         return LongctxResult(
             ERROR,
             None,
             0.0,
             f"the engine stopped answering: {exc.message}",
-            "",
+            _tail_of(engine),
             str(engine.log_path),
             engine_index,
             startup,
         )
     except InputError as exc:
         return LongctxResult(ERROR, None, 0.0, exc.message, "", str(engine.log_path), engine_index, startup)
-    outcome, reason, rows = summarize(report)
+    outcome, reason, rows = summarize(report) if report else (PASS, "", [])
+    text = longctx_text(report) if report else ""
+    seconds = (report.seconds if report else 0.0) + sum(r.seconds for r in trial_reports)
+    drift = None
+    if trials:
+        verdict, row = resume_trials(trial_reports)
+        drift = verdict.to_json() | {"bar": row["worst"]["bar"], "repeats": trials}
+        rows.append(row)
+        text += f"\nresume x {trials} trials (control mode): {verdict.text()}\n"
+        if verdict.verdict == BUG:
+            outcome = FAIL
+            reason = "; ".join(x for x in (reason, f"resume over {trials} trials: {verdict.text()}") if x)
+        elif verdict.verdict == INCONCLUSIVE and outcome == PASS:
+            outcome = ERROR
+            reason = f"resume over {trials} trials: {verdict.label} ({verdict.text()})"
     return LongctxResult(
         outcome,
         0 if outcome == PASS else 1,
-        report.seconds,
+        seconds,
         reason,
-        longctx_text(report),
+        text,
         str(engine.log_path),
         engine_index,
         startup,
         rows,
+        drift=drift,
     )
 
 
+def resume_trials(reports: list[LongctxReport], multiple: float = 2.0, floor: float = 1e-4) -> tuple[Any, dict]:
+    """Exceedance counts of repeated resume trials against their controls, and the exact test's verdict.
+
+    The bar is ``multiple`` x the median control over every trial and case (the maintainer's "2x the
+    control"), at least ``floor``; a resume exceeds it when its drift does, a control when its own
+    drift (cold against cold) does: under no bug both are the same kind of noise."""
+    import statistics
+
+    drifts, controls = [], []
+    for rep in reports:
+        for m in rep.result("resume").measurements:
+            drifts.append(math.inf if m.value is None else float(m.value))
+            if m.control is not None and math.isfinite(m.control):
+                controls.append(float(m.control))
+    bar = max(multiple * statistics.median(controls), floor) if controls else floor
+    exceed = sum(1 for d in drifts if d > bar)
+    control_exceed = sum(1 for c in controls if c > bar)
+    verdict = drift_verdict(exceed, max(1, len(drifts)), control_exceed, max(1, len(controls)))
+    row = {
+        "check": "resume",
+        "ok": verdict.verdict != BUG,
+        "seconds": round(sum(r.result("resume").seconds for r in reports), 3),
+        "failed_cases": [],
+        "worst": {"case": f"{len(reports)} trials", "value": _num(max(drifts, default=0.0)), "bar": _num(bar)},
+        "error": None,
+        "trials": {"drifts": [_num(d) for d in drifts], "controls": [_num(c) for c in controls]},
+        "verdict": verdict.label,
+    }
+    return verdict, row
+
+
 def start_failure(exc: EnvironmentFailure, engine: Engine | None, engine_index: int) -> LongctxResult:
-    """The result of every test of an engine that did not start: a crash is a failure, the rest errors."""
+    """The result of every test of an engine that did not start or died: an error (never a pass or a
+    fail), with the tail of its logs."""
     log = str(engine.log_path) if engine is not None else ""
     first = exc.message.splitlines()[0] if exc.message else "the engine did not start"
-    if isinstance(exc, EngineExited):
-        return LongctxResult(
-            FAIL, None, 0.0, f"the engine exits during start-up: {first}", exc.message[-3000:], log, engine_index
-        )
-    return LongctxResult(ERROR, None, 0.0, first + (f" ({exc.hint})" if exc.hint else ""), "", log, engine_index)
+    tail = exc.message[-3000:] if "\n" in exc.message else ""
+    if not tail and engine is not None and hasattr(engine, "log_tail"):
+        tail = engine.log_tail()
+    return LongctxResult(ERROR, None, 0.0, first + (f" ({exc.hint})" if exc.hint else ""), tail, log, engine_index)

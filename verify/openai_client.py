@@ -16,13 +16,12 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 from patchset.upstream import net
 
 
@@ -49,7 +48,7 @@ class BadResponse(Exception):
     """The server answered 200 but the body does not follow the completions schema."""
 
 
-@record
+@dataclass
 class Usage:
     """Token counts a completion reports."""
 
@@ -58,7 +57,7 @@ class Usage:
     cached_tokens: int | None  # None when the server does not report prompt_tokens_details
 
 
-@record
+@dataclass
 class Completion:
     """One choice of a completions answer, with every token named by id."""
 
@@ -77,6 +76,28 @@ class Completion:
             entry = self.prompt_logprobs[pos] if pos < len(self.prompt_logprobs) else None
             out.append(None if entry is None else entry.get(int(tok)))
         return out
+
+
+@dataclass
+class Streamed:
+    """A streamed completion's timing: seconds to the first token, to the last, and the counts."""
+
+    first_token_seconds: float
+    last_token_seconds: float
+    total_seconds: float
+    chunks: int  # chunks that carried text
+    usage: Usage
+    tokens: list[int] = field(default_factory=list)
+    first_count: int = 1  # tokens delivered with the first chunk (continuous usage stats)
+    last_count: int = 0  # tokens delivered up to the last chunk
+
+    @property
+    def decode_tokens_per_second(self) -> float | None:
+        """Tokens delivered after the first chunk over the time between the first chunk and the last
+        (a server that batches several tokens per chunk is measured right); None: too few chunks."""
+        span = self.last_token_seconds - self.first_token_seconds
+        n = (self.last_count or self.usage.completion_tokens) - self.first_count
+        return n / span if n > 0 and span > 0 else None
 
 
 def new_salt(tag: str = "") -> str:
@@ -156,12 +177,12 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     )
 
 
-def _error_message(resp: net.Answer) -> str:
+def _error_message(raw: bytes, reason: str | None) -> str:
     """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
     try:
-        body = json.loads(resp.body)
+        body = json.loads(raw)
     except ValueError:
-        return resp.body.decode("utf-8", "replace").strip() or resp.reason or ""
+        return raw.decode("utf-8", "replace").strip() or reason or ""
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and err.get("message"):
@@ -175,7 +196,9 @@ def _error_message(resp: net.Answer) -> str:
 class CompletionsClient:
     """Talks to one OpenAI-compatible server. ``base_url`` is e.g. ``http://127.0.0.1:8000``."""
 
-    def __init__(self, base_url: str, model: str | None = None, *, timeout: float = 600.0) -> None:
+    def __init__(
+        self, base_url: str, model: str | None = None, *, timeout: float = 600.0, keepalive: bool = True
+    ) -> None:
         url = base_url.rstrip("/")
         if not url.startswith(("http://", "https://")):
             raise InputError(
@@ -186,6 +209,10 @@ class CompletionsClient:
         self.base_url = url
         self.timeout = timeout
         self._session = net.session(trust_env=False)  # never route loopback traffic through a proxy
+        if not keepalive:
+            # a new connection per request: a kept-alive one the server closed as idle (uvicorn: after
+            # 5 s) is reset when reused at that moment, which would fail a measurement for nothing
+            self._session.headers["Connection"] = "close"
         self.model = model or self._first_model()
 
     def _request(
@@ -215,7 +242,7 @@ class CompletionsClient:
                 hint="is the server running? check --url",
             ) from exc
         if resp.status >= 400:
-            raise ServerRejected(resp.status, _error_message(resp)[:500], prompt_tokens=prompt_tokens)
+            raise ServerRejected(resp.status, _error_message(resp.body, resp.reason)[:500], prompt_tokens=prompt_tokens)
         try:
             body = json.loads(resp.body)
         except ValueError as exc:
@@ -247,6 +274,104 @@ class CompletionsClient:
             if item.get("id") == self.model:
                 return dict(item)
         return {}
+
+    def stream(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int,
+        cache_salt: str | None = None,
+        ignore_eos: bool = True,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> Streamed:
+        """A greedy streamed completion, timed: when the first and the last token arrived."""
+        import time
+
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in prompt],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "return_tokens_as_token_ids": True,
+            "ignore_eos": ignore_eos,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+        if cache_salt is not None:
+            payload["cache_salt"] = cache_salt
+        t0 = time.monotonic()
+        try:
+            resp = self._session.post(
+                self.base_url + "/v1/completions", json=payload, timeout=self.timeout, stream=True
+            )
+        except requests.RequestException as exc:
+            raise ServerUnreachable(
+                f"cannot reach {self.base_url}/v1/completions: {exc.__class__.__name__}: {exc}",
+                hint="is the server running?",
+            ) from exc
+        first = last = None
+        chunks, seen, first_count, last_count = 0, 0, 0, 0
+        usage_raw: dict[str, Any] = {}
+        tokens: list[int] = []
+        with resp:
+            if resp.status_code >= 400:
+                raise ServerRejected(
+                    resp.status_code,
+                    _error_message(resp.raw.read(64 * 1024, decode_content=True) or b"", resp.reason)[:500],
+                    prompt_tokens=len(prompt),
+                )
+            try:
+                for raw in resp.iter_lines():
+                    seen += len(raw)
+                    if seen > max_bytes:
+                        raise BadResponse(f"the stream exceeds {max_bytes} bytes")
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    try:
+                        body = json.loads(data)
+                    except ValueError as exc:
+                        raise BadResponse(f"a stream chunk is not JSON: {data[:200]!r}") from exc
+                    now = time.monotonic() - t0
+                    running = (body.get("usage") or {}).get("completion_tokens")
+                    for choice in body.get("choices") or []:
+                        if choice.get("text"):
+                            chunks += 1
+                            count = int(running) if isinstance(running, int) else chunks
+                            if first is None:
+                                first, first_count = now, count
+                            last, last_count = now, count
+                            lp = choice.get("logprobs") or {}
+                            tokens += [_token_id(t) for t in (lp.get("tokens") or [])]
+                    if body.get("usage"):
+                        usage_raw = body["usage"]
+            except requests.RequestException as exc:
+                raise ServerUnreachable(f"the stream from {self.base_url} broke: {exc}") from exc
+        total = time.monotonic() - t0
+        if first is None or last is None:
+            raise BadResponse("the stream carried no token")
+        details = usage_raw.get("prompt_tokens_details") or None
+        usage = Usage(
+            prompt_tokens=int(usage_raw.get("prompt_tokens", len(prompt))),
+            completion_tokens=int(usage_raw.get("completion_tokens", chunks)),
+            cached_tokens=(
+                int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None
+            ),
+        )
+        return Streamed(first, last, total, chunks, usage, tokens, first_count, last_count)
+
+    def metrics_text(self, max_bytes: int = 16 * 1024 * 1024) -> str | None:
+        """The server's Prometheus ``/metrics`` text, or None when it has none."""
+        try:
+            resp = self._session.get(self.base_url + "/metrics", timeout=min(self.timeout, 30.0))
+        except requests.RequestException:
+            return None
+        if resp.status_code != 200:
+            return None
+        return resp.text[:max_bytes]
 
     def complete(
         self,

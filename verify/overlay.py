@@ -20,18 +20,17 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
-from patchset.records import record
 
 # Directories never copied into a private base: repository metadata and patchset's own journal.
 SKIP_DIRS = frozenset({".git", ".patchset-txn"})
 _LINK_FALLBACK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP}
 
 
-@record
+@dataclass
 class OverlayStats:
     """How an overlay was built: files linked, files copied (hard links refused), symlinks made."""
 
@@ -87,6 +86,30 @@ def make_overlay(base: Path, dest: Path) -> OverlayStats:
     return stats
 
 
+def drop_stale_bytecode(tree: Path, files: dict[str, str | None] | list[str]) -> list[Path]:
+    """Unlink the ``__pycache__`` entries of the patched ``.py`` files of an overlay; return them.
+
+    The base is byte-compiled once and its ``.pyc`` files are hard-linked into every overlay. Python
+    trusts a ``.pyc`` whose recorded source size and mtime (whole seconds) match: a patch that keeps a
+    file's size and lands within the same second as the base's copy (``0.001`` -> ``0.004``) would run
+    the unpatched bytecode. Unlinking the overlay's link leaves the base's file alone."""
+    removed = []
+    for rel in files:
+        if not rel.endswith(".py"):
+            continue
+        src = tree / rel
+        cache = src.parent / "__pycache__"
+        if not cache.is_dir():
+            continue
+        for pyc in cache.glob(f"{src.stem}.*.pyc"):
+            try:
+                pyc.unlink()
+                removed.append(pyc)
+            except OSError:
+                pass
+    return removed
+
+
 def private_copy(src: Path, dest: Path) -> OverlayStats:
     """A full copy of ``src`` (without ``.git``): the base verify links its overlays to."""
     if not src.is_dir():
@@ -102,7 +125,7 @@ def private_copy(src: Path, dest: Path) -> OverlayStats:
     return stats
 
 
-@record
+@dataclass
 class Snapshot:
     """(inode, size, mtime_ns) of every regular file under a base tree, to detect writes through links."""
 

@@ -44,8 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.atomic import publish_dir
@@ -55,20 +54,21 @@ from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Locatio
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.text import split_list
 from patchset.upstream import cache
+from patchset.verify.engines import resolve_engine
 from patchset.verify.longctx_runs import (
     EngineFactory,
-    EngineRequest,
     EngineRun,
+    LongctxResult,
     LongctxSpec,
+    ServingResult,
+    ledger_engine,
     resolve_spec,
-    run_one,
-    start_failure,
-    vllm_cpu_engine,
 )
-from patchset.verify.overlay import Snapshot, make_overlay, private_copy, remove_tree
+from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, private_copy, remove_tree
+from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
+from patchset.verify.serving import ServingSamples, load_serving_baseline, write_serving_baseline
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
 
 PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
@@ -81,7 +81,7 @@ PATCHSET_HOME = Path(__file__).resolve().parent.parent
 # --------------------------------------------------------------------------- report
 
 
-@record
+@dataclass
 class TestOutcome:
     """One declared test of one patch, run with and without the patch, and its class."""
 
@@ -97,6 +97,7 @@ class TestOutcome:
     note: str = ""
     kind: str = "command"
     checks: list[str] = field(default_factory=list)
+    engine: str = ""  # the engine a long-context or serving test ran on
 
     @property
     def seconds(self) -> float:
@@ -108,6 +109,7 @@ class TestOutcome:
             "test": self.name,
             "kind": self.kind,
             "checks": self.checks,
+            "engine": self.engine or None,
             "command": self.command,
             "cwd": self.cwd,
             "tags": self.tags,
@@ -120,7 +122,7 @@ class TestOutcome:
         }
 
 
-@record
+@dataclass
 class PatchOutcome:
     """A patch and the class its tests give it."""
 
@@ -140,7 +142,7 @@ class PatchOutcome:
         }
 
 
-@record
+@dataclass
 class VerifyReport:
     """What ``patchset verify`` found: a class for every tested patch, and what was not tested."""
 
@@ -154,7 +156,10 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
     work_dir: str = ""  # kept trees and logs (only when asked to keep them)
-    engines: list[EngineRun] = field(default_factory=list)  # engines started for long-context tests
+    engines: list[EngineRun] = field(default_factory=list)  # engines of long-context and serving tests
+    reused: list[str] = field(default_factory=list)  # "<patch>/<test> (with|without)" results from the cache
+    engine_starts: int = 0
+    baseline: str = ""  # the stored serving baseline compared with (--baseline)
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in CLASSES}
@@ -194,6 +199,9 @@ class VerifyReport:
             "notes": self.notes,
             "work_dir": self.work_dir or None,
             "engines": [e.to_json() for e in self.engines],
+            "engine_starts": self.engine_starts,
+            "reused": self.reused,
+            "baseline": self.baseline or None,
         }
 
 
@@ -241,7 +249,7 @@ def test_name(test: TestSpec, index: int) -> str:
 
 def _check_spec(ledger: Ledger, patch: Patch, test: TestSpec, name: str) -> None:
     where = Location(ledger.path, patch.line or None, f"patch {patch.id}: tests {name}")
-    if test.kind == "longctx":
+    if test.kind in ("longctx", "serving"):
         return  # resolve_spec checks it
     if not test.command.strip():
         raise InputError("test command is empty", where=where)
@@ -341,7 +349,7 @@ def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path
 # --------------------------------------------------------------------------- the runs
 
 
-@record
+@dataclass
 class _Run:
     """One test run of one patch, with or without the patch."""
 
@@ -352,14 +360,13 @@ class _Run:
     items: list[SeriesItem]
     result: CommandResult | None = None
     longctx: LongctxSpec | None = None
-
-
-@record
-class _Group:
-    """Long-context runs that share one tree and one engine."""
-
-    runs: list[_Run]
-    engine: EngineRun
+    tree_hash: str = ""
+    cache_key: str = ""
+    samples: ServingSamples | None = None  # a serving run's measurement
+    reused: str = ""  # the result or the samples came from the cache (when measured)
+    engine_index: int | None = None
+    startup: float | None = None
+    log: str = ""
 
 
 def _describe_failure(result: SeriesResult) -> str:
@@ -386,6 +393,7 @@ class _Verifier:
         base_is_cache: bool,
         engine_factory: EngineFactory | None = None,
         log_dir: Path | None = None,
+        home: Path | None = None,
     ):
         self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
@@ -397,9 +405,11 @@ class _Verifier:
         self.total = 0
         self.counter = 0
         self.damaged: list[str] = []
-        self.engine_factory = engine_factory or vllm_cpu_engine
+        self.engine_factory = engine_factory or ledger_engine
         self.log_dir = log_dir or work / "logs"
         self.engines: list[EngineRun] = []
+        self.reused: list[str] = []
+        self.home = home or ledger.root.resolve()
 
     def _env(self, run: _Run, tree: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -407,7 +417,7 @@ class _Verifier:
             "PATCHSET_TREE": str(tree),
             "PATCHSET_VARIANT": run.variant,
             "PATCHSET_PATCH": run.patch.id,
-            "PATCHSET_LEDGER_DIR": str(self.ledger.root.resolve()),
+            "PATCHSET_LEDGER_DIR": str(self.home),
             "PATCHSET_PYTHON": sys.executable,
             "PATCHSET_HOME": str(PATCHSET_HOME),
             "PATCHSET_CACHE": str(cache.cache_dir()),
@@ -431,6 +441,7 @@ class _Verifier:
                 if not res.ok:  # checked in a dry run before; the base changed under us
                     run.result = CommandResult(ERROR, None, 0.0, _describe_failure(res))
                     return
+                drop_stale_bytecode(tree, res.files)
             cwd = tree.joinpath(*[p for p in run.spec.cwd.split("/") if p not in ("", ".")])
             run.result = run_command(run.spec.command, cwd, self._env(run, tree), timeout, log)
             changed = self.snapshot.changed()
@@ -465,110 +476,219 @@ class _Verifier:
             self.done += 1
             if self.progress:
                 r = run.result
-                self.progress(
-                    f"{run.patch.id} {run.test.name} ({run.variant}): {r.outcome if r else '?'}", self.done, self.total
-                )
+                what = r.outcome if r else ("measured" if run.samples is not None else "?")
+                self.progress(f"{run.patch.id} {run.test.name} ({run.variant}): {what}", self.done, self.total)
 
-    def _execute_group(self, group: _Group) -> None:
-        """One tree, one engine, the checks of every test in the group, then stop and clean up."""
-        first = group.runs[0]
-        spec = first.longctx
-        assert spec is not None
-        index = self.engines.index(group.engine)
-        slot, safe = self._slot(group.engine.label)
-        tree = self.work / "trees" / f"{slot:03d}-{safe}"
-        log_path = self.log_dir / f"engine-{slot:03d}-{safe}.log"
-        group.engine.log = str(log_path)
-        counted: set[int] = set()
-        engine = None
-        try:
-            make_overlay(self.base, tree)
-            if first.items:
-                res = apply_series(tree, first.items, path_for=self.mapper)
-                if not res.ok:  # checked in a dry run before; the base changed under us
-                    group.engine.error = _describe_failure(res)
-                    for r in group.runs:
-                        r.result = CommandResult(ERROR, None, 0.0, group.engine.error)
-                    return
-            request = EngineRequest(tree, spec.model, spec.engine_args, spec.env, spec.timeout, log_path)
-            engine = self.engine_factory(request)
-            try:
-                engine.start()
-            except EnvironmentFailure as exc:
-                group.engine.error = exc.message.splitlines()[0] if exc.message else "did not start"
-                for r in group.runs:
-                    r.result = start_failure(exc, engine, index)
-                return
-            group.engine.startup_seconds = engine.startup_seconds
-            group.engine.vllm_origin = engine.vllm_origin or ""
-            for i, r in enumerate(group.runs):
-                assert r.longctx is not None
-                r.result = run_one(engine, r.longctx, index)
-                group.engine.check_seconds += r.result.seconds
-                counted.add(i)
-                self._done(r)
-        except EnvironmentFailure as exc:
-            group.engine.error = exc.message
-            for r in group.runs:
-                if r.result is None:
-                    r.result = CommandResult(ERROR, None, 0.0, exc.message)
-        finally:
-            if engine is not None:
-                engine.stop()
-            changed = self.snapshot.changed()
-            if changed:
-                with self.lock:
-                    self.damaged.extend(c for c in changed if c not in self.damaged)
-                for r in group.runs:
-                    r.result = CommandResult(
-                        ERROR,
-                        None,
-                        r.result.seconds if r.result else 0.0,
-                        f"the engine rewrote {len(changed)} file(s) of the build tree in place (e.g. {changed[0]}), "
-                        "files shared with the pristine base by hard links",
-                    )
-            if not self.keep:
-                remove_tree(tree)
-            for i, r in enumerate(group.runs):
-                if i not in counted:
-                    self._done(r)
+    def _changed(self) -> list[str]:
+        changed = self.snapshot.changed()
+        if changed:
+            with self.lock:
+                self.damaged.extend(c for c in changed if c not in self.damaged)
+        return changed
 
-    def run(self, runs: list[_Run]) -> None:
+    def _group_key(self, r: _Run) -> tuple:
+        assert r.longctx is not None
+        return (tuple(it.patch_id for it in r.items), r.longctx.engine_key())
+
+    def run(self, runs: list[_Run], *, cache: ResultCache, stored: dict[str, ServingSamples] | None = None) -> None:
+        """Run every test: command runs on their own trees, engine runs grouped one engine per tree and
+        configuration (``verify.engine_runs``), results from the cache where the tree did not change."""
+        from patchset.verify.engine_runs import Context, Group, Pair, QuietLock, Scheduler
+
         self.total = len(runs)
-        groups: dict[tuple, _Group] = {}
-        units: list[_Run | _Group] = []
+        quiet = QuietLock()
+        ctx = Context(
+            base=self.base,
+            mapper=self.mapper,
+            work=self.work,
+            log_dir=self.log_dir,
+            ledger_dir=self.home,
+            installed_root=self.target.installed_root,
+            factory=self.engine_factory,
+            keep=self.keep,
+            jobs=self.jobs,
+            slot=self._slot,
+            done=self._done,
+            describe_failure=_describe_failure,
+            damaged=self._changed,
+        )
+        sched = Scheduler(ctx, quiet)
+        groups: dict[tuple, Group] = {}
+        commands: list[_Run] = []
+        by_test: dict[tuple[str, str], dict[str, _Run]] = {}
         for r in runs:
             if r.longctx is None:
-                units.append(r)
+                commands.append(r)
                 continue
-            key = (tuple(it.patch_id for it in r.items), r.longctx.engine_key())
+            key = self._group_key(r)
             if key not in groups:
                 left_out = "" if r.variant == WITH else r.patch.id
                 label = "with the series" if r.variant == WITH else f"without {r.patch.id}"
-                er = EngineRun(label, r.variant, left_out, str(r.longctx.model), list(r.longctx.engine_args))
+                spec = r.longctx
+                er = EngineRun(label, r.variant, left_out, str(spec.model), list(spec.engine_args))
+                er.engine = spec.engine.name if spec.engine else ""
+                er.tree_hash = r.tree_hash[:16]
+                groups[key] = Group(key, r.items, spec, er)
+                sched.groups.append(groups[key])
                 self.engines.append(er)
-                groups[key] = _Group([], er)
-                units.append(groups[key])
-            groups[key].runs.append(r)
-            groups[key].engine.tests.append(f"{r.patch.id}/{r.test.name}")
+            g = groups[key]
+            g.record.tests.append(f"{r.patch.id}/{r.test.name}")
+            by_test.setdefault((r.patch.id, r.test.name), {})[r.variant] = r
+            cached = cache.get(r.cache_key) if r.cache_key else None
+            if cached is not None and self._restore(r, cached):
+                g.record.reused.append(f"{r.patch.id}/{r.test.name}")
+                self.reused.append(f"{r.patch.id}/{r.test.name} ({r.variant})")
+                continue
+            if r.longctx.kind == "longctx":
+                g.runs.append(r)
+        # serving runs: paired when both sides need measuring and the engine allows two at once
+        for (_pid, _name), sides in by_test.items():
+            w, o = sides.get(WITH), sides.get(WITHOUT)
+            if w is None or w.longctx is None or w.longctx.kind != "serving":
+                continue
+            need_w = w.samples is None and w.result is None
+            need_o = o is not None and o.samples is None and o.result is None
+            engine = w.longctx.engine
+            can_pair = engine is None or engine.max_parallel >= 2
+            if need_w and need_o and can_pair and o is not None:
+                pair = Pair(w, o, groups[self._group_key(w)], groups[self._group_key(o)])
+                pair.without_group.led.append(pair)
+                pair.with_group.refs += 1
+                sched.pairs.append(pair)
+                continue
+            if need_w:
+                groups[self._group_key(w)].alone.append(w)
+            if need_o and o is not None:
+                groups[self._group_key(o)].alone.append(o)
+        for g in sched.groups:
+            g.refs += 1 if g.has_work() else 0
         if self.progress:
-            n_eng = len(groups)
+            n_eng = sum(1 for g in sched.groups if g.has_work() or g.refs)
             self.progress(
                 f"{self.total} runs on {self.jobs} job(s)" + (f", {n_eng} engine(s)" if n_eng else ""), 0, self.total
             )
+        for r in runs:  # cached runs count as done
+            if r.result is not None or r.samples is not None:
+                self._done(r)
+        units: list = [g for g in sched.groups if g.has_work()] + commands
 
-        def unit(u: _Run | _Group) -> None:
-            if isinstance(u, _Group):
-                self._execute_group(u)
-            else:
+        def other(u: _Run) -> None:
+            with quiet.read():
                 self._execute(u)
 
-        if self.jobs <= 1:
-            for u in units:
-                unit(u)
-            return
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="verify") as pool:
-            list(pool.map(unit, units))
+        sched.run(units, other)
+        self._judge_serving(by_test, stored)
+        self._store(runs, cache)
+
+    def _restore(self, r: _Run, data: dict) -> bool:
+        """A cached result back on its run; False when the entry does not fit (then the run runs)."""
+        assert r.longctx is not None
+        when = str(data.get("_measured_at", ""))
+        try:
+            if r.longctx.kind == "serving":
+                r.samples = ServingSamples.from_json(data["samples"])
+            else:
+                res = ServingResult.from_json(data)
+                r.result = LongctxResult(
+                    res.outcome,
+                    res.exit_code,
+                    res.seconds,
+                    res.reason,
+                    res.output,
+                    res.log,
+                    None,
+                    res.startup_seconds,
+                    res.checks,
+                    reused=when or "cached",
+                )
+        except (KeyError, TypeError, ValueError):
+            r.samples, r.result = None, None
+            return False
+        r.reused = when or "cached"
+        return True
+
+    def _store(self, runs: list[_Run], cache: ResultCache) -> None:
+        for r in runs:
+            if not r.cache_key or r.reused or r.longctx is None:
+                continue
+            if r.longctx.kind == "serving":
+                if r.samples is not None and r.result is not None and r.result.outcome != ERROR:
+                    cache.put(r.cache_key, {"samples": r.samples.to_json()})
+            elif r.result is not None and r.result.outcome in (PASS, FAIL):
+                cache.put(r.cache_key, r.result.to_json())
+
+    def _judge_serving(self, by_test: dict, stored: dict[str, ServingSamples] | None) -> None:
+        """Each serving test's verdicts: the tree with the series against its baseline (the tree without
+        the patch, or the stored figures): a regression fails the with-run, an improvement the without-run."""
+        from patchset.verify.serving import compare
+
+        for (pid, name), sides in by_test.items():
+            w = sides.get(WITH)
+            if w is None or w.longctx is None or w.longctx.kind != "serving":
+                continue
+            cfg = w.longctx.serving
+            assert cfg is not None
+            o = sides.get(WITHOUT)
+            base_samples: ServingSamples | None = None
+            base_from = ""
+            if o is not None:
+                base_samples, base_from = o.samples, f"the tree without {pid}"
+            elif stored is not None and f"{pid}/{name}" in stored:
+                base_samples, base_from = stored[f"{pid}/{name}"], "the stored baseline"
+            if w.samples is None or base_samples is None:
+                if w.result is None:
+                    w.result = LongctxResult(
+                        ERROR, None, 0.0, f"serving: not compared: no samples of {base_from or 'a baseline'}"
+                    )
+                if o is not None and o.result is None:
+                    o.result = LongctxResult(
+                        ERROR, None, 0.0, "serving: not compared: no samples of the tree with the series"
+                    )
+                continue
+            comp = compare(w.samples, base_samples, cfg)
+            lines = [v.text() for v in comp.verdicts] + [f"note: {n}" for n in comp.notes]
+            worse = comp.regressions
+            better = comp.improvements
+            w_reason = "regression: " + "; ".join(_short(v) for v in worse) if worse else ""
+            if not comp.verdicts:
+                w.result = ServingResult(
+                    ERROR, None, w.samples.seconds, "serving: no metric to judge: " + "; ".join(comp.notes)[:500]
+                )
+            else:
+                w.result = ServingResult(
+                    FAIL if worse else PASS,
+                    1 if worse else 0,
+                    w.samples.seconds,
+                    w_reason,
+                    "\n".join(lines),
+                    w.log,
+                    w.engine_index,
+                    w.startup,
+                    [v.to_json() for v in comp.verdicts],
+                    reused=w.reused,
+                    samples=w.samples.to_json(),
+                    comparison=comp.to_json(),
+                    baseline_from=base_from,
+                )
+            o_reason = "without the patch: " + "; ".join(f"{_short(v)} is worse" for v in better) if better else ""
+            o_result = ServingResult(
+                FAIL if better else PASS,
+                1 if better else 0,
+                base_samples.seconds,
+                o_reason,
+                "",
+                o.log if o is not None else "",
+                o.engine_index if o is not None else None,
+                o.startup if o is not None else None,
+                [],
+                reused=o.reused if o is not None else "stored",
+                samples=base_samples.to_json(),
+                baseline_from=base_from,
+            )
+            if o is not None:
+                o.result = o_result
+            else:
+                w.test.without_run = o_result
 
 
 def _dry_run(base: Path, items: list[SeriesItem], mapper) -> SeriesResult:
@@ -590,6 +710,13 @@ def run_verify(
     download_progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
     log_dir: Path | None = None,
+    engine: str | None = None,
+    only: list[str] | None = None,
+    baseline: Path | None = None,
+    save_baseline: Path | None = None,
+    use_cache: bool = True,
+    ledger_dir: Path | None = None,
+    results_dir: Path | None = None,
 ) -> VerifyReport:
     """Run every selected per-patch test with and without its patch; return the classes.
 
@@ -599,7 +726,14 @@ def run_verify(
     ``keep_trees`` keeps the work directory (trees and full logs) and names it in the report.
     Long-context tests start engines through ``engine_factory`` (default: the CPU vLLM engine of
     ``ci/setup_engine.sh``); their logs go to ``log_dir`` (default: ``<cache>/engine-logs/verify-*``),
-    which outlives the run.
+    which outlives the run. ``engine`` names the engine every engine test runs on (``[engines.NAME]``
+    or a preset), overriding the tests' own. ``only``: these patches' tests only.
+    Serving tests compare the tree with the series with the tree without the patch, or, with
+    ``baseline``, with the figures stored there (``save_baseline`` stores this run's figures of the tree
+    with the series). Engine-test results are cached by (tree content, test, engine) unless
+    ``use_cache`` is False: an unchanged tree starts no engine. ``ledger_dir``: where the ledger's
+    relative paths (models, launchers, test files) live, when the ledger read is a copy (the gate's).
+    ``results_dir``: the result cache (default ``<cache>/verify-results``).
     Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
     ApplyFailed (the whole series does not apply to the base: exit 1).
     """
@@ -611,18 +745,27 @@ def run_verify(
     if tree is not None and from_index:
         raise InputError("pass either --tree or --from-index, not both")
     ledger = load_ledger(Path(ledger_path))
+    home = Path(ledger_dir).resolve() if ledger_dir else ledger.root.resolve()
     wanted = parse_tags(tags)
     tgt = choose_target(ledger, target, wanted)
     layout = tgt.layout
     items = series_items(ledger, tgt)
     patches = ledger.series(tgt.name)
+    if only:
+        wanted_ids = [ledger.get(pid).id for pid in split_list(only)]  # an unknown id: InputError with a hint
+        patches = [p for p in patches if p.id in wanted_ids]
+        if not patches:
+            raise InputError(f"--only {', '.join(wanted_ids)}: no active patch of target {tgt.name}")
+    if engine is not None:
+        resolve_engine(ledger, engine, tgt)  # an unknown engine: InputError before anything runs
+    stored = load_serving_baseline(Path(baseline)) if baseline else None
 
     plan: list[tuple[Patch, list[tuple[TestSpec, str]]]] = []
     untested: list[str] = []
     specs: dict[tuple[str, str], LongctxSpec] = {}
     path_env = dict(os.environ)
     path_env.update(
-        PATCHSET_LEDGER_DIR=str(ledger.root.resolve()),
+        PATCHSET_LEDGER_DIR=str(home),
         PATCHSET_HOME=str(PATCHSET_HOME),
         PATCHSET_CACHE=str(cache.cache_dir()),
     )
@@ -630,9 +773,10 @@ def run_verify(
         chosen = [(t, test_name(t, i)) for i, t in enumerate(p.tests) if selected(t, wanted)]
         for t, name in chosen:
             _check_spec(ledger, p, t, name)
-            if t.kind == "longctx":
+            if t.kind in ("longctx", "serving"):
                 where = Location(ledger.path, p.line or None, f"patch {p.id}: tests {name}")
-                specs[(p.id, name)] = resolve_spec(t, ledger.root.resolve(), where, path_env, timeout)
+                edef = resolve_engine(ledger, engine or t.engine or "vllm-cpu", tgt)
+                specs[(p.id, name)] = resolve_spec(t, home, where, path_env, timeout, edef)
         if chosen:
             plan.append((p, chosen))
         else:
@@ -641,11 +785,12 @@ def run_verify(
         choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
         raise InputError(f"no selected test for target {tgt.name}")
 
-    if specs and engine_factory is None and len(specs) == sum(len(c) for _, c in plan):
+    only_cpu = all(sp.engine is not None and sp.engine.preset == "vllm-cpu" for sp in specs.values())
+    if specs and only_cpu and engine_factory is None and len(specs) == sum(len(c) for _, c in plan):
         from patchset.verify.server import engine_missing_reason
 
         reason = engine_missing_reason(faults=False)
-        if reason:  # only long-context tests were selected, and none can run: say so before any download
+        if reason:  # only engine tests were selected, and none can run: say so before any download
             raise EnvironmentFailure(f"the long-context tests need the vLLM CPU engine: {reason}")
 
     work_root = cache.subdir("verify-work")
@@ -659,12 +804,15 @@ def run_verify(
                 raise InputError(f"--tree {tree}: not a directory")
             base = work / "base"
             private_copy(tree, base)
+            base_fp = base_fingerprint(base) if specs and use_cache else ""
             precompile(base, workers=os.cpu_count() or 1)
             base_desc = f"copy of {tree}"
         else:
             spec = _spec_for(tgt, from_index)
             base = index_base(spec, layout, progress=download_progress)
             base_desc = f"{spec} ({layout}, from the package index)"
+            marker = (base / ".patchset-verify-base").read_text(errors="replace")
+            base_fp = base_fingerprint(base, f"{marker} {layout}")
         report = VerifyReport(str(ledger.path), tgt.name, base_desc, wanted, jobs, untested=untested)
         mapper = path_mapper(tgt, layout)
         full = _dry_run(base, items, mapper)
@@ -683,6 +831,7 @@ def run_verify(
 
         runs: list[_Run] = []
         outcomes: list[PatchOutcome] = []
+        full_hash = tree_hash(base_fp, full.files, full.modes) if base_fp else ""
         for p, chosen in plan:
             minus = [it for it in items if it.patch_id != p.id]
             reduced = _dry_run(base, minus, mapper) if minus else None
@@ -691,19 +840,35 @@ def run_verify(
                 if reduced is None or reduced.ok
                 else (f"the series without {p.id} does not apply: {_describe_failure(reduced)}")
             )
+            minus_hash = ""
+            if base_fp:
+                minus_hash = tree_hash(base_fp, reduced.files, reduced.modes) if reduced else tree_hash(base_fp, {})
             tests = []
             for t, name in chosen:
                 lc = specs.get((p.id, name))
-                command = f"longctx: {', '.join(t.checks)}" if lc else t.command
+                command = f"{lc.kind}: {', '.join(t.checks)}" if lc else t.command
                 to = TestOutcome(p.id, name, command, t.cwd, list(t.tags), timeout or t.timeout)
                 if lc:
-                    to.kind, to.checks = "longctx", list(lc.checks)
+                    to.kind, to.checks = lc.kind, list(lc.checks)
+                    to.engine = lc.engine.name if lc.engine else ""
                 tests.append(to)
-                runs.append(_Run(to, t, p, WITH, items, longctx=lc))
+                run_w = _Run(to, t, p, WITH, items, longctx=lc, tree_hash=full_hash)
+                if lc and full_hash and use_cache:
+                    run_w.cache_key = result_key(full_hash, lc.fingerprint(), lc.engine_key())
+                runs.append(run_w)
+                if lc and lc.kind == "serving" and stored is not None and f"{p.id}/{name}" in stored:
+                    continue  # compared with the stored figures: no tree without the patch
+                if lc and lc.kind == "serving" and stored is not None:
+                    report.notes.append(
+                        f"the stored baseline has no figures for {p.id}/{name}: compared with the tree without it"
+                    )
                 if minus_error:
                     to.without_run = CommandResult(ERROR, None, 0.0, minus_error)
                 else:
-                    runs.append(_Run(to, t, p, WITHOUT, minus, longctx=lc))
+                    run_o = _Run(to, t, p, WITHOUT, minus, longctx=lc, tree_hash=minus_hash)
+                    if lc and minus_hash and use_cache:
+                        run_o.cache_key = result_key(minus_hash, lc.fingerprint(), lc.engine_key())
+                    runs.append(run_o)
             outcomes.append(PatchOutcome(p.id, p.title, tests))
         verifier = _Verifier(
             ledger,
@@ -718,14 +883,22 @@ def run_verify(
             base_is_cache=base_is_cache,
             engine_factory=engine_factory,
             log_dir=log_dir or (_engine_log_dir() if specs else None),
+            home=home,
         )
-        verifier.run(runs)
+        results_root = Path(results_dir) if results_dir else cache.subdir("verify-results")
+        results_cache = ResultCache(results_root if use_cache else None, enabled=use_cache)
+        verifier.run(runs, cache=results_cache, stored=stored)
         report.engines = verifier.engines
+        report.reused = verifier.reused
+        report.engine_starts = sum(1 for e in verifier.engines if e.started)
+        report.baseline = str(baseline) if baseline else ""
         for r in runs:
             if r.variant == WITH:
                 r.test.with_run = r.result
             else:
                 r.test.without_run = r.result
+        if save_baseline is not None and save_serving_baseline(Path(save_baseline), runs, tgt.name):
+            report.notes.append(f"stored the serving figures of the tree with the series in {save_baseline}")
         for po, (p, _) in zip(outcomes, plan, strict=True):
             for outcome in po.tests:
                 outcome.klass, outcome.note = classify(outcome.with_run, outcome.without_run)
@@ -754,6 +927,28 @@ def run_verify(
 
 
 STALE_SECONDS = 24 * 3600
+
+
+def _short(v) -> str:
+    """``decode tok/s (prompt 32) 0.420 [0.002, 0.699]``: a verdict's metric, median ratio and interval."""
+    from patchset.verify.stats import fmt_ratio
+
+    return f"{v.metric} {fmt_ratio(v.ratio)} [{fmt_ratio(v.low)}, {fmt_ratio(v.high)}]"
+
+
+def save_serving_baseline(path: Path, runs: list[_Run], target: str) -> bool:
+    """The serving samples of the tree with the series, per test, for a later ``--baseline``; False
+    (nothing written) when no serving test measured anything."""
+    tests = {
+        f"{r.patch.id}/{r.test.name}": r.samples
+        for r in runs
+        if r.variant == WITH and r.samples is not None and r.longctx is not None and r.longctx.kind == "serving"
+    }
+    tests = {k: v for k, v in tests.items() if v is not None}
+    if not tests:
+        return False
+    write_serving_baseline(path, tests, target=target)
+    return True
 
 
 def _engine_log_dir() -> Path:

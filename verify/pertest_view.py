@@ -38,7 +38,7 @@ def render_verify(term: Term, report: VerifyReport) -> None:
             rows.append(
                 [
                     p.patch_id if i == 0 or not term.tty else "",
-                    f"{t.name} (longctx: {', '.join(t.checks)})" if t.kind == "longctx" else t.name,
+                    f"{t.name} ({t.kind}: {', '.join(t.checks)})" if t.kind in ("longctx", "serving") else t.name,
                     _run_cell(t.with_run),
                     _run_cell(t.without_run),
                     Styled(LABEL[t.klass], STYLE[t.klass]),
@@ -50,6 +50,8 @@ def render_verify(term: Term, report: VerifyReport) -> None:
         for t in p.tests:
             if t.klass != PROVEN:
                 term.line(Styled(LABEL[t.klass], STYLE[t.klass]), f" {p.patch_id} / {t.name}: {t.note}", indent="  ")
+            if t.kind == "serving":
+                _serving_lines(term, p.patch_id, t)
         if p.note:
             term.line(f"{p.patch_id}: {p.note}", indent="  ")
     if report.untested:
@@ -57,15 +59,30 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     for n in report.notes:
         term.line(f"note: {n}", indent="  ")
     if report.engines:  # lines, not a table: a log path or a patch id must never be broken across lines
-        term.line("long-context engines (one per tree, shared by the tests on it):")
+        term.line("engines (one per tree and configuration, shared by the tests on it):")
         for e in report.engines:
             up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
+            on = f" on {e.engine}" if e.engine else ""
+            if not e.started:
+                term.line(
+                    f"{e.label}{on}: not started, every result reused from the cache; tests {', '.join(e.tests)}",
+                    indent="  ",
+                )
+                continue
             term.line(
-                f"{e.label}: start-up {up}, checks {e.check_seconds:.1f} s; tests {', '.join(e.tests)}", indent="  "
+                f"{e.label}{on}: start-up {up}, checks {e.check_seconds:.1f} s; tests {', '.join(e.tests)}", indent="  "
             )
+            if e.reused:
+                term.line(f"reused from the cache: {', '.join(e.reused)}", indent="    ")
             if e.error:
                 term.line(Styled(f"did not serve: {e.error}", "magenta"), indent="    ")
             term.line(f"log {e.log}", indent="    ")
+        n_reused = len(report.reused)
+        term.line(
+            f"{report.engine_starts} engine start(s)"
+            + (f"; {n_reused} result(s) reused from the cache (trees unchanged)" if n_reused else ""),
+            indent="  ",
+        )
     c = report.counts()
     parts: list[str | Styled] = [f"{len(report.patches)} patch(es): "]
     for i, k in enumerate((PROVEN, NOT_NEEDED, BROKEN, ERROR)):
@@ -74,3 +91,31 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     term.line(*parts)
     if report.work_dir:
         term.line(f"trees and logs kept in {report.work_dir}")
+
+
+VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "within noise": ""}
+
+
+def _serving_lines(term: Term, patch_id: str, t) -> None:
+    """A serving test's verdicts: per metric, the median ratio (with / baseline) and its 95% interval."""
+    run = t.with_run
+    comparison = getattr(run, "comparison", None) if run is not None else None
+    if not comparison:
+        return
+    base = getattr(run, "baseline_from", "") or "the baseline"
+    paired = "paired, interleaved repeats" if comparison.get("paired") else "unpaired"
+    term.line(f"{patch_id} / {t.name}: with the series vs {base} ({paired}):", indent="  ")
+    for v in comparison.get("verdicts", []):
+        ratio, lo, hi = (_r(v[k]) for k in ("ratio", "low", "high"))
+        tol = float(v.get("tolerance", 0.0))
+        term.line(
+            Styled(v["verdict"], VERDICT_STYLE.get(v["verdict"], "")),
+            f" {v['metric']}: ratio {ratio} [95% CI {lo}, {hi}], tolerance {tol:.0%}",
+            indent="    ",
+        )
+    for n in comparison.get("notes", []):
+        term.line(f"note: {n}", indent="    ")
+
+
+def _r(x) -> str:
+    return x if isinstance(x, str) else f"{float(x):.3f}"

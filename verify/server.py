@@ -21,13 +21,12 @@ import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 
 from patchset.errors import EnvironmentFailure
-from patchset.records import record
 from patchset.upstream import net
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +100,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@record
+@dataclass
 class EngineConfig:
     """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine.
 

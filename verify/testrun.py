@@ -18,9 +18,8 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from patchset.records import record
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ERROR_CODES = {
@@ -33,7 +32,7 @@ TAIL_CHARS = 4000
 KILL_GRACE = 5.0
 
 
-@record
+@dataclass
 class CommandResult:
     """What one run of a test command did."""
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchset.errors import EXIT_INPUT, PatchsetError
+from patchset.text import terminal
 
 
 def set_output(name: str, value: str) -> None:
@@ -28,10 +29,10 @@ def main_guard(fn: Callable[[], int]) -> None:
     try:
         code = fn()
     except PatchsetError as exc:
-        print(f"error: {exc.render()}", file=sys.stderr)
+        print(f"error: {terminal(exc.render(), block=True)}", file=sys.stderr)
         code = exc.exit_code
     except OSError as exc:
-        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(terminal(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), file=sys.stderr)
         code = EXIT_INPUT
     sys.exit(code)
 

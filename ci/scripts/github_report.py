@@ -13,23 +13,34 @@ One issue, one pull request, however many nights in a row.
 The token comes from ``$GITHUB_TOKEN``; the API from ``--api`` or ``$GITHUB_API_URL`` (set by
 GitHub Actions; GitHub Enterprise and a local GitHub-shaped server work the same way). Exit 0
 done, 2 GitHub refused or could not be reached (one line on stderr).
+
+PyGithub's requests go through ``patchset.upstream.net`` (``_Connection``), not PyGithub's own
+connection, which has only a per-read timeout: each request has net's connect and read timeouts,
+a total deadline (``PATCHSET_NET_REQUEST_DEADLINE``) and an answer cap, and all of them share one
+budget (``PATCHSET_NET_COMMAND_DEADLINE``), so a server that answers a byte at a time ends the
+script with exit 2 naming the variable. What it writes is sanitised (``patchset.text``): the body
+(a report quoting test names and errors of upstream code) has its control and bidi characters
+shown, not sent; the comment's headline is plain Markdown text; the title is one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
+from patchset.text import terminal
+from patchset.upstream import net
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
+MAX_TITLE = 256  # and titles longer than this
 DEFAULT_LABEL = "patchset-gate"
 
 
-@record
+@dataclass
 class Done:
     """What the report script did on GitHub: opened, updated or closed a PR or issue (or nothing)."""
 
@@ -40,34 +51,114 @@ class Done:
 
 
 def _body(text: str) -> str:
+    """The report as an issue or PR body: control and bidi characters shown (``\\x1b``,
+    ``<U+202E>``), newlines and tabs kept; cut to GitHub's limit outside any code fence."""
+    from patchset.text import terminal
+
+    text = terminal(text, block=True)
     if len(text) <= MAX_BODY:
         return text
     note = "\n\n(report cut to GitHub's size limit: the full report is in the run's artifacts)\n"
-    return text[: MAX_BODY - len(note)] + note
+    kept = text[: MAX_BODY - len(note) - 8]
+    if sum(1 for line in kept.splitlines() if line.lstrip().startswith("```")) % 2:
+        kept += "\n```"  # the cut fell inside a code block: close it, so the note is text
+    return kept + note
+
+
+def _title(text: str) -> str:
+    """One line of plain text (controls and newlines shown), within GitHub's limit."""
+    from patchset.text import terminal
+
+    return terminal(text)[:MAX_TITLE]
 
 
 def _headline(body: str) -> str:
+    """The report's first line, as plain Markdown text (no link, HTML or mention markup of its own)."""
+    from patchset.text import markdown_text
+
     for line in body.splitlines():
         if line.strip():
-            return line.lstrip("# ").strip()
+            return markdown_text(line.lstrip("# ").strip())
     return "the gate ran again"
+
+
+class _Response:
+    """An answer of ``net.request`` in the shape PyGithub reads (``status``, ``getheaders``, ``read``)."""
+
+    def __init__(self, answer: net.Answer) -> None:
+        self.status = answer.status
+        self.headers = answer.headers
+        self._body = answer.body
+
+    def getheaders(self):
+        return self.headers.items()
+
+    def read(self) -> str:
+        return self._body.decode("utf-8", "replace")
+
+
+class _Connection:
+    """PyGithub's connection (what ``Requester`` makes per host) over ``patchset.upstream.net``:
+    every request within net's timeouts, deadline, answer cap and the script's budget."""
+
+    protocol = "https"
+
+    def __init__(self, host: str, port: int | None = None, strict: bool = False, timeout=None, **kwargs) -> None:
+        self.host = host
+        self.port = port or (443 if self.protocol == "https" else 80)
+        self.verify = kwargs.get("verify", True)
+        self._session = net.session(trust_env=False)
+        self._args: tuple = ("GET", "/", None, {})
+
+    def request(self, verb: str, url: str, input, headers: dict[str, str], stream: bool = False) -> None:
+        self._args = (verb, url, input, headers)
+
+    def getresponse(self) -> _Response:
+        verb, url, data, headers = self._args
+        answer = net.request(
+            self._session,
+            verb,
+            f"{self.protocol}://{self.host}:{self.port}{url}",
+            what=f"{verb} {url.split('?', 1)[0]}",
+            data=data,
+            headers=headers,
+            verify=self.verify,
+            allow_redirects=False,
+        )
+        return _Response(answer)
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class _HTTPConnection(_Connection):
+    protocol = "http"
+
+
+def _github(base: str, token: str):
+    """A ``Github`` whose requester speaks through ``_Connection``: PyGithub's class-wide hook is
+    set only while this one object is made (its requester keeps the classes it was made with)."""
+    from github import Auth, Github
+    from github.Requester import Requester
+
+    Requester.injectConnectionClasses(_HTTPConnection, _Connection)  # type: ignore[arg-type]
+    try:
+        return Github(base_url=base, auth=Auth.Token(token), retry=None, timeout=30)
+    finally:
+        Requester.resetConnectionClasses()
 
 
 def connect(repo: str, api: str | None = None, token: str | None = None):
     """The PyGithub repository object (one GET)."""
-    from github import Auth, Github, GithubException
-
     token = token or os.environ.get("GITHUB_TOKEN") or ""
     if not token:
         raise InputError("no GitHub token", hint="set GITHUB_TOKEN (in a workflow: secrets.GITHUB_TOKEN)")
     if "/" not in repo:
         raise InputError(f"--repo {repo!r}: expected OWNER/NAME")
     base = (api or os.environ.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/")
-    gh = Github(base_url=base, auth=Auth.Token(token), retry=None, timeout=30)
-    try:
+    gh = _github(base, token)
+    with _guard(f"repository {repo}"):
         return gh.get_repo(repo)
-    except GithubException as exc:
-        raise EnvironmentFailure(f"GitHub answered {exc.status} for {repo}: {_message(exc)}") from None
 
 
 def _message(exc) -> str:
@@ -98,9 +189,9 @@ def open_or_update_pr(repo, head: str, base: str, title: str, body: str) -> Done
     owner = repo.owner.login
     with _guard(f"pull request {head} -> {base}"):
         for pr in repo.get_pulls(state="open", head=f"{owner}:{head}", base=base):
-            pr.edit(title=title, body=_body(body))
+            pr.edit(title=_title(title), body=_body(body))
             return Done("pr", "updated", pr.number, pr.html_url)
-        pr = repo.create_pull(base=base, head=head, title=title, body=_body(body))
+        pr = repo.create_pull(base=base, head=head, title=_title(title), body=_body(body))
         return Done("pr", "opened", pr.number, pr.html_url)
 
 
@@ -116,9 +207,9 @@ def report_issue(repo, state: str, title: str, body: str, label: str = DEFAULT_L
         issue = _open_issue(repo, label)
         if state == "red":
             if issue is None:
-                issue = repo.create_issue(title=title, body=_body(body), labels=[label])
+                issue = repo.create_issue(title=_title(title), body=_body(body), labels=[label])
                 return Done("issue", "opened", issue.number, issue.html_url)
-            issue.edit(title=title, body=_body(body))
+            issue.edit(title=_title(title), body=_body(body))
             issue.create_comment(f"Still red: {_headline(body)}")
             return Done("issue", "updated", issue.number, issue.html_url)
         if issue is None:
@@ -147,12 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--label", default=DEFAULT_LABEL)
     args = ap.parse_args(argv)
     body = read_text(args.body_file)
-    repo = connect(args.repo, args.api)
-    if args.cmd == "pr":
-        done = open_or_update_pr(repo, args.head, args.base, args.title, body)
-    else:
-        done = report_issue(repo, args.state, args.title, body, args.label)
-    print(f"{done.kind} {done.action}" + (f" #{done.number} {done.url}" if done.number else ""))
+    with net.command_budget():  # every request of the script together: $PATCHSET_NET_COMMAND_DEADLINE
+        repo = connect(args.repo, args.api)
+        if args.cmd == "pr":
+            done = open_or_update_pr(repo, args.head, args.base, args.title, body)
+        else:
+            done = report_issue(repo, args.state, args.title, body, args.label)
+    print(terminal(f"{done.kind} {done.action}" + (f" #{done.number} {done.url}" if done.number else "")))
     set_output(f"{done.kind}_action", done.action)
     set_output(f"{done.kind}_number", str(done.number or ""))
     return 0

@@ -17,6 +17,9 @@ and build a layer that copies them over the image's ``site-packages``. This modu
 
 The tree is checked against the lock before anything is written; the result is assembled in a
 scratch directory beside ``--out`` and renamed into place, so a refusal leaves nothing behind.
+Every file is read through ``patchset.confine.confine(tree, path)`` (no ``..``, no link out of the
+tree at any step) and written through ``confine(scratch, path)``; ``--out`` follows
+``patchset.outdir``'s rule (absent, empty, or an overlay patchset wrote before, which is replaced).
 """
 
 from __future__ import annotations
@@ -25,21 +28,21 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from patchset import atomic
+from patchset import atomic, outdir
 from patchset.build.series import BuildReport, SeriesFacts, series_facts
+from patchset.confine import confine
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
-from patchset.records import record
 
 EXPECTED = "EXPECTED.sha256"
 IMAGE_SUMS = "opt/patchset"  # under the image root
 
 
-@record
+@dataclass
 class OverlayBuild(BuildReport):
     """An overlay build: the files written over the base image and their check."""
 
@@ -144,8 +147,7 @@ def build_overlay(
             f"target {target.name} names no base image for the Dockerfile's FROM",
             hint='add base_image = "REPOSITORY:TAG" to the target in the ledger, or pass --base-image',
         )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"--out {out} exists and is not empty", hint="choose a new directory")
+    outdir.check(out, option="--out")
     facts = series_facts(ledger, target)
     layout = layout or target.layout
     report = OverlayBuild(
@@ -163,7 +165,7 @@ def build_overlay(
     modes: dict[str, int] = {}
     for inst, sha in facts.expected.items():
         rel = inst if layout == "installed" else target.path_map.to_source(inst)
-        f = tree / rel
+        f = confine(tree, rel, what=f"--tree {tree}: the locked file")
         if not f.is_file():
             report.missing.append(rel)
             continue
@@ -190,6 +192,7 @@ def build_overlay(
     files[EXPECTED] = (render_expected(facts.expected).encode(), 0o644)
     files["Dockerfile"] = (dockerfile(target, facts, image, ledger.path.name).encode(), 0o644)
     files["build.sh"] = (build_script(ledger, target, facts, image).encode(), 0o755)
+    files[outdir.MARKER] = (outdir.marker_text("build overlay").encode(), 0o644)
     _write_dir(out, files)
     report.outcome = "built"
     report.written = sorted(files)
@@ -201,20 +204,30 @@ def build_overlay(
 
 
 def _write_dir(out: Path, files: dict[str, tuple[bytes, int]]) -> None:
-    """Fill a scratch directory beside ``out`` and rename it into place: all of it or none."""
+    """Fill a scratch directory beside ``out`` and rename it into place: all of it or none. An
+    ``out`` that exists is empty or patchset's own (``outdir.check``): it is moved aside, replaced,
+    and removed only once the new one is in place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    old: Path | None = None
     try:
         for rel, (content, mode) in files.items():
-            dest = scratch / rel
+            dest = confine(scratch, rel, what="the overlay's file")
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(content)
             os.chmod(dest, mode)
         os.chmod(scratch, 0o755)
         if out.exists():
-            out.rmdir()  # checked empty above
+            outdir.check(out, option="--out")  # again: it may have changed while the files were read
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "out")
         os.replace(scratch, out)
         atomic.fsync_path(out.parent, directory=True)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
+        if old is not None and (old / "out").exists() and not out.exists():
+            os.replace(old / "out", out)  # put the earlier overlay back
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -5,26 +5,31 @@ PEP 440 local version label) and both must carry exactly the files the lock reco
 hashes the target's part of the lock — the base, every active body's sha256 in series order and
 every patched file's sha256 — so it changes when, and only when, what gets deployed changes
 (another target's patches do not move it).
+
+Every path it hands on (what the bodies touch, what the lock records, both through the ledger's
+path map) is checked with ``patchset.confine.check_relative`` here, before a build reads a wheel
+member or a tree file or writes anything: a hostile body, lock or path map stops the build at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import Version
 
 from patchset.commands.apply import series_items
+from patchset.confine import check_relative
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger, Target, TargetLock
 from patchset.patchfmt.diffs import files_touched
-from patchset.records import record
 
 SHORT = 10  # hex digits of the label; more when needed to keep PEP 440 from normalising it
 LABEL_PREFIX = "ps"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SeriesFacts:
     """One target's series as an artifact sees it (paths in the installed layout)."""
 
@@ -78,11 +83,16 @@ def series_facts(ledger: Ledger, target: Target) -> SeriesFacts:
     """The label and file lists of one target; refuses a target without a lock or bodies."""
     items = series_items(ledger, target)
     locked = locked_target(ledger, target)
-    to_inst = target.path_map.to_installed
+
+    def to_inst(path: str, what: str) -> str:
+        inst = target.path_map.to_installed(path)
+        shown = f"{what} {path!r}" + (f" (installed as {inst!r})" if inst != path else "")
+        return check_relative(inst, what=f"target {target.name}: {shown}")
+
     touched: list[str] = []
     for item in items:
         for p in files_touched(item.body, item.strip):
-            ip = to_inst(p)
+            ip = to_inst(p, f"patch {item.patch_id}: path")
             if ip not in touched:
                 touched.append(ip)
     digest = lock_digest(ledger, target)
@@ -90,8 +100,8 @@ def series_facts(ledger: Ledger, target: Target) -> SeriesFacts:
         target=target,
         label=short_label(digest),
         digest=digest,
-        expected={to_inst(k): v for k, v in sorted(locked.files.items())},
-        base={to_inst(k): v for k, v in sorted(locked.base_files.items())},
+        expected={to_inst(k, "lock key"): v for k, v in sorted(locked.files.items())},
+        base={to_inst(k, "lock key"): v for k, v in sorted(locked.base_files.items())},
         touched=touched,
     )
 

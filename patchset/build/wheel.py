@@ -13,37 +13,50 @@ before it is renamed into place (an independent reader of what we write); ``pack
 and builds the names. The series is applied with the project's own engine to a scratch directory
 holding only the files it touches, checked against the lock, and the wheel is written to a
 temporary name in ``--out`` and renamed into place only when every check passed.
+
+The input wheel is data: before anything is extracted or written, every member name is checked
+with ``patchset.confine.check_relative`` and every member must be a regular file or a directory;
+one hostile member (``../x``, ``/x``, ``.patchset-txn/…``, a symlink) refuses the wheel whole. Its
+size is bounded as ``apply --from-index`` bounds a release (``patchset.upstream.limits``, through
+``archives.check_zip``: members, bytes per member, bytes in all, refused before a byte is
+inflated), and the members the series does not change are streamed to the new wheel a block at a
+time, never held whole in memory. ``--out`` follows ``patchset.outdir``'s rule: absent, empty, or
+written by patchset before. A file that does not match the lock is reported with the sha256 the
+lock expects and the one the wheel has (``hashes``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from installer.sources import WheelFile as WheelSource
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
-from wheel.wheelfile import WheelError, WheelFile
+from wheel.wheelfile import WheelError, WheelFile, urlsafe_b64encode
 
-from patchset import atomic
+from patchset import atomic, outdir
 from patchset.build.series import BuildReport, SeriesFacts, series_facts
 from patchset.commands.apply import apply_to_tree
-from patchset.errors import EnvironmentFailure, InputError
-from patchset.ledger.lock import sha256_bytes
+from patchset.confine import check_relative, confine
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import Ledger, Target
 from patchset.progress import Progress
-from patchset.records import record
+from patchset.upstream.archives import check_zip
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of the old RECORD: meaningless for the new one
+_BLOCK = 1 << 20  # bytes copied at a time between members
 
 
-@record
+@dataclass
 class WheelBuild(BuildReport):
     """What ``build wheel`` did (or refused to do) for one target."""
 
@@ -58,6 +71,7 @@ class WheelBuild(BuildReport):
     patched: list[dict] = field(default_factory=list)  # {path, sha256, size, op}
     mismatched: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # members left out (signatures of the old RECORD)
+    hashes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # mismatched path -> expected, actual
 
 
 # --------------------------------------------------------------------------- names
@@ -120,6 +134,20 @@ class _Writer(WheelFile):
             zinfo_or_arcname = _member_info(self.record_template, self.record_path)
         super().writestr(zinfo_or_arcname, data, compress_type)
 
+    def copy_member(self, src: zipfile.ZipFile, info: zipfile.ZipInfo, dest: zipfile.ZipInfo) -> None:
+        """Copy the member ``info`` of ``src`` (read through ``WheelFile``: checked against its
+        RECORD line as it is read) into this archive as ``dest``, a block at a time, and record
+        its hash and size for the new RECORD, as ``writestr`` does."""
+        digest, size = hashlib.sha256(), 0
+        dest.file_size = info.file_size  # known up front: zipfile decides on zip64 from it
+        with src.open(info) as fin, zipfile.ZipFile.open(self, dest, "w") as fout:
+            while block := fin.read(_BLOCK):
+                fout.write(block)
+                digest.update(block)
+                size += len(block)
+        self._file_hashes[dest.filename] = ("sha256", urlsafe_b64encode(digest.digest()).decode("ascii"))
+        self._file_sizes[dest.filename] = size
+
 
 # --------------------------------------------------------------------------- the build
 
@@ -153,12 +181,36 @@ def _source(path: Path) -> Iterator[WheelFile]:
         ) from None
 
 
+def check_members(path: Path) -> None:
+    """Refuse the wheel at ``path`` whole when it is past the archive limits (``check_zip``) or any
+    member is hostile: a name that is absolute, climbs out, names ``.git`` or patchset's state
+    (``check_relative``), appears twice, or a member that is not a regular file or a directory (a
+    symlink, a device). Reads only the zip's directory."""
+    infos = check_zip(path)
+    seen: set[str] = set()
+    hint = "the wheel is malformed or hostile: use one from the package index or your own build"
+    for info in infos:
+        what = f"the wheel {path}: member"
+        try:
+            name = check_relative(info.filename, what=what)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{exc.message}; nothing was written", hint=hint) from None
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+            shown = "a symbolic link" if kind == stat.S_IFLNK else f"not a regular file (type {oct(kind)})"
+            raise UnsafePathError(f"{what} {info.filename!r} is {shown}; nothing was written", hint=hint)
+        if name in seen:
+            raise UnsafePathError(f"{what} {info.filename!r} appears twice; nothing was written", hint=hint)
+        seen.add(name)
+
+
 def _extract(zf: zipfile.ZipFile, names: set[str], wanted: list[str], into: Path) -> None:
     for rel in wanted:
         if rel in names:
-            dest = into / rel
+            dest = confine(into, rel, what="the series' file")
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(zf.read(rel))
+            with zf.open(rel) as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out, _BLOCK)
 
 
 def build_wheel(
@@ -182,7 +234,9 @@ def build_wheel(
 
     if not wheel_path.is_file():
         raise InputError(f"--wheel {wheel_path}: no such file")
+    outdir.check(out_dir, option="--out")
     facts = series_facts(ledger, target)
+    check_members(wheel_path)
     version, new_version, new_file, dist_name = new_names(wheel_path.name, facts.label)
     report = WheelBuild(target.name, str(wheel_path), "failed", "", version, new_version, facts.label)
     with tempfile.TemporaryDirectory(prefix="patchset-wheel-") as scratch:
@@ -197,6 +251,7 @@ def build_wheel(
         if applied.outcome != "applied":
             report.outcome = applied.outcome if applied.outcome in ("mismatch", "already", "partial") else "failed"
             report.mismatched = applied.mismatched
+            report.hashes = dict(applied.hashes)
             detail = applied.result.patches if applied.result else []
             failed = next((p.describe() for p in detail if p.status == "failed"), "")
             report.message = (
@@ -230,6 +285,7 @@ def build_wheel(
         atomic.fsync_path(tmp)
         os.replace(tmp, final)
         atomic.fsync_path(final.parent, directory=True)
+        outdir.mark(out_dir, command="build wheel")
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if created_out and not final.exists():
@@ -299,25 +355,34 @@ def _write(
                 data = _rewrite_metadata(zin.read(info), version, new_version, f"{src_path.name}: {name}")
                 out.writestr(_member_info(info, new_name), data)
             else:
-                out.writestr(_member_info(info, new_name), zin.read(info))
+                out.copy_member(zin, info, _member_info(info, new_name))
         add_new()
 
 
 def _check_against_lock(path: Path, facts: SeriesFacts, report: WheelBuild) -> None:
-    """Read every locked file back from the written archive and compare with the lock."""
+    """Read every locked file back from the written archive and compare with the lock; a file
+    that differs is reported with both sha256 (``report.hashes``)."""
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         for rel, sha in facts.expected.items():
-            if rel not in names or sha256_bytes(zf.read(rel)) != sha:
+            got = _member_sha256(zf, rel) if rel in names else None
+            if got != sha:
                 report.mismatched.append(rel)
+                report.hashes[rel] = {"expected": sha, "actual": got}
 
 
-def fetch_wheel(spec: str, progress: Progress | None = None) -> Path:
-    """The release's wheel from the package index (cached): a pure wheel, else this machine's.
-    ``progress`` gets the bytes of a download."""
-    from patchset.upstream.releases import download, release_files
+def _member_sha256(zf: zipfile.ZipFile, name: str) -> str:
+    digest = hashlib.sha256()
+    with zf.open(name) as fh:
+        while block := fh.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
 
-    files = release_files(spec)
-    wheels = [f for f in files if f.kind == "wheel"]
-    pure = any(f.pure for f in wheels)
-    return download(spec, "wheel", platform=None if pure or not wheels else "native", progress=progress)
+
+def fetch_wheel(spec: str, platform: str | None = None, *, progress: Progress | None = None) -> Path:
+    """The release's wheel from the package index (cached): a pure wheel, else the wheel of
+    ``platform`` (default this machine's, see ``releases.download_wheel``). ``progress`` gets
+    the bytes of a download."""
+    from patchset.upstream.releases import download_wheel
+
+    return download_wheel(spec, platform, progress=progress)

@@ -67,6 +67,12 @@ from patchset.cli import (
     help="Remove files a patch leaves empty (GNU patch -E, as dpkg-source applies); --tree and --from-index.",
 )
 @click.option(
+    "--strict-base",
+    is_flag=True,
+    help="Refuse a --tree whose version files name another upstream commit than the target's base "
+    "(default: a warning).",
+)
+@click.option(
     "--durable",
     is_flag=True,
     default=None,
@@ -91,6 +97,7 @@ def apply(
     dry_run,
     skip_applied,
     remove_empty,
+    strict_base,
     durable,
     as_json,
 ) -> int:
@@ -147,6 +154,7 @@ def apply(
             skip_applied=skip_applied,
             remove_empty=remove_empty,
             durable=durable or None,
+            strict_base=strict_base,
         )
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})

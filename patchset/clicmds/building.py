@@ -48,7 +48,11 @@ def build() -> None:
     help="With --from-index: the wheel's platform (default native; a pure wheel needs none).",
 )
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory for the wheel."
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for the wheel: new, empty, or one patchset wrote before (it holds .patchset-output).",
 )
 @json_opt
 @click.pass_obj
@@ -58,11 +62,12 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
 
     \b
     Exit 0 written; 1 the series does not apply or a file would not match the lock (nothing is
-    written); 2 bad input or environment.
+    written); 2 bad input (a hostile wheel member, --out not empty and not patchset's) or environment.
     """
     from patchset.build.series import pick_target
     from patchset.build.wheel import build_wheel as do_build
-    from patchset.upstream.releases import download_wheel
+    from patchset.build.wheel import fetch_wheel
+    from patchset.commands.views import render_hashes
 
     if (spec is None) == (wheel_file is None):
         raise errors.InputError("give one of --from-index SPEC or --wheel FILE")
@@ -74,9 +79,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
     tgt = pick_target(led, target)
     with _progress_bar() as bar:
         path = (
-            wheel_file.resolve()
-            if wheel_file
-            else download_wheel(spec, platform, progress=bar.callback("", unit="bytes"))
+            wheel_file.resolve() if wheel_file else fetch_wheel(spec, platform, progress=bar.callback("", unit="bytes"))
         )
         rep = do_build(led, tgt, path, out_dir.resolve(), progress=bar.callback("build wheel"))
     if as_json:
@@ -88,6 +91,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
         out.line(Styled(rep.outcome, "red"), f" {rep.message}")
         for p in rep.mismatched:
             out.line(f"does not match the lock: {p}", indent="  ")
+            render_hashes(out, rep.hashes.get(p), indent="    ")
     return 0 if rep.ok else 1
 
 
@@ -104,7 +108,11 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
     "--base-image", default=None, metavar="IMAGE", help="FROM of the Dockerfile (default: the target's base_image)."
 )
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="A new directory."
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="A new or empty directory, or an overlay patchset wrote before (replaced whole).",
 )
 @json_opt
 @click.pass_obj
@@ -114,7 +122,8 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
 
     \b
     Exit 0 written; 1 a patched file of the tree does not match the lock (nothing is written);
-    2 bad input (no installed_root or base image, --out not empty).
+    2 bad input (no installed_root or base image, --out not empty and not patchset's, a path leaving
+    the tree).
     """
     from patchset.build.overlay import build_overlay as do_build
     from patchset.build.series import pick_target

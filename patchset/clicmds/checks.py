@@ -15,6 +15,7 @@ from patchset.cli import (
     emit_json,
     guarded,
     json_opt,
+    only_option,
     out,
     target_option,
     tree_dir,
@@ -54,15 +55,50 @@ from patchset.text import split_list
 )
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JUnit XML here.")
 @click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
+@click.option(
+    "--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME] or a preset)."
+)
+@only_option("run only its tests (comma-separated ids too)")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Compare serving tests with the figures stored in FILE instead of the tree without the patch.",
+)
+@click.option(
+    "--save-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Store the serving figures of the tree with the series in FILE.",
+)
+@click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
 @json_opt
 @click.pass_obj
 @guarded
-def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_trees, as_json) -> int:
+def verify(
+    c: Ctx,
+    tags,
+    tree_arg,
+    spec_arg,
+    target,
+    jobs,
+    timeout,
+    junit,
+    keep_trees,
+    engine,
+    only,
+    baseline,
+    save_baseline,
+    no_cache,
+    as_json,
+) -> int:
     """Run each patch's tests with the series and without that patch.
 
     \b
     Classes: proven (fails without, passes with), not needed (passes without: the patch may be
-    upstream or dead), broken (fails with), error (could not run).
+    upstream or dead), broken (fails with), error (could not run). A serving test fails with the
+    patch on a regression (the 95% interval of a ratio beyond the tolerance), without it on an
+    improvement.
     Exit 0 every patch proven; 1 a patch broken or not needed; 2 a test could not run / bad input.
     """
     from patchset.verify.pertest import run_verify
@@ -85,6 +121,11 @@ def verify(c: Ctx, tags, tree_arg, spec_arg, target, jobs, timeout, junit, keep_
             target=target,
             keep_trees=keep_trees,
             download_progress=bar.callback("", unit="bytes"),
+            engine=engine,
+            only=split_list(only) or None,
+            baseline=baseline,
+            save_baseline=save_baseline,
+            use_cache=not no_cache,
         )
     if as_json:
         emit_json(rep.to_json())

@@ -61,6 +61,7 @@ from patchset.cli import (
     type=click.Choice(["wheel", "overlay"]),
     help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
+@click.option("--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME]).")
 @json_opt
 @click.pass_obj
 @guarded
@@ -78,6 +79,7 @@ def gate(
     force,
     refresh_status,
     builds,
+    engine,
     as_json,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
@@ -107,6 +109,7 @@ def gate(
             force=force,
             refresh_status=refresh_status,
             build=list(builds),
+            engine=engine,
         )
     if as_json:
         emit_json(report.to_json())

@@ -6,7 +6,17 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, only_option, out
+from patchset.cli import (
+    Ctx,
+    apply_timeout,
+    complete_patch_ids,
+    emit_json,
+    guarded,
+    json_opt,
+    only_option,
+    out,
+    timeout_option,
+)
 
 
 @click.command()
@@ -20,10 +30,13 @@ from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, 
     default=None,
     help="Write one static, sortable HTML page.",
 )
+@timeout_option()
 @json_opt
 @click.pass_obj
 @guarded
-def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path | None, as_json: bool) -> int:
+def status(
+    c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path | None, timeout: float | None, as_json: bool
+) -> int:
     """The dashboard of upstream merges: PR state per patch and what to do about it.
 
     \b
@@ -35,6 +48,7 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
     from patchset.tracker.status import make_client
     from patchset.tracker.status import status as do_status
 
+    apply_timeout(timeout)
     client = make_client(offline) if refresh else None
     report = do_status(c.ledger_path, refresh=refresh, offline=offline, client=client)
     if html_file is not None:
@@ -70,6 +84,7 @@ def status(c: Ctx, refresh: bool, offline: bool, markdown: bool, html_file: Path
     shell_complete=complete_patch_ids,
 )
 @click.option("--offline", is_flag=True, help="Use only what is stored.")
+@timeout_option()
 @json_opt
 @click.pass_obj
 @guarded
@@ -81,6 +96,7 @@ def fetch(
     check: bool,
     update_id: str | None,
     offline: bool,
+    timeout: float | None,
     as_json: bool,
 ) -> int:
     """Download patch bodies from their pinned sources (PRs, commits, files, URLs) into the series.
@@ -93,6 +109,7 @@ def fetch(
     from patchset.tracker import views
     from patchset.tracker.status import make_client
 
+    apply_timeout(timeout)
     if old_ids:  # the positional spelling of --only, kept for scripts
         click.echo("warning: fetch ID... is deprecated; use --only ID (as gate --only)", err=True)
     ids = (*only, *old_ids)

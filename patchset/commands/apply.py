@@ -14,13 +14,14 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchset import atomic, locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, LOCK_HINT, body_state, lock_gap
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
+from patchset.confine import STATE_DIRS, confine, is_within
 from patchset.engine.tree import (
     SeriesItem,
     SeriesResult,
@@ -31,15 +32,14 @@ from patchset.engine.tree import (
     pending_apply,
     recover,
 )
-from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError
+from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 from patchset.progress import Progress
-from patchset.records import record
 
 
-@record
+@dataclass
 class TreeArg:
     """Where one target's series goes."""
 
@@ -51,7 +51,7 @@ class TreeArg:
     platform: str = ""  # --from-index of an installed layout: the wheel's platform ("": native)
 
 
-@record
+@dataclass
 class TargetReport:
     """One target's apply: the tree, the outcome and the engine's result."""
 
@@ -68,6 +68,7 @@ class TargetReport:
     unlocked: bool = False
     commits: list[str] = field(default_factory=list)
     fuzz: int = 0
+    warnings: list[str] = field(default_factory=list)  # e.g. the tree is built from another commit than the base
 
     @property
     def ok(self) -> bool:
@@ -87,6 +88,7 @@ class TargetReport:
             "hashes": self.hashes,
             "lock_missing": self.unlocked,
             "commits": self.commits,
+            "warnings": self.warnings,
             "result": self.result.to_json() if self.result else None,
             "state": self.state.to_json() if self.state else None,
         }
@@ -165,6 +167,24 @@ def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> lis
     return sorted(bad)
 
 
+def refuse_ledger_tree(ledger: Ledger, path: Path, flag: str = "--tree") -> None:
+    """A build tree is never the ledger's directory, a directory holding it, or a directory inside
+    its ``.patchset/`` (patches would rewrite the ledger, its bodies or patchset's own state)."""
+    led, tree = os.path.realpath(ledger.root), os.path.realpath(path)
+    hint = (
+        "apply to a build tree (a checkout, an unpacked release, a copy of site-packages), not the ledger's directory"
+    )
+    if is_within(led, tree):
+        how = "is" if led == tree else "contains"
+        raise InputError(f"{flag} {path} {how} the ledger directory {led}: not a build tree", hint=hint)
+    rel = os.path.relpath(tree, led).split(os.sep)
+    if rel[0] != ".." and rel[0].lower() in STATE_DIRS:
+        raise InputError(
+            f"{flag} {path} is inside the ledger's state directory {os.path.join(led, rel[0])}: not a build tree",
+            hint=hint,
+        )
+
+
 def apply_to_tree(
     ledger: Ledger,
     target: Target,
@@ -189,6 +209,7 @@ def apply_to_tree(
     The tree lock is held from the first read to the last write (a second apply waits, then
     sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
     """
+    refuse_ledger_tree(ledger, root, "--tree" if kind == "tree" else "--repo" if kind == "repo" else "--into")
     with locking.tree_lock(root):
         return _apply_to_tree(
             ledger,
@@ -387,12 +408,17 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
     can point at a tree an apply was killed in (``commands.interrupted``). Best effort: a
     read-only ledger directory only loses the note, and it is not fsynced (the tree's own
-    transaction directory is what recovery reads)."""
-    mark: Path | None = ledger.root / APPLYING_DIR / (sha256_bytes(str(root).encode())[:16] + ".json")
-    assert mark is not None
+    transaction directory is what recovery reads). A ``.patchset`` that links out of the ledger
+    directory (a cloned ledger may carry one) gets no note: nothing is written through it."""
+    name = f"{APPLYING_DIR}/{sha256_bytes(str(root).encode())[:16]}.json"
+    mark: Path | None = None
     try:
+        mark = confine(ledger.root, name, what="the apply note", allow_state=True)
         atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
+    except UnsafePathError:
+        mark = None
     except OSError:
+        assert mark is not None
         for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
             try:
                 empty.rmdir()
@@ -650,6 +676,26 @@ def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> d
     return out
 
 
+def _base_warnings(target: Target, tree: Path, strict: bool) -> list[str]:
+    """What the tree's version files say against the target's base (offline: the ledger's base
+    only): a warning when they name another commit; with ``strict`` an InputError instead, before
+    anything is read or written."""
+    from patchset.commands.basedetect import DIFFERENT, INCONSISTENT, tree_base
+
+    check = tree_base(target, tree)
+    if check is None or check.verdict not in (DIFFERENT, INCONSISTENT):
+        return []
+    text = f"--tree {tree}: {check.message}"
+    if strict:
+        raise InputError(
+            text + "; nothing was written (--strict-base)",
+            hint=f"apply to a tree of the base, or rebase the series onto the tree's commit "
+            f"(`patchset base detect --target {target.name} --tree {tree}` says which); without --strict-base "
+            "this is a warning",
+        )
+    return [text]
+
+
 def check_fuzz(fuzz: int) -> None:
     if fuzz < 0 or fuzz > 3:
         raise InputError(f"--fuzz {fuzz} is out of range", hint="use 0 (default), 1, 2 or 3")
@@ -667,8 +713,16 @@ def run(
     skip_applied: bool = False,
     remove_empty: bool = False,
     durable: bool | None = None,
+    strict_base: bool = False,
 ) -> list[TargetReport]:
+    """Apply each target's series to its tree. ``strict_base``: refuse a ``--tree`` whose version
+    files name another upstream commit than the target's base (else a warning in the report)."""
     check_fuzz(fuzz)
+    for arg in trees.values():  # before anything is downloaded or read
+        refuse_ledger_tree(ledger, arg.path, {"tree": "--tree", "repo": "--repo"}.get(arg.kind, "--into"))
+    alien = ledger_mod.edit_journal(ledger.root).foreign() if ledger_mod.pending_edit(ledger.root) else None
+    if alien is not None:  # a cloned ledger's own .patchset/ledger-txn: never replayed
+        raise alien
     found = interruptions(ledger.root)
     rebase = next((i for i in found if i.kind == REBASE), None)
     if rebase and rebase.problem:
@@ -692,6 +746,7 @@ def run(
         if arg.kind == "tree":
             if not arg.path.is_dir():
                 raise InputError(f"--tree {arg.path}: not a directory")
+            warnings = _base_warnings(target, arg.path, strict_base)
             reports.append(
                 apply_to_tree(
                     ledger,
@@ -704,6 +759,7 @@ def run(
                     **kw,
                 )
             )
+            reports[-1].warnings += warnings
         elif arg.kind == "repo":
             reports.append(apply_to_repo(ledger, target, arg.path, layout=layout, branch=arg.branch, **kw))
         elif arg.kind == "index":

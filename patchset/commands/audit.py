@@ -15,7 +15,7 @@ import bisect
 import itertools
 import re
 from collections import Counter, defaultdict
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,11 @@ from patchset.commands.inspection import canonical_path, diffstat
 from patchset.errors import InputError
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Patch
-from patchset.records import record
 
 _NUMBERED = re.compile(r"^(\d+)[-_.]")
 
 
-@record
+@dataclass
 class Finding:
     """One disagreement between the ledger and the directory."""
 
@@ -45,7 +44,7 @@ class Finding:
         return f"{where}: {self.message}"
 
 
-@record
+@dataclass
 class AuditReport:
     """What ``audit`` found: matched bodies and findings."""
 
@@ -69,7 +68,7 @@ class AuditReport:
         return d
 
 
-@record
+@dataclass
 class _Series:
     """One series file of the audited directory: its path and its entries with their lines."""
 

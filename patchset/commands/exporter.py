@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from patchset import atomic
+from patchset import atomic, outdir
 from patchset.commands.inspection import BODY_MISSING, body_state
 from patchset.confine import check_relative
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected
 from patchset.ledger.model import Ledger, Patch
-from patchset.outdir import MARKER, prepare_output_dir
+from patchset.outdir import MARKER
 from patchset.patchfmt.headers import split_header
 
 FORMATS = ("quilt", "mbox", "expected")
@@ -156,6 +156,6 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             files = {tgt.tree_path(k, tgt.layout): v for k, v in ledger.lock.target(t).files.items()}
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
-    prepare_output_dir(dest, what="export")
+    outdir.prepare(dest, option="export", command="export")
     atomic.write_many(writes)
     return written

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,6 @@ from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
-from patchset.records import record
 
 if TYPE_CHECKING:
     from patchset.upstream.hub import Connect, GitHubReader
@@ -84,7 +83,7 @@ UNPINNED = "unpinned"
 OFFLINE = "offline"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SourceRef:
     """A parsed ``[patch.source]``: ``kind`` is pr, commit, repo-file, url or local."""
 
@@ -154,7 +153,7 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
     raise LedgerError(f"unknown source kind {src.kind!r}", where=where)
 
 
-@record
+@dataclass
 class FetchRow:
     """What ``fetch`` did for one patch."""
 
@@ -176,7 +175,7 @@ class FetchRow:
         return dict(self.__dict__)
 
 
-@record
+@dataclass
 class FetchReport:
     """What ``fetch`` downloaded, refused and left alone."""
 
@@ -210,6 +209,15 @@ class FetchReport:
     def unreachable(self) -> list[str]:
         return [f"{r.id}: {r.source}" for r in self.failed]
 
+    def no_network(self) -> dict[str, int]:
+        """``{"HOST: why": sources}`` for the hosts that could not be reached at all (said once)."""
+        out: dict[str, int] = {}
+        for r in self.failed:
+            if r.error and r.error.get("error") == "no_network":
+                key = str(r.error.get("message"))
+                out[key] = out.get(key, 0) + 1
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "written": self.written,
@@ -217,11 +225,12 @@ class FetchReport:
             "ok": self.ok,
             "warnings": self.warnings,
             "unreachable": self.unreachable(),
+            "no_network": self.no_network(),
             "rows": [r.to_json() for r in self.rows],
         }
 
 
-@record
+@dataclass
 class CheckRow:
     """What ``fetch --check`` found for one patch's source."""
 
@@ -238,7 +247,7 @@ class CheckRow:
         return dict(self.__dict__)
 
 
-@record
+@dataclass
 class CheckReport:
     """What ``fetch --check`` found: which pinned bodies upstream has moved past."""
 
@@ -270,7 +279,7 @@ def select(ledger: Ledger, ids: Sequence[str] = (), all_: bool = False) -> list[
 
 
 # ---- downloading -----------------------------------------------------------------------------
-@record
+@dataclass
 class _Download:
     """One body to fetch: where from and where it goes."""
 
@@ -357,7 +366,7 @@ def _download_url(url: str) -> _Download:
     import requests
 
     from patchset.upstream import net
-    from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
+    from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
 
     try:
         what = f"GET {urlsplit(url).path or '/'}"
@@ -368,11 +377,16 @@ def _download_url(url: str) -> _Download:
         resp = net.request(http, "GET", url, what=what, cap=net.BODY, timeout=URL_TIMEOUT, allow_redirects=True)
     except net.DeadlineExceeded as exc:
         raise _Unreachable(RowError(TIMEOUT, exc.message)) from None
+    except net.Unreachable as exc:
+        raise _Unreachable(RowError(NO_NETWORK, f"{exc.host}: {exc.reason}")) from None
     except net.TooLarge as exc:
         raise _Unreachable(RowError(MALFORMED, exc.message)) from None
     except requests.exceptions.Timeout:
         raise _Unreachable(RowError(TIMEOUT, f"no answer within {URL_TIMEOUT}s from {url}")) from None
     except requests.exceptions.RequestException as exc:
+        reason = net.no_network_reason(exc)
+        if reason:
+            raise _Unreachable(RowError(NO_NETWORK, f"{net.host_of(url)}: {reason}")) from None
         raise _Unreachable(RowError(NETWORK, f"cannot reach {url} ({type(exc).__name__})")) from None
     finally:
         http.close()
@@ -502,7 +516,10 @@ def _run(
     warnings: list[str] = []
     if todo:
         c = _client_for(client, connect, [s for _, s, _ in todo])
-        if c is not None and not c.authenticated:
+        notice = getattr(c, "auth_notice", None) if c is not None else None
+        if notice:
+            warnings.append(notice)
+        elif c is not None and not c.authenticated:
             warnings.append("no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests, 60 per hour")
         from patchset.upstream.refs import RowError
 

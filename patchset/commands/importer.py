@@ -17,11 +17,11 @@ import os
 import re
 import shlex
 import stat
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.inspection import diffstat
-from patchset.confine import check_relative
+from patchset.confine import check_relative, confine
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
@@ -31,13 +31,12 @@ from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import is_mbox_start, mail_file_name, parse_meta, split_mbox
 from patchset.patchfmt.reader import diff_start
-from patchset.records import record
 
 PATCH_SUFFIXES = (".patch", ".diff")
 MAX_PATCH_BYTES = 64 << 20  # a patch, series or EXPECTED.sha256 file larger than this is refused
 
 
-@record
+@dataclass
 class ImportItem:
     """One patch found in an import source, before it enters the ledger."""
 
@@ -48,7 +47,7 @@ class ImportItem:
     root: str = ""  # --root: the package directory the diff's names are relative to
 
 
-@record
+@dataclass
 class ImportResult:
     """What an import added, updated and left unchanged."""
 
@@ -78,6 +77,16 @@ def patch_id_for(name: str) -> str:
             stem = stem[: -len(suf)]
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.")
     return stem or "patch"
+
+
+def body_name(name: str, pid: str) -> str:
+    """The file name a body keeps under the series directory: its own, unless a path from data
+    could not hold it (a newline or another control character, see ``patchset.confine``): then
+    ``<id>.patch``."""
+    try:
+        return check_relative(name, what="body name")
+    except UnsafePathError:
+        return f"{pid}.patch"
 
 
 def read_source(path: Path, *, what: str = "patch") -> bytes:
@@ -136,13 +145,9 @@ def read_series_file(series: Path) -> list[ImportItem]:
                     hint="only -pN is understood",
                 )
             strip = int(m.group(1))
-        try:
-            name = check_relative(parts[0], what="patch name")
-        except UnsafePathError as exc:
-            raise InputError(
-                exc.message, where=Location(series, lineno), hint="a series names files below its directory"
-            ) from None
-        path = series.parent / name
+        # confined to the patches directory: an absolute line, '..' or a link out would import any file
+        path = confine(series.parent, parts[0], what=f"{Location(series, lineno)}: series line")
+        name = check_relative(parts[0], what="series line")
         if not path.exists():
             raise InputError(
                 f"series names {parts[0]!r}, which does not exist",
@@ -233,8 +238,8 @@ def _check_text(item: ImportItem, body: bytes) -> None:
         raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path)) from None
 
 
-def _expected(path: Path) -> dict[str, str]:
-    return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"))
+def _expected(path: Path, *, relative: bool = False) -> dict[str, str]:
+    return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"), relative=relative)
 
 
 def nothing_importable(src: Path) -> InputError:
@@ -388,7 +393,10 @@ def import_sources(
         if (base is not None or base_tree is not None) and not tgt.base and label:
             e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
-            hashes = {tgt.lock_key(k): v for k, v in _expected(ef).items()}
+            hashes = {
+                check_relative(tgt.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
+                for k, v in _expected(ef, relative=True).items()
+            }
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
@@ -513,7 +521,7 @@ def _import_items(
         _check_text(item, body)
         body = _read_names(item, body, target, base_files, pid, result)
         existing = e.patch_table(pid)
-        rel = f"patchset/series/{tname}/{item.name}"
+        rel = f"patchset/series/{tname}/{body_name(item.name, pid)}"
         digest = sha256_bytes(body)
         if existing is not None:
             if existing.get("target") != tname:
@@ -530,7 +538,7 @@ def _import_items(
                 continue
             if not same:
                 _refuse_collision(e, target, item, pid, existing.get("body"))
-            if "body" not in existing and item.name != f"{pid}.patch":
+            if "body" not in existing and body_name(item.name, pid) != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
             if pid in result.inferred or item.root:  # a new reading of its names replaces the old one
                 if item.strip is not None and item.strip != target.strip:
@@ -587,7 +595,7 @@ def build_folders(src: Path) -> dict[str, Path] | None:
     return None
 
 
-@record
+@dataclass
 class BuildImport:
     """What ``patchset import DIR`` inferred from a build repository, and what it did."""
 
@@ -679,7 +687,8 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 if owner is None:
                     rep.unmatched.setdefault(str(ef), []).append(path)
                     continue
-                e.lock.target(owner[0]).files[owner[1]] = digest
+                key = check_relative(owner[1], what=f"{ef}: {path!r} as a lock key")
+                e.lock.target(owner[0]).files[key] = digest
                 counts[owner[0]] = counts.get(owner[0], 0) + 1
             rep.expected[str(ef)] = counts
     return rep

@@ -8,7 +8,7 @@ belong to someone else is valid.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ from patchset.commands.interrupted import interruptions
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.records import record
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -24,7 +23,7 @@ BODY_MISMATCH = "hash mismatch"
 BODY_UNLOCKED = "not in lock"
 
 
-@record
+@dataclass
 class FileStat:
     """One file of a diffstat: its path, operation and line counts."""
 
@@ -135,7 +134,7 @@ def lock_gap(ledger: Ledger) -> str | None:
     )
 
 
-@record
+@dataclass
 class ValidateReport:
     """What ``validate`` found: problems (exit 1) and warnings."""
 

@@ -10,12 +10,11 @@ describe, so ``status`` and ``validate`` stay fast to start.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from patchset.ledger.store import edit_journal, pending_edit
-from patchset.records import record
 
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
 REBASE_DIR = ".patchset/rebase"  # patchset.rebase.state.STATE_DIR
@@ -25,7 +24,7 @@ REBASE = "rebase"
 LEDGER_EDIT = "ledger-edit"
 
 
-@record
+@dataclass
 class Interruption:
     """One interrupted piece of work. ``problem``: files may be half old, half new until it is
     finished (``validate`` fails, ``apply`` refuses); otherwise a state the user is in on purpose
@@ -40,8 +39,13 @@ class Interruption:
         return asdict(self)
 
 
+MAX_NOTE = 64 << 10  # bytes: a note is one path; a cloned ledger may carry anything there
+
+
 def interrupted_trees(ledger_root: Path) -> list[Path]:
-    """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only."""
+    """Trees an apply from the ledger in ``ledger_root`` was killed in (still pending). Reads only.
+    The notes may come with a cloned ledger: only absolute, printable paths are taken (recovery
+    itself refuses a tree's journal this installation did not write)."""
     marks = sorted((ledger_root / APPLYING_DIR).glob("*.json"))
     if not marks:
         return []
@@ -52,9 +56,13 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
     trees = []
     for mark in marks:
         try:
-            tree = Path(json.loads(mark.read_text())["tree"])
-        except (OSError, ValueError, KeyError, TypeError):
+            with mark.open("rb") as fh:
+                name = json.loads(fh.read(MAX_NOTE))["tree"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
+        if not isinstance(name, str) or not name.isprintable() or not name.startswith("/"):
+            continue
+        tree = Path(name)
         if pending_apply(tree):
             trees.append(tree)
     return trees
@@ -69,6 +77,9 @@ def pending_rebase(ledger_root: Path) -> tuple[bool, str] | None:
     from patchset.rebase.state import State
 
     state = State(ledger_root)
+    alien = state.foreign()
+    if alien is not None:  # a cloned ledger's own rebase state: reported, never replayed
+        return False, f"{alien.message} ({alien.hint})"
     if state.committing:
         return True, (
             "a rebase was interrupted while writing the new series (the ledger, lock and bodies may be "
@@ -90,7 +101,10 @@ def interruptions(ledger_root: Path) -> list[Interruption]:
     """Everything interrupted around the ledger in ``ledger_root``: a ledger edit, a rebase, the
     applies (one per tree). Reads only."""
     out = []
-    if pending_edit(ledger_root):
+    bad = edit_journal(ledger_root).foreign() if pending_edit(ledger_root) else None
+    if bad is not None:
+        out.append(Interruption(LEDGER_EDIT, str(ledger_root), True, f"{bad.message} ({bad.hint})"))
+    elif pending_edit(ledger_root):
         journal = edit_journal(ledger_root)
         torn, complete = journal.complete(), journal.describe()
         out.append(
@@ -113,9 +127,13 @@ def interruptions(ledger_root: Path) -> list[Interruption]:
     if rebase:
         out.append(Interruption(REBASE, str(ledger_root), rebase[0], rebase[1]))
     if (ledger_root / APPLYING_DIR).is_dir():
-        from patchset.engine.txn import describe_pending
+        from patchset.engine.txn import describe_pending, foreign
 
         for tree in interrupted_trees(ledger_root):
+            alien = foreign(tree)
+            if alien is not None:
+                out.append(Interruption(APPLY, str(tree), True, f"{alien.message} ({alien.hint})"))
+                continue
             out.append(
                 Interruption(
                     APPLY,

@@ -4,6 +4,8 @@ The packages report steps and bytes through the same callback shape; how they lo
 here: a callback made with ``unit="bytes"`` shows sizes and a transfer speed, any other shows
 ``done/total``. Bars are drawn (and rich imported) only when stderr is a terminal; otherwise
 ``callback`` returns ``None`` and nothing is imported, so a piped or CI run pays nothing for it.
+What a bar describes (a patch id, a file name from an archive) is data: it is shown through
+``patchset.text.terminal`` and rich's markup escape, never read as markup or terminal control.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from typing import IO, Any
 
 from patchset.progress import Progress
+from patchset.text import terminal
 
 BYTES = "bytes"
 
@@ -49,12 +52,14 @@ class Bars:
             return None
         task: list[Any] = []  # the rich task id, made on the first report
         last = [""]
+        from rich.markup import escape
 
         def progress(what: str, done: int, total: int | None) -> None:
             bar = self.rich
             if bar is None:
                 return
-            description = f"{label} {what}".strip()[:70]
+            # a file name or a patch id is data: shown, never read as rich markup or terminal control
+            description = escape(terminal(f"{label} {what}".strip()[:70]))
             if not task:
                 task.append(bar.add_task(description, total=total, unit=unit))
             elif unit == BYTES and what != last[0]:  # the next file: its own size, speed and clock

@@ -64,7 +64,7 @@ def render_rebase(term: Term, report: RebaseReport, *, range_diffs: bool = True)
             if p.range_diff:
                 term.line(Styled(f"range-diff {p.id}", "bold"))
                 for ln in p.range_diff.rstrip("\n").split("\n"):  # a diff: printed as it is, never re-wrapped
-                    term.write(term.paint(ln, DIFF_STYLE.get(ln[:1], "")))
+                    term.write(ln, DIFF_STYLE.get(ln[:1], ""))
     summary = ", ".join(f"{n} {v}" for v, n in report.counts().items() if n)
     term.line(
         f"{summary or 'no active patches'}; status: {report.status}"

@@ -5,12 +5,18 @@ and the gate report all behave alike):
 
 - A cell is cut into tokens that are never broken: an id, a PR reference, a path, a word. A column
   never gets narrower than its longest token, so nothing is squeezed to nothing.
-- When a table does not fit the terminal, columns that can be abbreviated are abbreviated first
-  (a list of files becomes a count, a long path keeps its tail), then the least important columns
-  move to a second line under the row (``name: value``), wrapped at token boundaries.
+- Paths are whole, always: no component is dropped, nothing is cut with ``…``. A path longer than
+  the room it has wraps at ``/`` boundaries, continuation lines indented (read them joined).
+- When a table does not fit the terminal, the least important columns move to a second line under
+  the row (``name: value``), wrapped at token boundaries (a long path at ``/``).
 - When stdout is not a terminal, a table is plain text without box drawing or colour, one line per
   row with the fields separated by a tab (as ``gh`` does), so ``grep`` and ``cut -f`` see stable
   fields. ``--json`` stays the machine format.
+
+- Text is data, never terminal control: every cell, title and line goes through
+  ``patchset.text.terminal`` (an escape sequence, a carriage return or a bidi override from an
+  upstream title, a path or another person's ledger is shown as ``\x1b``, ``\r``, ``<U+202E>``);
+  prose folds its newlines and tabs into spaces, so one logical line stays one line.
 
 No rich here: printing a table must not pay for importing it (``patchset list`` starts fast).
 ``PATCHSET_TTY=1``/``0`` forces the terminal or the piped layout (tests; ``| less -R``); the width
@@ -22,8 +28,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
+
+from patchset.text import plain, terminal
 
 _SGR = {
     "bold": "1",
@@ -56,59 +64,86 @@ Part = str | Styled
 Cell = str | Styled | Sequence[str] | None
 
 
-def tail_path(path: str, width: int) -> str:
-    """A path cut from the left to at most ``width`` characters, keeping whole trailing components:
-    ``…/v1/core/kv_cache_utils.py``. The file name itself is never cut."""
-    if len(path) <= width:
-        return path
+_PROSE_BREAKS = re.compile(r"\r\n|[\n\t]")
+
+
+def _safe_part(p: Part) -> Part:
+    """A piece of a line as text: newlines and tabs folded to a space, other controls shown."""
+    text = p.text if isinstance(p, Styled) else str(p)
+    if plain(text):
+        return p
+    text = terminal(_PROSE_BREAKS.sub(" ", text))
+    return Styled(text, p.style) if isinstance(p, Styled) else text
+
+
+def _safe_text(text: str) -> str:
+    return text if plain(text) else terminal(text.replace("\t", " "), block=True)
+
+
+def _safe_cell(cell: Cell) -> Cell:
+    """A cell as text: newlines kept (the layout reads them as token breaks, never prints them),
+    tabs folded to a space (the piped layout's field separator), other controls shown."""
+    if cell is None:
+        return None
+    if isinstance(cell, str):
+        return _safe_text(cell)
+    if isinstance(cell, Styled):
+        safe = _safe_text(cell.text)
+        return cell if safe is cell.text else Styled(safe, cell.style)
+    return [c if plain(c) else _safe_text(c).replace("\n", " ") for c in map(str, cell)]
+
+
+def _safe_row(row: Sequence[Cell]) -> list[Cell]:
+    """A row with every cell safe (``_safe_cell``); one check for the whole row when nothing in it
+    needs escaping, which is every row of an ordinary ledger."""
+    texts = [
+        c if isinstance(c, str) else c.text if isinstance(c, Styled) else "" if c is None else " ".join(map(str, c))
+        for c in row
+    ]
+    if plain(" ".join(texts)):
+        return list(row)
+    return [_safe_cell(c) for c in row]
+
+
+def _wraps(token: str) -> bool:
+    """A token that may wrap at ``/`` when longer than a line: a path (a URL stays whole, to be
+    copied or clicked)."""
+    return "/" in token and "://" not in token
+
+
+def _path_lines(path: str, width: int, first: int | None = None) -> list[str]:
+    """A path too long for a line, wrapped at ``/`` boundaries: every line but the last ends with
+    ``/``, continuation lines are indented two spaces. Nothing is dropped or cut; a single
+    component longer than a line stays whole on its own line. ``first``: room on the first line."""
     parts = path.split("/")
-    kept = parts[-1]
-    for p in reversed(parts[:-1]):
-        if len(p) + 1 + len(kept) + 2 > width:
-            break
-        kept = f"{p}/{kept}"
-    return f"…/{kept}"
+    segs = [f"{p}/" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    lines: list[str] = []
+    cur = ""
+    for seg in segs:
+        room = (width if first is None else first) if not lines else width - 2
+        if cur and len(cur) + len(seg) > room:
+            lines.append(cur)
+            cur = seg
+        else:
+            cur += seg
+    lines.append(cur)
+    return [lines[0], *(f"  {ln}" for ln in lines[1:])]
 
 
-def count_of(noun: str) -> Callable[[Cell], Cell]:
-    """An abbreviation for list cells: ``["a", "b", "c"]`` becomes ``"3 files"``."""
-
-    def shorten(cell: Cell) -> Cell:
-        items = _items(cell)
-        if len(items) <= 1:
-            return items[0] if items else ""
-        return f"{len(items)} {noun}"
-
-    return shorten
-
-
-def path_tails(width: int) -> Callable[[Cell], Cell]:
-    """An abbreviation for path cells: each path keeps its tail within ``width``."""
-
-    def shorten(cell: Cell) -> Cell:
-        if isinstance(cell, (str, Styled)) or cell is None:
-            return tail_path(str(cell or ""), width)
-        return [tail_path(p, width) for p in cell]
-
-    return shorten
+GROW_COMFORT = 44  # what a ``grow`` column keeps before other columns move to the second line
 
 
 class Col:
     """A column. ``drop`` > 0 lets it move to the second line when the width runs out (higher moves
-    first); ``shorten`` abbreviates its cells before anything moves. ``whole``: the cell is one token
-    (an id, a PR reference), never wrapped."""
+    first). ``whole``: the cell is one token (an id, a PR reference), never wrapped. ``grow``: the
+    column people read (an action) keeps ``GROW_COMFORT`` characters (or all it needs) before other
+    columns move, and gets most of the spare width."""
 
-    __slots__ = ("drop", "name", "right", "shorten", "whole")
+    __slots__ = ("drop", "grow", "name", "right", "whole")
 
-    def __init__(
-        self,
-        name: str,
-        drop: int = 0,
-        shorten: Callable[[Cell], Cell] | None = None,
-        whole: bool = False,
-        right: bool = False,
-    ) -> None:
-        self.name, self.drop, self.shorten, self.whole, self.right = name, drop, shorten, whole, right
+    def __init__(self, name: str, drop: int = 0, whole: bool = False, right: bool = False, grow: bool = False) -> None:
+        self.name, self.drop, self.whole, self.right = name, drop, whole, right
+        self.grow = grow
 
 
 def _items(cell: Cell) -> list[str]:
@@ -145,11 +180,17 @@ def _flat(cell: Cell, sep: str = ", ") -> str:
 
 
 def wrap_tokens(tokens: Sequence[str], width: int) -> list[str]:
-    """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own."""
+    """Greedy packing of tokens into lines of ``width``; a token longer than a line gets its own,
+    except a path, which wraps at ``/`` boundaries (``_path_lines``)."""
     lines: list[str] = []
     cur = ""
     for tok in tokens:
-        if not cur:
+        if len(tok) > width and _wraps(tok):
+            if cur:
+                lines.append(cur)
+            *done, cur = _path_lines(tok, width)
+            lines += done
+        elif not cur:
             cur = tok
         elif len(cur) + 1 + len(tok) <= width:
             cur += " " + tok
@@ -212,19 +253,34 @@ class Term:
 
     # ---- text -------------------------------------------------------------------------------
     def paint(self, text: str, style: str) -> str:
+        """``text`` (made safe: ``patchset.text.terminal``) in ``style`` when colour is on."""
+        return self._sgr(terminal(text), style)
+
+    def _sgr(self, text: str, style: str) -> str:
         if not self.color or not style:
             return text
         codes = ";".join(_SGR[s] for s in style.split() if s in _SGR)
         return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
 
-    def write(self, text: str = "") -> None:
+    def _emit(self, text: str) -> None:
         self.stream.write(text + "\n")
+
+    def write(self, text: str = "", style: str = "") -> None:
+        """A block printed as it is (a diff, a log): newlines and tabs kept, every other control
+        character shown (``patchset.text.terminal``); each line in ``style`` when colour is on."""
+        text = terminal(text, block=True)
+        if style and self.color:
+            text = "\n".join(self._sgr(ln, style) if ln else ln for ln in text.split("\n"))
+        self._emit(text)
 
     def line(self, *parts: Part, indent: str = "") -> None:
         """One logical line of prose: wrapped at spaces to the terminal width (never inside a word);
-        in a pipe, one physical line."""
+        in a pipe, one physical line. Newlines and tabs in the parts are spaces; other control
+        characters are shown, never sent."""
+        parts = tuple(_safe_part(p) for p in parts)
+        indent = terminal(indent)
         if not self.tty:
-            self.write(indent + "".join(str(p) for p in parts))
+            self._emit(indent + "".join(str(p) for p in parts))
             return
         units: list[list[tuple[str, str]]] = []  # words joined without a space; wrapping happens between units
         space = True
@@ -240,13 +296,27 @@ class Term:
         cur, cur_len = "", 0  # the line being filled, and its length without escape codes
         for unit in units:
             ulen = sum(len(w) for w, _ in unit)
-            painted = "".join(self.paint(w, st) for w, st in unit)
+            if len(unit) == 1 and _wraps(unit[0][0]) and len(indent) + 2 + ulen > width:
+                word, style = unit[0]  # a path longer than a line: wrapped at "/", never cut
+                sep = 1 if cur_len else 0
+                first = width - len(indent) - cur_len - sep
+                if first < 8 and cur_len:  # (no room for a component here: start on the next line)
+                    self._emit(indent + cur)
+                    cur, cur_len, sep, first = "  ", 2, 0, width - len(indent) - 2
+                pieces = _path_lines(word, width - len(indent), first=first)
+                for piece in pieces[:-1]:
+                    self._emit(indent + cur + " " * sep + self._sgr(piece.lstrip(), style))
+                    cur, cur_len, sep = "  ", 2, 0
+                last = pieces[-1].lstrip()
+                cur, cur_len = cur + " " * sep + self._sgr(last, style), cur_len + sep + len(last)
+                continue
+            painted = "".join(self._sgr(w, st) for w, st in unit)  # (the parts are safe already)
             if cur_len and len(indent) + cur_len + 1 + ulen > width:
-                self.write(indent + cur)
+                self._emit(indent + cur)
                 cur, cur_len = "  " + painted, 2 + ulen  # continuation lines are indented two more
             else:
                 cur, cur_len = (cur + " " + painted, cur_len + 1 + ulen) if cur_len else (painted, ulen)
-        self.write(indent + cur)
+        self._emit(indent + cur)
 
     # ---- tables -----------------------------------------------------------------------------
     def table(
@@ -255,6 +325,7 @@ class Term:
         """``header=False``: piped, the rows alone (a terminal always shows the column names)."""
         if title is not None:
             self.line(title)
+        rows = [_safe_row(r) for r in rows]
         if not self.tty:
             self._plain(cols, rows, header)
         else:
@@ -262,15 +333,14 @@ class Term:
 
     def _plain(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], header: bool = True) -> None:
         if header:
-            self.write("\t".join(c.name for c in cols))
+            self._emit("\t".join(terminal(c.name) for c in cols))
         for row in rows:
-            self.write("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
+            self._emit("\t".join(_flat(cell, ",").replace("\t", " ") for cell in row))
 
     def _layout(self, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
         width = self.width or 80
         n = len(cols)
         cells = [list(r) for r in rows]
-        shortened = [False] * n
         shown = list(range(n))  # column indexes in the table; the rest go to the second line
 
         def minw(i: int) -> int:
@@ -283,22 +353,17 @@ class Term:
 
         def comfort(i: int) -> int:
             """A column that may move keeps at least 16 characters (or all it needs) in the table:
-            text wrapped into a sliver reads worse than the same text on the second line."""
+            text wrapped into a sliver reads worse than the same text on the second line. A ``grow``
+            column keeps ``GROW_COMFORT``."""
+            if cols[i].grow:
+                return max(minw(i), min(natural(i), GROW_COMFORT))
             return max(minw(i), min(natural(i), 16)) if cols[i].drop else minw(i)
 
         def need() -> int:
             return sum(comfort(i) for i in shown) + 2 * (len(shown) - 1)
 
-        originals = [list(r) for r in rows]
         shown = [i for i in shown if not cols[i].drop or any(_items(r[i]) for r in cells)]  # empty: no column
         while need() > width:
-            cand = [i for i in shown if cols[i].shorten and not shortened[i]]
-            if cand:
-                i = max(cand, key=lambda k: (minw(k), cols[k].drop))
-                shortened[i] = True
-                for r in cells:
-                    r[i] = cols[i].shorten(r[i])  # type: ignore[misc]
-                continue
             movable = [i for i in shown if cols[i].drop > 0]
             if not movable:
                 break
@@ -313,6 +378,18 @@ class Term:
         moved = [i for i in range(n) if i not in shown]
         widths = {i: comfort(i) for i in shown}
         spare = width - (sum(widths.values()) + 2 * (len(shown) - 1))
+        for i in [k for k in shown if cols[k].grow]:  # too narrow even so: a grow column gives back its comfort
+            if spare < 0:
+                back = min(-spare, widths[i] - minw(i))
+                widths[i] -= back
+                spare += back
+        growing = [k for k in shown if cols[k].grow]
+        budget = spare * 2 // 3 // max(1, len(growing))  # the columns people read first get most of it
+        for i in growing:
+            extra = min(budget, natural(i) - widths[i]) if spare > 0 else 0
+            if extra > 0:
+                widths[i] += extra
+                spare -= extra
         while spare > 0:  # share the room left evenly among the columns that still wrap
             short = [i for i in shown if natural(i) > widths[i]]
             if not short:
@@ -326,7 +403,7 @@ class Term:
             self.paint(cols[i].name.rjust(widths[i]) if cols[i].right else cols[i].name.ljust(widths[i]), "bold")
             for i in shown
         )
-        self.write(header.rstrip())
+        self._emit(header.rstrip())
         for r_i, r in enumerate(cells):
             wrapped = {i: wrap_tokens(_tokens(r[i], cols[i].whole), widths[i]) or [""] for i in shown}
             height = max(len(v) for v in wrapped.values()) if wrapped else 1
@@ -335,11 +412,9 @@ class Term:
                 for i in shown:
                     text = wrapped[i][h] if h < len(wrapped[i]) else ""
                     padded = text.rjust(widths[i]) if cols[i].right else text.ljust(widths[i])
-                    pieces.append(self.paint(padded, _style_of(r[i])) if text else padded)
-                self.write("  ".join(pieces).rstrip())
-            moved_cells = [
-                (cols[i].name, originals[r_i][i]) for i in moved if _items(originals[r_i][i]) not in ([], ["-"])
-            ]
+                    pieces.append(self._sgr(padded, _style_of(r[i])) if text else padded)  # (cells are safe)
+                self._emit("  ".join(pieces).rstrip())
+            moved_cells = [(cols[i].name, cells[r_i][i]) for i in moved if _items(cells[r_i][i]) not in ([], ["-"])]
             if moved_cells:
                 toks: list[str] = []
                 for name, cell in moved_cells:
@@ -348,4 +423,4 @@ class Term:
                     toks[-1] += ";"
                 toks[-1] = toks[-1].rstrip(";")
                 for ln in wrap_tokens(toks, width - 4):
-                    self.write("    " + ln)
+                    self._emit("    " + ln)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from patchset.commands.table import Col, Styled, Term, count_of, path_tails
+from patchset.commands.table import Col, Styled, Term
 
 STATE_STYLE = {"active": "green", "held": "yellow", "dropped": "dim"}
 BODY_STYLE = {"present": "green", "not imported": "cyan", "hash mismatch": "bold red", "not in lock": "yellow"}
@@ -58,10 +58,6 @@ def render_hashes(term: Term, pair: dict[str, str | None] | None, indent: str) -
         term.line(f"actual   sha256 {pair.get('actual') or '(no file)'}", indent=indent)
 
 
-def _short_files(files: list[str]) -> list[str]:
-    return [f.split("/", 1)[1] if f.count("/") > 1 else f for f in files]  # drop the package dir
-
-
 def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) -> None:
     """The series table; piped, rows only (``cut -f2`` gives the ids) unless ``header``."""
     cols = [
@@ -73,7 +69,7 @@ def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) ->
         Col("PR state", drop=4),
         Col("state"),
         Col("body", drop=5),
-        Col("files", drop=6, shorten=count_of("files")),
+        Col("files", drop=6),  # whole paths; at a narrow width on a line under the row
     ]
     table = []
     for r in rows:
@@ -87,7 +83,7 @@ def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) ->
                 r["pr_state"] if r["prs"] else NO_PR,
                 Styled(r["state"], STATE_STYLE.get(r["state"], "")),
                 Styled(r["body"], BODY_STYLE.get(r["body"], "")),
-                (_short_files(r["files"]) if term.tty else r["files"]) or "-",
+                r["files"] or "-",
             ]
         )
     term.table(cols, table, header=header)
@@ -138,7 +134,7 @@ def render_show(term: Term, d: dict[str, Any]) -> None:
     if d["diffstat"]:
         term.table(
             [
-                Col("file", shorten=path_tails(max(20, (term.width or 80) - 30))),
+                Col("file", drop=1),  # a path that does not fit moves under the row, whole
                 Col("+", right=True),
                 Col("-", right=True),
                 Col("op"),
@@ -207,4 +203,6 @@ def render_apply(term: Term, reports: list[Any]) -> None:
             render_hashes(term, rep.hashes.get(f), indent="     ")
         for c in rep.commits:
             term.line(f"commit {c[:12]}", indent="   ")
+        for w in getattr(rep, "warnings", []):
+            term.line(Styled("warning:", "yellow"), f" {w}", indent="   ")
         term.line(Styled(rep.outcome, OUTCOME_STYLE.get(rep.outcome, "")), f": {rep.message}")

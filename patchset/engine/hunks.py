@@ -39,17 +39,16 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList, LazySequence
-from patchset.records import record
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]
 
 
-@record
+@dataclass
 class NearestRegion:
     """Where a failed hunk's old lines best match the file now (1-based line, 0..1 share)."""
 
@@ -60,7 +59,7 @@ class NearestRegion:
         return asdict(self)
 
 
-@record
+@dataclass
 class HunkResult:
     """Where (and whether) one hunk applied: offset, fuzz, or the reason it failed."""
 
@@ -164,7 +163,7 @@ class HunkResults(LazySequence[HunkResult]):
         )
 
 
-@record
+@dataclass
 class FileOutcome:
     """One file patch applied in memory: the new bytes and each hunk's result."""
 
@@ -258,7 +257,7 @@ _END = re.Match.end
 # --------------------------------------------------------------------------- hunk geometry
 
 
-@record
+@dataclass
 class _Prepared:
     """A hunk in the form the search needs (GNU's pch_* accessors)."""
 

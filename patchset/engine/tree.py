@@ -14,23 +14,23 @@ import posixpath
 import stat
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from patchset import locking
+from patchset.confine import STATE_DIRS, resolve_links
 from patchset.engine import txn
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file, reverse_file_patch
-from patchset.errors import ApplyFailed, EnvironmentFailure, UnsafePathError
+from patchset.errors import ApplyFailed, EnvironmentFailure, PatchsetError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.patchfmt.diffs import FilePatch, parse_patch
 from patchset.progress import Progress
-from patchset.records import record
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
 
-@record
+@dataclass
 class SeriesItem:
     """One patch of a series as the engine takes it: id, body and strip level."""
 
@@ -39,7 +39,7 @@ class SeriesItem:
     strip: int = 1
 
 
-@record
+@dataclass
 class FileResult:
     """What happened to one file of one patch."""
 
@@ -65,7 +65,7 @@ class FileResult:
         }
 
 
-@record
+@dataclass
 class PatchResult:
     """What happened to one patch: its status and its files."""
 
@@ -90,7 +90,7 @@ class PatchResult:
         return "\n".join(lines)
 
 
-@record
+@dataclass
 class SeriesResult:
     """A whole series on a tree: per-patch results and the digest of every touched file."""
 
@@ -134,32 +134,31 @@ class SeriesResult:
 
 
 def _metadata(parts: list[str]) -> str | None:
-    """The metadata directory a path goes into (``.git`` anywhere, the transaction directory at
-    the top), compared case-insensitively: on macOS or Windows ``.GIT`` *is* ``.git``."""
-    if parts and parts[0].lower() == txn.TXN_DIR:
+    """The metadata directory a path goes into (``.git`` anywhere, patchset's own state
+    directories ``.patchset-txn`` and ``.patchset`` at the top), compared case-insensitively: on
+    macOS or Windows ``.GIT`` *is* ``.git``."""
+    if parts and parts[0].lower() in STATE_DIRS:
         return parts[0]
     return next((p for p in parts if p.lower() == ".git"), None)
 
 
 class _Paths:
-    """Maps patch paths to safe tree paths: relative, no ``..``, no symlink leaving the tree."""
+    """Maps patch paths to safe tree paths: relative, no ``..``, no symlink leaving the tree.
+
+    Links are resolved through the series' in-memory state (:meth:`_State.link_at`): a link an
+    earlier hunk or patch made counts exactly as one on disk, so the dry run sees the tree the
+    commit would write (``patchset.confine.resolve_links`` does the resolving).
+    """
 
     def __init__(self, root: Path, path_for: Callable[[str], str] | None) -> None:
         self.root = Path(os.path.realpath(root))
         self.path_for = path_for or (lambda p: p)
-        self.cache: dict[str, str] = {}
+        self.checked: dict[str, tuple[str, str]] = {}  # patch path -> (normalised mapped path, where)
 
-    def resolve(self, patch_path: str, patch_id: str, own_link: bool = False) -> str:
-        """The real tree path for ``patch_path``; ``own_link``: the path of a git symlink itself
-        (its directory is resolved, the link is not followed)."""
-        if own_link:
-            head, _, name = patch_path.rpartition("/")
-            parent = self.resolve(head, patch_id) if head else ""
-            if name in ("", ".", "..") or _metadata([name]):
-                raise UnsafePathError(f"patch {patch_id}: path {patch_path!r} is not a valid link name")
-            return f"{parent}/{name}" if parent else name
-        if patch_path in self.cache:
-            return self.cache[patch_path]
+    def _check(self, patch_path: str, patch_id: str) -> tuple[str, str]:
+        """The textual checks (no state needed): the mapped path, normalised, and how to name it."""
+        if patch_path in self.checked:
+            return self.checked[patch_path]
         mapped = self.path_for(patch_path)
         where = f"patch {patch_id}: path {patch_path!r}"
         if mapped != patch_path:
@@ -178,15 +177,24 @@ class _Paths:
                 hint="patches may not touch repository or patchset metadata (in any letter case: "
                 "case-insensitive file systems treat .GIT as .git)",
             )
-        real = os.path.realpath(self.root.joinpath(*parts))
-        root = str(self.root)
-        if real != root and not real.startswith(root.rstrip("/") + "/"):
-            raise UnsafePathError(f"{where} leaves the tree {root} through a symlink (resolves to {real})")
-        rel = os.path.relpath(real, root)
-        if rel == "." or _metadata(rel.split("/")):
-            raise UnsafePathError(f"{where} resolves to {rel!r}, which patches may not touch")
-        self.cache[patch_path] = rel
-        return rel
+        self.checked[patch_path] = ("/".join(parts), where)
+        return self.checked[patch_path]
+
+    def resolve(self, patch_path: str, patch_id: str, state: _State, own_link: bool = False) -> str:
+        """The real tree path for ``patch_path`` in the tree as ``state`` has it (links on disk and
+        links the series made expanded); ``own_link``: the path of a git symlink itself (its
+        directory is resolved, the link is not followed)."""
+        if own_link:
+            head, _, name = patch_path.rpartition("/")
+            parent = self.resolve(head, patch_id, state) if head else ""
+            if name in ("", ".", "..") or _metadata([name]):
+                raise UnsafePathError(f"patch {patch_id}: path {patch_path!r} is not a valid link name")
+            return f"{parent}/{name}" if parent else name
+        rel, where = self._check(patch_path, patch_id)
+        real = resolve_links(rel, state.link_at, what=where, root=str(self.root))
+        if not real or _metadata(real.split("/")):
+            raise UnsafePathError(f"{where} resolves to {real or '.'!r}, which patches may not touch")
+        return real
 
 
 # --------------------------------------------------------------------------- state
@@ -206,6 +214,7 @@ class _State:
         self.now: dict[str, tuple[bytes | None, int | None]] = {}
         self.live: Counter[str] = Counter()  # directory -> present files under it in ``now``
         self.kinds: dict[str, str | None] = {}  # paths probed for file/dir clashes (not read)
+        self.links: dict[str, str | None] = {}  # paths probed for links on disk (not read)
 
     def _load(self, rel: str) -> tuple[bytes | None, int | None]:
         if rel not in self.disk:
@@ -232,6 +241,28 @@ class _State:
                 except OSError as exc:
                     raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
         return self.disk[rel]
+
+    def link_at(self, rel: str) -> str | None:
+        """The target of the symlink at ``rel`` as the series has the tree now, or None.
+
+        ``rel`` has no link in its prefixes (callers expand them first). A path under one the
+        series changed is not looked up on disk: what is there now will not be after the commit.
+        """
+        if rel in self.now or rel in self.disk:
+            data, mode = self.get(rel)
+            return os.fsdecode(data) if mode == SYMLINK and data is not None else None
+        if any(parent in self.now for parent in _parents(rel)):
+            return None
+        if rel not in self.links:
+            path = self.root / rel
+            try:
+                st = path.lstat()
+                self.links[rel] = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
+            except (FileNotFoundError, NotADirectoryError):
+                self.links[rel] = None
+            except OSError as exc:
+                raise EnvironmentFailure(f"{path}: cannot read: {exc.strerror}") from None
+        return self.links[rel]
 
     def get(self, rel: str) -> tuple[bytes | None, int | None]:
         if rel in self.now:
@@ -293,6 +324,7 @@ class _State:
         other = _State(self.root)
         other.disk = self.disk  # shared read cache
         other.kinds = self.kinds
+        other.links = self.links
         other.now = dict(self.now)
         other.live = Counter(self.live)
         return other
@@ -326,15 +358,56 @@ def _git_mode(mode: str | None) -> int | None:
     return 0o755 if bits & 0o100 else 0o644
 
 
-def _link_problem(rel: str, target: bytes) -> str | None:
-    """A git symlink is written as a symlink, but only one that stays inside the tree."""
+def _check_link(state: _State, rel: str, target: bytes, patch_id: str, root: str) -> None:
+    """A git symlink is written as a symlink, but only one that stays inside the tree as the series
+    has it now (links made by earlier hunks and patches followed, like links on disk)."""
     text = os.fsdecode(target)
+    what = f"patch {patch_id}: symlink {rel} -> {text!r}"
+    hint = "patchset writes only relative links that resolve inside the tree"
     if not text or "\0" in text or text.startswith("/"):
-        return f"symlink {rel} -> {text!r} is empty or absolute: patchset writes only links inside the tree"
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), text))
-    if joined == ".." or joined.startswith("../"):
-        return f"symlink {rel} -> {text!r} points outside the tree: refused"
-    return None
+        raise UnsafePathError(f"{what} is empty or absolute: refused (outside the tree)", hint=hint)
+    head = posixpath.dirname(rel)
+    resolve_links(f"{head}/{text}" if head else text, state.link_at, what=what, root=root)
+
+
+def _check_links(state: _State, root: str) -> None:
+    """The tree as the whole series leaves it: every link the series made or changed, and every
+    link already on disk that was inside before, must resolve inside it (a later patch can make an
+    earlier, harmless link point out: ``x -> sub/l/..`` and then ``sub/l -> ..``; removing a link
+    can too: ``x -> sub/l/../../..`` with ``sub/l -> a/b``)."""
+    made = sorted(rel for rel, (data, mode) in state.now.items() if mode == SYMLINK and data is not None)
+    if not made and not any(state.disk[rel][1] == SYMLINK for rel in state.now):
+        return  # no link made, changed or removed: every link resolves as before
+    for rel in made:
+        resolve_links(rel, state.link_at, what=f"symlink {rel} (as the series leaves the tree)", root=root)
+    before = _State(state.root)
+    for rel in _disk_links(state.root):
+        if rel in state.now or any(parent in state.now for parent in _parents(rel)):
+            continue
+        try:
+            resolve_links(rel, before.link_at, what="", root=root)
+        except UnsafePathError:
+            continue  # already out before the series: not the series' doing, and not written to
+        resolve_links(rel, state.link_at, what=f"symlink {rel} in the tree (after the series)", root=root)
+
+
+def _disk_links(root: Path) -> list[str]:
+    """Every symlink in the tree on disk (not followed; metadata directories skipped)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in list(dirnames):
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                out.append(os.path.relpath(full, root))
+                dirnames.remove(d)
+            elif _metadata([d]) and (dirpath == str(root) or d.lower() == ".git"):
+                dirnames.remove(d)
+        out += [
+            os.path.relpath(os.path.join(dirpath, f), root)
+            for f in filenames
+            if os.path.islink(os.path.join(dirpath, f))
+        ]
+    return sorted(out)
 
 
 def _apply_one(
@@ -353,16 +426,16 @@ def _apply_one(
             ),
         )
     link = GIT_SYMLINK in (fp.old_mode, fp.new_mode)
-    src = paths.resolve(fp.path, patch_id, own_link=link)
-    dst = paths.resolve(fp.target, patch_id, own_link=link) if fp.target is not None else None
+    src = paths.resolve(fp.path, patch_id, state, own_link=link)
+    dst = paths.resolve(fp.target, patch_id, state, own_link=link) if fp.target is not None else None
     if fp.op == "modify" and not fp.git and fp.new_path and fp.new_path != fp.old_path:
         # plain diff naming two files ("--- x.c.orig" / "+++ x.c"): like GNU patch, patch the
         # one that exists; if both do, the one with fewest components, then shortest name
         names = [n for n in (fp.old_path, fp.new_path) if n is not None]
-        existing = [n for n in names if state.get(paths.resolve(n, patch_id))[0] is not None]
+        existing = [n for n in names if state.get(paths.resolve(n, patch_id, state))[0] is not None]
         if existing:
             best = min(existing, key=lambda n: (n.count("/"), len(n.rsplit("/", 1)[-1]), len(n)))
-            src = dst = paths.resolve(best, patch_id)
+            src = dst = paths.resolve(best, patch_id, state)
     old, old_mode = state.get(src)
     if fp.op == "create":
         old_mode = None
@@ -411,7 +484,9 @@ def _apply_one(
         mode = old_mode if old_mode is not None else (_git_mode(fp.new_mode) or 0o644)
     if fp.op == "rename" and dst != src:
         state.set(src, None, None)
-    why = state.blocker(dst) or (_link_problem(dst, outcome.new) if mode == SYMLINK else None)
+    if mode == SYMLINK:
+        _check_link(state, dst, outcome.new, patch_id, str(paths.root))
+    why = state.blocker(dst)
     if why:
         res.status, res.hunks, res.message = "failed", [], why
         return res
@@ -439,13 +514,15 @@ def _as_modify(fp: FilePatch) -> FilePatch:
     )
 
 
-def _parse_all(items: list[SeriesItem], paths: _Paths) -> list[list[FilePatch]]:
+def _parse_all(items: list[SeriesItem], paths: _Paths, state: _State) -> list[list[FilePatch]]:
+    """Every patch parsed and every path checked (against the tree on disk: ``state`` is fresh)
+    before anything is read or written; each is resolved again at its turn, through the state."""
     parsed = []
     for item in items:
         fps = parse_patch(item.body, item.strip, source=item.patch_id)
-        for fp in fps:  # every path checked before anything is read or written
+        for fp in fps:
             for p in fp.paths():
-                paths.resolve(p, item.patch_id)
+                paths.resolve(p, item.patch_id, state)
         parsed.append(fps)
     return parsed
 
@@ -529,8 +606,8 @@ def _apply_series(
             raise interrupted_error(root)
         recovered = txn.recover(root)
     paths = _Paths(root, path_for)
-    parsed = _parse_all(items, paths)
     state = _State(paths.root)
+    parsed = _parse_all(items, paths, state)
     results: list[PatchResult] = []
     failed: str | None = None
     for i, (item, fps) in enumerate(zip(items, parsed, strict=True), start=1):
@@ -543,6 +620,8 @@ def _apply_series(
         results.append(pr)
         if not pr.ok:
             failed = item.patch_id
+    if failed is None:
+        _check_links(state, str(paths.root))
     touched = {rel: state.get(rel) for rel in list(state.disk)}
     files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
     modes = {rel: m for rel, (_, m) in touched.items()}
@@ -574,8 +653,12 @@ def pending_apply(root: Path) -> bool:
     return txn.pending(Path(root))
 
 
-def interrupted_error(root: Path) -> EnvironmentFailure:
-    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing)."""
+def interrupted_error(root: Path) -> PatchsetError:
+    """The error a read-only command gives on a tree with an interrupted apply (it writes nothing);
+    ``ForeignJournal`` when the tree's transaction directory is not this installation's."""
+    bad = txn.foreign(Path(root))
+    if bad is not None:
+        return bad
     return EnvironmentFailure(
         f"{root}: an earlier apply was interrupted ({txn.describe_pending(Path(root))}); nothing was written",
         hint=f"run `patchset recover --tree {root}` to finish it (or `--back` to undo it), or a real apply",
@@ -587,7 +670,7 @@ def interrupted_error(root: Path) -> EnvironmentFailure:
 StateName = Literal["applied", "not_applied", "unknown"]
 
 
-@record
+@dataclass
 class PatchState:
     """Whether a tree carries one patch (applied, not applied, unknown) and why."""
 
@@ -599,7 +682,7 @@ class PatchState:
         return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
 
 
-@record
+@dataclass
 class SeriesState:
     """Which patches of a series a tree already carries."""
 
@@ -669,13 +752,13 @@ def detect_state(
     """
     root = Path(root)
     paths = _Paths(root, path_for)
-    parsed = _parse_all(items, paths)
     state = _State(paths.root)
+    parsed = _parse_all(items, paths, state)
     matches: bool | None = None
     if expected is not None:
         matches = True
         for path, digest in expected.items():  # keys in the patches' layout, like the lock
-            data, _ = state.get(paths.resolve(path, "expected"))
+            data, _ = state.get(paths.resolve(path, "expected", state))
             if (None if data is None else sha256_bytes(data)) != digest:  # None: must be absent
                 matches = False
                 break

@@ -7,7 +7,9 @@ first thing); the protocol (staged files, journal, renames, cleanup), durability
 crash-test hook ``PATCHSET_TEST_CRASH_AFTER`` are described in ``patchset.journal``. Ctrl-C (and
 TERM/HUP) is held from the journal to the end of the commit, so an interrupted apply leaves the
 new tree. A tree commit fsyncs only when asked (``apply --durable``, ``PATCHSET_FSYNC=1``), like
-``git checkout`` and GNU ``patch``, which fsync no work-tree file.
+``git checkout`` and GNU ``patch``, which fsync no work-tree file. A ``.patchset-txn`` this
+installation did not write (a tree or an archive can carry one) is never replayed:
+``ForeignJournal`` (see ``patchset.journal``, "Ownership").
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from patchset.errors import EnvironmentFailure
+from patchset.errors import EnvironmentFailure, ForeignJournal
 from patchset.journal import JOURNAL, Change, Direction, Journal
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "commit",
     "describe_pending",
     "durable_default",
+    "foreign",
     "pending",
     "recover",
 ]
@@ -55,7 +58,13 @@ def journal(root: Path, durable: bool = True) -> Journal:
 
 def pending(root: Path) -> bool:
     """Is there an interrupted transaction (leftovers of any kind) under ``root``?"""
-    return (Path(root) / TXN_DIR).exists()
+    return journal(root).pending()
+
+
+def foreign(root: Path) -> ForeignJournal | None:
+    """The error for a transaction directory under ``root`` this installation did not write
+    (shipped with the tree, copied from another user), or None. Reads only."""
+    return journal(root).foreign()
 
 
 def describe_pending(root: Path) -> str:
@@ -107,6 +116,7 @@ def recover(root: Path, direction: Direction = "auto") -> str | None:
 
     Returns ``None`` (nothing to do), ``"discarded"`` (crash before the journal was complete:
     tree untouched), ``"rolled forward"`` or ``"rolled back"``. ``auto`` rolls a complete
-    journal forward; ``back`` undoes it from the saved old files.
+    journal forward; ``back`` undoes it from the saved old files. A journal this installation
+    did not write raises ``ForeignJournal`` and is left as it is.
     """
     return journal(root).recover(direction)

@@ -3,6 +3,11 @@
 It records the sha256 of every patch body, the head a fetched body came from, and per target the
 sha256 of every patched file before (``base_files``) and after (``files``) the series. The
 per-target hashes convert to and from the ``EXPECTED.sha256`` format (``<sha256>  <path>``).
+
+Every file key is a path under a tree that ``build`` and ``apply`` read and write, so it is
+checked with ``patchset.confine.check_relative`` when the lock is read and when an
+``EXPECTED.sha256`` line is read (naming the file and line): a key never climbs out with ``..``,
+is never absolute and never names ``.git`` or patchset's own state.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from patchset.errors import LedgerError, Location
+from patchset.confine import check_relative
+from patchset.errors import LedgerError, Location, UnsafePathError
 from patchset.ledger.model import SCHEMA_VERSION, Lock, TargetLock
 from patchset.ledger.schema import SHA256_RE, SHA_RE
 from patchset.ledger.tomlio import Locator, parse
@@ -102,8 +108,18 @@ def load_lock(path: Path) -> Lock:
         tl = TargetLock(base=str(tdata.get("base", "")))
         for section in ("files", "base_files"):
             for fpath, digest in table(("targets", name, section), tdata.get(section, {})).items():
+                keypath = ("targets", name, section, fpath)
                 if not isinstance(digest, str) or not SHA256_RE.match(digest):
-                    raise bad(("targets", name, section, fpath), f"bad sha256 {digest!r} for {fpath}")
+                    raise bad(keypath, f"bad sha256 {digest!r} for {fpath}")
+                where = Location(path, loc.line_of(keypath), f"targets.{name}.{section}")
+                try:
+                    check_relative(fpath, what=f"{where}: lock key")
+                except UnsafePathError as exc:
+                    raise UnsafePathError(
+                        exc.message,
+                        hint="the lock is hostile or damaged: do not use it; regenerate it with "
+                        "`patchset apply --update-lock` on a tree you trust",
+                    ) from None
                 getattr(tl, section)[fpath] = digest
         for key in tdata:
             if key not in ("base", "files", "base_files"):
@@ -152,10 +168,16 @@ def render_lock(lock: Lock) -> str:
     return tomlkit.dumps(doc)
 
 
-def parse_expected(path: Path, text: str | None = None) -> dict[str, str]:
-    """Read an ``EXPECTED.sha256`` file (``<sha256>  <path>`` per line, ``*path`` binary marker ok)."""
+def parse_expected(path: Path, text: str | None = None, *, relative: bool = False) -> dict[str, str]:
+    """Read an ``EXPECTED.sha256`` file (``<sha256>  <path>`` per line, ``*path`` binary marker ok).
+
+    Every path is checked with ``check_relative`` (naming ``path:line``): ``..``, control
+    characters, ``.git`` and patchset's state are refused. ``relative``: the paths become lock
+    keys, so an absolute one is refused too; otherwise an absolute path (a list kept in an image,
+    ``/usr/lib/.../x.py``) is allowed and only its components are checked.
+    """
     if text is None:
-        text = path.read_text(encoding="utf-8")
+        text = _read_utf8(path, "write it with sha256sum (or `patchset export --format expected`)")
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -170,8 +192,22 @@ def parse_expected(path: Path, text: str | None = None) -> dict[str, str]:
         fpath = parts[1].strip().lstrip("*")
         if fpath.startswith("./"):
             fpath = fpath[2:]
+        what = f"{Location(path, lineno)}: EXPECTED line"
+        if relative or not fpath.startswith("/"):
+            check_relative(fpath, what=what)
+        else:
+            check_relative(fpath.lstrip("/"), what=what, allow_state=True)
         out[fpath] = parts[0].lower()
     return out
+
+
+def _read_utf8(path: Path, fix: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerError(
+            f"not UTF-8 text (byte {exc.start}): {exc.reason}", where=Location(path), hint=f"the file is damaged: {fix}"
+        ) from None
 
 
 def render_expected(files: dict[str, str]) -> str:

@@ -7,11 +7,9 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from patchset.records import record
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -20,9 +18,33 @@ STATES = ("active", "held", "dropped")
 LAYOUTS = ("source", "installed")
 PR_STATES = ("open", "draft", "merged", "closed", "unknown")
 SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
+# Engines: how a test's server is started from a build tree (docs/engines.md).
+ENGINE_PRESETS = ("vllm-cpu", "docker", "command")
+DELIVERS = ("pythonpath", "overlay", "tree")
+# What an engine's templates may name; {args} and {mounts} stand for several argv elements and must
+# be whole elements of `start`.
+ENGINE_PLACEHOLDERS = (
+    "tree",  # the patched build tree
+    "overlay",  # a directory of only the patched files under the install root (as `build overlay` lays it out)
+    "port",
+    "host",
+    "model",
+    "name",  # a name unique to this start (a container name)
+    "logdir",  # a directory for this start's logs
+    "args",  # the test's engine_args (whole element)
+    "mounts",  # one read-only bind mount per overlay file: -v SRC:DEST:ro ... (whole element)
+    "image",  # the engine's image (default: the target's base_image)
+    "root",  # the target's installed_root
+    "python",  # the engine venv's python (ci/setup_engine.sh)
+    "venv",  # the engine venv
+    "ledger",  # the ledger's directory
+)
+SPLICED_PLACEHOLDERS = ("args", "mounts")
+TEST_KINDS = ("command", "longctx", "serving")
+SERVING_CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 
 
-@record
+@dataclass
 class PathMap:
     """Maps paths between the source-repo layout (what patches name) and the installed layout.
 
@@ -41,7 +63,7 @@ class PathMap:
         return best[0] + path[len(best[1]) :] if best else path
 
 
-@record
+@dataclass
 class Target:
     """An upstream repository the series patches (vllm, flashinfer, nccl)."""
 
@@ -74,7 +96,7 @@ class Target:
         return self.path_map.to_installed(key) if layout == "installed" else key
 
 
-@record
+@dataclass
 class Upstream:
     """Upstream references of a patch: PRs taken, the PR a port ports, issues, commits, reverts."""
 
@@ -89,7 +111,7 @@ class Upstream:
         return [*self.prs, *self.ports, *self.reverts, *self.issues, *self.based_on]
 
 
-@record
+@dataclass
 class Source:
     """Where a patch body comes from, for ``patchset fetch``."""
 
@@ -103,7 +125,7 @@ class Source:
     root: str = ""  # the directory the original diff's paths were relative to (import re-rooted them)
 
 
-@record
+@dataclass
 class Switches:
     """What a patch needs to act: environment variables and command-line flags."""
 
@@ -114,10 +136,11 @@ class Switches:
         return bool(self.env or self.flags)
 
 
-@record
+@dataclass
 class TestSpec:
-    """One per-patch regression test: a command run in the build tree (``kind = "command"``), or
-    long-context checks against an engine started from the build tree (``kind = "longctx"``)."""
+    """One per-patch regression test: a command run in the build tree (``kind = "command"``),
+    long-context checks (``kind = "longctx"``) or serving measurements (``kind = "serving"``) against
+    an engine started from the build tree (``engine``: a name from ``[engines]`` or a preset)."""
 
     command: str = ""
     kind: str = "command"
@@ -131,9 +154,16 @@ class TestSpec:
     env: dict[str, str] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     timeout: int = 600
+    engine: str = ""  # "" : the vllm-cpu preset (or `verify --engine`)
+    repeats: int = 0  # serving: measured repeats (0: the default); longctx control mode: resume trials
+    warmup: int = 1  # serving: unmeasured repeats first
+    streams: int = 0  # serving `concurrent`: parallel streams (0: the default)
+    max_tokens: int = 0  # serving: tokens per reply (0: the default)
+    tolerance: float = 0.03  # serving: a ratio within 1 +- tolerance is never a regression
+    tolerances: dict[str, float] = field(default_factory=dict)  # per check
 
 
-@record
+@dataclass
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
@@ -143,10 +173,14 @@ class RecordedStatus:
     merge_commit: str = ""
     head: str = ""
     note: str = ""
+    # later upstream work naming the patch's PRs, as `status --refresh` last read it:
+    # "<class> <their ref> of <our ref>" (class: reverted, follow-up-merged, follow-up-open)
+    followups: list[str] = field(default_factory=list)
 
 
 # ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
-class Generate(NamedTuple):
+@dataclass(frozen=True)
+class Generate:
     """A patch whose body is made by running a command (an anchored edit script) on a private copy
     of the target's base: ``{root}`` in ``command`` is that copy, ``{ledger}`` the ledger directory.
     ``script`` (relative to the ledger directory) is the file whose sha256 the lock keeps;
@@ -158,14 +192,15 @@ class Generate(NamedTuple):
     timeout: int = 300
 
 
-class OverlayOrigin(NamedTuple):
+@dataclass(frozen=True)
+class OverlayOrigin:
     """Where an overlay patch came from: the overlay files (as the kit names them) and its manifest."""
 
     files: list[str]
     manifest: str = ""
 
 
-@record
+@dataclass
 class Patch:
     """One entry of the series."""
 
@@ -202,7 +237,7 @@ class Patch:
         return self.state == "active"
 
 
-@record
+@dataclass
 class TargetLock:
     """Per-target lock: the base it was computed on, and sha256 of files before and after the series."""
 
@@ -211,7 +246,7 @@ class TargetLock:
     base_files: dict[str, str] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class Lock:
     """What the tool wrote: hashes of patch bodies, of patched files, and pinned source heads."""
 
@@ -224,7 +259,7 @@ class Lock:
         return self.targets.setdefault(name, TargetLock())
 
 
-@record
+@dataclass
 class Ledger:
     """The whole ledger: where it lives, its targets, its ordered patches, its lock."""
 
@@ -234,6 +269,9 @@ class Ledger:
     lock: Lock
     schema: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    # [engines.NAME] tables as validated (patchset.ledger.schema), with "line": the table's line;
+    # patchset.verify.engines turns them into engine definitions with their preset's defaults
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:

@@ -9,28 +9,45 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from patchset.errors import LedgerError, Location
-from patchset.ledger.model import LAYOUTS, ORIGINS, PR_STATES, SCHEMA_VERSION, SOURCE_KINDS, STATES
+from patchset.ledger.model import (
+    DELIVERS,
+    ENGINE_PLACEHOLDERS,
+    ENGINE_PRESETS,
+    LAYOUTS,
+    ORIGINS,
+    PR_STATES,
+    SCHEMA_VERSION,
+    SERVING_CHECKS,
+    SOURCE_KINDS,
+    SPLICED_PLACEHOLDERS,
+    STATES,
+    TEST_KINDS,
+)
 from patchset.ledger.tomlio import KeyPath, Locator
-from patchset.records import record
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
 SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# [patch.status] followups: "<class> <their ref> of <our ref>" (tracker.followups.recorded_text)
+FOLLOWUP_RE = re.compile(
+    r"^(reverted|follow-up-merged|follow-up-open) [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+ of [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$"
+)
 GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # a target name becomes [targets.<name>], the directory patchset/series/<name>/ and `--into DIR/<name>`
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Field:
     """One key of a table: its type, whether it is required, and an optional extra check."""
 
-    kind: str  # str, int, bool, date, list[str], map[str], table, array
+    kind: str  # str, int, number, bool, date, list[str], map[str], map[number], table, array
     required: bool = False
     choices: tuple[str, ...] = ()
     check: Callable[[Any], str | None] | None = None
@@ -81,12 +98,92 @@ SOURCE = {
     "root": Field("str"),
 }
 SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
-TEST_KINDS = ("command", "longctx")
 LONGCTX_CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
 LONGCTX_MODES = ("fixed", "control")
+ENGINE_TEST_KEYS = ("checks", "model", "mode", "baseline", "engine_args", "engine")
+SERVING_KEYS = ("warmup", "streams", "max_tokens", "tolerance", "tolerances")
+
+
+def _at_least(low: int, what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return f"{what} {value} is less than {low}" if value < low else None
+
+    return check
+
+
+def _fraction(value: Any) -> str | None:
+    values = value.values() if isinstance(value, dict) else [value]
+    for v in values:
+        if not 0 <= v < 1:
+            return f"tolerance {v} is not a fraction in [0, 1) (0.03 is 3%)"
+    return None
+
+
+def _port(value: Any) -> str | None:
+    return None if 1 <= value <= 65535 else f"port {value} is not in 1..65535"
+
+
+def template_problem(text: str, *, whole: bool) -> str | None:
+    """Why ``text`` is not a valid engine template, or None. ``whole``: an argv element, where the
+    spliced placeholders ({args}, {mounts}) may stand alone."""
+    import string
+
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        return f"template {text!r} is malformed ({exc}); write a literal brace as '{{{{' or '}}}}'"
+    for _, name, spec, conv in parts:
+        if name is None:
+            continue
+        if name not in ENGINE_PLACEHOLDERS:
+            return (
+                f"template {text!r} names an unknown placeholder {{{name}}} (known: {', '.join(ENGINE_PLACEHOLDERS)})"
+            )
+        if spec or conv:
+            return f"template {text!r}: {{{name}}} takes no format spec or conversion"
+        if name in SPLICED_PLACEHOLDERS and not (whole and text == f"{{{name}}}"):
+            return f"template {text!r}: {{{name}}} stands for several arguments and must be a whole argv element"
+    return None
+
+
+def _template(value: Any) -> str | None:
+    if isinstance(value, list):
+        for v in value:
+            problem = template_problem(v, whole=True)
+            if problem:
+                return problem
+        return None
+    values = value.values() if isinstance(value, dict) else [value]
+    for v in values:
+        problem = template_problem(v, whole=False)
+        if problem:
+            return problem
+    return None
+
+
+ENGINE = {
+    # preset = "vllm-cpu" | "docker" | "command" (the default): the values a preset gives are the
+    # defaults of every other key (patchset.verify.engines).
+    "preset": Field("str", choices=ENGINE_PRESETS),
+    "start": Field("list[str]", check=_template),
+    "url": Field("str", check=_template),
+    "ready": Field("str"),
+    "ready_timeout": Field("int", check=_at_least(1, "ready_timeout")),
+    "stop": Field("list[str]", check=_template),
+    "logs": Field("list[str]", check=_template),
+    "env": Field("map[str]", check=_template),
+    "max_parallel": Field("int", check=_at_least(1, "max_parallel")),
+    "delivers": Field("str", choices=DELIVERS),
+    "host": Field("str"),
+    "port": Field("int", check=_port),
+    "model": Field("str"),
+    "image": Field("str"),
+    "notes": Field("str"),
+}
 TEST = {
     # kind = "command" (the default) runs `command` in the build tree; kind = "longctx" starts an
-    # engine from the build tree and runs the named long-context checks against it.
+    # engine from the build tree and runs the named long-context checks against it; kind = "serving"
+    # measures the serving figures users watch on that engine against a baseline.
     "kind": Field("str", choices=TEST_KINDS),
     "command": Field("str"),
     "checks": Field("list[str]"),
@@ -99,6 +196,13 @@ TEST = {
     "env": Field("map[str]"),
     "tags": Field("list[str]"),
     "timeout": Field("int"),
+    "engine": Field("str"),
+    "repeats": Field("int", check=_at_least(1, "repeats")),
+    "warmup": Field("int", check=_at_least(0, "warmup")),
+    "streams": Field("int", check=_at_least(1, "streams")),
+    "max_tokens": Field("int", check=_at_least(2, "max_tokens")),
+    "tolerance": Field("number", check=_fraction),
+    "tolerances": Field("map[number]", check=_fraction),
 }
 STATUS = {
     "pr_state": Field("str", choices=PR_STATES),
@@ -107,6 +211,10 @@ STATUS = {
     "merge_commit": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
     "head": Field("str", check=_pattern(SHA_RE, "a commit sha (7-40 hex digits)")),
     "note": Field("str"),
+    "followups": Field(
+        "list[str]",
+        check=_pattern(FOLLOWUP_RE, "a follow-up like 'reverted vllm-project/vllm#58999 of vllm-project/vllm#57632'"),
+    ),
 }
 
 
@@ -178,12 +286,15 @@ TOP = {
     "title": Field("str"),
     "description": Field("str"),
     "targets": Field("map[table]", table=TARGET),
+    "engines": Field("map[table]", table=ENGINE),
     "patch": Field("array", table=PATCH),
 }
 
 _TYPE_NAMES = {
     "str": "a string",
     "int": "an integer",
+    "number": "a number",
+    "map[number]": "a table of numbers",
     "bool": "true or false",
     "date": "a date (YYYY-MM-DD)",
     "list[str]": "a list of strings",
@@ -230,6 +341,10 @@ class Validator:
         ok = {
             "str": lambda v: isinstance(v, str),
             "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "map[number]": lambda v: (
+                isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values())
+            ),
             "bool": lambda v: isinstance(v, bool),
             "date": lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime),
             "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
@@ -277,6 +392,9 @@ class Validator:
                     "rename the target (and the `target` of its patches): letters, digits and . _ + -, "
                     "starting with a letter or digit (e.g. vllm, python3.11)",
                 )
+        engines = data.get("engines", {})
+        for name, engine in engines.items():
+            self.check_engine(name, engine)
         seen: dict[str, int] = {}
         for i, patch in enumerate(data.get("patch", [])):
             pid = patch["id"]
@@ -307,7 +425,7 @@ class Validator:
             if body is not None:
                 self.check_inside(body, ("patch", i, "body"))
             for j, test in enumerate(patch.get("tests", [])):
-                self.check_test(test, ("patch", i, "tests", j))
+                self.check_test(test, ("patch", i, "tests", j), engines)
             self.check_generate(patch, ("patch", i))
 
     def check_generate(self, patch: dict[str, Any], at: KeyPath) -> None:
@@ -316,33 +434,86 @@ class Validator:
         if script:
             self.check_inside(script, (*at, "generate", "script"), root="the ledger directory")
 
-    def check_test(self, test: dict[str, Any], at: KeyPath) -> None:
-        """A command test needs `command`; a long-context test needs known `checks` and no `command`."""
+    def check_engine(self, name: str, engine: dict[str, Any]) -> None:
+        """An engine needs a way to start (its own `start` or a preset's); a fixed port serves one start at a time."""
+        at: KeyPath = ("engines", name)
+        if not ID_RE.match(name):
+            raise self.fail(at, f"engine name {name!r} is not a name (letters, digits, '.', '_', '-')")
+        preset = engine.get("preset", "command")
+        if preset == "command" and not engine.get("start"):
+            raise self.fail(
+                at,
+                f"engine {name!r} has no `start` command",
+                'add `start = ["./launch.sh", "{tree}", "{port}"]` (an argv template), or a preset: '
+                + ", ".join(p for p in ENGINE_PRESETS if p != "command"),
+            )
+        if "port" in engine and engine.get("max_parallel", 1) > 1:
+            raise self.fail(
+                (*at, "max_parallel"),
+                f"engine {name!r} has a fixed port {engine['port']}: two starts at once would share it",
+                "set max_parallel = 1, or drop `port` to get a free port per start",
+            )
+        ready = engine.get("ready")
+        if ready is not None and not ready.startswith("/"):
+            raise self.fail((*at, "ready"), f"ready {ready!r} is not a path on the server", 'e.g. ready = "/v1/models"')
+        url = engine.get("url")
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise self.fail((*at, "url"), f"url {url!r} does not start with http:// or https://")
+
+    def check_test(self, test: dict[str, Any], at: KeyPath, engines: dict[str, Any] | None = None) -> None:
+        """A command test needs `command`; a long-context or serving test needs known `checks`, no
+        `command`, and an engine the ledger defines (or a preset)."""
         kind = test.get("kind", "command")
         if "cwd" in test:
             self.check_inside(test["cwd"], (*at, "cwd"), root="the build tree")
         if kind == "command":
             if not test.get("command"):
                 raise self.fail(at, "a command test needs `command`", 'add `command = "..."`, or `kind = "longctx"`')
-            for key in ("checks", "model", "mode", "baseline", "engine_args"):
+            for key in (*ENGINE_TEST_KEYS, *SERVING_KEYS, "repeats"):
                 if key in test:
-                    raise self.fail((*at, key), f"`{key}` belongs to a long-context test", 'add `kind = "longctx"`')
+                    raise self.fail(
+                        (*at, key), f"`{key}` belongs to a test that starts an engine", 'add `kind = "longctx"`'
+                    )
             return
+        what = "a long-context test" if kind == "longctx" else "a serving test"
         if "command" in test:
-            raise self.fail((*at, "command"), "a long-context test runs checks, not a command", "remove `command`")
+            raise self.fail((*at, "command"), f"{what} runs checks, not a command", "remove `command`")
+        if kind == "longctx":
+            for key in SERVING_KEYS:
+                if key in test:
+                    raise self.fail((*at, key), f"`{key}` belongs to a serving test", 'use `kind = "serving"`')
+        known = LONGCTX_CHECKS if kind == "longctx" else SERVING_CHECKS
         checks = test.get("checks") or []
         if not checks:
-            raise self.fail(at, "a long-context test needs `checks`", f"name some of: {', '.join(LONGCTX_CHECKS)}")
+            raise self.fail(at, f"{what} needs `checks`", f"name some of: {', '.join(known)}")
         for k, name in enumerate(checks):
-            if name not in LONGCTX_CHECKS:
+            if name not in known:
                 import difflib  # only for a message
 
-                near = difflib.get_close_matches(name, LONGCTX_CHECKS, n=1, cutoff=0.5)
+                near = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
                 raise self.fail(
                     (*at, "checks", k),
-                    f"unknown long-context check {name!r}",
-                    f"did you mean {near[0]!r}?" if near else f"one of: {', '.join(LONGCTX_CHECKS)}",
+                    f"unknown {'long-context' if kind == 'longctx' else 'serving'} check {name!r}",
+                    f"did you mean {near[0]!r}?" if near else f"one of: {', '.join(known)}",
                 )
+        for key in test.get("tolerances", {}):
+            if key not in checks:
+                raise self.fail((*at, "tolerances", key), f"tolerance for {key!r}, a check this test does not run")
+        if kind == "serving" and test.get("repeats", 3) < 3:
+            raise self.fail((*at, "repeats"), "a serving test needs at least 3 repeats for a confidence interval")
+        engine = test.get("engine")
+        if engine is not None and engine not in (engines or {}) and engine not in ("vllm-cpu", "docker"):
+            import difflib  # only for a message
+
+            names = [*(engines or {}), "vllm-cpu", "docker"]
+            near = difflib.get_close_matches(engine, names, n=1, cutoff=0.5)
+            raise self.fail(
+                (*at, "engine"),
+                f"unknown engine {engine!r}",
+                f"did you mean {near[0]!r}?"
+                if near
+                else f"define [engines.{engine}] or use one of: {', '.join(names)}",
+            )
 
     def check_inside(self, rel: str, at: KeyPath, root: str = "the repository") -> None:
         p = Path(rel)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,6 @@ from patchset.ledger.model import (
 )
 from patchset.ledger.schema import Validator
 from patchset.ledger.tomlio import array_lines, parse
-from patchset.records import record
 
 if TYPE_CHECKING:  # tomlkit and the journal are imported by the writers only: reading a ledger stays fast
     import tomlkit
@@ -59,8 +58,10 @@ def edit_journal(root: Path) -> Journal:
 
 
 def pending_edit(root: Path) -> bool:
-    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only."""
-    return (root / EDIT_TXN).exists()
+    """Was a ledger edit in ``root`` interrupted (kill -9, power loss)? Reads only. (A cloned
+    ledger may carry a ``.patchset/ledger-txn`` of its own: recovery refuses what this
+    installation did not write, ``ForeignJournal``.)"""
+    return os.path.lexists(root / EDIT_TXN)
 
 
 def describe_pending_edit(root: Path) -> str:
@@ -93,7 +94,7 @@ def recover_edit(root: Path, direction: Direction = "auto") -> str | None:
     return done
 
 
-@record
+@dataclass
 class StagedFiles:
     """A ledger edit's files written to the journal's staging area (the lock of its transaction
     directory held), not yet in place: ``commit`` renames them all, ``discard`` drops them."""
@@ -121,12 +122,15 @@ def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
     """Stage ``files`` (paths inside the ledger directory ``root``; ``None`` deletes) for one
     journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
     forward first. A full or read-only disk fails here, before anything is changed."""
+    from patchset.confine import check_relative
     from patchset.journal import Change
 
     j = edit_journal(root)
     changes = []
     for path, data in files.items():
-        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        rel = Path(
+            check_relative(os.path.relpath(os.path.abspath(path), os.path.abspath(root)), what=f"{root}: a file")
+        )
         mode = None
         if data is not None:
             try:
@@ -210,7 +214,7 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
         source=Source(**src),
         switches=Switches(env=dict(sw.get("env", {})), flags=list(sw.get("flags", []))),
         tests=[TestSpec(**t) for t in d.get("tests", [])],
-        status=RecordedStatus(**st),
+        status=RecordedStatus(**{**st, "followups": list(st.get("followups", []))}),
         dep3=dict(d.get("dep3", {})),
         line=line,
         **_onboarding_fields(d),
@@ -237,6 +241,16 @@ def _onboarding_fields(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _engine_lines(text: str, names: list[str]) -> dict[str, int]:
+    """The line of each ``[engines.NAME]`` header (0 when written inline)."""
+    if not names:
+        return {}
+    from patchset.ledger.tomlio import Locator
+
+    loc = Locator(text)
+    return {n: loc.line_of(("engines", n)) or 0 for n in names}
+
+
 def load_ledger(path: Path, text: str | None = None) -> Ledger:
     """Load and validate a ledger and its lock. Raises LedgerError naming file, line and key."""
     if text is None:
@@ -251,10 +265,21 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
     patches = [_patch(p, lines[i] if i < len(lines) else 0) for i, p in enumerate(data.get("patch", []))]
     lock = load_lock(path.with_suffix(".lock"))
     extra: dict[str, Any] = {k: data[k] for k in ("title", "description") if k in data}
-    return Ledger(path=path, targets=targets, patches=patches, lock=lock, schema=data["schema"], extra=extra)
+    raw_engines = data.get("engines", {})
+    lines_of = _engine_lines(text, list(raw_engines))
+    engines = {name: {**e, "line": lines_of.get(name, 0)} for name, e in raw_engines.items()}
+    return Ledger(
+        path=path,
+        targets=targets,
+        patches=patches,
+        lock=lock,
+        schema=data["schema"],
+        extra=extra,
+        engines=engines,
+    )
 
 
-@record
+@dataclass
 class Edit:
     """A pending change to the ledger, the lock and body files, written all at once by ``commit``."""
 

@@ -27,12 +27,11 @@ import copy
 import dataclasses
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Literal, TypeVar, overload
 
 from patchset.errors import Location, PatchFormatError
 from patchset.patchfmt.reader import HUNK_HEADER, RawFile, ReadError, diff_start, read
-from patchset.records import record
 
 Op = Literal["create", "delete", "modify", "rename", "copy"]
 
@@ -46,7 +45,7 @@ _CTIME_EPOCH = re.compile(r"^(Thu Jan  1 (\d\d):00:00 1970|Wed Dec 31 (\d\d):00:
 _GIT_ONLY = re.compile(r"^(rename from|rename to|copy from|copy to|similarity index|dissimilarity index) (.*)$")
 
 
-@record
+@dataclass
 class Hunk:
     """One ``@@`` hunk. ``lines`` are the hunk's lines in diff form, one ``bytes`` each:
     the type byte (`` ``, ``-``, ``+``) followed by the exact file content including its line
@@ -228,7 +227,7 @@ def _normal(line: bytes) -> bytes:
     return line
 
 
-@record
+@dataclass
 class FilePatch:
     """Everything one patch says about one file. Paths are already stripped (``-p``);
     ``None`` stands for ``/dev/null``. Modes are git octal strings such as ``"100755"``."""
@@ -421,7 +420,7 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
     return files
 
 
-@record
+@dataclass
 class FileHeader:
     """What a file section's header lines say (whichever reader read them): the paths after
     ``-p``, the operation, modes, similarity and whether it is binary. The readers differ only in

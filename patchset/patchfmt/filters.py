@@ -22,12 +22,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from patchset.errors import InputError, PatchFormatError
 from patchset.patchfmt.diffs import parse_patch, split_lines
-from patchset.records import record
 
 __all__ = ["FilterResult", "Section", "filter_diff", "interdiff", "match_glob", "patch_id", "split_sections"]
 
@@ -49,7 +48,7 @@ _EXT_HEADERS = (
 )
 
 
-@record
+@dataclass
 class Section:
     """A piece of a diff: ``kind`` "file" (one file's header and hunks) or "text" (anything else).
     ``paths`` are the file's paths after stripping (both sides of a rename), for "file" only."""
@@ -63,7 +62,7 @@ class Section:
         return b"".join(self.lines)
 
 
-@record
+@dataclass
 class FilterResult:
     """What a filter kept: the new body, the paths kept and the paths dropped."""
 

@@ -7,9 +7,7 @@ header bytes themselves stay in the body file untouched.
 from __future__ import annotations
 
 import re
-from dataclasses import field
-
-from patchset.records import record
+from dataclasses import dataclass, field
 
 _DIFF_START = re.compile(rb"^(diff --git |--- |Index: )", re.M)
 _GH_PR = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/pull/(\d+)")
@@ -47,7 +45,7 @@ def _is_field(name: str) -> bool:
     return name in DEP3_FIELDS or name.startswith("bug")
 
 
-@record
+@dataclass
 class PatchMeta:
     """What a patch's header says about it."""
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from dataclasses import field
-
-from patchset.records import record
+from dataclasses import dataclass, field
 
 DEV_NULL = "/dev/null"
 
@@ -80,7 +78,7 @@ class HunkIndex:
         return len(self.head)
 
 
-@record
+@dataclass
 class RawFile:
     """One file of the body as read (what unidiff's ``PatchedFile`` held, minus the lines)."""
 

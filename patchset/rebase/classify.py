@@ -22,20 +22,20 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.ledger.model import Patch
 from patchset.patchfmt.diffs import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
 from patchset.rebase.replay import BlobStore, Move, Tree
-from patchset.records import record
 from patchset.upstream.git import run_git
 from patchset.upstream.repo import GitRepo
 
 MAX_PATCH_ID_COMMITS = 400
 
 
-@record
+@dataclass
 class Signal:
     """One piece of evidence about a patch."""
 
@@ -269,7 +269,7 @@ def reverse_apply_signal(files: list[FilePatch], new: Tree, moves, label: str) -
 # --------------------------------------------------------------------------- conflicts
 
 
-@record
+@dataclass
 class Blame:
     """An upstream commit that changed lines a conflicting hunk touches."""
 

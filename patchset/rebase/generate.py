@@ -34,7 +34,7 @@ from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import Generate, Target
 from patchset.rebase.regen import FileChange
-from patchset.text import safe
+from patchset.text import terminal
 
 ROOT, LEDGER = "{root}", "{ledger}"
 MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
@@ -137,7 +137,9 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     text = data.decode("utf-8", "replace")
-    return ("…" if size > MAX_OUTPUT else "") + "\n".join(safe(ln) for ln in text.rstrip("\n").splitlines())
+    return ("…" if size > MAX_OUTPUT else "") + "\n".join(
+        terminal(ln, block=True) for ln in text.rstrip("\n").splitlines()
+    )
 
 
 def _normalise_times(root: Path) -> None:
@@ -295,14 +297,14 @@ def run_generate(
             if touched:
                 raise InputError(
                     f"the generate command changed files outside {{root}}, in the ledger directory {ledger_root}: "
-                    + ", ".join(safe(t) for t in touched[:10])
+                    + ", ".join(terminal(t) for t in touched[:10])
                     + (" …" if len(touched) > 10 else ""),
                     hint="a script may write only below {root}; patchset did not undo what it did there",
                 )
         left = sorted(os.listdir(work))
         if left:
             raise InputError(
-                f"the generate command left files in its working directory: {', '.join(safe(x) for x in left[:10])}",
+                f"the generate command left files in its working directory: {', '.join(terminal(x) for x in left[:10])}",
                 hint="a script may write only below {root} (its working directory is a scratch directory)",
             )
         if code != 0:
@@ -334,7 +336,7 @@ def _diff(
             continue
         if new is not None and stat.S_ISLNK(new[2]):
             raise InputError(
-                f"the generate command left a symbolic link at {{root}}/{safe(rel)}: a patch carries files",
+                f"the generate command left a symbolic link at {{root}}/{terminal(rel)}: a patch carries files",
                 hint="write the file's content instead of a link",
             )
         posix = rel.replace(os.sep, "/")

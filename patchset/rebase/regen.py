@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import difflib
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, PatchFormatError
 from patchset.patchfmt.diffs import header_text, parse_patch, split_lines
 from patchset.rebase.replay import blob_sha
-from patchset.records import record
 from patchset.upstream.git import run_git
 
 _ZERO = "0" * 40
@@ -39,7 +39,7 @@ _DIFF_OPTS = [
 ]
 
 
-@record
+@dataclass
 class FileChange:
     """One file of a regenerated patch: contents before and after (None: absent)."""
 
@@ -52,7 +52,7 @@ class FileChange:
     patch_path: str | None = None  # the path the old body names (to find its own file header)
 
 
-@record
+@dataclass
 class PlainStyle:
     """How a plain (quilt, ``diff -u``) body writes its file headers: per file, the lines from the
     end of the previous file's hunks up to its first ``@@`` (``Index:``, ``---``/``+++`` with its own

@@ -19,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.diffs import FilePatch, as_creation, creates_missing
-from patchset.records import record
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
@@ -77,7 +76,7 @@ class BlobStore:
         return self._files[path]
 
 
-@record
+@dataclass
 class Tree:
     """A commit plus in-memory changes: ``path -> (bytes or None for deleted, mode)``."""
 
@@ -103,7 +102,7 @@ class Tree:
 # --------------------------------------------------------------------------- 3-way merge
 
 
-@record
+@dataclass
 class MergeResult:
     """A three-way merge of one file: the merged text and its conflicts."""
 
@@ -159,7 +158,7 @@ class Merger:
 # --------------------------------------------------------------------------- replay
 
 
-@record
+@dataclass
 class Move:
     """Where an old path lives on the new base."""
 
@@ -168,7 +167,7 @@ class Move:
     ambiguous: bool = False
 
 
-@record
+@dataclass
 class FileReplay:
     """What happened to one file of a patch on the new base."""
 
@@ -193,7 +192,7 @@ class FileReplay:
         return self.result != self.ours or self.delete_path is not None
 
 
-@record
+@dataclass
 class PatchReplay:
     """One patch carried onto the new base: merged files, conflicts, new body."""
 

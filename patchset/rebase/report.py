@@ -6,10 +6,8 @@ tests all read the same plain data. The terminal view is ``patchset.commands.reb
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from patchset.records import record
 
 CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
     "carried",
@@ -23,7 +21,7 @@ VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
 HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited", "regenerated", "refreshed")
 
 
-@record
+@dataclass
 class HunkConflict:
     """One hunk of a patch that conflicts, with the upstream commits that changed its lines."""
 
@@ -33,7 +31,7 @@ class HunkConflict:
     commits: list[dict[str, str]] = field(default_factory=list)
 
 
-@record
+@dataclass
 class FileResult:
     """One file of one patch in a rebase: how it was carried (or why not)."""
 
@@ -47,7 +45,7 @@ class FileResult:
     rerere_id: str = ""
 
 
-@record
+@dataclass
 class PatchResult:
     """One patch in a rebase: its classification and its files."""
 
@@ -80,7 +78,7 @@ class PatchResult:
         return cls(**{**d, "files": files})
 
 
-@record
+@dataclass
 class RebaseReport:
     """A whole rebase: every patch's fate, the new base, what stopped it."""
 

@@ -10,10 +10,10 @@ markers normalised. The next rebase that meets the same conflict replays the res
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset import atomic
-from patchset.records import record
 
 RR_CACHE = "patchset/rr-cache"
 MARKER = 7
@@ -29,7 +29,7 @@ def _is_marker(line: bytes, ch: bytes, size: int = MARKER) -> bool:
     return rest in (b" ", b"\t", b"\n", b"\r", b"\v", b"\f")
 
 
-@record
+@dataclass
 class Normalized:
     """A conflicted text reduced to the id its recorded resolution is keyed on (None: no conflict)."""
 

@@ -25,13 +25,13 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from patchset.atomic import publish_dir
 from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, PatchsetError, UnsafePathError
-from patchset.records import record
 from patchset.upstream.limits import MAX_LINK_BYTES, MAX_MEMBERS_ENV, ArchiveLimits, Budget, check_mtime
 from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
@@ -43,7 +43,7 @@ HARDLINK = "hardlink"
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Member:
     """One archive entry, with its path relative to the tree root (top directory stripped)."""
 
@@ -217,14 +217,7 @@ class ArchiveReader:
                 digest.update(chunk)
             declared = _zip_directory(raw)
         self.sha256 = digest.hexdigest()
-        if declared is not None:  # before zipfile parses (and holds) the whole central directory
-            entries, size = declared
-            if entries > self.limits.max_members or size > self.limits.max_members * _ZIP_ENTRY_BYTES:
-                raise InputError(
-                    f"archive {self.path} has more than {self.limits.max_members} members "
-                    f"(its directory declares {entries} in {size} bytes)",
-                    hint=f"the archive is hostile or broken; if it is a genuine release, raise {MAX_MEMBERS_ENV}",
-                )
+        check_declared_members(declared, self.path, self.limits)
         with zipfile.ZipFile(self.path) as zf:
             infos = zf.infolist()
             whole = Budget(self.path, self.limits)  # every declared size, before anything is read
@@ -265,6 +258,46 @@ class ArchiveReader:
                 else:
                     # zipfile reads at most file_size bytes (checked above), then checks the CRC
                     yield Member(name, FILE, mode, mtime, data=zf.read(info))
+
+
+def check_declared_members(declared: tuple[int, int] | None, archive: Path, limits: ArchiveLimits) -> None:
+    """Refuse a zip whose end record (``zip_directory``) declares more members than ``limits``
+    allow, before ``zipfile`` parses (and holds) the whole central directory."""
+    if declared is None:
+        return
+    entries, size = declared
+    if entries > limits.max_members or size > limits.max_members * _ZIP_ENTRY_BYTES:
+        raise InputError(
+            f"archive {archive} has more than {limits.max_members} members "
+            f"(its directory declares {entries} in {size} bytes)",
+            hint=f"the archive is hostile or broken; if it is a genuine release, raise {MAX_MEMBERS_ENV}",
+        )
+
+
+def check_zip(path: Path, limits: ArchiveLimits | None = None) -> list[zipfile.ZipInfo]:
+    """The members of the zip (or wheel) at ``path``, refused whole (InputError) before any is read
+    when the archive is past ``limits`` (declared member count, every member's declared size, the
+    total; zipfile then reads at most the declared size of a member and checks its CRC) or a
+    member is one zipfile cannot read (encrypted, an unknown method). Names are the caller's to
+    check. The one gate for every reader of a zip that is data (``build wheel`` too)."""
+    limits = limits or ArchiveLimits.from_env()
+    try:
+        with open(path, "rb") as raw:
+            check_declared_members(_zip_directory(raw), path, limits)
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+        raise InputError(
+            f"{path}: not a zip archive ({exc})", hint="the archive is damaged: download it again"
+        ) from None
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot read {path}: {exc.strerror or exc}") from None
+    budget = Budget(path, limits)
+    for info in infos:
+        budget.take_member(info.filename)
+        budget.take(info.filename, info.file_size)
+        _check_zip_entry(info, info.filename, path)
+    return infos
 
 
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,13 @@ from packaging.version import InvalidVersion, Version
 from patchset.errors import InputError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
 
 
-@record
+@dataclass
 class Bases:
     """The old and new base of one target as commits of ``repo``."""
 

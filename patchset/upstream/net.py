@@ -19,7 +19,15 @@ since every single read succeeds in time. Here a request is a *scope* with a dea
 A request that runs out raises ``DeadlineExceeded``; an answer larger than its cap raises
 ``TooLarge``; both are ``EnvironmentFailure`` (exit 2) whose message names what was fetched, the
 host, the limit and the ``PATCHSET_NET_*`` variable that raises it. Transport errors stay
-``requests`` exceptions, for each caller to word. The limits (docs/security.md):
+``requests`` exceptions, for each caller to word (``no_network_reason`` says in a few words when
+one means there is no network: a failed DNS lookup, a refused or unreachable connection).
+
+No network is said once. The first request of a command that fails that way marks its host
+down for the rest of the command (``CommandBudget.down``); every later request to that host
+raises ``Unreachable`` at once, without a connection attempt, a retry or a wait, so a command
+with forty sources stops after the first. ``retry()`` is the urllib3 retry policy that does not
+retry such a failure either. ``notice`` (set by the CLI) hears network work that runs longer
+than ``SLOW_S`` seconds, for a progress line. The limits (docs/security.md):
 
 ==================================  ==========  =============================================
 variable                            default     what it bounds
@@ -151,6 +159,74 @@ class DeadlineExceeded(NetLimit):
     """A request did not finish within its deadline, or its command's budget is spent."""
 
 
+class Unreachable(EnvironmentFailure):
+    """Not asked: an earlier request of this command found the host unreachable (no DNS answer,
+    connection refused, network unreachable). Exit 2."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(
+            f"no network: {host}: {reason}",
+            hint="check the network (or the proxy); patchset stopped asking this host for the rest of the command",
+        )
+        self.host = host
+        self.reason = reason
+
+
+def no_network_reason(exc: BaseException) -> str | None:
+    """A few words when ``exc`` (a ``requests``/``urllib3`` connection error, anything in its
+    chain) means the host cannot be reached at all: "DNS lookup failed", "connection refused",
+    "network unreachable"; None for anything else (a timeout, a reset, TLS, an HTTP status)."""
+    import errno
+
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, socket.gaierror) or type(e).__name__ == "NameResolutionError":
+            return "DNS lookup failed"
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(e, OSError) and e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return "network unreachable"
+        text = str(e)
+        if type(e).__name__ == "NewConnectionError":
+            for needle, reason in (
+                ("Name or service not known", "DNS lookup failed"),
+                ("Temporary failure in name resolution", "DNS lookup failed"),
+                ("nodename nor servname", "DNS lookup failed"),
+                ("Connection refused", "connection refused"),
+                ("Network is unreachable", "network unreachable"),
+                ("No route to host", "network unreachable"),
+            ):
+                if needle in text:
+                    return reason
+        todo += [
+            getattr(e, "reason", None),
+            e.__cause__,
+            e.__context__,
+            *[a for a in e.args if isinstance(a, BaseException)],
+        ]
+    return None
+
+
+def retry(**kwargs: Any) -> Any:
+    """urllib3's ``Retry`` with ``kwargs``, except that a failure meaning there is no network
+    (``no_network_reason``) is not retried: the request fails at once."""
+    from urllib3.exceptions import MaxRetryError
+    from urllib3.util.retry import Retry
+
+    class NoRetryOffline(Retry):
+        def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+            if error is not None and no_network_reason(error):
+                raise MaxRetryError(_pool, url or "", error) from error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    return NoRetryOffline(**kwargs)
+
+
 class TooLarge(NetLimit):
     """An answer is larger than patchset keeps in memory."""
 
@@ -165,6 +241,10 @@ class CommandBudget:
         self._total = None if seconds is None else float(seconds)
         self.spent = 0.0
         self._lock = threading.Lock()
+        self.down: dict[str, str] = {}  # host -> why it cannot be reached (no network), for the rest of the command
+        self.notice: Any = None  # notice(text): told about network work running longer than SLOW_S
+        self.started: float | None = None  # the first request's start
+        self.requests = 0
 
     @property
     def total(self) -> float:
@@ -178,6 +258,10 @@ class CommandBudget:
     def charge(self, seconds: float) -> None:
         with self._lock:
             self.spent += max(0.0, seconds)
+
+    def limit(self, seconds: float) -> None:
+        """At most ``seconds`` of network time for this command (``--timeout``)."""
+        self._total = min(self.total, float(seconds))
 
 
 _budget: contextvars.ContextVar[CommandBudget | None] = contextvars.ContextVar("patchset_net_budget", default=None)
@@ -204,6 +288,22 @@ def current_budget() -> CommandBudget | None:
     return _budget.get()
 
 
+SLOW_S = 2.0  # network work longer than this is shown (``CommandBudget.notice``)
+
+
+def mark_down(url_or_host: str, reason: str) -> None:
+    """Remember for the rest of the command that the host of ``url_or_host`` cannot be reached."""
+    b = current_budget()
+    if b is not None:
+        b.down.setdefault(host_of(url_or_host) if "://" in url_or_host else url_or_host, reason)
+
+
+def down(url: str) -> str | None:
+    """Why the host of ``url`` cannot be reached, when an earlier request of this command found so."""
+    b = current_budget()
+    return b.down.get(host_of(url)) if b is not None else None
+
+
 # ---- a request's scope: its deadline and its watchdog ---------------------------------------
 _local = threading.local()
 
@@ -215,8 +315,10 @@ def _printable(text: str, limit: int = 200) -> str:
 
 
 def host_of(url: str) -> str:
+    """The ``host[:port]`` of ``url`` for a message: without the user and password an index URL
+    may carry (``https://user:token@mirror/simple``)."""
     try:
-        return _printable(urlsplit(url).netloc or url)
+        return _printable(urlsplit(url).netloc.rpartition("@")[2] or url)
     except ValueError:
         return _printable(url)
 
@@ -253,6 +355,11 @@ class Scope:
         self.received = 0
         self.started = time.monotonic()
         self.deadline = self.started + self.seconds
+        if self.budget is not None:
+            self.budget.requests += 1
+            if self.budget.started is None:
+                self.budget.started = self.started
+            _slow_notice(self.budget, self)
         self.fired = threading.Event()
         self._conns: list[Any] = []
         self._lock = threading.Lock()
@@ -261,6 +368,11 @@ class Scope:
             self._timer = threading.Timer(self.seconds, self._fire)
             self._timer.daemon = True
             self._timer.start()
+        self._slow_timer: threading.Timer | None = None
+        if self.budget is not None and self.budget.notice is not None:  # one request that takes long
+            self._slow_timer = threading.Timer(SLOW_S, self._slow)
+            self._slow_timer.daemon = True
+            self._slow_timer.start()
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -306,6 +418,10 @@ class Scope:
         if late:
             _shut(conn)
 
+    def _slow(self) -> None:
+        if self.budget is not None:
+            _slow_notice(self.budget, self, force=True)
+
     def _fire(self) -> None:
         self.fired.set()
         with self._lock:
@@ -316,10 +432,31 @@ class Scope:
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._slow_timer is not None:
+            self._slow_timer.cancel()
         with self._lock:
             self._conns.clear()
         if self.budget is not None:
             self.budget.charge(time.monotonic() - self.started)
+
+
+def _slow_notice(budget: CommandBudget, s: Scope, force: bool = False) -> None:
+    """Tell ``budget.notice`` what the network is doing, once the command's network work (or one
+    request) has run for ``SLOW_S`` seconds; at most once a second."""
+    notice = budget.notice
+    if notice is None or budget.started is None:
+        return
+    now = time.monotonic()
+    if not force and now - budget.started < SLOW_S:
+        return
+    last = getattr(budget, "_last_notice", 0.0)
+    if now - last < 1.0:
+        return
+    budget._last_notice = now  # type: ignore[attr-defined]
+    try:
+        notice(f"network: {s.what} from {s.host} (request {budget.requests}, {now - budget.started:.0f} s so far)")
+    except Exception:  # a progress line must never fail a request
+        pass
 
 
 def _hint(variable: str) -> str:
@@ -557,12 +694,23 @@ def stream(
     ``timeout``: the per-read timeout in seconds, or ``(connect, read)`` (default from the
     environment); ``seconds``, ``knob``, ``charge``: see ``scope``; other arguments go to
     ``requests``."""
+    import requests
+
+    why = down(url)
+    if why is not None:
+        raise Unreachable(host_of(url), why)
     with scope(url, what, kind, seconds=seconds, knob=knob, charge=charge) as s:
         s.check()
         resp = None
         try:
-            with _as_requests_errors(s):
-                resp = http.request(method, url, stream=True, timeout=_timeout(s, timeout), **kwargs)
+            try:
+                with _as_requests_errors(s):
+                    resp = http.request(method, url, stream=True, timeout=_timeout(s, timeout), **kwargs)
+            except requests.exceptions.ConnectionError as exc:
+                reason = no_network_reason(exc)
+                if reason:
+                    mark_down(url, reason)
+                raise
             s.check()
             yield Stream(resp, s)
         finally:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 
 # Short names people write in the ledger ("vllm#57632"); facts from the production ledger.
 DEFAULT_ALIASES: dict[str, str] = {
@@ -29,7 +28,7 @@ _URL = re.compile(r"^https?://[^/]+/(?P<repo>[^/]+/[^/]+)/(?P<what>pull|pulls|is
 _SHORT = re.compile(r"^(?P<repo>[^#\s]+)#(?P<n>\d+)$")
 
 
-@record(frozen=True, order=True)
+@dataclass(frozen=True, order=True)
 class PRRef:
     """One upstream pull request or issue: ``PRRef("vllm-project/vllm", 57632)``."""
 
@@ -98,7 +97,7 @@ class PRRef:
         return cls(str(d["repo"]), int(d["number"]), str(d.get("kind", "pr")))
 
 
-@record
+@dataclass
 class PRState:
     """What GitHub says about one ref. ``state`` is "open", "closed" or "merged".
 
@@ -122,6 +121,11 @@ class PRState:
     url: str | None = None
     is_pull: bool = True
     state_reason: str | None = None  # issues: COMPLETED | NOT_PLANNED | REOPENED
+    created_at: str | None = None
+    # later upstream work naming it (``tracker.followups.FollowUp.to_json()``, checked where it is
+    # used); None: not asked (no token: the REST path reads no timeline)
+    followups: list[dict[str, Any]] | None = None
+    followup_notes: list[str] = field(default_factory=list)  # timeline items left out, and why
     source: str = "network"
     fetched_at: float = field(default_factory=time.time)
     age_s: float | None = None
@@ -147,17 +151,19 @@ FORBIDDEN = "forbidden"
 SERVER = "server"
 TIMEOUT = "timeout"
 NETWORK = "network"
+NO_NETWORK = "no_network"  # the host cannot be reached at all (DNS, refused): said once per command
 MALFORMED = "malformed"
 OFFLINE = "offline"
 HTTP = "http"
 GRAPHQL = "graphql"
 
 
-@record
+@dataclass
 class RowError:
     """Why a row has no state. ``kind`` is one of: auth, rate_limit (``reset_at`` = epoch seconds
-    when the limit resets), not_found, forbidden, server, timeout, network, malformed, offline,
-    http, graphql. ``status`` is the HTTP status when there was one."""
+    when the limit resets), not_found, forbidden, server, timeout, network, no_network (the host
+    could not be reached at all: ``message`` is "HOST: why"), malformed, offline, http, graphql.
+    ``status`` is the HTTP status when there was one."""
 
     kind: str
     message: str
@@ -165,7 +171,7 @@ class RowError:
     status: int | None = None
 
     def __str__(self) -> str:
-        text = f"{self.kind}: {self.message}"
+        text = f"{'no network' if self.kind == NO_NETWORK else self.kind}: {self.message}"
         if self.reset_at:
             text += f" (resets at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.reset_at))})"
         return text
@@ -190,6 +196,7 @@ class FetchError(EnvironmentFailure):
             AUTH: "set GITHUB_TOKEN (or run `gh auth login`) with a token GitHub accepts",
             RATE_LIMIT: "wait for the reset, or use a token (5000 requests/hour instead of 60)",
             OFFLINE: "run once with network access to fill the cache",
+            NO_NETWORK: "check the network (or the proxy), then run the command again",
         }.get(row.kind)
         super().__init__(f"{what}: {row}", hint=hint)
         self.row = row

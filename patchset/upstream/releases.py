@@ -4,7 +4,8 @@ vLLM's and FlashInfer's complete source trees are on the Python package index as
 the only upstream these machines can reach. This module speaks the index's JSON simple API
 (PEP 691), keeps every downloaded file once in ``<cache>/dist/`` (verified against the sha256 the
 index publishes, written atomically) and unpacks sdists and wheels safely (see ``archives``).
-The index URL can be pointed elsewhere with ``PATCHSET_INDEX_URL`` (a local index in tests).
+Which indexes are asked (``PATCHSET_INDEX_URL``, else pip's settings, else PyPI) is decided in
+``indexes``; the main index is asked first, then the extra ones.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
@@ -34,9 +36,9 @@ from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
-from patchset.records import record
 from patchset.upstream import cache, net
 from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
+from patchset.upstream.indexes import DEFAULT_INDEX_URL, INDEX_ENV, index_urls, shown, skipped_indexes
 
 if TYPE_CHECKING:  # requests is imported where it is used: start-up stays fast
     import requests
@@ -48,6 +50,7 @@ __all__ = [
     "cached_path",
     "download",
     "index_url",
+    "index_urls",
     "is_spec_like",
     "list_versions",
     "parse_spec",
@@ -60,15 +63,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_INDEX_URL = "https://pypi.org/simple"
-INDEX_ENV = "PATCHSET_INDEX_URL"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 KINDS = ("sdist", "wheel")
 _SPEC = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s=<>!~,;]+)\s*$")
 _SPEC_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*==")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ReleaseSpec:
     """An exact release of a project, e.g. ``vllm==0.30.0``."""
 
@@ -89,7 +90,7 @@ class ReleaseSpec:
         return f"{self.project}=={self.version}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class DistFile:
     """One file of a release as the index lists it."""
 
@@ -102,6 +103,7 @@ class DistFile:
     yanked: bool = False
     requires_python: str | None = None
     platforms: tuple[str, ...] = ()  # wheel platform tags ("any", "manylinux_2_28_x86_64" ...)
+    index: str = ""  # the simple-API base URL of the index that lists it
 
     @property
     def pure(self) -> bool:
@@ -138,8 +140,8 @@ def as_spec(spec: ReleaseSpec | str) -> ReleaseSpec:
 
 
 def index_url() -> str:
-    """The simple-API base URL: ``$PATCHSET_INDEX_URL`` or PyPI's."""
-    return (os.environ.get(INDEX_ENV) or DEFAULT_INDEX_URL).rstrip("/")
+    """The main index's simple-API base URL (``patchset.upstream.indexes``)."""
+    return index_urls()[0]
 
 
 # -- the index -----------------------------------------------------------------------------
@@ -160,26 +162,30 @@ def probe_index(timeout: float = 5.0) -> str | None:
     """None when the index answers; else a short reason (for tests to skip with)."""
     import requests
 
-    url = f"{index_url()}/pip/"
+    base = index_url()
+    url = f"{base}/pip/"
     try:
         ans = net.request(
             _http(), "GET", url, what="a probe of the package index", headers={"Accept": JSON_ACCEPT}, timeout=timeout
         )
     except (requests.RequestException, net.NetLimit) as exc:
-        return f"package index {index_url()} unreachable: {type(exc).__name__}"
+        return f"package index {shown(base)} unreachable: {type(exc).__name__}"
     if ans.status >= 500:
-        return f"package index {index_url()} answered HTTP {ans.status}"
+        return f"package index {shown(base)} answered HTTP {ans.status}"
     return None
 
 
-def _listing_path(name: str) -> Path:
-    return cache.index_dir() / f"{name}.json"
+def _listing_path(name: str, base: str) -> Path:
+    """``<cache>/index/<index>/<project>.json``: one listing per index, so that a listing from one
+    index never answers for another (``<index>`` is a digest of its URL)."""
+    key = hashlib.sha256(base.encode()).hexdigest()[:16]
+    return cache.subdir(f"index/{key}") / f"{name}.json"
 
 
-def _fetch_listing(name: str) -> dict[str, Any]:
+def _fetch_listing(name: str, base: str) -> dict[str, Any] | None:
+    """The listing of ``name`` on the index ``base`` (cached on disk); None when it has no such project."""
     import requests
 
-    base = index_url()
     url = f"{base}/{name}/"
     try:  # a deadline or an oversized listing raises net.NetLimit (an EnvironmentFailure) as it is
         resp = net.request(
@@ -187,43 +193,52 @@ def _fetch_listing(name: str) -> dict[str, Any]:
         )
     except requests.RequestException as exc:
         raise EnvironmentFailure(
-            f"cannot reach the package index at {url}: {exc}",
+            f"cannot reach the package index at {shown(url)}: {exc}",
             hint=f"check the network, or point {INDEX_ENV} at a reachable index",
         ) from exc
     if resp.status == 404:
-        raise InputError(f"project {name!r} is not on the package index {base}")
+        return None
     if resp.status != 200:
-        raise EnvironmentFailure(f"{url} answered HTTP {resp.status}")
+        raise EnvironmentFailure(f"{shown(url)} answered HTTP {resp.status}")
     ctype = resp.headers.get("Content-Type", "")
     if "json" not in ctype:
         raise EnvironmentFailure(
-            f"{url} did not answer with the JSON simple API (Content-Type {ctype!r})",
-            hint=f"{INDEX_ENV} must name an index that supports PEP 691 ({JSON_ACCEPT})",
+            f"{shown(url)} did not answer with the JSON simple API (Content-Type {ctype!r})",
+            hint=f"patchset needs an index that supports PEP 691 ({JSON_ACCEPT}); {INDEX_ENV} names one",
         )
     try:
         doc = json.loads(resp.body)
         files = doc["files"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise EnvironmentFailure(f"{url} returned a malformed listing: {exc}") from exc
+        raise EnvironmentFailure(f"{shown(url)} returned a malformed listing: {exc}") from exc
     for f in files:  # URLs may be relative to the page (PEP 691)
         f["url"] = urljoin(url, f.get("url", ""))
     record = {"index": base, "files": files, "versions": doc.get("versions", [])}
-    atomic.write_bytes(_listing_path(name), json.dumps(record).encode())
+    atomic.write_bytes(_listing_path(name, base), json.dumps(record).encode())
     return record
 
 
-def _cached_listing(name: str) -> dict[str, Any] | None:
-    path = _listing_path(name)
-    try:
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("index") != index_url():
-        return None
-    return record
+def _cached_listing(name: str, base: str) -> dict[str, Any] | None:
+    # <cache>/index/<project>.json is where listings were kept before there was one folder per
+    # index; it is still read (it names its index), so an existing cache keeps working offline
+    for path in (_listing_path(name, base), cache.index_dir() / f"{name}.json"):
+        try:
+            record = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("index") == base:
+            return record
+    return None
 
 
-def _to_distfile(entry: dict[str, Any]) -> DistFile | None:
+def _not_listed(name: str, searched: list[str]) -> InputError:
+    where = " nor ".join(shown(b) for b in searched)
+    skipped = skipped_indexes()
+    hint = f"skipped (not http(s)): {', '.join(shown(b) for b in skipped)}" if skipped else None
+    return InputError(f"project {name!r} is not on the package index {where}", hint=hint)
+
+
+def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
     filename = entry.get("filename", "")
     sha = (entry.get("hashes") or {}).get("sha256")
     if not sha:
@@ -236,6 +251,7 @@ def _to_distfile(entry: dict[str, Any]) -> DistFile | None:
         size=entry.get("size"),
         yanked=yanked,
         requires_python=entry.get("requires-python"),
+        index=index,
     )
     if filename.endswith(".whl"):
         try:
@@ -256,7 +272,7 @@ def _to_distfile(entry: dict[str, Any]) -> DistFile | None:
 def _matching(record: dict[str, Any], want: Version) -> list[DistFile]:
     found = []
     for entry in record["files"]:
-        df = _to_distfile(entry)
+        df = _to_distfile(entry, record.get("index", ""))
         if df is not None and Version(df.version) == want:
             found.append(df)
     return found
@@ -270,18 +286,26 @@ def release_files(spec: ReleaseSpec | str, *, refresh: bool = False) -> list[Dis
     """
     spec = as_spec(spec)
     want = Version(spec.version)
-    record = None if refresh else _cached_listing(spec.name)
-    found = _matching(record, want) if record else []
-    if not found:
-        record = _fetch_listing(spec.name)
-        found = _matching(record, want)
-    if found:
-        return found
-    versions = (record or {}).get("versions") or []
+    bases = list(index_urls())
+    listed: list[tuple[str, dict[str, Any]]] = []  # the indexes that know the project
+    for base in bases:
+        record = None if refresh else _cached_listing(spec.name, base)
+        found = _matching(record, want) if record else []
+        if not found:
+            record = _fetch_listing(spec.name, base)
+            found = _matching(record, want) if record else []
+        if found:
+            return found
+        if record:
+            listed.append((base, record))
+    if not listed:
+        raise _not_listed(spec.name, bases)
+    base, record = listed[0]
+    versions = record.get("versions") or []
     recent = ", ".join(versions[-5:]) if versions else "none listed"
     raise InputError(
-        f"{spec}: no such release on {index_url()}",
-        hint=f"check the version; the index lists for {spec.name}: {recent}",
+        f"{spec}: no such release on {' nor '.join(shown(b) for b, _ in listed)}",
+        hint=f"check the version; {shown(base)} lists for {spec.name}: {recent}",
     )
 
 
@@ -289,10 +313,18 @@ def list_versions(project: str, *, kind: str = "sdist", final: bool = True) -> l
     """The versions of ``project`` the index lists with a verifiable, not yanked file of ``kind``
     (``sdist`` or ``wheel``), oldest first; with ``final`` only final releases (no ``1.0rc1``, no
     ``1.0.dev3``). Always asks the index (and refreshes the cached listing); an empty list when it
-    lists none."""
+    lists none. The index is the first (main, then extra ones) that knows the project."""
     if kind not in KINDS:
         raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
-    record = _fetch_listing(parse_spec(f"{project}==0").name)  # parse_spec checks the project name
+    name = parse_spec(f"{project}==0").name  # parse_spec checks the project name
+    bases = list(index_urls())
+    record = None
+    for base in bases:
+        record = _fetch_listing(name, base)
+        if record is not None:
+            break
+    if record is None:
+        raise _not_listed(name, bases)
     found: set[Version] = set()
     for entry in record["files"]:
         df = _to_distfile(entry)
@@ -403,14 +435,17 @@ def download(
             return final
         log.warning("cached %s does not match the index's sha256; downloading it again", final)
         final.unlink(missing_ok=True)
-    _fetch(dist, final, progress)
+    try:
+        _fetch(dist, final, progress)  # its temporary file is removed whatever happens
+    except OSError as exc:  # network errors are domain errors already: this is the cache we write to
+        raise _cache_failure(exc, dist, final) from None
     return final
 
 
 def cached_path(dist: DistFile, spec: ReleaseSpec) -> Path:
     """``<cache>/dist/<filename>`` for ``dist``; the index's ``filename`` is data, so it must be one
     plain name (``patchset.confine``) and the very name its URL ends with, else UnsafePathError."""
-    page = f"{index_url()}/{spec.name}/"
+    page = shown(f"{dist.index or index_url()}/{spec.name}/")
     named = unquote(urlsplit(dist.url).path.rpartition("/")[2])
     if "/" in dist.filename or "\\" in dist.filename or dist.filename != named:
         raise UnsafePathError(
@@ -434,7 +469,7 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
             with net.stream(_http(), "GET", dist.url, what=what, kind=net.DOWNLOAD) as resp:
                 if resp.status != 200:
                     raise EnvironmentFailure(
-                        f"cannot download {dist.url}: HTTP {resp.status}",
+                        f"cannot download {shown(dist.url)}: HTTP {resp.status}",
                         hint="try again later, or check the index URL",
                     )
                 total = dist.size if dist.size is not None else _length(resp.headers)
@@ -448,7 +483,7 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
                         size += len(chunk)
                         if dist.size is not None and size > dist.size:
                             raise HashMismatch(
-                                f"download of {dist.url} runs past the {dist.size} bytes the index lists",
+                                f"download of {shown(dist.url)} runs past the {dist.size} bytes the index lists",
                                 hint="nothing was kept; try again, and report it if it persists",
                             )
                         if progress is not None:
@@ -457,13 +492,13 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
                     os.fsync(out.fileno())
         except requests.RequestException as exc:
             raise EnvironmentFailure(
-                f"cannot download {dist.url}: {exc}",
+                f"cannot download {shown(dist.url)}: {exc}",
                 hint=f"check the network, or point {INDEX_ENV} at a reachable index",
             ) from exc
         got = digest.hexdigest()
         if got != dist.sha256 or (dist.size is not None and size != dist.size):
             raise HashMismatch(
-                f"download of {dist.url} does not match the index: sha256 {got} ({size} bytes), "
+                f"download of {shown(dist.url)} does not match the index: sha256 {got} ({size} bytes), "
                 f"expected {dist.sha256} ({dist.size} bytes)",
                 hint="nothing was kept; try again, and report it if it persists",
             )
@@ -480,3 +515,27 @@ def _length(headers: Any) -> int | None:
         return int(headers["Content-Length"])
     except (KeyError, ValueError):
         return None
+
+
+def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFailure:
+    """A download that could not be written into the cache: which directory, and for a full disk
+    the space the file needs and what is free (as ``archives.unpack`` words it)."""
+    import errno
+
+    where = final.parent
+    what = f"cannot download {dist.filename} into {where}"
+    hint = f"nothing was kept; free space under {where}, or point {cache.ENV_VAR} at a larger disk"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        need = f"needs {dist.size / (1 << 20):.1f} MiB" if dist.size is not None else "needs more space"
+        try:
+            vfs = os.statvfs(where)
+            free = f"{vfs.f_bavail * vfs.f_frsize / (1 << 20):.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        return EnvironmentFailure(
+            f"{what}: no space left on the file system of {where} (the download {need}; {free})", hint=hint
+        )
+    return EnvironmentFailure(
+        f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+        hint=f"check that {where} is writable; " + hint,
+    )

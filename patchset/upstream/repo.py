@@ -13,11 +13,10 @@ import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.records import record
 from patchset.upstream.git import ls_tree_blobs, popen_git, run_git
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -26,7 +25,7 @@ IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RenameCandidate:
     """Where an old path's content may live in the new commit.
 
@@ -41,7 +40,7 @@ class RenameCandidate:
     how: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class LogEntry:
     """One commit of a history: sha, committer time and subject."""
 
@@ -285,7 +284,7 @@ class GitRepo:
         return ns
 
 
-@record
+@dataclass
 class _NameStatus:
     """``git diff-tree --name-status -M`` between two commits, parsed."""
 

@@ -15,11 +15,11 @@ import hashlib
 import lzma
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from patchset.errors import InputError
-from patchset.records import record
 from patchset.upstream.limits import Budget, check_mtime
 
 BLOCK = 512
@@ -94,7 +94,7 @@ class Decompressor:
         return self._sha.hexdigest()
 
 
-@record
+@dataclass
 class TarHeader:
     """One member header of a tar stream, as read from its 512-byte block."""
 

@@ -29,6 +29,7 @@ import argparse
 import importlib
 import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,6 +58,11 @@ class CompletionsDouble:
         induction: bool = False,
         window: int | None = None,
         crash_past: int | None = None,
+        token_delay: float = 0.0,
+        prefill_delay: float = 0.0,
+        length_keyed_cache: bool = False,
+        metrics: bool | str = True,
+        spec_accept: float | None = None,
     ) -> None:
         rng = np.random.default_rng(1234)
         self.a = rng.normal(0, 1.0, (VOCAB, VOCAB))
@@ -73,6 +79,31 @@ class CompletionsDouble:
         self.induction = induction
         self.window = window
         self.crash_past = crash_past
+        self.token_delay = token_delay  # seconds per generated token (a serving speed)
+        self.prefill_delay = prefill_delay  # seconds per prompt token not read from the cache
+        self.length_keyed_cache = length_keyed_cache  # blocks keyed by prompt length too: turns miss
+        self.metrics = metrics
+        self.spec_accept = spec_accept  # a speculative-decoding acceptance rate for /metrics
+        self.counters: dict[str, float] = {
+            "vllm:request_success_total": 0.0,
+            "vllm:generation_tokens_total": 0.0,
+            "vllm:prompt_tokens_total": 0.0,
+            "vllm:prefix_cache_queries_total": 0.0,
+            "vllm:prefix_cache_hits_total": 0.0,
+        }
+        self.histograms = metrics == "timed"  # vLLM's timing histograms as well (decode time, time to first token)
+        if self.histograms:
+            for name in ("vllm:request_decode_time_seconds", "vllm:time_to_first_token_seconds"):
+                self.counters[f"{name}_sum"] = 0.0
+                self.counters[f"{name}_count"] = 0.0
+        if spec_accept is not None:
+            self.counters.update(
+                {
+                    "vllm:spec_decode_num_drafts_total": 0.0,
+                    "vllm:spec_decode_num_draft_tokens_total": 0.0,
+                    "vllm:spec_decode_num_accepted_tokens_total": 0.0,
+                }
+            )
         self.cache: dict[str, set[tuple[int, ...]]] = {}
         self.lock = threading.Lock()
         self.requests = 0
@@ -154,6 +185,8 @@ class CompletionsDouble:
         by_id = bool(req.get("return_tokens_as_token_ids"))
         name = (lambda t: f"token_id:{t}") if by_id else (lambda t: f"w{t}")
         salt = str(req.get("cache_salt") or "")
+        if self.length_keyed_cache:
+            salt = f"{salt}#{n}"
         wants_prompt_lp = req.get("prompt_logprobs") is not None
         blocks = self.cache.setdefault(salt, set())
         bs = self.block_size
@@ -165,6 +198,9 @@ class CompletionsDouble:
             cached = k * bs
         for k in range(1, n // bs + 1):
             blocks.add(tuple(prompt[: k * bs]))
+        if not wants_prompt_lp:
+            self.counters["vllm:prefix_cache_queries_total"] += n
+            self.counters["vllm:prefix_cache_hits_total"] += cached
         leak = prompt if (self.causal_leak and n > BOUNDARY) else None
 
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "stop_reason": None}
@@ -223,6 +259,20 @@ class CompletionsDouble:
             choice["logprobs"] = None
         choice["text"] = " ".join(f"w{t}" for t in out_tokens)
         details = {"cached_tokens": cached} if self.report_cached else None
+        self.counters["vllm:request_success_total"] += 1
+        self.counters["vllm:generation_tokens_total"] += len(out_tokens)
+        self.counters["vllm:prompt_tokens_total"] += n
+        if self.spec_accept is not None:
+            drafts = max(1, len(out_tokens) // 2)
+            self.counters["vllm:spec_decode_num_drafts_total"] += drafts
+            self.counters["vllm:spec_decode_num_draft_tokens_total"] += 2 * drafts
+            self.counters["vllm:spec_decode_num_accepted_tokens_total"] += round(2 * drafts * self.spec_accept)
+        self.last_timing = (n - cached, len(out_tokens))
+        if self.histograms:  # what the server would have timed: the delays it is about to sleep
+            self.counters["vllm:request_decode_time_seconds_sum"] += self.token_delay * max(0, len(out_tokens) - 1)
+            self.counters["vllm:request_decode_time_seconds_count"] += 1
+            self.counters["vllm:time_to_first_token_seconds_sum"] += self.prefill_delay * (n - cached) + 1e-4
+            self.counters["vllm:time_to_first_token_seconds_count"] += 1
         return 200, {
             "id": f"cmpl-{self.requests}",
             "object": "text_completion",
@@ -251,6 +301,16 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
+            if self.path == "/metrics" and double.metrics:
+                with double.lock:
+                    lines = [f'{k}{{model_name="double"}} {v}' for k, v in double.counters.items()]
+                data = ("\n".join(["# HELP vllm counters of the completions double", *lines]) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if self.path == "/v1/models":
                 self._send(
                     200,
@@ -277,7 +337,38 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             with double.lock:
                 double.requests += 1
                 status, body = double.complete(req)
-            self._send(status, body)
+                uncached, generated = getattr(double, "last_timing", (0, 0)) if status == 200 else (0, 0)
+                if status == 200 and double.prefill_delay:
+                    time.sleep(double.prefill_delay * uncached)
+            if status != 200 or not req.get("stream"):
+                if status == 200 and double.token_delay:
+                    time.sleep(double.token_delay * generated)
+                self._send(status, body)
+                return
+            opts = req.get("stream_options") or {}
+            self._stream(body, double.token_delay, bool(opts.get("continuous_usage_stats")))
+
+        def _stream(self, body: dict[str, Any], delay: float, continuous: bool = False) -> None:
+            """vLLM's server-sent events: one chunk per token, then the usage chunk, then [DONE]."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            choice = body["choices"][0]
+            words = choice["text"].split(" ") if choice["text"] else []
+            for i, word in enumerate(words):
+                if delay:
+                    time.sleep(delay)
+                chunk = {"id": body["id"], "object": "text_completion", "model": "double"}
+                chunk["choices"] = [{"index": 0, "text": (" " if i else "") + word, "finish_reason": None}]
+                if continuous:
+                    n = body["usage"]["prompt_tokens"]
+                    chunk["usage"] = {"prompt_tokens": n, "completion_tokens": i + 1, "total_tokens": n + i + 1}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            tail = {"id": body["id"], "object": "text_completion", "model": "double", "choices": []}
+            tail["usage"] = body["usage"]
+            self.wfile.write(f"data: {json.dumps(tail)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
 
     return Handler
 
@@ -299,11 +390,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.completions_double")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--faults-from", default="", help="a module whose FAULTS dict gives the double's flags")
+    parser.add_argument(
+        "--flag", action="append", default=[], metavar="NAME=JSON", help="one flag, e.g. token_delay=0.004"
+    )
     args = parser.parse_args(argv)
     flags: dict[str, Any] = {}
+    for item in args.flag:
+        name, _, value = item.partition("=")
+        flags[name] = json.loads(value)
     if args.faults_from:
         module = importlib.import_module(args.faults_from)
-        flags = dict(module.FAULTS)
+        flags.update(module.FAULTS)
         print(f"completions_double: {args.faults_from} from {module.__file__}: {flags}", flush=True)
     httpd = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(CompletionsDouble(**flags)))
     print(f"completions_double: serving on 127.0.0.1:{args.port}", flush=True)

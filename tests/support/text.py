@@ -18,3 +18,14 @@ def udiff(path: str, old: str | None, new: str | None, context: int = 3) -> str:
     before = "/dev/null" if old is None else f"a/{path}"
     after = "/dev/null" if new is None else f"b/{path}"
     return "".join(difflib.unified_diff(a, b, before, after, n=context))
+
+
+def joined(text: str) -> str:
+    """The output as a person reads it: a line ending in "/" continues on the next line."""
+    out: list[str] = []
+    for ln in text.splitlines():
+        if out and out[-1].endswith("/"):
+            out[-1] += ln.strip()
+        else:
+            out.append(ln.rstrip())
+    return "\n".join(out)

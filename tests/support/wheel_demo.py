@@ -87,3 +87,41 @@ def make_demo(tmp_path: Path, run, prefix: str = "") -> dict[str, Path]:
     r = run("apply", "--tree", tree, "--update-lock", cwd=led)
     assert r.code == 0, r
     return {"ledger": led, "wheel": wheel, "tree": tree}
+
+
+def make_wheel_with_zeros(path: Path, files: dict[str, str], big: str, mib: int, version: str = "1.0") -> Path:
+    """``make_wheel``'s wheel plus one member ``big`` of ``mib`` MiB of zeros with an honest RECORD
+    line (hash and size), written a MiB at a time: the file is about ``mib`` KiB and the test
+    process never holds the member."""
+    import base64
+    import hashlib
+
+    info = f"demo_pkg-{version}.dist-info"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record: list[str] = []
+
+    def line(name: str, sha: bytes, size: int) -> None:
+        record.append(f"{name},sha256={base64.urlsafe_b64encode(sha).rstrip(b'=').decode()},{size}")
+
+    meta = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: demo-pkg\nVersion: {version}\n\nA demo.\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, text in {**files, **meta}.items():
+            data = text.encode()
+            zf.writestr(name, data)
+            line(name, hashlib.sha256(data).digest(), len(data))
+        member = zipfile.ZipInfo(big, date_time=(2024, 1, 1, 0, 0, 0))
+        member.compress_type = zipfile.ZIP_DEFLATED
+        member.external_attr = 0o100644 << 16
+        member.file_size = mib << 20
+        h, chunk = hashlib.sha256(), b"\0" * (1 << 20)
+        with zf.open(member, "w") as out:
+            for _ in range(mib):
+                out.write(chunk)
+                h.update(chunk)
+        line(big, h.digest(), mib << 20)
+        record.append(f"{info}/RECORD,,")
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path

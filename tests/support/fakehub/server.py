@@ -1111,6 +1111,9 @@ class FakeHub:
             nodes = [Obj("PullRequestCommit", {"commit": commit_obj(s)}) for s in shas]
             return Obj("PullRequestCommitConnection", {"totalCount": len(p.commits), "nodes": nodes})
 
+        def timeline_items(args: dict[str, Any]) -> Obj:
+            return self._gql_timeline(repo, p.number, args)
+
         state = "MERGED" if p.merged else p.state.upper()
         return Obj(
             "PullRequest",
@@ -1119,7 +1122,7 @@ class FakeHub:
                 "number": p.number,
                 "title": p.title,
                 "body": p.body,
-                "url": f"{self.root_url}/{repo.full_name}/pull/{p.number}",
+                "url": p.html_url or f"{self.root_url}/{repo.full_name}/pull/{p.number}",
                 "state": state,
                 "isDraft": p.draft,
                 "merged": p.merged,
@@ -1137,6 +1140,8 @@ class FakeHub:
                 "baseRefOid": p.base_sha,
                 "reviewDecision": p.review_decision,
                 "commits": commits,
+                "timelineItems": timeline_items,
+                "repository": lambda args: self._gql_repo(repo),
             },
             ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"),
         )
@@ -1157,9 +1162,84 @@ class FakeHub:
                 "createdAt": i.created_at,
                 "updatedAt": i.updated_at,
                 "author": self._actor(i.author),
+                "repository": lambda args: self._gql_repo(repo),
             },
             ("Node", "Assignable", "Closable", "Comment", "UniformResourceLocatable"),
         )
+
+    # ---- timelines ---------------------------------------------------------------------------
+    def _gql_timeline(self, repo: Repo, number: int, args: dict[str, Any]) -> Obj:
+        """``timelineItems``: the cross-references to ``repo#number``, oldest first, as GitHub
+        keeps them (``CROSS_REFERENCED_EVENT``), with ``first``/``last`` as GitHub applies them.
+
+        Where the double differs: GitHub records a cross-reference when a mention is written and
+        keeps it; the fake derives them from what the other pull requests and issues say *now*
+        (title, body, comments: ``#N`` in the same repository, ``owner/repo#N`` or the URL from
+        any), so editing a mention away removes it here and not on GitHub. Only this one event
+        type exists here: asked for other item types (or for all), the fake answers the
+        cross-references alone; ``totalCount`` counts those."""
+        types = args.get("itemTypes")
+        if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
+            raise ArgumentError("Argument 'itemTypes' on Field 'timelineItems' has an invalid value")
+        events = self._cross_references(repo, number)
+        if types is not None and "CROSS_REFERENCED_EVENT" not in types:
+            events = []
+        total = len(events)
+        for key in ("first", "last"):
+            n = args.get(key)
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 100):
+                raise ArgumentError(f"Argument '{key}' on Field 'timelineItems' must be between 0 and 100")
+        if isinstance(args.get("first"), int):
+            events = events[: args["first"]]
+        if isinstance(args.get("last"), int):
+            events = events[-args["last"] :] if args["last"] else []
+        return Obj(
+            "PullRequestTimelineItemsConnection",
+            {"totalCount": total, "filteredCount": total, "pageCount": len(events), "nodes": events},
+        )
+
+    def _cross_references(self, repo: Repo, number: int) -> list[Obj]:
+        target = f"{repo.full_name}#{number}".lower()
+        url_re = re.compile(
+            rf"https?://[^/\s]+/{re.escape(repo.full_name)}/(?:pull|issues)/{number}(?!\d)", re.IGNORECASE
+        )
+        full_re = re.compile(rf"(?<![\w/.-]){re.escape(repo.full_name)}#{number}(?!\d)", re.IGNORECASE)
+        short_re = re.compile(rf"(?<![\w/#]){'#'}{number}(?!\d)")
+        found: list[tuple[str, Obj]] = []
+        for other in list(self.state.repos.values()):
+            items: list[tuple[str, Any]] = [("pr", x) for x in other.pulls.values()]
+            items += [("issue", x) for x in other.issues.values()]
+            for kind, item in items:
+                if other is repo and item.number == number:
+                    continue
+                text = "\n".join([item.title, item.body, *(c.body for c in item.comments)])
+                if not (url_re.search(text) or full_re.search(text) or (other is repo and short_re.search(text))):
+                    continue
+                src = self._gql_pull(other, item) if kind == "pr" else self._gql_issue(other, item)
+                closes = kind == "pr" and re.search(
+                    rf"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s+(?:{re.escape(target)}|#{number})(?!\d)",
+                    item.body,
+                    re.IGNORECASE,
+                )
+                event = Obj(
+                    "CrossReferencedEvent",
+                    {
+                        "id": f"CRE_{item.id}_{number}",
+                        "createdAt": item.created_at,
+                        "referencedAt": item.created_at,
+                        "isCrossRepository": other is not repo,
+                        "willCloseTarget": bool(closes)
+                        and target in {f"{repo.full_name}#{n}".lower() for n in repo.issues},
+                        "source": src,
+                        "url": f"{self.root_url}/{repo.full_name}/pull/{number}#ref-{kind}-{item.id}",
+                        "resourcePath": f"/{repo.full_name}/pull/{number}#ref-{kind}-{item.id}",
+                        "actor": self._actor(item.author),
+                    },
+                    ("Node", "UniformResourceLocatable"),
+                )
+                found.append((item.created_at, event))
+        found.sort(key=lambda x: x[0])
+        return [e for _, e in found]
 
     # ---- admin endpoints (not GitHub's: drive the server from another process) -------------
     def _admin(self, method: str, path: str, body: bytes) -> Reply:

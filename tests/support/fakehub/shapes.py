@@ -176,7 +176,7 @@ def pull(repo: Repo, p: Pull, u: Urls) -> dict[str, Any]:
 
     links = {
         "self": f"{a}/pulls/{p.number}",
-        "html": f"{h}/pull/{p.number}",
+        "html": p.html_url or f"{h}/pull/{p.number}",
         "issue": f"{a}/issues/{p.number}",
         "comments": f"{a}/issues/{p.number}/comments",
         "review_comments": f"{a}/pulls/{p.number}/comments",

@@ -9,7 +9,7 @@ against what the fake happens to do:
   exchanges recorded against the real api.github.com.
 
 All three are fetched with their registries' ordinary clients (``npm pack``, ``pip download``)
-into ``$PATCHSET_CACHE/npm`` and ``$PATCHSET_CACHE/pypi`` (default ``~/.cache/patchset``) and
+into ``<cache>/npm`` and ``<cache>/pypi`` (patchset's cache root, ``patchset.upstream.cache``) and
 read from there; nothing is copied into the repository. ``.ci/run`` calls
 ``python -m tests.support.fakehub.specs`` to fill the cache; a test whose material is missing
 skips and says why.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +34,9 @@ OPENAPI = ("@octokit/openapi", "23.0.2", "package/generated/api.github.com.deref
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("PATCHSET_CACHE") or Path.home() / ".cache" / "patchset")
+    from patchset.upstream.cache import cache_dir
+
+    return cache_dir(create=False)
 
 
 class Missing(Exception):

@@ -101,6 +101,7 @@ class Pull:
     commits: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     comments: list[Comment] = field(default_factory=list)
+    html_url: str | None = None  # served instead of the pull's own web URL (a hostile server's link)
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

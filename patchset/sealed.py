@@ -1,0 +1,120 @@
+"""Recorded state that patchset trusts again later only when this installation wrote it.
+
+A ledger directory is often a git repository, and a clone carries whatever its ``.patchset/``
+held: a rebase stopped at a conflict or killed while writing (``rebase/state.json``,
+``rebase/commit.json``, the backups), the gate's memory (``gate-state.json``). Replaying such a
+file would write bytes someone else chose into the ledger, restore a backup over it, remove
+directories it names, or answer "nothing to do" for a commit nobody here judged.
+
+So every such file is written as JSON carrying this installation's seal (``owner``: the HMAC
+that journals carry, ``patchset.journal.seal_of``, over the body and the *kind* of state, so one
+kind is never taken for another) and read back through :func:`read_sealed`, which takes only a
+regular file (no link) of bounded size, valid JSON, a JSON object, and a seal that verifies.
+Anything else is :class:`~patchset.errors.ForeignState` (exit 2): the file, why, a few of the
+values it holds (quoted, control characters escaped) and what to do; the file is left alone.
+A sealed file is still checked for shape by its reader: a seal says who wrote it, not that the
+writer had no bug.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from patchset import atomic
+from patchset.errors import ForeignState
+from patchset.journal import has_seal, seal_of, shown_value
+
+OWNER = "owner"  # the key the seal is kept under, as in journals
+MAX_STATE = 256 << 20  # bytes: patchset's own state files are far smaller
+_LISTED = 6  # values named in a refusal
+
+
+def sealed_json(kind: str, body: dict[str, Any]) -> bytes:
+    """``body`` with this installation's seal as ``kind``, as the bytes of a state file (for a
+    caller that writes it together with other files)."""
+    return json.dumps({**body, OWNER: seal_of(kind, body)}, indent=1, sort_keys=True).encode()
+
+
+def write_sealed(path: Path, kind: str, body: dict[str, Any], *, durable: bool = True) -> None:
+    """Write ``body`` with this installation's seal as ``kind`` to ``path``, atomically."""
+    atomic.write_bytes(path, sealed_json(kind, body), durable=durable)
+
+
+def shown_path(path: Path | str) -> str:
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def foreign(path: Path | str, what: str, why: str, names: list[object] | None = None, *, hint: str) -> ForeignState:
+    """The refusal of a state file: ``<path>: <what> not written by this installation (<why>);
+    it names <first values>; it was left alone, nothing was changed``."""
+    message = f"{shown_path(path)}: {what} not written by this installation ({why})"
+    if names:
+        shown = [shown_value(v) for v in names[:_LISTED]]
+        if len(names) > _LISTED:
+            shown.append(f"and {len(names) - _LISTED} more")
+        message += "; it names " + ", ".join(shown)
+    return ForeignState(message + "; it was left alone, nothing was changed", hint=hint)
+
+
+def read_sealed(
+    path: Path,
+    kind: str,
+    *,
+    what: str,
+    hint: str,
+    names: Callable[[dict[str, Any]], list[object]] | None = None,
+    max_bytes: int = MAX_STATE,
+) -> dict[str, Any] | None:
+    """The body of the state file at ``path`` (without its seal), or None when there is none.
+
+    ``what`` names the state in the message (``"a rebase journal"``), ``hint`` says what to do
+    with a foreign one, ``names(doc)`` picks the values worth showing from a foreign document.
+    Raises :class:`ForeignState` for anything this installation did not seal as ``kind``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        why = "it is a symbolic link" if os.path.islink(path) else f"it cannot be read: {exc.strerror}"
+        raise foreign(path, what, why, hint=hint) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            raise foreign(path, what, f"not a regular file of at most {max_bytes >> 20} MiB", hint=hint)
+        chunks = []
+        left = max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > max_bytes:  # it grew while read
+        raise foreign(path, what, f"larger than {max_bytes >> 20} MiB", hint=hint)
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise foreign(path, what, "not readable JSON: damaged, or not patchset's", hint=hint) from None
+    if not isinstance(doc, dict):
+        raise foreign(path, what, "not a JSON object", hint=hint)
+    owner = doc.get(OWNER)
+    body = {k: v for k, v in doc.items() if k != OWNER}
+    try:
+        listed = names(doc) if names is not None else list(body)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        listed = list(body)
+    if owner is None:
+        raise foreign(path, what, "it carries no seal", listed, hint=hint)
+    try:
+        ours = has_seal(kind, body, owner)
+    except RecursionError:
+        ours = False
+    if not ours:
+        raise foreign(path, what, "its seal is not this installation's", listed, hint=hint)
+    return body

@@ -1,0 +1,164 @@
+"""The statistics behind serving and drift verdicts (``patchset.verify.stats``), against exact values
+and seeded known distributions: the false-alarm rate on healthy noise, the power on real effects."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from patchset.verify.stats import (
+    BUG,
+    DRIFT_NOISE,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NOISE,
+    REGRESSION,
+    binomial_tail,
+    bootstrap_ratio,
+    decide,
+    drift_verdict,
+    fisher_one_sided,
+    fisher_power,
+    ratio_verdict,
+    trials_for_power,
+)
+
+
+def _hypergeom_tail(k1: int, n1: int, k0: int, n0: int) -> float:
+    m, total = k1 + k0, n1 + n0
+    return sum(math.comb(n1, x) * math.comb(n0, m - x) for x in range(k1, min(m, n1) + 1)) / math.comb(total, m)
+
+
+@pytest.mark.parametrize("k1,n1,k0,n0", [(1, 8, 0, 8), (5, 40, 0, 40), (3, 40, 2, 40), (0, 5, 3, 5), (7, 9, 2, 12)])
+def test_fisher_matches_the_hypergeometric_sum(k1: int, n1: int, k0: int, n0: int) -> None:
+    assert fisher_one_sided(k1, n1, k0, n0) == pytest.approx(_hypergeom_tail(k1, n1, k0, n0), rel=1e-9)
+
+
+def test_fisher_known_values() -> None:
+    assert fisher_one_sided(1, 8, 0, 8) == pytest.approx(0.5)  # one resume in eight: a coin toss
+    assert fisher_one_sided(8, 8, 0, 8) == pytest.approx(1 / math.comb(16, 8))
+    assert fisher_one_sided(0, 10, 4, 10) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        fisher_one_sided(9, 8, 0, 8)
+
+
+def test_binomial_tail_is_exact() -> None:
+    for n, p in ((10, 0.3), (25, 0.125), (7, 0.9)):
+        for k in range(n + 1):
+            want = sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
+            assert binomial_tail(k, n, p) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def test_fisher_power_size_and_growth() -> None:
+    # equal rates: the test's size never exceeds alpha (Fisher's test is conservative)
+    for n, p in ((10, 0.2), (30, 0.1), (60, 0.3)):
+        assert fisher_power(n, p, p) <= 0.05 + 1e-9
+    # a real excess is found more often with more trials
+    assert fisher_power(10, 0.1, 0.6) < fisher_power(40, 0.1, 0.6)
+    assert fisher_power(40, 0.1, 0.6) > 0.95
+    n = trials_for_power(0.0, 0.125)
+    assert n is not None and fisher_power(n, 0.0, 0.125) >= 0.8 > fisher_power(n - 1, 0.0, 0.125)
+    assert trials_for_power(0.2, 0.1) is None  # no excess to find
+
+
+def test_drift_verdicts() -> None:
+    bug = drift_verdict(8, 8, 0, 8)
+    assert bug.verdict == BUG and bug.p_value < 0.001 and bug.label == "bug"
+    one_in_eight = drift_verdict(1, 8, 0, 8)
+    assert one_in_eight.verdict == INCONCLUSIVE and one_in_eight.more_trials and one_in_eight.more_trials > 8
+    assert one_in_eight.label == f"inconclusive: {one_in_eight.more_trials} more trials"
+    # would the observed rate become significant with that many more trials? it does
+    n = 8 + one_in_eight.more_trials
+    assert fisher_one_sided(math.ceil(n / 8), n, 0, n) <= 0.05
+    few = drift_verdict(0, 5, 0, 5)
+    assert few.verdict == INCONCLUSIVE and "power" in few.text()  # 5 clean trials cannot rule out 1 in 8
+    many = drift_verdict(30, 200, 31, 200)
+    assert many.verdict == DRIFT_NOISE and many.power >= 0.8 and many.label == "noise"
+    data = many.to_json()
+    assert data["verdict"] == "noise" and "Fisher" in data["text"]
+
+
+def _drift_trials(rng: np.random.Generator, n: int, bug_rate: float) -> tuple[int, int, int, int]:
+    """n resume trials and n controls of the same exponential noise; a bug makes bug_rate of the
+    resumes jump; counts over the bar of 2x the median control (the rule verify applies)."""
+    controls = rng.exponential(0.05, n)
+    drifts = rng.exponential(0.05, n)
+    hit = rng.random(n) < bug_rate
+    drifts[hit] += 1.0
+    bar = 2 * float(np.median(controls))
+    return int((drifts > bar).sum()), n, int((controls > bar).sum()), n
+
+
+def test_drift_false_alarms_stay_below_alpha() -> None:
+    rng = np.random.default_rng(20261201)
+    runs = [drift_verdict(*_drift_trials(rng, 40, 0.0)) for _ in range(300)]
+    bugs = sum(v.verdict == BUG for v in runs)
+    assert bugs / len(runs) <= 0.05, bugs
+    # a bug in half the resumes is found nearly always
+    found = [drift_verdict(*_drift_trials(rng, 40, 0.5)).verdict == BUG for _ in range(100)]
+    assert sum(found) >= 95
+
+
+def test_bootstrap_ratio_paired_and_unpaired() -> None:
+    cand = [90.0, 91.0, 89.0, 92.0, 90.5]
+    base = [100.0, 101.0, 99.0, 102.0, 100.5]
+    point, lo, hi = bootstrap_ratio(cand, base, paired=True)
+    assert lo <= point <= hi and lo > 0.88 and hi < 0.92
+    point_u, lo_u, hi_u = bootstrap_ratio(cand, base, paired=False)
+    assert point_u == pytest.approx(90.5 / 100.5)
+    assert lo_u <= point_u <= hi_u
+    assert bootstrap_ratio([0, 0, 0], [0, 0, 0], paired=False)[0] == 1.0
+    assert math.isinf(bootstrap_ratio([5, 5, 5], [0, 0, 0], paired=True)[0])
+    with pytest.raises(ValueError):
+        bootstrap_ratio([1, 2], [1, 2, 3], paired=True)
+
+
+def test_decide_needs_the_whole_interval_beyond_the_tolerance() -> None:
+    assert decide(0.80, 0.96, 0.03, "higher") == REGRESSION
+    assert decide(0.80, 0.975, 0.03, "higher") == NOISE  # touches the tolerance band
+    assert decide(1.04, 1.2, 0.03, "higher") == IMPROVEMENT
+    assert decide(1.04, 1.2, 0.03, "lower") == REGRESSION  # time to first token went up
+    assert decide(0.5, 0.9, 0.03, "lower") == IMPROVEMENT
+
+
+def _healthy(rng: np.random.Generator, r: int, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    return np.exp(rng.normal(0, sigma, r)) * 100, np.exp(rng.normal(0, sigma, r)) * 100
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_ratio_false_alarm_rate_on_healthy_noise(paired: bool) -> None:
+    """Both sides drawn from one distribution (5% noise, the default 5 repeats, 3% tolerance): at most
+    5% of the comparisons may call a regression or an improvement."""
+    rng = np.random.default_rng(7)
+    alarms = 0
+    trials = 400
+    for i in range(trials):
+        c, b = _healthy(rng, 5, 0.05)
+        alarms += ratio_verdict("decode", c, b, paired=paired, seed=i).verdict != NOISE
+    assert alarms / trials <= 0.05, alarms
+
+
+def test_ratio_power_on_a_real_slowdown() -> None:
+    rng = np.random.default_rng(11)
+    called = 0
+    for i in range(200):
+        c, b = _healthy(rng, 5, 0.05)
+        v = ratio_verdict("decode", c * 0.7, b, paired=True, seed=i)
+        called += v.verdict == REGRESSION
+        assert v.high < 1.0 or v.verdict != REGRESSION
+    assert called >= 190
+
+
+def test_ratio_verdict_text_and_json() -> None:
+    v = ratio_verdict("ttft resumed s", [0.3, 0.31, 0.29, 0.3, 0.32], [0.1, 0.11, 0.1, 0.09, 0.1], better="lower")
+    assert v.verdict == REGRESSION and v.ratio > 2.5
+    text = v.text()
+    assert text.startswith("ttft resumed s: regression, ratio ") and "[95% CI " in text and "tolerance 3%" in text
+    data = v.to_json()
+    assert data["candidate"] == [0.3, 0.31, 0.29, 0.3, 0.32] and data["better"] == "lower"
+    zero = ratio_verdict("cache hits %", [50.0] * 5, [0.0] * 5)
+    assert zero.verdict == IMPROVEMENT and zero.to_json()["ratio"] == "inf"
+    with pytest.raises(ValueError):
+        ratio_verdict("x", [1.0], [1.0], better="sideways")

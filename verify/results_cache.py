@@ -1,0 +1,137 @@
+"""The result cache of ``verify``: engine-test results by (tree content, test, engine).
+
+Why this module exists: an engine start costs a minute on a laptop and up to an hour on the
+production cluster, and most of a re-run asks what the last run answered: the trees did not change.
+A long-context or serving result is stored under the sha256 of
+
+* the tree's content: the base tree's fingerprint and the digest of every file the series (or the
+  series minus one patch) wrote — known from a dry run, before any tree is built;
+* the test: its kind, checks and parameters, the model's files (``LongctxSpec.fingerprint``);
+* the engine: its resolved definition, arguments and environment (``LongctxSpec.engine_key``).
+
+A re-run on unchanged trees therefore starts no engine; adding one patch starts only the trees whose
+content changed (the tree without the new patch is the old tree with the series: its results are
+reused). Only results that measured something are kept (pass or fail, serving samples), never an
+error. Entries live in ``<cache>/verify-results/`` as JSON written atomically; an unreadable, oversized
+or malformed entry is a miss, never an error (the cache is a convenience, and its files are data).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from patchset import atomic
+
+VERSION = 1
+MAX_ENTRY = 4 * 1024 * 1024  # bytes: a serving result with every sample is a few KB
+SKIP_PARTS = frozenset({"__pycache__", ".git", ".patchset-txn"})
+
+
+def base_fingerprint(base: Path, marker: str | None = None) -> str:
+    """The base tree's identity: its marker (a release unpacked from the index) or its content."""
+    h = hashlib.sha256(f"patchset-verify-base {VERSION}\0".encode())
+    if marker is not None:
+        h.update(marker.encode())
+        return h.hexdigest()
+    root = str(base)
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_PARTS)
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            p = os.path.join(dirpath, name)
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            try:
+                if os.path.islink(p):
+                    h.update(b"link:" + os.readlink(p).encode("utf-8", "surrogateescape"))
+                else:
+                    with open(p, "rb") as fh:
+                        while chunk := fh.read(1 << 20):
+                            h.update(chunk)
+            except OSError:
+                h.update(b"<unreadable>")
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def tree_hash(base_fp: str, files: Mapping[str, str | None], modes: Mapping[str, int | None] | None = None) -> str:
+    """A patched tree's content: the base's fingerprint and every written file's digest and mode."""
+    h = hashlib.sha256(base_fp.encode() + b"\0")
+    for path in sorted(files):
+        mode = (modes or {}).get(path)
+        h.update(f"{path}\0{files[path] or '<deleted>'}\0{mode if mode is not None else ''}\0".encode())
+    return h.hexdigest()
+
+
+def result_key(tree: str, test: str, engine: tuple) -> str:
+    data = json.dumps({"v": VERSION, "tree": tree, "test": test, "engine": list(engine)}, sort_keys=True)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+class ResultCache:
+    """Engine-test results on disk. ``enabled=False`` reads nothing and writes nothing."""
+
+    def __init__(self, root: Path | None, *, enabled: bool = True) -> None:
+        self.root = root
+        self.enabled = enabled and root is not None
+        self.hits = 0
+        self.stores = 0
+
+    def _path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        path = self._path(key)
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_ENTRY + 1)
+        except OSError:
+            return None
+        if len(raw) > MAX_ENTRY:
+            return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or doc.get("version") != VERSION or doc.get("key") != key:
+            return None
+        result = doc.get("result")
+        if not isinstance(result, dict):
+            return None
+        self.hits += 1
+        result["_measured_at"] = str(doc.get("measured_at", ""))[:40]
+        return result
+
+    def put(self, key: str, result: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        doc = {
+            "version": VERSION,
+            "key": key,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "result": result,
+        }
+        try:
+            data = json.dumps(doc, allow_nan=False, default=str)
+        except ValueError:  # a NaN or an infinity: not worth keeping
+            return
+        if len(data) > MAX_ENTRY:
+            return
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_text(path, data)
+            self.stores += 1
+        except OSError:
+            pass  # a full disk costs the next run an engine start, not this run its result

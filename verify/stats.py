@@ -1,0 +1,368 @@
+"""Verdicts that know noise: bootstrap intervals of serving ratios and an exact test for drift counts.
+
+Why this module exists: a serving figure (tok/s, time to first token, prefix-cache hit %) moves from
+run to run on the same code, on a shared CI machine by 10% and more, so "slower than the baseline"
+says nothing until the noise is measured. Two rules, both small enough to check by hand:
+
+* **ratios** (``ratio_verdict``): candidate / baseline per metric, from R repeats of each. The point
+  estimate is the median ratio (paired repeats: the median of the per-repeat ratios; unpaired: the
+  ratio of the medians); the 95% interval is a percentile bootstrap (resampling repeats, jointly when
+  paired). A metric is a ``regression`` (or an ``improvement``) only when the whole interval lies
+  beyond the tolerance (default 3%) on the bad (good) side, else ``within noise``.
+* **drift counts** (``drift_verdict``): for a check repeated N times against a control (the
+  long-context ``resume`` in control mode: each trial measures the resumed drift and the control's),
+  the number of trials whose drift exceeds the bar against the number of control measurements that
+  do. A one-sided Fisher exact test gives ``bug`` when the excess is significant (p <= alpha); ``noise``
+  when the trials had at least 80% power to see an excess of ``min_effect`` (one resume in eight, the
+  production's rate) and the observed excess is smaller; else ``inconclusive: K more trials``, K being
+  the trials per arm that would reach that power at the larger of the observed and the minimal effect.
+
+numpy only (scipy may be missing): the hypergeometric and binomial terms come from a log-factorial
+table, so every probability here is exact up to floating point.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+REGRESSION, IMPROVEMENT, NOISE = "regression", "improvement", "within noise"
+BUG, DRIFT_NOISE, INCONCLUSIVE = "bug", "noise", "inconclusive"
+BOOTSTRAP = 4000
+CONFIDENCE = 0.95
+
+
+# --------------------------------------------------------------------------- ratios
+
+
+def _ratio(a: float, b: float) -> float:
+    if b == 0:
+        return 1.0 if a == 0 else math.inf
+    return a / b
+
+
+def _medians(x: np.ndarray) -> np.ndarray:
+    return np.median(x, axis=-1)
+
+
+def bootstrap_ratio(
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    paired: bool,
+    seed: int = 0,
+    n_boot: int = BOOTSTRAP,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float, float]:
+    """(median ratio, low, high) of candidate / baseline with a percentile bootstrap interval."""
+    c = np.asarray(candidate, dtype=float)
+    b = np.asarray(baseline, dtype=float)
+    if c.size == 0 or b.size == 0:
+        raise ValueError("a ratio needs samples on both sides")
+    rng = np.random.default_rng(seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if paired:
+            if c.size != b.size:
+                raise ValueError("paired samples must have the same length")
+            per = np.array([_ratio(x, y) for x, y in zip(c, b, strict=True)])
+            point = float(np.median(per))
+            idx = rng.integers(0, per.size, size=(n_boot, per.size))
+            boots = _medians(per[idx])
+        else:
+            point = _ratio(float(np.median(c)), float(np.median(b)))
+            mc = _medians(c[rng.integers(0, c.size, size=(n_boot, c.size))])
+            mb = _medians(b[rng.integers(0, b.size, size=(n_boot, b.size))])
+            boots = np.where(mb == 0, np.where(mc == 0, 1.0, np.inf), mc / np.where(mb == 0, 1.0, mb))
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(boots, [tail, 1 - tail], method="inverted_cdf")  # no interpolation: inf stays inf
+    return point, float(lo), float(hi)
+
+
+@dataclass
+class RatioVerdict:
+    """One metric, candidate against baseline: the median ratio, its interval and the verdict."""
+
+    metric: str
+    unit: str
+    better: str  # "higher" | "lower"
+    ratio: float
+    low: float
+    high: float
+    tolerance: float
+    verdict: str
+    paired: bool
+    candidate: list[float]
+    baseline: list[float]
+
+    @property
+    def is_regression(self) -> bool:
+        return self.verdict == REGRESSION
+
+    def text(self) -> str:
+        return (
+            f"{self.metric}: {self.verdict}, ratio {fmt_ratio(self.ratio)} "
+            f"[95% CI {fmt_ratio(self.low)}, {fmt_ratio(self.high)}], tolerance {self.tolerance:.0%}"
+            f" ({'paired' if self.paired else 'unpaired'}, {len(self.candidate)} vs {len(self.baseline)} repeats)"
+        )
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        for key in ("ratio", "low", "high"):
+            out[key] = json_number(out[key])
+        return out
+
+
+def fmt_ratio(x: float) -> str:
+    if math.isinf(x):
+        return "inf"
+    if math.isnan(x):
+        return "nan"
+    return f"{x:.3f}"
+
+
+def json_number(x: float) -> float | str:
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if math.isnan(x):
+        return "nan"
+    return round(x, 6)
+
+
+def decide(ratio_lo: float, ratio_hi: float, tolerance: float, better: str) -> str:
+    """regression / improvement when the whole interval lies beyond the tolerance, else within noise."""
+    if better == "higher":
+        if ratio_hi < 1 - tolerance:
+            return REGRESSION
+        if ratio_lo > 1 + tolerance:
+            return IMPROVEMENT
+    else:
+        if ratio_lo > 1 + tolerance:
+            return REGRESSION
+        if ratio_hi < 1 - tolerance:
+            return IMPROVEMENT
+    return NOISE
+
+
+def ratio_verdict(
+    metric: str,
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    better: str = "higher",
+    unit: str = "",
+    tolerance: float = 0.03,
+    paired: bool = False,
+    seed: int | None = None,
+) -> RatioVerdict:
+    """The verdict on one metric. ``seed`` defaults to one derived from the metric's name (reproducible)."""
+    if better not in ("higher", "lower"):
+        raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
+    if seed is None:
+        seed = int.from_bytes(metric.encode()[:8].ljust(8, b"\0"), "little") % (2**32)
+    point, lo, hi = bootstrap_ratio(candidate, baseline, paired=paired, seed=seed)
+    return RatioVerdict(
+        metric,
+        unit,
+        better,
+        point,
+        lo,
+        hi,
+        tolerance,
+        decide(lo, hi, tolerance, better),
+        paired,
+        [float(x) for x in candidate],
+        [float(x) for x in baseline],
+    )
+
+
+# --------------------------------------------------------------------------- exact tests
+
+
+def _log_factorials(n: int) -> np.ndarray:
+    out = np.zeros(n + 1)
+    if n > 0:
+        out[1:] = np.cumsum(np.log(np.arange(1, n + 1)))
+    return out
+
+
+def _log_comb(lf: np.ndarray, n: int, k: np.ndarray | int) -> np.ndarray:
+    k = np.asarray(k)
+    return lf[n] - lf[k] - lf[n - k]
+
+
+def fisher_one_sided(k1: int, n1: int, k0: int, n0: int) -> float:
+    """P(X >= k1), X hypergeometric: the chance that the first arm gets ``k1`` or more of the
+    ``k1 + k0`` exceedances if both arms had the same rate (Fisher's exact test, one-sided)."""
+    if not (0 <= k1 <= n1 and 0 <= k0 <= n0):
+        raise ValueError("counts must lie within their trials")
+    m, total = k1 + k0, n1 + n0
+    lf = _log_factorials(total)
+    hi = min(m, n1)
+    xs = np.arange(max(k1, m - n0), hi + 1)
+    if xs.size == 0:
+        return 0.0
+    logp = _log_comb(lf, n1, xs) + _log_comb(lf, n0, m - xs) - _log_comb(lf, total, m)
+    return float(min(1.0, np.exp(logp).sum()))
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p) (exact)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return float(_binom_pmf(n, p)[k:].sum())
+
+
+def _binom_pmf(n: int, p: float) -> np.ndarray:
+    ks = np.arange(n + 1)
+    if p <= 0:
+        return (ks == 0).astype(float)
+    if p >= 1:
+        return (ks == n).astype(float)
+    lf = _log_factorials(n)
+    return np.exp(_log_comb(lf, n, ks) + ks * math.log(p) + (n - ks) * math.log1p(-p))
+
+
+@functools.lru_cache(maxsize=64)
+def _critical(n: int, alpha: float) -> np.ndarray:
+    """crit[k1, k0]: does the one-sided Fisher test on n trials per arm reject at ``alpha``?
+
+    One pass over the whole table: the hypergeometric pmf of every (x, m = k1 + k0) at once, its
+    upper tails by a reversed cumulative sum. Cached: the region depends on n and alpha only."""
+    total = 2 * n
+    lf = _log_factorials(total)
+    x = np.arange(n + 1)[:, None]
+    m = np.arange(total + 1)[None, :]
+    valid = (m - x >= 0) & (m - x <= n)
+    rest = np.clip(m - x, 0, n)
+    logp = lf[n] - lf[x] - lf[n - x] + lf[n] - lf[rest] - lf[n - rest] - (lf[total] - lf[m] - lf[total - m])
+    pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
+    tail = np.cumsum(pmf[::-1], axis=0)[::-1]
+    k1, k0 = np.indices((n + 1, n + 1))
+    return tail[k1, k1 + k0] <= alpha * (1 + 1e-9)
+
+
+def fisher_power(n: int, p0: float, p1: float, alpha: float = 0.05) -> float:
+    """The chance that the one-sided Fisher test on n trials per arm finds rate ``p1`` above ``p0``."""
+    if n <= 0:
+        return 0.0
+    crit = _critical(int(n), float(alpha))
+    return float(_binom_pmf(n, p1) @ crit @ _binom_pmf(n, p0))
+
+
+def trials_for_power(
+    p0: float, p1: float, *, alpha: float = 0.05, power: float = 0.8, start: int = 1, cap: int = 1000
+) -> int | None:
+    """The fewest trials per arm (>= start) at which the test reaches ``power``; None beyond ``cap``."""
+    if p1 <= p0:
+        return None
+    n = max(1, start)
+    if fisher_power(n, p0, p1, alpha) >= power:
+        return n
+    hi = n
+    while fisher_power(hi, p0, p1, alpha) < power:
+        n = hi
+        hi *= 2
+        if hi > cap:
+            if fisher_power(cap, p0, p1, alpha) >= power:
+                hi = cap
+                break
+            return None
+    lo = n  # power(lo) < target <= power(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fisher_power(mid, p0, p1, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _trials_until_significant(p0: float, p1: float, *, alpha: float, start: int, cap: int) -> int | None:
+    """The fewest trials per arm at which exceedances at the observed rates would be significant."""
+    n = start
+    while n <= cap:
+        if fisher_one_sided(min(n, math.ceil(p1 * n)), n, math.floor(p0 * n), n) <= alpha:
+            return n
+        n += max(1, n // 10)
+    return None
+
+
+@dataclass
+class DriftVerdict:
+    """Exceedances of a repeated drift check against its control's, and what they say."""
+
+    verdict: str  # bug | noise | inconclusive
+    exceed: int
+    trials: int
+    control_exceed: int
+    control_trials: int
+    p_value: float
+    power: float  # to see an excess of min_effect with these trials
+    more_trials: int | None  # inconclusive: trials per arm still needed (None: more than the cap)
+    alpha: float
+    min_effect: float
+
+    def text(self) -> str:
+        head = (
+            f"{self.exceed}/{self.trials} trials over the bar vs {self.control_exceed}/{self.control_trials} "
+            f"for the control, one-sided Fisher p = {self.p_value:.3g}"
+        )
+        if self.verdict == BUG:
+            return f"bug: {head} <= {self.alpha}"
+        if self.verdict == DRIFT_NOISE:
+            return (
+                f"noise: {head}; {self.power:.0%} power to see {self.min_effect:.3g} more exceedances per trial "
+                "than the control, and fewer were seen"
+            )
+        more = f"{self.more_trials} more trials" if self.more_trials is not None else "many more trials"
+        return f"inconclusive: {more} ({head}; power {self.power:.0%})"
+
+    @property
+    def label(self) -> str:
+        if self.verdict == INCONCLUSIVE:
+            return f"inconclusive: {self.more_trials} more trials" if self.more_trials is not None else "inconclusive"
+        return self.verdict
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["label"] = self.label
+        out["text"] = self.text()
+        return out
+
+
+def drift_verdict(
+    exceed: int,
+    trials: int,
+    control_exceed: int,
+    control_trials: int,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    min_effect: float = 0.125,
+    cap: int = 1000,
+) -> DriftVerdict:
+    """bug / noise / inconclusive from exceedance counts (see the module docstring)."""
+    if trials <= 0 or control_trials <= 0:
+        raise ValueError("a drift verdict needs trials on both sides")
+    p = fisher_one_sided(exceed, trials, control_exceed, control_trials)
+    p0 = control_exceed / control_trials
+    p1 = exceed / trials
+    n = min(trials, control_trials)
+    target = min(1.0, p0 + min_effect)
+    pw = fisher_power(n, p0, target, alpha)
+    if p <= alpha:
+        return DriftVerdict(BUG, exceed, trials, control_exceed, control_trials, p, pw, None, alpha, min_effect)
+    if pw >= power and p1 - p0 < min_effect:
+        return DriftVerdict(DRIFT_NOISE, exceed, trials, control_exceed, control_trials, p, pw, 0, alpha, min_effect)
+    if p1 - p0 >= min_effect:  # a large excess, not yet significant: trials until that rate would be
+        want = _trials_until_significant(p0, p1, alpha=alpha, start=n + 1, cap=cap)
+    else:  # too few trials to rule out a min_effect excess
+        want = trials_for_power(p0, target, alpha=alpha, power=power, start=n, cap=cap)
+    more = None if want is None else max(1, want - n)
+    return DriftVerdict(INCONCLUSIVE, exceed, trials, control_exceed, control_trials, p, pw, more, alpha, min_effect)
