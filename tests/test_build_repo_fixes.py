@@ -198,7 +198,7 @@ def test_from_index_takes_a_platform_for_an_installed_layout(run, tmp_path: Path
             "build", "wheel", "--from-index", "demo-pkg==1.0", "--platform", "aarch64", "--out", tmp_path / "w", cwd=led
         )
         assert r.code == 0, r
-        (built,) = (tmp_path / "w").iterdir()
+        (built,) = (tmp_path / "w").glob("*.whl")  # beside the .patchset-output marker
         assert built.name.endswith("-py3-none-manylinux_2_17_aarch64.whl"), built.name
         r = run("apply", "--tree", demo["tree"], "--platform", "aarch64", cwd=led)
         assert r.code == 2 and "--platform goes with --from-index" in r.stderr, r
