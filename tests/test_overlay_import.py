@@ -294,3 +294,24 @@ def test_an_overlay_file_name_with_a_control_character_is_skipped(run, tmp_path:
     skipped = {s["file"]: s["reason"] for s in json.loads(r.stdout)["skipped"]}
     assert "control character" in skipped["vllm/bad\\nname.py"]
     assert not [f for p in load_ledger(led / "patches.toml").patches for f in p.files if "bad" in f]
+
+
+def test_a_name_too_long_for_the_file_system_is_missing_not_a_crash(run, tmp_path: Path) -> None:
+    """A manifest entry (or a diff) naming a file whose name the file system cannot hold (a
+    component past 255 bytes: ENAMETOOLONG from stat) is a file the kit or the base does not have,
+    said as such, never an internal error."""
+    base, kit, led, _ = _world(tmp_path)
+    long = "vllm/" + "a" * 300 + ".py"
+    manifest = _manifest(kit, [{"overlay_file": long}, {"overlay_file": "vllm/same.py"}])
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run(
+        "import", "--overlay", kit, "--manifest", manifest, "--target", "vllm", "--base-tree", base, "--json", cwd=led
+    )
+    assert r.code == 0, r
+    assert [m["file"] for m in json.loads(r.stdout)["missing"]] == [long]
+    # a plain diff naming such a file, read against the base directory: a new file there
+    diff = led / "long.patch"
+    diff.write_text(f"--- /dev/null\n+++ b/{long}\n@@ -0,0 +1 @@\n+x = 1\n")
+    r = run("import", diff, "--target", "vllm", "--base-tree", base, "--strip", "1", "--json", cwd=led)
+    assert r.code == 0, r
+    assert load_ledger(led / "patches.toml").patches[-1].id == "long"

@@ -17,7 +17,7 @@ re-rooted (``reroot``: only the header lines outside the hunks change) and the l
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.model import Target
@@ -27,7 +27,8 @@ from patchset.patchfmt.reader import ReadError, diff_start, read
 MAX_STRIP = 12
 
 
-class Reading(NamedTuple):
+@dataclass(frozen=True)
+class Reading:
     """One way to read a diff's names: strip ``strip`` components, then put ``root`` in front."""
 
     strip: int

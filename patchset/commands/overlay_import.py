@@ -23,12 +23,13 @@ import json
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from patchset.commands.importer import patch_id_for, read_source
 from patchset.commands.preimage import series_files
-from patchset.confine import check_relative, confine
+from patchset.confine import check_relative, confine, regular_file
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
@@ -49,7 +50,8 @@ _PR = re.compile(r"(?:PR\s*#|pull/|#)(\d+)", re.I)
 _IDENTICAL = re.compile(r"^\s*(?P<who>[^():]+?)\s*\(identical\)\s*:\s*(?P<path>.+)$")
 
 
-class Entry(NamedTuple):
+@dataclass(frozen=True)
+class Entry:
     """One overlay file and where it goes."""
 
     overlay: str  # as the kit names it (relative to the overlay directory or the manifest's)
@@ -200,7 +202,7 @@ def _locate(rel: str, roots: tuple[Path, ...], what: str) -> Path | None:
     """The regular file ``rel`` names below the first root that has it (confined to that root)."""
     for base in roots:
         cand = confine(base, rel, what=what)
-        if cand.is_file() and not cand.is_symlink():
+        if regular_file(cand):
             return cand
     return None
 
@@ -311,7 +313,8 @@ def provenance_fields(text: str, github: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- one patch
 
 
-class _File(NamedTuple):
+@dataclass(frozen=True)
+class _File:
     entry: Entry
     key: str  # the source-layout path the patch names
     new: bytes  # the overlay file

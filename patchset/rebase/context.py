@@ -110,7 +110,7 @@ def _new_base_reader(s: Session) -> Callable[[str], bytes | None]:
     b = s.bases
     if b.kind != "dirs":
         return lambda key: s.new_base.get(key)[0]
-    from patchset.confine import confine
+    from patchset.confine import confine, regular_file
     from patchset.errors import UnsafePathError
 
     root = Path(b.location["new"])
@@ -120,7 +120,7 @@ def _new_base_reader(s: Session) -> Callable[[str], bytes | None]:
             f = confine(root, key, what=f"file {key!r} of the new base")
         except UnsafePathError:
             return None
-        return f.read_bytes() if f.is_file() and not f.is_symlink() else None
+        return f.read_bytes() if regular_file(f) else None
 
     return read
 

@@ -27,8 +27,8 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
@@ -52,7 +52,8 @@ class ScriptFailed(InputError):
         super().__init__(message + (f":\n{output}" if output else ""), hint=hint)
 
 
-class Generated(NamedTuple):
+@dataclass(frozen=True)
+class Generated:
     """What a command changed under ``{root}``: one change per file, in path order."""
 
     changes: list[FileChange]

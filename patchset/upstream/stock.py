@@ -20,7 +20,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from patchset.confine import confine
+from patchset.confine import confine, regular_file
 from patchset.errors import InputError, UnsafePathError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
@@ -62,7 +62,7 @@ class StockBase:
                 f = confine(self.directory, rel, what=f"file {rel!r} of the base {self.directory}")
             except UnsafePathError:
                 continue
-            if f.is_file() and not f.is_symlink():
+            if regular_file(f):
                 return f
         return None
 
