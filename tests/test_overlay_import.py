@@ -315,3 +315,19 @@ def test_a_name_too_long_for_the_file_system_is_missing_not_a_crash(run, tmp_pat
     r = run("import", diff, "--target", "vllm", "--base-tree", base, "--strip", "1", "--json", cwd=led)
     assert r.code == 0, r
     assert load_ledger(led / "patches.toml").patches[-1].id == "long"
+
+
+def test_the_manifest_inside_the_kit_is_not_an_overlay_file_however_the_kit_is_named(run, tmp_path: Path) -> None:
+    """`--overlay ../kit --manifest ../kit/MANIFEST.json` (relative names, as typed): the manifest
+    is the kit's description, neither an overlay file left out of itself nor a file outside the package."""
+    _, kit, led, _ = _world(tmp_path)
+    _manifest(kit, [{"overlay_file": "vllm/same.py"}])
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run(
+        "import", "--overlay", "../kit", "--manifest", "../kit/MANIFEST.json", "--target", "vllm",
+        "--base-tree", "../base", "--json", cwd=led,
+    )  # fmt: skip
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert "MANIFEST.json" not in rep["not_in_manifest"], rep["not_in_manifest"]
+    assert "MANIFEST.json" not in [s["file"] for s in rep["skipped"]], rep["skipped"]

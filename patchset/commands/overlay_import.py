@@ -100,9 +100,9 @@ class OverlayReport:
 # --------------------------------------------------------------------------- the kit
 
 
-def _walk(root: Path, skip: set[Path]) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
+def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
     """Regular files under ``root`` (relative posix names), never through a symlink; symlinks and
-    special files are named as skipped."""
+    special files are named as skipped; ``skip``: real paths left out (the manifest)."""
     found: list[tuple[str, Path]] = []
     skipped: list[dict[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -119,7 +119,7 @@ def _walk(root: Path, skip: set[Path]) -> tuple[list[tuple[str, Path]], list[dic
         for name in sorted(filenames):
             full = here / name
             rel = full.relative_to(root).as_posix()
-            if name.endswith((".pyc", ".pyo")) or name.startswith(".") or full in skip:
+            if name.endswith((".pyc", ".pyo")) or name.startswith(".") or os.path.realpath(full) in skip:
                 continue
             try:
                 check_relative(rel, what=f"overlay file {rel!r}")
@@ -398,7 +398,7 @@ def import_overlay(
         raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
     rep = OverlayReport(str(overlay), str(manifest or ""), target)
     data = read_manifest(manifest) if manifest is not None else {}
-    skip_paths = {manifest.resolve()} if manifest is not None else set()
+    skip_paths = {os.path.realpath(manifest)} if manifest is not None else set()
     walked, rep.skipped = _walk(overlay, skip_paths)
     if manifest is not None:
         entries, named = _from_manifest(overlay, manifest, data, rep)
