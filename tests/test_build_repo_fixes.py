@@ -129,6 +129,34 @@ def test_target_set_changes_a_target_without_an_editor(run, tmp_path: Path) -> N
     assert tree_digest(led) == before
 
 
+def test_what_a_just_onboarded_target_lacks_is_asked_for_with_target_set(run, tmp_path: Path) -> None:
+    """After `import DIR` the target has no base, installed root or base image: rebase and build
+    overlay name the `patchset target set` that supplies each (no ledger edit by hand), and after
+    running it they go on."""
+    build = _build(tmp_path / "build", _installed_patch(MLA, MLA_NEW), hashlib.sha256(MLA_NEW.encode()).hexdigest())
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", cwd=led).code == 0
+    assert run("import", build, cwd=led).code == 0
+    tree = tmp_path / "tree"
+    (tree / INSTALLED).parent.mkdir(parents=True)
+    (tree / INSTALLED).write_text(MLA)
+    assert run("apply", "--target", "flashinfer", "--tree", tree, cwd=led).code == 0
+    r = run("rebase", "--target", "flashinfer", "--onto", "flashinfer-python==9.9", "--dry-run", cwd=led)
+    assert r.code == 2 and "patchset target set flashinfer --base" in r.stderr, r
+    overlay = ("build", "overlay", "--target", "flashinfer", "--tree", tree, "--out", tmp_path / "o")
+    r = run(*overlay, cwd=led)
+    assert r.code == 2 and "patchset target set flashinfer --installed-root" in r.stderr, r
+    root = "/usr/local/lib/python3.12/dist-packages"
+    assert run("target", "set", "flashinfer", "--installed-root", root, cwd=led).code == 0
+    r = run(*overlay, cwd=led)
+    assert r.code == 2 and "patchset target set flashinfer --base-image" in r.stderr, r
+    assert run("target", "set", "flashinfer", "--base-image", "nvcr.io/nvidia/vllm:26.01-py3", cwd=led).code == 0
+    r = run(*overlay, cwd=led)
+    assert r.code == 0, r
+    assert (tmp_path / "o/overlay" / root.lstrip("/") / INSTALLED).read_text() == MLA_NEW
+
+
 @pytest.mark.network
 def test_flashinfer_installed_paths_onboard_and_apply_on_the_real_wheel(run, tmp_path: Path) -> None:
     from patchset.upstream.releases import probe_index
