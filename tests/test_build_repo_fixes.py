@@ -157,6 +157,33 @@ def test_what_a_just_onboarded_target_lacks_is_asked_for_with_target_set(run, tm
     assert (tmp_path / "o/overlay" / root.lstrip("/") / INSTALLED).read_text() == MLA_NEW
 
 
+def test_a_body_naming_installed_paths_rebases_on_the_source_layout_history(run, tmp_path: Path) -> None:
+    """An imported build-repo patch names installed paths (flashinfer/data/include/…); the upstream
+    history names source paths (include/…): the rebase reads the body through the path map, carries
+    it, and the refreshed body still applies to an installed tree."""
+    from tests.support.repo import commit_files, new_repo
+
+    upstream = tmp_path / "upstream"
+    old = new_repo(upstream, {SOURCE: MLA, "README": "fi\n"})
+    new = commit_files(upstream, "upstream moves on", {SOURCE: MLA + "// upstream footer\n"})
+    build = _build(tmp_path / "build", _installed_patch(MLA, MLA_NEW), hashlib.sha256(MLA_NEW.encode()).hexdigest())
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", cwd=led).code == 0
+    assert run("import", build, cwd=led).code == 0
+    assert run("target", "set", "flashinfer", "--base", old, cwd=led).code == 0
+    r = run("rebase", "--target", "flashinfer", "--onto", new, "--upstream", upstream, "--json", cwd=led)
+    assert r.code == 0, r
+    (p,) = json.loads(r.stdout)["patches"]
+    assert (p["verdict"], p["how"]) == ("carried", "clean"), p
+    tree = tmp_path / "tree"
+    (tree / INSTALLED).parent.mkdir(parents=True)
+    (tree / INSTALLED).write_text(MLA + "// upstream footer\n")
+    r = run("apply", "--target", "flashinfer", "--tree", tree, "--layout", "installed", cwd=led)
+    assert r.code == 0, r
+    assert (tree / INSTALLED).read_text() == MLA_NEW + "// upstream footer\n"
+
+
 @pytest.mark.network
 def test_flashinfer_installed_paths_onboard_and_apply_on_the_real_wheel(run, tmp_path: Path) -> None:
     from patchset.upstream.releases import probe_index

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "open_session",
     "pick_target",
     "report_of",
+    "source_named",
     "strip_of",
     "touched_paths",
 ]
@@ -164,6 +165,18 @@ def load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, 
     return patches, bodies, parsed
 
 
+def source_named(fp: FilePatch, target: Target) -> FilePatch:
+    """``fp`` with the names of the source layout (the lock's keys, ``Target.lock_key``): a body
+    imported from a build repository may name installed paths (``flashinfer/data/include/…``),
+    while an upstream commit or release holds ``include/…``. A plain-directory base is read in the
+    patches' own layout, so its session keeps the names as written."""
+    old = target.lock_key(fp.old_path) if fp.old_path is not None else None
+    new = target.lock_key(fp.new_path) if fp.new_path is not None else None
+    if (old, new) == (fp.old_path, fp.new_path):
+        return fp
+    return replace(fp, old_path=old, new_path=new)
+
+
 def strip_of(p: Patch, target: Target) -> int:
     """The patch's own ``-p`` level (a quilt series line ``x.patch -p0``), else the target's."""
     return p.source.strip if p.source.strip is not None else target.strip
@@ -188,6 +201,8 @@ def open_session(
     series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]],
 ) -> Session:
     patches, bodies, parsed = series
+    if bases.kind != "dirs":  # a commit or a release: the source layout, as the lock's keys
+        parsed = {pid: [source_named(fp, target) for fp in fps] for pid, fps in parsed.items()}
     old_store = BlobStore(bases.repo, bases.old)
     new_store = BlobStore(bases.repo, bases.new)
     paths = touched_paths(parsed)
