@@ -77,6 +77,16 @@ def is_within(path: Path | str, root: Path | str) -> bool:
     return real == base or real.startswith(base.rstrip("/") + "/")
 
 
+def regular_file(path: Path | str) -> bool:
+    """Whether ``path`` (a name ``confine`` returned) is a regular file itself, not a symbolic
+    link: False for anything that cannot be looked at (missing, a name too long for the file
+    system, a loop, no permission), where ``Path.is_file`` would raise."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> Path:
     """The on-disk path for ``name`` under ``root``, refusing anything that leaves ``root``.
 

@@ -162,7 +162,7 @@ def test_a_prefix_resolves_in_a_clone_with_git_rev_parse(run, demo, tmp_path: Pa
     assert data["commit"] == shas[2]
     assert data["resolved"]["how"].startswith(f"git rev-parse {shas[2][:9]}^{{commit}}")
     assert f"patchset rebase --target demo --onto {shas[2]}" in data["suggest"][0]
-    assert f'base = "{shas[2]}"' in data["suggest"][1] and 'base_version = "0.2.0.dev2"' in data["suggest"][1]
+    assert data["suggest"][1].endswith(f"patchset target set demo --base {shas[2]} --base-version 0.2.0.dev2")
     # the tree of the base itself: the same commit, found in the clone too
     base_tree = nightly_tree(tmp_path / "b", f"0.1.0+g{shas[0][:7]}", "demo")
     r = run("base", "detect", "--tree", base_tree, "--upstream", repo, "--json", cwd=led)
@@ -324,28 +324,24 @@ def test_apply_warns_when_the_tree_is_another_commit_and_strict_refuses(run, dem
     assert json.loads(r.stdout)["targets"][0]["warnings"] == []
 
 
-def test_the_advice_uses_target_set_once_it_exists(run, demo, tmp_path: Path, monkeypatch) -> None:
-    """Without `patchset target set` the advice is the ledger edit; with it (a command of that
-    name taking --base), the command, with the detected commit and version."""
-    import click
-
-    from patchset.clicmds import onboard
+def test_the_advice_is_a_target_set_that_records_the_base(run, demo, tmp_path: Path) -> None:
+    """The advice that records the detected commit is a `patchset target set` command; run as
+    given, it records the commit and version, and the same tree is then the target's base."""
+    import shlex
 
     led, repo, shas = demo
     tree = nightly_tree(tmp_path / "t", f"0.2.0.dev2+g{shas[2][:9]}", "demo")
     r = run("base", "detect", "--tree", tree, "--upstream", repo, "--json", cwd=led)
-    assert "set base = " in json.loads(r.stdout)["suggest"][1]
-
-    @click.command("set")
-    @click.argument("name")
-    @click.option("--base")
-    @click.option("--base-version")
-    def target_set(name, base, base_version):  # the shape of the onboarding branch's command
-        pass
-
-    monkeypatch.setitem(onboard.target.commands, "set", target_set)
-    r = run("base", "detect", "--tree", tree, "--upstream", repo, "--json", cwd=led)
-    assert json.loads(r.stdout)["suggest"][1] == (
-        f"or, when the series is already validated on it: patchset target set demo --base {shas[2]} "
-        "--base-version 0.2.0.dev2"
+    advice = json.loads(r.stdout)["suggest"][1]
+    assert advice == (
+        "or, when the series is already validated on it, record it in patches.toml: "
+        f"patchset target set demo --base {shas[2]} --base-version 0.2.0.dev2"
     )
+    argv = shlex.split(advice.split(": ", 1)[1])
+    assert argv[:3] == ["patchset", "target", "set"]
+    r = run(*argv[1:], cwd=led)
+    assert r.code == 0, r
+    text = (led / "patches.toml").read_text()
+    assert f'base = "{shas[2]}"' in text and 'base_version = "0.2.0.dev2"' in text
+    r = run("base", "detect", "--tree", tree, "--upstream", repo, "--json", cwd=led)
+    assert (r.code, json.loads(r.stdout)["verdict"], json.loads(r.stdout)["suggest"]) == (0, "same", [])

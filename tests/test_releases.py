@@ -132,7 +132,7 @@ def test_select_file_platform_wheels_only_when_asked():
     ]
     with pytest.raises(InputError) as err:
         select_file(files, "wheel")
-    assert "platform='x86_64'" in err.value.render()
+    assert "--platform x86_64" in err.value.render()
     assert select_file(files, "wheel", platform="aarch64").filename.endswith("aarch64.whl")
     with pytest.raises(InputError, match="no wheel matches platform 'ppc64le'"):
         select_file(files, "wheel", platform="ppc64le")

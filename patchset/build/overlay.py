@@ -69,7 +69,7 @@ def _root(target: Target) -> PurePosixPath:
     if not target.installed_root or not root.is_absolute() or ".." in root.parts:
         raise InputError(
             f"target {target.name}: installed_root {target.installed_root!r} is not an absolute path in the image",
-            hint='set it in the ledger, e.g. installed_root = "/usr/local/lib/python3.12/dist-packages"',
+            hint=f"record it: patchset target set {target.name} --installed-root /usr/local/lib/python3.12/dist-packages",
         )
     return root
 
@@ -145,7 +145,7 @@ def build_overlay(
     if not image:
         raise InputError(
             f"target {target.name} names no base image for the Dockerfile's FROM",
-            hint='add base_image = "REPOSITORY:TAG" to the target in the ledger, or pass --base-image',
+            hint=f"record its base_image: patchset target set {target.name} --base-image REPOSITORY:TAG (or pass --base-image)",
         )
     outdir.check(out, option="--out")
     facts = series_facts(ledger, target)

@@ -379,12 +379,10 @@ def _member_sha256(zf: zipfile.ZipFile, name: str) -> str:
     return digest.hexdigest()
 
 
-def fetch_wheel(spec: str, progress: Progress | None = None) -> Path:
-    """The release's wheel from the package index (cached): a pure wheel, else this machine's.
-    ``progress`` gets the bytes of a download."""
-    from patchset.upstream.releases import download, release_files
+def fetch_wheel(spec: str, platform: str | None = None, *, progress: Progress | None = None) -> Path:
+    """The release's wheel from the package index (cached): a pure wheel, else the wheel of
+    ``platform`` (default this machine's, see ``releases.download_wheel``). ``progress`` gets
+    the bytes of a download."""
+    from patchset.upstream.releases import download_wheel
 
-    files = release_files(spec)
-    wheels = [f for f in files if f.kind == "wheel"]
-    pure = any(f.pure for f in wheels)
-    return download(spec, "wheel", platform=None if pure or not wheels else "native", progress=progress)
+    return download_wheel(spec, platform, progress=progress)

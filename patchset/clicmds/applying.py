@@ -39,6 +39,12 @@ from patchset.cli import (
     help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).",
 )
 @click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
+@click.option(
+    "--platform",
+    type=click.Choice(["native", "aarch64", "x86_64"]),
+    default=None,
+    help="--from-index of an installed layout: the wheel's platform (default native; a pure wheel needs none).",
+)
 @target_option("apply", "default: every target with active patches")
 @click.option(
     "--layout",
@@ -82,6 +88,7 @@ def apply(
     repos,
     specs,
     intos,
+    platform,
     target,
     layout,
     branch,
@@ -125,11 +132,15 @@ def apply(
     for name, spec in spec_map.items():
         if name not in into_map:
             raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
-        chosen[name] = TreeArg("index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "")
+        chosen[name] = TreeArg(
+            "index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "", platform=platform or ""
+        )
     if not chosen:
         raise errors.InputError(
             "no build tree given", hint="pass --tree DIR, --repo DIR or --from-index SPEC --into DIR"
         )
+    if platform and not spec_map:
+        raise errors.InputError("--platform goes with --from-index (it picks the wheel of an installed layout)")
     with _progress_bar() as bar:
         progress = bar.callback("apply")
         reports = run_apply(

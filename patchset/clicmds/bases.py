@@ -70,29 +70,8 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
     check = do_detect(
         led.targets[name], root=led.root, ledger_name=led.path.name, tree=tree, image=image, upstream=upstream
     )
-    _target_set_command(check)
     if as_json:
         emit_json(check.to_json())
     else:
         render(out, check)
     return check.exit_code
-
-
-def _target_set_command(check) -> None:  # check: patchset.commands.basedetect.BaseCheck
-    """With ``patchset target set`` available, its command replaces the hand edit in the advice."""
-    from patchset.clicmds.onboard import target as target_group
-    from patchset.upstream.nightly import public_version
-
-    cmd = target_group.commands.get("set")
-    if cmd is None or not check.resolved.commit:
-        return
-    opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
-    if "--base" not in opts:
-        return
-    line = f"patchset target set {check.target} --base {check.resolved.commit}"
-    if "--base-version" in opts and check.detected.version:
-        line += f" --base-version {public_version(check.detected.version)}"
-    check.suggest = [
-        s if not s.startswith("or, when") else f"or, when the series is already validated on it: {line}"
-        for s in check.suggest
-    ]

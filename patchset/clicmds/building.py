@@ -42,6 +42,12 @@ def build() -> None:
     "--wheel", "wheel_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="A wheel file."
 )
 @click.option(
+    "--platform",
+    type=click.Choice(["native", "aarch64", "x86_64"]),
+    default=None,
+    help="With --from-index: the wheel's platform (default native; a pure wheel needs none).",
+)
+@click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -51,7 +57,7 @@ def build() -> None:
 @json_opt
 @click.pass_obj
 @guarded
-def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
+def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) -> int:
     """A wheel with the series applied: version VERSION+ps.<hash of the lock>, RECORD rewritten.
 
     \b
@@ -65,12 +71,16 @@ def build_wheel(c: Ctx, target, spec, wheel_file, out_dir, as_json) -> int:
 
     if (spec is None) == (wheel_file is None):
         raise errors.InputError("give one of --from-index SPEC or --wheel FILE")
+    if platform and wheel_file is not None:
+        raise errors.InputError("--platform goes with --from-index (a --wheel file is used as it is)")
     if spec is not None:
         target, spec = _one_target_arg(c, "from-index", spec, target)
     led = c.load()
     tgt = pick_target(led, target)
     with _progress_bar() as bar:
-        path = wheel_file.resolve() if wheel_file else fetch_wheel(spec, progress=bar.callback("", unit="bytes"))
+        path = (
+            wheel_file.resolve() if wheel_file else fetch_wheel(spec, platform, progress=bar.callback("", unit="bytes"))
+        )
         rep = do_build(led, tgt, path, out_dir.resolve(), progress=bar.callback("build wheel"))
     if as_json:
         emit_json(rep.to_json())

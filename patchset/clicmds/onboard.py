@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option, upstream_option
 
 
 @click.command()
@@ -84,8 +84,56 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     return 0
 
 
+@target.command("set")
+@click.argument("name")
+@click.option(
+    "--base", default=None, metavar="REF", help="The upstream base the series applies to (a spec, commit, dir)."
+)
+@click.option("--base-version", default=None, metavar="VERSION", help="The base's version (informational).")
+@click.option(
+    "--installed-root",
+    default=None,
+    metavar="PATH",
+    help="Where the package is installed in the image (site-packages).",
+)
+@click.option("--base-image", default=None, metavar="IMAGE", help="The stock image the installed layout comes from.")
+@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
+@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
+@click.option(
+    "--map",
+    "maps",
+    multiple=True,
+    metavar="SRC=DST",
+    help="Add or replace a path-map prefix (repeatable).",
+)
+@json_opt
+@click.pass_obj
+@guarded
+def target_set(c: Ctx, name, base, base_version, installed_root, base_image, package, layout, maps, as_json) -> int:
+    """Change [targets.NAME] without editing the ledger: base, installed root, base image, package, layout, map."""
+    from patchset.commands.targets import parse_maps, set_target
+
+    values = {
+        "base": base,
+        "base_version": base_version,
+        "installed_root": installed_root,
+        "base_image": base_image,
+        "package": package,
+        "layout": layout,
+    }
+    changed = set_target(c.ledger_path, name, values, parse_maps(maps))
+    if as_json:
+        emit_json({"target": name, "changed": changed})
+    elif not changed:
+        out.line(f"target {name}: nothing to change")
+    else:
+        for key, (old, new) in changed.items():
+            out.line(f"target {name}: {key} = {new!r}" + (f" (was {old!r})" if old is not None else ""))
+    return 0
+
+
 @click.command("import")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @target_option("import into", "default: the only target; a build repository's folders name theirs")
 @click.option(
     "--id",
@@ -94,21 +142,154 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     metavar="ID",
     help="The id of the one patch imported (default: from its file name).",
 )
+@click.option(
+    "--overlay",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Whole-file overlays mirrored at their site-packages paths: one patch per file (or per set).",
+)
+@click.option(
+    "--base",
+    default=None,
+    metavar="REF",
+    help="The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none.",
+)
+@click.option(
+    "--base-tree",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="The base as a directory (an unpacked release, a site-packages copy).",
+)
+@click.option(
+    "--manifest",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
+)
+@click.option(
+    "--script",
+    default=None,
+    metavar="'CMD … {root}/…'",
+    help="An edit script as a generated patch (needs --id): run on a private copy of the base ({root}), its diff kept.",
+)
+@click.option(
+    "--bind",
+    default=None,
+    metavar="PATH",
+    help="--script: also mount the copy at PATH (for a script that hard-codes an install path).",
+)
+@click.option(
+    "--strip",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Read the diffs' file names with -pN (default: the reading that fits the base or the package).",
+)
+@click.option(
+    "--root",
+    default=None,
+    metavar="DIR",
+    help="The package directory the diffs' names start inside (b/v1/x.py for vllm/v1/x.py: --root vllm).",
+)
+@click.option(
+    "--pr",
+    "prs",
+    multiple=True,
+    metavar="N|OWNER/REPO#N|URL|FILE",
+    help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
+)
+@click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
+@upstream_option("--revert: the target's upstream when it is a local clone, else its release history")
+@click.option(
+    "--group",
+    type=click.Choice(["file", "set"]),
+    default="file",
+    show_default=True,
+    help="Overlays: one patch per file, or one per manifest set.",
+)
 @json_opt
 @click.pass_obj
 @guarded
-def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, patch_id: str | None, as_json: bool) -> int:
-    """Import a quilt directory, patch files / format-patch mails, or EXPECTED.sha256 files.
+def import_(
+    c: Ctx,
+    sources: tuple[Path, ...],
+    target: str | None,
+    patch_id: str | None,
+    overlay: Path | None,
+    base: str | None,
+    base_tree: Path | None,
+    manifest: Path | None,
+    script: str | None,
+    bind: str | None,
+    strip: int | None,
+    root: str | None,
+    prs: tuple[str, ...],
+    revert: str | None,
+    upstream: str | None,
+    group: str,
+    as_json: bool,
+) -> int:
+    """Import a quilt directory, patch files / format-patch mails, EXPECTED.sha256 files, or overlays.
 
     \b
     A build repository (per-target folders such as patches/vllm/*.patch, patches/flashinfer/*.patch,
     and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
     flashinfer, nccl), each folder becomes that target's series in file order, and the expected
     hashes go into the lock under the target whose patches touch each file.
+
+    \b
+    --overlay DIR --target T (--base SPEC | --base-tree DIR) [--manifest FILE] [--group file|set]:
+    each overlay file becomes the byte-exact diff from the base's stock file (a new-file patch
+    where the base has none); the lock holds each overlay file's sha256.
+
+    \b
+    --script 'CMD … {root}/…' --id ID --target T --base SPEC: an anchored edit script run on a
+    private copy of the base ({root}; {ledger} is the ledger directory); the files it changes
+    become the body, the command is kept in [patch.generate] and run again by rebase.
+
+    \b
+    --pr N [--pr M …] (or --pr FILE): upstream PRs, recorded as not fetched (`patchset fetch`
+    pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
+    from patchset import errors
     from patchset.commands.importer import build_folders, import_build, import_sources
 
-    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and patch_id is None else None
+    modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
+    if len(modes) > 1:
+        raise errors.InputError(f"give one of {', '.join(modes)} per import")
+    if upstream is not None and revert is None:
+        raise errors.InputError("--upstream goes with --revert")
+    if prs or revert:
+        if sources or patch_id or base or base_tree or manifest or bind or strip is not None or root:
+            raise errors.InputError(f"{modes[0]} takes only --target (and --upstream for --revert)")
+        return _import_upstream(c, prs, revert, upstream, target, as_json)
+    if (strip is not None or root is not None) and (overlay is not None or script is not None):
+        raise errors.InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
+    if overlay is not None:
+        if bind is not None:
+            raise errors.InputError("--bind goes with --script")
+        return _import_overlay(c, sources, target, overlay, base, base_tree, manifest, group, as_json)
+    if script is not None:
+        if sources or manifest is not None:
+            raise errors.InputError("--script runs one command; pass patch files or --manifest in another import")
+        return _import_script(c, script, patch_id, target, base, base_tree, bind, as_json)
+    if bind is not None:
+        raise errors.InputError("--bind goes with --script")
+    if manifest is not None:
+        raise errors.InputError("--manifest goes with --overlay")
+    if group != "file":
+        raise errors.InputError("--group goes with --overlay")
+    if not sources:
+        raise errors.InputError(
+            "nothing to import",
+            hint="pass patch files, a quilt directory or a build repository; or --overlay DIR",
+        )
+
+    plain = patch_id is None and base is None and base_tree is None and strip is None and root is None
+    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and plain else None
     if folders:
         rep = import_build(c.ledger_path, sources[0], folders)
         if as_json:
@@ -116,14 +297,151 @@ def import_(c: Ctx, sources: tuple[Path, ...], target: str | None, patch_id: str
         else:
             _print_build_import(rep)
         return 0
-    res = import_sources(c.ledger_path, list(sources), target, patch_id)
+    res = import_sources(
+        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, strip=strip, root=root
+    )
     if as_json:
         emit_json(res.to_json())
     else:
         out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
+        for pid, how in res.inferred.items():
+            out.line(f"{pid}: file names read as {how}", indent="  ")
+        if res.recorded_base:
+            out.line(f"target base recorded: {res.recorded_base}", indent="  ")
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
     return 0
+
+
+def _import_overlay(
+    c: Ctx,
+    sources: tuple[Path, ...],
+    target: str | None,
+    overlay: Path,
+    base: str | None,
+    base_tree: Path | None,
+    manifest: Path | None,
+    group: str,
+    as_json: bool,
+) -> int:
+    from patchset import errors
+    from patchset.commands.overlay_import import import_overlay
+
+    if sources:
+        raise errors.InputError("--overlay imports a directory of overlay files; pass patch files in another import")
+    if target is None:
+        led = c.load()
+        if len(led.targets) != 1:
+            raise errors.InputError(
+                "which target do these overlays belong to?",
+                hint=f"pass --target NAME (one of: {', '.join(led.targets) or 'none: add one with `patchset target add`'})",
+            )
+        target = next(iter(led.targets))
+    rep = import_overlay(c.ledger_path, overlay, target, base=base, base_tree=base_tree, manifest=manifest, group=group)
+    if as_json:
+        emit_json(rep.to_json())
+        return 0
+    _print_overlay_import(rep)
+    return 0
+
+
+def _import_upstream(
+    c: Ctx, prs: tuple[str, ...], revert: str | None, upstream: str | None, target: str | None, as_json: bool
+) -> int:
+    from patchset.clicmds.rebasing import upstream_clone
+    from patchset.commands.upstream_import import import_prs, import_revert
+
+    if revert is not None:
+        clone = upstream_clone(upstream, revert) if upstream is not None else None
+        rep = import_revert(c.ledger_path, revert, target, Path(clone) if clone is not None else None)
+        if as_json:
+            emit_json(rep)
+        else:
+            out.line(
+                f"{rep['id']} ({rep['target']}, {rep['outcome']}): the reverse of {rep['commit'][:12]} {rep['subject']}"
+            )
+            for f in rep["files"]:
+                out.line(f"changes {f}", indent="  ")
+        return 0
+    res = import_prs(c.ledger_path, list(prs), target)
+    if as_json:
+        emit_json(res)
+    else:
+        out.line(f"target {res['target']}: added {len(res['added'])}, unchanged {len(res['unchanged'])}")
+        for pid in res["not_fetched"]:
+            out.line(f"{pid}: recorded, not fetched yet", indent="  ")
+        if res["not_fetched"]:
+            out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
+    return 0
+
+
+def _import_script(
+    c: Ctx,
+    script: str,
+    patch_id: str | None,
+    target: str | None,
+    base: str | None,
+    base_tree: Path | None,
+    bind: str | None,
+    as_json: bool,
+) -> int:
+    import shlex
+
+    from patchset.commands.script_import import import_script
+
+    rep = import_script(c.ledger_path, script, patch_id, target, base=base, base_tree=base_tree, bind=bind)
+    if as_json:
+        emit_json(rep.to_json())
+        return 0
+    out.line(f"{rep.id} ({rep.target}, {rep.outcome}): generated on {rep.base} by {shlex.join(rep.command)}")
+    if rep.recorded_base:
+        out.line(f"target {rep.target}: recorded base = {rep.recorded_base}", indent="  ")
+    if rep.script:
+        out.line(f"script {rep.script} (sha256 {rep.script_sha256[:12]}… in the lock)", indent="  ")
+    for f in rep.files:
+        how = " (new file)" if f in rep.new_files else " (deleted)" if f in rep.deleted else ""
+        out.line(f"changes {f}{how}", indent="  ")
+    if rep.ignored:
+        out.line(f"left out of the diff: {len(rep.ignored)} bytecode file(s)", indent="  ")
+    for n in rep.notes:
+        out.line(f"note: {n}", indent="  ")
+    return 0
+
+
+def _print_overlay_import(rep: Any) -> None:  # rep: patchset.commands.overlay_import.OverlayReport
+    out.line(
+        f"overlay {rep.overlay}: {rep.files} file(s) in {len(rep.patches)} patch(es)"
+        + (f", against {', '.join(f'{t} {b}' for t, b in rep.base.items())}" if rep.base else "")
+    )
+    for t, values in rep.recorded.items():
+        out.line(f"target {t}: recorded " + ", ".join(f"{k} = {v}" for k, v in values.items()), indent="  ")
+    for pid, files in rep.patches.items():
+        how = "added" if pid in rep.added else "updated" if pid in rep.updated else "unchanged"
+        new = [f for f in files if f in rep.new_files]
+        out.line(
+            f"{pid} ({rep.targets[pid]}, {how}): {', '.join(files)}"
+            + (f"; new file(s): {', '.join(new)}" if new else ""),
+            indent="  ",
+        )
+    out.line(f"added {len(rep.added)}, updated {len(rep.updated)}, unchanged {len(rep.unchanged)}")
+    for f in rep.identical:
+        out.line(f"identical to the base, nothing to carry: {f}", indent="  ")
+    for m in rep.checksums:
+        out.line(
+            f"checksum mismatch: {m['file']}: the manifest's {m['algorithm']} is {m['manifest']}, the file's is "
+            f"{m['actual']} (the file was imported)",
+            indent="  ",
+        )
+    for s in rep.skipped:
+        out.line(f"skipped {s['file']}: {s['reason']}", indent="  ")
+    for m in rep.missing:
+        out.line(f"in the manifest ({m['entry']}) but not in the overlay: {m['file']}", indent="  ")
+    for f in rep.not_in_manifest:
+        out.line(f"not in the manifest (imported by its path in the overlay): {f}", indent="  ")
+    for n in rep.notes:
+        out.line(f"note: {n}", indent="  ")
+    if rep.patches:
+        out.line("next: patchset apply --from-index SPEC --into DIR (reproduces every overlay file), or rebase --onto")
 
 
 def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
@@ -143,6 +461,8 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
         out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
     r = rep.result
     out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
+    for pid, how in r.inferred.items():
+        out.line(f"{pid}: file names read as {how}", indent="  ")
     for f, counts in rep.expected.items():
         per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
         out.line(f"expected hashes from {f}: {per}")

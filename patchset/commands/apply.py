@@ -48,6 +48,7 @@ class TreeArg:
     spec: str = ""
     layout: str = ""
     branch: str = ""
+    platform: str = ""  # --from-index of an installed layout: the wheel's platform ("": native)
 
 
 @dataclass
@@ -448,10 +449,13 @@ def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_file
         fill_lock(e, ledger, target, files, base_files)
 
 
-def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | None = None) -> Path:
-    """Download (once, cached) and unpack a release for ``--from-index``."""
+def fetch_release_tree(
+    spec: str, into: Path, layout: str, progress: Progress | None = None, platform: str | None = None
+) -> Path:
+    """Download (once, cached) and unpack a release for ``--from-index``: the sdist for a source
+    layout, the wheel for an installed one (pure, else ``platform``'s: native by default)."""
     from patchset.upstream.archives import unpack
-    from patchset.upstream.releases import download
+    from patchset.upstream.releases import download, download_wheel
 
     if into.exists() and (not into.is_dir() or any(into.iterdir())):
         raise InputError(
@@ -459,7 +463,10 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | 
             hint="choose a new directory; apply --tree DIR patches an existing tree",
         )
     kind = "sdist" if layout == "source" else "wheel"
-    archive = download(spec, kind, progress=progress)
+    if kind == "wheel":
+        archive = download_wheel(spec, platform, progress=progress)
+    else:
+        archive = download(spec, kind, progress=progress)
     unpack(archive, into, strip_top=(kind == "sdist"))
     return into
 
@@ -467,7 +474,9 @@ def fetch_release_tree(spec: str, into: Path, layout: str, progress: Progress | 
 def apply_to_index(ledger: Ledger, target: Target, spec: str, into: Path, *, layout: str, **kw) -> TargetReport:
     import shutil
 
-    fetch_release_tree(spec, into, layout, progress=kw.pop("download_progress", None))
+    fetch_release_tree(
+        spec, into, layout, progress=kw.pop("download_progress", None), platform=kw.pop("platform", None)
+    )
     try:
         rep = apply_to_tree(ledger, target, into, layout=layout, kind="index", **kw)
     except BaseException:
@@ -761,6 +770,7 @@ def run(
                     arg.spec,
                     arg.path,
                     layout=layout,
+                    platform=arg.platform or None,
                     download_progress=download_progress,
                     remove_empty=remove_empty,
                     durable=durable,

@@ -267,39 +267,23 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                     )
                 )
 
-    # 4. EXPECTED.sha256 vs the lock and vs the files the series changes
+    # 4. EXPECTED.sha256 vs the lock and vs the files the series changes, line by line for the
+    # target that owns each file (one shared file may list several targets' files, as import reads it)
     for ef in expected_files:
         erel = _rel(ef, root)
         rep.expected_files.append(erel)
         raw = parse_expected(ef)
         lines = _expected_lines(ef)
-        tname = _expected_target(ledger, ef.parent, raw, dir_target, touched, target)
-        if tname is None:
+        per_target, unowned = _split_expected(ledger, ef.parent, raw, dir_target, touched, target)
+        if not per_target:
             rep.findings.append(Finding("expected-extra", erel, "cannot tell which target these hashes belong to"))
             continue
-        t = ledger.targets[tname]
-        want = {canonical_path(t, k): (v, k) for k, v in raw.items()}
-        lock_files = {canonical_path(t, k): v for k, v in ledger.lock.target(tname).files.items()}
-        for path, (digest, written) in sorted(want.items()):
-            line = lines.get(written)
-            if path in lock_files and lock_files[path] != digest:
-                rep.findings.append(
-                    Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
-                )
-            elif lock_files and path not in lock_files:
-                rep.findings.append(
-                    Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line)
-                )
-            if touched[tname] and path not in touched[tname]:
-                rep.findings.append(
-                    Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
-                )
-        for path in sorted(set(lock_files) - set(want)):
-            rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
-        for path in sorted(touched[tname] - set(want)):
+        for written in unowned:
             rep.findings.append(
-                Finding("expected-missing", erel, f"the {tname} series changes {path}, which has no line here")
+                Finding("expected-extra", erel, f"{written}: no target's series changes this file", lines.get(written))
             )
+        for tname, want in per_target.items():
+            _expected_findings(ledger, tname, want, lines, touched, erel, rep)
     rep.findings.sort(key=lambda f: (f.file != ledger_name, f.file, f.line or 0))
     return rep
 
@@ -361,6 +345,74 @@ def _expected_lines(path: Path) -> dict[str, int]:
             name = parts[1].strip().lstrip("*")
             out[name[2:] if name.startswith("./") else name] = lineno
     return out
+
+
+def _split_expected(
+    ledger: Ledger,
+    folder: Path,
+    raw: dict[str, str],
+    dir_target: dict[Path, Counter[str]],
+    touched: dict[str, set[str]],
+    only: str | None,
+) -> tuple[dict[str, dict[str, tuple[str, str]]], list[str]]:
+    """``{target: {canonical path: (sha256, path as written)}}``: each line goes to the target whose
+    patched or locked file it names (any layout, any install prefix: ``importer._owner``), the
+    others to the target the whole file is for (``_expected_target``); and the lines that have
+    neither."""
+    from patchset.commands.importer import _owner
+
+    names = [only] if only is not None else list(ledger.targets)
+    keys: dict[str, tuple[str, str]] = {}
+    for name in names:
+        t = ledger.targets[name]
+        for path in (*sorted(touched.get(name, set())), *ledger.lock.target(name).files):
+            key = canonical_path(t, path)
+            for spelling in (path, key, t.path_map.to_installed(key)):
+                keys.setdefault(spelling, (name, key))
+    fallback = _expected_target(ledger, folder, raw, dir_target, touched, only)
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    unowned: list[str] = []
+    for written, digest in raw.items():
+        owner = _owner(written, keys) or _owner(written.lstrip("/"), keys)
+        if owner is None and fallback is not None:
+            owner = (fallback, canonical_path(ledger.targets[fallback], written))
+        if owner is None:
+            unowned.append(written)
+        else:
+            out.setdefault(owner[0], {})[owner[1]] = (digest, written)
+    if not out and fallback is not None:
+        out[fallback] = {}
+    return out, unowned
+
+
+def _expected_findings(
+    ledger: Ledger,
+    tname: str,
+    want: dict[str, tuple[str, str]],
+    lines: dict[str, int],
+    touched: dict[str, set[str]],
+    erel: str,
+    rep: AuditReport,
+) -> None:
+    lock_files = {canonical_path(ledger.targets[tname], k): v for k, v in ledger.lock.target(tname).files.items()}
+    for path, (digest, written) in sorted(want.items()):
+        line = lines.get(written)
+        if path in lock_files and lock_files[path] != digest:
+            rep.findings.append(
+                Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
+            )
+        elif lock_files and path not in lock_files:
+            rep.findings.append(Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line))
+        if touched[tname] and path not in touched[tname]:
+            rep.findings.append(
+                Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
+            )
+    for path in sorted(set(lock_files) - set(want)):
+        rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
+    for path in sorted(touched[tname] - set(want)):
+        rep.findings.append(
+            Finding("expected-missing", erel, f"the {tname} series changes {path}, which has no line here")
+        )
 
 
 def _expected_target(

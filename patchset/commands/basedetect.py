@@ -147,10 +147,10 @@ def _suggest(target: Target, check: BaseCheck, ledger_name: str) -> list[str]:
             f"patchset base detect --target {target.name} --upstream PATH|URL …"
         ]
     version = public_version(check.detected.version) if check.detected.version else ""
-    edit = f'base = "{full}"' + (f', base_version = "{version}"' if version else "")
+    record = f"patchset target set {target.name} --base {full}" + (f" --base-version {version}" if version else "")
     return [
         f"move the series to it: patchset rebase --target {target.name} --onto {full}",
-        f"or, when the series is already validated on it, record it: in [targets.{target.name}] of {ledger_name} set {edit}",
+        f"or, when the series is already validated on it, record it in {ledger_name}: {record}",
     ]
 
 

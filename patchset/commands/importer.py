@@ -29,7 +29,7 @@ from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
 from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
-from patchset.patchfmt.headers import parse_meta
+from patchset.patchfmt.headers import is_mbox_start, mail_file_name, parse_meta, split_mbox
 from patchset.patchfmt.reader import diff_start
 
 PATCH_SUFFIXES = (".patch", ".diff")
@@ -43,6 +43,8 @@ class ImportItem:
     path: Path
     name: str
     strip: int | None = None
+    data: bytes | None = None  # the body when it is one mail of an mbox (else read from ``path``)
+    root: str = ""  # --root: the package directory the diff's names are relative to
 
 
 @dataclass
@@ -54,9 +56,18 @@ class ImportResult:
     unchanged: list[str] = field(default_factory=list)
     expected: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)  # target -> files the imported bodies touch
+    inferred: dict[str, str] = field(default_factory=dict)  # patch id -> the reading of its names import chose
+    recorded_base: str = ""  # --base recorded as the target's base (it had none)
 
     def to_json(self) -> dict[str, object]:
-        return {"added": self.added, "updated": self.updated, "unchanged": self.unchanged, "expected": self.expected}
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "expected": self.expected,
+            "inferred": self.inferred,
+            "recorded_base": self.recorded_base,
+        }
 
 
 def patch_id_for(name: str) -> str:
@@ -165,18 +176,60 @@ def unique_ids(items: list[ImportItem]) -> list[str]:
     return ids
 
 
+_SCRIPT_HINT = (
+    "an edit script is imported as a generated patch: `patchset import --script 'python3 {name} {{root}}/PATH' "
+    "--id ID --target T --base SPEC` runs it on a private copy of the base and keeps its diff"
+)
+_OVERLAY_HINT = (
+    "a modified copy of an installed file is an overlay: `patchset import --overlay DIR --target T --base SPEC` "
+    "turns each file of DIR (mirrored at its site-packages path) into its diff from the base"
+)
+_SOURCE_SUFFIXES = (".py", ".pyi", ".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".sh", ".txt", ".toml", ".yaml")
+
+
+def not_a_diff(path: Path, body: bytes) -> tuple[str, str]:
+    """What a file without a diff is, and which import it belongs to: (message, hint)."""
+    name = path.name
+    text = body[:65536].decode("utf-8", "replace")
+    if not body.strip():
+        return "not a diff: the file is empty", "import patch files (unified diffs, format-patch mails with a diff)"
+    if re.match(r"^From [0-9a-f]{40} ", text) or (
+        re.search(r"^Subject: ", text, re.M) and re.search(r"^From: ", text, re.M)
+    ):
+        return (
+            "not a diff: a mail without a patch (a cover letter, a reply?)",
+            "import the mails that carry the diffs (git format-patch writes one per commit)",
+        )
+    if name.endswith(".json") or text.lstrip().startswith(("{", "[")):
+        if "overlay_file" in text or "site_packages_target" in text:
+            return "not a diff: an overlay manifest (JSON)", (
+                "import the overlay with its manifest: `patchset import --overlay DIR --manifest "
+                f"{name} --target T --base SPEC`"
+            )
+        return "not a diff: JSON", "import patch files; an overlay kit's MANIFEST.json goes with --overlay --manifest"
+    looks_script = re.search(r"\.replace\(|re\.sub\(|\bsed\s+-i\b", text) and re.search(
+        r"write_text\(|write_bytes\(|open\([^)]*['\"]w|os\.replace\(|\bsed\s+-i\b", text
+    )
+    if looks_script:
+        return "not a diff: an edit script (it rewrites files in place)", _SCRIPT_HINT.format(name=name)
+    if name.endswith(_SOURCE_SUFFIXES) or text.startswith("#!") or re.search(r"^(import|from|def|class) ", text, re.M):
+        return "not a diff: a source file", _OVERLAY_HINT
+    return "not a diff: no 'diff --git' or '---'/'+++' header", (
+        "import patch files (unified diffs, format-patch mails with a diff); "
+        "whole modified files go with --overlay, edit scripts with --script"
+    )
+
+
 def _check_text(item: ImportItem, body: bytes) -> None:
-    """Refuse a file in which no diff starts (an empty file, a mail without a patch). A NUL byte
-    alone does not make a patch binary (vim's patches carry some in their text, and GNU patch
-    applies them): refuse only a file in which no diff can be found."""
+    """Refuse a file in which no diff starts (an empty file, a mail without a patch, a source file,
+    a JSON manifest, an edit script), saying which import it belongs to. A NUL byte alone does not
+    make a patch binary (vim's patches carry some in their text, and GNU patch applies them):
+    refuse only a file in which no diff can be found."""
     if diff_start(body)[0] == len(body):
         if b"\x00" in body:
             raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))
-        raise InputError(
-            "not a diff: " + ("the file is empty" if not body.strip() else "no 'diff --git' or '---'/'+++' header"),
-            where=Location(item.path),
-            hint="import patch files (unified diffs, format-patch mails with a diff); nothing was imported",
-        )
+        message, hint = not_a_diff(item.path, body)
+        raise InputError(message, where=Location(item.path), hint=hint + "; nothing was imported")
     if b"\x00" not in body:
         return
     try:
@@ -187,6 +240,61 @@ def _check_text(item: ImportItem, body: bytes) -> None:
 
 def _expected(path: Path, *, relative: bool = False) -> dict[str, str]:
     return parse_expected(path, _read_text(path, "EXPECTED.sha256 file"), relative=relative)
+
+
+def nothing_importable(src: Path) -> InputError:
+    """The error for a directory without a series, a patch or an EXPECTED.sha256: what it holds
+    (by kind, a few names) and which import fits it."""
+    counts: dict[str, int] = {}
+    names: list[str] = []
+    scripts: list[str] = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for n in sorted(filenames):
+            total += 1
+            kind = Path(n).suffix or "(no suffix)"
+            counts[kind] = counts.get(kind, 0) + 1
+            rel = (Path(dirpath) / n).relative_to(src).as_posix()
+            if len(names) < 5:
+                names.append(rel)
+            if re.match(r"^(patch|fix|apply)[_-].*\.py$", n):
+                scripts.append(rel)
+        if total > 10000:
+            break
+    if not total:
+        return InputError(f"{src}: the directory is empty: nothing to import")
+    found = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
+    if scripts:
+        hint = _SCRIPT_HINT.format(name=scripts[0])
+    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
+        hint = _OVERLAY_HINT.replace("DIR", str(src))
+    return InputError(
+        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; "
+        f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})",
+        hint=hint + "; nothing was imported",
+    )
+
+
+def split_mails(item: ImportItem) -> list[ImportItem]:
+    """An mbox (several ``git format-patch`` mails in one file) as one item per mail, named as
+    format-patch names them (``0001-subject.patch``); any other file as itself."""
+    try:
+        with open(item.path, "rb") as fh:
+            head = fh.read(256) if os.path.isfile(item.path) else b""
+    except OSError:
+        head = b""
+    if not is_mbox_start(head):
+        return [item]  # read (and checked) when it is imported
+    data = read_source(item.path)
+    mails = split_mbox(data)
+    if len(mails) == 1:
+        return [ImportItem(path=item.path, name=item.name, strip=item.strip, data=data)]
+    return [
+        ImportItem(path=item.path, name=mail_file_name(n, parse_meta(mail).title), strip=item.strip, data=mail)
+        for n, mail in enumerate(mails, start=1)
+    ]
 
 
 def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
@@ -200,9 +308,11 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
             if (src / "series").is_file():
                 items.extend(read_series_file(src / "series"))
             else:
-                for f in sorted(src.iterdir()):
-                    if f.is_file() and f.suffix in PATCH_SUFFIXES:
-                        items.append(ImportItem(path=f, name=f.name))
+                found = [f for f in sorted(src.iterdir()) if f.is_file() and f.suffix in PATCH_SUFFIXES]
+                if not found and not (src / "EXPECTED.sha256").is_file():
+                    raise nothing_importable(src)
+                for f in found:
+                    items.extend(split_mails(ImportItem(path=f, name=f.name)))
         elif os.path.exists(src):
             if not src.is_file():
                 read_source(src)  # a device, FIFO or socket: refused with what it is
@@ -211,7 +321,7 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
             elif src.name.endswith(".sha256"):
                 expected.append(src)
             else:
-                items.append(ImportItem(path=src, name=src.name))
+                items.extend(split_mails(ImportItem(path=src, name=src.name)))
         else:
             raise InputError(
                 f"{src}: no such file or directory", hint="pass a quilt directory, patch files or EXPECTED.sha256 files"
@@ -235,13 +345,33 @@ def _choose_target(ledger: Ledger, target: str | None) -> str:
 
 
 def import_sources(
-    ledger_path: Path, sources: list[Path], target: str | None = None, patch_id: str | None = None
+    ledger_path: Path,
+    sources: list[Path],
+    target: str | None = None,
+    patch_id: str | None = None,
+    *,
+    base: str | None = None,
+    base_tree: Path | None = None,
+    strip: int | None = None,
+    root: str | None = None,
 ) -> ImportResult:
     """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
-    one patch imported (instead of the one its file name gives)."""
+    one patch imported (instead of the one its file name gives). Each body's file names are read
+    the way that fits the base (``base``/``base_tree``, else the target's recorded base when it is
+    at hand, else its package: ``diffroot``) unless ``strip``/``root`` (or a series' ``-pN``) say."""
     ledger = ledger_mod.load_ledger(ledger_path)
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
+    if strip is not None and strip < 0:
+        raise InputError(f"--strip {strip}: a number of leading components (0, 1, ...)")
+    if root is not None:
+        root = check_relative(root, what="--root").rstrip("/") + "/"
+    for item in items:
+        if strip is not None:
+            item.strip = strip
+        if root is not None:
+            item.root = root
+    base_files, label = known_base_files(ledger, ledger.targets[tname], base, base_tree)
     result = ImportResult()
     if patch_id is not None:
         if not ID_RE.match(patch_id):
@@ -258,8 +388,10 @@ def import_sources(
     else:
         ids = unique_ids(items)
     with ledger_mod.edit(ledger_path) as e:
-        _import_items(e, ledger.targets[tname], items, result, ids)
+        _import_items(e, ledger.targets[tname], items, result, ids, base_files)
         tgt = ledger.targets[tname]
+        if (base is not None or base_tree is not None) and not tgt.base and label:
+            e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
             hashes = {
                 check_relative(tgt.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
@@ -312,15 +444,82 @@ def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
             )
 
 
+def known_base_files(
+    ledger: Ledger, target: Target, base: str | None = None, base_tree: Path | None = None
+) -> tuple[set[str] | None, str]:
+    """(the base's file list, its label) for reading diff names: the base given, else the target's
+    recorded base when it is at hand without a download (a directory, a local clone, a release
+    already in the history); ``(None, "")`` otherwise (the target's package directories are used)."""
+    from patchset.upstream.stock import open_stock
+
+    if base is None and base_tree is None and (not target.base or not _base_at_hand(ledger, target)):
+        return None, ""
+    with open_stock(ledger.root, target, base, base_tree) as stock:
+        return set(stock.files()), stock.label
+
+
+def _base_at_hand(ledger: Ledger, target: Target) -> bool:
+    from packaging.utils import canonicalize_name
+
+    from patchset.upstream import cache
+    from patchset.upstream.bases import local_repo, version_like
+    from patchset.upstream.releases import is_spec_like, parse_spec
+
+    ref = target.base
+    if any(p.is_dir() for p in (Path(ref).expanduser(), ledger.root / ref)) or local_repo(target.upstream or "-"):
+        return True
+    if is_spec_like(ref):
+        spec = parse_spec(ref)
+    elif version_like(ref) and target.package:
+        spec = parse_spec(f"{target.package}=={version_like(ref)}")
+    else:
+        return False
+    from patchset.upstream.history import ReleaseHistory
+
+    git_dir = cache.history_dir() / f"{canonicalize_name(spec.project)}.git"
+    return (git_dir / "HEAD").is_file() and ReleaseHistory(git_dir).rev(f"refs/tags/{spec.tag}") is not None
+
+
+def _read_names(
+    item: ImportItem, body: bytes, target: Target, base_files: set[str] | None, pid: str, result: ImportResult
+) -> bytes:
+    """Settle how ``body``'s file names are read (``diffroot``): ``item.strip``/``item.root`` as given,
+    else the one reading that fits; the body re-rooted when a root goes in front of its names."""
+    from patchset.commands.diffroot import infer, reroot
+
+    if item.strip is None and not item.root:
+        chosen, fits = infer(body, target, target.strip, base_files)
+        if chosen is None and len(fits) > 1 and base_files is not None:
+            raise InputError(
+                "its file names fit several readings: " + "; ".join(r.describe() for r in fits),
+                where=Location(item.path),
+                hint="say which with --strip N (and --root DIR when the names start inside the package); "
+                "nothing was imported",
+            )
+        if chosen is not None:
+            item.strip, item.root = chosen.strip, chosen.root
+            against = "the base's files" if base_files is not None else "the target's package"
+            result.inferred[pid] = f"{chosen.describe()}: the reading that fits {against}"
+    if item.root:
+        body = reroot(body, item.strip if item.strip is not None else target.strip, item.root)
+    return body
+
+
 def _import_items(
-    e: ledger_mod.Edit, target: Target, items: list[ImportItem], result: ImportResult, ids: list[str] | None = None
+    e: ledger_mod.Edit,
+    target: Target,
+    items: list[ImportItem],
+    result: ImportResult,
+    ids: list[str] | None = None,
+    base_files: set[str] | None = None,
 ) -> None:
     """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated);
     ``ids`` default to ``unique_ids(items)``."""
     tname = target.name
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
-        body = read_source(item.path)
+        body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
+        body = _read_names(item, body, target, base_files, pid, result)
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{body_name(item.name, pid)}"
         digest = sha256_bytes(body)
@@ -341,6 +540,11 @@ def _import_items(
                 _refuse_collision(e, target, item, pid, existing.get("body"))
             if "body" not in existing and body_name(item.name, pid) != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
+            if pid in result.inferred or item.root:  # a new reading of its names replaces the old one
+                if item.strip is not None and item.strip != target.strip:
+                    e.set_path(existing, "source.strip", item.strip)
+                if item.root:
+                    e.set_path(existing, "source.root", item.root)
             result.updated.append(pid)
         else:
             _refuse_shared_body(e, item, rel)
@@ -362,12 +566,15 @@ def _import_items(
                 e.set_path(table, f"dep3.{name}", value)
             if item.strip is not None and item.strip != target.strip:
                 e.set_path(table, "source.strip", item.strip)
+            if item.root:
+                e.set_path(table, "source.root", item.root)
             if meta.upstream_status:
                 table.add("notes", f"Upstream-Status: {meta.upstream_status}")
             result.added.append(pid)
         e.write_file(rel, body)
         e.lock.bodies[pid] = digest
-        result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, item.strip or target.strip))
+        level = item.strip if item.strip is not None else target.strip
+        result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, level))
 
 
 # ---- a build repository: per-target patch folders and an EXPECTED.sha256 ---------------------------
@@ -433,6 +640,20 @@ def _owner(path: str, keys: dict[str, tuple[str, str]]) -> tuple[str, str] | Non
     return keys[best] if best else None
 
 
+def patched_keys(targets: dict[str, Target], files: dict[str, list[str]]) -> dict[str, tuple[str, str]]:
+    """Every spelling of each patched file (as its body names it, its source-layout lock key, its
+    installed path) -> (target, lock key): an ``EXPECTED.sha256`` line in either layout finds the
+    key ``apply`` checks, whichever layout the body was written in."""
+    keys: dict[str, tuple[str, str]] = {}
+    for name, paths in files.items():
+        t = targets[name]
+        for f in paths:
+            key = t.lock_key(f)
+            for spelling in (f, key, t.path_map.to_installed(key)):
+                keys.setdefault(spelling, (name, key))
+    return keys
+
+
 def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> BuildImport:
     """Create the missing targets (presets where the folder name is known), import every folder's
     patches in file order, and file the expected hashes under the target whose patches touch each
@@ -455,15 +676,10 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
                 targets[name] = ledger_mod.target_from(name, values)
         for name, folder in folders.items():
             items, _ = collect([folder])
-            _import_items(e, targets[name], items, rep.result)
+            base_files = known_base_files(ledger, targets[name])[0] if targets[name].base else None
+            _import_items(e, targets[name], items, rep.result, None, base_files)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
-        keys: dict[str, tuple[str, str]] = {}
-        for name, files in rep.result.files.items():
-            t = targets[name]
-            for f in files:
-                keys[f] = (name, f)
-                if t.layout == "installed":
-                    keys[t.path_map.to_installed(f)] = (name, f)
+        keys = patched_keys(targets, rep.result.files)
         for ef, only in _expected_files(src, folders):
             counts: dict[str, int] = {}
             for path, digest in _expected(ef).items():

@@ -226,11 +226,39 @@ def validate(ledger: Ledger) -> ValidateReport:
     rep.counts = {t: dict(c) for t, c in counts.items()}
     rep.not_checked = {s: rep.not_checked[s] for s in (BODY_MISSING, BODY_UNLOCKED) if s in rep.not_checked}
     rep.warnings.extend(f"extra body not in the ledger: {rel}" for rel in _extra_bodies(ledger))
+    _check_scripts(ledger, rep)
     known = {p.id for p in ledger.patches}  # once: a set per lock entry made validate quadratic
     for pid in ledger.lock.bodies:
         if pid not in known:
             rep.warnings.append(f"lock has a hash for unknown patch {pid!r}")
     return rep
+
+
+def _check_scripts(ledger: Ledger, rep: ValidateReport) -> None:
+    """A generated patch's script against the sha256 the lock recorded when its body was made."""
+    import shlex
+
+    for p in ledger.patches:
+        gen = p.generate
+        if gen is None or not gen.script:
+            continue
+        f = ledger.root / gen.script
+        again = (
+            f"run `patchset import --script {shlex.quote(shlex.join(gen.command))} --id {p.id} "
+            f"--target {p.target}` to make its body again"
+        )
+        locked = ledger.lock.scripts.get(p.id)
+        if not f.is_file():
+            rep.problems.append(f"{p.id}: its script {gen.script} is missing (the generate command cannot run)")
+        elif locked is None:
+            rep.warnings.append(f"{p.id}: its script {gen.script} has no sha256 in the lock ({again})")
+        else:
+            actual = sha256_bytes(f.read_bytes())
+            if actual != locked:
+                rep.problems.append(
+                    f"{p.id}: its script {gen.script} changed since its body was made: expected sha256 {locked}, "
+                    f"actual {actual} ({again})"
+                )
 
 
 def _extra_bodies(ledger: Ledger) -> list[Path]:
@@ -286,6 +314,9 @@ def show(ledger: Ledger, patch_id: str) -> dict[str, Any]:
     p = ledger.get(patch_id)
     state, body = body_state(ledger, p)
     d = asdict(p)
+    for key in ("generate", "overlay"):  # named tuples: a table in --json, not a list
+        value = getattr(p, key)
+        d[key] = value._asdict() if value is not None else None
     d["body_path"] = p.body_path
     d["body_state"] = state
     d["body_sha256"] = sha256_bytes(body) if body is not None else None

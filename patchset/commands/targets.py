@@ -52,3 +52,41 @@ def init(ledger_path: Path, title: str, targets: list[str]) -> dict[str, dict[st
         check_name(name)
     ledger_mod.init_ledger(ledger_path, title)
     return add_targets(ledger_path, {t: target_values(t) for t in targets}) if targets else {}
+
+
+SETTABLE = ("base", "base_version", "installed_root", "base_image", "package", "layout", "upstream", "github")
+
+
+def set_target(ledger_path: Path, name: str, values: dict[str, Any], maps: dict[str, str]) -> dict[str, Any]:
+    """Change keys of an existing ``[targets.NAME]`` in one atomic ledger edit (the schema checks
+    the result before anything is written); ``maps`` adds or replaces path-map prefixes. Returns
+    what changed: key -> (old, new)."""
+    import tomlkit
+
+    from patchset.ledger.presets import offer
+
+    changed: dict[str, Any] = {}
+    with ledger_mod.edit(ledger_path) as e:
+        targets = e.doc.get("targets")
+        if targets is None or name not in targets:
+            raise InputError(f"unknown target {name!r} in {ledger_path.name}: {offer(name)}")
+        table = targets[name]
+        for key, value in values.items():
+            if value is None or key not in SETTABLE:
+                continue
+            old = table.get(key)
+            if old != value:
+                table[key] = value
+                changed[key] = [old, value]
+        if maps:
+            pm = table.get("path_map")
+            if pm is None:
+                pm = tomlkit.table()
+                table.add("path_map", pm)
+            for src, dst in maps.items():
+                if pm.get(src) != dst:
+                    changed[f"path_map.{src}"] = [pm.get(src), dst]
+                    pm[src] = dst
+        if not changed:
+            e.cancelled = True
+    return changed

@@ -73,7 +73,7 @@ def load_lock(path: Path) -> Lock:
     def bad(keypath: tuple[str | int, ...], msg: str, hint: str = REGENERATE) -> LedgerError:
         return LedgerError(msg, where=Location(path, loc.line_of(keypath), ".".join(map(str, keypath))), hint=hint)
 
-    allowed = {"schema", "bodies", "heads", "targets"}
+    allowed = {"schema", "bodies", "heads", "targets", "scripts"}
     for key in data:
         if key not in allowed:
             raise bad((key,), f"unknown key {key!r} in lock")
@@ -99,6 +99,10 @@ def load_lock(path: Path) -> Lock:
         if not isinstance(head, str) or not SHA_RE.match(head):
             raise bad(("heads", pid), f"bad commit sha {head!r} for {pid!r}")
         lock.heads[pid] = head
+    for pid, digest in table(("scripts",), data.get("scripts", {})).items():  # generated patches' scripts
+        if not isinstance(digest, str) or not SHA256_RE.match(digest):
+            raise bad(("scripts", pid), f"bad sha256 {digest!r} for the script of {pid!r}")
+        lock.scripts[pid] = digest
     for name, tdata in table(("targets",), data.get("targets", {})).items():
         tdata = table(("targets", name), tdata)
         tl = TargetLock(base=str(tdata.get("base", "")))
@@ -140,6 +144,11 @@ def render_lock(lock: Lock) -> str:
         for k in sorted(lock.heads):
             heads.add(k, lock.heads[k])
         doc.add("heads", heads)
+    if lock.scripts:
+        scripts = tomlkit.table()
+        for k in sorted(lock.scripts):
+            scripts.add(k, lock.scripts[k])
+        doc.add("scripts", scripts)
     targets = tomlkit.table(is_super_table=True)
     for name in sorted(lock.targets):
         tl = lock.targets[name]

@@ -122,6 +122,7 @@ class Source:
     exclude: list[str] = field(default_factory=list)
     strip: int | None = None
     sha256: str = ""
+    root: str = ""  # the directory the original diff's paths were relative to (import re-rooted them)
 
 
 @dataclass
@@ -177,6 +178,28 @@ class RecordedStatus:
     followups: list[str] = field(default_factory=list)
 
 
+# ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
+@dataclass(frozen=True)
+class Generate:
+    """A patch whose body is made by running a command (an anchored edit script) on a private copy
+    of the target's base: ``{root}`` in ``command`` is that copy, ``{ledger}`` the ledger directory.
+    ``script`` (relative to the ledger directory) is the file whose sha256 the lock keeps;
+    ``bind`` an absolute path the copy is also mounted at (for scripts that hard-code one)."""
+
+    command: list[str]
+    script: str = ""
+    bind: str = ""
+    timeout: int = 300
+
+
+@dataclass(frozen=True)
+class OverlayOrigin:
+    """Where an overlay patch came from: the overlay files (as the kit names them) and its manifest."""
+
+    files: list[str]
+    manifest: str = ""
+
+
 @dataclass
 class Patch:
     """One entry of the series."""
@@ -200,6 +223,9 @@ class Patch:
     status: RecordedStatus = field(default_factory=RecordedStatus)
     notes: str = ""
     dep3: dict[str, str] = field(default_factory=dict)  # DEP-3 fields kept from the header, as written
+    tags: list[str] = field(default_factory=list)  # named subsets (an overlay manifest's sets)
+    generate: Generate | None = None
+    overlay: OverlayOrigin | None = None
     line: int = 0
 
     @property
@@ -227,6 +253,7 @@ class Lock:
     bodies: dict[str, str] = field(default_factory=dict)
     heads: dict[str, str] = field(default_factory=dict)
     targets: dict[str, TargetLock] = field(default_factory=dict)
+    scripts: dict[str, str] = field(default_factory=dict)  # generated patch id -> sha256 of its script
 
     def target(self, name: str) -> TargetLock:
         return self.targets.setdefault(name, TargetLock())

@@ -95,6 +95,7 @@ SOURCE = {
     "exclude": Field("list[str]"),
     "strip": Field("int", check=_strip),
     "sha256": Field("str", check=_pattern(SHA256_RE, "a sha256 (64 hex digits)")),
+    "root": Field("str"),
 }
 SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
 LONGCTX_CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
@@ -215,6 +216,32 @@ STATUS = {
         check=_pattern(FOLLOWUP_RE, "a follow-up like 'reverted vllm-project/vllm#58999 of vllm-project/vllm#57632'"),
     ),
 }
+
+
+# ---- onboarding (issue #25): generated patches and overlays -------------------------------------
+def _argv(value: Any) -> str | None:
+    return "the command is empty: give the program and its arguments" if not value else None
+
+
+def _absolute(value: Any) -> str | None:
+    if value and (not value.startswith("/") or ".." in value.split("/")):
+        return f"{value!r} is not an absolute path without '..'"
+    return None
+
+
+def _positive(value: Any) -> str | None:
+    return f"timeout {value} must be a positive number of seconds" if value <= 0 else None
+
+
+GENERATE = {
+    # argv; "{root}" is a private copy of the target's base tree, "{ledger}" the ledger directory
+    "command": Field("list[str]", required=True, check=_argv),
+    "script": Field("str"),
+    "bind": Field("str", check=_absolute),
+    "timeout": Field("int", check=_positive),
+}
+OVERLAY = {"files": Field("list[str]"), "manifest": Field("str")}
+
 PATCH = {
     "id": Field("str", required=True, check=_id),
     "target": Field("str", required=True),
@@ -236,6 +263,9 @@ PATCH = {
     "tests": Field("array", table=TEST),
     # DEP-3 fields an import read and no other key holds, verbatim (Bug-Debian, Forwarded, Origin ...)
     "dep3": Field("map[str]"),
+    "tags": Field("list[str]"),
+    "generate": Field("table", table=GENERATE),
+    "overlay": Field("table", table=OVERLAY),
 }
 TARGET = {
     "upstream": Field("str"),
@@ -396,6 +426,13 @@ class Validator:
                 self.check_inside(body, ("patch", i, "body"))
             for j, test in enumerate(patch.get("tests", [])):
                 self.check_test(test, ("patch", i, "tests", j), engines)
+            self.check_generate(patch, ("patch", i))
+
+    def check_generate(self, patch: dict[str, Any], at: KeyPath) -> None:
+        """A generated patch's script lies inside the ledger directory."""
+        script = patch.get("generate", {}).get("script")
+        if script:
+            self.check_inside(script, (*at, "generate", "script"), root="the ledger directory")
 
     def check_engine(self, name: str, engine: dict[str, Any]) -> None:
         """An engine needs a way to start (its own `start` or a preset's); a fixed port serves one start at a time."""

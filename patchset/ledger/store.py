@@ -21,8 +21,10 @@ from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.lock import load_lock, render_lock
 from patchset.ledger.model import (
     SCHEMA_VERSION,
+    Generate,
     Ledger,
     Lock,
+    OverlayOrigin,
     Patch,
     PathMap,
     RecordedStatus,
@@ -215,7 +217,28 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
         status=RecordedStatus(**{**st, "followups": list(st.get("followups", []))}),
         dep3=dict(d.get("dep3", {})),
         line=line,
+        **_onboarding_fields(d),
     )
+
+
+def _onboarding_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """``tags``, ``[patch.generate]`` and ``[patch.overlay]`` (issue #25)."""
+    gen = d.get("generate")
+    ov = d.get("overlay")
+    return {
+        "tags": list(d.get("tags", [])),
+        "generate": Generate(
+            command=list(gen["command"]),
+            script=gen.get("script", ""),
+            bind=gen.get("bind", ""),
+            timeout=gen.get("timeout", 300),
+        )
+        if gen is not None
+        else None,
+        "overlay": OverlayOrigin(files=list(ov.get("files", [])), manifest=ov.get("manifest", ""))
+        if ov is not None
+        else None,
+    }
 
 
 def _engine_lines(text: str, names: list[str]) -> dict[str, int]:

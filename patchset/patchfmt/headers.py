@@ -61,6 +61,38 @@ class PatchMeta:
     is_mail: bool = False
 
 
+# the separator line of an mbox: git format-patch's ``From <sha> Mon Sep 17 00:00:00 2001``, or
+# a classic From_ line (``From user@host Thu Jan  1 00:00:00 1970``)
+_FROM_LINE = re.compile(
+    rb"^From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    rb"+\d+ \d+:\d+:\d+ \d{4})",
+    re.M,
+)
+
+
+def is_mbox_start(head: bytes) -> bool:
+    """Does a file starting with ``head`` start with an mbox From_ line?"""
+    return bool(_FROM_LINE.match(head))
+
+
+def split_mbox(body: bytes) -> list[bytes]:
+    """The mails of an mbox (``git format-patch --stdout``, ``git am``'s input), each with its own
+    From_ line, as ``git mailsplit`` cuts them; ``[body]`` when it is one mail or no mbox."""
+    if not _FROM_LINE.match(body):
+        return [body]
+    starts = [m.start() for m in _FROM_LINE.finditer(body)]
+    if len(starts) < 2:
+        return [body]
+    return [body[a:b] for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]
+
+
+def mail_file_name(n: int, subject: str) -> str:
+    """``0001-fix-the-thing.patch``: the name ``git format-patch`` gives mail ``n`` of a series."""
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", _SUBJECT_PREFIX.sub("", subject)).strip("-.")
+    slug = re.sub(r"\.+", ".", slug)[:52].rstrip("-.") or "patch"
+    return f"{n:04d}-{slug}.patch"
+
+
 def split_header(body: bytes) -> tuple[bytes, bytes]:
     """Split a body into (header, diff) at the first diff line."""
     m = _DIFF_START.search(body)

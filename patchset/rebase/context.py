@@ -9,9 +9,10 @@ a new base is for (the gate uses it too); ``report_of`` turns a run into its rep
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from patchset.errors import InputError, LedgerError, Location
 from patchset.ledger.model import Ledger, Patch, Target
@@ -29,6 +30,7 @@ __all__ = [
     "open_session",
     "pick_target",
     "report_of",
+    "source_named",
     "strip_of",
     "touched_paths",
 ]
@@ -57,6 +59,7 @@ class Session:
     subject_prs: dict[int, tuple[str, str]] = field(default_factory=dict)  # (#N) in old..new subjects
     merger: Merger = field(default_factory=Merger)
     started: float = field(default_factory=time.monotonic)
+    workspace: Any = None  # a generate.Workspace of the new base, made when a generated patch needs it
 
     @property
     def root(self) -> Path:
@@ -75,9 +78,52 @@ class Session:
             self.moves[path] = m
         return m
 
+    def generate_workspace(self) -> Any:
+        """The ``generate.Workspace`` of the new base (made once, on the first generated patch)."""
+        if self.workspace is None:
+            from patchset.rebase.generate import Workspace
+
+            self.workspace = Workspace(_new_base_maker(self), _new_base_reader(self), self.target)
+        return self.workspace
+
     def close(self) -> None:
         self.merger.close()
+        if self.workspace is not None:
+            self.workspace.close()
         self.bases.close()
+
+
+def _new_base_maker(s: Session) -> Callable[[Path], None]:
+    """Writes the whole new base into a directory (a plain-directory base is copied as it is: its
+    throwaway history holds only the files the series touches)."""
+    from patchset.rebase.generate import copy_tree
+    from patchset.upstream.stock import materialise_commit
+
+    b = s.bases
+    if b.kind == "dirs":
+        return lambda dest: copy_tree(Path(b.location["new"]), dest)
+    return lambda dest: materialise_commit(b.repo.git_dir, b.new, dest)
+
+
+def _new_base_reader(s: Session) -> Callable[[str], bytes | None]:
+    """A file of the new base by its (source-layout) path: from the directory itself for a
+    plain-directory base (its history holds only the series' files), else from the commit."""
+    b = s.bases
+    if b.kind != "dirs":
+        return lambda key: s.new_base.get(key)[0]
+    from patchset.confine import confine, regular_file
+    from patchset.errors import UnsafePathError
+
+    root = Path(b.location["new"])
+
+    def read(key: str) -> bytes | None:  # the directory is in the patches' layout, as the rebase reads it
+        try:
+            f = confine(root, key, what=f"file {key!r} of the new base")
+        except UnsafePathError:
+            return None
+        return f.read_bytes() if regular_file(f) else None
+
+    return read
 
 
 def pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
@@ -119,6 +165,18 @@ def load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, 
     return patches, bodies, parsed
 
 
+def source_named(fp: FilePatch, target: Target) -> FilePatch:
+    """``fp`` with the names of the source layout (the lock's keys, ``Target.lock_key``): a body
+    imported from a build repository may name installed paths (``flashinfer/data/include/…``),
+    while an upstream commit or release holds ``include/…``. A plain-directory base is read in the
+    patches' own layout, so its session keeps the names as written."""
+    old = target.lock_key(fp.old_path) if fp.old_path is not None else None
+    new = target.lock_key(fp.new_path) if fp.new_path is not None else None
+    if (old, new) == (fp.old_path, fp.new_path):
+        return fp
+    return replace(fp, old_path=old, new_path=new)
+
+
 def strip_of(p: Patch, target: Target) -> int:
     """The patch's own ``-p`` level (a quilt series line ``x.patch -p0``), else the target's."""
     return p.source.strip if p.source.strip is not None else target.strip
@@ -143,6 +201,8 @@ def open_session(
     series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]],
 ) -> Session:
     patches, bodies, parsed = series
+    if bases.kind != "dirs":  # a commit or a release: the source layout, as the lock's keys
+        parsed = {pid: [source_named(fp, target) for fp in fps] for pid, fps in parsed.items()}
     old_store = BlobStore(bases.repo, bases.old)
     new_store = BlobStore(bases.repo, bases.new)
     paths = touched_paths(parsed)

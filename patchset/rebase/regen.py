@@ -202,6 +202,13 @@ def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | li
     return out
 
 
+def render_changes(changes: list[FileChange]) -> bytes:
+    """A git-style diff (``a/``, ``b/``, full blob ids) of ``changes``, byte-stable: what an
+    overlay file or an edit script's result becomes as a patch body (one ``git diff`` call)."""
+    hunks = _all_hunks([(ch.before or b"", ch.after or b"") for ch in changes])
+    return b"".join(render_file(ch, h) for ch, h in zip(changes, hunks, strict=True))
+
+
 def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
     """The new body of one patch (see ``regenerate_many``)."""
     return regenerate_many([(old_body, changes)], strip)[0]

@@ -18,7 +18,7 @@ CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
 )
 VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
 # how a carried patch got there
-HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited")
+HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited", "regenerated", "refreshed")
 
 
 @dataclass
@@ -51,7 +51,7 @@ class PatchResult:
 
     id: str
     verdict: str  # carried | already-upstream | superseded | conflict | skipped
-    how: str = ""  # for carried: clean | offset | merged | moved | resolved | edited
+    how: str = ""  # for carried: clean | offset | merged | moved | resolved | edited | regenerated | refreshed
     files: list[FileResult] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Patch
-from patchset.patchfmt.diffs import FilePatch
+from patchset.patchfmt.diffs import FilePatch, header_text
 from patchset.rebase.classify import (
     Signal,
     blame_lines,
@@ -143,6 +143,8 @@ def step(s: Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     if any(sig.decisive for sig in signals):
         res.verdict = ALREADY_UPSTREAM
         return res, rep
+    if patch.generate is not None:  # a generated patch: its command decides, on the new world
+        return res, _regenerate(s, patch, rep, res)
     if rep.status in ("conflict", "broken"):
         if rep.status == "conflict" and _rerere(s, rep, res):
             res.how = "resolved"
@@ -156,6 +158,47 @@ def step(s: Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     res.how = "moved" if rep.moved else rep.how
     carry(s, patch, rep, res)
     return res, rep
+
+
+def _regenerate(s: Session, patch: Patch, rep: PatchReplay, res: PatchResult) -> PatchReplay:
+    """Run a generated patch's command on the new world: the same diff is carried, another one
+    refreshes the body (its range-diff in the report), a failing command is a conflict with the
+    command's own message, a command that changes nothing means the change is upstream."""
+    from patchset.rebase.generate import ScriptFailed, run_generate
+    from patchset.rebase.regen import render_changes
+
+    assert patch.generate is not None
+    label = s.label
+    workspace = s.generate_workspace()
+    workspace.set_world(dict(s.new.changes))
+    try:
+        gen = run_generate(patch.generate, s.root, workspace, label=label)
+    except ScriptFailed as exc:
+        why = f"the generate command fails on {label}: {exc.output.strip() or exc.message}"
+        for f in rep.files:
+            f.how, f.result, f.new_path = F_CONFLICT, s.new.read(f.new_path or f.path), f.new_path or f.path
+        res.files = [_file_result(s, f) for f in rep.files]
+        for fr in res.files:
+            fr.message = why
+        res.verdict = CONFLICT
+        return rep
+    if not gen.changes:
+        res.evidence.append(Signal("empty-regeneration", f"run on {label}, the command changes nothing").to_json())
+        res.verdict = ALREADY_UPSTREAM
+        return rep
+    files = []
+    for ch in gen.changes:
+        path = ch.new_path or ch.old_path or ""
+        if ch.after is None:
+            files.append(FileReplay(path, None, "clean", ours=ch.before, delete_path=path))
+        else:
+            files.append(FileReplay(path, path, "clean", result=ch.after, mode=ch.new_mode, ours=ch.before))
+    new_rep = PatchReplay(files)
+    res.files = [_file_result(s, f) for f in files]
+    same = header_text(s.bodies[patch.id]) + render_changes(gen.changes) == s.bodies[patch.id]
+    carry(s, patch, new_rep, res)
+    res.how = "regenerated" if same else "refreshed"
+    return new_rep
 
 
 def _rerere(s: Session, rep: PatchReplay, res: PatchResult) -> bool:

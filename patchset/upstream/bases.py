@@ -130,7 +130,8 @@ def open_bases(
     if not old_ref:
         raise InputError(
             f"target {target.name!r} records no base to rebase from",
-            hint=f"set `base` in [targets.{target.name}] to the base the series applies to",
+            hint=f"record the base the series applies to: patchset target set {target.name} --base REF "
+            "(a release PROJECT==VERSION, a commit, a directory)",
         )
     new_dir = _dir_arg(root, onto) if repo is None else None
     if new_dir is not None:

@@ -362,7 +362,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
         biggest = max((f.size or 0) for f in pool) / 1e6
         raise InputError(
             f"{pool[0].filename.split('-')[0]} {pool[0].version} has only platform wheels ({plats})",
-            hint=f"pass platform='x86_64' (or 'native') to download one (up to {biggest:.0f} MB), or use kind='sdist'",
+            hint=f"pass --platform x86_64, aarch64 or native to download one (up to {biggest:.0f} MB)",
         )
     if platform == "native":
         rank: dict[str, int] = {}
@@ -382,6 +382,20 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
         plats = ", ".join(sorted({p for f in pool for p in f.platforms}))
         raise InputError(f"no wheel matches platform {platform!r}; available: {plats}")
     return sorted(matching, key=lambda f: f.filename)[-1]
+
+
+PLATFORMS = ("native", "aarch64", "x86_64")
+
+
+def download_wheel(spec: ReleaseSpec | str, platform: str | None = None, *, progress: Progress | None = None) -> Path:
+    """The release's wheel for an installed-layout tree: its pure wheel when it has one (a
+    pure-Python wheel needs no platform, so ``platform`` is not asked for), else the wheel of
+    ``platform`` (``native``: this interpreter's, the default; ``aarch64``, ``x86_64``)."""
+    if platform is not None and platform not in PLATFORMS:
+        raise InputError(f"--platform {platform!r}: one of {', '.join(PLATFORMS)}")
+    wheels = [f for f in release_files(spec) if f.kind == "wheel"]
+    pure = any(f.pure for f in wheels)
+    return download(spec, "wheel", platform=None if pure or not wheels else platform or "native", progress=progress)
 
 
 # -- downloads -----------------------------------------------------------------------------

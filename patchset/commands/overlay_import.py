@@ -1,0 +1,606 @@
+"""``patchset import --overlay DIR``: whole-file overlays become patches against the target's base.
+
+An overlay kit keeps modified copies of installed files mirrored at their site-packages paths
+(``overlays/vllm/config/cache.py``), sometimes with a ``MANIFEST.json`` (``site_packages_root``,
+``base_image``, per file ``overlay_file``, ``site_packages_target``, ``md5``/``sha256``, ``sets``,
+``provenance``). Mounted on a newer release, an overlay silently reverts every upstream change to
+its file; carried as a patch (the byte-exact diff from the base's stock file to the overlay file)
+it rebases like any other, keeping upstream's changes and naming real conflicts.
+
+Everything read here is untrusted: the manifest's paths go through ``patchset.confine`` (relative,
+no ``..``, no symlink out of the kit), the kit's symlinks are never followed, sizes and counts are
+bounded, and a manifest checksum that disagrees with its file is reported (file, manifest value,
+actual) while the file itself wins. Each patch is proved before it is written: applied in memory
+to the stock file (with the series' earlier patches of that file) it must give the overlay file
+byte for byte, and the lock records that file's sha256, so ``apply`` onto the base reproduces the
+overlay exactly. Nothing is written unless the whole import is consistent (one ledger edit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patchset.commands.importer import patch_id_for, read_source
+from patchset.commands.preimage import series_files
+from patchset.confine import check_relative, confine, regular_file
+from patchset.engine.hunks import apply_file
+from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
+from patchset.ledger import store as ledger_mod
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Target
+from patchset.ledger.presets import offer
+from patchset.patchfmt.diffs import parse_patch
+from patchset.rebase.regen import FileChange, render_changes
+from patchset.upstream.bases import version_like
+from patchset.upstream.releases import is_spec_like, parse_spec
+from patchset.upstream.stock import StockBase, open_stock
+
+MAX_OVERLAY_FILES = 20_000
+MAX_MANIFEST_BYTES = 16 << 20
+GROUPS = ("file", "set")
+_SKIP_DIRS = {".git", "__pycache__", ".hg", ".svn"}
+_PR = re.compile(r"(?:PR\s*#|pull/|#)(\d+)", re.I)
+_IDENTICAL = re.compile(r"^\s*(?P<who>[^():]+?)\s*\(identical\)\s*:\s*(?P<path>.+)$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One overlay file and where it goes."""
+
+    overlay: str  # as the kit names it (relative to the overlay directory or the manifest's)
+    path: Path  # on disk
+    installed: str  # relative to site-packages
+    sets: tuple[str, ...] = ()
+    provenance: str = ""
+    checksum: tuple[str, str] | None = None  # (md5|sha256, manifest value)
+
+
+class OverlayReport:
+    """What ``import --overlay`` found and did."""
+
+    def __init__(self, overlay: str, manifest: str = "", target: str = "") -> None:
+        self.overlay, self.manifest, self.target = overlay, manifest, target
+        self.base: dict[str, str] = {}  # target -> base label the diffs are against
+        self.recorded: dict[str, dict[str, str]] = {}  # target -> keys set on it
+        self.patches: dict[str, list[str]] = {}  # patch id -> files (source layout)
+        self.targets: dict[str, str] = {}  # patch id -> target
+        self.added: list[str] = []
+        self.updated: list[str] = []
+        self.unchanged: list[str] = []
+        self.new_files: list[str] = []  # files the base does not have (new-file patches)
+        self.identical: list[str] = []  # overlay files equal to the stock file
+        self.skipped: list[dict[str, str]] = []  # {file, reason}
+        self.checksums: list[dict[str, str]] = []  # {file, algorithm, manifest, actual}
+        self.not_in_manifest: list[str] = []
+        self.missing: list[dict[str, str]] = []  # manifest entries without their file
+        self.notes: list[str] = []
+
+    @property
+    def files(self) -> int:
+        return sum(len(v) for v in self.patches.values())
+
+    def to_json(self) -> dict[str, Any]:
+        d = dict(vars(self))
+        d["counts"] = {
+            "files": self.files,
+            "patches": len(self.patches),
+            "identical": len(self.identical),
+            "skipped": len(self.skipped),
+        }
+        return d
+
+
+# --------------------------------------------------------------------------- the kit
+
+
+def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
+    """Regular files under ``root`` (relative posix names), never through a symlink; symlinks and
+    special files are named as skipped; ``skip``: real paths left out (the manifest)."""
+    found: list[tuple[str, Path]] = []
+    skipped: list[dict[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        keep = []
+        for d in sorted(dirnames):
+            if d in _SKIP_DIRS or d.startswith("."):
+                continue
+            if (here / d).is_symlink():
+                skipped.append({"file": (here / d).relative_to(root).as_posix(), "reason": "a symbolic link"})
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            full = here / name
+            rel = full.relative_to(root).as_posix()
+            if name.endswith((".pyc", ".pyo")) or name.startswith(".") or os.path.realpath(full) in skip:
+                continue
+            try:
+                check_relative(rel, what=f"overlay file {rel!r}")
+            except UnsafePathError as exc:
+                skipped.append({"file": rel.encode("unicode_escape").decode(), "reason": f"{exc.message}: refused"})
+                continue
+            st = full.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                skipped.append({"file": rel, "reason": "a symbolic link: an overlay carries files"})
+            elif not stat.S_ISREG(st.st_mode):
+                skipped.append({"file": rel, "reason": "not a regular file"})
+            else:
+                found.append((rel, full))
+            if len(found) > MAX_OVERLAY_FILES:
+                raise InputError(
+                    f"{root} holds more than {MAX_OVERLAY_FILES} files: not an overlay",
+                    hint="pass the directory of overlay files (mirrored at their site-packages paths)",
+                )
+    return found, skipped
+
+
+def _text(value: Any, what: str, where: Location) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, not {type(value).__name__}", where=where)
+    return value
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest as data, its shape checked (every value that is used has its type)."""
+    raw = read_source(path, what="manifest")
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise InputError(f"larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a manifest", where=Location(path))
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text: not a JSON manifest", where=Location(path)) from None
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputError(f"not JSON: {getattr(exc, 'msg', exc)}", where=Location(path, line)) from None
+    if not isinstance(data, dict):
+        raise InputError("a manifest is a JSON object with `files`", where=Location(path))
+    for key in ("site_packages_root", "base_image"):
+        if key in data and data[key] is not None:
+            _text(data[key], f"`{key}`", Location(path, key=key))
+    files = data.get("files", [])
+    if not isinstance(files, list):
+        raise InputError("`files` must be a list of objects", where=Location(path, key="files"))
+    for i, f in enumerate(files):
+        where = Location(path, key=f"files[{i}]")
+        if not isinstance(f, dict):
+            raise InputError("each `files` entry must be an object", where=where)
+        if "overlay_file" not in f:
+            raise InputError("an entry without `overlay_file`", where=where, hint="name the overlay file it describes")
+        for key in ("overlay_file", "site_packages_target", "md5", "sha256", "provenance"):
+            if key in f and f[key] is not None:
+                _text(f[key], f"`{key}`", where)
+        sets = f.get("sets", [])
+        if isinstance(sets, str):
+            f["sets"] = [sets]
+        elif not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
+            raise InputError("`sets` must be a list of names", where=where)
+    return data
+
+
+def _installed_name(target: str, root: str, where: Location) -> str | None:
+    """A ``site_packages_target`` relative to site-packages; None when it lies outside it."""
+    t = target.strip()
+    if t.startswith("/"):
+        r = "/" + root.strip("/") + "/" if root.strip("/") else None
+        if r is None or not t.startswith(r):
+            return None
+        t = t[len(r) :]
+    try:
+        return check_relative(t, what=f"{where}: site_packages_target")
+    except UnsafePathError as exc:
+        raise InputError(exc.message, where=where, hint="the manifest is malformed or hostile") from None
+
+
+def _locate(rel: str, roots: tuple[Path, ...], what: str) -> Path | None:
+    """The regular file ``rel`` names below the first root that has it (confined to that root)."""
+    for base in roots:
+        cand = confine(base, rel, what=what)
+        if regular_file(cand):
+            return cand
+    return None
+
+
+def _from_manifest(
+    overlay: Path, manifest: Path, data: dict[str, Any], rep: OverlayReport
+) -> tuple[list[Entry], set[str]]:
+    """The manifest's entries (their files confined to the kit), and the real paths they name."""
+    entries: list[Entry] = []
+    named: set[str] = set()
+    root = data.get("site_packages_root") or ""
+    for i, f in enumerate(data.get("files", []), start=1):
+        where = Location(manifest, key=f"files[{i - 1}]")
+        name = f["overlay_file"]
+        try:
+            rel = check_relative(name, what=f"{where}: overlay_file")
+        except UnsafePathError as exc:
+            rep.skipped.append({"file": name, "reason": f"{exc.message}: refused"})
+            continue
+        try:
+            path = _locate(rel, (manifest.parent, overlay), f"{where}: overlay_file")
+        except UnsafePathError as exc:
+            rep.skipped.append({"file": name, "reason": f"{exc.message}: refused"})
+            continue
+        if path is None:
+            rep.missing.append({"file": name, "entry": f"files[{i - 1}]"})
+            continue
+        named.add(os.path.realpath(path))
+        spt = f.get("site_packages_target") or ""
+        installed = _installed_name(spt, root, where) if spt else None
+        if spt and installed is None:
+            rep.skipped.append(
+                {"file": name, "reason": f"its site_packages_target {spt!r} is outside site_packages_root {root!r}"}
+            )
+            continue
+        checksum = None
+        for algo in ("sha256", "md5"):
+            if f.get(algo):
+                checksum = (algo, f[algo].strip().lower())
+                break
+        entries.append(
+            Entry(
+                name,
+                path,
+                installed or _strip_to_package(rel),
+                tuple(f.get("sets") or ()),
+                f.get("provenance") or "",
+                checksum,
+            )
+        )
+    return entries, named
+
+
+def _strip_to_package(rel: str) -> str:
+    """An overlay path mirrored below an install prefix (``usr/local/lib/python3.12/dist-packages/
+    vllm/x.py``) reduced to its site-packages path (``vllm/x.py``)."""
+    parts = rel.split("/")
+    for i, p in enumerate(parts):
+        if p in ("site-packages", "dist-packages") and i + 1 < len(parts):
+            return "/".join(parts[i + 1 :])
+    return rel
+
+
+# --------------------------------------------------------------------------- owners and provenance
+
+
+def _roots(t: Target) -> list[str]:
+    """Installed-path prefixes that belong to target ``t``."""
+    out = [dst for _, dst in t.path_map.prefixes]
+    names = {t.name, t.package, t.package.replace("-", "_")}
+    if t.package.endswith("-python"):
+        names.add(t.package[: -len("-python")])
+    out += [f"{n}/" for n in names if n]
+    return out
+
+
+def owner_of(ledger: Ledger, installed: str, first: str) -> str | None:
+    """The target whose package holds ``installed`` (``first`` wins a tie), else None."""
+    order = [first, *[n for n in ledger.targets if n != first]]
+    best: tuple[int, str] | None = None
+    for name in order:
+        for r in _roots(ledger.targets[name]):
+            if installed.startswith(r) and (best is None or len(r) > best[0]):
+                best = (len(r), name)
+    return best[1] if best else None
+
+
+def provenance_fields(text: str, github: str) -> dict[str, Any]:
+    """``origin``, ``authors``, ``prs`` and ``notes`` from a manifest's provenance string:
+    ``PR #N backport`` (upstream, the PR named), ``ours``, ``X (identical): path`` (a copy of X's
+    file: X is the author), anything else kept as a note."""
+    text = text.strip()
+    out: dict[str, Any] = {"origin": "ours", "authors": [], "prs": [], "notes": ""}
+    if not text:
+        return out
+    out["notes"] = f"provenance: {text}"
+    low = text.lower()
+    m = _IDENTICAL.match(text)
+    if m:
+        out["authors"] = [m.group("who").strip()]
+    elif ("pr" in low or "pull/" in low) and _PR.search(text):
+        out["origin"] = "upstream" if "backport" in low or "cherry" in low else "port"
+        if github:
+            out["prs"] = [f"{github}#{n}" for n in dict.fromkeys(_PR.findall(text))]
+    return out
+
+
+# --------------------------------------------------------------------------- one patch
+
+
+@dataclass(frozen=True)
+class _File:
+    entry: Entry
+    key: str  # the source-layout path the patch names
+    new: bytes  # the overlay file
+    old: bytes | None  # what the series leaves on the base before this patch (None: no such file)
+    stock: bytes | None  # the base's own file
+    mode: str
+
+
+class _Planned:
+    def __init__(self, pid: str, target: str) -> None:
+        self.pid, self.target = pid, target
+        self.files: list[_File] = []
+        self.sets: list[str] = []
+
+
+def _file_mode(path: Path) -> str:
+    return "100755" if path.stat().st_mode & 0o111 else "100644"
+
+
+def _body(plan: _Planned, title: str, description: str) -> bytes:
+    changes = [
+        FileChange(
+            f.key if f.old is not None else None, f.key, f.old, f.new, f.mode if f.old is not None else None, f.mode
+        )
+        for f in plan.files
+    ]
+    head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
+    return head + render_changes(changes)
+
+
+def _prove(body: bytes, plan: _Planned) -> str | None:
+    """None when the body, applied to each file's pre-image, gives the overlay file exactly."""
+    try:
+        fps = parse_patch(body, 1)
+    except PatchFormatError as exc:
+        return f"the diff does not parse back ({exc.message})"
+    by_path = {fp.target or fp.path: fp for fp in fps}
+    for f in plan.files:
+        fp = by_path.get(f.key)
+        if fp is None:
+            return f"{f.key}: the diff lost the file"
+        got = apply_file(f.old, fp)
+        if not got.ok or got.new != f.new:
+            return f"{f.key}: the diff does not reproduce the overlay file byte for byte ({got.message or 'differs'})"
+    return None
+
+
+# --------------------------------------------------------------------------- the import
+
+
+def _same_base(recorded: str, given: str) -> bool:
+    def norm(ref: str) -> str:
+        if is_spec_like(ref):
+            s = parse_spec(ref)
+            return f"{s.name}=={version_like(s.version) or s.version}"
+        return version_like(ref) or ref.rstrip("/")
+
+    a, b = norm(recorded), norm(given)
+    return a == b or a.split("==")[-1] == b.split("==")[-1]
+
+
+def import_overlay(
+    ledger_path: Path,
+    overlay: Path,
+    target: str,
+    *,
+    base: str | None = None,
+    base_tree: Path | None = None,
+    manifest: Path | None = None,
+    group: str = "file",
+) -> OverlayReport:
+    """Import the overlay files under ``overlay`` as patches of ``target`` (see the module doc)."""
+    if group not in GROUPS:
+        raise InputError(f"--group {group!r}: one of {', '.join(GROUPS)}")
+    if base is not None and base_tree is not None:
+        raise InputError("give one of --base SPEC or --base-tree DIR")
+    if not overlay.is_dir() or overlay.is_symlink():
+        raise InputError(f"--overlay {overlay}: not a directory", hint="pass the directory of overlay files")
+    ledger = ledger_mod.load_ledger(ledger_path)
+    if target not in ledger.targets:
+        raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
+    rep = OverlayReport(str(overlay), str(manifest or ""), target)
+    data = read_manifest(manifest) if manifest is not None else {}
+    skip_paths = {os.path.realpath(manifest)} if manifest is not None else set()
+    walked, rep.skipped = _walk(overlay, skip_paths)
+    if manifest is not None:
+        entries, named = _from_manifest(overlay, manifest, data, rep)
+        for rel, full in walked:
+            if os.path.realpath(full) not in named:
+                rep.not_in_manifest.append(rel)
+                entries.append(Entry(rel, full, _strip_to_package(rel)))
+    else:
+        entries = [Entry(rel, full, _strip_to_package(rel)) for rel, full in walked]
+    primary = ledger.targets[target]
+    given = base if base is not None else (str(base_tree) if base_tree is not None else None)
+    stocks: dict[str, StockBase] = {}
+    try:
+        stocks[target] = open_stock(ledger.root, primary, base, base_tree)
+        if primary.base and given is not None and not _same_base(primary.base, stocks[target].label):
+            raise InputError(
+                f"target {target!r} is on base {primary.base!r}; the overlay was to be read against "
+                f"{stocks[target].label!r}",
+                hint=f"leave out --base (the diffs are then taken from {primary.base!r}), or rebase the series "
+                "first: every patch of a target applies to one base",
+            )
+        plans = _plan(ledger, rep, entries, target, stocks, group)
+        return _write(ledger, rep, plans, stocks, data, given is not None)
+    finally:
+        for s in stocks.values():
+            s.close()
+
+
+def _plan(
+    ledger: Ledger, rep: OverlayReport, entries: list[Entry], first: str, stocks: dict[str, StockBase], group: str
+) -> list[_Planned]:
+    plans: dict[str, _Planned] = {}
+    owners: dict[str, str] = {}  # key -> the overlay file that claimed it
+    assigned: list[tuple[_Planned, Entry, str, bytes]] = []
+    for e in sorted(entries, key=lambda x: x.installed):
+        name = owner_of(ledger, e.installed, first)
+        if name is None:
+            roots = ", ".join(r for t in ledger.targets.values() for r in _roots(t))
+            rep.skipped.append(
+                {"file": e.overlay, "reason": f"{e.installed} is outside every target's package ({roots})"}
+            )
+            continue
+        t = ledger.targets[name]
+        if name not in stocks:
+            if not t.base:
+                rep.skipped.append(
+                    {
+                        "file": e.overlay,
+                        "reason": f"{e.installed} belongs to target {name!r}, which records no base: "
+                        f"`patchset target set {name} --base SPEC`, then import it again",
+                    }
+                )
+                continue
+            stocks[name] = open_stock(ledger.root, t)
+        stock = stocks[name]
+        data = read_source(e.path, what="overlay file")
+        if e.checksum is not None:
+            algo, want = e.checksum
+            actual = hashlib.new(algo, data).hexdigest()
+            if actual != want:
+                rep.checksums.append({"file": e.overlay, "algorithm": algo, "manifest": want, "actual": actual})
+        key = t.lock_key(e.installed)
+        if key in owners:
+            rep.skipped.append({"file": e.overlay, "reason": f"{owners[key]} is the overlay of {key} already"})
+            continue
+        owners[key] = e.overlay
+        pid_file = patch_id_for("overlay/" + key)
+        use_set = group == "set" and e.sets
+        pid = patch_id_for(e.sets[0]) if use_set else pid_file
+        if use_set and len(e.sets) > 1:
+            rep.notes.append(f"{e.overlay} is in sets {', '.join(e.sets)}: carried in {e.sets[0]!r}")
+        plan = plans.get(pid)
+        if plan is None:
+            plan = plans[pid] = _Planned(pid, name)
+        elif plan.target != name:
+            rep.skipped.append(
+                {"file": e.overlay, "reason": f"set {pid!r} already holds files of target {plan.target!r}"}
+            )
+            continue
+        assigned.append((plan, e, key, data))
+    # each file's diff starts where the rest of the series leaves it (this import's patches left out)
+    pre: dict[str, dict[str, bytes | None]] = {}
+    for plan, e, key, data in assigned:
+        t, stock = ledger.targets[plan.target], stocks[plan.target]
+        if plan.target not in pre:
+            pre[plan.target] = series_files(ledger, t, stock.read, skip=set(plans))
+        original = stock.read(key)
+        old = pre[plan.target].get(key, original)
+        if old == data:
+            rep.identical.append(e.overlay)
+            continue
+        # a changed file keeps the base's mode (a copy's execute bit is the copy's, not the change)
+        mode = stock.mode(key) if old is not None else _file_mode(e.path)
+        plan.files.append(_File(e, key, data, old, original, mode))
+        plan.sets += [s for s in e.sets if s not in plan.sets]
+        if old is None:
+            rep.new_files.append(key)
+    return [p for p in plans.values() if p.files]
+
+
+def _describe(plan: _Planned, stock: StockBase, root: str) -> tuple[str, str]:
+    files = [f.key for f in plan.files]
+    title = f"Overlay of {files[0]}" if len(files) == 1 else f"Overlay set {plan.pid} ({len(files)} files)"
+    lines = [f"Imported by patchset from whole-file overlays, as the diff from {stock.label}'s stock files."]
+    for f in plan.files:
+        e = f.entry
+        where = f"{root.rstrip('/')}/{e.installed}" if root else e.installed
+        lines.append(f"  {e.overlay} -> {where}" + (" (new file)" if f.old is None else ""))
+        if e.provenance:
+            lines.append(f"    provenance: {e.provenance}")
+    if plan.sets:
+        lines.append(f"Sets: {', '.join(plan.sets)}")
+    return title, "\n".join(lines)
+
+
+def _write(
+    ledger: Ledger,
+    rep: OverlayReport,
+    plans: list[_Planned],
+    stocks: dict[str, StockBase],
+    data: dict[str, Any],
+    base_given: bool,
+) -> OverlayReport:
+    root = data.get("site_packages_root") or ""
+    with ledger_mod.edit(ledger.path) as e:
+        for name, stock in stocks.items():
+            t = ledger.targets[name]
+            rep.base[name] = stock.label
+            tdoc = e.doc["targets"][name]
+            set_here: dict[str, str] = {}
+            if not t.base and base_given and name == rep.target:
+                set_here["base"] = stock.label
+                if stock.version:
+                    set_here["base_version"] = stock.version
+            if name == rep.target:
+                image = data.get("base_image") or ""
+                if image and not t.base_image:
+                    set_here["base_image"] = image
+                elif image and image != t.base_image:
+                    rep.notes.append(
+                        f"the manifest's base_image {image!r} differs from target {name}'s {t.base_image!r}"
+                    )
+                if root and not t.installed_root:
+                    set_here["installed_root"] = root
+            for k, v in set_here.items():
+                tdoc[k] = v
+            if set_here:
+                rep.recorded[name] = set_here
+        for plan in plans:
+            t = ledger.targets[plan.target]
+            stock = stocks[plan.target]
+            title, description = _describe(plan, stock, root)
+            body = _body(plan, title, description)
+            problem = _prove(body, plan)
+            if problem is not None:
+                for f in plan.files:
+                    rep.skipped.append({"file": f.entry.overlay, "reason": problem})
+                continue
+            rel = f"patchset/series/{plan.target}/{plan.pid}.patch"
+            existing = e.patch_table(plan.pid)
+            digest = sha256_bytes(body)
+            if existing is not None:
+                if "overlay" not in existing or existing.get("target") != plan.target:
+                    raise InputError(
+                        f"patch {plan.pid!r} exists and is not an overlay of target {plan.target!r}; nothing was imported",
+                        hint="rename or remove that patch first",
+                    )
+                rel = existing.get("body") or rel
+                old = ledger.root / rel
+                if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(plan.pid) == digest:
+                    rep.unchanged.append(plan.pid)
+                else:
+                    rep.updated.append(plan.pid)
+            else:
+                prov = [provenance_fields(f.entry.provenance, t.github) for f in plan.files]
+                origins = {p["origin"] for p in prov}
+                values: dict[str, Any] = {
+                    "id": plan.pid,
+                    "target": plan.target,
+                    "title": title,
+                    "origin": origins.pop() if len(origins) == 1 else "ours",
+                    "files": [f.key for f in plan.files],
+                    "authors": list(dict.fromkeys(a for p in prov for a in p["authors"])),
+                    "notes": "\n".join(dict.fromkeys(p["notes"] for p in prov if p["notes"])),
+                    "tags": plan.sets,
+                }
+                table = e.add_patch(values)
+                prs = list(dict.fromkeys(r for p in prov for r in p["prs"]))
+                if prs:
+                    e.set_path(table, "upstream.prs", prs)
+                e.set_path(table, "overlay.files", [f.entry.overlay for f in plan.files])
+                if rep.manifest:
+                    e.set_path(table, "overlay.manifest", rep.manifest)
+                rep.added.append(plan.pid)
+            e.write_file(rel, body)
+            e.lock.bodies[plan.pid] = digest
+            tl = e.lock.target(plan.target)
+            tl.base = tl.base or stock.label
+            for f in plan.files:
+                tl.files[f.key] = sha256_bytes(f.new)
+                if f.stock is not None:
+                    tl.base_files[f.key] = sha256_bytes(f.stock)
+            rep.patches[plan.pid] = [f.key for f in plan.files]
+            rep.targets[plan.pid] = plan.target
+    return rep

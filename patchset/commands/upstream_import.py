@@ -1,0 +1,218 @@
+"""``import --pr N`` and ``import --revert SHA``: upstream changes a build carries by reference.
+
+Five of the surveyed build repositories list upstream PR numbers in a Dockerfile and apply
+``…/pull/N.diff`` at build time; two ``git revert`` upstream commits. Here a PR becomes an entry
+of origin ``upstream`` whose source is the PR (``[patch.source] kind = "pr"``): no body yet, so it
+is recorded as not fetched, and ``patchset fetch`` pins it to the PR's head when GitHub is
+reachable. A revert is the reverse of an upstream commit, read from a local clone (``--upstream``
+or the target's) or the release history, written as a body now (origin ``revert``, the commit in
+``upstream.commits``, its ``(#N)`` in ``upstream.reverts``).
+
+A list of PRs can be a file (a Dockerfile fragment, a plain list): the numbers are read from
+``#N``, ``OWNER/REPO#N`` and ``…/pull/N`` anywhere, and bare numbers on lines that hold nothing
+else (``12345 23456``, ``ARG PRS="12345 23456"``); everything else (``EXPOSE 8000``) is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from patchset.commands.importer import read_source
+from patchset.errors import InputError, Location
+from patchset.ledger import store as ledger_mod
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Target
+from patchset.ledger.presets import offer
+from patchset.rebase.regen import FileChange, render_changes
+from patchset.upstream.refs import PRRef
+from patchset.upstream.repo import GitRepo
+
+MAX_PRS = 1000
+_PULL = re.compile(r"(?:github\.com/(?P<repo>[\w.-]+/[\w.-]+)/)?\bpull/(?P<n>\d{1,7})\b")
+_TOKEN = re.compile(r"(?<![\w/.#-])(?:(?P<repo>[\w.-]+/[\w.-]+)#|#)(?P<n>\d{1,7})(?![\w.])")
+_NUMBER_LIST = re.compile(
+    r"^\s*(?:(?:[A-Za-z]+\s+)?[A-Za-z_]\w*=)?[\s\"'(),;]*\d{1,7}(?:[\s\"'(),;]+\d{1,7})*[\s\"'(),;]*$"
+)
+_SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
+
+
+def _target(ledger: Any, target: str | None) -> Target:
+    if target is None:
+        if len(ledger.targets) != 1:
+            raise InputError("which target?", hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})")
+        target = next(iter(ledger.targets))
+    if target not in ledger.targets:
+        raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
+    t: Target = ledger.targets[target]
+    return t
+
+
+def pr_refs(values: list[str], github: str) -> list[PRRef]:
+    """PR references from ``--pr`` values: ``N``, ``#N``, ``OWNER/REPO#N``, a pull URL, or a file
+    holding any of them (one PR each time, in order, duplicates dropped)."""
+    found: list[PRRef] = []
+    for value in values:
+        path = Path(value)
+        texts: list[tuple[str, Location | None]]
+        try:
+            is_file = not re.fullmatch(r"#?\d+|[\w.-]+/[\w.-]+#\d+|https?://\S+", value) and path.is_file()
+        except OSError:
+            is_file = False
+        if is_file:
+            text = read_source(path, what="list of PRs").decode("utf-8", "replace")
+            texts = [(ln, Location(path, i)) for i, ln in enumerate(text.splitlines(), start=1)]
+        else:
+            texts = [(value, None)]
+        for line, where in texts:
+            if len(line) > 4096 or (where is not None and re.match(r"^\s*#\s", line)):
+                continue  # a comment line ("# PRs we carry")
+            hits = [(m["repo"] or "", m["n"]) for m in _PULL.finditer(line)]
+            rest = _PULL.sub(" ", line)
+            hits += [(m["repo"], m["n"]) for m in _TOKEN.finditer(rest)]
+            if _NUMBER_LIST.match(rest) or (where is None and re.fullmatch(r"\s*\d{1,7}\s*", rest)):
+                hits += [("", n) for n in re.findall(r"\d{1,7}", rest)]  # a bare list: 12345 23456
+            if where is None and not hits:
+                raise InputError(f"--pr {value!r}: not a PR number, OWNER/REPO#N, a pull URL or a file of them")
+            for repo, n in hits:
+                repo = repo or github
+                if not repo:
+                    raise InputError(
+                        f"PR #{n}: the target has no GitHub repository to number it in",
+                        where=where,
+                        hint="write OWNER/REPO#N, or `patchset target add` with --github",
+                    )
+                ref = PRRef(repo, int(n))
+                if ref not in found:
+                    found.append(ref)
+            if len(found) > MAX_PRS:
+                raise InputError(f"more than {MAX_PRS} PRs: is this the right list?", where=where)
+    if not found:
+        raise InputError("no PR numbers found", hint="--pr N, --pr OWNER/REPO#N, or --pr FILE holding them")
+    return found
+
+
+def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict[str, Any]:
+    """Record one upstream-origin entry per PR (``pr-N``), its source the PR, not fetched yet."""
+    ledger = ledger_mod.load_ledger(ledger_path)
+    t = _target(ledger, target)
+    refs = pr_refs(values, t.github)
+    out: dict[str, Any] = {"target": t.name, "added": [], "unchanged": [], "not_fetched": []}
+    with ledger_mod.edit(ledger_path) as e:
+        for ref in refs:
+            pid = f"pr-{ref.number}" if ref.repo == t.github else f"pr-{ref.repo.replace('/', '-')}-{ref.number}"
+            existing = e.patch_table(pid)
+            if existing is not None:
+                src = existing.get("source", {})
+                if src.get("kind") == "pr" and src.get("ref") == f"{ref.repo}#{ref.number}":
+                    out["unchanged"].append(pid)
+                    continue
+                raise InputError(
+                    f"patch {pid!r} exists and is not PR {ref.repo}#{ref.number}; nothing was imported",
+                    hint="rename that patch first",
+                )
+            table = e.add_patch(
+                {
+                    "id": pid,
+                    "target": t.name,
+                    "title": f"Upstream PR {ref.repo}#{ref.number}",
+                    "origin": "upstream",
+                    "notes": "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)",
+                }
+            )
+            e.set_path(table, "upstream.prs", [f"{ref.repo}#{ref.number}"])
+            e.set_path(table, "source.kind", "pr")
+            e.set_path(table, "source.ref", f"{ref.repo}#{ref.number}")
+            out["added"].append(pid)
+            out["not_fetched"].append(pid)
+        if not out["added"]:
+            e.cancelled = True
+    return out
+
+
+# --------------------------------------------------------------------------- reverts
+
+
+def _repo_for(ledger: Any, t: Target, upstream: Path | None) -> GitRepo:
+    from patchset.upstream.bases import local_repo
+
+    if upstream is not None:
+        local = local_repo(upstream)
+        if local is None:
+            raise InputError(f"--upstream {upstream}: not a git repository")
+        return GitRepo(local)
+    local = local_repo(t.upstream) if t.upstream else None
+    if local is not None:
+        return GitRepo(local)
+    if t.package:
+        from patchset.upstream.history import ReleaseHistory
+
+        return ReleaseHistory.for_project(t.package)
+    raise InputError(
+        f"target {t.name!r} has no local upstream clone and no package release history to find the commit in",
+        hint="pass --upstream DIR (a local clone holding the commit)",
+    )
+
+
+def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Path | None = None) -> dict[str, Any]:
+    """Record the reverse of upstream commit ``sha`` as a patch of origin ``revert``."""
+    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", sha):
+        raise InputError(f"--revert {sha!r}: a commit sha (7-40 hex digits)")
+    ledger = ledger_mod.load_ledger(ledger_path)
+    t = _target(ledger, target)
+    with _repo_for(ledger, t, upstream) as repo:
+        full = repo.rev(sha.lower())
+        if full is None:
+            raise InputError(
+                f"commit {sha} is not in {repo.git_dir}",
+                hint="pass --upstream DIR (a clone that holds it), or fetch it into the target's clone",
+            )
+        parents = repo.git("rev-list", "--parents", "-n", "1", full).stdout.decode().split()[1:]
+        if not parents:
+            raise InputError(f"commit {full[:12]} has no parent: there is nothing to revert it to")
+        subject = repo.git("log", "-1", "--format=%s", full).stdout.decode().strip()
+        names = repo.git("diff", "--name-only", "-z", "--no-renames", parents[0], full).stdout
+        changes = []
+        for raw in filter(None, names.split(b"\0")):
+            path = raw.decode("utf-8", "surrogateescape")
+            after, before = repo.read_blob(parents[0], path), repo.read_blob(full, path)
+            changes.append(
+                FileChange(path if before is not None else None, path if after is not None else None, before, after)
+            )
+    if not changes:
+        raise InputError(f"commit {full[:12]} changes no file: nothing to revert")
+    pid = f"revert-{full[:12]}"
+    head = f'Subject: [PATCH] Revert "{subject}"\n\nThis reverts commit {full}.\n\n'
+    body = head.encode("utf-8", "surrogateescape") + render_changes(changes)
+    rel = f"patchset/series/{t.name}/{pid}.patch"
+    out: dict[str, Any] = {"id": pid, "target": t.name, "commit": full, "subject": subject, "files": []}
+    out["files"] = [ch.new_path or ch.old_path for ch in changes]
+    with ledger_mod.edit(ledger_path) as e:
+        existing = e.patch_table(pid)
+        if existing is not None:
+            same = (ledger.root / (existing.get("body") or rel)).is_file() and e.lock.bodies.get(pid) == sha256_bytes(
+                body
+            )
+            out["outcome"] = "unchanged" if same else "updated"
+            if same:
+                e.cancelled = True
+                return out
+        else:
+            table = e.add_patch(
+                {
+                    "id": pid,
+                    "target": t.name,
+                    "title": f'Revert "{subject}"'[:200],
+                    "origin": "revert",
+                    "files": out["files"],
+                }
+            )
+            e.set_path(table, "upstream.commits", [full])
+            m = _SUBJECT_PR.search(subject)
+            if m and t.github:
+                e.set_path(table, "upstream.reverts", [f"{t.github}#{m.group(1)}"])
+            out["outcome"] = "added"
+        e.write_file(rel, body)
+        e.lock.bodies[pid] = sha256_bytes(body)
+    return out

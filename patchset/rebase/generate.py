@@ -1,0 +1,366 @@
+"""Generated patches: an anchored edit script run on a private copy of a base, its result a diff.
+
+Most DGX Spark build repositories carry part of their vLLM changes as Python scripts that read an
+installed file, replace an exact anchor and write it back. ``[patch.generate]`` keeps such a
+script as what it is: ``command`` (argv; ``{root}`` is a private copy of the base tree, ``{ledger}``
+the ledger directory) is run here, never on the user's tree, and the files it changed under
+``{root}`` become the patch body. On a rebase the command runs again on the new base: the same
+diff is carried, a different one refreshes the body, a failure (the anchor is gone) is a conflict
+with the script's own message.
+
+The command is untrusted code the user chose to run; what is checked: it runs in a scratch
+directory (its working directory must stay empty), the ledger directory is snapshotted before and
+compared after (a command that touched it is refused, and the changed paths are named), it is
+bounded in time (its process group is killed), its output is bounded, ``__pycache__`` and ``.pyc``
+files are not part of the diff, symlinks it leaves under ``{root}`` are refused. ``bind`` mounts
+the copy at an absolute path inside a private mount namespace (bubblewrap or ``unshare``), for
+scripts that hard-code an install path: without either tool that is a clear error, never a run
+against the real path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchset.confine import check_relative
+from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.ledger.model import Generate, Target
+from patchset.rebase.regen import FileChange
+from patchset.text import terminal
+
+ROOT, LEDGER = "{root}", "{ledger}"
+MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
+MAX_LEDGER_ENTRIES = 200_000  # a ledger directory larger than this is not snapshotted entry by entry
+_IGNORED_DIRS = {"__pycache__"}
+_IGNORED_SUFFIXES = (".pyc", ".pyo")
+_EPOCH = 315532800  # 1980-01-01: every file of the copy gets this mtime, so a write always shows
+
+
+class ScriptFailed(InputError):
+    """A generate command exited non-zero (or was killed): its own message is in ``output``."""
+
+    def __init__(self, message: str, output: str, *, hint: str | None = None) -> None:
+        self.output = output
+        super().__init__(message + (f":\n{output}" if output else ""), hint=hint)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What a command changed under ``{root}``: one change per file, in path order."""
+
+    changes: list[FileChange]
+    output: str  # the tail of what the command printed
+    ignored: list[str]  # bytecode files left out of the diff
+
+
+def expand(command: list[str], root: Path, ledger: Path) -> list[str]:
+    return [a.replace(ROOT, str(root)).replace(LEDGER, str(ledger)) for a in command]
+
+
+def script_path(command: list[str], ledger: Path) -> Path | None:
+    """The script a recorded command runs (``{ledger}/…`` in its arguments), if any."""
+    for a in command:
+        if a.startswith(LEDGER + "/"):
+            return ledger / a[len(LEDGER) + 1 :]
+    return None
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def _stat_tree(root: Path, limit: int) -> dict[str, tuple[int, int, int, str]] | None:
+    """``{rel: (size, mtime_ns, mode, link)}`` of every entry under ``root``; None past ``limit``."""
+    out: dict[str, tuple[int, int, int, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            link = os.readlink(full) if stat.S_ISLNK(st.st_mode) else ""
+            size = 0 if stat.S_ISDIR(st.st_mode) else st.st_size
+            mtime = 0 if stat.S_ISDIR(st.st_mode) else st.st_mtime_ns
+            out[os.path.relpath(full, root)] = (size, mtime, st.st_mode, link)
+            if len(out) > limit:
+                return None
+    return out
+
+
+def _changed(before: dict[str, tuple[int, int, int, str]], after: dict[str, tuple[int, int, int, str]]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+# --------------------------------------------------------------------------- isolation for `bind`
+
+
+def _bind_prefix(root: Path, bind: str) -> list[str]:
+    """argv that runs the rest with ``root`` mounted at ``bind`` in a private mount namespace."""
+    if not os.path.isdir(bind):
+        raise InputError(
+            f"bind = {bind!r}: no such directory on this machine (the copy is mounted over an existing one)",
+            hint="create it, or rewrite the script's path as {root}/… so it needs no bind",
+        )
+    if shutil.which("bwrap"):
+        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(root), bind, "--"]
+    unshare = shutil.which("unshare")
+    if unshare:
+        probe = subprocess.run(
+            [unshare, "--user", "--map-root-user", "--mount", "true"], capture_output=True, timeout=30
+        )
+        if probe.returncode == 0:
+            script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+            return [unshare, "--user", "--map-root-user", "--mount", "--", "sh", "-c", script, "sh", str(root), bind]
+    raise EnvironmentFailure(
+        f"bind = {bind!r} needs bubblewrap (bwrap) or unshare with user namespaces, and neither works here",
+        hint="install bubblewrap, or rewrite the script's path as {root}/… (patchset never runs it against the real path)",
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - MAX_OUTPUT))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return ("…" if size > MAX_OUTPUT else "") + "\n".join(
+        terminal(ln, block=True) for ln in text.rstrip("\n").splitlines()
+    )
+
+
+def _normalise_times(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.utime(full, (_EPOCH, _EPOCH))
+
+
+def _scratch_dir() -> str | None:
+    """Memory-backed scratch space when the machine has it (a whole base is thousands of small
+    files: written to tmpfs in a fraction of the time), else the default temporary directory."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    return shm if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > 2 << 30 else None
+
+
+class Workspace:
+    """A private copy of one base, written once and reused: each run starts from the base plus the
+    world's changes (``set_world``), and what a run changed is put back afterwards, so a rebase
+    that runs several generated patches copies the (8,000-file) base only once."""
+
+    def __init__(self, make_base: Callable[[Path], None], base_read: Callable[[str], bytes | None], target: Target):
+        self._tmp = Path(tempfile.mkdtemp(prefix="patchset-generate-", dir=_scratch_dir()))
+        self.root, self.work = self._tmp / "root", self._tmp / "work"
+        self.make_base, self.base_read, self.target = make_base, base_read, target
+        self._made = False
+        self._world: dict[str, tuple[bytes | None, str | None]] = {}
+
+    def _rel(self, key: str) -> str:
+        return self.target.tree_path(key, self.target.layout)
+
+    def _key(self, rel: str) -> str:
+        return self.target.lock_key(rel) if self.target.layout == "installed" else rel
+
+    def _put(self, rel: str, data: bytes | None, mode: str | None) -> None:
+        f = self.root / rel
+        if f.is_symlink() or f.is_file():
+            f.unlink()
+        elif f.is_dir():
+            shutil.rmtree(f)
+        if data is None:
+            return
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(data)
+        os.chmod(f, 0o755 if mode == "100755" else 0o644)
+        os.utime(f, (_EPOCH, _EPOCH))
+
+    def set_world(self, changes: dict[str, tuple[bytes | None, str | None]]) -> None:
+        """The copy becomes the base with ``changes`` (source-layout path -> bytes or None, mode)."""
+        if not self._made:
+            if self.root.exists():
+                shutil.rmtree(self.root)
+            self.make_base(self.root)
+            _normalise_times(self.root)
+            self.work.mkdir(exist_ok=True)
+            self._made, self._world = True, {}
+        for key in set(self._world) - set(changes):
+            self._put(self._rel(key), self.base_read(key), None)
+        for key, (data, mode) in changes.items():
+            if self._world.get(key) != (data, mode):
+                self._put(self._rel(key), data, mode)
+        self._world = dict(changes)
+
+    def content(self, key: str) -> bytes | None:
+        """What the copy holds at ``key`` before a run: the world's change, else the base's file."""
+        return self._world[key][0] if key in self._world else self.base_read(key)
+
+    def _reset(self, snap: dict[str, tuple[int, int, int, str]]) -> None:
+        """Put back what a run changed (new entries removed, changed or removed files restored)."""
+        try:
+            after = _stat_tree(self.root, 10**7) or {}
+            for rel in sorted(set(after) - set(snap), key=len):
+                f = self.root / rel
+                if f.is_symlink() or f.is_file():
+                    f.unlink()
+                elif f.is_dir():
+                    shutil.rmtree(f, ignore_errors=True)
+            for rel in _changed(snap, after):
+                old = snap.get(rel)
+                if old is not None and not stat.S_ISDIR(old[2]):
+                    key = self._key(rel.replace(os.sep, "/"))
+                    mode = self._world[key][1] if key in self._world else ("100755" if old[2] & 0o111 else "100644")
+                    self._put(rel, self.content(key), mode)
+            for name in os.listdir(self.work):
+                left = self.work / name
+                if left.is_dir() and not left.is_symlink():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink()
+        except OSError:
+            self._made = False  # made again from the base next time
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_generate(
+    gen: Generate,
+    ledger_root: Path,
+    ws: Workspace,
+    *,
+    label: str = "the base",
+) -> Generated:
+    """Run ``gen.command`` on the workspace's copy (as ``set_world`` left it) and return what it
+    changed, as file changes in the source layout. ScriptFailed when it exits non-zero or times
+    out; InputError when it touched the ledger directory, left files in its working directory or
+    left symlinks under ``{root}``. The copy is put back either way."""
+    if not gen.command:
+        raise InputError("the generate command is empty")
+    if not ws._made:
+        ws.set_world({})
+    ledger_root = ledger_root.resolve()
+    root, work = ws.root, ws.work
+    snap = _stat_tree(root, 10**7) or {}
+    try:
+        ledger_snap = _stat_tree(ledger_root, MAX_LEDGER_ENTRIES)
+        argv = expand(gen.command, Path(gen.bind) if gen.bind else root, ledger_root)
+        if gen.bind:
+            argv = _bind_prefix(root, gen.bind) + argv
+        out_path = ws._tmp / "output"
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            with open(out_path, "wb") as out:
+                proc = subprocess.Popen(
+                    argv, cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
+                )
+                try:
+                    code = proc.wait(timeout=gen.timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    raise ScriptFailed(
+                        f"the generate command did not finish within {gen.timeout} s on {label} (it was killed)",
+                        _tail(out_path),
+                        hint="raise `timeout` in [patch.generate] if it is only slow",
+                    ) from None
+        except FileNotFoundError:
+            raise InputError(
+                f"the generate command's program {argv[0]!r} is not found", hint="check the first word of the command"
+            ) from None
+        output = _tail(out_path)
+        if ledger_snap is not None:
+            touched = _changed(ledger_snap, _stat_tree(ledger_root, MAX_LEDGER_ENTRIES) or {})
+            if touched:
+                raise InputError(
+                    f"the generate command changed files outside {{root}}, in the ledger directory {ledger_root}: "
+                    + ", ".join(terminal(t) for t in touched[:10])
+                    + (" …" if len(touched) > 10 else ""),
+                    hint="a script may write only below {root}; patchset did not undo what it did there",
+                )
+        left = sorted(os.listdir(work))
+        if left:
+            raise InputError(
+                f"the generate command left files in its working directory: {', '.join(terminal(x) for x in left[:10])}",
+                hint="a script may write only below {root} (its working directory is a scratch directory)",
+            )
+        if code != 0:
+            raise ScriptFailed(f"the generate command exited with status {code} on {label}", output)
+        changes, ignored = _diff(root, snap, ws.content, ws.target, ws.target.layout)
+        return Generated(changes, output=output, ignored=ignored)
+    finally:
+        ws._reset(snap)
+
+
+def _diff(
+    root: Path,
+    snap: dict[str, tuple[int, int, int, str]],
+    before: Callable[[str], bytes | None],
+    target: Target,
+    layout: str,
+) -> tuple[list[FileChange], list[str]]:
+    after = _stat_tree(root, 10**7) or {}
+    changes: list[FileChange] = []
+    ignored: list[str] = []
+    for rel in _changed(snap, after):
+        new = after.get(rel)
+        old = snap.get(rel)
+        if (new and stat.S_ISDIR(new[2])) or (old and stat.S_ISDIR(old[2]) and new is None):
+            continue
+        parts = rel.split(os.sep)
+        if any(p in _IGNORED_DIRS for p in parts) or rel.endswith(_IGNORED_SUFFIXES):
+            ignored.append(rel)
+            continue
+        if new is not None and stat.S_ISLNK(new[2]):
+            raise InputError(
+                f"the generate command left a symbolic link at {{root}}/{terminal(rel)}: a patch carries files",
+                hint="write the file's content instead of a link",
+            )
+        posix = rel.replace(os.sep, "/")
+        try:
+            check_relative(posix, what="a file the generate command left below {root}")
+        except UnsafePathError as exc:
+            raise InputError(
+                exc.message, hint="a patch carries files with plain names; rename it in the script"
+            ) from None
+        key = target.lock_key(posix) if layout == "installed" else posix
+        was = before(key)
+        now = (root / rel).read_bytes() if new is not None else None
+        if was == now:
+            continue  # rewritten with the same bytes
+        mode = "100755" if new is not None and new[2] & 0o111 else "100644"
+        old_mode = "100755" if old is not None and old[2] & 0o111 else "100644"
+        changes.append(
+            FileChange(key if was is not None else None, key if now is not None else None, was, now, old_mode, mode)
+        )
+    changes.sort(key=lambda c: c.new_path or c.old_path or "")
+    return changes, ignored
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """A private copy of a directory base (symlinks kept as links, ``.git`` left out)."""
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))

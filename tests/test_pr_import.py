@@ -1,0 +1,112 @@
+"""``import --pr`` and ``import --revert`` (issue #25): upstream PRs a build lists (on the command line
+or in a Dockerfile-like file) become upstream-origin entries that ``fetch`` pins to the PR's head,
+recorded as not fetched while offline; a revert is the reverse of an upstream commit, checked
+against ``git revert`` on a real repository. The PRs are served by the local GitHub-shaped server
+(``tests.support.fakehub``) through the real client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchset.ledger.store import load_ledger
+from tests.support.fetch_world import REPO, TOKEN, World, base_tree, build_world, hub_data
+from tests.support.repo import git, tree_digest
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    return build_world(tmp_path_factory.mktemp("world"))
+
+
+@pytest.fixture
+def led(run, tmp_path: Path, world: World) -> Path:
+    d = tmp_path / "led"
+    d.mkdir()
+    assert run("init", cwd=d).code == 0
+    assert run("target", "add", "demo", "--github", REPO, "--base", world.base, cwd=d).code == 0
+    return d
+
+
+def test_a_pr_list_becomes_entries_that_fetch_pins(run, led: Path, tmp_path: Path, world, serve_hub, monkeypatch):
+    listing = tmp_path / "Dockerfile.prs"
+    listing.write_text(
+        "# PRs we carry\n"
+        'ARG PRS="101"\n'
+        "RUN curl -L https://github.com/acme/demo/pull/102.diff | git apply\n"
+        "EXPOSE 8000\n"
+    )
+    r = run("import", "--pr", listing, "--target", "demo", "--json", cwd=led)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert rep["added"] == ["pr-101", "pr-102"] and rep["not_fetched"] == ["pr-101", "pr-102"]
+    ledger = load_ledger(led / "patches.toml")
+    p = ledger.get("pr-101")
+    assert (p.origin, p.upstream.prs, p.source.kind, p.source.ref) == ("upstream", [f"{REPO}#101"], "pr", f"{REPO}#101")
+    r = run("list", "--json", cwd=led)
+    assert {row["id"]: row["body"] for row in json.loads(r.stdout)} == {
+        "pr-101": "not imported",
+        "pr-102": "not imported",
+    }
+    # offline: recorded as not fetched, nothing written
+    before = tree_digest(led)
+    r = run("fetch", "--all", "--offline", "--json", cwd=led)
+    assert r.code == 1 and "offline" in r.stdout, r
+    assert tree_digest(led) == before
+    # the same list again adds nothing; a number on the command line works too
+    r = run("import", "--pr", "101", "--pr", "#102", "--target", "demo", "--json", cwd=led)
+    assert r.code == 0 and json.loads(r.stdout)["unchanged"] == ["pr-101", "pr-102"], r
+    # online: fetch pins each to its PR's head, and the series applies
+    hub = serve_hub(hub_data(world))
+    monkeypatch.setenv("PATCHSET_GITHUB_API", hub.base_url)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    r = run("fetch", "--all", "--json", cwd=led)
+    assert r.code == 0, r
+    lock = (led / "patches.lock").read_text()
+    assert "[heads]" in lock and "pr-101" in lock.split("[heads]")[1]
+    tree = base_tree(world, tmp_path / "tree")
+    r = run("apply", "--tree", tree, "--update-lock", cwd=led)
+    assert r.code == 0, r
+    assert "core_3 = 30  # fixed upstream" in (tree / "demo/core.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("lots", "not a PR number"), ("0", "positive integer")],
+)
+def test_a_bad_pr_is_refused(run, led: Path, value: str, said: str) -> None:
+    before = tree_digest(led)
+    r = run("import", "--pr", value, "--target", "demo", cwd=led)
+    assert r.code == 2 and said in r.stderr, r
+    assert tree_digest(led) == before
+
+
+def test_a_revert_is_the_reverse_of_the_upstream_commit(run, led: Path, tmp_path: Path, world: World) -> None:
+    r = run(
+        "import", "--revert", world.commit_sha[:10], "--upstream", world.root, "--target", "demo", "--json", cwd=led
+    )
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    pid = rep["id"]
+    assert rep["files"] == ["demo/extra.py"] and rep["subject"] == "commit"
+    p = load_ledger(led / "patches.toml").get(pid)
+    assert (p.origin, p.upstream.commits) == ("revert", [world.commit_sha])
+    # the oracle: git revert of the same commit on a clone at HEAD
+    oracle = tmp_path / "oracle"
+    git(tmp_path, "clone", "-q", str(world.root), str(oracle))
+    git(oracle, "revert", "--no-edit", world.commit_sha)
+    tree = tmp_path / "tree"
+    git(tmp_path, "clone", "-q", str(world.root), str(tree))
+    shutil.rmtree(tree / ".git")
+    r = run("apply", "--tree", tree, "--update-lock", cwd=led)
+    assert r.code == 0, r
+    got = {k: v for k, v in tree_digest(tree).items()}
+    want = {k: v for k, v in tree_digest(oracle).items()}
+    assert got == want
+    # a sha the clone does not have
+    r = run("import", "--revert", "deadbeef", "--upstream", world.root, "--target", "demo", cwd=led)
+    assert r.code == 2 and "is not in" in r.stderr, r
