@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from patchset.engine.hunks import apply_file
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import is_epoch, parse_patch
 from patchset.patchfmt.headers import parse_meta

@@ -22,16 +22,9 @@ from patchset import atomic, locking
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, LOCK_HINT, body_state, lock_gap
 from patchset.commands.interrupted import APPLYING_DIR, LEDGER_EDIT, REBASE, interrupted_trees, interruptions
 from patchset.confine import STATE_DIRS, confine, is_within
-from patchset.engine.tree import (
-    SeriesItem,
-    SeriesResult,
-    SeriesState,
-    apply_series,
-    detect_state,
-    interrupted_error,
-    pending_apply,
-    recover,
-)
+from patchset.engine.detect import SeriesState, detect_state
+from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import apply_series, interrupted_error, pending_apply, recover
 from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
