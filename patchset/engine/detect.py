@@ -18,7 +18,7 @@ from patchset.engine.paths import Paths
 from patchset.engine.results import SeriesItem
 from patchset.engine.treestate import TreeState
 from patchset.ledger.lock import sha256_bytes
-from patchset.patchfmt.diffs import FilePatch
+from patchset.patchfmt.filepatch import FilePatch
 
 StateName = Literal["applied", "not_applied", "unknown"]
 

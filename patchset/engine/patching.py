@@ -12,7 +12,8 @@ from patchset.engine.paths import Paths, check_link
 from patchset.engine.results import FileResult, PatchResult, SeriesItem
 from patchset.engine.treestate import SYMLINK, TreeState
 from patchset.ledger.lock import sha256_bytes
-from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import FilePatch
 
 GIT_SYMLINK, GIT_SUBMODULE = "120000", "160000"
 
