@@ -47,7 +47,8 @@ MB = 1 << 20
 ENGINE = """
 import sys
 from pathlib import Path
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 root, series = Path(sys.argv[1]), Path(sys.argv[2])
 items = [SeriesItem(p.stem, p.read_bytes()) for p in sorted(series.glob("*.patch"))]
 res = apply_series(root, items)

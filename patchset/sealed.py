@@ -7,8 +7,8 @@ file would write bytes someone else chose into the ledger, restore a backup over
 directories it names, or answer "nothing to do" for a commit nobody here judged.
 
 So every such file is written as JSON carrying this installation's seal (``owner``: the HMAC
-that journals carry, ``patchset.journal.seal_of``, over the body and the *kind* of state, so one
-kind is never taken for another) and read back through :func:`read_sealed`, which takes only a
+that journals carry, ``patchset.journal.seal.seal_of``, over the body and the *kind* of state, so
+one kind is never taken for another) and read back through :func:`read_sealed`, which takes only a
 regular file (no link) of bounded size, valid JSON, a JSON object, and a seal that verifies.
 Anything else is :class:`~patchset.errors.ForeignState` (exit 2): the file, why, a few of the
 values it holds (quoted, control characters escaped) and what to do; the file is left alone.
@@ -27,7 +27,7 @@ from typing import Any
 
 from patchset import atomic
 from patchset.errors import ForeignState
-from patchset.journal import has_seal, seal_of, shown_value
+from patchset.journal.seal import has_seal, seal_of, shown_value
 
 OWNER = "owner"  # the key the seal is kept under, as in journals
 MAX_STATE = 256 << 20  # bytes: patchset's own state files are far smaller

@@ -17,7 +17,7 @@ from tests.support.tiers import ci_verdict
 @pytest.fixture(autouse=True, scope="session")
 def _journal_key_dir(tmp_path_factory) -> None:
     """patchset seals every journal it writes with a key in its state directory
-    (``patchset.journal``): the tests keep theirs out of the user's home."""
+    (``patchset.journal.seal``): the tests keep theirs out of the user's home."""
     os.environ.setdefault("PATCHSET_STATE", str(tmp_path_factory.mktemp("state")))
 
 

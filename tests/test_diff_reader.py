@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import PatchFormatError
-from patchset.patchfmt.diffs import FilePatch, HunkList, parse_patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import FilePatch, HunkList
 from tests.support import debian
 from tests.support.diffgen import unified_diff
 from tests.support.repo import REPO_ROOT

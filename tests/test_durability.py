@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from patchset.commands import apply as apply_mod
+from patchset.commands import apply_lock
 from patchset.engine import tree as tree_mod
 from patchset.engine import txn
 from patchset.ledger.store import load_ledger
@@ -111,7 +112,7 @@ def test_apply_reads_and_applies_the_series_once(tmp_path: Path, monkeypatch: py
         calls.append(kw.get("dry_run", False))
         return real(*a, **kw)
 
-    monkeypatch.setattr(apply_mod, "apply_series", counting)
+    monkeypatch.setattr(apply_lock, "apply_series", counting)
     reports = apply_mod.run(ledger, {"t": apply_mod.TreeArg("tree", tree)})
     assert [r.outcome for r in reports] == ["applied"] and calls == [False]
     assert all(b"v2 = 22" in (tree / rel).read_bytes() for rel in FILES)

@@ -40,7 +40,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from patchset.engine.hunks import apply_file
-from patchset.patchfmt.diffs import parse_patch, split_lines
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import split_lines
 from tests.support.diffgen import unified_diff
 
 BATCH = 40

@@ -29,7 +29,8 @@ from patchset.commands.fetch import (
     update,
 )
 from patchset.commands.table import Term
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.errors import LedgerError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.store import load_ledger

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from patchset.engine import txn
 from patchset.errors import PatchsetError
-from patchset.journal import Journal
+from patchset.journal.commit import Journal
 from patchset.ledger import store
 from tests.support.fuzz import CASE_DEADLINE_S, Sentinel, examples
 

@@ -29,7 +29,9 @@ from hypothesis import strategies as st
 
 from patchset import cli
 from patchset.confine import check_relative, is_within
-from patchset.engine.tree import SeriesItem, apply_series, detect_state
+from patchset.engine.detect import detect_state
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.errors import PatchsetError, UnsafePathError
 from patchset.ledger.lock import load_lock, parse_expected, render_lock
 from patchset.ledger.model import Lock

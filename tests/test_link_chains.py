@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.errors import UnsafePathError
 from tests.support.fuzz import Sentinel, snapshot
 

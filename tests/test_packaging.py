@@ -70,6 +70,25 @@ def test_the_wheel_carries_every_layer_and_no_test_double(wheel: Path) -> None:
     assert doubles == []
 
 
+def test_the_wheel_carries_every_module(wheel: Path) -> None:
+    """Every tracked product module lands in the wheel: a new sub-package (a module split into a
+    package) must be listed in pyproject.toml's ``packages``, or it is silently left out."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "--", "patchset", "tracker", "verify", "ci"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    mapped = {"patchset": "patchset", "tracker": "patchset/tracker", "verify": "patchset/verify", "ci": "patchset/ci"}
+    missing = []
+    for rel in tracked:
+        top, _, rest = rel.partition("/")
+        if rel.endswith(".py") and "faults" not in rel.split("/") and f"{mapped[top]}/{rest}" not in names:
+            missing.append(rel)
+    assert tracked and missing == [], missing
+
+
 def test_the_console_script_points_into_the_package(wheel: Path) -> None:
     ep = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(ep).decode()

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from patchset.engine.hunks import apply_file
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.ledger.store import load_ledger
-from patchset.patchfmt.diffs import is_epoch, parse_patch
+from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
+from patchset.patchfmt.names import is_epoch
 from patchset.rebase.session import rebase
 from tests.support.repo import commit_files, git, new_repo, release_history, tree_digest
 

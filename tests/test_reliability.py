@@ -24,7 +24,8 @@ from patchset import locking
 from patchset.commands import inspection
 from patchset.engine import txn
 from patchset.engine.hunks import apply_file
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch

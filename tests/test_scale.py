@@ -20,7 +20,8 @@ from patchset.commands import inspection
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
 from patchset.ledger.store import load_ledger
-from patchset.patchfmt.diffs import HunkList, parse_patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import HunkList
 from tests.support.diffgen import unified_diff
 from tests.support.unidiff_reference import parse_patch as reference_parse
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import ForeignJournal, ForeignState
-from patchset.journal import Journal
+from patchset.journal.commit import Journal
 from tests.support.fuzz import Sentinel, snapshot
 from tests.support.rebase_demo import build
 from tests.support.repo import git

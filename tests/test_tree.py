@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from patchset.engine import txn
-from patchset.engine.tree import SeriesItem, apply_series, detect_state, recover
+from patchset.engine.detect import detect_state
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series, recover
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes as sha256
 from tests.support.diffgen import unified_diff

@@ -490,7 +490,8 @@ def test_classify_table() -> None:
 
 
 def test_overlay_links_untouched_files_and_apply_breaks_only_patched_links(tmp_path: Path, project: Path) -> None:
-    from patchset.engine.tree import SeriesItem, apply_series
+    from patchset.engine.results import SeriesItem
+    from patchset.engine.tree import apply_series
 
     snap = overlay.Snapshot.take(project)
     dest = tmp_path / "ov"

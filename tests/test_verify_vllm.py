@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from patchset.engine.tree import SeriesItem, apply_series
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series
 from patchset.upstream.releases import probe_index
 from patchset.verify import overlay, vllm_env
 from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, index_base, run_verify

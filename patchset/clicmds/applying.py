@@ -178,7 +178,7 @@ def apply(
 @guarded
 def recover(c: Ctx, trees: tuple[str, ...], back: bool, as_json: bool) -> int:
     """Finish (or with --back undo) an apply or a ledger edit that was interrupted (kill -9, power loss)."""
-    from patchset.commands.apply import recover_trees
+    from patchset.commands.recover import recover_trees
 
     done = recover_trees([_recover_dir(t) for t in trees], c.ledger_path, back=back)
     if as_json:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.model import Target
-from patchset.patchfmt.diffs import parse_patch, strip_path
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.names import strip_path
 from patchset.patchfmt.reader import ReadError, diff_start, read
 
 MAX_STRIP = 12

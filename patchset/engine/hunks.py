@@ -26,7 +26,7 @@ failed hunks and still computes that partial result (``FileOutcome.partial``) so
 compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
 
 Memory: a file is its bytes plus at most one integer per line (``_Text``), hunks are built one at a time
-from the patch body (``diffs.HunkList``), a hunk's old side is compared with one ``startswith``
+from the patch body (``filepatch.HunkList``), a hunk's old side is compared with one ``startswith``
 on the file's bytes, and the result is written into one growing buffer handed out without a copy
 (``io.BytesIO.getvalue``). So applying a 100 MB patch to a 100 MB file holds about the body, the
 old file and the new file, not an object per line of any of them.
@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from patchset.patchfmt.diffs import FilePatch, Hunk, HunkList, LazySequence
+from patchset.patchfmt.filepatch import FilePatch, Hunk, HunkList, LazySequence
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]

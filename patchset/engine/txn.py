@@ -19,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, ForeignJournal
-from patchset.journal import JOURNAL, Change, Direction, Journal
+from patchset.journal.commit import Change, Journal
+from patchset.journal.recovery import Direction
+from patchset.journal.txndir import JOURNAL
 
 __all__ = [
     "FSYNC_ENV",

@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # tomlkit and the journal are imported by the writers only: r
     import tomlkit
     from tomlkit.items import AoT, Table
 
-    from patchset.journal import Direction, Journal
+    from patchset.journal.commit import Journal
+    from patchset.journal.recovery import Direction
 
 DEFAULT_NAME = "patches.toml"
 EDIT_TXN = ".patchset/ledger-txn"  # the journal of a ledger edit being written (patchset.journal)
@@ -52,7 +53,7 @@ EDIT_TXN = ".patchset/ledger-txn"  # the journal of a ledger edit being written 
 
 def edit_journal(root: Path) -> Journal:
     """The transaction directory of ledger edits in the ledger directory ``root``."""
-    from patchset.journal import Journal
+    from patchset.journal.commit import Journal
 
     return Journal(root, root / EDIT_TXN, busy="another patchset process is writing this ledger")
 
@@ -123,7 +124,7 @@ def stage_files(root: Path, files: Mapping[Path, bytes | None]) -> StagedFiles:
     journaled commit. The caller holds the ledger lock. An interrupted earlier edit is rolled
     forward first. A full or read-only disk fails here, before anything is changed."""
     from patchset.confine import check_relative
-    from patchset.journal import Change
+    from patchset.journal.commit import Change
 
     j = edit_journal(root)
     changes = []

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from patchset.errors import InputError, PatchFormatError
-from patchset.patchfmt.diffs import parse_patch, split_lines
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import split_lines
 
 __all__ = ["FilterResult", "Section", "filter_diff", "interdiff", "match_glob", "patch_id", "split_sections"]
 

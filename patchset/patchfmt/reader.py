@@ -7,7 +7,7 @@ Why not ``unidiff`` here (it did this job before, and stays the reference in
 walks the body once, in bytes, and keeps per file only its header lines and, per hunk, three
 integers (where its ``@@`` line starts, where its last line ends, its line number) in compact
 arrays: the hunk lines themselves are sliced out of the body when a hunk is used
-(``patchset.patchfmt.diffs.HunkList``).
+(``patchset.patchfmt.filepatch.HunkList``).
 
 What it accepts and how it fails is unidiff's grammar, reproduced rule for rule (and compared with
 unidiff on real patches by that test): which lines start a file (``diff --git``, ``---``/``+++``,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.ledger.model import Patch
-from patchset.patchfmt.diffs import FilePatch, split_lines
+from patchset.patchfmt.filepatch import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
 from patchset.rebase.replay import BlobStore, Move, Tree
 from patchset.upstream.git import run_git

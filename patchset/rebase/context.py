@@ -16,7 +16,8 @@ from typing import Any
 
 from patchset.errors import InputError, LedgerError, Location
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.diffs import FilePatch, parse_patch
+from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import FilePatch
 from patchset.rebase.classify import Signal, moves_for, patch_id_signals, subject_prs
 from patchset.rebase.regen import FileChange
 from patchset.rebase.replay import BlobStore, Merger, Move, Tree

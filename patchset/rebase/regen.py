@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, PatchFormatError
-from patchset.patchfmt.diffs import header_text, parse_patch, split_lines
+from patchset.patchfmt.diffs import header_text, parse_patch
+from patchset.patchfmt.filepatch import split_lines
 from patchset.rebase.replay import blob_sha
 from patchset.upstream.git import run_git
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
-from patchset.patchfmt.diffs import FilePatch, as_creation, creates_missing
+from patchset.patchfmt.filepatch import FilePatch, as_creation, creates_missing
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Patch
-from patchset.patchfmt.diffs import FilePatch, header_text
+from patchset.patchfmt.diffs import header_text
+from patchset.patchfmt.filepatch import FilePatch
 from patchset.rebase.classify import (
     Signal,
     blame_lines,

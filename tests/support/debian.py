@@ -344,7 +344,8 @@ def check_rebase(old: Source, new: Source, work: Path) -> RebaseCheck:
     """Rebase ``old``'s series onto ``new``'s upstream tree and hold the result against what Debian's
     maintainers did (``new``'s series): what patchset calls already upstream must be a patch Debian
     dropped; where Debian kept a patch unchanged, the carried files must equal ``new``'s."""
-    from patchset.engine.tree import SeriesItem, apply_series
+    from patchset.engine.results import SeriesItem
+    from patchset.engine.tree import apply_series
     from patchset.ledger.store import load_ledger
     from patchset.patchfmt.diffs import files_touched
     from patchset.rebase.session import rebase, skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from patchset.patchfmt.diffs import split_lines
+from patchset.patchfmt.filepatch import split_lines
 
 MARKER = b"\\ No newline at end of file\n"
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from patchset.engine.tree import SeriesItem, apply_series, recover
+from patchset.engine.results import SeriesItem
+from patchset.engine.tree import apply_series, recover
 
 
 def main() -> int:

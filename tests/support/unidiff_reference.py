@@ -1,5 +1,5 @@
 """The parser as it was before the streaming reader: unidiff reads the body, this turns its
-``PatchedFile`` objects into ``patchset.patchfmt.diffs.FilePatch``. Kept as the reference the
+``PatchedFile`` objects into ``patchset.patchfmt.filepatch.FilePatch``. Kept as the reference the
 reader (``patchset.patchfmt.reader``) is compared with on real patches (tests/test_diff_reader.py):
 unidiff is a well-kept parser no one here wrote, so where the two disagree the reader is wrong.
 
@@ -17,14 +17,8 @@ from unidiff.constants import LINE_TYPE_ADDED, LINE_TYPE_CONTEXT, LINE_TYPE_NO_N
 from unidiff.errors import UnidiffParseError
 
 from patchset.errors import Location, PatchFormatError
-from patchset.patchfmt.diffs import (
-    NO_NEWLINE_MARKER,
-    FilePatch,
-    Hunk,
-    file_header,
-    finish_file,
-    split_lines,
-)
+from patchset.patchfmt.diffs import file_header, finish_file
+from patchset.patchfmt.filepatch import NO_NEWLINE_MARKER, FilePatch, Hunk, split_lines
 
 MAX_LINE_NUMBER = 2**63 - 1
 

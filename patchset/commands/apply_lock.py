@@ -1,0 +1,195 @@
+"""An apply's result proved against the lock before the tree is written, and the lock recorded.
+
+``OnePass`` runs the engine once: the series is applied in memory, ``check`` compares every
+patched file with the lock (or, with ``--update-lock``, stages the ledger edit that records it)
+and only then does the engine commit; the ledger edit is published while the tree's old files
+are still kept, so the tree and the lock never disagree. ``applying_marker`` is the note that
+lets ``validate`` name a tree an apply was killed in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from patchset import atomic
+from patchset.commands.apply_target import TargetReport
+from patchset.commands.interrupted import APPLYING_DIR
+from patchset.confine import confine
+from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import apply_series
+from patchset.errors import UnsafePathError
+from patchset.ledger import store as ledger_mod
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Target
+from patchset.progress import Progress
+
+
+def lock_key(target: Target, layout: str, tree_path: str) -> str:
+    return target.lock_key(tree_path)  # the same key space whatever the layout (and wherever it came from)
+
+
+def tree_digest(root: Path, target: Target, layout: str, key: str) -> str | None:
+    return file_digest(root / target.tree_path(key, layout))
+
+
+def file_digest(f: Path) -> str | None:
+    """sha256 of a file as the engine sees it (a symlink: of its target text, as git hashes it)."""
+    if f.is_symlink():
+        return sha256_bytes(os.fsencode(os.readlink(f)))
+    return sha256_bytes(f.read_bytes()) if f.is_file() else None
+
+
+def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> list[str]:
+    bad = [p for p, d in got.items() if p in expected and expected[p] != d]
+    bad += [p for p in expected if p not in got]
+    return sorted(bad)
+
+
+class OnePass:
+    """One engine pass that applies in memory, proves the result against the lock and only then
+    commits (``apply_series``'s ``before_commit``): the series is read and applied once.
+
+    ``stack`` holds what a commit needs open (the applying note, with ``--update-lock`` the
+    ledger edit staged before the tree is touched and published while the tree's old files are
+    still kept: a full or read-only ledger directory fails before the tree changes, a failure
+    while publishing rolls the tree back, so the tree and the lock never disagree)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        target: Target,
+        root: Path,
+        layout: str,
+        report: TargetReport,
+        expected: dict[str, str | None] | None,
+        update_lock: bool,
+        dry_run: bool,
+    ) -> None:
+        from contextlib import ExitStack
+
+        self.ledger, self.target, self.root, self.layout = ledger, target, root, layout
+        self.report, self.expected, self.update_lock, self.dry_run = report, expected, update_lock, dry_run
+        self.stack = ExitStack()
+        self.edit: ledger_mod.Edit | None = None
+        self.refused = False  # the result did not match the lock: nothing written
+
+    def run(
+        self,
+        items: list[SeriesItem],
+        fuzz: int,
+        mapper: Callable[[str], str] | None,
+        progress: Progress | None,
+        remove_empty: bool,
+        durable: bool | None,
+    ) -> SeriesResult:
+        result = apply_series(
+            self.root,
+            items,
+            fuzz=fuzz,
+            path_for=mapper,
+            dry_run=self.dry_run,
+            progress=progress,
+            before_commit=self.check,
+            before_finish=self.finish,
+            remove_empty=remove_empty,
+            durable=durable,
+        )
+        if self.edit is not None:
+            self.edit.cancelled = True  # committed inside the tree's transaction, or not at all
+        if self.dry_run and result.ok:
+            self.check(result)  # the engine commits nothing in a dry run; the lock is still checked
+        return result
+
+    def check(self, result: SeriesResult) -> bool:
+        """The whole result, in memory: commit it only if it is what the lock says."""
+        target, layout, root, expected, report = self.target, self.layout, self.root, self.expected, self.report
+        got = {lock_key(target, layout, k): v for k, v in result.files.items()}
+        if expected:  # files only the already-carried patches touch: as they are on disk
+            got.update({k: tree_digest(root, target, layout, k) for k in expected if k not in got})
+        if expected and not self.update_lock:
+            bad = _compare(expected, got)
+            unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
+            if bad or unlisted:
+                self.refused = True
+                report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+                report.hashes = {p: {"expected": expected.get(p), "actual": got.get(p)} for p in report.mismatched}
+                what = []
+                if bad:
+                    what.append(f"{len(bad)} patched file(s) would not match the lock")
+                if unlisted:
+                    what.append(f"{len(unlisted)} patched file(s) are not in the lock: {', '.join(unlisted)}")
+                report.message += (
+                    "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
+                )
+                return False
+        if self.dry_run:
+            return False
+        self.stack.enter_context(applying_marker(self.ledger, root))
+        if self.update_lock:
+            before = {k: file_digest(root / k) for k in result.files}
+            e = self.stack.enter_context(ledger_mod.edit(self.ledger.path))
+            fill_lock(
+                e,
+                self.ledger,
+                target,
+                {k: v for k, v in got.items() if v is not None},
+                {lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+            )
+            e.stage()
+            self.edit = e
+        return True
+
+    def finish(self) -> None:
+        """Every file in place: the ledger and lock land, or the tree rolls back."""
+        if self.edit is not None:
+            self.edit.commit()
+
+
+@contextmanager
+def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
+    """A note beside the ledger naming the tree while an apply commits to it, so that ``validate``
+    can point at a tree an apply was killed in (``commands.interrupted``). Best effort: a
+    read-only ledger directory only loses the note, and it is not fsynced (the tree's own
+    transaction directory is what recovery reads). A ``.patchset`` that links out of the ledger
+    directory (a cloned ledger may carry one) gets no note: nothing is written through it."""
+    name = f"{APPLYING_DIR}/{sha256_bytes(str(root).encode())[:16]}.json"
+    mark: Path | None = None
+    try:
+        mark = confine(ledger.root, name, what="the apply note", allow_state=True)
+        atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
+    except UnsafePathError:
+        mark = None
+    except OSError:
+        assert mark is not None
+        for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
+            try:
+                empty.rmdir()
+            except OSError:
+                break
+        mark = None
+    try:
+        yield
+    finally:
+        if mark is not None:
+            mark.unlink(missing_ok=True)
+
+
+def fill_lock(
+    e: ledger_mod.Edit, ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]
+) -> None:
+    tl = e.lock.target(target.name)
+    tl.base = target.base
+    tl.files = dict(files)
+    tl.base_files = dict(base_files)
+    for p in ledger.series(target.name):
+        data = ledger.body_file(p).read_bytes()
+        e.lock.bodies[p.id] = sha256_bytes(data)
+
+
+def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:
+    with ledger_mod.edit(ledger.path) as e:
+        fill_lock(e, ledger, target, files, base_files)

@@ -1,0 +1,168 @@
+"""``apply --repo``: a target's series onto a git checkout, one commit per patch on a new branch.
+
+Each commit carries the patch's ``Patch-Id:``/``Origin:``/``Upstream-PR:`` trailers; nothing
+changes unless the whole series applies (a dry run on the checkout first). Run again, an existing
+branch that carries exactly the series is reported as such; any other branch of that name is
+refused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from patchset.commands.apply_lock import lock_key, record_lock
+from patchset.commands.apply_target import TargetReport, path_mapper, series_items
+from patchset.commands.apply_tree import apply_to_tree
+from patchset.engine.tree import apply_series
+from patchset.errors import InputError
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Patch, Target
+from patchset.progress import Progress
+
+
+def _commit_message(p: Patch) -> str:
+    lines = [p.title, ""]
+    if p.description:
+        lines += [p.description, ""]
+    lines.append(f"Patch-Id: {p.id}")
+    lines.append(f"Origin: {p.origin}")
+    lines += [f"Upstream-PR: {r}" for r in p.upstream.prs]
+    lines += [f"Ports: {r}" for r in p.upstream.ports]
+    return "\n".join(lines) + "\n"
+
+
+def apply_to_repo(
+    ledger: Ledger,
+    target: Target,
+    repo_dir: Path,
+    *,
+    layout: str,
+    branch: str = "",
+    fuzz: int = 0,
+    update_lock: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> TargetReport:
+    """One commit per patch on a new branch of a git checkout; nothing changes unless all apply."""
+    import git  # GitPython
+
+    try:
+        repo = git.Repo(repo_dir)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise InputError(f"{repo_dir} is not a git checkout", hint="use --tree for a plain directory") from None
+    branch = branch or f"patchset/{target.name}"
+    if branch in [h.name for h in repo.heads]:  # run again: nothing to write, or refused
+        return _existing_branch(ledger, target, repo, repo_dir, branch, layout=layout, fuzz=fuzz)
+    if repo.is_dirty(untracked_files=False):
+        raise InputError(
+            f"{repo_dir} has uncommitted changes",
+            hint="commit or stash them first: apply --repo starts from a clean HEAD",
+        )
+    trial = apply_to_tree(
+        ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True, update_lock=update_lock, kind="repo"
+    )
+    if trial.outcome != "dry-run" or dry_run:
+        return trial
+    items = series_items(ledger, target)
+    mapper = path_mapper(target, layout)
+    patches = {p.id: p for p in ledger.series(target.name)}
+    start = repo.head.commit
+    start_ref = repo.active_branch.name if not repo.head.is_detached else start.hexsha
+    repo.git.checkout("-q", "-b", branch)
+    report = TargetReport(target.name, str(repo_dir), "repo", layout, "failed", "", fuzz=fuzz)
+    got: dict[str, str] = {}
+    try:
+        for i, item in enumerate(items, 1):
+            if progress:
+                progress(item.patch_id, i, len(items))
+            res = apply_series(repo_dir, [item], fuzz=fuzz, path_for=mapper)
+            res.raise_for_failure()
+            changed = list(res.files)
+            repo.git.add("-A", "--", *changed)
+            repo.git.commit("-q", "--no-verify", "-m", _commit_message(patches[item.patch_id]))
+            report.commits.append(repo.head.commit.hexsha)
+            got.update({lock_key(target, layout, k): v for k, v in res.files.items() if v is not None})
+    except BaseException:
+        repo.git.checkout("-q", "-f", start_ref)
+        repo.git.branch("-D", branch)
+        raise
+    report.outcome = "applied"
+    report.result = trial.result
+    report.message = f"{len(items)} commits on branch {branch}"
+    if update_lock:
+        base = {}
+        for k in got:
+            try:
+                base[k] = sha256_bytes(start.tree[k].data_stream.read())
+            except KeyError:
+                pass
+        record_lock(ledger, target, got, base)
+    return report
+
+
+_PATCH_ID = re.compile(r"^Patch-Id: (\S+)[ \t]*$", re.MULTILINE)
+
+
+def _existing_branch(
+    ledger: Ledger, target: Target, repo: Any, repo_dir: Path, branch: str, *, layout: str, fuzz: int
+) -> TargetReport:
+    """``apply --repo`` when the branch exists already (the command run again).
+
+    The branch carries the series when its newest commits are one per patch, in series order
+    (their ``Patch-Id:`` trailers), and its files are what the series makes: the tip's version of
+    every file those commits change, checked like a ``--tree`` that already carries the series.
+    Then the report is that tree's ("already carries the series"; nothing changes, exit 0). Any
+    other branch of that name is refused (exit 2) with what to do. Neither the checkout nor its
+    refs are touched either way."""
+    import tempfile
+
+    want = [item.patch_id for item in series_items(ledger, target)]
+    tip = repo.heads[branch].commit
+    carried: list[str] = []
+    base = tip
+    while base is not None and len(carried) <= len(want):
+        found = _PATCH_ID.findall(base.message)
+        if not found:
+            break
+        carried.append(found[-1])
+        base = base.parents[0] if base.parents else None
+    carried.reverse()
+    if carried != want:
+        why = f"its commits carry {', '.join(carried) or 'no patch'}; the series is {', '.join(want)}"
+    else:
+        with tempfile.TemporaryDirectory(prefix="patchset-branch-") as tmp:
+            _export_changed(repo, base, tip, Path(tmp))
+            rep = apply_to_tree(ledger, target, Path(tmp), layout=layout, fuzz=fuzz, dry_run=True, kind="repo")
+        if rep.outcome == "already":
+            rep.tree, rep.state = str(repo_dir), None
+            rep.message = f"branch {branch}: {rep.message}"
+            return rep
+        why = "its files are not what the series makes (a body or the lock changed since it was made)"
+    raise InputError(
+        f"branch {branch!r} already exists in {repo_dir} and does not carry exactly this series: {why}",
+        hint=f"pass --branch NAME for a new one, or delete the old one (git -C {repo_dir} branch -D {branch})",
+    )
+
+
+def _export_changed(repo: Any, base: Any, tip: Any, dest: Path) -> None:
+    """The tip's version of each regular file changed between ``base`` (None: the root) and
+    ``tip``, written under ``dest``. Symlinks and submodules are left out (a tree check then finds
+    them missing: refused, never followed)."""
+    from patchset.confine import confine
+
+    if base is not None:
+        names = repo.git.diff("--name-only", "-z", "--no-renames", base.hexsha, tip.hexsha).split("\0")
+    else:
+        names = repo.git.ls_tree("-r", "-z", "--name-only", tip.hexsha).split("\0")
+    for name in filter(None, names):
+        try:
+            blob = tip.tree / name
+        except KeyError:  # deleted on the branch
+            continue
+        if blob.type != "blob" or blob.mode & 0o170000 != 0o100000:
+            continue
+        out = confine(dest, name, what=f"file {name!r} of branch commit {tip.hexsha[:12]}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(blob.data_stream.read())
