@@ -159,7 +159,7 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     t = data["patches"][0]["tests"][0]
     assert t["kind"] == "serving" and t["engine"] == "double"
     samples = t["with"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]
-    assert len(samples) == 3 and len(t["without"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]) == 3
+    assert len(samples) == 6 and len(t["without"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]) == 6
     assert t["with"]["comparison"]["verdicts"][0]["candidate"] == samples
     view = _view(report)
     assert "regression decode tok/s (prompt 32): ratio " in view and "[95% CI " in view
@@ -194,7 +194,7 @@ def test_stored_baseline_only_and_engine_override(tmp_path: Path) -> None:
     first = run_verify(path, tree=base, only=["s3-banner"], save_baseline=saved, use_cache=False)
     assert [p.patch_id for p in first.patches] == ["s3-banner"] and first.engine_starts == 2
     stored = load_serving_baseline(saved)
-    assert list(stored) == ["s3-banner/serve"] and stored["s3-banner/serve"].repeats == 3
+    assert list(stored) == ["s3-banner/serve"] and stored["s3-banner/serve"].repeats == 6
     # against the stored figures: only the tree with the series starts, on the engine asked for
     second = run_verify(path, tree=base, only=["s3-banner"], baseline=saved, engine="single", use_cache=False)
     t = second.patches[0].tests[0]
@@ -329,3 +329,28 @@ def test_server_side_timings_are_preferred_to_the_clients_clock() -> None:
     cold = s.values["ttft cold s (4096 tokens)"]
     assert cold == [pytest.approx(0.0001 * 4136 + 1e-4)] * 3  # every prompt token computed
     assert all(r is not None and r < 0.01 for r in resumed)  # 4,096 of them from the cache
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def test_a_stream_that_trickles_is_cut_at_the_requests_deadline() -> None:
+    """A server that sends a streamed completion one byte every 0.1 s never trips a read timeout;
+    the request's own deadline (the check's timeout, here 1.5 s) ends it: an unreachable server,
+    not a check that hangs for as long as the server likes. /metrics likewise."""
+    from patchset.verify.openai_client import ServerUnreachable
+    from tests.support.slowhttp import Reply, SlowServer
+
+    chunk = b'data: {"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:5"]}}]}\n\n'
+    trickle = Reply(body=chunk * 40, content_type="text/event-stream", interval=0.1, fast=len(chunk))
+    metrics = Reply(body=b"vllm:request_success_total 1\n" * 40, content_type="text/plain", interval=0.1)
+    with SlowServer({"/v1/completions": trickle, "/metrics": metrics}) as srv:
+        client = CompletionsClient(srv.url, "m", timeout=1.5)
+        t0 = time.monotonic()
+        with pytest.raises(ServerUnreachable, match=r"within 1.5 s"):
+            client.stream([1, 2, 3], max_tokens=4)
+        took = time.monotonic() - t0
+        assert took < 6, took  # the whole body would take 320 s
+        t0 = time.monotonic()
+        assert client.metrics_text() is None  # no whole /metrics within the deadline: none
+        assert time.monotonic() - t0 < 6
