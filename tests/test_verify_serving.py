@@ -188,6 +188,20 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     )
 
 
+def test_an_edited_launcher_is_another_engine_for_the_result_cache(tmp_path: Path) -> None:
+    """The cache's engine key holds the content of the scripts the engine's commands name beside the
+    ledger: a launcher that now passes other flags measures afresh, not the old launcher's figures."""
+    path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:])
+    first = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert first.engine_starts == 2 and not first.reused
+    again = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert again.engine_starts == 0 and len(again.reused) == 2
+    launcher = path.parent / "launch.sh"
+    launcher.write_text(launcher.read_text() + "# now with --max-num-seqs 4\n")
+    edited = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert edited.engine_starts == 2 and not edited.reused
+
+
 def test_stored_baseline_only_and_engine_override(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path)
     saved = tmp_path / "serving-baseline.json"
@@ -223,6 +237,27 @@ def test_a_launcher_that_fails_is_an_error_with_its_log(tmp_path: Path) -> None:
     assert t.with_run.outcome == "error" and "exited with code 3 during start-up" in t.with_run.reason
     assert "node spark-3 does not answer" in t.with_run.output  # the tail of its log
     assert all(e.error for e in report.engines)
+
+
+def test_an_engine_that_dies_mid_check_is_an_error_with_its_log(tmp_path: Path) -> None:
+    """Up and ready, then gone during the measurement (its EngineCore died at the 5th request):
+    every test it served is an error with the tail of its log, never a pass or a fail, and nothing
+    of it is kept in the result cache (a re-run starts the engines again)."""
+    path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:], engine="dying")
+    launcher = path.parent / "launch-dying.sh"
+    launcher.write_text(serving_world.LAUNCH.replace("--faults-from", "--flag die_after=4 --faults-from"))
+    launcher.chmod(0o755)
+    with path.open("a") as fh:
+        fh.write('\n[engines.dying]\nstart = ["{ledger}/launch-dying.sh", "{tree}", "{port}"]\nready_timeout = 60\n')
+    for attempt in (1, 2):
+        report = run_verify(path, tree=base, log_dir=tmp_path / f"logs{attempt}")
+        (po,) = report.patches
+        t = po.tests[0]
+        assert po.klass == ERROR and report.exit_code == 2, t.with_run.reason
+        assert t.with_run.outcome == "error" and "the engine stopped answering" in t.with_run.reason
+        assert "EngineCore died at request 5" in t.with_run.output  # the tail of its log
+        assert report.engine_starts == 2 and not report.reused  # started, and the error not cached
+        assert all(e.started for e in report.engines)
 
 
 def test_a_detached_launcher_is_stopped_and_its_logs_gathered(tmp_path: Path) -> None:
