@@ -331,17 +331,20 @@ def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, up
     assert (r.status, r.commit) == ("red", newer)
 
 
-def test_serving_tests_compare_with_the_last_green_runs_figures(tmp_path, upstream):
+def test_serving_tests_compare_with_the_last_green_runs_figures(tmp_path, upstream, monkeypatch):
     """The first green run stores its serving figures; a later run is judged against them (no tree
-    without the patch is started for it), and a slowdown turns the gate red without replacing them."""
+    without the patch is started for it), and a slowdown turns the gate red without replacing them.
+    The result cache is this test's own: with the user's, a red run reused the figures an earlier
+    session had measured for the same tree (0 engine starts), and judged nothing of its own."""
     repo, c = upstream
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     extra = """
 [[patch.tests]]
 name = "decode-speed"
 kind = "serving"
 checks = ["decode"]
 engine = "knob"
-repeats = 3
+repeats = 6
 warmup = 0
 max_tokens = 8
 tolerance = 0.15
@@ -378,5 +381,10 @@ ready_timeout = 60
     assert verdicts["decode tok/s (prompt 32)"] == "regression" and t["serving"]["paired"] is False
     assert "regression: decode tok/s" in t["tail"]
     verify_json = json.loads((art / "logs" / "verify.json").read_text())
-    assert verify_json["baseline"] == str(figures)  # (engine_starts: see the closing note of issue #26)
+    assert verify_json["baseline"] == str(figures)
+    # only the tree with the series of the new commit started (its own figures, not the cache's):
+    # the baseline is the stored file, so no tree without the patch is measured
+    assert verify_json["engine_starts"] == 1 and verify_json["reused"] == []
+    (engine,) = verify_json["engines"]
+    assert engine["started"] and engine["variant"] == "with"
     assert figures.read_bytes() == stored  # a red run keeps the last green figures

@@ -159,7 +159,7 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     t = data["patches"][0]["tests"][0]
     assert t["kind"] == "serving" and t["engine"] == "double"
     samples = t["with"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]
-    assert len(samples) == 3 and len(t["without"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]) == 3
+    assert len(samples) == 6 and len(t["without"]["samples"]["metrics"]["decode tok/s (prompt 32)"]["samples"]) == 6
     assert t["with"]["comparison"]["verdicts"][0]["candidate"] == samples
     view = _view(report)
     assert "regression decode tok/s (prompt 32): ratio " in view and "[95% CI " in view
@@ -188,13 +188,27 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     )
 
 
+def test_an_edited_launcher_is_another_engine_for_the_result_cache(tmp_path: Path) -> None:
+    """The cache's engine key holds the content of the scripts the engine's commands name beside the
+    ledger: a launcher that now passes other flags measures afresh, not the old launcher's figures."""
+    path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:])
+    first = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert first.engine_starts == 2 and not first.reused
+    again = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert again.engine_starts == 0 and len(again.reused) == 2
+    launcher = path.parent / "launch.sh"
+    launcher.write_text(launcher.read_text() + "# now with --max-num-seqs 4\n")
+    edited = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    assert edited.engine_starts == 2 and not edited.reused
+
+
 def test_stored_baseline_only_and_engine_override(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path)
     saved = tmp_path / "serving-baseline.json"
     first = run_verify(path, tree=base, only=["s3-banner"], save_baseline=saved, use_cache=False)
     assert [p.patch_id for p in first.patches] == ["s3-banner"] and first.engine_starts == 2
     stored = load_serving_baseline(saved)
-    assert list(stored) == ["s3-banner/serve"] and stored["s3-banner/serve"].repeats == 3
+    assert list(stored) == ["s3-banner/serve"] and stored["s3-banner/serve"].repeats == 6
     # against the stored figures: only the tree with the series starts, on the engine asked for
     second = run_verify(path, tree=base, only=["s3-banner"], baseline=saved, engine="single", use_cache=False)
     t = second.patches[0].tests[0]
@@ -223,6 +237,27 @@ def test_a_launcher_that_fails_is_an_error_with_its_log(tmp_path: Path) -> None:
     assert t.with_run.outcome == "error" and "exited with code 3 during start-up" in t.with_run.reason
     assert "node spark-3 does not answer" in t.with_run.output  # the tail of its log
     assert all(e.error for e in report.engines)
+
+
+def test_an_engine_that_dies_mid_check_is_an_error_with_its_log(tmp_path: Path) -> None:
+    """Up and ready, then gone during the measurement (its EngineCore died at the 5th request):
+    every test it served is an error with the tail of its log, never a pass or a fail, and nothing
+    of it is kept in the result cache (a re-run starts the engines again)."""
+    path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:], engine="dying")
+    launcher = path.parent / "launch-dying.sh"
+    launcher.write_text(serving_world.LAUNCH.replace("--faults-from", "--flag die_after=4 --faults-from"))
+    launcher.chmod(0o755)
+    with path.open("a") as fh:
+        fh.write('\n[engines.dying]\nstart = ["{ledger}/launch-dying.sh", "{tree}", "{port}"]\nready_timeout = 60\n')
+    for attempt in (1, 2):
+        report = run_verify(path, tree=base, log_dir=tmp_path / f"logs{attempt}")
+        (po,) = report.patches
+        t = po.tests[0]
+        assert po.klass == ERROR and report.exit_code == 2, t.with_run.reason
+        assert t.with_run.outcome == "error" and "the engine stopped answering" in t.with_run.reason
+        assert "EngineCore died at request 5" in t.with_run.output  # the tail of its log
+        assert report.engine_starts == 2 and not report.reused  # started, and the error not cached
+        assert all(e.started for e in report.engines)
 
 
 def test_a_detached_launcher_is_stopped_and_its_logs_gathered(tmp_path: Path) -> None:
@@ -329,3 +364,28 @@ def test_server_side_timings_are_preferred_to_the_clients_clock() -> None:
     cold = s.values["ttft cold s (4096 tokens)"]
     assert cold == [pytest.approx(0.0001 * 4136 + 1e-4)] * 3  # every prompt token computed
     assert all(r is not None and r < 0.01 for r in resumed)  # 4,096 of them from the cache
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def test_a_stream_that_trickles_is_cut_at_the_requests_deadline() -> None:
+    """A server that sends a streamed completion one byte every 0.1 s never trips a read timeout;
+    the request's own deadline (the check's timeout, here 1.5 s) ends it: an unreachable server,
+    not a check that hangs for as long as the server likes. /metrics likewise."""
+    from patchset.verify.openai_client import ServerUnreachable
+    from tests.support.slowhttp import Reply, SlowServer
+
+    chunk = b'data: {"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:5"]}}]}\n\n'
+    trickle = Reply(body=chunk * 40, content_type="text/event-stream", interval=0.1, fast=len(chunk))
+    metrics = Reply(body=b"vllm:request_success_total 1\n" * 40, content_type="text/plain", interval=0.1)
+    with SlowServer({"/v1/completions": trickle, "/metrics": metrics}) as srv:
+        client = CompletionsClient(srv.url, "m", timeout=1.5)
+        t0 = time.monotonic()
+        with pytest.raises(ServerUnreachable, match=r"within 1.5 s"):
+            client.stream([1, 2, 3], max_tokens=4)
+        took = time.monotonic() - t0
+        assert took < 6, took  # the whole body would take 320 s
+        t0 = time.monotonic()
+        assert client.metrics_text() is None  # no whole /metrics within the deadline: none
+        assert time.monotonic() - t0 < 6

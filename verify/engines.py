@@ -208,6 +208,29 @@ class EngineDef:
         return f"{self.name} ({self.preset}, delivers {self.delivers})"
 
 
+MAX_COMMAND_FILE = 4 * 1024 * 1024  # bytes of one launcher script read for the digest
+
+
+def command_files_digest(d: EngineDef, ledger_dir: Path) -> str:
+    """The content of every file beside the ledger that the engine's commands name
+    (``{ledger}/...`` in ``start``, ``stop``, ``logs``): an edited launcher starts another engine,
+    so the result cache must not answer for it (the definition's text alone does not change)."""
+    from patchset.confine import confine
+    from patchset.errors import PatchsetError
+
+    h = hashlib.sha256()
+    for arg in sorted({a for a in (*d.start, *d.stop, *d.logs) if a.startswith("{ledger}/")}):
+        rel = arg[len("{ledger}/") :]
+        try:
+            with open(confine(ledger_dir, rel, what=f"engine {d.name}: {arg}"), "rb") as fh:
+                data = fh.read(MAX_COMMAND_FILE + 1)
+            digest = hashlib.sha256(data).hexdigest() if len(data) <= MAX_COMMAND_FILE else "<too large>"
+        except (OSError, PatchsetError):
+            digest = "<unreadable>"
+        h.update(f"{rel}\0{digest}\0".encode())
+    return h.hexdigest()[:16]
+
+
 def resolve_engine(ledger: Ledger, name: str, target: Target | None = None) -> EngineDef:
     """``[engines.NAME]`` of ``ledger`` over its preset's defaults; a bare preset name works too."""
     table = ledger.engines.get(name)

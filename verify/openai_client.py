@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,32 @@ def _error_message(raw: bytes, reason: str | None) -> str:
     return json.dumps(body)[:500]
 
 
+def _upto(chunks: Iterator[bytes], limit: int) -> Iterator[bytes]:
+    """The first ``limit`` bytes of ``chunks``."""
+    got = 0
+    for chunk in chunks:
+        if got >= limit:
+            return
+        yield chunk[: limit - got]
+        got += len(chunk)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines (without their ending) of a body read chunk by chunk, as they complete (each byte is
+    looked at once: a server that never sends a newline costs its bytes, not their square)."""
+    parts: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        while (i := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:i])
+            yield b"".join(parts).rstrip(b"\r")
+            parts, start = [], i + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+    if parts:
+        yield b"".join(parts)
+
+
 class CompletionsClient:
     """Talks to one OpenAI-compatible server. ``base_url`` is e.g. ``http://127.0.0.1:8000``."""
 
@@ -300,31 +326,33 @@ class CompletionsClient:
         if cache_salt is not None:
             payload["cache_salt"] = cache_salt
         t0 = time.monotonic()
-        try:
-            resp = self._session.post(
-                self.base_url + "/v1/completions", json=payload, timeout=self.timeout, stream=True
-            )
-        except requests.RequestException as exc:
-            raise ServerUnreachable(
-                f"cannot reach {self.base_url}/v1/completions: {exc.__class__.__name__}: {exc}",
-                hint="is the server running?",
-            ) from exc
         first = last = None
-        chunks, seen, first_count, last_count = 0, 0, 0, 0
+        chunks, first_count, last_count = 0, 0, 0
         usage_raw: dict[str, Any] = {}
         tokens: list[int] = []
-        with resp:
-            if resp.status_code >= 400:
-                raise ServerRejected(
-                    resp.status_code,
-                    _error_message(resp.raw.read(64 * 1024, decode_content=True) or b"", resp.reason)[:500],
-                    prompt_tokens=len(prompt),
-                )
-            try:
-                for raw in resp.iter_lines():
-                    seen += len(raw)
-                    if seen > max_bytes:
-                        raise BadResponse(f"the stream exceeds {max_bytes} bytes")
+        # The whole answer within the request's timeout, however slowly it trickles (the deadline of
+        # patchset.upstream.net, as _request): a server that sends a byte now and then must not hold
+        # a check for longer than its timeout.
+        try:
+            with net.stream(
+                self._session,
+                "POST",
+                self.base_url + "/v1/completions",
+                what="POST /v1/completions (streamed)",
+                json=payload,
+                timeout=self.timeout,
+                seconds=self.timeout,
+                knob="the test's timeout",
+                charge=False,
+            ) as st:
+                if st.status >= 400:
+                    body = b"".join(_upto(st.chunks(), 64 * 1024))
+                    raise ServerRejected(
+                        st.status,
+                        _error_message(body, str(getattr(st.response, "reason", "") or ""))[:500],
+                        prompt_tokens=len(prompt),
+                    )
+                for raw in _lines(st.chunks(max_bytes, "the stream's cap")):
                     line = raw.decode("utf-8", "replace").strip()
                     if not line.startswith("data:"):
                         continue
@@ -335,6 +363,8 @@ class CompletionsClient:
                         body = json.loads(data)
                     except ValueError as exc:
                         raise BadResponse(f"a stream chunk is not JSON: {data[:200]!r}") from exc
+                    if not isinstance(body, dict):
+                        raise BadResponse(f"a stream chunk is {type(body).__name__}, expected an object")
                     now = time.monotonic() - t0
                     running = (body.get("usage") or {}).get("completion_tokens")
                     for choice in body.get("choices") or []:
@@ -348,8 +378,15 @@ class CompletionsClient:
                             tokens += [_token_id(t) for t in (lp.get("tokens") or [])]
                     if body.get("usage"):
                         usage_raw = body["usage"]
-            except requests.RequestException as exc:
-                raise ServerUnreachable(f"the stream from {self.base_url} broke: {exc}") from exc
+        except net.TooLarge as exc:
+            raise BadResponse(f"the stream exceeds {max_bytes} bytes: {exc.message}") from None
+        except net.NetLimit as exc:
+            raise ServerUnreachable(exc.message, hint=exc.hint) from None
+        except requests.RequestException as exc:
+            raise ServerUnreachable(
+                f"the stream from {self.base_url}/v1/completions broke: {exc.__class__.__name__}: {exc}",
+                hint="is the server running?",
+            ) from exc
         total = time.monotonic() - t0
         if first is None or last is None:
             raise BadResponse("the stream carried no token")
@@ -364,14 +401,25 @@ class CompletionsClient:
         return Streamed(first, last, total, chunks, usage, tokens, first_count, last_count)
 
     def metrics_text(self, max_bytes: int = 16 * 1024 * 1024) -> str | None:
-        """The server's Prometheus ``/metrics`` text, or None when it has none."""
+        """The server's Prometheus ``/metrics`` text, or None when it has none (or not whole within
+        min(timeout, 30 s), or larger than ``max_bytes``)."""
+        seconds = min(self.timeout, 30.0)
         try:
-            resp = self._session.get(self.base_url + "/metrics", timeout=min(self.timeout, 30.0))
-        except requests.RequestException:
+            with net.stream(
+                self._session,
+                "GET",
+                self.base_url + "/metrics",
+                what="GET /metrics",
+                timeout=seconds,
+                seconds=seconds,
+                charge=False,
+            ) as st:
+                if st.status != 200:
+                    return None
+                body = st.read(max_bytes, "the /metrics cap")
+        except (net.NetLimit, requests.RequestException):
             return None
-        if resp.status_code != 200:
-            return None
-        return resp.text[:max_bytes]
+        return body.decode("utf-8", "replace")
 
     def complete(
         self,

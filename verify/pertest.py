@@ -56,7 +56,7 @@ from patchset.ledger.store import load_ledger
 from patchset.progress import Progress
 from patchset.text import split_list
 from patchset.upstream import cache
-from patchset.verify.engines import resolve_engine
+from patchset.verify.engines import command_files_digest, resolve_engine
 from patchset.verify.longctx_runs import (
     EngineFactory,
     EngineRun,
@@ -853,8 +853,11 @@ def run_verify(
                     to.engine = lc.engine.name if lc.engine else ""
                 tests.append(to)
                 run_w = _Run(to, t, p, WITH, items, longctx=lc, tree_hash=full_hash)
+                engine_key = (
+                    (*lc.engine_key(), command_files_digest(lc.engine, home) if lc.engine else "") if lc else ()
+                )
                 if lc and full_hash and use_cache:
-                    run_w.cache_key = result_key(full_hash, lc.fingerprint(), lc.engine_key())
+                    run_w.cache_key = result_key(full_hash, lc.fingerprint(), engine_key)
                 runs.append(run_w)
                 if lc and lc.kind == "serving" and stored is not None and f"{p.id}/{name}" in stored:
                     continue  # compared with the stored figures: no tree without the patch
@@ -867,7 +870,7 @@ def run_verify(
                 else:
                     run_o = _Run(to, t, p, WITHOUT, minus, longctx=lc, tree_hash=minus_hash)
                     if lc and minus_hash and use_cache:
-                        run_o.cache_key = result_key(minus_hash, lc.fingerprint(), lc.engine_key())
+                        run_o.cache_key = result_key(minus_hash, lc.fingerprint(), engine_key)
                     runs.append(run_o)
             outcomes.append(PatchOutcome(p.id, p.title, tests))
         verifier = _Verifier(

@@ -7,7 +7,8 @@ A long-context or serving result is stored under the sha256 of
 * the tree's content: the base tree's fingerprint and the digest of every file the series (or the
   series minus one patch) wrote — known from a dry run, before any tree is built;
 * the test: its kind, checks and parameters, the model's files (``LongctxSpec.fingerprint``);
-* the engine: its resolved definition, arguments and environment (``LongctxSpec.engine_key``).
+* the engine: its resolved definition, arguments and environment (``LongctxSpec.engine_key``), and
+  the content of the scripts beside the ledger its commands name (``engines.command_files_digest``).
 
 A re-run on unchanged trees therefore starts no engine; adding one patch starts only the trees whose
 content changed (the tree without the new patch is the old tree with the series: its results are

@@ -38,17 +38,17 @@ from typing import Any
 from patchset.errors import InputError
 from patchset.verify.longctx import make_document
 from patchset.verify.openai_client import BadResponse, CompletionsClient, ServerRejected, new_salt
-from patchset.verify.stats import RatioVerdict, ratio_verdict
+from patchset.verify.stats import MAX_SAMPLES, RatioVerdict, ratio_verdict, reaches
 
 CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 SHAPES = (32, 512, 2048)  # prompt tokens of the decode check
-DEFAULT_REPEATS = 5
+DEFAULT_REPEATS = 6  # the fewest paired repeats that admit a 95% interval (stats.reaches)
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_STREAMS = 32
 CPU_STREAMS = 8
 RESUME_CONTEXT = 4096  # tokens of the resumed session
 MIN_CLEAN = 3  # repeats without foreign traffic a verdict needs
-METHOD = 4  # how the checks measure; part of the result cache's key (a change re-measures)
+METHOD = 5  # how the checks measure; part of the result cache's key (a change re-measures)
 
 COUNTERS = {
     "requests": "vllm:request_success_total",
@@ -477,19 +477,19 @@ def measure_alone(meter: Meter, config: ServingConfig, session: str) -> ServingS
 
 
 def measure_paired(a: Meter, b: Meter, config: ServingConfig, session: str) -> tuple[ServingSamples, ServingSamples]:
-    """Both engines measured check by check, in turn (AB, BA, ...): a machine that slows down for a
-    few seconds slows both sides of the same check alike, and a pair of samples is seconds apart."""
+    """Both engines measured check by check, in turn: a machine that slows down for a few seconds
+    slows both sides of the same check alike, and a pair of samples is seconds apart. Each check
+    alternates which side goes first from one repeat to the next (AB, BA, ...), whatever the number
+    of checks: going first or second is then no side's lot."""
     a.samples.session = b.samples.session = session
     for _ in range(config.warmup):
         a.repeat(record=False)
         b.repeat(record=False)
-    turn = 0
-    for _ in range(config.repeats):
-        for check in config.checks:
-            first, second = (a, b) if turn % 2 == 0 else (b, a)
+    for r in range(config.repeats):
+        for j, check in enumerate(config.checks):
+            first, second = (a, b) if (r + j) % 2 == 0 else (b, a)
             first.check(check)
             second.check(check)
-            turn += 1
         a.end_repeat()
         b.end_repeat()
     return a.samples, b.samples
@@ -519,7 +519,7 @@ class Comparison:
 
 
 def compare(candidate: ServingSamples, baseline: ServingSamples, config: ServingConfig) -> Comparison:
-    """Per metric: median ratio, 95% bootstrap interval and verdict (stats.ratio_verdict)."""
+    """Per metric: the ratio, its exact 95% interval and the verdict (stats.ratio_verdict)."""
     paired = bool(candidate.session) and candidate.session == baseline.session
     out = Comparison([], paired=paired)
     for name, spec in candidate.metrics.items():
@@ -539,6 +539,14 @@ def compare(candidate: ServingSamples, baseline: ServingSamples, config: Serving
                 f"(needs {MIN_CLEAN})"
             )
             continue
+        if max(len(cv), len(bv)) > MAX_SAMPLES:
+            out.notes.append(f"{name}: more than {MAX_SAMPLES} samples on a side; no verdict")
+            continue
+        if not reaches(len(cv), len(bv), paired=paired):
+            out.notes.append(
+                f"{name}: {len(cv)} against {len(bv)} {'paired ' if paired else ''}repeat(s) admit no 95% "
+                f"interval (paired: at least 6; unpaired: e.g. 3 against 5); within noise by default"
+            )
         out.verdicts.append(
             ratio_verdict(
                 name,

@@ -1,14 +1,18 @@
-"""Verdicts that know noise: bootstrap intervals of serving ratios and an exact test for drift counts.
+"""Verdicts that know noise: exact intervals of serving ratios and an exact test for drift counts.
 
 Why this module exists: a serving figure (tok/s, time to first token, prefix-cache hit %) moves from
 run to run on the same code, on a shared CI machine by 10% and more, so "slower than the baseline"
 says nothing until the noise is measured. Two rules, both small enough to check by hand:
 
-* **ratios** (``ratio_verdict``): candidate / baseline per metric, from R repeats of each. The point
-  estimate is the median ratio (paired repeats: the median of the per-repeat ratios; unpaired: the
-  ratio of the medians); the 95% interval is a percentile bootstrap (resampling repeats, jointly when
-  paired). A metric is a ``regression`` (or an ``improvement``) only when the whole interval lies
-  beyond the tolerance (default 3%) on the bad (good) side, else ``within noise``.
+* **ratios** (``ratio_verdict``): candidate / baseline per metric, from R repeats of each, on log
+  ratios: a Hodges-Lehmann estimate and its distribution-free 95% interval (paired repeats: the
+  Wilcoxon signed-rank interval of the per-repeat ratios; unpaired: the Mann-Whitney interval of
+  every candidate/baseline ratio). Both are exact by counting: on two sides of the same code the
+  interval excludes 1 in at most 5% of comparisons, whatever the noise's size or shape (a percentile
+  bootstrap of 5 paired repeats, used before, is their [min, max]: 2/32 = 6.25% at any noise). The
+  price is a floor: fewer than 6 pairs admit no 95% interval at all (``reaches``). A metric is a
+  ``regression`` (or an ``improvement``) only when the whole interval lies beyond the tolerance
+  (default 3%) on the bad (good) side, else ``within noise``.
 * **drift counts** (``drift_verdict``): for a check repeated N times against a control (the
   long-context ``resume`` in control mode: each trial measures the resumed drift and the control's),
   the number of trials whose drift exceeds the bar against the number of control measurements that
@@ -32,11 +36,13 @@ import numpy as np
 
 REGRESSION, IMPROVEMENT, NOISE = "regression", "improvement", "within noise"
 BUG, DRIFT_NOISE, INCONCLUSIVE = "bug", "noise", "inconclusive"
-BOOTSTRAP = 4000
 CONFIDENCE = 0.95
 
 
 # --------------------------------------------------------------------------- ratios
+
+MAX_SAMPLES = 1000  # per side: the intervals below sort every pairwise average (n^2)
+_EXACT = 200  # exact null distributions up to this many samples (a side), a normal approximation beyond
 
 
 def _ratio(a: float, b: float) -> float:
@@ -45,41 +51,134 @@ def _ratio(a: float, b: float) -> float:
     return a / b
 
 
-def _medians(x: np.ndarray) -> np.ndarray:
-    return np.median(x, axis=-1)
+def _logs(values: Sequence[float]) -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("a ratio needs samples on both sides")
+    if x.size > MAX_SAMPLES:
+        raise ValueError(f"more than {MAX_SAMPLES} samples on one side")
+    if np.isnan(x).any() or (x < 0).any():
+        raise ValueError("samples must be numbers >= 0")
+    with np.errstate(divide="ignore"):
+        return np.log(x)
 
 
-def bootstrap_ratio(
+def _diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(a / b) elementwise, with 0/0 = 1 (a log of 0) as ``_ratio`` has it."""
+    with np.errstate(invalid="ignore"):
+        d = a - b
+    return np.where(np.isnan(d), 0.0, d)  # inf - inf: both sides 0 (or both inf): the same
+
+
+def _mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        m = (a + b) / 2
+    return np.where(np.isnan(m), 0.0, m)  # +inf and -inf: no side wins
+
+
+@functools.lru_cache(maxsize=256)
+def _signed_rank_cut(n: int, alpha: float) -> int:
+    """k: the interval [W(k), W(M + 1 - k)] of the M = n(n+1)/2 sorted Walsh averages covers the
+    centre of a symmetric distribution with probability >= 1 - alpha (the Wilcoxon signed-rank
+    statistic's exact null distribution: every sign of the n ranks equally likely). 0: no such interval."""
+    top = n * (n + 1) // 2
+    if n <= _EXACT:
+        counts = [1] + [0] * top  # the number of sign patterns per rank sum, exact integers
+        for r in range(1, n + 1):
+            for t in range(top, r - 1, -1):
+                counts[t] += counts[t - r]
+        total, acc, k = 2**n, 0, 0
+        for t in range(top + 1):  # P(T <= t) <= alpha / 2  =>  k = t + 1
+            acc += counts[t]
+            if 2 * acc > alpha * total:
+                break
+            k = t + 1
+        return k
+    mean, sd = top / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(0, math.floor(mean - _z(alpha) * sd))
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_sum_cut(m: int, n: int, alpha: float) -> int:
+    """k for the m*n sorted differences of two samples: the Mann-Whitney U statistic's exact null
+    distribution (every assignment of the m + n ranks to the sides equally likely)."""
+    if min(m, n) <= _EXACT and m * n <= 40_000:
+        # coefficients of the Gaussian binomial [m + n choose m]_q: the count of arrangements per U
+        poly = [1]
+        for i in range(1, min(m, n) + 1):
+            big = max(m, n) + i
+            out = poly + [0] * big
+            for t in range(len(out) - 1, big - 1, -1):
+                out[t] -= out[t - big]  # times (1 - q^(big))
+            for t in range(i, len(out)):
+                out[t] += out[t - i]  # over (1 - q^i)
+            while len(out) > 1 and out[-1] == 0:
+                out.pop()
+            poly = out
+        total, acc, k = math.comb(m + n, m), 0, 0
+        for u, c in enumerate(poly):
+            acc += c
+            if 2 * acc > alpha * total:
+                break
+            k = u + 1
+        return k
+    mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+    return max(0, math.floor(mean - _z(alpha) * sd))
+
+
+def _z(alpha: float) -> float:
+    """The standard normal's upper alpha/2 point (bisection on erfc: no scipy)."""
+    lo, hi = 0.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if math.erfc(mid / math.sqrt(2)) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def reaches(n_candidate: int, n_baseline: int, *, paired: bool, confidence: float = CONFIDENCE) -> bool:
+    """Can repeats this many give an interval at ``confidence`` at all? (paired: 6 or more pairs;
+    unpaired: e.g. 3 against 5, 4 against 4)."""
+    alpha = 1 - confidence
+    if paired:
+        return n_candidate == n_baseline and _signed_rank_cut(n_candidate, alpha) > 0
+    return _rank_sum_cut(n_candidate, n_baseline, alpha) > 0
+
+
+def ratio_interval(
     candidate: Sequence[float],
     baseline: Sequence[float],
     *,
     paired: bool,
-    seed: int = 0,
-    n_boot: int = BOOTSTRAP,
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float, float]:
-    """(median ratio, low, high) of candidate / baseline with a percentile bootstrap interval."""
-    c = np.asarray(candidate, dtype=float)
-    b = np.asarray(baseline, dtype=float)
-    if c.size == 0 or b.size == 0:
-        raise ValueError("a ratio needs samples on both sides")
-    rng = np.random.default_rng(seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if paired:
-            if c.size != b.size:
-                raise ValueError("paired samples must have the same length")
-            per = np.array([_ratio(x, y) for x, y in zip(c, b, strict=True)])
-            point = float(np.median(per))
-            idx = rng.integers(0, per.size, size=(n_boot, per.size))
-            boots = _medians(per[idx])
-        else:
-            point = _ratio(float(np.median(c)), float(np.median(b)))
-            mc = _medians(c[rng.integers(0, c.size, size=(n_boot, c.size))])
-            mb = _medians(b[rng.integers(0, b.size, size=(n_boot, b.size))])
-            boots = np.where(mb == 0, np.where(mc == 0, 1.0, np.inf), mc / np.where(mb == 0, 1.0, mb))
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(boots, [tail, 1 - tail], method="inverted_cdf")  # no interpolation: inf stays inf
-    return point, float(lo), float(hi)
+    """(ratio, low, high) of candidate / baseline: a Hodges-Lehmann estimate and its exact
+    distribution-free interval, on log ratios.
+
+    Paired: the per-repeat log ratios; the estimate is the median of their Walsh averages (every
+    pair's mean, each with itself too) and the interval the Wilcoxon signed-rank one. Unpaired: every
+    candidate/baseline log ratio; the median, and the Mann-Whitney interval. When the two sides are
+    the same code their repeats are exchangeable, and then the interval excludes 1 in at most
+    1 - confidence of the comparisons whatever the noise's size or shape: a bound by counting, not
+    by resampling. Too few repeats for any such interval (fewer than 6 pairs): (ratio, 0, inf)."""
+    c, b = _logs(candidate), _logs(baseline)
+    alpha = 1 - confidence
+    if paired:
+        if c.size != b.size:
+            raise ValueError("paired samples must have the same length")
+        d = _diff(c, b)
+        i, j = np.triu_indices(d.size)
+        w = np.sort(_mid(d[i], d[j]))
+        k = _signed_rank_cut(d.size, alpha)
+    else:
+        w = np.sort(_diff(c[:, None], b[None, :]).ravel())
+        k = _rank_sum_cut(c.size, b.size, alpha)
+    point = float(np.exp(_mid(w[(w.size - 1) // 2], w[w.size // 2])))  # the median, with infinities
+    if k <= 0:
+        return point, 0.0, math.inf
+    return point, float(np.exp(w[k - 1])), float(np.exp(w[w.size - k]))
 
 
 @dataclass
@@ -156,14 +255,11 @@ def ratio_verdict(
     unit: str = "",
     tolerance: float = 0.03,
     paired: bool = False,
-    seed: int | None = None,
 ) -> RatioVerdict:
-    """The verdict on one metric. ``seed`` defaults to one derived from the metric's name (reproducible)."""
+    """The verdict on one metric (deterministic: the same samples give the same report)."""
     if better not in ("higher", "lower"):
         raise ValueError(f"better must be 'higher' or 'lower', got {better!r}")
-    if seed is None:
-        seed = int.from_bytes(metric.encode()[:8].ljust(8, b"\0"), "little") % (2**32)
-    point, lo, hi = bootstrap_ratio(candidate, baseline, paired=paired, seed=seed)
+    point, lo, hi = ratio_interval(candidate, baseline, paired=paired)
     return RatioVerdict(
         metric,
         unit,

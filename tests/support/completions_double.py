@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -63,6 +64,7 @@ class CompletionsDouble:
         length_keyed_cache: bool = False,
         metrics: bool | str = True,
         spec_accept: float | None = None,
+        die_after: int | None = None,
     ) -> None:
         rng = np.random.default_rng(1234)
         self.a = rng.normal(0, 1.0, (VOCAB, VOCAB))
@@ -84,6 +86,7 @@ class CompletionsDouble:
         self.length_keyed_cache = length_keyed_cache  # blocks keyed by prompt length too: turns miss
         self.metrics = metrics
         self.spec_accept = spec_accept  # a speculative-decoding acceptance rate for /metrics
+        self.die_after = die_after  # the process exits at this completion request + 1 (run as a process only)
         self.counters: dict[str, float] = {
             "vllm:request_success_total": 0.0,
             "vllm:generation_tokens_total": 0.0,
@@ -336,6 +339,9 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with double.lock:
                 double.requests += 1
+                if double.die_after is not None and double.requests > double.die_after:
+                    print(f"completions_double: EngineCore died at request {double.requests}", flush=True)
+                    os._exit(70)  # an engine that dies mid-check: no answer, the connection drops
                 status, body = double.complete(req)
                 uncached, generated = getattr(double, "last_timing", (0, 0)) if status == 200 else (0, 0)
                 if status == 200 and double.prefill_delay:
@@ -376,6 +382,8 @@ def handler_for(double: CompletionsDouble) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(**flags: Any) -> Iterator[tuple[str, CompletionsDouble]]:
     """A double with ``flags`` served on 127.0.0.1 in a thread: ``(base URL, double)``; stopped on exit."""
+    if flags.get("die_after") is not None:
+        raise ValueError("die_after exits the process: use it with the double run as its own process (main)")
     double = CompletionsDouble(**flags)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(double))
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

@@ -121,7 +121,7 @@ def write_world(
     *,
     patches: list[tuple[str, str, str, str, list[str]]] | None = None,
     engine: str = "double",
-    repeats: int = 3,
+    repeats: int = 6,
     tolerance: float = 0.15,
 ) -> tuple[Path, Path]:
     """(ledger path, pristine base tree) under ``root``; every patch has one serving test on ``engine``."""
