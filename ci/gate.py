@@ -560,7 +560,8 @@ def _tests(
     test files beside the ledger are found there."""
     r = run.report
     try:
-        from patchset.verify.pertest import run_verify, selected
+        from patchset.verify.pertest import run_verify
+        from patchset.verify.selection import selected
     except ImportError:
         r.warnings.append("per-patch tests not run: the verify package is not installed")
         return

