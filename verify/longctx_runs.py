@@ -327,11 +327,13 @@ class LongctxResult(CommandResult):
     checks: list[dict] = field(default_factory=list)
     reused: str = ""  # the result came from the cache: when it was measured
     drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
+    carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
 
     def to_json(self) -> dict:
         out = super().to_json()
         out.update(
             {
+                "carried_from": self.carried or None,
                 "engine": self.engine,
                 "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
                 "check_seconds": round(self.seconds, 3),

@@ -9,8 +9,12 @@ a test's class from its runs with and without the patch, and a patch's class is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from patchset.verify.longctx_runs import EngineRun
+
+if TYPE_CHECKING:
+    from patchset.verify.plan import VerifyPlan
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 
 PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
@@ -36,6 +40,8 @@ class TestOutcome:
     kind: str = "command"
     checks: list[str] = field(default_factory=list)
     engine: str = ""  # the engine a long-context or serving test ran on
+    carried: str = ""  # the without-run was not run tonight: "carried from run N (...): why"
+    without_also: list[str] = field(default_factory=list)  # a group try: the other patches its tree lacked
 
     @property
     def seconds(self) -> float:
@@ -57,6 +63,8 @@ class TestOutcome:
             "seconds": round(self.seconds, 3),
             "with": self.with_run.to_json() if self.with_run else None,
             "without": self.without_run.to_json() if self.without_run else None,
+            "carried": self.carried or None,
+            "without_also": self.without_also,
         }
 
 
@@ -69,6 +77,8 @@ class PatchOutcome:
     tests: list[TestOutcome]
     klass: str = ERROR
     note: str = ""
+    proof: str = ""  # its long-context verdict: "proven tonight: why" | "carried from run N (...)"
+    carried_from: str = ""  # the run its carried verdict comes from ("" when proven tonight)
 
     def to_json(self) -> dict:
         return {
@@ -76,6 +86,8 @@ class PatchOutcome:
             "title": self.title,
             "class": self.klass,
             "note": self.note,
+            "proof": self.proof or None,
+            "carried_from": self.carried_from or None,
             "tests": [t.to_json() for t in self.tests],
         }
 
@@ -98,6 +110,16 @@ class VerifyReport:
     reused: list[str] = field(default_factory=list)  # "<patch>/<test> (with|without)" results from the cache
     engine_starts: int = 0
     baseline: str = ""  # the stored serving baseline compared with (--baseline)
+    plan: VerifyPlan | None = None  # what was run tonight and what was carried (``verify.plan``)
+    history: str = ""  # where the proofs are kept ("" when none are)
+    proven_tonight: list[str] = field(default_factory=list)  # patches whose without-runs ran tonight
+    changed: list[dict[str, str]] = field(default_factory=list)  # verdicts unlike the last proof's
+    group_tries: list[dict[str, Any]] = field(default_factory=list)  # patches tried together, starts saved
+    planned_only: bool = False  # --plan: nothing ran
+
+    @property
+    def carried(self) -> list[str]:
+        return [p.patch_id for p in self.patches if p.carried_from]
 
     def counts(self) -> dict[str, int]:
         out = {k: 0 for k in CLASSES}
@@ -140,6 +162,13 @@ class VerifyReport:
             "engine_starts": self.engine_starts,
             "reused": self.reused,
             "baseline": self.baseline or None,
+            "plan": self.plan.to_json() if self.plan is not None else None,
+            "history": self.history or None,
+            "proven_tonight": self.proven_tonight,
+            "carried": self.carried,
+            "changed": self.changed,
+            "group_tries": self.group_tries,
+            "planned_only": self.planned_only,
         }
 
 

@@ -14,7 +14,7 @@ import re
 import string
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.apply import path_mapper
@@ -56,6 +56,7 @@ class Run:
     cache_key: str = ""
     samples: ServingSamples | None = None  # a serving run's measurement
     reused: str = ""  # the result or the samples came from the cache (when measured)
+    left_out: list[str] = field(default_factory=list)  # without-runs: the patches the tree lacks (default: its own)
     engine_index: int | None = None
     startup: float | None = None
     log: str = ""
@@ -187,7 +188,7 @@ class Verifier:
         configuration (``verify.engine_runs``), results from the cache where the tree did not change."""
         from patchset.verify.engine_runs import Context, Group, Pair, QuietLock, Scheduler
 
-        self.total = len(runs)
+        self.total, self.done = len(runs), 0
         quiet = QuietLock()
         ctx = Context(
             base=self.base,
@@ -214,8 +215,11 @@ class Verifier:
                 continue
             key = self._group_key(r)
             if key not in groups:
-                left_out = "" if r.variant == WITH else r.patch.id
-                label = "with the series" if r.variant == WITH else f"without {r.patch.id}"
+                missing = r.left_out or [r.patch.id]
+                left_out = "" if r.variant == WITH else ", ".join(missing)
+                label = "with the series" if r.variant == WITH else f"without {left_out}"
+                if r.variant != WITH and len(missing) > 1:
+                    label += " (tried together)"
                 spec = r.longctx
                 er = EngineRun(label, r.variant, left_out, str(spec.model), list(spec.engine_args))
                 er.engine = spec.engine.name if spec.engine else ""
