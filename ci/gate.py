@@ -51,12 +51,14 @@ __all__ = ["GateReport", "render", "run_gate", "split_tags"]
 @dataclass
 class Planning:
     """How the per-patch tests plan their without-runs (``verify.plan``): the proof history beside the
-    state file, ``--all``, ``--full-every``, and whether this run records its proofs."""
+    state file, ``--all``, ``--full-every``, whether this run records its proofs, and whether engine
+    results come from the result cache (``--no-cache``: every tree is measured)."""
 
     history: Path | None = None
     all_: bool = False
     full_every: int = 7
     record: bool = True
+    use_cache: bool = True
 
 
 def proofs_path(state_path: Path) -> Path:
@@ -117,6 +119,7 @@ def run_gate(
     plan_only: bool = False,
     all_: bool = False,
     full_every: int = 7,
+    use_cache: bool = True,
 ) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
@@ -135,7 +138,7 @@ def run_gate(
     file), once there is one; a green run stores its own.
     The long-context tests follow the verify plan (``verify.plan``; proofs in ``gate-proofs.json``
     beside the state file, sealed): ``all_`` re-proves every patch, ``full_every`` re-proves a proof
-    that many nights old. ``plan_only``: make the plan and print it, start no engine, write nothing
+    that many nights old; ``use_cache`` False measures every engine tree again. ``plan_only``: make the plan and print it, start no engine, write nothing
     (``ci.gate_plan``; ``onto``/``latest`` may then be left out).
 
     Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
@@ -203,7 +206,7 @@ def run_gate(
         artifacts_mod.clear(out_dir)  # an earlier run's results cannot pass for this one's
         cleared = True
         figures = serving_figures_path(state_path, t.name)
-        planning = Planning(proofs_path(state_path), all_, full_every, record=not only)
+        planning = Planning(proofs_path(state_path), all_, full_every, record=not only, use_cache=use_cache)
         series_bytes = _judge(
             run,
             ledger,
@@ -651,6 +654,7 @@ def _tests(
             full_every=planning.full_every if planning else 7,
             base_label=short_label(label or sha),
             record_history=planning.record if planning else False,
+            use_cache=planning.use_cache if planning else True,
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     r.plan = plan_summary(vr)

@@ -335,6 +335,10 @@ def make_plan(
             plan.trees.append(
                 EngineTree(f"without {p.id}", engine, on[0].engine_name, tests, cached, when, on[0].config)
             )
+    plan.trees.sort(key=lambda t: not t.label.startswith("with "))  # the series first, each tree without after
+    serving = sorted({x.split("/", 1)[0] for t in fixed if t.label != "with the series" for x in t.tests})
+    if serving:
+        plan.notes.append(f"serving tests are not planned (both sides are measured tonight): {', '.join(serving)}")
     return plan
 
 

@@ -63,6 +63,7 @@ from patchset.cli import (
     help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
 @click.option("--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME]).")
+@click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
 @plan_options
 @json_opt
 @click.pass_obj
@@ -82,6 +83,7 @@ def gate(
     refresh_status,
     builds,
     engine,
+    no_cache,
     plan_only,
     all_,
     full_every,
@@ -121,6 +123,7 @@ def gate(
             plan_only=plan_only,
             all_=all_,
             full_every=full_every,
+            use_cache=not no_cache,
         )
     if as_json:
         emit_json(report.to_json())
