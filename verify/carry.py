@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from patchset.verify.longctx_runs import LongctxResult, LongctxSpec
 from patchset.verify.outcomes import PatchOutcome, TestOutcome
 from patchset.verify.plan import PlanPatch
-from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, TestProof
+from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof
 from patchset.verify.testrun import FAIL, PASS, CommandResult
 
 MAX_REASON = 500
@@ -43,13 +43,13 @@ def spec_digest(spec: LongctxSpec) -> str:
     return _short({"test": spec.fingerprint(), "engine": list(spec.engine_key()), "timeout": spec.timeout})
 
 
-def carried_result(proof: TestProof, run: str) -> LongctxResult:
+def carried_result(proof: WithoutProof, run: str) -> LongctxResult:
     """The recorded without-run of a test, as the result it is classed with tonight."""
     checks = [dict(c) for c in proof.checks]
     return LongctxResult(proof.outcome, None, 0.0, proof.reason, "", "", None, None, checks, carried=run)
 
 
-def proof_of(result: CommandResult | None, spec: str) -> TestProof | None:
+def proof_of(result: CommandResult | None, spec: str) -> WithoutProof | None:
     """A without-run result worth recording as a proof (it passed or failed), else None."""
     if result is None or result.outcome not in (PASS, FAIL):
         return None
@@ -64,7 +64,7 @@ def proof_of(result: CommandResult | None, spec: str) -> TestProof | None:
         for c in (getattr(result, "checks", None) or [])[:64]
         if isinstance(c, dict)
     ]
-    return TestProof(spec, result.outcome, result.reason[:MAX_REASON], checks)
+    return WithoutProof(spec, result.outcome, result.reason[:MAX_REASON], checks)
 
 
 @dataclass
@@ -92,7 +92,7 @@ def record(
             continue
         history.last[p.id] = LastVerdict(po.klass, tonight.night, tonight.at, tonight.base)
         tests: dict[str, TestOutcome] = {t.name: t for t in po.tests}
-        made: dict[str, TestProof] = {}
+        made: dict[str, WithoutProof] = {}
         for t in p.tests:
             outcome = tests.get(t.name)
             tp = proof_of(outcome.without_run if outcome else None, t.spec)

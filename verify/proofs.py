@@ -41,7 +41,7 @@ _HINT = (
 
 
 @dataclass
-class TestProof:
+class WithoutProof:
     """One test's without-run, as it proved the verdict."""
 
     spec: str  # digest of what the test measures and where (checks, model, engine)
@@ -59,7 +59,7 @@ class PatchProof:
     base: str  # the base (upstream) it was proven on
     klass: str  # the patch's class that night
     body: str  # digest of its body
-    tests: dict[str, TestProof] = field(default_factory=dict)
+    tests: dict[str, WithoutProof] = field(default_factory=dict)
     watch: dict[str, list[str]] = field(default_factory=dict)  # path -> [base, with, without] digests
     why: dict[str, str] = field(default_factory=dict)  # path -> why it is watched
 
@@ -139,7 +139,7 @@ class _Check:
             raise self.fail(where, f"not a class ({', '.join(CLASSES)})")
         return str(value)
 
-    def test(self, where: str, value: object) -> TestProof:
+    def test(self, where: str, value: object) -> WithoutProof:
         d = self.fields(where, value, {"spec", "outcome", "reason", "checks"}, {"spec", "outcome"})
         if d["outcome"] not in (PASS, FAIL):
             raise self.fail(where, "outcome is not pass or fail")
@@ -159,7 +159,7 @@ class _Check:
                     "failed_cases": [self.text(f"{where} check {i} case", x) for x in cases],
                 }
             )
-        return TestProof(
+        return WithoutProof(
             self.text(f"{where} spec", d["spec"], empty=False),
             d["outcome"],
             self.text(f"{where} reason", d.get("reason", "")),

@@ -105,21 +105,21 @@ exec "{sys.executable}" -m tests.support.completions_double --port "$2" --faults
 """
 
 
-def double_world(root: Path, patches: list[tuple[str, str, str, str, str]] | None = None) -> World:
-    """The double's world (see the module docstring); ``patches`` replaces the series."""
-    up = root / "upstream"
-    c0 = new_repo(up, FAKE, "Initial import (#200)")
-    led = root / "ledger"
+def double_ledger(
+    led: Path, files: dict[str, str], patches: list[tuple[str, str, str, str, str]], *, upstream: str, base: str
+) -> Path:
+    """A ledger in ``led`` (a git repository of its own) whose series ``patches`` changes ``files`` (the
+    base tree's), each tested patch with a long-context test on ``[engines.double]``."""
     series = led / "patchset" / "series" / "fake"
     series.mkdir(parents=True)
-    current = dict(FAKE)
+    current = dict(files)
     toml = [
         'schema = 1\ntitle = "the verify plan, night by night"\n',
-        f'[targets.fake]\nupstream = "{up}"\ngithub = "example/fake"\nbase = "{c0}"\n',
+        f'[targets.fake]\nupstream = "{upstream}"\ngithub = "example/fake"\nbase = "{base}"\n',
         '[engines.double]\nstart = ["{ledger}/launch-double.sh", "{tree}", "{port}"]\nmax_parallel = 2\n'
         "ready_timeout = 60\n",
     ]
-    for pid, rel, old, new, checks in patches or FAKE_PATCHES:
+    for pid, rel, old, new, checks in patches:
         before = current[rel]
         after = edit(before, old, new)
         current[rel] = after
@@ -135,6 +135,14 @@ def double_world(root: Path, patches: list[tuple[str, str, str, str, str]] | Non
     launcher.write_text(LAUNCH)
     launcher.chmod(0o755)
     new_repo(led, {".gitignore": ".patchset/\n"}, "ledger")
+    return led / "patches.toml"
+
+
+def double_world(root: Path) -> World:
+    """The double's world (see the module docstring)."""
+    up = root / "upstream"
+    c0 = new_repo(up, FAKE, "Initial import (#200)")
+    ledger = double_ledger(root / "ledger", FAKE, FAKE_PATCHES, upstream=str(up), base=c0)
     cache = FAKE["fakeengine/cache.py"]
     shas = [
         ("night 0: the base", c0),
@@ -152,7 +160,7 @@ def double_world(root: Path, patches: list[tuple[str, str, str, str, str]] | Non
             ),
         ),
     ]
-    return World(root, led / "patches.toml", up, shas, ["cpu"])
+    return World(root, ledger, up, shas, ["cpu"])
 
 
 # --------------------------------------------------------------------------- the real CPU engine's world
