@@ -188,6 +188,8 @@ def run_gate(
         report.commit, report.onto = sha, label
         state_path = Path(state_file) if state_file is not None else default_state_path(ledger)
         states = load_state(state_path)
+        if tag_list:  # the proofs decide what is not tested: a foreign history is refused before anything runs
+            _check_proofs(proofs_path(state_path))
         prev = states.get(t.name)
         if prev is not None and prev.upstream != up.key:
             run.log(f"the state names another upstream ({prev.upstream}); judging afresh")
@@ -686,6 +688,15 @@ def _tests(
     for c in vr.changed:
         r.warnings.append(f"{c['patch']}: verdict changed: {c['was']} -> {c['now']} (last: {c['since']})")
     r.warnings += vr.notes
+
+
+def _check_proofs(path: Path) -> None:
+    """Read the proof history once, so a foreign one ends the run before it judges (``ForeignState``)."""
+    try:
+        from patchset.verify.proofs import load_history
+    except ImportError:  # no verify package: no per-patch tests, no proofs to trust
+        return
+    load_history(path)
 
 
 def short_label(label: str) -> str:

@@ -361,18 +361,20 @@ def test_a_history_this_installation_did_not_write_is_refused(isolated: Path, mo
         load_history(path)
 
 
-def test_the_gate_refuses_a_foreign_history_before_it_judges(isolated: Path, run) -> None:
+def test_the_gate_refuses_a_foreign_history_before_it_judges_anything(isolated: Path, run) -> None:
     world = double_world(isolated / "world")
     state = world.root / "state" / "gate-state.json"
     proofs = state.parent / "gate-proofs.json"
     state.parent.mkdir(parents=True)
     proofs.write_text(json.dumps({"version": 1, "targets": {"fake": {"nights": 9, "proofs": {}}}}))
-    r = run("gate", "--onto", world.nights[1][1], "--tags", "cpu", "--state-file", state, cwd=world.ledger.parent)
-    assert r.code == 2 and "gate-proofs.json: a verify proof history not written by this installation" in r.stdout
-    assert "carries no seal" in r.stdout and not state.exists()  # nothing judged, nothing remembered
-    r = run(
-        "gate", "--plan", "--onto", world.nights[1][1], "--tags", "cpu", "--state-file", state, cwd=world.ledger.parent
-    )
+    onto = world.nights[1][1]
+    r = run("gate", "--onto", onto, "--tags", "cpu", "--state-file", state, "--json", cwd=world.ledger.parent)
+    data = json.loads(r.stdout)
+    assert r.code == 2 and data["status"] == "error" and data["rebase"] == {} and data["tests"] == []
+    assert "gate-proofs.json: a verify proof history not written by this installation" in data["errors"][0]
+    assert "carries no seal" in data["errors"][0] and not state.exists()  # nothing judged, nothing remembered
+    assert json.loads(proofs.read_text())["targets"]["fake"]["nights"] == 9  # left alone
+    r = run("gate", "--plan", "--onto", onto, "--tags", "cpu", "--state-file", state, cwd=world.ledger.parent)
     assert r.code == 2 and "not written by this installation" in r.stdout
 
 
