@@ -24,7 +24,7 @@ import pytest
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
 from patchset.verify.server import engine_missing_reason, engine_venv
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(4 * 3600)]  # ~25 engine starts, one at a time
 
 
 def _require_engine() -> None:
