@@ -223,7 +223,7 @@ def plan_lines(r: GateReport) -> list[str]:
             f"proven tonight: {x['patch']}: {str(x.get('proof') or '').removeprefix('proven tonight').lstrip(': ')}"
         )
     for x in r.plan.get("carried", []):
-        lines.append(f"carried: {x['patch']}: {x.get('proof') or x.get('from')}")
+        lines.append(f"carried: {x['patch']}: {str(x.get('proof') or x.get('from')).removeprefix('carried ')}")
     for g in r.plan.get("group_tries", []):
         lines.append(
             f"tried together: {', '.join(g['patches'])}: passed together: {', '.join(g['passed_together']) or 'none'}; "

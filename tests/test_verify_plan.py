@@ -78,7 +78,10 @@ def test_the_gate_night_by_night_plans_two_starts_and_agrees_with_a_full_run(iso
     assert any("verdict changed: proven -> not-needed" in w for w in report["warnings"])
     md = (art / "report.md").read_text()
     assert "What was proven tonight and what was carried" in md
-    assert "carried: `d3-banner`" in md or "carried: d3-banner" in md.replace("\\", "")
+    plain = md.replace("\\", "")
+    assert (
+        "carried: d3-banner: from run 1 (" in plain and "proven tonight: d2-stale-cache-fix: upstream changed" in plain
+    )
     junit = ET.fromstring((art / "junit.xml").read_bytes())
     case = junit.find(".//testcase[@classname='tests.d3-banner']")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}

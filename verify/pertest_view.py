@@ -108,7 +108,7 @@ def _proof_lines(term: Term, report: VerifyReport) -> None:
         if not p.proof:
             continue
         word = Styled("carried", "cyan") if p.carried_from else Styled("proven tonight", "green")
-        rest = p.proof if p.carried_from else p.proof.removeprefix("proven tonight")
+        rest = p.proof.removeprefix("carried ") if p.carried_from else p.proof.removeprefix("proven tonight")
         term.line(word, f" {p.patch_id}: {rest.lstrip(': ')}", indent="  ")
     for c in report.changed:
         term.line(
