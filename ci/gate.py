@@ -48,6 +48,24 @@ if TYPE_CHECKING:  # the bisection loads the rebaser: only a run that judges pay
 __all__ = ["GateReport", "render", "run_gate", "split_tags"]
 
 
+@dataclass
+class Planning:
+    """How the per-patch tests plan their without-runs (``verify.plan``): the proof history beside the
+    state file, ``--all``, ``--full-every``, whether this run records its proofs, and whether engine
+    results come from the result cache (``--no-cache``: every tree is measured)."""
+
+    history: Path | None = None
+    all_: bool = False
+    full_every: int = 7
+    record: bool = True
+    use_cache: bool = True
+
+
+def proofs_path(state_path: Path) -> Path:
+    """Where the gate keeps the verify proofs (``verify.proofs``), beside its state file."""
+    return state_path.parent / "gate-proofs.json"
+
+
 def split_tags(tags: Sequence[str] | str | None) -> list[str]:
     """``["cpu,gpu", "spark"]`` -> ``["cpu", "gpu", "spark"]`` (order kept, duplicates dropped)."""
     return split_list(tags)
@@ -98,6 +116,10 @@ def run_gate(
     refresh_status: bool = False,
     build: Sequence[str] = (),
     engine: str | None = None,
+    plan_only: bool = False,
+    all_: bool = False,
+    full_every: int = 7,
+    use_cache: bool = True,
 ) -> GateReport:
     """Judge the ledger's series against upstream ``onto`` (or the ``latest`` upstream).
 
@@ -114,10 +136,31 @@ def run_gate(
     ``engine``: the engine every long-context and serving test runs on (``verify --engine``). Serving
     tests compare with the figures of the last green run (``serving-<target>.json`` beside the state
     file), once there is one; a green run stores its own.
+    The long-context tests follow the verify plan (``verify.plan``; proofs in ``gate-proofs.json``
+    beside the state file, sealed): ``all_`` re-proves every patch, ``full_every`` re-proves a proof
+    that many nights old; ``use_cache`` False measures every engine tree again. ``plan_only``: make the plan and print it, start no engine, write nothing
+    (``ci.gate_plan``; ``onto``/``latest`` may then be left out).
 
     Never raises for what it finds: the report's ``exit_code`` says 0/1/2. Bad arguments raise
     ``InputError``.
     """
+    if plan_only:
+        from patchset.ci.gate_plan import plan_gate
+
+        return plan_gate(
+            ledger_path,
+            onto=onto,
+            latest=latest,
+            tags=tags,
+            state_file=state_file,
+            target=target,
+            upstream=upstream,
+            patches=patches,
+            engine=engine,
+            all_=all_,
+            full_every=full_every,
+            progress=progress,
+        )
     if bool(onto) == bool(latest):
         raise InputError("name the upstream commit to judge: --onto REF or --latest (one of them)")
     unknown = [b for b in build if b not in BUILDS]
@@ -145,6 +188,8 @@ def run_gate(
         report.commit, report.onto = sha, label
         state_path = Path(state_file) if state_file is not None else default_state_path(ledger)
         states = load_state(state_path)
+        if tag_list:  # the proofs decide what is not tested: a foreign history is refused before anything runs
+            _check_proofs(proofs_path(state_path))
         prev = states.get(t.name)
         if prev is not None and prev.upstream != up.key:
             run.log(f"the state names another upstream ({prev.upstream}); judging afresh")
@@ -163,6 +208,7 @@ def run_gate(
         artifacts_mod.clear(out_dir)  # an earlier run's results cannot pass for this one's
         cleared = True
         figures = serving_figures_path(state_path, t.name)
+        planning = Planning(proofs_path(state_path), all_, full_every, record=not only, use_cache=use_cache)
         series_bytes = _judge(
             run,
             ledger,
@@ -180,6 +226,7 @@ def run_gate(
             Path(ledger_path),
             engine=engine,
             serving_baseline=figures if figures.is_file() else None,
+            planning=planning,
         )
         report.status = RED if report.reasons() else GREEN
         if not only:
@@ -268,6 +315,7 @@ def _judge(
     search_safe: bool = True,
     engine: str | None = None,
     serving_baseline: Path | None = None,
+    planning: Planning | None = None,
 ) -> bytes:
     """Everything after "upstream moved": fills ``run.report``; returns the refreshed series patch.
 
@@ -334,6 +382,7 @@ def _judge(
                     scratch,
                     ledger_path or ledger.path,
                     engine=engine,
+                    planning=planning,
                 )
         r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
         return patch
@@ -367,6 +416,8 @@ def _judge(
             engine=engine,
             baseline=serving_baseline,
             home=ledger.root.resolve(),
+            planning=planning,
+            label=label,
         )
     if ar.outcome == "applied" and build:
         with run.stage("build"):
@@ -423,6 +474,7 @@ def _newest_safe(
     ledger_path: Path,
     *,
     engine: str | None = None,
+    planning: Planning | None = None,
 ) -> None:
     """Red by a conflict: the newest commit below the first bad one onto which the whole series
     replays (``bisect.newest_clean``), its tests run there when tags are selected (a second,
@@ -475,6 +527,7 @@ def _newest_safe(
                 [],
                 search_safe=False,
                 engine=engine,
+                planning=dataclasses.replace(planning, record=False) if planning is not None else None,
             )
         failed = sub.report.reasons()
         info["tests"] = "; ".join(failed) if failed else "pass"
@@ -551,16 +604,20 @@ def _tests(
     engine: str | None = None,
     baseline: Path | None = None,
     home: Path | None = None,
+    planning: Planning | None = None,
+    label: str = "",
 ) -> None:
     """The per-patch test tier (``verify``): each selected test with the refreshed series, and without its
     patch, on a pristine tree of the judged commit. Only the "with the series" result judges the gate
     (a serving regression fails it); the class (proven, not-needed) is reported. Serving tests compare
     with ``baseline`` (the last green run's figures) when given; this run's go to ``serving-figures.json``.
     ``home``: the real ledger's directory (``ledger_path`` is a scratch copy): launchers, models and
-    test files beside the ledger are found there."""
+    test files beside the ledger are found there. ``planning``: the verify plan's settings (its proof
+    history names tonight's base by ``label``, the judged upstream)."""
     r = run.report
     try:
-        from patchset.verify.pertest import run_verify, selected
+        from patchset.verify.pertest import run_verify
+        from patchset.verify.selection import selected
     except ImportError:
         r.warnings.append("per-patch tests not run: the verify package is not installed")
         return
@@ -594,8 +651,15 @@ def _tests(
             baseline=baseline,
             save_baseline=logs / "serving-figures.json",
             ledger_dir=home,
+            history=planning.history if planning else None,
+            all_=planning.all_ if planning else False,
+            full_every=planning.full_every if planning else 7,
+            base_label=short_label(label or sha),
+            record_history=planning.record if planning else False,
+            use_cache=planning.use_cache if planning else True,
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
+    r.plan = plan_summary(vr)
     for po in vr.patches:
         for to in po.tests:
             w = to.with_run
@@ -615,11 +679,44 @@ def _tests(
                     "longctx": _longctx_runs(to) if to.kind in ("longctx", "serving") else None,
                     "engine": getattr(to, "engine", "") or None,
                     "serving": (getattr(w, "comparison", None) or None) if to.kind == "serving" else None,
+                    "carried": to.carried or None,
+                    "proof": po.proof or None,
                 }
             )
         if po.klass == "not-needed":
             r.warnings.append(f"{po.patch_id}: {po.note or 'every test passes without the patch'}")
+    for c in vr.changed:
+        r.warnings.append(f"{c['patch']}: verdict changed: {c['was']} -> {c['now']} (last: {c['since']})")
     r.warnings += vr.notes
+
+
+def _check_proofs(path: Path) -> None:
+    """Read the proof history once, so a foreign one ends the run before it judges (``ForeignState``)."""
+    try:
+        from patchset.verify.proofs import load_history
+    except ImportError:  # no verify package: no per-patch tests, no proofs to trust
+        return
+    load_history(path)
+
+
+def short_label(label: str) -> str:
+    """An upstream label as the proof history names it: a commit sha shortened to 12 digits."""
+    return label[:12] if len(label) == 40 and all(ch in "0123456789abcdef" for ch in label) else label
+
+
+def plan_summary(vr: Any) -> dict[str, Any]:
+    """What the gate's report says of the verify plan: the plan, what was proven tonight and what
+    carried (with the run each comes from), verdict changes, group tries, engine starts."""
+    carried = [{"patch": p.patch_id, "from": p.carried_from, "proof": p.proof} for p in vr.patches if p.carried_from]
+    proven = [{"patch": p.patch_id, "proof": p.proof} for p in vr.patches if p.proof and not p.carried_from]
+    return {
+        "plan": vr.plan.to_json() if vr.plan is not None else None,
+        "engine_starts": vr.engine_starts,
+        "proven_tonight": proven,
+        "carried": carried,
+        "changed": vr.changed,
+        "group_tries": vr.group_tries,
+    }
 
 
 def serving_figures_path(state_path: Path, target: str) -> Path:

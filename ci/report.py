@@ -20,8 +20,8 @@ from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
 
-GREEN, RED, ERROR, UNCHANGED = "green", "red", "error", "unchanged"
-EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2}
+GREEN, RED, ERROR, UNCHANGED, PLANNED = "green", "red", "error", "unchanged", "planned"
+EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2, PLANNED: 0}
 
 
 @dataclass
@@ -47,6 +47,7 @@ class GateReport:
     build: dict[str, dict[str, Any]] = field(default_factory=dict)  # --build: wheel/overlay -> its report
     image: dict[str, str] = field(default_factory=dict)  # the stock image of the judged commit: base_image, image, why
     newest_safe: dict[str, Any] = field(default_factory=dict)  # red: the newest commit the whole series carries onto
+    plan: dict[str, Any] = field(default_factory=dict)  # the verify plan, what was proven tonight, what carried
     judged_at: str = ""  # the judgement this run recorded in the state (the run's name in later reports)
     verdict_report: dict[str, Any] = field(default_factory=dict)  # unchanged: the kept report of the last verdict
     artifacts: str = ""
@@ -106,6 +107,7 @@ class GateReport:
             "build": self.build,
             "image": self.image,
             "newest_safe": self.newest_safe,
+            "plan": self.plan,
             "judged_at": self.judged_at,
             "verdict_report": self.verdict_report,
             "artifacts": self.artifacts,
@@ -162,10 +164,12 @@ def describe_commit(c: dict[str, Any] | None) -> str:
 
 
 def test_cell(t: dict[str, Any]) -> str:
-    """A test in one line: ``name status`` (``name (longctx: resume) status, proven`` for long-context tests)."""
+    """A test in one line: ``name status`` (``name (longctx: resume) status, proven`` for long-context
+    tests; ``, carried`` when its class comes from an earlier run)."""
     kind = f" (longctx: {', '.join(t.get('checks') or [])})" if t.get("kind") == "longctx" else ""
     klass = f", {t['class']}" if t.get("class") else ""
-    return f"{t['name']}{kind} {t['status']}{klass}"
+    carried = " (carried)" if t.get("carried") else ""
+    return f"{t['name']}{kind} {t['status']}{klass}{carried}"
 
 
 def _run_cell(run: dict[str, Any] | None) -> str:
@@ -200,17 +204,57 @@ def longctx_rows(r: GateReport) -> list[dict[str, str]]:
     return rows
 
 
-_STYLE = {GREEN: "green", RED: "red", ERROR: "red", UNCHANGED: "cyan"}
+_STYLE = {GREEN: "green", RED: "red", ERROR: "red", UNCHANGED: "cyan", PLANNED: "cyan"}
 _VERDICT_STYLE = {"carried": "green", "already-upstream": "cyan", "superseded": "cyan", "conflict": "red"}
 
 
+def plan_lines(r: GateReport) -> list[str]:
+    """The verify plan in a few lines: engine starts (planned; a full run), what was proven tonight
+    (why) and what was carried (from which run). The terminal and report.md print them."""
+    if not r.plan or r.status == PLANNED:
+        return []
+    plan = r.plan.get("plan") or {}
+    lines = [
+        f"per-patch tests: {r.plan.get('engine_starts', 0)} engine start(s) (planned "
+        f"{plan.get('engine_starts', '?')}; a full run: {plan.get('full_run_engine_starts', '?')})"
+    ]
+    for x in r.plan.get("proven_tonight", []):
+        lines.append(
+            f"proven tonight: {x['patch']}: {str(x.get('proof') or '').removeprefix('proven tonight').lstrip(': ')}"
+        )
+    for x in r.plan.get("carried", []):
+        lines.append(f"carried: {x['patch']}: {str(x.get('proof') or x.get('from')).removeprefix('carried ')}")
+    for g in r.plan.get("group_tries", []):
+        lines.append(
+            f"tried together: {', '.join(g['patches'])}: passed together: {', '.join(g['passed_together']) or 'none'}; "
+            f"{g['engine_starts']} start(s), {g['starts_saved']} saved"
+        )
+    return lines
+
+
+def _plan_lines(r: GateReport, term: Term) -> None:
+    if r.status == PLANNED and r.plan.get("plan"):
+        from patchset.verify.plan import plan_from_json
+        from patchset.verify.plan_view import render_plan
+
+        render_plan(term, plan_from_json(r.plan["plan"]))
+        return
+    for i, line in enumerate(plan_lines(r)):
+        term.line(line, indent="  " if i else "")
+
+
 def headline(r: GateReport) -> str:
-    where = f"{r.target} onto {r.onto or r.asked}" + (f" ({r.commit[:12]})" if r.commit else "")
+    onto = r.onto or r.asked
+    where = (f"{r.target} onto {onto}" if onto else f"{r.target} (upstream not named)") + (
+        f" ({r.commit[:12]})" if r.commit else ""
+    )
     if r.status == UNCHANGED:
         kept = "; its artifacts are kept" if r.verdict_report else ""
         return f"gate {where}: {unchanged_since(r)} (upstream has not moved{kept}); nothing to do"
     if r.status == ERROR:
         return f"gate {where}: could not judge (infrastructure failure)"
+    if r.status == PLANNED:
+        return f"gate {where}: the plan of the per-patch tests (nothing started, nothing written)"
     return f"gate {where}: {r.status.upper()}"
 
 
@@ -260,6 +304,7 @@ def render(r: GateReport, term: Term | None = None) -> None:
             )
             if row["logs"]:
                 term.line(f"    engine logs: {row['logs']}")
+    _plan_lines(r, term)
     for kind, b in r.build.items():
         term.line(f"build {kind}: {b.get('outcome')}: {b.get('message', '')}")
     if r.image.get("why"):

@@ -269,6 +269,29 @@ def only_option(what: str, *, dest: str = "only") -> Callable[[Any], Any]:
     )
 
 
+def plan_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--plan``, ``--all``, ``--full-every N``: the verify plan (``patchset.verify.plan``), in
+    ``verify`` and ``gate`` alike."""
+    fn = click.option(
+        "--full-every",
+        "full_every",
+        type=click.IntRange(min=0),
+        default=7,
+        show_default=True,
+        metavar="N",
+        help="Re-prove a patch whose proof is N runs old, whatever moved (the gate: N nights; 0: never by age).",
+    )(fn)
+    fn = click.option("--all", "all_", is_flag=True, help="Every patch: re-prove each one, carry no earlier verdict.")(
+        fn
+    )
+    return click.option(
+        "--plan",
+        "plan_only",
+        is_flag=True,
+        help="Print the plan (what runs, what is carried and why, the engine starts) and start nothing.",
+    )(fn)
+
+
 def upstream_option(default: str) -> Callable[[Any], Any]:
     """``--upstream PATH|URL``: an upstream repository, a local clone or a URL to clone and fetch."""
     return click.option(

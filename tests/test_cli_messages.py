@@ -149,6 +149,10 @@ def test_an_option_name_has_one_metavar_everywhere() -> None:
         ("--tree", "A build tree, a plain directory (NAME=: of target NAME); "),
         ("--only", "Only the patch ID (repeatable): "),
         ("--upstream", ""),
+        ("--plan", "Print the plan (what runs, what is carried and why, the engine starts) and start nothing."),
+        ("--full-every", "Re-prove a patch whose proof is N runs old"),
+        ("--all", "Every patch"),
+        ("--no-cache", "Measure again even when a tree's results are cached."),
     ],
 )
 def test_a_shared_option_has_one_help_shape(name: str, shape: str) -> None:

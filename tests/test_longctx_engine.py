@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from patchset.verify.longctx import LongctxReport, run_checks
+from patchset.verify.longctx import run_checks
+from patchset.verify.longctx_report import LongctxReport
 from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
 from tests.support import models
 

@@ -17,16 +17,10 @@ import pytest
 
 from patchset.commands.table import Term
 from patchset.errors import InputError
-from patchset.verify.longctx import (
-    BASELINE_DIR,
-    Lengths,
-    LongctxReport,
-    Thresholds,
-    load_baseline,
-    max_abs_diff,
-    run_checks,
-    topk_drift,
-)
+from patchset.verify.longctx import run_checks
+from patchset.verify.longctx_math import max_abs_diff, topk_drift
+from patchset.verify.longctx_params import BASELINE_DIR, Lengths, Thresholds, load_baseline
+from patchset.verify.longctx_report import LongctxReport
 from patchset.verify.longctx_view import longctx_text, render_longctx
 from patchset.verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
 from tests.support.completions_double import CompletionsDouble, serving

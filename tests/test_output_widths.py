@@ -29,8 +29,8 @@ from patchset.ci.report import GateReport
 from patchset.ci.report import render as render_gate
 from patchset.commands.table import Col, Term
 from patchset.ledger.store import load_ledger
-from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, VerifyReport
-from patchset.verify.pertest import TestOutcome as Outcome
+from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN, PatchOutcome, VerifyReport
+from patchset.verify.outcomes import TestOutcome as Outcome
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.testrun import CommandResult
 from tests.support.build_repo import example_build_repo

@@ -21,8 +21,10 @@ import pytest
 
 from patchset.errors import ApplyFailed, InputError
 from patchset.verify import overlay, testrun, vllm_env
-from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, classify, parse_tags, run_verify
+from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, classify
+from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
+from patchset.verify.selection import parse_tags
 
 CALC = """\
 def add(a, b):
@@ -387,7 +389,7 @@ def test_environment_of_a_run(tmp_path: Path, project: Path) -> None:
         assert env["PATCHSET_PATCH"] == "01-fix-add"
         assert env["PATCHSET_LEDGER_DIR"] == str(root.resolve())
         assert env["PATCHSET_PYTHON"] == sys.executable
-        assert Path(env["PATCHSET_HOME"], "verify", "pertest.py").is_file()
+        assert Path(env["PATCHSET_HOME"], "verify", "runner.py").is_file()
         assert env["MY_PATH"] == env["PATCHSET_TREE"] + "/lib"
         assert os.path.realpath(env["cwd"]) == os.path.realpath(env["PATCHSET_TREE"])
         assert env["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // 2)))
@@ -462,7 +464,7 @@ def test_switches_env_note_for_a_not_needed_patch(tmp_path: Path, project: Path)
 
 
 def test_stale_work_directories_are_swept(tmp_path: Path) -> None:
-    from patchset.verify.pertest import sweep_stale
+    from patchset.verify.base_tree import sweep_stale
 
     old, new = tmp_path / "run-old", tmp_path / "run-new"
     for d in (old, new):

@@ -32,7 +32,8 @@ from patchset.commands.table import Term
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.verify.junit import render_junit
 from patchset.verify.longctx_runs import EngineRequest
-from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, run_verify
+from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
+from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from tests.support.diffgen import unified_diff
@@ -315,7 +316,9 @@ def test_example_on_the_real_cpu_engine(tmp_path: Path) -> None:
 
     junit = tmp_path / "junit.xml"
     result = CliRunner().invoke(
-        main, ["-C", str(EXAMPLE), "verify", "--tags", "cpu", "--junit", str(junit), "--json"], catch_exceptions=False
+        main,
+        ["-C", str(EXAMPLE), "verify", "--tags", "cpu", "--all", "--junit", str(junit), "--json"],  # no verdict carried
+        catch_exceptions=False,
     )
     data = json.loads(result.output)
     out = tmp_path.parent / "verify-longctx-cpu.json"

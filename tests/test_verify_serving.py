@@ -23,7 +23,8 @@ import pytest
 from patchset.commands.table import Term
 from patchset.errors import InputError
 from patchset.verify.openai_client import CompletionsClient
-from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, run_verify
+from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
+from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.server import process_group_alive
 from patchset.verify.serving import (

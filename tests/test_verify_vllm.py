@@ -24,7 +24,9 @@ from patchset.engine.results import SeriesItem
 from patchset.engine.tree import apply_series
 from patchset.upstream.releases import probe_index
 from patchset.verify import overlay, vllm_env
-from patchset.verify.pertest import BROKEN, NOT_NEEDED, PROVEN, index_base, run_verify
+from patchset.verify.base_tree import index_base
+from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
+from patchset.verify.pertest import run_verify
 
 pytestmark = pytest.mark.network
 

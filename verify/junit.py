@@ -5,6 +5,9 @@ One ``<testsuite>`` per patch, one ``<testcase>`` per declared test (``classname
 the series); ``error`` is ``<error>``. Both runs' exit status, time and output tail go into
 ``<system-out>``; the class and the per-run outcomes are ``<properties>``. A long-context test's
 runs add the engine's start-up seconds, the check seconds and the engine log path of each tree.
+A verdict carried from an earlier run (``verify.plan``) is not a new pass: its case is
+``<skipped>`` with the carried class and the run it comes from as properties (a test that fails with
+the series tonight is ``broken`` whatever was carried: a failure, as always).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from patchset import atomic
 from patchset.text import xml_text
 
 if TYPE_CHECKING:
-    from patchset.verify.pertest import TestOutcome, VerifyReport
+    from patchset.verify.outcomes import TestOutcome, VerifyReport
 
 
 def _clean(text: str) -> str:
@@ -39,6 +42,7 @@ def _run_text(label: str, run) -> str:
 
 
 def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
+    """One test's ``<testcase>``; returns (failures, errors) it adds."""
     case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=_clean(t.name), time=f"{t.seconds:.3f}")
     props = ET.SubElement(case, "properties")
     for k, v in (
@@ -59,8 +63,14 @@ def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
             ET.SubElement(props, "property", name=f"{label} engine startup seconds", value=up)
             ET.SubElement(props, "property", name=f"{label} check seconds", value=f"{run.seconds:.3f}")
             ET.SubElement(props, "property", name=f"{label} engine log", value=_clean(run.log or ""))
+    if t.carried:
+        ET.SubElement(props, "property", name="carried from", value=_clean(t.carried))
+    if t.without_also:
+        ET.SubElement(props, "property", name="without also", value=_clean(", ".join(t.without_also)))
     failures = errors = 0
-    if t.klass in ("broken", "not-needed"):
+    if t.carried and t.klass in ("proven", "not-needed"):
+        ET.SubElement(case, "skipped", message=_clean(f"{t.klass}, {t.carried}"))
+    elif t.klass in ("broken", "not-needed"):
         el = ET.SubElement(case, "failure", message=_clean(f"{t.klass}: {t.note}"), type=t.klass)
         el.text = _clean(t.note)
         failures = 1
@@ -84,7 +94,7 @@ def render_junit(report: VerifyReport) -> str:
             f, e = f + df, e + de
         suite.set("failures", str(f))
         suite.set("errors", str(e))
-        suite.set("skipped", "0")
+        suite.set("skipped", str(sum(1 for t in p.tests if t.carried and t.klass in ("proven", "not-needed"))))
         suite.set("time", f"{sum(t.seconds for t in p.tests):.3f}")
         total_f, total_e, total_t = total_f + f, total_e + e, total_t + len(p.tests)
     root.set("tests", str(total_t))

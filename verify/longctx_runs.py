@@ -31,7 +31,9 @@ from typing import Any, Protocol
 from patchset.errors import EnvironmentFailure, InputError, Location
 from patchset.ledger.model import SERVING_CHECKS
 from patchset.verify.engines import EngineDef, EngineLaunch, EngineProcess
-from patchset.verify.longctx import BASELINE_DIR, CHECKS, LongctxReport, run_checks
+from patchset.verify.longctx import run_checks
+from patchset.verify.longctx_params import BASELINE_DIR, CHECKS
+from patchset.verify.longctx_report import LongctxReport
 from patchset.verify.longctx_view import longctx_text
 from patchset.verify.server import EngineConfig, EngineServer, venv_python
 from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
@@ -68,7 +70,7 @@ class LongctxSpec:
         import hashlib
         import json
 
-        from patchset.verify.longctx import METHOD
+        from patchset.verify.longctx_params import METHOD
 
         data = {
             "method": METHOD,
@@ -325,11 +327,13 @@ class LongctxResult(CommandResult):
     checks: list[dict] = field(default_factory=list)
     reused: str = ""  # the result came from the cache: when it was measured
     drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
+    carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
 
     def to_json(self) -> dict:
         out = super().to_json()
         out.update(
             {
+                "carried_from": self.carried or None,
                 "engine": self.engine,
                 "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
                 "check_seconds": round(self.seconds, 3),

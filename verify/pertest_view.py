@@ -1,13 +1,13 @@
 """The terminal view of a ``patchset verify`` report: one table row per test, then what to do.
 
-Kept apart from ``patchset.verify.pertest`` so the runner has no terminal dependency; ``cli.py`` calls
+Kept apart from ``patchset.verify.pertest`` (and its records, ``verify.outcomes``) so the runner has no terminal dependency; ``cli.py`` calls
 ``render_verify(term, report)``. Tables go through ``patchset.commands.table`` (any width, pipes).
 """
 
 from __future__ import annotations
 
 from patchset.commands.table import Cell, Col, Styled, Term
-from patchset.verify.pertest import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
+from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
 
 STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
 RUN_STYLE = {"pass": "green", "fail": "red", "error": "magenta"}
@@ -21,6 +21,11 @@ def _run_cell(run) -> Styled:
 
 
 def render_verify(term: Term, report: VerifyReport) -> None:
+    if report.planned_only and report.plan is not None:
+        from patchset.verify.plan_view import render_plan
+
+        render_plan(term, report.plan)
+        return
     title = f"patchset verify: {report.target} on {report.base}" + (
         f" (tags: {', '.join(report.tags)})" if report.tags else ""
     )
@@ -56,6 +61,7 @@ def render_verify(term: Term, report: VerifyReport) -> None:
             term.line(f"{p.patch_id}: {p.note}", indent="  ")
     if report.untested:
         term.line(f"no selected test: {', '.join(report.untested)}", indent="  ")
+    _proof_lines(term, report)
     for n in report.notes:
         term.line(f"note: {n}", indent="  ")
     if report.engines:  # lines, not a table: a log path or a patch id must never be broken across lines
@@ -78,8 +84,11 @@ def render_verify(term: Term, report: VerifyReport) -> None:
                 term.line(Styled(f"did not serve: {e.error}", "magenta"), indent="    ")
             term.line(f"log {e.log}", indent="    ")
         n_reused = len(report.reused)
+        planned = ""
+        if report.plan is not None:
+            planned = f" (planned {report.plan.starts}; a full run: {report.plan.full_starts})"
         term.line(
-            f"{report.engine_starts} engine start(s)"
+            f"{report.engine_starts} engine start(s){planned}"
             + (f"; {n_reused} result(s) reused from the cache (trees unchanged)" if n_reused else ""),
             indent="  ",
         )
@@ -91,6 +100,31 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     term.line(*parts)
     if report.work_dir:
         term.line(f"trees and logs kept in {report.work_dir}")
+
+
+def _proof_lines(term: Term, report: VerifyReport) -> None:
+    """What the long-context verdicts rest on: proven tonight (why) or carried (from which run)."""
+    for p in report.patches:
+        if not p.proof:
+            continue
+        word = Styled("carried", "cyan") if p.carried_from else Styled("proven tonight", "green")
+        rest = p.proof.removeprefix("carried ") if p.carried_from else p.proof.removeprefix("proven tonight")
+        term.line(word, f" {p.patch_id}: {rest.lstrip(': ')}", indent="  ")
+    for c in report.changed:
+        term.line(
+            Styled("verdict changed", "bold yellow"),
+            f" {c['patch']}: {c['was']} -> {c['now']} (last: {c['since']})",
+            indent="  ",
+        )
+    for g in report.group_tries:
+        saved = g["starts_saved"]
+        what = f"{saved} start(s) saved" if saved >= 0 else f"{-saved} start(s) more than one by one"
+        alone = f"; tried alone: {', '.join(g['tried_alone'])}" if g["tried_alone"] else ""
+        term.line(
+            f"tried together on {g['engine']}: {', '.join(g['patches'])}: passed together: "
+            f"{', '.join(g['passed_together']) or 'none'}{alone}; {g['engine_starts']} start(s), {what}",
+            indent="  ",
+        )
 
 
 VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "within noise": ""}

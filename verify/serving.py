@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.errors import InputError
-from patchset.verify.longctx import make_document
+from patchset.verify.longctx_math import make_document
 from patchset.verify.openai_client import BadResponse, CompletionsClient, ServerRejected, new_salt
 from patchset.verify.stats import MAX_SAMPLES, RatioVerdict, ratio_verdict, reaches
 

@@ -23,7 +23,7 @@ from patchset.ledger.store import load_ledger
 
 
 def tests_matrix(ledger_path: Path, tags: list[str], target: str | None = None) -> dict:
-    from patchset.verify.pertest import selected
+    from patchset.verify.selection import selected
 
     ledger = load_ledger(ledger_path)
     wanted = [] if "all" in tags else tags

@@ -17,6 +17,7 @@ from patchset.cli import (
     json_opt,
     only_option,
     out,
+    plan_options,
     target_option,
     tree_dir,
     tree_option,
@@ -72,6 +73,7 @@ from patchset.text import split_list
     help="Store the serving figures of the tree with the series in FILE.",
 )
 @click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
+@plan_options
 @json_opt
 @click.pass_obj
 @guarded
@@ -90,6 +92,9 @@ def verify(
     baseline,
     save_baseline,
     no_cache,
+    plan_only,
+    all_,
+    full_every,
     as_json,
 ) -> int:
     """Run each patch's tests with the series and without that patch.
@@ -99,9 +104,14 @@ def verify(
     upstream or dead), broken (fails with), error (could not run). A serving test fails with the
     patch on a regression (the 95% interval of a ratio beyond the tolerance), without it on an
     improvement.
-    Exit 0 every patch proven; 1 a patch broken or not needed; 2 a test could not run / bad input.
+    Long-context tests follow a plan: a patch whose watched files, body and tests did not move since
+    the run that proved it carries that verdict (proofs in .patchset/verify-proofs.json beside the
+    ledger); --plan prints it and starts nothing.
+    Exit 0 every patch proven (--plan: the plan was made); 1 a patch broken or not needed; 2 a test
+    could not run / bad input.
     """
     from patchset.verify.pertest import run_verify
+    from patchset.verify.proofs import default_history_path
 
     tree, from_index = None, None
     if tree_arg or spec_arg:
@@ -126,6 +136,10 @@ def verify(
             baseline=baseline,
             save_baseline=save_baseline,
             use_cache=not no_cache,
+            history=default_history_path(Path(c.ledger_path).parent),
+            plan_only=plan_only,
+            all_=all_,
+            full_every=full_every,
         )
     if as_json:
         emit_json(rep.to_json())
@@ -133,7 +147,7 @@ def verify(
         from patchset.verify.pertest_view import render_verify
 
         render_verify(out, rep)
-    return rep.exit_code
+    return 0 if rep.planned_only else rep.exit_code
 
 
 @click.group(cls=SuggestingGroup)

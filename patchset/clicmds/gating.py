@@ -15,6 +15,7 @@ from patchset.cli import (
     json_opt,
     only_option,
     out,
+    plan_options,
     target_option,
     upstream_option,
 )
@@ -62,6 +63,8 @@ from patchset.cli import (
     help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
 @click.option("--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME]).")
+@click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
+@plan_options
 @json_opt
 @click.pass_obj
 @guarded
@@ -80,6 +83,10 @@ def gate(
     refresh_status,
     builds,
     engine,
+    no_cache,
+    plan_only,
+    all_,
+    full_every,
     as_json,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
@@ -87,6 +94,9 @@ def gate(
     \b
     Does nothing (exit 0, well under a second) when upstream has not moved since the last run.
     When a patch newly breaks, bisects upstream history in memory and names the first bad commit.
+    Long-context tests follow the verify plan: a patch whose watched files, body and tests did not
+    move since the night that proved it carries that verdict; --plan prints the plan and its engine
+    starts and starts nothing (--onto/--latest optional then).
     Exit codes: 0 green (or nothing new), 1 regression (conflict, broken test, failed check),
     2 infrastructure failure (network, disk, tool crash).
     """
@@ -110,6 +120,10 @@ def gate(
             refresh_status=refresh_status,
             build=list(builds),
             engine=engine,
+            plan_only=plan_only,
+            all_=all_,
+            full_every=full_every,
+            use_cache=not no_cache,
         )
     if as_json:
         emit_json(report.to_json())

@@ -1,0 +1,194 @@
+"""What ``patchset verify`` reports: each test's two runs and class, each patch's class, the run.
+
+Why this module exists: the runner, the planner, the views (terminal, JUnit, the gate's report) and
+the tests all speak in these records; keeping them apart from the runner lets each import them
+without the machinery that starts engines. ``classify`` is the table of ``patchset.verify.pertest``:
+a test's class from its runs with and without the patch, and a patch's class is its worst test's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patchset.verify.longctx_runs import EngineRun
+
+if TYPE_CHECKING:
+    from patchset.verify.plan import VerifyPlan
+from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
+
+PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
+CLASSES = (PROVEN, NOT_NEEDED, BROKEN, ERROR)
+_RANK = {BROKEN: 3, ERROR: 2, PROVEN: 1, NOT_NEEDED: 0}
+WITH, WITHOUT = "with", "without"
+
+
+@dataclass
+class TestOutcome:
+    """One declared test of one patch, run with and without the patch, and its class."""
+
+    patch_id: str
+    name: str
+    command: str
+    cwd: str
+    tags: list[str]
+    timeout: int
+    with_run: CommandResult | None = None
+    without_run: CommandResult | None = None
+    klass: str = ERROR
+    note: str = ""
+    kind: str = "command"
+    checks: list[str] = field(default_factory=list)
+    engine: str = ""  # the engine a long-context or serving test ran on
+    carried: str = ""  # the without-run was not run tonight: "carried from run N (...): why"
+    without_also: list[str] = field(default_factory=list)  # a group try: the other patches its tree lacked
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in (self.with_run, self.without_run) if r is not None)
+
+    def to_json(self) -> dict:
+        return {
+            "patch": self.patch_id,
+            "test": self.name,
+            "kind": self.kind,
+            "checks": self.checks,
+            "engine": self.engine or None,
+            "command": self.command,
+            "cwd": self.cwd,
+            "tags": self.tags,
+            "timeout": self.timeout,
+            "class": self.klass,
+            "note": self.note,
+            "seconds": round(self.seconds, 3),
+            "with": self.with_run.to_json() if self.with_run else None,
+            "without": self.without_run.to_json() if self.without_run else None,
+            "carried": self.carried or None,
+            "without_also": self.without_also,
+        }
+
+
+@dataclass
+class PatchOutcome:
+    """A patch and the class its tests give it."""
+
+    patch_id: str
+    title: str
+    tests: list[TestOutcome]
+    klass: str = ERROR
+    note: str = ""
+    proof: str = ""  # its long-context verdict: "proven tonight: why" | "carried from run N (...)"
+    carried_from: str = ""  # the run its carried verdict comes from ("" when proven tonight)
+
+    def to_json(self) -> dict:
+        return {
+            "patch": self.patch_id,
+            "title": self.title,
+            "class": self.klass,
+            "note": self.note,
+            "proof": self.proof or None,
+            "carried_from": self.carried_from or None,
+            "tests": [t.to_json() for t in self.tests],
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What ``patchset verify`` found: a class for every tested patch, and what was not tested."""
+
+    ledger: str
+    target: str
+    base: str
+    tags: list[str]
+    jobs: int
+    patches: list[PatchOutcome] = field(default_factory=list)
+    untested: list[str] = field(default_factory=list)  # active patches with no selected test
+    notes: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    work_dir: str = ""  # kept trees and logs (only when asked to keep them)
+    engines: list[EngineRun] = field(default_factory=list)  # engines of long-context and serving tests
+    reused: list[str] = field(default_factory=list)  # "<patch>/<test> (with|without)" results from the cache
+    engine_starts: int = 0
+    baseline: str = ""  # the stored serving baseline compared with (--baseline)
+    plan: VerifyPlan | None = None  # what was run tonight and what was carried (``verify.plan``)
+    history: str = ""  # where the proofs are kept ("" when none are)
+    proven_tonight: list[str] = field(default_factory=list)  # patches whose without-runs ran tonight
+    changed: list[dict[str, str]] = field(default_factory=list)  # verdicts unlike the last proof's
+    group_tries: list[dict[str, Any]] = field(default_factory=list)  # patches tried together, starts saved
+    planned_only: bool = False  # --plan: nothing ran
+
+    @property
+    def carried(self) -> list[str]:
+        return [p.patch_id for p in self.patches if p.carried_from]
+
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in CLASSES}
+        for p in self.patches:
+            out[p.klass] += 1
+        return out
+
+    @property
+    def tests(self) -> list[TestOutcome]:
+        return [t for p in self.patches for t in p.tests]
+
+    @property
+    def ok(self) -> bool:
+        """Every tested patch is proven."""
+        return bool(self.patches) and all(p.klass == PROVEN for p in self.patches)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all proven; 2 a test could not run (error); else 1 (a patch broken or not needed)."""
+        if self.ok:
+            return 0
+        return 2 if any(p.klass == ERROR for p in self.patches) else 1
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "ledger": self.ledger,
+            "target": self.target,
+            "base": self.base,
+            "tags": self.tags,
+            "jobs": self.jobs,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "counts": self.counts(),
+            "patches": [p.to_json() for p in self.patches],
+            "untested": self.untested,
+            "notes": self.notes,
+            "work_dir": self.work_dir or None,
+            "engines": [e.to_json() for e in self.engines],
+            "engine_starts": self.engine_starts,
+            "reused": self.reused,
+            "baseline": self.baseline or None,
+            "plan": self.plan.to_json() if self.plan is not None else None,
+            "history": self.history or None,
+            "proven_tonight": self.proven_tonight,
+            "carried": self.carried,
+            "changed": self.changed,
+            "group_tries": self.group_tries,
+            "planned_only": self.planned_only,
+        }
+
+
+def classify(with_run: CommandResult | None, without_run: CommandResult | None) -> tuple[str, str]:
+    """The class of one test from its two runs, and a one-line note saying why."""
+    if with_run is None or with_run.outcome == ERROR:
+        return ERROR, f"with the patch: {with_run.reason if with_run else 'not run'}"
+    if with_run.outcome == FAIL:
+        note = f"fails with the patch ({with_run.reason})"
+        if without_run is not None and without_run.outcome == FAIL:
+            note += "; it fails without the patch too: the failure predates this patch"
+        elif without_run is not None and without_run.outcome == PASS:
+            note += "; passes without it: this patch breaks the test"
+        return BROKEN, note
+    if without_run is None or without_run.outcome == ERROR:
+        return ERROR, f"without the patch: {without_run.reason if without_run else 'not run'}"
+    if without_run.outcome == FAIL:
+        return PROVEN, "fails without the patch, passes with it"
+    return NOT_NEEDED, "passes without the patch too: propose dropping it (upstream already, or dead code?)"
+
+
+def patch_class(tests: list[TestOutcome]) -> str:
+    return max((t.klass for t in tests), key=lambda k: _RANK[k])
