@@ -173,7 +173,8 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     assert _classes(again) == _classes(report)
     assert again.engine_starts == 0 and len(again.reused) == 6
     assert not any(e.started for e in again.engines)
-    assert "0 engine start(s); 6 result(s) reused from the cache" in _view(again)
+    shown = _view(again)  # (with a plan, the line also says what it planned)
+    assert "  0 engine start(s)" in shown and "; 6 result(s) reused from the cache" in shown
     same = again.patches[0].tests[0].with_run.comparison
     assert same["paired"] is True and same["verdicts"][0]["candidate"] == samples
 
