@@ -85,7 +85,7 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         as_json = bool(kwargs.get("as_json"))
         try:
-            from patchset.upstream.netbudget import command_budget
+            from patchset.upstream.net import command_budget
 
             with command_budget() as budget:  # every request of the command shares it ($PATCHSET_NET_COMMAND_DEADLINE)
                 notice = NetNotice()
@@ -122,7 +122,7 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
 
 
 class NetNotice:
-    """The progress line of network work that runs longer than 2 s (``netbudget.SLOW_S``), on stderr:
+    """The progress line of network work that runs longer than 2 s (``net.budget.SLOW_S``), on stderr:
     one line redrawn in place on a terminal, plain lines with ``PATCHSET_PROGRESS=1`` (a CI log);
     nothing otherwise, and never on stdout (``--json`` stays clean)."""
 
@@ -327,7 +327,7 @@ def apply_timeout(seconds: float | None) -> None:
     """Narrow the running command's network budget to ``seconds`` (``--timeout``)."""
     if seconds is None:
         return
-    from patchset.upstream.netbudget import current_budget
+    from patchset.upstream.net import current_budget
 
     budget = current_budget()
     if budget is not None:

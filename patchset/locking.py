@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from patchset import envlimits
 from patchset.errors import EnvironmentFailure
 
 DEFAULT_TIMEOUT = 300.0
@@ -39,13 +40,8 @@ on_wait: Callable[[str], None] = _say
 
 
 def timeout_seconds() -> float:
-    raw = os.environ.get("PATCHSET_LOCK_TIMEOUT", "")
-    try:
-        return max(0.0, float(raw)) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise EnvironmentFailure(
-            f"PATCHSET_LOCK_TIMEOUT={raw!r} is not a number of seconds", hint="unset it or give e.g. 60"
-        ) from None
+    """``$PATCHSET_LOCK_TIMEOUT`` (``patchset.envlimits``'s rules; 0: do not wait)."""
+    return envlimits.seconds("PATCHSET_LOCK_TIMEOUT", DEFAULT_TIMEOUT, zero=True)
 
 
 @contextmanager

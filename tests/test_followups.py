@@ -17,7 +17,7 @@ import pytest
 from patchset.ledger.store import load_ledger
 from patchset.tracker import followups as fu
 from patchset.tracker.github import GitHubClient
-from patchset.tracker.graphql import build_query, parse_states
+from patchset.tracker.github.graphql import build_query, parse_states
 from patchset.tracker.status import status
 from patchset.upstream.refs import PRRef
 from patchset.upstream.repo import GitRepo

@@ -32,10 +32,10 @@ from patchset.ci.report import GateReport, render
 from patchset.commands.table import Term
 from patchset.text import html_text, markdown_code, markdown_link, markdown_text, safe_url, terminal, xml_text
 from patchset.tracker.github import GitHubClient
-from patchset.tracker.graphql import parse_states
+from patchset.tracker.github.graphql import parse_states
+from patchset.tracker.github.httpcache import HttpCache
+from patchset.tracker.github.payloads import Unreadable, pull_from_rest
 from patchset.tracker.html import to_html
-from patchset.tracker.httpcache import HttpCache
-from patchset.tracker.payloads import Unreadable, pull_from_rest
 from patchset.tracker.status import status
 from patchset.tracker.views import render_status, to_markdown
 from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
@@ -232,8 +232,8 @@ _HUNKS = st.sampled_from(["@@ -1 +1 @@\n-a\n+b", "@@ -0,0 +1,2 @@\n+a\n+b", "@@ 
 def test_file_lists_rebuild_a_diff_or_mark_the_row(files):
     """The per-file fallback writes one ``diff --git`` section per listed file with a patch, and
     nothing else; an entry out of shape marks the row."""
-    from patchset.tracker.failures import Failure
-    from patchset.tracker.prdiff import diff_from_files
+    from patchset.tracker.github.failures import Failure
+    from patchset.tracker.github.prdiff import diff_from_files
 
     try:
         data, missing = diff_from_files(files)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.tracker.auth import resolve_token
 from patchset.tracker.github import GitHubClient
-from patchset.tracker.graphql import build_query
-from patchset.tracker.prdiff import PRDiff
+from patchset.tracker.github.auth import resolve_token
+from patchset.tracker.github.graphql import build_query
+from patchset.tracker.github.prdiff import PRDiff
 from patchset.upstream.refs import FetchError, PRRef, PRState, RowError
 from tests.support.fakehub.server import FakeHub
 from tests.support.fakehub.world import ledger_refs, ledger_world, small_diff
@@ -407,7 +407,7 @@ def test_unwritable_cache_does_not_fail_reads(hub, tmp_path, caplog):
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory should be")
     c = GitHubClient(base_url=hub.base_url, token=TOKEN, cache_dir=blocker / "sub", retries=0)
-    with caplog.at_level(logging.WARNING, logger="patchset.tracker.httpcache"):
+    with caplog.at_level(logging.WARNING, logger="patchset.tracker.github.httpcache"):
         rows = c.pull_states(ledger_refs()[:2])
         assert c.file_at(VLLM, "main", "vllm/platforms/cuda.py") == b"# cuda\nA = 1\n"
     assert all(isinstance(v, PRState) for v in rows.values())
@@ -667,7 +667,7 @@ def test_real_pull_and_issue_payloads_parse(replayed, tmp_path, monkeypatch):
 
 
 def test_real_file_lists_rebuild_each_files_patch(replayed):
-    from patchset.tracker.prdiff import diff_from_files
+    from patchset.tracker.github.prdiff import diff_from_files
 
     lists = _recorded(replayed, r"^/repos/[^/]+/[^/]+/pulls/\d+/files$")
     assert lists

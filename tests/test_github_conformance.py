@@ -25,7 +25,7 @@ import pytest
 
 from patchset.ledger import store
 from patchset.tracker.github import GitHubClient
-from patchset.tracker.graphql import MAX_ALIASES, build_query
+from patchset.tracker.github.graphql import MAX_ALIASES, build_query
 from patchset.tracker.status import ROLES, status
 from patchset.upstream.refs import PRRef
 from tests.support.fakehub import specs

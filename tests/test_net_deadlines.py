@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import EnvironmentFailure
-from patchset.upstream import net, netlimits, releases
+from patchset.upstream import net, releases
 from tests.support.slowhttp import Reply, SlowServer
 
 TOKEN = "ghp_deadline_test_token"
@@ -259,13 +259,13 @@ def test_limits_defaults_fit_real_use_and_bad_values_are_named():
     assert lim.download >= 1800 > lim.request >= 60  # a slow sdist download vs a GraphQL call
     assert lim.command >= lim.download and lim.read < lim.request and lim.connect <= lim.read
     assert lim.max_json >= 32 << 20 and lim.max_body >= lim.max_json
-    assert net.limits({netlimits.ENV_REQUEST: "0.5"}).request == 0.5
-    assert net.limits({netlimits.ENV_DOWNLOAD: "inf"}).download == float("inf")
+    assert net.limits({net.ENV_REQUEST: "0.5"}).request == 0.5
+    assert net.limits({net.ENV_DOWNLOAD: "inf"}).download == float("inf")
     for bad in ("abc", "0", "-3", "nan"):
         with pytest.raises(EnvironmentFailure, match=f"PATCHSET_NET_REQUEST_DEADLINE={bad!r}"):
-            net.limits({netlimits.ENV_REQUEST: bad})
+            net.limits({net.ENV_REQUEST: bad})
     with pytest.raises(EnvironmentFailure, match="PATCHSET_NET_MAX_JSON='1e6' is not a positive number of bytes"):
-        net.limits({netlimits.ENV_MAX_JSON: "1e6"})
+        net.limits({net.ENV_MAX_JSON: "1e6"})
 
 
 def test_a_bad_limit_in_the_environment_is_exit_2(github_env, tmp_path, run, monkeypatch):

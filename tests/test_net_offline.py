@@ -125,7 +125,7 @@ def test_no_network_reason_words() -> None:
     import requests
 
     from patchset.upstream import net
-    from patchset.upstream.netoffline import no_network_reason
+    from patchset.upstream.net import no_network_reason
 
     s = net.session()
     with pytest.raises(requests.exceptions.ConnectionError) as refused:

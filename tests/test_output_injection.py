@@ -334,8 +334,8 @@ def test_names_from_someone_elses_tree_and_ledger_are_shown_not_sent(run, tmp_pa
 def test_a_file_name_from_github_cannot_write_diff_headers_of_its_own():
     """The per-file fallback writes GitHub's file names into diff headers: a name with a newline
     (or a commit "sha" that is a path) is unreadable upstream data, not part of the body."""
-    from patchset.tracker.failures import Failure
-    from patchset.tracker.prdiff import diff_from_files
+    from patchset.tracker.github.failures import Failure
+    from patchset.tracker.github.prdiff import diff_from_files
 
     evil = {
         "filename": "a.py\n+++ b/../../etc/passwd",

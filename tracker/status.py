@@ -24,7 +24,7 @@ states in the ledger (one atomic edit; human notes and the vendored head are kep
 (401, rate limit, 404, 5xx, timeout, malformed answer) marks its rows and falls back to the
 recorded state; the dashboard always renders. So does a malformed value in an answer or in the
 recorded states (a date that is not one, a merge commit that is not a sha, a state outside the
-schema's enum): the client checks every field (``tracker.payloads``) and that one row says
+schema's enum): the client checks every field (``tracker.github.payloads``) and that one row says
 "unreadable upstream data: <field>: <value>" (exit 2, as for any row that could not be read).
 """
 

@@ -34,7 +34,7 @@ from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.text import terminal
 from patchset.upstream import net
-from patchset.upstream.netbudget import command_budget
+from patchset.upstream.net import command_budget
 
 MAX_BODY = 65_536  # GitHub refuses issue and pull request bodies longer than this
 MAX_TITLE = 256  # and titles longer than this

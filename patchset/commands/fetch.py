@@ -366,8 +366,7 @@ def _download_url(url: str) -> _Download:
     import requests
 
     from patchset.upstream import net
-    from patchset.upstream.netlimits import host_of
-    from patchset.upstream.netoffline import no_network_reason
+    from patchset.upstream.net import host_of, no_network_reason
     from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, NOT_FOUND, SERVER, TIMEOUT, RowError
 
     try:

@@ -9,7 +9,7 @@ The defaults are several times the largest real releases (measured on vLLM 0.30.
 flashinfer-python 0.6.18.post1): the vLLM x86_64 wheel unpacks to 772 MB in 5,098 members, its
 largest member (``_vllm_fa2_C.abi3.so``) is 308 MB; the vLLM sdist has the most members (8,108,
 116 MB); FlashInfer's wheel and sdist unpack to 94 MB (largest member 2.9 MB). They can be set
-(a number of bytes, or with a K/M/G/T suffix, powers of 1024) through:
+(a number of bytes, or with a K/M/G/T suffix, powers of 1024: ``patchset.envlimits``) through:
 
 - ``PATCHSET_ARCHIVE_MAX_BYTES``: all members' contents together (default 4G; tar headers count too),
 - ``PATCHSET_ARCHIVE_MAX_MEMBER_BYTES``: one member's contents (default 1G; also bounds the memory
@@ -20,11 +20,10 @@ largest member (``_vllm_fa2_C.abi3.so``) is 308 MB; the vLLM sdist has the most 
 from __future__ import annotations
 
 import math
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchset import envlimits
 from patchset.errors import InputError
 
 MAX_BYTES_ENV = "PATCHSET_ARCHIVE_MAX_BYTES"
@@ -39,22 +38,6 @@ MAX_HEADER_BYTES = 1 << 20
 MAX_LINK_BYTES = 4096
 # Timestamps: from the epoch to the last second of year 9999 (what every tool can represent).
 MAX_MTIME = 253_402_300_799
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def _from_env(var: str, default: int) -> int:
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    m = _SIZE.match(raw)
-    if not m or int(m.group(1)) <= 0:
-        raise InputError(
-            f"{var}={raw!r} is not a positive number",
-            hint=f"set {var} to a count or a size such as 2G, 500M or 65536 (or unset it for the default)",
-        )
-    return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 def _shown(n: int) -> str:
@@ -74,11 +57,11 @@ class ArchiveLimits:
 
     @classmethod
     def from_env(cls) -> ArchiveLimits:
-        """The defaults, overridden by ``PATCHSET_ARCHIVE_MAX_*`` (an InputError names a bad value)."""
+        """The defaults, overridden by ``PATCHSET_ARCHIVE_MAX_*`` (read by ``patchset.envlimits``'s rules)."""
         return cls(
-            max_bytes=_from_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES),
-            max_member_bytes=_from_env(MAX_MEMBER_BYTES_ENV, DEFAULT_MAX_MEMBER_BYTES),
-            max_members=_from_env(MAX_MEMBERS_ENV, DEFAULT_MAX_MEMBERS),
+            max_bytes=envlimits.size(MAX_BYTES_ENV, DEFAULT_MAX_BYTES),
+            max_member_bytes=envlimits.size(MAX_MEMBER_BYTES_ENV, DEFAULT_MAX_MEMBER_BYTES),
+            max_members=envlimits.size(MAX_MEMBERS_ENV, DEFAULT_MAX_MEMBERS, unit="members"),
         )
 
 

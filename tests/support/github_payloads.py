@@ -113,7 +113,7 @@ def often(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any]) -> st.Searc
 
 
 def graphql_pull(number: int = 1) -> st.SearchStrategy[dict[str, Any]]:
-    """A GraphQL ``pullRequest`` node (``tracker.graphql.PR_FIELDS``)."""
+    """A GraphQL ``pullRequest`` node (``tracker.github.graphql.PR_FIELDS``)."""
     state = often(st.sampled_from(["OPEN", "CLOSED", "MERGED"]), st.sampled_from(["open", "REOPENED", "DRAFT"]))
     return st.fixed_dictionaries(
         {

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset.upstream.cache import subdir
+
 
 def log(name: str = __name__):  # -> logging.Logger; logging loads when something is logged, not at start-up
     import logging
@@ -56,8 +58,6 @@ def _replace(path: Path, data: bytes) -> None:
 
 def default_cache_dir() -> Path:
     """``$PATCHSET_CACHE/github`` (default ``~/.cache/patchset/github``)."""
-    from patchset.upstream.cache import subdir
-
     return subdir("github", create=False)
 
 

@@ -2,7 +2,7 @@
 
 A token found in the environment or from ``gh auth token`` goes into a ``Secret``, which prints
 as ``<token hidden>``, cannot be pickled, and gives its value only to the one place that sends it
-(``tracker.transport``): so it never reaches a log, the cache, an exception or a report.
+(``tracker.github.transport``): so it never reaches a log, the cache, an exception or a report.
 """
 
 from __future__ import annotations

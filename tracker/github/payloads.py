@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from patchset.text import safe_url, terminal
+from patchset.tracker.followups import BadItem, FollowUp
 from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
 
 __all__ = [
@@ -365,8 +366,6 @@ def check_state(s: PRState) -> PRState:
 
 def _followups(s: PRState) -> None:
     """A recorded state's follow-ups (``tracker.followups``): a list of checked items, or None."""
-    from patchset.tracker.followups import BadItem, FollowUp
-
     if s.followups is not None:
         if not isinstance(s.followups, list):
             raise Unreadable("followups", s.followups)

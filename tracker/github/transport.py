@@ -6,9 +6,9 @@ URL and GraphQL URL, a debug log with the token masked) over a connection object
 PyGithub's own connection decodes bodies to text and follows a 301 without its query string. On
 top of it ``Transport.send`` follows redirects with the full URL (same origin only: the token
 stays with the configured API), keeps GitHub's rate-limit headers, remembers a host that cannot
-be reached, and turns every transport error into a ``Failure`` (``tracker.failures``). The cache
-(``tracker.reads``), the queries (``tracker.graphql``) and the client (``tracker.github``) sit on
-top; the tests' other side of this interface is the GitHub-shaped server of ``tests/support/fakehub``.
+be reached, and turns every transport error into a ``Failure`` (``failures``). The cache
+(``reads``), the queries (``graphql``) and the client (``tracker.github``) sit on top; the
+tests' other side of this interface is the GitHub-shaped server of ``tests/support/fakehub``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
-from patchset.tracker.auth import Secret
-from patchset.tracker.failures import Failure, classify, error_codes
-from patchset.tracker.httpcache import log
+from patchset.tracker.github.auth import Secret
+from patchset.tracker.github.failures import Failure, classify, error_codes
+from patchset.tracker.github.httpcache import log
 from patchset.upstream import net
-from patchset.upstream.netlimits import host_of
-from patchset.upstream.netoffline import no_network_reason, retry
-from patchset.upstream.netscope import scope
+from patchset.upstream.net import host_of, no_network_reason, retry
 from patchset.upstream.refs import HTTP, MALFORMED, NETWORK, NO_NETWORK, OFFLINE, SERVER, TIMEOUT, RowError
 
 if TYPE_CHECKING:  # PyGithub, requests and urllib3 load on the first request, not on import
@@ -273,14 +271,14 @@ class Transport:
     ) -> tuple[Resp, str | None]:
         """One round trip through PyGithub's requester (auth, user agent, masked debug log) over
         this transport's own session (``Wire``: exact bytes, redirects left to ``send``). One
-        deadline (``netscope.scope``) covers all of it, PyGithub's own re-asks and sleeps included."""
+        deadline (``net.scope``) covers all of it, PyGithub's own re-asks and sleeps included."""
         import requests
         from github import GithubException
 
         wire = Wire(self.session(), _origin(self.base_url), self.timeout, cap)
         self.round_trips += 1
         try:
-            with scope(url, f"{method} {where(url)}"):
+            with net.scope(url, f"{method} {where(url)}"):
                 status, rhdrs, _text = self.requester().requestJson(
                     method, url, headers=dict(hdrs), input=payload, cnx=wire
                 )

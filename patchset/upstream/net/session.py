@@ -1,6 +1,6 @@
 """``requests`` sessions whose connections a request's watchdog can stop.
 
-The adapter's connection classes register with the open scope (``netscope.watch``) each time
+The adapter's connection classes register with the open scope (``scope.watch``) each time
 they send a request, through a direct connection or an HTTP proxy, so the scope's watchdog
 knows which sockets to shut down at the deadline. Without it a read blocked deep in ``urllib3``
 could not be stopped from outside.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from patchset.upstream.netscope import watch
+from patchset.upstream.net.scope import watch
 
 if TYPE_CHECKING:  # requests loads with the first request, not with this module
     import requests

@@ -1,6 +1,6 @@
 """Cached, conditional REST reads: what the client asks GitHub for over REST, kept on disk.
 
-A GET is answered from the on-disk cache (``tracker.httpcache``) when the client is offline or
+A GET is answered from the on-disk cache (``tracker.github.httpcache``) when the client is offline or
 the URL names something that cannot change (a commit by its full sha); otherwise it is asked
 with ``If-None-Match``, and a 304 (which costs no rate limit with a token) serves the cached
 copy. Only a 200 with a readable body is kept, so a broken answer is never served again. A list
@@ -13,11 +13,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from patchset.tracker.failures import Failure
-from patchset.tracker.httpcache import CacheEntry, HttpCache
-from patchset.tracker.transport import JSON, Resp, Transport, failure, where
+from patchset.tracker.github.failures import Failure
+from patchset.tracker.github.httpcache import CacheEntry, HttpCache
+from patchset.tracker.github.transport import JSON, Resp, Transport, failure, where
 from patchset.upstream import net
-from patchset.upstream.netlimits import ENV_MAX_JSON
+from patchset.upstream.net import ENV_MAX_JSON
 from patchset.upstream.refs import MALFORMED, OFFLINE, RowError
 
 __all__ = ["FULL_SHA", "Reads"]

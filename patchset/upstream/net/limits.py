@@ -20,16 +20,17 @@ variable                            default     what it bounds
 ``PATCHSET_NET_MAX_BODY``           512 MiB     a diff or file held in memory
 ==================================  ==========  =============================================
 
-Seconds may be fractional; ``inf`` lifts a deadline. Sizes are bytes.
+Seconds may be fractional; ``inf`` lifts a deadline. Sizes are bytes, or with a K/M/G/T suffix
+(powers of 1024): the rules of every ``PATCHSET_*`` limit, ``patchset.envlimits``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from patchset import envlimits
 from patchset.errors import EnvironmentFailure
 
 __all__ = [
@@ -83,49 +84,16 @@ class Limits(NamedTuple):
     max_body: int
 
 
-def _seconds(env: Mapping[str, str], name: str) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return _SECONDS[name]
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:  # also NaN
-        raise EnvironmentFailure(
-            f"{name}={raw!r} is not a positive number of seconds",
-            hint=f"unset it (default {_SECONDS[name]:g}) or give e.g. {_SECONDS[name]:g}; 'inf' lifts the limit",
-        )
-    return value
-
-
-def _bytes(env: Mapping[str, str], name: str) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return _BYTES[name]
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise EnvironmentFailure(
-            f"{name}={raw!r} is not a positive number of bytes",
-            hint=f"unset it (default {_BYTES[name]}) or give a byte count such as {_BYTES[name]}",
-        )
-    return value
-
-
 def limits(env: Mapping[str, str] | None = None) -> Limits:
     """The limits from ``env`` (default: the process environment), checked."""
-    env = os.environ if env is None else env
     return Limits(
-        connect=_seconds(env, ENV_CONNECT),
-        read=_seconds(env, ENV_READ),
-        request=_seconds(env, ENV_REQUEST),
-        download=_seconds(env, ENV_DOWNLOAD),
-        command=_seconds(env, ENV_COMMAND),
-        max_json=_bytes(env, ENV_MAX_JSON),
-        max_body=_bytes(env, ENV_MAX_BODY),
+        connect=envlimits.seconds(ENV_CONNECT, _SECONDS[ENV_CONNECT], env),
+        read=envlimits.seconds(ENV_READ, _SECONDS[ENV_READ], env),
+        request=envlimits.seconds(ENV_REQUEST, _SECONDS[ENV_REQUEST], env),
+        download=envlimits.seconds(ENV_DOWNLOAD, _SECONDS[ENV_DOWNLOAD], env),
+        command=envlimits.seconds(ENV_COMMAND, _SECONDS[ENV_COMMAND], env),
+        max_json=envlimits.size(ENV_MAX_JSON, _BYTES[ENV_MAX_JSON], env),
+        max_body=envlimits.size(ENV_MAX_BODY, _BYTES[ENV_MAX_BODY], env),
     )
 
 

@@ -20,13 +20,15 @@ A request that runs out raises ``DeadlineExceeded``; an answer larger than its c
 ``TooLarge`` (both ``NetLimit``, exit 2, naming the ``PATCHSET_NET_*`` variable that raises the
 limit); a host an earlier request of the command found unreachable raises ``Unreachable``
 without being asked again. Transport errors stay ``requests`` exceptions, for each caller to
-word (``netoffline.no_network_reason`` says when one means there is no network).
+word (``offline.no_network_reason`` says when one means there is no network).
 
-This module makes requests (``request``, ``stream``) and is the face of the others, one idea
-each: ``netlimits`` (the limits, their variables and errors: docs/security.md), ``netbudget``
-(the command's budget), ``netoffline`` (no network, said once), ``netscope`` (a request's
-deadline and watchdog) and ``netsession`` (sessions the watchdog can stop). A caller of a
-request finds here what it needs to make one and to catch what it raises.
+This package's face (this module) makes requests (``request``, ``stream``) and is all a caller
+needs: what to make a request with and what to catch. The parts underneath, one idea each:
+``limits`` (the limits, their variables and errors: docs/security.md), ``budget`` (the
+command's budget), ``offline`` (no network, said once), ``scope`` (a request's deadline and
+watchdog) and ``session`` (sessions the watchdog can stop). Modules outside the package import
+only this one (an import-linter contract in pyproject.toml). Here ``limits``, ``scope`` and
+``session`` name the functions, not the modules: call them as ``net.limits()``, ``net.scope(…)``.
 """
 
 from __future__ import annotations
@@ -36,22 +38,29 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from patchset.upstream.netlimits import (
+from patchset.upstream.net.budget import CommandBudget, command_budget, current_budget
+from patchset.upstream.net.limits import (
     API,
     BODY,
     DOWNLOAD,
+    ENV_COMMAND,
+    ENV_CONNECT,
+    ENV_DOWNLOAD,
     ENV_MAX_BODY,
     ENV_MAX_JSON,
+    ENV_READ,
+    ENV_REQUEST,
     JSON,
     DeadlineExceeded,
+    Limits,
     NetLimit,
     TooLarge,
     host_of,
     limits,
 )
-from patchset.upstream.netoffline import Unreachable, down, mark_down, no_network_reason
-from patchset.upstream.netscope import Scope, scope
-from patchset.upstream.netsession import session
+from patchset.upstream.net.offline import Unreachable, down, mark_down, no_network_reason, retry
+from patchset.upstream.net.scope import Scope, scope
+from patchset.upstream.net.session import session
 
 if TYPE_CHECKING:  # requests loads with the first request, not with this module
     import requests
@@ -60,15 +69,31 @@ __all__ = [
     "API",
     "BODY",
     "DOWNLOAD",
+    "ENV_COMMAND",
+    "ENV_CONNECT",
+    "ENV_DOWNLOAD",
+    "ENV_MAX_BODY",
+    "ENV_MAX_JSON",
+    "ENV_READ",
+    "ENV_REQUEST",
     "JSON",
     "Answer",
+    "CommandBudget",
     "DeadlineExceeded",
+    "Limits",
     "NetLimit",
+    "Scope",
     "Stream",
     "TooLarge",
     "Unreachable",
+    "command_budget",
+    "current_budget",
+    "host_of",
     "limits",
+    "no_network_reason",
     "request",
+    "retry",
+    "scope",
     "session",
     "stream",
 ]
@@ -87,8 +112,7 @@ class Answer(NamedTuple):
 
 
 class Stream:
-    """An answer whose body is read chunk by chunk (``chunks()``) within the scope's deadline.
-    (Plain classes here: the product keeps ``@dataclass`` out of its modules, see test_startup.)"""
+    """An answer whose body is read chunk by chunk (``chunks()``) within the scope's deadline."""
 
     __slots__ = ("headers", "response", "scope", "status", "url")
 

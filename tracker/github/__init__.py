@@ -1,16 +1,17 @@
 """The GitHub client of the tracker: upstream PR/issue state in one request per repository,
 PR and commit diffs, file contents; cached on disk, honest about failures.
 
-This module is the client's face: what a command asks for. The parts underneath, one idea each:
+This module is the client's face, what a command asks for; modules outside the package import
+only this one (an import-linter contract in pyproject.toml). The parts underneath, one idea each:
 ``auth`` (the token, never printed), ``transport`` (PyGithub's requester over
 ``patchset.upstream.net``: exact bytes, same-origin redirects, rate limits), ``failures`` (every
 failure classified into a ``RowError``, so one bad row never hides the others), ``reads``
-(conditional GETs with a disk cache, ``tracker.httpcache``; a 304 costs no rate limit with a
-token; an offline mode), ``graphql`` (one batched query per repository that passes GitHub's
-validation rules), ``reststates`` (the states without a token), ``statecache`` (the states
-recorded between runs), ``prdiff`` (the refused-diff fallbacks). Every state read, from GitHub
-or from the cache, is checked field by field (``tracker.payloads``), so one malformed value
-marks its own row. What it asks GitHub for, and what that costs: docs/github.md.
+(conditional GETs with a disk cache, ``httpcache``; a 304 costs no rate limit with a token; an
+offline mode), ``graphql`` (one batched query per repository that passes GitHub's validation
+rules; without a token the states are read over REST, here), ``statecache`` (the states recorded
+between runs), ``prdiff`` (the refused-diff fallbacks). Every state read, from GitHub or from
+the cache, is checked field by field (``payloads``), so one malformed value marks its own row.
+What it asks GitHub for, and what that costs: docs/github.md.
 
     client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
     states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
@@ -28,19 +29,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from patchset.tracker.auth import Secret, resolve_token
-from patchset.tracker.failures import Failure
-from patchset.tracker.graphql import MAX_ALIASES, fetch_states
-from patchset.tracker.httpcache import HttpCache, default_cache_dir, log
-from patchset.tracker.prdiff import PRDiff, pr_diff_detail
-from patchset.tracker.reads import FULL_SHA, Reads
-from patchset.tracker.reststates import rest_states
-from patchset.tracker.statecache import StateRecords, state_key
-from patchset.tracker.transport import DIFF, JSON, PUBLIC_API, RAW, RateInfo, Transport, failure
+from patchset.tracker.github.auth import Secret, resolve_token
+from patchset.tracker.github.failures import Failure
+from patchset.tracker.github.graphql import MAX_ALIASES, fetch_states
+from patchset.tracker.github.httpcache import HttpCache, default_cache_dir, log
+from patchset.tracker.github.payloads import Unreadable, issue_from_rest, pull_from_rest
+from patchset.tracker.github.prdiff import PRDiff, pr_diff_detail
+from patchset.tracker.github.reads import FULL_SHA, Reads
+from patchset.tracker.github.statecache import StateRecords, state_key
+from patchset.tracker.github.transport import DIFF, JSON, PUBLIC_API, RAW, RateInfo, Transport, failure, short
 from patchset.upstream import net
 from patchset.upstream.refs import DEFAULT_ALIASES, MALFORMED, OFFLINE, FetchError, PRRef, PRState, RowError
 
-__all__ = ["AUTH_NOTICE", "GitHubClient"]
+__all__ = ["AUTH_NOTICE", "GitHubClient", "PRDiff"]
 
 AUTH_NOTICE = (
     "no GitHub token (GITHUB_TOKEN or `gh auth token`): unauthenticated requests are limited to 60 an "
@@ -199,7 +200,9 @@ class GitHubClient:
                     need.append(ref)  # not recorded, too old, or unreadable: ask again
             for start in range(0, len(need), MAX_ALIASES):
                 chunk = need[start : start + MAX_ALIASES]
-                fresh = fetch_states(self._wire, repo, chunk) if self.authenticated else rest_states(self._reads, chunk)
+                fresh = (
+                    fetch_states(self._wire, repo, chunk) if self.authenticated else _rest_states(self._reads, chunk)
+                )
                 out.update(fresh)
                 got = {state_key(r): s.to_json() for r, s in fresh.items() if isinstance(s, PRState)}
                 if got:
@@ -213,7 +216,7 @@ class GitHubClient:
 
     def pr_diff_detail(self, ref: PRRef) -> PRDiff:
         """GitHub's diff of the PR, as the exact bytes GitHub sent, or rebuilt when GitHub
-        refuses it (``tracker.prdiff``)."""
+        refuses it (``tracker.github.prdiff``)."""
         return pr_diff_detail(self._reads, ref)
 
     def commit_diff(self, repo: str, sha: str, *, revalidate: bool = False) -> bytes:
@@ -277,3 +280,24 @@ class GitHubClient:
             raise FetchError(f.row, "rate limit") from None
         except (AttributeError, KeyError, TypeError, ValueError):
             raise FetchError(RowError(MALFORMED, "unexpected /rate_limit shape"), "rate limit") from None
+
+
+def _rest_states(reads: Reads, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:
+    """The state of each ref over REST, one read each, for a client without a token (GitHub's
+    GraphQL API refuses unauthenticated requests). Each read is cached and conditional
+    (``reads``): a revalidated answer costs nothing, but there is no review decision, CI rollup
+    or timeline on this path. A failed read is that row's error."""
+    out: dict[PRRef, PRState | RowError] = {}
+    for ref in refs:
+        try:
+            if ref.kind == "pr":
+                out[ref] = pull_from_rest(ref, reads.get(f"/repos/{ref.repo}/pulls/{ref.number}").json())
+            else:
+                out[ref] = issue_from_rest(ref, reads.get(f"/repos/{ref.repo}/issues/{ref.number}").json())
+        except Failure as f:
+            out[ref] = f.row
+        except Unreadable as bad:
+            out[ref] = bad.row()
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            out[ref] = RowError(MALFORMED, f"unexpected REST shape ({short(exc)})")
+    return out

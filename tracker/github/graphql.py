@@ -5,7 +5,7 @@ aliased field per ref (up to ``MAX_ALIASES``), each asking the PR's state, merge
 review decision, CI rollup and the cross-references of its timeline (``tracker.followups``), so
 reverts and follow-ups come in the same answer. The document passes GitHub's validation rules
 (no unused fragment, no two fields of different types under one response key). Each aliased
-node is checked field by field (``tracker.payloads``): one malformed value, or an error on one
+node is checked field by field (``tracker.github.payloads``): one malformed value, or an error on one
 alias, marks that row only. What it costs: docs/github.md.
 """
 
@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from patchset.tracker.failures import Failure, reset_of
 from patchset.tracker.followups import TIMELINE, parse_timeline
-from patchset.tracker.payloads import Unreadable, pr_from_graphql
-from patchset.tracker.transport import Transport, failure, short
+from patchset.tracker.github.failures import Failure, reset_of
+from patchset.tracker.github.payloads import Unreadable, pr_from_graphql
+from patchset.tracker.github.transport import Transport, failure, short
 from patchset.upstream.refs import GRAPHQL, MALFORMED, NOT_FOUND, RATE_LIMIT, PRRef, PRState, RowError
 
 __all__ = ["MAX_ALIASES", "PR_FIELDS", "build_query", "fetch_states", "parse_states"]

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from patchset.tracker.failures import Failure
-from patchset.tracker.httpcache import log
-from patchset.tracker.payloads import Unreadable, file_entry
-from patchset.tracker.reads import FULL_SHA, Reads
-from patchset.tracker.transport import DIFF, LOG, PATCH
+from patchset.tracker.github.failures import Failure
+from patchset.tracker.github.httpcache import log
+from patchset.tracker.github.payloads import Unreadable, file_entry
+from patchset.tracker.github.reads import FULL_SHA, Reads
+from patchset.tracker.github.transport import DIFF, LOG, PATCH
 from patchset.upstream import net
-from patchset.upstream.netlimits import ENV_MAX_BODY
+from patchset.upstream.net import ENV_MAX_BODY
 from patchset.upstream.refs import HTTP, MALFORMED, OFFLINE, FetchError, PRRef, RowError
 
 __all__ = ["PR_COMMIT_CAP", "PRDiff", "diff_from_files", "pr_diff_detail"]

@@ -1,9 +1,9 @@
 """The command's network budget: the seconds all requests of one command may spend together.
 
 Opened once per CLI command (``patchset.cli.guarded``, or a script's ``main``) with
-``command_budget``; every request's deadline is at most what is left of it (``netscope``), so
+``command_budget``; every request's deadline is at most what is left of it (``scope``), so
 forty slow sources cannot add up to forty deadlines. It also carries what the command learnt
-about the network (``down``: hosts that cannot be reached, see ``netoffline``) and the CLI's
+about the network (``down``: hosts that cannot be reached, see ``offline``) and the CLI's
 ``notice``, told about network work that runs longer than ``SLOW_S`` seconds (a progress line).
 Outside a command only the per-request deadlines apply.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from patchset.upstream.netlimits import limits
+from patchset.upstream.net.limits import limits
 
 __all__ = ["SLOW_S", "CommandBudget", "command_budget", "current_budget", "slow_notice"]
 
@@ -82,7 +82,7 @@ SLOW_S = 2.0  # network work longer than this is shown (``CommandBudget.notice``
 
 
 def slow_notice(budget: CommandBudget, s: Any, force: bool = False) -> None:
-    """Tell ``budget.notice`` what the network is doing (``s``: the ``netscope.Scope`` at work),
+    """Tell ``budget.notice`` what the network is doing (``s``: the ``scope.Scope`` at work),
     once the command's network work (or one request) has run for ``SLOW_S`` seconds; at most
     once a second."""
     notice = budget.notice

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from patchset.tracker.httpcache import HttpCache
-from patchset.tracker.payloads import Unreadable, recorded_state
+from patchset.tracker.github.httpcache import HttpCache
+from patchset.tracker.github.payloads import Unreadable, recorded_state
 from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
 
 __all__ = ["StateRecords", "state_key"]

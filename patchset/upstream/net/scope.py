@@ -3,23 +3,22 @@
 Per-read timeouts alone let a server that sends its headers and then one byte every few seconds
 hold a command forever, since every single read succeeds in time. A ``Scope`` is one request as
 the user sees it (redirects, retries and PyGithub's own re-asks included): its deadline is
-``min(the request's own, what is left of the command's budget)`` (``netbudget``), and a
+``min(the request's own, what is left of the command's budget)`` (``budget``), and a
 watchdog timer shuts the sockets of the scope's own connections down when it passes (they
-register with ``watch`` as they send, see ``netsession``), so a read that blocks inside
+register with ``watch`` as they send, see ``session``), so a read that blocks inside
 ``requests``, ``urllib3`` or PyGithub returns at once.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from patchset.upstream.netbudget import SLOW_S, current_budget, slow_notice
-from patchset.upstream.netlimits import (
+from patchset.upstream.net.budget import SLOW_S, current_budget, slow_notice
+from patchset.upstream.net.limits import (
     API,
     DOWNLOAD,
     ENV_COMMAND,
@@ -156,6 +155,8 @@ class Scope:
 
 
 def _shut(conn: Any) -> None:
+    import socket  # loaded when a watchdog fires, not with every command
+
     sock = getattr(conn, "sock", None)
     if sock is None:
         return

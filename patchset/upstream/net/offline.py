@@ -11,12 +11,11 @@ policy that does not retry such a failure either.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from patchset.errors import EnvironmentFailure
-from patchset.upstream.netbudget import current_budget
-from patchset.upstream.netlimits import host_of
+from patchset.upstream.net.budget import current_budget
+from patchset.upstream.net.limits import host_of
 
 __all__ = ["Unreachable", "down", "mark_down", "no_network_reason", "retry"]
 
@@ -39,6 +38,7 @@ def no_network_reason(exc: BaseException) -> str | None:
     chain) means the host cannot be reached at all: "DNS lookup failed", "connection refused",
     "network unreachable"; None for anything else (a timeout, a reset, TLS, an HTTP status)."""
     import errno
+    import socket  # loaded on a failure, not with every command (the CLI opens a budget for each)
 
     seen: set[int] = set()
     todo: list[Any] = [exc]
