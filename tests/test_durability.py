@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from patchset.commands import apply as apply_mod
-from patchset.commands import apply_lock
+from patchset.commands.apply import lock as apply_lock
 from patchset.engine import tree as tree_mod
 from patchset.engine import txn
 from patchset.ledger.store import load_ledger

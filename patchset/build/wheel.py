@@ -45,7 +45,7 @@ from wheel.wheelfile import WheelError, WheelFile, urlsafe_b64encode
 
 from patchset import atomic, outdir
 from patchset.build.series import BuildReport, SeriesFacts, series_facts
-from patchset.commands.apply_tree import apply_to_tree
+from patchset.commands.apply.tree import apply_to_tree
 from patchset.confine import check_relative, confine
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import Ledger, Target

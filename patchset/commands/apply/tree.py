@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 from patchset import locking
-from patchset.commands.apply_lock import OnePass, tree_digest
-from patchset.commands.apply_target import TargetReport, path_mapper, series_items
+from patchset.commands.apply.lock import OnePass, tree_digest
+from patchset.commands.apply.target import TargetReport, path_mapper, series_items
 from patchset.confine import STATE_DIRS, is_within
 from patchset.engine.detect import SeriesState, detect_state
 from patchset.engine.results import SeriesResult

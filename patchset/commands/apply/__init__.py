@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.apply_repo import apply_to_repo
+from patchset.commands.apply.repo import apply_to_repo
 
 # path_mapper and series_items: re-exported (``__all__``) for verify/, which imports them from here
 # and is another branch's area; the rest of the code base imports them from apply_target.
-from patchset.commands.apply_target import TargetReport, path_mapper, series_items
-from patchset.commands.apply_tree import apply_to_tree, refuse_ledger_tree
+from patchset.commands.apply.target import TargetReport, path_mapper, series_items
+from patchset.commands.apply.tree import apply_to_tree, refuse_ledger_tree
 from patchset.commands.inspection import LOCK_HINT, lock_gap
 from patchset.commands.interrupted import LEDGER_EDIT, REBASE, interruptions
 from patchset.errors import ApplyFailed, EnvironmentFailure, HashMismatch, InputError

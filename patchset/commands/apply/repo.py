@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.apply_lock import lock_key, record_lock
-from patchset.commands.apply_target import TargetReport, path_mapper, series_items
-from patchset.commands.apply_tree import apply_to_tree
+from patchset.commands.apply.lock import lock_key, record_lock
+from patchset.commands.apply.target import TargetReport, path_mapper, series_items
+from patchset.commands.apply.tree import apply_to_tree
 from patchset.engine.tree import apply_series
 from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchset import atomic
-from patchset.commands.apply_target import TargetReport
+from patchset.commands.apply.target import TargetReport
 from patchset.commands.interrupted import APPLYING_DIR
 from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
