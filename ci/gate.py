@@ -393,12 +393,12 @@ def _judge(
         return patch
     with run.stage("tree"):
         tree = up.archive(sha, scratch / "tree", _touched(refreshed, rt))  # only what the series touches
+    from patchset.commands.apply.target import ApplyRun
     from patchset.commands.apply.tree import apply_to_tree
 
     with run.stage("apply"):
-        ar = apply_to_tree(
-            refreshed, rt, tree, layout="source", progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}")
-        )
+        job = ApplyRun(refreshed, progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}"))
+        ar = apply_to_tree(job, rt, tree, "source")
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
