@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from patchset import locking
 from patchset.commands import apply as apply_mod
 from patchset.commands.apply.target import ApplyRun, TreeArg
 from patchset.engine import tree as tree_mod
@@ -127,6 +128,45 @@ def test_apply_reads_and_applies_the_series_once(tmp_path: Path, monkeypatch: py
     reports = apply_mod.run(ApplyRun(ledger), {"t": TreeArg("tree", tree)})
     assert [r.outcome for r in reports] == ["mismatch"] and calls == [False]
     assert snapshot(tree) == before
+
+
+def test_one_pass_takes_the_tree_lock_and_looks_for_an_interrupted_apply_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run
+) -> None:
+    """A tree that carries the first of two patches, with --skip-applied: the pass applies, finds
+    what the tree carries, applies the rest; the tree lock and the interrupted-apply check happen
+    once for all three (they ran in two layers before: 3 locks and 3 checks for this pass)."""
+    tree, _ = _tree_and_series(tmp_path)
+    series = tmp_path / "two"
+    series.mkdir()
+    for n, rel in enumerate(("pkg/m0.py", "pkg/m1.py"), 1):
+        new = FILES[rel].replace(b"v2 = 2", b"v2 = 22")
+        (series / f"0{n}-change.patch").write_bytes(unified_diff(FILES[rel], new, rel))
+    (tree / "pkg/m0.py").write_bytes(FILES["pkg/m0.py"].replace(b"v2 = 2", b"v2 = 22"))  # carries 01
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\n')
+    assert run("import", series, cwd=led).code == 0
+    locks: list[Path] = []
+    checks: list[Path] = []
+    real_lock, real_pending = locking.tree_lock, txn.pending
+
+    def lock(root: Path):
+        locks.append(Path(root))
+        return real_lock(root)
+
+    def pending(root: Path) -> bool:
+        checks.append(Path(root))
+        return real_pending(root)
+
+    monkeypatch.setattr(locking, "tree_lock", lock)
+    monkeypatch.setattr(txn, "pending", pending)
+    [report] = apply_mod.run(
+        ApplyRun(load_ledger(led / "patches.toml"), skip_applied=True), {"t": TreeArg("tree", tree)}
+    )
+    assert report.outcome == "applied" and "applying only the 1 missing patch" in report.message, report.message
+    assert (tree / "pkg/m1.py").read_bytes() == FILES["pkg/m1.py"].replace(b"v2 = 2", b"v2 = 22")
+    assert locks == [tree] and checks == [tree]
 
 
 def test_a_full_disk_while_journalling_says_nothing_changed_and_leaves_nothing_staged(tmp_path: Path, run) -> None:
