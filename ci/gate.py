@@ -393,12 +393,12 @@ def _judge(
         return patch
     with run.stage("tree"):
         tree = up.archive(sha, scratch / "tree", _touched(refreshed, rt))  # only what the series touches
-    from patchset.commands.apply_tree import apply_to_tree
+    from patchset.commands.apply.target import ApplyRun
+    from patchset.commands.apply.tree import apply_to_tree
 
     with run.stage("apply"):
-        ar = apply_to_tree(
-            refreshed, rt, tree, layout="source", progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}")
-        )
+        job = ApplyRun(refreshed, progress=lambda pid, i, n: run.note("apply", f"{i}/{n} {pid}"))
+        ar = apply_to_tree(job, rt, tree, "source")
     r.apply = {"outcome": ar.outcome, "message": ar.message, "mismatched": ar.mismatched}
     artifacts_mod.write_json(logs / "apply.json", ar.to_json())
     if ar.outcome == "applied" and tags:
@@ -576,7 +576,7 @@ def _build(
 
 def _touched(ledger: Ledger, target: Target) -> list[str]:
     """Every path the target's active series names (old and new names)."""
-    from patchset.commands.apply_target import series_items
+    from patchset.commands.apply.target import series_items
     from patchset.patchfmt.diffs import parse_patch
 
     out: list[str] = []

@@ -509,7 +509,7 @@ def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str
 def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:
     """``--tree DIR`` or ``--tree NAME=DIR`` (as in apply) for a command that works on one target:
     ``(target, DIR)``; ``NAME=`` picks the target when ``--target`` does not."""
-    from patchset.commands.apply import parse_tree_args
+    from patchset.commands.apply.target import parse_tree_args
 
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchset.commands.apply import TreeArg
 from patchset.commands.apply import run as run_apply
+from patchset.commands.apply.target import ApplyRun, TreeArg
 from patchset.ledger.store import load_ledger
 
 LEDGER = """\
@@ -85,12 +85,8 @@ def test_rebase_names_the_upstream_clone_upstream_and_warns_on_repo(run, led: Pa
 def test_one_progress_shape(led: Path) -> None:
     calls: list[tuple] = []
     ledger = load_ledger(led / "patches.toml")
-    reps = run_apply(
-        ledger,
-        {"lib": TreeArg("tree", led / "tree")},
-        dry_run=True,
-        progress=lambda what, done, total: calls.append((what, done, total)),
-    )
+    job = ApplyRun(ledger, dry_run=True, progress=lambda what, done, total: calls.append((what, done, total)))
+    reps = run_apply(job, {"lib": TreeArg("tree", led / "tree")})
     assert reps[0].ok
     assert calls and all(isinstance(w, str) and isinstance(d, int) for w, d, _ in calls)
     assert calls[-1] == ("lib-01-fix-the-cap", 1, 1)

@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from patchset import locking
 from patchset.commands import apply as apply_mod
-from patchset.commands import apply_lock
+from patchset.commands.apply.target import ApplyRun, TreeArg
 from patchset.engine import tree as tree_mod
 from patchset.engine import txn
+from patchset.journal.commit import Change
+from patchset.journal.txndir import JOURNAL
 from patchset.ledger.store import load_ledger
 from tests.support.diffgen import unified_diff
 from tests.support.trees import snapshot
@@ -47,7 +50,7 @@ def _killed_after_the_journal(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER=str(len(FILES) + 1))
     r = subprocess.run([sys.executable, "-m", "tests.support.helpers_crash", str(tree), str(series)], env=env)
     assert r.returncode == -signal.SIGKILL
-    assert (tree / txn.TXN_DIR / txn.JOURNAL).exists()
+    assert (tree / txn.TXN_DIR / JOURNAL).exists()
     return tree, before
 
 
@@ -85,7 +88,7 @@ def test_fsync_only_when_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     calls: list[int] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
-    txn.commit(tree, [txn.Change(rel, b"new\n") for rel in FILES], durable=durable)
+    txn.commit(tree, [Change(rel, b"new\n") for rel in FILES], durable=durable)
     assert all((tree / rel).read_bytes() == b"new\n" for rel in FILES)
     assert bool(calls) is fsyncs
     if fsyncs:  # every staged file, the journal and the touched directories
@@ -106,14 +109,14 @@ def test_apply_reads_and_applies_the_series_once(tmp_path: Path, monkeypatch: py
     assert run("apply", "--tree", locked, "--update-lock", cwd=led).code == 0
     ledger = load_ledger(led / "patches.toml")
     calls: list[bool] = []
-    real = tree_mod.apply_series
+    real = tree_mod.TreePass.apply
 
-    def counting(*a, **kw):
-        calls.append(kw.get("dry_run", False))
-        return real(*a, **kw)
+    def counting(self, *a, **kw):
+        calls.append(self.dry_run)
+        return real(self, *a, **kw)
 
-    monkeypatch.setattr(apply_lock, "apply_series", counting)
-    reports = apply_mod.run(ledger, {"t": apply_mod.TreeArg("tree", tree)})
+    monkeypatch.setattr(tree_mod.TreePass, "apply", counting)
+    reports = apply_mod.run(ApplyRun(ledger), {"t": TreeArg("tree", tree)})
     assert [r.outcome for r in reports] == ["applied"] and calls == [False]
     assert all(b"v2 = 22" in (tree / rel).read_bytes() for rel in FILES)
     # a result that does not match the lock is refused in that same pass, before any write
@@ -122,9 +125,48 @@ def test_apply_reads_and_applies_the_series_once(tmp_path: Path, monkeypatch: py
         (tree / rel).write_bytes(FILES[rel])
     before = snapshot(tree)
     calls.clear()
-    reports = apply_mod.run(ledger, {"t": apply_mod.TreeArg("tree", tree)})
+    reports = apply_mod.run(ApplyRun(ledger), {"t": TreeArg("tree", tree)})
     assert [r.outcome for r in reports] == ["mismatch"] and calls == [False]
     assert snapshot(tree) == before
+
+
+def test_one_pass_takes_the_tree_lock_and_looks_for_an_interrupted_apply_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run
+) -> None:
+    """A tree that carries the first of two patches, with --skip-applied: the pass applies, finds
+    what the tree carries, applies the rest; the tree lock and the interrupted-apply check happen
+    once for all three (they ran in two layers before: 3 locks and 3 checks for this pass)."""
+    tree, _ = _tree_and_series(tmp_path)
+    series = tmp_path / "two"
+    series.mkdir()
+    for n, rel in enumerate(("pkg/m0.py", "pkg/m1.py"), 1):
+        new = FILES[rel].replace(b"v2 = 2", b"v2 = 22")
+        (series / f"0{n}-change.patch").write_bytes(unified_diff(FILES[rel], new, rel))
+    (tree / "pkg/m0.py").write_bytes(FILES["pkg/m0.py"].replace(b"v2 = 2", b"v2 = 22"))  # carries 01
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n[targets.t]\nupstream = "https://example.invalid/t.git"\n')
+    assert run("import", series, cwd=led).code == 0
+    locks: list[Path] = []
+    checks: list[Path] = []
+    real_lock, real_pending = locking.tree_lock, txn.pending
+
+    def lock(root: Path):
+        locks.append(Path(root))
+        return real_lock(root)
+
+    def pending(root: Path) -> bool:
+        checks.append(Path(root))
+        return real_pending(root)
+
+    monkeypatch.setattr(locking, "tree_lock", lock)
+    monkeypatch.setattr(txn, "pending", pending)
+    [report] = apply_mod.run(
+        ApplyRun(load_ledger(led / "patches.toml"), skip_applied=True), {"t": TreeArg("tree", tree)}
+    )
+    assert report.outcome == "applied" and "applying only the 1 missing patch" in report.message, report.message
+    assert (tree / "pkg/m1.py").read_bytes() == FILES["pkg/m1.py"].replace(b"v2 = 2", b"v2 = 22")
+    assert locks == [tree] and checks == [tree]
 
 
 def test_a_full_disk_while_journalling_says_nothing_changed_and_leaves_nothing_staged(tmp_path: Path, run) -> None:

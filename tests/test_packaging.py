@@ -57,7 +57,7 @@ def test_the_wheel_carries_every_layer_and_no_test_double(wheel: Path) -> None:
         "patchset/engine/hunks.py",
         "patchset/upstream/history.py",
         "patchset/rebase/session.py",
-        "patchset/commands/apply.py",
+        "patchset/commands/apply/__init__.py",
         "patchset/build/wheel.py",
         "patchset/tracker/github/__init__.py",
         "patchset/upstream/net/__init__.py",

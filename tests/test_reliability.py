@@ -27,6 +27,8 @@ from patchset.engine.hunks import apply_file
 from patchset.engine.results import SeriesItem
 from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure, PatchFormatError, UnsafePathError
+from patchset.journal.commit import Change
+from patchset.journal.txndir import JOURNAL
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.upstream.archives import unpack
@@ -327,10 +329,10 @@ def test_file_to_directory_commit_failing_late_is_rolled_back(tmp_path: Path) ->
     tree = make_tree(tmp_path / "t", {"d": b"old file d\n", "blocker": b"a file\n", "a.txt": b"a\n"})
     before = snapshot(tree)
     changes = [
-        txn.Change("a.txt", b"new a\n"),
-        txn.Change("d", None),
-        txn.Change("d/x", b"inside d\n"),
-        txn.Change("blocker/y", b"cannot be written: blocker is a file\n"),
+        Change("a.txt", b"new a\n"),
+        Change("d", None),
+        Change("d/x", b"inside d\n"),
+        Change("blocker/y", b"cannot be written: blocker is a file\n"),
     ]
     with pytest.raises(EnvironmentFailure) as exc:
         txn.commit(tree, changes)
@@ -420,7 +422,7 @@ def test_a_killed_apply_is_reported_by_validate_and_dry_run_then_recovered(tmp_p
     r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
     assert r.returncode == -signal.SIGKILL
     mixed = snapshot(tree)
-    assert (tree / txn.TXN_DIR / txn.JOURNAL).exists()
+    assert (tree / txn.TXN_DIR / JOURNAL).exists()
     r = _cli("-C", led, "validate", "--json")
     problems = json.loads(r.stdout)["problems"]
     assert r.returncode == 1 and len(problems) == 1

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from patchset.engine import txn
+from patchset.journal.txndir import JOURNAL
 from patchset.ledger.store import load_ledger
 from tests.support import smallfs
 from tests.support.diffgen import unified_diff
@@ -184,7 +185,7 @@ def _classify(tree: Path, old: dict, new: dict, led: Path, scratch: Path) -> str
         return "old"
     if now == new:
         return "new"
-    if not (tree / txn.TXN_DIR / txn.JOURNAL).exists():
+    if not (tree / txn.TXN_DIR / JOURNAL).exists():
         # leftovers without a journal (killed while staging, or after the commit point while
         # cleaning up): the tree itself must be the old or the new one
         now = {k: v for k, v in now.items() if k != txn.TXN_DIR and not k.startswith(txn.TXN_DIR + "/")}

@@ -19,6 +19,8 @@ from patchset.engine.detect import detect_state
 from patchset.engine.results import SeriesItem
 from patchset.engine.tree import apply_series, recover
 from patchset.errors import ApplyFailed, EnvironmentFailure, PatchFormatError, UnsafePathError
+from patchset.journal.commit import Change
+from patchset.journal.txndir import JOURNAL
 from patchset.ledger.lock import sha256_bytes as sha256
 from tests.support.diffgen import unified_diff
 from tests.support.repo import git_bytes
@@ -386,7 +388,7 @@ def test_sigkill_during_recovery_is_recovered_again(tree: Path, tmp_path: Path) 
         shutil.rmtree(tree)
         shutil.copytree(pristine, tree, symlinks=True)
         assert _run_helper(tree, series_dir, k) == -signal.SIGKILL
-        if (tree / txn.TXN_DIR / txn.JOURNAL).exists():
+        if (tree / txn.TXN_DIR / JOURNAL).exists():
             break
     crashed = tmp_path / "crashed"
     shutil.copytree(tree, crashed, symlinks=True)
@@ -411,7 +413,7 @@ def test_next_apply_recovers_an_interrupted_commit(tree: Path, tmp_path: Path) -
     (series_dir / "a.patch").write_bytes(items[0].body)
     # step 3 = after the journal (2 staged files, journal): rolled forward on the next run
     assert _run_helper(tree, series_dir, 3) == -signal.SIGKILL
-    assert (tree / txn.TXN_DIR / txn.JOURNAL).exists()
+    assert (tree / txn.TXN_DIR / JOURNAL).exists()
     with pytest.raises(EnvironmentFailure, match="interrupted"):
         apply_series(tree, items, dry_run=True)
     res = apply_series(tree, items)
@@ -442,7 +444,7 @@ def test_io_error_during_renames_rolls_back(tmp_path: Path) -> None:
     (root / "blocker").write_bytes(b"a file where a directory is needed\n")
     before = snapshot(root)
     with pytest.raises(EnvironmentFailure) as exc:
-        txn.commit(root, [txn.Change("a.txt", b"new a\n"), txn.Change("blocker/x.txt", b"x\n")])
+        txn.commit(root, [Change("a.txt", b"new a\n"), Change("blocker/x.txt", b"x\n")])
     assert "rolled back" in exc.value.render() and "blocker" in exc.value.render()
     assert snapshot(root) == before  # a.txt was replaced, then put back; no txn dir left
 

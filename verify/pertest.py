@@ -50,8 +50,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.commands.apply import path_mapper, series_items
-from patchset.engine.tree import SeriesItem, SeriesResult, apply_series, detect_state
+from patchset.commands.apply.target import path_mapper, series_items
+from patchset.engine.detect import detect_state
+from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import apply_series
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.ledger.store import load_ledger

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.engine.tree import SeriesItem, SeriesResult
+from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.verify.carry import engine_config, engine_digest, spec_digest
 from patchset.verify.longctx_runs import LongctxSpec
 from patchset.verify.plan import EngineTree, PlanPatch, PlanTest

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchset.engine.tree import SeriesItem, SeriesResult
+from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.ledger.model import Patch, TestSpec
 from patchset.verify.carry import carried_result, engine_digest
 from patchset.verify.grouping import split

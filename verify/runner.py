@@ -17,8 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.commands.apply import path_mapper
-from patchset.engine.tree import SeriesItem, SeriesResult, apply_series
+from patchset.commands.apply.target import path_mapper
+from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.progress import Progress

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.confine import confine
-from patchset.engine.tree import SeriesItem, SeriesResult
+from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.errors import PatchsetError, UnsafePathError
 from patchset.patchfmt.diffs import parse_patch
 

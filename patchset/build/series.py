@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from patchset.commands.apply_target import series_items
+from patchset.commands.apply.target import series_items
 from patchset.confine import check_relative
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger, Target, TargetLock

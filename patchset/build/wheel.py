@@ -45,7 +45,8 @@ from wheel.wheelfile import WheelError, WheelFile, urlsafe_b64encode
 
 from patchset import atomic, outdir
 from patchset.build.series import BuildReport, SeriesFacts, series_facts
-from patchset.commands.apply_tree import apply_to_tree
+from patchset.commands.apply.target import ApplyRun, TreeKind
+from patchset.commands.apply.tree import apply_to_tree
 from patchset.confine import check_relative, confine
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import Ledger, Target
@@ -247,7 +248,7 @@ def build_wheel(
             old_info = zf.dist_info_path
             _extract(zf, names, facts.touched, tree)
         say(f"apply {target.name} ({len(facts.touched)} files)", 0)
-        applied = apply_to_tree(ledger, target, tree, layout="installed", kind="wheel")
+        applied = apply_to_tree(ApplyRun(ledger), target, tree, "installed", TreeKind.WHEEL)
         if applied.outcome != "applied":
             report.outcome = applied.outcome if applied.outcome in ("mismatch", "already", "partial") else "failed"
             report.mismatched = applied.mismatched

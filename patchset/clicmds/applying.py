@@ -108,8 +108,8 @@ def apply(
     part of the series, or a file would not match the lock (nothing is written in each case);
     2: bad input or environment.
     """
-    from patchset.commands.apply import TreeArg, parse_tree_args
     from patchset.commands.apply import run as run_apply
+    from patchset.commands.apply.target import ApplyRun, TreeArg, TreeKind, parse_tree_args
 
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
@@ -123,7 +123,7 @@ def apply(
     chosen: dict[str, TreeArg] = {}
     for kind, values in (("tree", trees), ("repo", repos)):
         for name, value in parse_tree_args(values, kind, names).items():
-            chosen[name] = TreeArg(kind, tree_dir(value, value, kind), layout=layout or "", branch=branch)
+            chosen[name] = TreeArg(TreeKind(kind), tree_dir(value, value, kind), layout=layout or "", branch=branch)
     spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
     if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
         into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
@@ -133,7 +133,7 @@ def apply(
         if name not in into_map:
             raise errors.InputError(f"--from-index {spec} needs --into DIR (where the patched tree goes)")
         chosen[name] = TreeArg(
-            "index", Path(into_map[name]).resolve(), spec=spec, layout=layout or "", platform=platform or ""
+            TreeKind.INDEX, Path(into_map[name]).resolve(), spec=spec, layout=layout or "", platform=platform or ""
         )
     if not chosen:
         raise errors.InputError(
@@ -142,20 +142,19 @@ def apply(
     if platform and not spec_map:
         raise errors.InputError("--platform goes with --from-index (it picks the wheel of an installed layout)")
     with _progress_bar() as bar:
-        progress = bar.callback("apply")
-        reports = run_apply(
+        job = ApplyRun(
             led,
-            chosen,
             fuzz=fuzz,
             update_lock=update_lock,
             dry_run=dry_run,
-            progress=progress,
-            download_progress=bar.callback("", unit="bytes"),
             skip_applied=skip_applied,
             remove_empty=remove_empty,
             durable=durable or None,
             strict_base=strict_base,
+            progress=bar.callback("apply"),
+            download_progress=bar.callback("", unit="bytes"),
         )
+        reports = run_apply(job, chosen)
     if as_json:
         emit_json({"ok": all(r.ok for r in reports), "targets": [r.to_json() for r in reports]})
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 from patchset.ledger.store import edit_journal, pending_edit
 
-APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply)
+APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply.lock)
 REBASE_DIR = ".patchset/rebase"  # patchset.rebase.state.STATE_DIR
 
 APPLY = "apply"
@@ -51,7 +51,7 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
         return []
     import json
 
-    from patchset.engine.tree import pending_apply  # the engine loads only when a note exists
+    from patchset.engine.txn import pending  # the engine loads only when a note exists
 
     trees = []
     for mark in marks:
@@ -63,7 +63,7 @@ def interrupted_trees(ledger_root: Path) -> list[Path]:
         if not isinstance(name, str) or not name.isprintable() or not name.startswith("/"):
             continue
         tree = Path(name)
-        if pending_apply(tree):
+        if pending(tree):
             trees.append(tree)
     return trees
 

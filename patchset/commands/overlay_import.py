@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patchset.commands.apply.target import series_files
 from patchset.commands.importer import patch_id_for, read_source
-from patchset.commands.preimage import series_files
 from patchset.confine import check_relative, confine, regular_file
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError

@@ -20,9 +20,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from patchset.commands.apply.target import series_files
 from patchset.commands.importer import read_source
 from patchset.commands.overlay_import import _same_base
-from patchset.commands.preimage import series_files
 from patchset.confine import is_within
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, PatchFormatError

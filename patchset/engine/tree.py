@@ -1,35 +1,134 @@
 """Apply a patch series to a directory tree: all patches or none, crash-safe, with hashes.
 
-``apply_series`` parses every patch, checks every path is safe (``patchset.engine.paths``), reads
+``TreePass`` is a build tree held for one pass: its lock taken (a second apply waits, then sees
+this one's result) and an interrupted commit finished first (refused in a dry run), once, whatever
+the pass then does: apply a series (``TreePass.apply``), ask which patches the tree carries
+(``TreePass.detect``, ``patchset.engine.detect``), apply the rest. ``apply_series`` is a pass with one
+series. Applying parses every patch, checks every path is safe (``patchset.engine.paths``), reads
 only the touched files, applies the series in memory (``patchset.engine.treestate``,
 ``patchset.engine.patching``: a file touched by several patches sees them in order) and, only if
 every hunk of every patch applied, commits all resulting files at once through
 ``patchset.engine.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
-interrupted commit). What it returns is in ``patchset.engine.results``; which patches a tree
-already carries is ``patchset.engine.detect``.
+interrupted commit). What it returns is in ``patchset.engine.results``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 from patchset import locking
 from patchset.engine import txn
-
-# Re-exported (``X as X``) for verify/, which imports SeriesItem, SeriesResult and detect_state from
-# here and is another branch's area: the rest of the code base imports them from their own modules.
-from patchset.engine.detect import detect_state as detect_state
+from patchset.engine.detect import SeriesState, detect_state
 from patchset.engine.patching import apply_patch, parse_all
 from patchset.engine.paths import Paths, check_links
-from patchset.engine.results import PatchResult
-from patchset.engine.results import SeriesItem as SeriesItem
-from patchset.engine.results import SeriesResult as SeriesResult
+from patchset.engine.results import PatchResult, SeriesItem, SeriesResult
 from patchset.engine.treestate import TreeState
 from patchset.errors import EnvironmentFailure, PatchsetError
+from patchset.journal.recovery import Direction
 from patchset.ledger.lock import sha256_bytes
 from patchset.progress import Progress
+
+
+@dataclass
+class TreePass:
+    """A build tree held for one pass (``with TreePass(root) as tree:``), and how series go onto it.
+
+    Entering checks ``root`` is a directory, takes the tree lock (held to the last write) and
+    finishes an interrupted earlier commit (``recovered`` says what was done), or in a dry run
+    raises ``interrupted_error``: a dry run writes nothing, not even to finish one.
+
+    ``path_for`` maps the patches' paths onto the tree's (an installed layout); ``remove_empty``:
+    like GNU ``patch -E``, a file left empty by a patch is removed; ``durable``: every step of a
+    commit is fsynced against power loss (default ``$PATCHSET_FSYNC``).
+    """
+
+    root: Path
+    path_for: Callable[[str], str] | None = None
+    fuzz: int = 0
+    dry_run: bool = False
+    remove_empty: bool = False
+    durable: bool | None = None
+    progress: Progress | None = None
+    recovered: str | None = field(default=None, init=False)
+    _held: ExitStack = field(default_factory=ExitStack, init=False, repr=False)
+
+    def __enter__(self) -> TreePass:
+        self.root = Path(self.root)
+        if not self.root.is_dir():
+            raise EnvironmentFailure(f"{self.root}: not a directory", hint="pass the build tree's root")
+        with ExitStack() as held:
+            held.enter_context(locking.tree_lock(self.root))
+            if txn.pending(self.root):
+                if self.dry_run:
+                    raise interrupted_error(self.root)
+                self.recovered = txn.recover(self.root)
+            self._held = held.pop_all()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._held.close()
+
+    def detect(self, items: list[SeriesItem], expected: dict[str, str | None] | None = None) -> SeriesState:
+        """Which patches of ``items`` the tree carries (``detect_state``; reads only)."""
+        return detect_state(self.root, items, expected, path_for=self.path_for)
+
+    def apply(
+        self,
+        items: list[SeriesItem],
+        before_commit: Callable[[SeriesResult], bool] | None = None,
+        before_finish: Callable[[], None] | None = None,
+    ) -> SeriesResult:
+        """Apply ``items`` in order, all or nothing.
+
+        ``before_commit`` sees the whole result (applied in memory, nothing written yet) and may
+        veto the commit by returning False: one pass checks a result and writes it (apply's lock
+        check). ``before_finish`` is passed to ``txn.commit`` (called with every file in place;
+        raising rolls the tree back).
+
+        Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
+        tree) before reading or writing anything, ``EnvironmentFailure`` (an unreadable tree). A
+        patch that does not apply is *returned*: ``ok=False``, ``committed=False``, the tree
+        untouched; call ``raise_for_failure()`` to turn it into ``ApplyFailed``.
+        """
+        paths = Paths(self.root, self.path_for)
+        state = TreeState(paths.root)
+        parsed = parse_all(items, paths, state)
+        results: list[PatchResult] = []
+        failed: str | None = None
+        for i, (item, fps) in enumerate(zip(items, parsed, strict=True), start=1):
+            if failed:
+                results.append(PatchResult(item.patch_id, "not_reached"))
+                continue
+            if self.progress:
+                self.progress(item.patch_id, i, len(items))
+            pr = apply_patch(state, fps, item, paths, self.fuzz, self.remove_empty)
+            results.append(pr)
+            if not pr.ok:
+                failed = item.patch_id
+        if failed is None:
+            check_links(state, str(paths.root))
+        touched = {rel: state.get(rel) for rel in list(state.disk)}
+        files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
+        result = SeriesResult(
+            root=str(self.root),
+            ok=failed is None,
+            dry_run=self.dry_run,
+            committed=False,
+            patches=results,
+            files=files,
+            modes={rel: m for rel, (_, m) in touched.items()},
+            recovered=self.recovered,
+            failed_patch=failed,
+        )
+        if result.ok and not self.dry_run and (before_commit is None or before_commit(result)):
+            txn.commit(paths.root, state.changes(files), before_finish, self.durable)
+            result.committed = True
+        return result
 
 
 def apply_series(
@@ -40,100 +139,18 @@ def apply_series(
     path_for: Callable[[str], str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-    before_commit: Callable[[SeriesResult], bool] | None = None,
-    before_finish: Callable[[], None] | None = None,
     remove_empty: bool = False,
-    durable: bool | None = None,
 ) -> SeriesResult:
-    """Apply ``items`` in order to the tree at ``root``, all or nothing.
-
-    ``remove_empty``: like GNU ``patch -E``, a file left empty by a patch is removed.
-    ``before_commit`` sees the whole result (applied in memory, nothing written yet) and may veto
-    the commit by returning False: one pass checks a result and writes it (apply's lock check).
-
-    Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
-    tree) before reading or writing anything, ``EnvironmentFailure`` (unreadable tree, another
-    apply running, an interrupted apply to recover in dry-run mode). A patch that does not apply
-    is *returned*: ``ok=False``, ``committed=False``, the tree untouched; call
-    ``raise_for_failure()`` to turn it into ``ApplyFailed``.
-
-    The tree lock (``patchset.locking``) is held from the first read to the last write, so a
-    second apply to the same tree waits and then sees this one's result. ``before_finish`` is
-    passed to ``txn.commit`` (called with every file in place; raising rolls the tree back), and
-    so is ``durable`` (fsync every step against power loss; default ``$PATCHSET_FSYNC``).
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise EnvironmentFailure(f"{root}: not a directory", hint="pass the build tree's root")
-    with locking.tree_lock(root):
-        return _apply_series(
-            root, items, fuzz, path_for, dry_run, progress, before_commit, before_finish, remove_empty, durable
-        )
+    """Apply ``items`` in order to the tree at ``root``, all or nothing: one ``TreePass`` (see it
+    for the lock, the interrupted commit and what is raised or returned)."""
+    with TreePass(Path(root), path_for, fuzz, dry_run, remove_empty, progress=progress) as tree:
+        return tree.apply(items)
 
 
-def _apply_series(
-    root: Path,
-    items: list[SeriesItem],
-    fuzz: int,
-    path_for: Callable[[str], str] | None,
-    dry_run: bool,
-    progress: Progress | None,
-    before_commit: Callable[[SeriesResult], bool] | None,
-    before_finish: Callable[[], None] | None,
-    remove_empty: bool = False,
-    durable: bool | None = None,
-) -> SeriesResult:
-    recovered = None
-    if txn.pending(root):
-        if dry_run:
-            raise interrupted_error(root)
-        recovered = txn.recover(root)
-    paths = Paths(root, path_for)
-    state = TreeState(paths.root)
-    parsed = parse_all(items, paths, state)
-    results: list[PatchResult] = []
-    failed: str | None = None
-    for i, (item, fps) in enumerate(zip(items, parsed, strict=True), start=1):
-        if failed:
-            results.append(PatchResult(item.patch_id, "not_reached"))
-            continue
-        if progress:
-            progress(item.patch_id, i, len(items))
-        pr = apply_patch(state, fps, item, paths, fuzz, remove_empty)
-        results.append(pr)
-        if not pr.ok:
-            failed = item.patch_id
-    if failed is None:
-        check_links(state, str(paths.root))
-    touched = {rel: state.get(rel) for rel in list(state.disk)}
-    files = {rel: (sha256_bytes(d) if d is not None else None) for rel, (d, _) in touched.items()}
-    modes = {rel: m for rel, (_, m) in touched.items()}
-    result = SeriesResult(
-        root=str(root),
-        ok=failed is None,
-        dry_run=dry_run,
-        committed=False,
-        patches=results,
-        files=files,
-        modes=modes,
-        recovered=recovered,
-        failed_patch=failed,
-    )
-    if result.ok and not dry_run and (before_commit is None or before_commit(result)):
-        txn.commit(paths.root, state.changes(files), before_finish, durable)
-        result.committed = True
-    return result
-
-
-def recover(root: Path, direction: txn.Direction = "auto") -> str | None:
+def recover(root: Path, direction: Direction = "auto") -> str | None:
     """Finish (``auto``/``forward``) or undo (``back``) an interrupted ``apply_series``."""
     with locking.tree_lock(root):
         return txn.recover(Path(os.path.realpath(root)), direction)
-
-
-def pending_apply(root: Path) -> bool:
-    """Did an apply to ``root`` stop half-way (kill -9, power loss)? Reads only."""
-    return txn.pending(Path(root))
 
 
 def interrupted_error(root: Path) -> PatchsetError:

@@ -12,10 +12,10 @@ import stat
 from collections import Counter
 from pathlib import Path
 
-from patchset.engine import txn
 from patchset.errors import EnvironmentFailure
+from patchset.journal.commit import Change
 
-SYMLINK = stat.S_IFLNK  # the "mode" of a symbolic link in memory and in txn.Change: data is its target
+SYMLINK = stat.S_IFLNK  # the "mode" of a symbolic link in memory and in a journal ``Change``: data is its target
 
 
 class TreeState:
@@ -147,13 +147,13 @@ class TreeState:
         other.live = Counter(self.live)
         return other
 
-    def changes(self, digests: dict[str, str | None] | None = None) -> list[txn.Change]:
+    def changes(self, digests: dict[str, str | None] | None = None) -> list[Change]:
         """What differs from the disk; ``digests`` (path -> sha256 of the new content, as the
         result already holds them) spare the journal hashing every file again."""
         out = []
         for rel, (data, mode) in self.now.items():
             if (data, mode) != self.disk[rel]:
-                out.append(txn.Change(rel, data, mode, (digests or {}).get(rel)))
+                out.append(Change(rel, data, mode, (digests or {}).get(rel)))
         return out
 
 

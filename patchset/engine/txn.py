@@ -21,14 +21,10 @@ from pathlib import Path
 from patchset.errors import EnvironmentFailure, ForeignJournal
 from patchset.journal.commit import Change, Journal
 from patchset.journal.recovery import Direction
-from patchset.journal.txndir import JOURNAL
 
 __all__ = [
     "FSYNC_ENV",
-    "JOURNAL",
     "TXN_DIR",
-    "Change",
-    "Direction",
     "commit",
     "describe_pending",
     "durable_default",

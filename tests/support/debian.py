@@ -267,8 +267,8 @@ def check_apply(src: Source, work: Path, *, quilt: bool = True, timing: bool = T
     """Import, apply to the upstream tree, compare with ``dpkg-source -x``; export, ``quilt push -a``
     the export on a fresh tree, compare again; compare the exported bodies with the originals; time
     patchset against a GNU patch loop and quilt."""
-    from patchset.commands.apply import TreeArg
     from patchset.commands.apply import run as run_apply
+    from patchset.commands.apply.target import ApplyRun, TreeArg
     from patchset.commands.exporter import export
     from patchset.ledger.store import load_ledger
 
@@ -279,7 +279,7 @@ def check_apply(src: Source, work: Path, *, quilt: bool = True, timing: bool = T
     reference = snapshot(src.reference)
     ours = copy_tree(src.upstream, work / "ours")
     t0 = time.perf_counter()
-    [report] = run_apply(ledger, {"deb": TreeArg("tree", ours)}, remove_empty=True)
+    [report] = run_apply(ApplyRun(ledger, remove_empty=True), {"deb": TreeArg("tree", ours)})
     took = time.perf_counter() - t0
     if not report.ok:
         check.diffs = [f"apply: {report.outcome}: {report.message}"]

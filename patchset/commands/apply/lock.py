@@ -11,29 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 from patchset import atomic
-from patchset.commands.apply_target import TargetReport
+from patchset.commands.apply.target import ApplyRun, Outcome, TargetReport
 from patchset.commands.interrupted import APPLYING_DIR
 from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
-from patchset.engine.tree import apply_series
+from patchset.engine.tree import TreePass
 from patchset.errors import UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
-from patchset.progress import Progress
-
-
-def lock_key(target: Target, layout: str, tree_path: str) -> str:
-    return target.lock_key(tree_path)  # the same key space whatever the layout (and wherever it came from)
-
-
-def tree_digest(root: Path, target: Target, layout: str, key: str) -> str | None:
-    return file_digest(root / target.tree_path(key, layout))
 
 
 def file_digest(f: Path) -> str | None:
@@ -49,73 +42,59 @@ def _compare(expected: dict[str, str | None], got: dict[str, str | None]) -> lis
     return sorted(bad)
 
 
+@dataclass
 class OnePass:
     """One engine pass that applies in memory, proves the result against the lock and only then
-    commits (``apply_series``'s ``before_commit``): the series is read and applied once.
+    commits (``TreePass.apply``'s ``before_commit``): the series is read and applied once.
 
-    ``stack`` holds what a commit needs open (the applying note, with ``--update-lock`` the
+    Entered, it holds what a commit needs open (the applying note, with ``--update-lock`` the
     ledger edit staged before the tree is touched and published while the tree's old files are
     still kept: a full or read-only ledger directory fails before the tree changes, a failure
     while publishing rolls the tree back, so the tree and the lock never disagree)."""
 
-    def __init__(
-        self,
-        ledger: Ledger,
-        target: Target,
-        root: Path,
-        layout: str,
-        report: TargetReport,
-        expected: dict[str, str | None] | None,
-        update_lock: bool,
-        dry_run: bool,
-    ) -> None:
-        from contextlib import ExitStack
+    job: ApplyRun
+    target: Target
+    tree: TreePass
+    report: TargetReport
+    expected: dict[str, str | None] | None = field(init=False)  # the lock's files (None: no lock yet)
+    edit: ledger_mod.Edit | None = field(default=None, init=False)
+    refused: bool = field(default=False, init=False)  # the result did not match the lock: nothing written
+    _open: ExitStack = field(default_factory=ExitStack, init=False, repr=False)
 
-        self.ledger, self.target, self.root, self.layout = ledger, target, root, layout
-        self.report, self.expected, self.update_lock, self.dry_run = report, expected, update_lock, dry_run
-        self.stack = ExitStack()
-        self.edit: ledger_mod.Edit | None = None
-        self.refused = False  # the result did not match the lock: nothing written
+    def __post_init__(self) -> None:
+        locked = self.job.ledger.lock.targets.get(self.target.name)
+        self.expected = dict(locked.files) if locked and locked.files else None
 
-    def run(
-        self,
-        items: list[SeriesItem],
-        fuzz: int,
-        mapper: Callable[[str], str] | None,
-        progress: Progress | None,
-        remove_empty: bool,
-        durable: bool | None,
-    ) -> SeriesResult:
-        result = apply_series(
-            self.root,
-            items,
-            fuzz=fuzz,
-            path_for=mapper,
-            dry_run=self.dry_run,
-            progress=progress,
-            before_commit=self.check,
-            before_finish=self.finish,
-            remove_empty=remove_empty,
-            durable=durable,
-        )
+    def __enter__(self) -> OnePass:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._open.close()
+
+    def on_disk(self, key: str) -> str | None:
+        """The digest of the tree's file at lock key ``key``, as it is on disk now."""
+        return file_digest(self.tree.root / self.target.tree_path(key, self.report.layout))
+
+    def apply(self, items: list[SeriesItem]) -> SeriesResult:
+        result = self.tree.apply(items, before_commit=self.check, before_finish=self.finish)
         if self.edit is not None:
             self.edit.cancelled = True  # committed inside the tree's transaction, or not at all
-        if self.dry_run and result.ok:
+        if self.tree.dry_run and result.ok:
             self.check(result)  # the engine commits nothing in a dry run; the lock is still checked
         return result
 
     def check(self, result: SeriesResult) -> bool:
         """The whole result, in memory: commit it only if it is what the lock says."""
-        target, layout, root, expected, report = self.target, self.layout, self.root, self.expected, self.report
-        got = {lock_key(target, layout, k): v for k, v in result.files.items()}
+        target, expected, report = self.target, self.expected, self.report
+        got = {target.lock_key(k): v for k, v in result.files.items()}
         if expected:  # files only the already-carried patches touch: as they are on disk
-            got.update({k: tree_digest(root, target, layout, k) for k in expected if k not in got})
-        if expected and not self.update_lock:
+            got.update({k: self.on_disk(k) for k in expected if k not in got})
+        if expected and not self.job.update_lock:
             bad = _compare(expected, got)
             unlisted = sorted(k for k, v in got.items() if k not in expected and v is not None)
             if bad or unlisted:
                 self.refused = True
-                report.outcome, report.mismatched = "mismatch", sorted(bad + unlisted)
+                report.outcome, report.mismatched = Outcome.MISMATCH, sorted(bad + unlisted)
                 report.hashes = {p: {"expected": expected.get(p), "actual": got.get(p)} for p in report.mismatched}
                 what = []
                 if bad:
@@ -126,18 +105,19 @@ class OnePass:
                     "; ".join(what) + "; nothing was written (re-run with --update-lock if the new result is intended)"
                 )
                 return False
-        if self.dry_run:
+        if self.tree.dry_run:
             return False
-        self.stack.enter_context(applying_marker(self.ledger, root))
-        if self.update_lock:
+        root, ledger = self.tree.root, self.job.ledger
+        self._open.enter_context(applying_marker(ledger, root))
+        if self.job.update_lock:
             before = {k: file_digest(root / k) for k in result.files}
-            e = self.stack.enter_context(ledger_mod.edit(self.ledger.path))
+            e = self._open.enter_context(ledger_mod.edit(ledger.path))
             fill_lock(
                 e,
-                self.ledger,
+                ledger,
                 target,
                 {k: v for k, v in got.items() if v is not None},
-                {lock_key(target, layout, k): v for k, v in before.items() if v is not None},
+                {target.lock_key(k): v for k, v in before.items() if v is not None},
             )
             e.stage()
             self.edit = e
@@ -147,6 +127,16 @@ class OnePass:
         """Every file in place: the ledger and lock land, or the tree rolls back."""
         if self.edit is not None:
             self.edit.commit()
+
+    def carried_mismatch(self, said: str) -> None:
+        """The tree carries the whole series but its files are not the lock's: which differ."""
+        expected, report = self.expected, self.report
+        assert expected is not None  # the series is applied and no lock: "already"
+        on_disk = {p: self.on_disk(p) for p in expected}
+        report.result, report.outcome = None, Outcome.MISMATCH
+        report.mismatched = [p for p, d in expected.items() if on_disk[p] != d]
+        report.hashes = {p: {"expected": expected[p], "actual": on_disk[p]} for p in report.mismatched}
+        report.message += said + ", but its files do not match the lock; nothing changed"
 
 
 @contextmanager

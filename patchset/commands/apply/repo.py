@@ -12,14 +12,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.apply_lock import lock_key, record_lock
-from patchset.commands.apply_target import TargetReport, path_mapper, series_items
-from patchset.commands.apply_tree import apply_to_tree
-from patchset.engine.tree import apply_series
+from patchset.commands.apply.lock import record_lock
+from patchset.commands.apply.target import (
+    ApplyRun,
+    Outcome,
+    TargetReport,
+    TreeArg,
+    TreeKind,
+    path_mapper,
+    series_items,
+)
+from patchset.commands.apply.tree import apply_to_tree
+from patchset.engine.tree import TreePass
 from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes
-from patchset.ledger.model import Ledger, Patch, Target
-from patchset.progress import Progress
+from patchset.ledger.model import Patch, Target
 
 
 def _commit_message(p: Patch) -> str:
@@ -33,72 +40,68 @@ def _commit_message(p: Patch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def apply_to_repo(
-    ledger: Ledger,
-    target: Target,
-    repo_dir: Path,
-    *,
-    layout: str,
-    branch: str = "",
-    fuzz: int = 0,
-    update_lock: bool = False,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> TargetReport:
-    """One commit per patch on a new branch of a git checkout; nothing changes unless all apply."""
-    import git  # GitPython
+def apply_to_repo(job: ApplyRun, target: Target, arg: TreeArg) -> TargetReport:
+    """One commit per patch on a new branch of a git checkout; nothing changes unless all apply
+    (the whole series is first applied to the checkout as a dry run, checked against the lock)."""
+    import git  # GitPython: loads only for --repo
 
+    repo_dir, layout = arg.path, arg.layout_of(target)
     try:
         repo = git.Repo(repo_dir)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise InputError(f"{repo_dir} is not a git checkout", hint="use --tree for a plain directory") from None
-    branch = branch or f"patchset/{target.name}"
+    branch = arg.branch or f"patchset/{target.name}"
     if branch in [h.name for h in repo.heads]:  # run again: nothing to write, or refused
-        return _existing_branch(ledger, target, repo, repo_dir, branch, layout=layout, fuzz=fuzz)
+        return _existing_branch(job, target, repo, repo_dir, branch, layout)
     if repo.is_dirty(untracked_files=False):
         raise InputError(
             f"{repo_dir} has uncommitted changes",
             hint="commit or stash them first: apply --repo starts from a clean HEAD",
         )
-    trial = apply_to_tree(
-        ledger, target, repo_dir, layout=layout, fuzz=fuzz, dry_run=True, update_lock=update_lock, kind="repo"
-    )
-    if trial.outcome != "dry-run" or dry_run:
+    dry = ApplyRun(job.ledger, fuzz=job.fuzz, update_lock=job.update_lock, dry_run=True)
+    trial = apply_to_tree(dry, target, repo_dir, layout, TreeKind.REPO)
+    if trial.outcome != Outcome.DRY_RUN or job.dry_run:
         return trial
-    items = series_items(ledger, target)
-    mapper = path_mapper(target, layout)
-    patches = {p.id: p for p in ledger.series(target.name)}
+    report = _commit_each(job, target, repo, repo_dir, branch, layout)
+    report.result = trial.result
+    return report
+
+
+def _commit_each(job: ApplyRun, target: Target, repo: Any, repo_dir: Path, branch: str, layout: str) -> TargetReport:
+    """The series on the new branch ``branch``, one commit per patch (on any failure the checkout
+    goes back to where it was and the branch is deleted); with ``--update-lock`` the lock recorded."""
+    items = series_items(job.ledger, target)
+    patches = {p.id: p for p in job.ledger.series(target.name)}
     start = repo.head.commit
     start_ref = repo.active_branch.name if not repo.head.is_detached else start.hexsha
     repo.git.checkout("-q", "-b", branch)
-    report = TargetReport(target.name, str(repo_dir), "repo", layout, "failed", "", fuzz=fuzz)
+    report = TargetReport(target.name, str(repo_dir), TreeKind.REPO, layout, Outcome.FAILED, "", fuzz=job.fuzz)
     got: dict[str, str] = {}
     try:
-        for i, item in enumerate(items, 1):
-            if progress:
-                progress(item.patch_id, i, len(items))
-            res = apply_series(repo_dir, [item], fuzz=fuzz, path_for=mapper)
-            res.raise_for_failure()
-            changed = list(res.files)
-            repo.git.add("-A", "--", *changed)
-            repo.git.commit("-q", "--no-verify", "-m", _commit_message(patches[item.patch_id]))
-            report.commits.append(repo.head.commit.hexsha)
-            got.update({lock_key(target, layout, k): v for k, v in res.files.items() if v is not None})
+        with TreePass(repo_dir, path_mapper(target, layout), job.fuzz) as tree:
+            for i, item in enumerate(items, 1):
+                if job.progress:
+                    job.progress(item.patch_id, i, len(items))
+                res = tree.apply([item])
+                res.raise_for_failure()
+                repo.git.add("-A", "--", *res.files)
+                repo.git.commit("-q", "--no-verify", "-m", _commit_message(patches[item.patch_id]))
+                report.commits.append(repo.head.commit.hexsha)
+                got.update({target.lock_key(k): v for k, v in res.files.items() if v is not None})
     except BaseException:
         repo.git.checkout("-q", "-f", start_ref)
         repo.git.branch("-D", branch)
         raise
-    report.outcome = "applied"
-    report.result = trial.result
+    report.outcome = Outcome.APPLIED
     report.message = f"{len(items)} commits on branch {branch}"
-    if update_lock:
+    if job.update_lock:
         base = {}
         for k in got:
             try:
                 base[k] = sha256_bytes(start.tree[k].data_stream.read())
             except KeyError:
                 pass
-        record_lock(ledger, target, got, base)
+        record_lock(job.ledger, target, got, base)
     return report
 
 
@@ -106,7 +109,7 @@ _PATCH_ID = re.compile(r"^Patch-Id: (\S+)[ \t]*$", re.MULTILINE)
 
 
 def _existing_branch(
-    ledger: Ledger, target: Target, repo: Any, repo_dir: Path, branch: str, *, layout: str, fuzz: int
+    job: ApplyRun, target: Target, repo: Any, repo_dir: Path, branch: str, layout: str
 ) -> TargetReport:
     """``apply --repo`` when the branch exists already (the command run again).
 
@@ -118,7 +121,7 @@ def _existing_branch(
     refs are touched either way."""
     import tempfile
 
-    want = [item.patch_id for item in series_items(ledger, target)]
+    want = [item.patch_id for item in series_items(job.ledger, target)]
     tip = repo.heads[branch].commit
     carried: list[str] = []
     base = tip
@@ -134,8 +137,9 @@ def _existing_branch(
     else:
         with tempfile.TemporaryDirectory(prefix="patchset-branch-") as tmp:
             _export_changed(repo, base, tip, Path(tmp))
-            rep = apply_to_tree(ledger, target, Path(tmp), layout=layout, fuzz=fuzz, dry_run=True, kind="repo")
-        if rep.outcome == "already":
+            dry = ApplyRun(job.ledger, fuzz=job.fuzz, dry_run=True)
+            rep = apply_to_tree(dry, target, Path(tmp), layout, TreeKind.REPO)
+        if rep.outcome == Outcome.ALREADY:
             rep.tree, rep.state = str(repo_dir), None
             rep.message = f"branch {branch}: {rep.message}"
             return rep

@@ -1,0 +1,256 @@
+"""What one target's apply is made of, whatever the tree: the run, where it goes, its series, its report.
+
+``ApplyRun`` is one ``patchset apply`` (the ledger and the choices every target shares), built by
+the CLI and passed down; ``TreeArg`` is where one target's series goes (``parse_tree_args`` reads
+``--tree [NAME=]DIR``); ``TargetReport`` is what every kind of apply (``tree``, ``repo``, an index)
+returns. ``series_items`` refuses a series whose bodies are missing or changed since they were
+locked (before any tree is read); ``series_files`` is what the series leaves on a base, in memory
+(what a patch appended to it starts from); ``refuse_ledger_tree`` keeps a build tree from being
+the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
+from patchset.confine import STATE_DIRS, is_within
+from patchset.engine.detect import SeriesState
+from patchset.engine.hunks import apply_file
+from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import TreePass
+from patchset.errors import InputError, PatchFormatError
+from patchset.ledger.model import Ledger, Target
+from patchset.patchfmt.diffs import parse_patch
+from patchset.progress import Progress
+
+
+class Word(str, Enum):
+    """A closed set of words: each member is its word (compared, printed and written to JSON as it)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    __hash__ = str.__hash__  # finds its word's entry in a dict keyed by words
+
+
+class TreeKind(Word):
+    """What kind of tree a series goes onto."""
+
+    TREE = "tree"  # --tree DIR: a plain directory
+    REPO = "repo"  # --repo DIR: a git checkout, one commit per patch
+    INDEX = "index"  # --from-index SPEC --into DIR: a release unpacked
+    WHEEL = "wheel"  # build wheel: an unpacked wheel
+
+    @property
+    def flag(self) -> str:
+        """The option that named the tree, for messages."""
+        return {TreeKind.TREE: "--tree", TreeKind.REPO: "--repo"}.get(self, "--into")
+
+
+class Outcome(Word):
+    """How one target's apply ended."""
+
+    APPLIED = "applied"
+    ALREADY = "already"  # the tree carries the series already: nothing changed
+    PARTIAL = "partial"  # it carries part of it: left as it is
+    FAILED = "failed"  # a patch does not apply: nothing written
+    MISMATCH = "mismatch"  # the result (or the carried series) does not match the lock
+    DRY_RUN = "dry-run"
+
+
+@dataclass(frozen=True)
+class ApplyRun:
+    """One ``patchset apply``: the ledger and the choices every target's apply shares.
+
+    ``strict_base``: refuse a ``--tree`` whose version files name another upstream commit than
+    the target's base (else a warning in the report); ``durable``: fsync every step against power
+    loss (None: ``$PATCHSET_FSYNC``); ``download_progress``: the ``--from-index`` download's."""
+
+    ledger: Ledger
+    fuzz: int = 0
+    update_lock: bool = False
+    dry_run: bool = False
+    skip_applied: bool = False
+    remove_empty: bool = False
+    durable: bool | None = None
+    strict_base: bool = False
+    progress: Progress | None = None
+    download_progress: Progress | None = None
+
+    def tree_pass(self, root: Path, path_for: Callable[[str], str] | None) -> TreePass:
+        """The engine's pass over ``root`` with this run's choices."""
+        return TreePass(root, path_for, self.fuzz, self.dry_run, self.remove_empty, self.durable, self.progress)
+
+
+@dataclass(frozen=True)
+class TreeArg:
+    """Where one target's series goes (``layout``: the tree's, "" for the target's own)."""
+
+    kind: TreeKind
+    path: Path
+    spec: str = ""
+    layout: str = ""
+    branch: str = ""
+    platform: str = ""  # --from-index of an installed layout: the wheel's platform ("": native)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", TreeKind(self.kind))
+
+    def layout_of(self, target: Target) -> str:
+        return self.layout or target.layout
+
+
+def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:
+    """``--tree DIR`` (one target) or ``--tree NAME=DIR`` (several)."""
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, rest = v.partition("=")
+        if sep and name in targets and not rest.startswith("="):
+            out[name] = rest
+        elif len(targets) == 1:
+            out[targets[0]] = v
+        else:
+            raise InputError(
+                f"--{kind} {v!r}: which target?",
+                hint=f"write --{kind} NAME=VALUE with NAME one of: {', '.join(targets)}",
+            )
+    return out
+
+
+@dataclass
+class TargetReport:
+    """One target's apply: the tree, the outcome and the engine's result."""
+
+    target: str
+    tree: str
+    kind: TreeKind
+    layout: str
+    outcome: Outcome
+    message: str
+    result: SeriesResult | None = None
+    state: SeriesState | None = None
+    mismatched: list[str] = field(default_factory=list)
+    hashes: dict[str, dict[str, str | None]] = field(default_factory=dict)  # mismatched path -> expected, actual
+    unlocked: bool = False
+    commits: list[str] = field(default_factory=list)
+    fuzz: int = 0
+    warnings: list[str] = field(default_factory=list)  # e.g. the tree is built from another commit than the base
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.APPLIED, Outcome.ALREADY, Outcome.DRY_RUN)
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "tree": self.tree,
+            "kind": str(self.kind),
+            "layout": self.layout,
+            "outcome": str(self.outcome),
+            "ok": self.ok,
+            "message": self.message,
+            "fuzz": self.fuzz,
+            "mismatched": self.mismatched,
+            "hashes": self.hashes,
+            "lock_missing": self.unlocked,
+            "commits": self.commits,
+            "warnings": self.warnings,
+            "result": self.result.to_json() if self.result else None,
+            "state": self.state.to_json() if self.state else None,
+        }
+
+
+def refuse_ledger_tree(ledger: Ledger, path: Path, flag: str = "--tree") -> None:
+    """A build tree is never the ledger's directory, a directory holding it, or a directory inside
+    its ``.patchset/`` (patches would rewrite the ledger, its bodies or patchset's own state)."""
+    led = os.path.realpath(ledger.root)
+    tree = os.path.realpath(path)
+    hint = (
+        "apply to a build tree (a checkout, an unpacked release, a copy of site-packages), not the ledger's directory"
+    )
+    if is_within(led, tree):
+        how = "is" if led == tree else "contains"
+        raise InputError(f"{flag} {path} {how} the ledger directory {led}: not a build tree", hint=hint)
+    rel = os.path.relpath(tree, led).split(os.sep)
+    if rel[0] != ".." and rel[0].lower() in STATE_DIRS:
+        raise InputError(
+            f"{flag} {path} is inside the ledger's state directory {os.path.join(led, rel[0])}: not a build tree",
+            hint=hint,
+        )
+
+
+def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
+    """The active series of a target as engine items; refuses missing or altered bodies."""
+    items: list[SeriesItem] = []
+    missing: list[str] = []
+    changed: list[str] = []
+    for p in ledger.series(target.name):
+        state, body = body_state(ledger, p)
+        if state == BODY_MISSING:
+            missing.append(p.id)
+            continue
+        if state == BODY_MISMATCH:
+            changed.append(p.id)
+            continue
+        assert body is not None
+        items.append(SeriesItem(p.id, body, p.source.strip if p.source.strip is not None else target.strip))
+    if missing:
+        raise InputError(
+            f"target {target.name}: body not imported for {len(missing)} patch(es): " + ", ".join(missing),
+            hint="bring the bodies in with `patchset fetch` or `patchset import`",
+        )
+    if changed:
+        raise InputError(
+            f"target {target.name}: body changed since it was locked: {', '.join(changed)}",
+            hint="re-import the body (`patchset import`) so the lock records its new hash",
+        )
+    if not items:
+        raise InputError(f"target {target.name} has no active patches")
+    return items
+
+
+def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
+    return target.path_map.to_installed if layout == "installed" and target.path_map.prefixes else None
+
+
+def series_files(
+    ledger: Ledger, target: Target, read: Callable[[str], bytes | None], skip: set[str] | frozenset[str] = frozenset()
+) -> dict[str, bytes | None]:
+    """``{path: bytes or None (deleted)}`` for every file the target's active series (patches in
+    ``skip`` left out) changes, applied in order onto the base ``read`` gives.
+
+    An overlay file or an edit script's result becomes the last patch of a target's series, so its
+    diff is taken from the base *with the earlier patches applied* (it must not undo an earlier
+    patch's change, nor fail on top of it). In memory, with the engine's own file applier, zero
+    fuzz; a series that does not apply to the base given is an error naming the patch."""
+    state: dict[str, bytes | None] = {}
+    for p in ledger.series(target.name):
+        if p.id in skip or not ledger.body_file(p).is_file():
+            continue
+        strip = p.source.strip if p.source.strip is not None else target.strip
+        try:
+            fps = parse_patch(ledger.body_file(p).read_bytes(), strip, source=p.body_path)
+        except PatchFormatError:
+            continue  # validate reports an unreadable body; it changes nothing here
+        for fp in fps:
+            src = fp.path
+            data = state[src] if src in state else read(src)
+            out = apply_file(data, fp)
+            if not out.ok:
+                raise InputError(
+                    f"{src}: patch {p.id} of the {target.name} series does not apply to the base given "
+                    f"({out.message or 'it does not fit'})",
+                    hint="the series is on another base: check --base, or rebase the series first",
+                )
+            if fp.op in ("rename", "delete"):
+                state[src] = None
+            state[fp.target or src] = out.new
+    return state
