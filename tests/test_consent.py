@@ -87,7 +87,9 @@ def _hostile_clone(tmp: Path, led: Path) -> tuple[Path, Path]:
     shutil.copytree(led, clone)
     marker = tmp / "marker"
     toml = clone / "patches.toml"
-    text = toml.read_text().replace('command = ["python3"', f'command = ["sh", "-c", "touch {marker}-script; exec \\"$0\\" \\"$@\\"", "python3"')
+    text = toml.read_text().replace(
+        'command = ["python3"', f'command = ["sh", "-c", "touch {marker}-script; exec \\"$0\\" \\"$@\\"", "python3"'
+    )
     toml.write_text(text + HOSTILE.format(marker=marker))
     load_ledger(toml)  # a valid ledger
     return clone, marker
@@ -244,8 +246,20 @@ def test_an_edit_script_gets_no_secrets_and_no_network(run, tmp_path: Path, monk
     body = (led / "patchset/series/vllm/g1.patch").read_text()
     assert "+TOKEN = False" in body
     keys = eval(next(ln for ln in body.splitlines() if ln.startswith("+KEYS = "))[len("+KEYS = ") :])
-    assert set(keys) <= {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PATCHSET_ROOT", "PATCHSET_LEDGER_DIR",
-                         "PYTHONDONTWRITEBYTECODE", "PWD", "SHLVL", "_"}
+    assert set(keys) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "PATCHSET_ROOT",
+        "PATCHSET_LEDGER_DIR",
+        "PYTHONDONTWRITEBYTECODE",
+        "PWD",
+        "SHLVL",
+        "_",
+    }
     assert "PATCHSET_ROOT" in keys and "AWS_SECRET_ACCESS_KEY" not in keys
     reason = network_missing_reason()
     if reason:
@@ -261,9 +275,7 @@ def _engine_env(tmp: Path, led: Path, extra: str, monkeypatch) -> dict[str, str]
     monkeypatch.setenv("PLAIN_SETTING", "kept")
     toml = led / "patches.toml"
     toml.write_text(
-        toml.read_text()
-        + '\n[engines.dump]\nstart = ["sh", "-c", "env > {logdir}/env.txt; exit 3"]\n'
-        + extra
+        toml.read_text() + '\n[engines.dump]\nstart = ["sh", "-c", "env > {logdir}/env.txt; exit 3"]\n' + extra
     )
     engine = resolve_engine(load_ledger(toml), "dump")
     logdir = tmp / "logs"
@@ -328,8 +340,20 @@ def test_import_script_refuses_a_system_bind_before_running(run, tmp_path: Path)
     marker = tmp_path / "ran"
     base = tmp_path / "base"
     base.mkdir()
-    r = run("import", "--script", f"touch {marker}", "--id", "x", "--target", "vllm", "--base-tree", base,
-            "--bind", "/usr", cwd=led)
+    r = run(
+        "import",
+        "--script",
+        f"touch {marker}",
+        "--id",
+        "x",
+        "--target",
+        "vllm",
+        "--base-tree",
+        base,
+        "--bind",
+        "/usr",
+        cwd=led,
+    )
     assert r.code == 2 and "system directory /usr" in r.stderr and not marker.exists(), r
 
 

@@ -356,7 +356,9 @@ class EngineProcess:
         self.engine = launch.engine
         self.port = self.engine.port or _free_port()
         self.values = self._values()
-        self.url = expand_environment(self.expand(self.engine.url), {**self._outer_env(), **launch.env}, self.engine.name)
+        self.url = expand_environment(
+            self.expand(self.engine.url), {**self._outer_env(), **launch.env}, self.engine.name
+        )
         self.url = self.url.rstrip("/")
         self.log_path = launch.log_path
         self.proc: subprocess.Popen[bytes] | None = None

@@ -162,48 +162,68 @@ def ledger_commands(ledger: Ledger, kinds: Iterable[Kind] = EVERY) -> list[Comma
     """Every command ``ledger`` carries of ``kinds``, with its digests, in ledger order."""
     kinds = set(kinds)
     root = ledger.root.resolve()
-    out: list[Command] = []
-    if Kind.GENERATE in kinds:
-        for p in ledger.patches:
-            g = p.generate
-            if g is None:
-                continue
-            fields = {"command": list(g.command), "bind": g.bind, "script": g.script}
-            files = _named(root, g.command)
-            if g.script:
-                files.update(_file_digest(root, g.script))
-            shown = _argv(g.command) + (f"  (bind {g.bind})" if g.bind else "")
-            out.append(Command(f"generate {p.id}", Kind.GENERATE, shown, fields, files))
-    engine_tests = [t for p in ledger.patches for t in p.tests if t.kind != "command"]
-    if Kind.ENGINE in kinds:
-        images = sorted({t.base_image for t in ledger.targets.values() if t.base_image})
-        for name, table in ledger.engines.items():
-            fields = {k: v for k, v in table.items() if k not in ("line", "notes")}
-            if fields.get("preset") == "docker" and "image" not in fields:
-                fields["base_images"] = images  # the image it runs is the target's
-            start = table.get("start")
-            shown = _argv(start) if start else f"preset {table.get('preset', 'command')}"
-            out.append(Command(f"engine {name}", Kind.ENGINE, shown, fields, _named(root, _strings(fields))))
-        if images and "docker" not in ledger.engines and engine_tests:
-            shown = "preset docker: docker run of " + ", ".join(images)
-            out.append(Command("engine docker", Kind.ENGINE, shown, {"preset": "docker", "base_images": images}))
-    if Kind.TEST in kinds:
-        for p in ledger.patches:
-            for j, t in enumerate(p.tests):
-                label = f"test {p.id}#{j + 1}" + (f" ({t.name})" if t.name else "")
-                if t.kind == "command":
-                    fields: dict[str, Any] = {"command": t.command, "cwd": t.cwd, "env": dict(t.env)}
-                    files = _named(root, [t.command, *t.env.values()], _SHELL_REF)
-                    shown = t.command
-                else:
-                    if not (t.engine_args or t.env):
-                        continue  # nothing of the ledger's own: the engine's entry covers it
-                    fields = {"kind": t.kind, "engine": t.engine, "engine_args": list(t.engine_args), "env": dict(t.env)}
-                    files = _named(root, [*t.engine_args, *t.env.values()])
-                    shown = f"{t.engine or 'vllm-cpu'} engine with {_argv(t.engine_args)}" + (
-                        f" env {_argv(f'{k}={v}' for k, v in t.env.items())}" if t.env else ""
-                    )
-                out.append(Command(label, Kind.TEST, shown, fields, files))
+    return [
+        *(_generate_commands(ledger, root) if Kind.GENERATE in kinds else []),
+        *(_engine_commands(ledger, root) if Kind.ENGINE in kinds else []),
+        *(_test_commands(ledger, root) if Kind.TEST in kinds else []),
+    ]
+
+
+def _generate_commands(ledger: Ledger, root: Path) -> list[Command]:
+    out = []
+    for p in ledger.patches:
+        g = p.generate
+        if g is None:
+            continue
+        fields: dict[str, Any] = {"command": list(g.command), "bind": g.bind, "script": g.script}
+        files = _named(root, g.command)
+        if g.script:
+            files.update(_file_digest(root, g.script))
+        shown = _argv(g.command) + (f"  (bind {g.bind})" if g.bind else "")
+        out.append(Command(f"generate {p.id}", Kind.GENERATE, shown, fields, files))
+    return out
+
+
+def _engine_commands(ledger: Ledger, root: Path) -> list[Command]:
+    """One per ``[engines.NAME]`` (every key but ``notes``: ``image``, ``env``, ``url`` are part of
+    what runs), and the bare ``docker`` preset when engine tests may run the targets' images."""
+    out = []
+    images = sorted({t.base_image for t in ledger.targets.values() if t.base_image})
+    for name, table in ledger.engines.items():
+        fields: dict[str, Any] = {k: v for k, v in table.items() if k not in ("line", "notes")}
+        if fields.get("preset") == "docker" and "image" not in fields:
+            fields["base_images"] = images  # the image it runs is the target's
+        start = table.get("start")
+        shown = _argv(start) if start else f"preset {table.get('preset', 'command')}"
+        out.append(Command(f"engine {name}", Kind.ENGINE, shown, fields, _named(root, _strings(fields))))
+    engine_tests = any(t.kind != "command" for p in ledger.patches for t in p.tests)
+    if images and "docker" not in ledger.engines and engine_tests:
+        shown = "preset docker: docker run of " + ", ".join(images)
+        out.append(Command("engine docker", Kind.ENGINE, shown, {"preset": "docker", "base_images": images}))
+    return out
+
+
+def _test_commands(ledger: Ledger, root: Path) -> list[Command]:
+    """A command test's shell line (with its ``cwd`` and ``env``); an engine test's own
+    ``engine_args`` and ``env`` (its engine is an entry of its own)."""
+    out = []
+    for p in ledger.patches:
+        for j, t in enumerate(p.tests):
+            label = f"test {p.id}#{j + 1}" + (f" ({t.name})" if t.name else "")
+            fields: dict[str, Any]
+            if t.kind == "command":
+                fields = {"command": t.command, "cwd": t.cwd, "env": dict(t.env)}
+                files = _named(root, [t.command, *t.env.values()], _SHELL_REF)
+                shown = t.command
+            elif t.engine_args or t.env:
+                fields = {"kind": t.kind, "engine": t.engine, "engine_args": list(t.engine_args), "env": dict(t.env)}
+                files = _named(root, [*t.engine_args, *t.env.values()])
+                shown = f"{t.engine or 'vllm-cpu'} engine with {_argv(t.engine_args)}" + (
+                    f" env {_argv(f'{k}={v}' for k, v in t.env.items())}" if t.env else ""
+                )
+            else:
+                continue  # nothing of the ledger's own: the engine's entry covers it
+            out.append(Command(label, Kind.TEST, shown, fields, files))
     return out
 
 

@@ -234,9 +234,39 @@ def _absolute(value: Any) -> str | None:
 
 # a bind over one of these (or over "/") hides the system the command runs on: refused when the ledger is read
 SYSTEM_DIRS = frozenset(
-    "/ /bin /boot /dev /etc /home /lib /lib32 /lib64 /libx32 /proc /root /run /sbin /srv /sys /tmp /usr /var "
-    "/usr/bin /usr/lib /usr/lib32 /usr/lib64 /usr/libexec /usr/local /usr/local/bin /usr/local/lib /usr/sbin "
-    "/usr/share /var/lib /var/run".split()
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/sbin",
+        "/usr/share",
+        "/var/lib",
+        "/var/run",
+    ]
 )
 BIND_HINT = (
     "bind the copy at the directory the script edits (e.g. /usr/local/lib/python3.12/dist-packages), "

@@ -320,7 +320,9 @@ def run_generate(
         shown_root = Path(gen.bind) if gen.bind else root
         argv = expand(gen.command, shown_root, ledger_root)
         env = script_environment(shown_root, ledger_root)
-        if ROOT not in gen.command[0] and not shutil.which(argv[0], path=env["PATH"]):  # said here: under unshare it is unshare's exit status
+        if ROOT not in gen.command[0] and not shutil.which(
+            argv[0], path=env["PATH"]
+        ):  # said here: under unshare it is unshare's exit status
             raise InputError(
                 f"the generate command's program {argv[0]!r} is not found", hint="check the first word of the command"
             )
