@@ -142,7 +142,7 @@ def test_an_edited_script_is_refused_naming_the_file(run, tmp_path: Path) -> Non
     script.write_text(script.read_text() + "open('/dev/null', 'w')\n")
     r = run("rebase", "--onto", newer, "--dry-run", cwd=led)
     assert r.code == 2 and "generate g1 (changed since allowed: file patchset/scripts/g1/edit.py)" in r.stderr, r
-    assert "sha256" not in r.stderr  # the refusal names what changed, not digests
+    assert "note: patchset/scripts/g1/edit.py is not the script its body was made with" in r.stderr
     # the command's own text changed: named as such
     toml = led / "patches.toml"
     toml.write_text(toml.read_text().replace('"{root}/vllm/x.py"', '"{root}/vllm/x.py", "--more"'))
@@ -151,6 +151,8 @@ def test_an_edited_script_is_refused_naming_the_file(run, tmp_path: Path) -> Non
     r = run("allow", cwd=led)  # not a terminal, no --yes: nothing recorded
     assert r.code == 2 and "pass --yes" in r.stderr
     assert "changed: the command, file patchset/scripts/g1/edit.py" in r.stdout
+    # what validate reports is said before it is allowed: the script is not the one the body was made with
+    assert "note: patchset/scripts/g1/edit.py is not the script its body was made with" in r.stdout
     assert run("rebase", "--onto", newer, "--dry-run", cwd=led).code == 2
 
 

@@ -65,6 +65,8 @@ def allow(c: Ctx, yes: bool, list_: bool, revoke: bool, as_json: bool) -> int:
             out.line(cmd.shown, indent="    ")
             for rel, digest in sorted(cmd.files.items()):
                 out.line(f"{rel}  sha256 {digest[:16]}", indent="    file ")
+            for note in cmd.notes:
+                out.line(note, indent="    note: ")
     if not pending:
         if as_json:
             emit_json(_json(path, commands, pending, allowed=True))
@@ -98,6 +100,7 @@ def _json(path, commands, pending, *, allowed: bool) -> dict:
                 "command": c.shown,
                 "sha256": c.digest,
                 "files": c.files,
+                "notes": list(c.notes),
                 "was": "allowed"
                 if c.key not in pending
                 else ("new" if pending[c.key].new else "changed: " + ", ".join(pending[c.key].changed)),

@@ -64,6 +64,7 @@ class Command:
     shown: str
     fields: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # worth reading before allowing it (not part of the digest)
 
     @property
     def digest(self) -> str:
@@ -85,7 +86,8 @@ class Verdict:
 
     def describe(self) -> str:
         what = "not allowed yet" if self.new else "changed since allowed: " + ", ".join(self.changed)
-        return f"{self.command.key} ({what}): {self.command.shown}"
+        notes = "".join(f"; note: {n}" for n in self.command.notes)
+        return f"{self.command.key} ({what}): {self.command.shown}{notes}"
 
 
 # --------------------------------------------------------------------------- a ledger's commands
@@ -177,10 +179,14 @@ def _generate_commands(ledger: Ledger, root: Path) -> list[Command]:
             continue
         fields: dict[str, Any] = {"command": list(g.command), "bind": g.bind, "script": g.script}
         files = _named(root, g.command)
+        notes: tuple[str, ...] = ()
         if g.script:
             files.update(_file_digest(root, g.script))
+            locked = ledger.lock.scripts.get(p.id)
+            if locked and files.get(g.script) != locked:
+                notes = (f"{g.script} is not the script its body was made with (the lock has sha256 {locked[:16]})",)
         shown = _argv(g.command) + (f"  (bind {g.bind})" if g.bind else "")
-        out.append(Command(f"generate {p.id}", Kind.GENERATE, shown, fields, files))
+        out.append(Command(f"generate {p.id}", Kind.GENERATE, shown, fields, files, notes))
     return out
 
 
