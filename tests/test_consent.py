@@ -364,3 +364,49 @@ def test_pass_env_is_checked_when_the_ledger_loads(tmp_path: Path) -> None:
     toml.write_text('schema = 1\n[engines.e]\nstart = ["x"]\npass_env = ["HF_TOKEN", "NOT A NAME"]\n')
     with pytest.raises(LedgerError, match=r"engines\.e\.pass_env.*'NOT A NAME' is not an environment variable name"):
         load_ledger(toml)
+
+
+def _allow_on_a_terminal(led: Path, answer: bytes) -> tuple[int, str]:
+    """``patchset allow`` with a pseudo-terminal for stdin and stdout, answering its question."""
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from patchset.cli import main; main()", "-C", str(led), "allow"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=dict(os.environ),
+    )
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                seen += chunk
+                if b"[y/N]" in chunk or (b"[y/N]" in seen and answer):
+                    os.write(master, answer)
+                    answer = b""
+        code = proc.wait(timeout=30)
+    finally:
+        os.close(master)
+    return code, seen.decode(errors="replace")
+
+
+def test_allow_asks_on_a_terminal(run, tmp_path: Path) -> None:
+    led, _base, newer = _world(tmp_path, run)
+    clone, _ = _hostile_clone(tmp_path, led)
+    code, text = _allow_on_a_terminal(clone, b"n\n")
+    assert code == 2 and "Allow these 3 command(s)" in text and "nothing allowed" in text, text
+    assert run("rebase", "--onto", newer, "--dry-run", cwd=clone).code == 2
+    code, text = _allow_on_a_terminal(clone, b"y\n")
+    assert code == 0 and "allowed 3 command(s)" in text, text
+    assert run("rebase", "--onto", newer, "--dry-run", cwd=clone).code == 0

@@ -224,9 +224,10 @@ def _test_commands(ledger: Ledger, root: Path) -> list[Command]:
             elif t.engine_args or t.env:
                 fields = {"kind": t.kind, "engine": t.engine, "engine_args": list(t.engine_args), "env": dict(t.env)}
                 files = _named(root, [*t.engine_args, *t.env.values()])
-                shown = f"{t.engine or 'vllm-cpu'} engine with {_argv(t.engine_args)}" + (
-                    f" env {_argv(f'{k}={v}' for k, v in t.env.items())}" if t.env else ""
-                )
+                parts = [f"{t.engine or 'vllm-cpu'} engine"]
+                parts += [f"args {_argv(t.engine_args)}"] if t.engine_args else []
+                parts += [f"env {_argv(f'{k}={v}' for k, v in t.env.items())}"] if t.env else []
+                shown = ", ".join(parts)
             else:
                 continue  # nothing of the ledger's own: the engine's entry covers it
             out.append(Command(label, Kind.TEST, shown, fields, files))
