@@ -410,3 +410,20 @@ def test_allow_asks_on_a_terminal(run, tmp_path: Path) -> None:
     code, text = _allow_on_a_terminal(clone, b"y\n")
     assert code == 0 and "allowed 3 command(s)" in text, text
     assert run("rebase", "--onto", newer, "--dry-run", cwd=clone).code == 0
+
+
+def test_a_test_command_gets_no_credentials_unless_its_env_names_them(run, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    led, base, _newer = _world(tmp_path, run)
+    dump = tmp_path / "test-env.txt"
+    toml = led / "patches.toml"
+    toml.write_text(
+        toml.read_text() + f'\n[[patch.tests]]\ncommand = "env > {dump}"\nenv = {{ HF_TOKEN = "$HF_TOKEN" }}\n'
+    )
+    allow_ledger(led)
+    tree = tmp_path / "tree"
+    shutil.copytree(base, tree)
+    run("verify", "--tree", tree, "--jobs", "1", cwd=led)
+    env = dict(ln.split("=", 1) for ln in dump.read_text().splitlines() if "=" in ln)
+    assert "GITHUB_TOKEN" not in env and env["HF_TOKEN"] == "hf_secret" and env["PATCHSET_PATCH"] == "g1"
