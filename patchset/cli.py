@@ -336,6 +336,7 @@ def apply_timeout(seconds: float | None) -> None:
 
 # command name -> "module:function" in patchset.clicmds (loaded when the command runs, or for --help)
 COMMANDS: dict[str, str] = {
+    "allow": "patchset.clicmds.allowing:allow",
     "apply": "patchset.clicmds.applying:apply",
     "audit": "patchset.clicmds.onboard:audit",
     "base": "patchset.clicmds.bases:base",

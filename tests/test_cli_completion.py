@@ -94,6 +94,8 @@ def test_the_documented_setup_prints_a_script(tmp_path: Path, shell: str) -> Non
 
 def test_commands_complete(led: Path) -> None:
     assert {"recover", "rebase"} <= set(values(complete("patchset re", led)))
+    assert values(complete("patchset al", led)) == ["allow"]
+    assert {"--yes", "--list", "--revoke", "--json"} <= set(values(complete("patchset allow --", led)))
 
 
 def test_patch_ids_complete_from_the_ledger_here(led: Path) -> None:

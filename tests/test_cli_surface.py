@@ -24,6 +24,7 @@ COMMANDS = [
     "verify",
     "gate",
     "recover",
+    "allow",
     "target add",
     "build wheel",
     "build overlay",

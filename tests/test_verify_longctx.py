@@ -36,6 +36,7 @@ from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
+from tests.support.consent import allow_ledger
 from tests.support.diffgen import unified_diff
 from tests.support.text import joined
 
@@ -315,6 +316,7 @@ def test_example_on_the_real_cpu_engine(tmp_path: Path) -> None:
     from patchset.cli import main
 
     junit = tmp_path / "junit.xml"
+    allow_ledger(EXAMPLE)
     result = CliRunner().invoke(
         main,
         ["-C", str(EXAMPLE), "verify", "--tags", "cpu", "--all", "--junit", str(junit), "--json"],  # no verdict carried

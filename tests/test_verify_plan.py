@@ -32,6 +32,7 @@ from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
 from patchset.verify.plan import AFTER_WITH, CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof, load_history, save_history
 from patchset.verify.watch import UNSAFE, Watch, file_digest, imports_of
+from tests.support.consent import allow_ledger
 from tests.support.nights import double_world, run_nights
 from tests.support.repo import REPO_ROOT, git
 
@@ -371,6 +372,7 @@ def test_the_gate_refuses_a_foreign_history_before_it_judges_anything(isolated: 
     state.parent.mkdir(parents=True)
     proofs.write_text(json.dumps({"version": 1, "targets": {"fake": {"nights": 9, "proofs": {}}}}))
     onto = world.nights[1][1]
+    allow_ledger(world.ledger)
     r = run("gate", "--onto", onto, "--tags", "cpu", "--state-file", state, "--json", cwd=world.ledger.parent)
     data = json.loads(r.stdout)
     assert r.code == 2 and data["status"] == "error" and data["rebase"] == {} and data["tests"] == []
@@ -393,6 +395,8 @@ def test_verify_plans_carries_and_re_proves_on_request(isolated: Path, run) -> N
     assert r.code == 0, r
     assert "needed d2-stale-cache-fix: no earlier proof" in r.stdout and "4 engine start(s) tonight" in r.stdout
     assert not (led / ".patchset" / "verify-proofs.json").exists()  # a plan writes nothing
+    assert run("verify", "--tree", tree, "--json", cwd=led).code == 2  # its engine is not allowed yet
+    allow_ledger(world.ledger)
     assert run("verify", "--tree", tree, "--json", cwd=led).code == 1  # d4 is broken, d3 not needed
     r = run("verify", "--tree", tree, "--json", cwd=led)
     data = json.loads(r.stdout)

@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchset.verify.server import REPO_ROOT, cache_dir, engine_missing_reason
+from tests.support.consent import allow_ledger
 
 EXAMPLE = REPO_ROOT / "examples" / "serving-cpu"
 pytestmark = pytest.mark.engine
@@ -45,6 +46,7 @@ def _report(name: str, data: dict) -> None:
 def _verify(*args: str) -> tuple[int, dict]:
     from patchset.cli import main
 
+    allow_ledger(EXAMPLE)  # its launcher is a command the ledger carries
     result = CliRunner().invoke(main, ["-C", str(EXAMPLE), "verify", *args, "--json"], catch_exceptions=False)
     return result.exit_code, json.loads(result.output)
 

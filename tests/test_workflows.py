@@ -182,6 +182,31 @@ def test_spark_workflow_runs_on_the_spark_runner():
         assert doc["env"][var] == f"${{{{ vars.{var} }}}}"
 
 
+def test_the_workflows_allow_the_ledgers_commands_visibly_and_never_for_a_pull_request():
+    """gate and verify run the ledger's commands only once allowed (docs/security.md): each job that
+    runs one has its own step, named for it, before, on the repository's own branches only."""
+    seen = 0
+    for w in WORKFLOWS:
+        doc = _load(w.name)
+        assert "pull_request_target" not in doc["on"], w.name  # a PR's code with the repository's secrets
+        for name, job in doc["jobs"].items():
+            steps = job.get("steps", [])
+            call = r"(?m)^\s*patchset\s+(?:(?:-C|--ledger)\s+\S+\s+)*(gate|verify)\b(?!.*--plan)"
+            runs = [i for i, s in enumerate(steps) if re.search(call, s.get("run", ""))]
+            allows = [i for i, s in enumerate(steps) if re.search(r"patchset .*\ballow --yes", s.get("run", ""))]
+            if not runs:
+                assert not allows, (w.name, name)
+                continue
+            seen += 1
+            assert allows and allows[0] < runs[0], (w.name, name)
+            step = steps[allows[0]]
+            assert "Allow the ledger's commands" in step["name"] and "own branch" in step["name"]
+            assert step["if"] == "github.event_name != 'pull_request'", (w.name, name)
+            ledger_arg = re.search(r"patchset (--ledger \S+|-C \S+)", step["run"]).group(1)
+            assert all(ledger_arg in steps[i]["run"] for i in runs), (w.name, name)  # the ledger it then runs
+    assert seen == 4  # gate: plan and tests; ledger: apply; spark-gpu: gpu
+
+
 def test_every_script_the_workflows_call_exists():
     modules = {m for w in WORKFLOWS for m in re.findall(r"python -m (patchset\.ci\.scripts\.\w+)", w.read_text())}
     assert modules == {"patchset.ci.scripts.matrix", "patchset.ci.scripts.combine", "patchset.ci.scripts.github_report"}

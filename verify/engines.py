@@ -43,6 +43,7 @@ from typing import Any
 import requests
 
 from patchset.errors import EnvironmentFailure, InputError, Location
+from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import SPLICED_PLACEHOLDERS, Ledger, Target
 
 DEFAULT_URL = "http://127.0.0.1:{port}"
@@ -139,6 +140,7 @@ class EngineSpec:
     model: str | None = None
     image: str | None = None
     notes: str = ""
+    pass_env: list[str] = field(default_factory=list)
     line: int = 0
 
     @classmethod
@@ -165,6 +167,7 @@ class EngineSpec:
             model=table.get("model"),
             image=table.get("image"),
             notes=table.get("notes", ""),
+            pass_env=list(table.get("pass_env", [])),
             line=int(table.get("line", 0)),
         )
 
@@ -194,6 +197,7 @@ class EngineDef:
     image: str = ""
     import_check: str = ""  # a package that must import from the tree (pythonpath delivery)
     cwd: str = "ledger"  # where the start command runs: the ledger's directory, or the start's log directory
+    pass_env: list[str] = field(default_factory=list)  # credential variables its commands are given
     line: int = 0
 
     def fingerprint(self) -> str:
@@ -202,6 +206,8 @@ class EngineDef:
         data.pop("line")
         data.pop("ready_timeout")
         data.pop("max_parallel")
+        if not data["pass_env"]:
+            data.pop("pass_env")  # the key older definitions were cached under
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -275,6 +281,7 @@ def resolve_engine(ledger: Ledger, name: str, target: Target | None = None) -> E
         image=image,
         import_check=str(base.get("import_check", "")) if spec.delivers in (None, "pythonpath") else "",
         cwd=str(base.get("cwd", "ledger")),
+        pass_env=list(spec.pass_env),
         line=spec.line,
     )
     uses = {n for t in [*out.start, *out.stop, *out.logs] for n in _names(t)}
@@ -349,7 +356,9 @@ class EngineProcess:
         self.engine = launch.engine
         self.port = self.engine.port or _free_port()
         self.values = self._values()
-        self.url = expand_environment(self.expand(self.engine.url), {**os.environ, **launch.env}, self.engine.name)
+        self.url = expand_environment(
+            self.expand(self.engine.url), {**self._outer_env(), **launch.env}, self.engine.name
+        )
         self.url = self.url.rstrip("/")
         self.log_path = launch.log_path
         self.proc: subprocess.Popen[bytes] | None = None
@@ -394,8 +403,13 @@ class EngineProcess:
                 out.append(self.expand(element))
         return out
 
+    def _outer_env(self) -> dict[str, str]:
+        """The environment verify runs in less the user's credentials, but those ``pass_env`` lists:
+        an engine is a command from the ledger (docs/security.md, "Commands a ledger carries")."""
+        return without_credentials(os.environ, self.engine.pass_env)
+
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = self._outer_env()
         for key in ("PATCHSET_FAULT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "PYTHONPATH"):
             env.pop(key, None)
         env["NO_PROXY"] = "127.0.0.1,localhost"

@@ -21,6 +21,7 @@ from patchset.commands.apply.target import path_mapper
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure
+from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.progress import Progress
 from patchset.upstream import cache
@@ -106,7 +107,9 @@ class Verifier:
         self.home = home or ledger.root.resolve()
 
     def _env(self, run: Run, tree: Path) -> dict[str, str]:
-        env = dict(os.environ)
+        """verify's variables over the environment less the user's credentials (a test command is
+        a command from the ledger); a test's ``env`` may name one (``HF_TOKEN = "$HF_TOKEN"``)."""
+        env = without_credentials(os.environ)
         ours = {
             "PATCHSET_TREE": str(tree),
             "PATCHSET_VARIANT": run.variant,
@@ -119,8 +122,9 @@ class Verifier:
         env.update(ours)
         if "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in run.spec.env:
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        outer = {**os.environ, **env}
         for key, value in run.spec.env.items():
-            env[key] = string.Template(value).safe_substitute(env)
+            env[key] = string.Template(value).safe_substitute(outer)
         return env
 
     def _execute(self, run: Run) -> None:

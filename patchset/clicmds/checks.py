@@ -110,9 +110,12 @@ def verify(
     Exit 0 every patch proven (--plan: the plan was made); 1 a patch broken or not needed; 2 a test
     could not run / bad input.
     """
+    from patchset.ledger import consent
     from patchset.verify.pertest import run_verify
     from patchset.verify.proofs import default_history_path
 
+    if not plan_only:  # the tests' commands and engines; --plan runs none
+        consent.require_at(c.ledger_path, consent.TESTS)
     tree, from_index = None, None
     if tree_arg or spec_arg:
         target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)

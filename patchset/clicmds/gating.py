@@ -102,7 +102,10 @@ def gate(
     """
     from patchset.ci.gate import run_gate, split_tags
     from patchset.ci.report import render
+    from patchset.ledger import consent
 
+    if not plan_only:  # its replay runs the edit scripts; --tags runs the tests and their engines
+        consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_tags(list(tags)) else ())])
     with _progress_bar() as bar:
         progress = bar.callback("gate")
         report = run_gate(

@@ -65,6 +65,9 @@ def rebase(
         else:
             out.line("rebase aborted: ledger, series and lock restored" if res.restored else "nothing to abort")
         return 0
+    from patchset.ledger import consent
+
+    consent.require_at(c.ledger_path, [consent.Kind.GENERATE])  # the edit scripts it runs again, --dry-run too
     with _progress_bar() as bar:
         progress = bar.callback("rebase")
         if cont:

@@ -26,11 +26,12 @@ from patchset.commands.overlay_import import _same_base
 from patchset.confine import is_within
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, PatchFormatError
+from patchset.ledger import consent
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Generate, Ledger, Target
 from patchset.ledger.presets import offer
-from patchset.ledger.schema import ID_RE
+from patchset.ledger.schema import BIND_HINT, ID_RE, system_bind_problem
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.generate import LEDGER, ROOT, FileChange, Generated, Workspace, run_generate
 from patchset.rebase.regen import render_changes
@@ -136,6 +137,9 @@ def import_script(
         )
     if bind and (not bind.startswith("/") or ".." in bind.split("/")):
         raise InputError(f"--bind {bind!r}: an absolute path without '..'")
+    problem = system_bind_problem(bind) if bind else None
+    if problem:
+        raise InputError(f"--bind {bind!r}: {problem}", hint=BIND_HINT)
     ledger = ledger_mod.load_ledger(ledger_path)
     if target is None:
         if len(ledger.targets) != 1:
@@ -182,6 +186,8 @@ def import_script(
         )
         rep.notes, rep.ignored, rep.output = notes, generated.ignored, generated.output
         _record(ledger, rep, gen, body, generated, stock, script_data if external else None, given)
+    # the user typed this command on this machine: that act allows it (patchset.ledger.consent)
+    consent.allow(ledger_mod.load_ledger(ledger_path), keys=[f"generate {patch_id}"])
     return rep
 
 

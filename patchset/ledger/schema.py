@@ -38,6 +38,7 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 FOLLOWUP_RE = re.compile(
     r"^(reverted|follow-up-merged|follow-up-open) [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+ of [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$"
 )
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # a target name becomes [targets.<name>], the directory patchset/series/<name>/ and `--into DIR/<name>`
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -179,6 +180,8 @@ ENGINE = {
     "model": Field("str"),
     "image": Field("str"),
     "notes": Field("str"),
+    # credential variables (patchset.ledger.consent.is_credential) the engine's commands are given
+    "pass_env": Field("list[str]", check=_pattern(ENV_NAME_RE, "an environment variable name")),
 }
 TEST = {
     # kind = "command" (the default) runs `command` in the build tree; kind = "longctx" starts an
@@ -229,6 +232,60 @@ def _absolute(value: Any) -> str | None:
     return None
 
 
+# a bind over one of these (or over "/") hides the system the command runs on: refused when the ledger is read
+SYSTEM_DIRS = frozenset(
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/sbin",
+        "/usr/share",
+        "/var/lib",
+        "/var/run",
+    ]
+)
+BIND_HINT = (
+    "bind the copy at the directory the script edits (e.g. /usr/local/lib/python3.12/dist-packages), "
+    "or rewrite the script's path as {root}/… so it needs no bind"
+)
+
+
+def system_bind_problem(value: str) -> str | None:
+    """Why ``bind = value`` is refused: it would mount the copy over ``/`` or a system directory."""
+    norm = "/" + "/".join(p for p in value.split("/") if p not in ("", "."))
+    if norm in SYSTEM_DIRS:
+        return f"bind over the system directory {norm} is refused: the command would run on a copy of the base in its place"
+    return None
+
+
+def _bind(value: Any) -> str | None:
+    return _absolute(value) or (system_bind_problem(value) if value else None)
+
+
 def _positive(value: Any) -> str | None:
     return f"timeout {value} must be a positive number of seconds" if value <= 0 else None
 
@@ -237,7 +294,7 @@ GENERATE = {
     # argv; "{root}" is a private copy of the target's base tree, "{ledger}" the ledger directory
     "command": Field("list[str]", required=True, check=_argv),
     "script": Field("str"),
-    "bind": Field("str", check=_absolute),
+    "bind": Field("str", check=_bind),
     "timeout": Field("int", check=_positive),
 }
 OVERLAY = {"files": Field("list[str]"), "manifest": Field("str")}

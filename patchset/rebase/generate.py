@@ -8,7 +8,10 @@ the ledger directory) is run here, never on the user's tree, and the files it ch
 diff is carried, a different one refreshes the body, a failure (the anchor is gone) is a conflict
 with the script's own message.
 
-The command is untrusted code the user chose to run; what is checked: it runs in a scratch
+The command is untrusted code: it runs only when the user allowed it (``patchset.ledger.consent``,
+checked by the commands that run it), with a minimal environment (PATH, HOME, the locale and the
+placeholders: none of the user's secrets) and in a network namespace of its own where ``unshare
+-rn`` works (else its output says it ran with the network). What is checked besides: it runs in a scratch
 directory (its working directory must stay empty), the ledger directory is snapshotted before and
 compared after (a command that touched it is refused, and the changed paths are named), it is
 bounded in time (its process group is killed), its output is bounded, ``__pycache__`` and ``.pyc``
@@ -109,8 +112,9 @@ def _bind_prefix(root: Path, bind: str) -> list[str]:
             f"bind = {bind!r}: no such directory on this machine (the copy is mounted over an existing one)",
             hint="create it, or rewrite the script's path as {root}/… so it needs no bind",
         )
+    net = not network_missing_reason()
     if shutil.which("bwrap"):
-        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(root), bind, "--"]
+        return ["bwrap", "--dev-bind", "/", "/", "--bind", str(root), bind, *(["--unshare-net"] if net else []), "--"]
     unshare = shutil.which("unshare")
     if unshare:
         probe = subprocess.run(
@@ -118,11 +122,56 @@ def _bind_prefix(root: Path, bind: str) -> list[str]:
         )
         if probe.returncode == 0:
             script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
-            return [unshare, "--user", "--map-root-user", "--mount", "--", "sh", "-c", script, "sh", str(root), bind]
+            flags = ["--user", "--map-root-user", "--mount", *(["--net"] if net else [])]
+            return [unshare, *flags, "--", "sh", "-c", script, "sh", str(root), bind]
     raise EnvironmentFailure(
         f"bind = {bind!r} needs bubblewrap (bwrap) or unshare with user namespaces, and neither works here",
         hint="install bubblewrap, or rewrite the script's path as {root}/… (patchset never runs it against the real path)",
     )
+
+
+# --------------------------------------------------------------------------- what a command is given
+
+_ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_network: list[str | None] = []
+
+
+def network_missing_reason() -> str | None:
+    """None when a command can run in a network namespace of its own (``unshare -rn`` works
+    here); else why not, said in the command's output."""
+    if not _network:
+        unshare = shutil.which("unshare")
+        reason: str | None = "unshare is not installed"
+        if unshare:
+            try:
+                probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, timeout=30)
+                reason = None if probe.returncode == 0 else "unshare -rn does not work here (no user namespaces)"
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                reason = f"unshare -rn cannot run: {exc}"
+        _network.append(reason)
+    return _network[0]
+
+
+def script_environment(root: Path, ledger: Path) -> dict[str, str]:
+    """A minimal environment (none of the user's secrets): PATH, HOME, the locale, and the
+    placeholders as ``PATCHSET_ROOT`` and ``PATCHSET_LEDGER_DIR``."""
+    env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env.update({"PATCHSET_ROOT": str(root), "PATCHSET_LEDGER_DIR": str(ledger), "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+def _isolated(argv: list[str], bound: bool) -> tuple[list[str], str]:
+    """``argv`` in a network namespace of its own when the platform allows it (a ``bind`` prefix
+    makes one itself); else ``argv`` and a note for the output."""
+    reason = network_missing_reason()
+    if reason:
+        return argv, f"patchset: the command ran with the network ({reason})"
+    if bound:
+        return argv, ""
+    unshare = shutil.which("unshare") or "unshare"
+    return [unshare, "-rn", "--", *argv], ""
 
 
 # --------------------------------------------------------------------------- running
@@ -268,11 +317,19 @@ def run_generate(
     snap = _stat_tree(root, 10**7) or {}
     try:
         ledger_snap = _stat_tree(ledger_root, MAX_LEDGER_ENTRIES)
-        argv = expand(gen.command, Path(gen.bind) if gen.bind else root, ledger_root)
+        shown_root = Path(gen.bind) if gen.bind else root
+        argv = expand(gen.command, shown_root, ledger_root)
+        env = script_environment(shown_root, ledger_root)
+        if ROOT not in gen.command[0] and not shutil.which(
+            argv[0], path=env["PATH"]
+        ):  # said here: under unshare it is unshare's exit status
+            raise InputError(
+                f"the generate command's program {argv[0]!r} is not found", hint="check the first word of the command"
+            )
         if gen.bind:
             argv = _bind_prefix(root, gen.bind) + argv
+        argv, note = _isolated(argv, bool(gen.bind))
         out_path = ws._tmp / "output"
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             with open(out_path, "wb") as out:
                 proc = subprocess.Popen(
@@ -285,14 +342,14 @@ def run_generate(
                     proc.wait()
                     raise ScriptFailed(
                         f"the generate command did not finish within {gen.timeout} s on {label} (it was killed)",
-                        _tail(out_path),
+                        "\n".join(x for x in (note, _tail(out_path)) if x),
                         hint="raise `timeout` in [patch.generate] if it is only slow",
                     ) from None
         except FileNotFoundError:
             raise InputError(
                 f"the generate command's program {argv[0]!r} is not found", hint="check the first word of the command"
             ) from None
-        output = _tail(out_path)
+        output = "\n".join(x for x in (note, _tail(out_path)) if x)
         if ledger_snap is not None:
             touched = _changed(ledger_snap, _stat_tree(ledger_root, MAX_LEDGER_ENTRIES) or {})
             if touched:

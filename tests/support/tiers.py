@@ -21,6 +21,7 @@ TIERS: list[tuple[str, re.Pattern[str]]] = [
     ("chromium", re.compile(r"chromium", re.I)),
     ("specs", re.compile(r"GraphQL schema|OpenAPI|PyGithub's recorded|graphql-core|jsonschema")),
     ("tmpfs", re.compile(r"tmpfs")),
+    ("namespaces", re.compile(r"user namespaces|network namespace")),
     (
         "tools",
         re.compile(r"GNU patch|needs GNU patch|hadolint|shellcheck|actionlint|patchset command is not installed"),
