@@ -16,7 +16,7 @@ import enum
 import json
 import shutil
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,15 +53,31 @@ class Command(enum.Enum):
     VERIFY_PLAN = "verify-plan"
 
 
-@dataclass
 class Worlds:
-    world: World
-    plain: dict[Form, Path]  # the ledger of each form
-    tested: dict[Form, Path]  # the same with a command test on the patch
+    """The world and its ledgers, each made on first use (a form that cannot be imported fails its
+    own cells, not the module)."""
+
+    def __init__(self, world: World, root: Path) -> None:
+        self.world, self.root = world, root
+        self._made: dict[tuple[Form, bool], Path | AssertionError] = {}
+
+    def ledger(self, form: Form, *, tests: bool = False) -> Path:
+        """The ledger of ``form``; ``tests``: the same with a command test on the patch."""
+        key = (form, tests)
+        if key not in self._made:
+            dest = self.root / ("tested" if tests else "plain") / form.value
+            try:
+                self._made[key] = make_ledger(self.world, form, dest, invoke, tests=tests)
+            except AssertionError as exc:
+                self._made[key] = exc
+        made = self._made[key]
+        if isinstance(made, AssertionError):
+            raise AssertionError(f"the {form.value} ledger could not be made: {made}")
+        return made
 
 
 @pytest.fixture(scope="module")
-def worlds(tmp_path_factory) -> Worlds:
+def worlds(tmp_path_factory) -> Iterator[Worlds]:
     from tests.support.fakehub.server import FakeHub
     from tests.support.localindex import LocalIndex
 
@@ -72,9 +88,7 @@ def worlds(tmp_path_factory) -> Worlds:
         mp.setenv("GITHUB_TOKEN", TOKEN)
         mp.setenv("PATCHSET_INDEX_URL", index.url)
         mp.setenv("PATCHSET_CACHE", str(root / "cache"))
-        plain = {f: make_ledger(w, f, root / "plain" / f.value, invoke) for f in Form}
-        tested = {f: make_ledger(w, f, root / "tested" / f.value, invoke, tests=True) for f in Form}
-        yield Worlds(w, plain, tested)
+        yield Worlds(w, root)
 
 
 @dataclass
@@ -84,8 +98,12 @@ class Cell:
     form: Form
     led: Path
     tested: Path
-    w: World
+    worlds: Worlds
     tmp: Path
+
+    @property
+    def w(self) -> World:
+        return self.worlds.world
 
     @property
     def pid(self) -> str:
@@ -243,7 +261,7 @@ def _audit(c: Cell) -> None:
     """The real bodies are this ledger's own export, or (no body here) the export of the fetched
     PR: audit holds the ledger's records (declared files, the lock's hashes) against them."""
     dest = c.tmp / "export"
-    src = c.led if c.form.has_body else c.led.parent / Form.PR_FETCHED.value
+    src = c.led if c.form.has_body else c.worlds.ledger(Form.PR_FETCHED)
     assert invoke("export", dest, "--format", "quilt", cwd=src).code == 0
     r = c.run("audit", dest, "--json")
     assert r.code == 0, r
@@ -356,8 +374,8 @@ CELLS: dict[Command, Callable[[Cell], None]] = {
 def test_every_kind_has_a_form(worlds: Worlds) -> None:
     """Each PatchKind has a form here, and the ledger each form wrote reads back as its kind."""
     assert {f.kind for f in Form} == set(PatchKind)
-    for form, led in worlds.plain.items():
-        (p,) = load_ledger(led / "patches.toml").patches
+    for form in Form:
+        (p,) = load_ledger(worlds.ledger(form) / "patches.toml").patches
         assert p.kind is form.kind, (form, p)
 
 
@@ -368,7 +386,69 @@ def test_every_command_has_a_cell() -> None:
 @pytest.mark.parametrize("command", list(Command), ids=lambda c: c.value)
 @pytest.mark.parametrize("form", list(Form), ids=lambda f: f.value)
 def test_kind_x_command(worlds: Worlds, form: Form, command: Command, tmp_path: Path) -> None:
-    led, tested = worlds.plain[form], worlds.tested[form]
+    led, tested = worlds.ledger(form), worlds.ledger(form, tests=True)
     before = tree_digest(led), tree_digest(tested)
-    CELLS[command](Cell(form, led, tested, worlds.world, tmp_path))
+    CELLS[command](Cell(form, led, tested, worlds, tmp_path))
     assert (tree_digest(led), tree_digest(tested)) == before, "a command changed the ledger it read"
+
+
+# ---- what the matrix found (issue #31) ------------------------------------------------------------
+def test_the_gate_runs_a_generated_patch_whose_script_lives_in_the_ledger(worlds: Worlds, tmp_path: Path) -> None:
+    """The gate's copy of the ledger carries the scripts its generate commands name: the gate
+    judges the user's own generated patch as ``rebase --dry-run`` does (it was a false RED, a
+    "conflict" blamed on the unrelated first commit, the script missing from the copy)."""
+    led, onto = worlds.ledger(Form.GENERATED), worlds.world.commits["clean"]
+    r = invoke("rebase", "--onto", onto, "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    (dry,) = json.loads(r.stdout)["patches"]
+    r = invoke(
+        "gate", "--onto", onto, "--json", "--state-file", tmp_path / "s.json", "--artifacts", tmp_path / "a", cwd=led
+    )
+    rep = json.loads(r.stdout)
+    assert (r.code, rep["status"], rep["conflicts"], rep["first_bad"]) == (0, "green", [], {}), r
+    (gated,) = rep["rebase"]["patches"]
+    assert (gated["verdict"], gated["how"]) == (dry["verdict"], dry["how"]) == ("carried", "regenerated")
+
+
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "ordinary"])
+def test_a_generated_patch_works_on_a_bare_and_an_ordinary_clone(worlds: Worlds, tmp_path: Path, bare: bool) -> None:
+    """``import --script`` and ``rebase`` read the base from the target's local clone, bare or not
+    (an ordinary clone was "not a git repository": its work tree was given to git as --git-dir)."""
+    w = worlds.world
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", *(["--bare"] if bare else []), str(w.upstream), str(clone))
+    led = tmp_path / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text(
+        (worlds.ledger(Form.DIFF) / "patches.toml")
+        .read_text()
+        .split("[[patch]]")[0]
+        .replace(str(w.upstream), str(clone))
+    )
+    script = f"python3 {w.sources / 'patch_core.py'} {{root}}/{PATH}"
+    r = invoke("import", "--script", script, "--id", "gen", "--target", "demo", "--base", w.base, cwd=led)
+    assert r.code == 0, r
+    assert "+VALUE_5 = 500" in (led / "patchset/series/demo/gen.patch").read_text()
+    r = invoke("rebase", "--onto", w.commits["offset"], "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    (p,) = json.loads(r.stdout)["patches"]
+    assert (p["verdict"], p["how"]) == ("carried", "refreshed"), p
+
+
+@pytest.mark.parametrize("form", [Form.OVERLAY, Form.GENERATED], ids=lambda f: f.value)
+def test_show_renders_overlay_and_generated_patches(worlds: Worlds, form: Form) -> None:
+    """``show`` of an overlay or a generated patch (an internal error, ``AttributeError: _asdict``,
+    for both) prints where the body comes from, in text and in --json."""
+    led = worlds.ledger(form)
+    pid = load_ledger(led / "patches.toml").patches[0].id
+    r = invoke("show", pid, cwd=led)
+    assert r.code == 0 and "internal error" not in r.stderr, r
+    said = (
+        "generated by: python3 '{ledger}/patchset/scripts/gen/patch_core.py'"
+        if form is Form.GENERATED
+        else "overlay of"
+    )
+    assert said in r.stdout, r.stdout
+    d = json.loads(invoke("show", pid, "--json", cwd=led).stdout)
+    table = d["generate"] if form is Form.GENERATED else d["overlay"]
+    assert isinstance(table, dict) and table, d
