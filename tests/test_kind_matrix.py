@@ -223,7 +223,8 @@ def _gate(tests: bool) -> Callable[[Cell], None]:
         rep = json.loads(r.stdout)
         if not c.form.has_body:
             assert (r.code, rep["status"]) == (2, "error"), r
-            assert any("the body of pr-7 is not imported" in e for e in map(str, rep["errors"])), rep["errors"]
+            (error,) = rep["errors"]
+            assert f"{led / 'patches.toml'}:" in error and "the body of pr-7 is not imported" in error, error
             return
         assert (r.code, rep["status"]) == (0, "green"), r
         assert [p["verdict"] for p in rep["rebase"]["patches"]] == ["carried"], rep["rebase"]
@@ -255,6 +256,16 @@ def _export(c: Cell) -> None:
     (series,) = dest.rglob("series")
     (name,) = [ln.split()[0] for ln in series.read_text().splitlines() if ln and not ln.startswith("#")]
     assert (series.parent / name).read_bytes() == (c.led / body).read_bytes()
+    # the mbox is what `git am` takes: one commit making the patched file
+    r = c.run("export", c.tmp / "mbox", "--format", "mbox")
+    assert r.code == 0, r
+    (mbox,) = (c.tmp / "mbox").rglob("*.mbox")
+    clone = c.tmp / "am"
+    git(c.tmp, "clone", "-q", str(c.w.upstream), str(clone))
+    git(clone, "checkout", "-q", c.w.base)
+    git(clone, "am", "-q", str(mbox))
+    assert (clone / PATH).read_text() == FIXED
+    assert git(clone, "rev-list", "--count", f"{c.w.base}..HEAD").strip() == "1"
 
 
 def _audit(c: Cell) -> None:
@@ -341,7 +352,7 @@ def _verify_plan(c: Cell) -> None:
         return
     assert r.code == 0, r
     rep = json.loads(r.stdout)
-    assert rep["planned_only"] and rep["plan"]["engine_starts"] == 0, rep
+    assert (rep["planned_only"], rep["exit_code"], rep["plan"]["engine_starts"]) == (True, 0, 0), rep
     assert "the tested tree matches the lock (every patched file)" in rep["notes"], rep["notes"]
     # the ledger without a test: the plan says there is nothing to verify
     r = c.run("verify", "--plan", "--tree", tree)
