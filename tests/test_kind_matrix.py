@@ -428,17 +428,7 @@ def test_a_generated_patch_works_on_a_bare_and_an_ordinary_clone(worlds: Worlds,
     w = worlds.world
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", *(["--bare"] if bare else []), str(w.upstream), str(clone))
-    led = tmp_path / "led"
-    led.mkdir()
-    (led / "patches.toml").write_text(
-        (worlds.ledger(Form.DIFF) / "patches.toml")
-        .read_text()
-        .split("[[patch]]")[0]
-        .replace(str(w.upstream), str(clone))
-    )
-    script = f"python3 {w.sources / 'patch_core.py'} {{root}}/{PATH}"
-    r = invoke("import", "--script", script, "--id", "gen", "--target", "demo", "--base", w.base, cwd=led)
-    assert r.code == 0, r
+    led = make_ledger(w, Form.GENERATED, tmp_path / "led", invoke, upstream=clone)
     assert "+VALUE_5 = 500" in (led / "patchset/series/demo/gen.patch").read_text()
     r = invoke("rebase", "--onto", w.commits["offset"], "--dry-run", "--json", cwd=led)
     assert r.code == 0, r

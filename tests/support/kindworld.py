@@ -188,12 +188,13 @@ base_image = "example.invalid/demo-base:1.0"
 """
 
 
-def make_ledger(w: World, form: Form, dest: Path, run, *, tests: bool = False) -> Path:
+def make_ledger(w: World, form: Form, dest: Path, run, *, tests: bool = False, upstream: Path | None = None) -> Path:
     """A ledger directory (a git work tree) holding the one patch ``form`` imports, on the world's
-    base; ``tests``: the patch also carries a command test. ``run`` is the CLI fixture (the PR
-    forms need the hub's environment set)."""
+    base; ``tests``: the patch also carries a command test; ``upstream``: the target's clone (default
+    the world's ordinary one). ``run`` is the CLI fixture (the PR forms need the hub's environment)."""
     dest.mkdir(parents=True)
-    (dest / "patches.toml").write_text(LEDGER.format(upstream=w.upstream, repo=REPO, base=w.base, package=PACKAGE))
+    up = upstream or w.upstream
+    (dest / "patches.toml").write_text(LEDGER.format(upstream=up, repo=REPO, base=w.base, package=PACKAGE))
     s = w.sources
     args: list[str | Path] = {
         Form.DIFF: [s / "plain.diff"],
