@@ -332,13 +332,17 @@ def _judge(
     r.base_commit = base_sha
     ws = make_workspace(ledger, scratch / "series")
     with run.stage("rebase"):
-        rr = rebase(
-            ws.work_ledger,
-            label,
-            target=t.name,
-            repo=up.git_dir,
-            progress=lambda pid, i, n: run.note("rebase", f"{i}/{n} {pid}"),
-        )
+        try:
+            rr = rebase(
+                ws.work_ledger,
+                label,
+                target=t.name,
+                repo=up.git_dir,
+                progress=lambda pid, i, n: run.note("rebase", f"{i}/{n} {pid}"),
+            )
+        except PatchsetError as exc:  # name the user's ledger, not the gate's scratch copy of it
+            exc.message = exc.message.replace(str(ws.work), str(ledger.root))
+            raise
     r.rebase = rr.to_json()
     artifacts_mod.write_json(logs / "rebase.json", r.rebase)
     _image(run, t, None if r.conflicts else ws.work_ledger, base_sha, label, sha)  # red: the series is not refreshed

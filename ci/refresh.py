@@ -1,7 +1,7 @@
 """The refreshed series as a patch against this repository, without touching the ledger.
 
 The gate must not rewrite the ledger it judges. It copies the ledger's files (``patches.toml``,
-the lock, every body, the recorded conflict resolutions) twice into a scratch directory, runs
+the lock, every body, the scripts its generate commands run, the recorded conflict resolutions) twice into a scratch directory, runs
 the real ``patchset rebase`` on one copy, and diffs the two copies with ``git diff --no-index``.
 The copies sit under ``a/<prefix>`` and ``b/<prefix>``, where ``<prefix>`` is the ledger's
 directory relative to its git work tree, so the diff's paths are the repository's own:
@@ -52,13 +52,16 @@ def repo_prefix(directory: Path) -> str:
 
 
 def ledger_files(ledger: Ledger) -> list[str]:
-    """Paths (relative to the ledger's directory) a rebase reads or writes."""
+    """Paths (relative to the ledger's directory) a rebase reads or writes: the ledger, its lock,
+    every body, the files generate commands run (their scripts) and the recorded resolutions."""
     root = ledger.root.resolve()
     rels = [ledger.path.name, ledger.lock_path.name]
     for p in ledger.patches:
-        f = ledger.body_file(p).resolve()
-        if f.is_file() and f.is_relative_to(root):
-            rels.append(f.relative_to(root).as_posix())
+        named = [p.body_path, *(p.generate.ledger_files() if p.generate else [])]
+        for f in (ledger.root / rel for rel in named):
+            f = f.resolve()
+            if f.is_file() and f.is_relative_to(root):
+                rels.append(f.relative_to(root).as_posix())
     rr = ledger.root / RR_CACHE
     if rr.is_dir():
         rels += [f.relative_to(ledger.root).as_posix() for f in sorted(rr.rglob("*")) if f.is_file()]

@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from patchset import cli
+from tests.support.cli import invoke
 from tests.support.repo import REPO_ROOT, git, tree_digest
 from tests.support.tiers import ci_verdict
 
@@ -21,31 +20,10 @@ def _journal_key_dir(tmp_path_factory) -> None:
     os.environ.setdefault("PATCHSET_STATE", str(tmp_path_factory.mktemp("state")))
 
 
-class Result:
-    def __init__(self, code: int, stdout: str, stderr: str) -> None:
-        self.code, self.stdout, self.stderr = code, stdout, stderr
-
-    def __repr__(self) -> str:
-        return f"<exit {self.code}\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-2000:]}>"
-
-
 @pytest.fixture
 def run():
     """Invoke the patchset CLI in-process; returns exit code, stdout, stderr."""
-
-    def _run(*args: str | Path, cwd: Path | None = None) -> Result:
-        runner = CliRunner()
-        argv = [str(a) for a in args]
-        if cwd is not None:
-            argv = ["-C", str(cwd), *argv]
-        here = os.getcwd()
-        try:
-            r = runner.invoke(cli.main, argv, catch_exceptions=False)
-        finally:
-            os.chdir(here)
-        return Result(r.exit_code, r.stdout, r.stderr)
-
-    return _run
+    return invoke
 
 
 @pytest.fixture

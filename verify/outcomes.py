@@ -138,8 +138,9 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        """0 all proven; 2 a test could not run (error); else 1 (a patch broken or not needed)."""
-        if self.ok:
+        """0 all proven (or only planned: nothing ran); 2 a test could not run (error); else 1 (a
+        patch broken or not needed)."""
+        if self.ok or self.planned_only:
             return 0
         return 2 if any(p.klass == ERROR for p in self.patches) else 1
 

@@ -150,7 +150,7 @@ def verify(
         from patchset.verify.pertest_view import render_verify
 
         render_verify(out, rep)
-    return 0 if rep.planned_only else rep.exit_code
+    return rep.exit_code
 
 
 @click.group(cls=SuggestingGroup)

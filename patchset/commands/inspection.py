@@ -299,6 +299,7 @@ def list_rows(ledger: Ledger, target: str | None = None, states: tuple[str, ...]
                 "id": p.id,
                 "target": p.target,
                 "origin": p.origin,
+                "kind": p.kind.value,
                 "prs": p.upstream.prs or p.upstream.ports,
                 "pr_state": p.status.pr_state,
                 "state": p.state,
@@ -313,10 +314,8 @@ def list_rows(ledger: Ledger, target: str | None = None, states: tuple[str, ...]
 def show(ledger: Ledger, patch_id: str) -> dict[str, Any]:
     p = ledger.get(patch_id)
     state, body = body_state(ledger, p)
-    d = asdict(p)
-    for key in ("generate", "overlay"):  # named tuples: a table in --json, not a list
-        value = getattr(p, key)
-        d[key] = value._asdict() if value is not None else None
+    d = asdict(p)  # generate and overlay are dataclasses: tables in --json (None when absent)
+    d["kind"] = p.kind.value
     d["body_path"] = p.body_path
     d["body_state"] = state
     d["body_sha256"] = sha256_bytes(body) if body is not None else None

@@ -7,6 +7,7 @@ TOML reading and writing live in ``ledger`` and ``lock``.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,12 @@ class Generate:
     bind: str = ""
     timeout: int = 300
 
+    def ledger_files(self) -> list[str]:
+        """The files under the ledger directory the command reads (``script`` and every argument
+        ``{ledger}/…``), relative to it: what a copy of the ledger must carry for the command to run."""
+        named = [a.removeprefix("{ledger}/") for a in self.command if a.startswith("{ledger}/")]
+        return list(dict.fromkeys([self.script, *named] if self.script else named))
+
 
 @dataclass(frozen=True)
 class OverlayOrigin:
@@ -198,6 +205,20 @@ class OverlayOrigin:
 
     files: list[str]
     manifest: str = ""
+
+
+class PatchKind(enum.Enum):
+    """How a patch's body is made, as the ledger records it. Every command takes every kind
+    (``tests/test_kind_matrix.py`` walks them all): a new member needs its row there.
+
+    A plain diff, a format-patch mail and a quilt patch are one kind: a body file, kept byte for
+    byte (the mail's author becomes ``authors``, a quilt ``-pN`` the source's strip)."""
+
+    DIFF = "diff"  # a body file written by hand or by any diff tool
+    OVERLAY = "overlay"  # the diff from the base's stock file to a whole-file overlay
+    GENERATED = "generated"  # the diff an edit script makes on a copy of the base
+    REVERT = "revert"  # the reverse of an upstream commit
+    PR = "pr"  # an upstream pull request, fetched (pinned to its head) or not yet
 
 
 @dataclass
@@ -235,6 +256,19 @@ class Patch:
     @property
     def active(self) -> bool:
         return self.state == "active"
+
+    @property
+    def kind(self) -> PatchKind:
+        """What makes the body: a command, an overlay, an upstream commit or PR, or the body itself."""
+        if self.generate is not None:
+            return PatchKind.GENERATED
+        if self.overlay is not None:
+            return PatchKind.OVERLAY
+        if self.origin == "revert":
+            return PatchKind.REVERT
+        if self.source.kind == "pr":
+            return PatchKind.PR
+        return PatchKind.DIFF
 
 
 @dataclass

@@ -103,7 +103,7 @@ def _new_base_maker(s: Session) -> Callable[[Path], None]:
     b = s.bases
     if b.kind == "dirs":
         return lambda dest: copy_tree(Path(b.location["new"]), dest)
-    return lambda dest: materialise_commit(b.repo.git_dir, b.new, dest)
+    return lambda dest: materialise_commit(b.repo, b.new, dest)
 
 
 def _new_base_reader(s: Session) -> Callable[[str], bytes | None]:

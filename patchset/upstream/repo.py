@@ -8,6 +8,7 @@ the same path, and a same-named added file by how much content each kept.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import threading
@@ -77,6 +78,12 @@ class GitRepo:
         self._batch: subprocess.Popen[bytes] | None = None
         self._batch_lock = threading.Lock()
         self._diff_cache: dict[tuple[str, str, int], _NameStatus] = {}
+
+    @functools.cached_property
+    def repository(self) -> Path:
+        """The git directory itself, for ``git --git-dir``: a bare clone is its own, an ordinary
+        clone's is its ``.git`` (``git_dir`` is where git runs, and may be the work tree)."""
+        return Path(self.git("rev-parse", "--absolute-git-dir").stdout.decode().strip())
 
     # -- plumbing ------------------------------------------------------------------------------
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:

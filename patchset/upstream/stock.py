@@ -113,7 +113,7 @@ class StockBase:
             _drop_escaping_links(dest)
             return
         assert self.repo is not None
-        materialise_commit(self.repo.git_dir, self.commit, dest)
+        materialise_commit(self.repo, self.commit, dest)
         if layout == "installed":
             _to_installed(dest, self.target)
 
@@ -128,8 +128,8 @@ class StockBase:
         self.close()
 
 
-def materialise_commit(git_dir: Path, commit: str, dest: Path) -> None:
-    """Every file of ``commit`` written to the new directory ``dest`` by git's own checkout (a
+def materialise_commit(repo: GitRepo, commit: str, dest: Path) -> None:
+    """Every file of ``commit`` (of a bare or an ordinary clone) written to the new directory ``dest`` by git's own checkout (a
     temporary index; git refuses paths with ``..``, into ``.git`` or through a symlink), then
     symlinks that leave ``dest`` removed."""
     import subprocess
@@ -140,7 +140,7 @@ def materialise_commit(git_dir: Path, commit: str, dest: Path) -> None:
     dest.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="patchset-stock-") as tmp:
         env = {**git_env(), "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        base = ["git", "--git-dir", str(git_dir), "--work-tree", str(dest)]
+        base = ["git", "--git-dir", str(repo.repository), "--work-tree", str(dest)]
         for args in (["read-tree", commit], ["checkout-index", "--all", "--quiet"]):
             try:
                 proc = subprocess.run([*base, *args], capture_output=True, env=env)

@@ -1,0 +1,32 @@
+"""The patchset CLI run in-process, as the tests' ``run`` fixture does (module-scoped worlds use it directly)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from patchset import cli
+
+
+class Result:
+    def __init__(self, code: int, stdout: str, stderr: str) -> None:
+        self.code, self.stdout, self.stderr = code, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"<exit {self.code}\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-2000:]}>"
+
+
+def invoke(*args: str | Path, cwd: Path | None = None) -> Result:
+    """Invoke the patchset CLI in-process; returns exit code, stdout, stderr."""
+    runner = CliRunner()
+    argv = [str(a) for a in args]
+    if cwd is not None:
+        argv = ["-C", str(cwd), *argv]
+    here = os.getcwd()
+    try:
+        r = runner.invoke(cli.main, argv, catch_exceptions=False)
+    finally:
+        os.chdir(here)
+    return Result(r.exit_code, r.stdout, r.stderr)
