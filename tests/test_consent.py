@@ -167,6 +167,7 @@ def test_reading_and_applying_commands_never_run_ledger_commands(run, tmp_path: 
         for args in (
             ("validate",),
             ("list",),
+            ("show", "g1"),
             ("status",),
             ("apply", "--tree", tree, "--dry-run"),
             ("export", "--format", "quilt", tmp_path / f"quilt-{allowed}"),

@@ -394,6 +394,7 @@ def test_every_kind_has_a_form(worlds: Worlds) -> None:
 NOT_PER_KIND = {
     "import": "it makes every ledger here (make_ledger): each form is one import",
     "init": "it makes an empty ledger",
+    "allow": "it records consent for a ledger's commands, no patch (tests/test_consent.py)",
     "target": "it edits [targets.NAME], no patch",
     "base": "it reads or records a target's base, no patch",
     "check": "it checks a running server, no patch",

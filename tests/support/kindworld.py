@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.ledger.model import PatchKind
+from tests.support.consent import allow_ledger
 from tests.support.repo import commit_files, git, new_repo
 from tests.support.text import edit, udiff
 
@@ -220,4 +221,5 @@ def make_ledger(w: World, form: Form, dest: Path, run, *, tests: bool = False, u
     git(dest, "init", "-q", "-b", "main")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"a ledger of one {form.value} patch")
+    allow_ledger(dest)  # as its user would: `patchset allow` (the ledger's edit script and test command)
     return dest
