@@ -31,7 +31,7 @@ class Unavailable(Exception):
 
 
 def _debian_dir() -> Path:
-    """Debian sources the corpus tests fetch (verified by dget against their .dsc), kept across sessions."""
+    """Debian sources the corpus tests fetch (apt checks them against the signed archive indexes), kept across sessions."""
     d = material_root() / "debian"
     d.mkdir(parents=True, exist_ok=True)
     return d

@@ -20,7 +20,7 @@ base; subprocesses the tests start inherit them. What is shared, and why each is
 * **the tests' own third-party material** (GitHub's API descriptions, PyGithub's recordings, Debian
   sources, lint tools, the models the engine tests serve): ``material_root`` stays the user's cache
   root (``PATCHSET_TEST_MATERIAL``), where ``.ci/run`` fetches it before the tests; it is fetched by
-  the registries' own clients (npm, pip, dget verify what they download) or built from such a
+  the registries' own clients (npm, pip and apt verify what they download) or built from such a
   download, and it is input to the tests, never patchset state.
 * **the user's pip configuration** in ``$XDG_CONFIG_HOME/pip/pip.conf``, which the redirect would
   hide: named in ``PIP_CONFIG_FILE``, so the network tests ask the index the user's pip asks.
