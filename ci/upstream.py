@@ -5,8 +5,9 @@ one commit per release, ``--latest`` is the newest release the index lists), a l
 repository (``repo``: the target's ``upstream`` when it is a path, or ``--upstream PATH``), and a
 clone of a real upstream (``clone``: ``--upstream URL``, fetched for ``--latest`` and for a commit
 it does not have yet). Each gives the gate a git repository, commit shas with a label, the
-commits between two of them (oldest first, first parent only) and a plain file tree of any
-commit (``git archive``).
+commits between two of them (oldest first, first parent only; for the release history, the
+releases between two releases by version, however the history was built) and a plain file tree
+of any commit (``git archive``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import Version
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
@@ -134,7 +137,14 @@ class Upstream:
 
     # -- history -------------------------------------------------------------------------------
     def commits(self, old: str, new: str) -> list[Commit]:
-        """Commits in ``old..new`` along the first parent, oldest first, with subjects and release tags."""
+        """Commits in ``old..new`` along the first parent, oldest first, with subjects and release tags.
+
+        Between two releases of the release history: every imported release after ``old`` up to
+        ``new``, by version. Its first-parent line holds them only when they were imported oldest
+        first; a release imported after a newer one sits on a branch of its own."""
+        between = self._releases_between(old, new)
+        if between is not None:
+            return between
         out = self.repo.git("log", "--first-parent", "--reverse", "-z", "--format=%H%x1f%s", f"{old}..{new}").stdout
         tags = self._release_tags()
         commits = []
@@ -144,6 +154,20 @@ class Upstream:
                 sha, subject = entry.split("\x1f", 1)
                 commits.append(Commit(sha, subject, tags.get(sha, "")))
         return commits
+
+    def _releases_between(self, old: str, new: str) -> list[Commit] | None:
+        if self.kind != "releases" or not isinstance(self.repo, ReleaseHistory):
+            return None
+        tags = self._release_tags()
+        if old not in tags or new not in tags:
+            return None
+        lo, hi = Version(tags[old]), Version(tags[new])
+        shas = [(v, sha) for v, sha in self.repo.releases() if lo < Version(v) <= hi]
+        if not shas:
+            return []
+        out = self.repo.git("log", "--no-walk=unsorted", "-z", "--format=%H%x1f%s", *(s for _, s in shas)).stdout
+        subjects = dict(e.strip("\n").split("\x1f", 1) for e in out.decode("utf-8", "replace").split("\0") if e.strip())
+        return [Commit(sha, subjects.get(sha, ""), tags.get(sha, v)) for v, sha in shas]
 
     def describe(self, sha: str) -> Commit:
         subject = self.repo.git("log", "-1", "--format=%s", sha).stdout.decode("utf-8", "replace").strip()
@@ -165,6 +189,11 @@ class Upstream:
         return found
 
     def is_ancestor(self, a: str, b: str) -> bool:
+        """``a`` is ``b`` or comes before it: for two releases of the release history, by version."""
+        if self.kind == "releases":
+            tags = self._release_tags()
+            if a in tags and b in tags:
+                return Version(tags[a]) <= Version(tags[b])
         return self.repo.is_ancestor(a, b)
 
     def archive(self, sha: str, dest: Path, paths: list[str] | None = None) -> Path:

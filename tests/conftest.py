@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.support import ownstate
 from tests.support.cli import invoke
 from tests.support.repo import REPO_ROOT, git, tree_digest
 from tests.support.tiers import ci_verdict
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _journal_key_dir(tmp_path_factory) -> None:
-    """patchset seals every journal it writes with a key in its state directory
-    (``patchset.journal.seal``): the tests keep theirs out of the user's home."""
-    os.environ.setdefault("PATCHSET_STATE", str(tmp_path_factory.mktemp("state")))
+def _own_state(tmp_path_factory):
+    """The session's own patchset cache and state and XDG directories (``tests.support.ownstate``):
+    what the user's earlier runs left (histories, listings, the journal key) changes nothing here,
+    and no test writes there. Only verified downloads and the engine venvs are shared."""
+    with pytest.MonkeyPatch.context() as mp:
+        shared = ownstate.redirect(tmp_path_factory.mktemp("own-state"), mp)
+        yield
+        wrote = ownstate.check_shared(shared)
+    if wrote:
+        pytest.fail(f"a test wrote into downloads shared with the user's cache: {', '.join(wrote)}")
 
 
 @pytest.fixture

@@ -287,6 +287,40 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
     assert r.status == "unchanged"
 
 
+def test_first_bad_release_whatever_order_the_history_was_built_in(tmp_path, monkeypatch):
+    """A cache that imported 1.0 and 1.2 before 1.1 (1.1 on a branch of its own, off 1.0): the gate
+    still bisects the releases between by version and names 1.1, the commit the history names."""
+    from patchset.upstream.history import ReleaseHistory
+
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    dists = tmp_path / "dists"
+    dists.mkdir()
+    broken = edit(CORE, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
+    _sdist(dists, "1.0", {"pkg/core.py": CORE})
+    _sdist(dists, "1.1", {"pkg/core.py": broken, "NEWS": "1.1\n"})
+    _sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
+    d = tmp_path / "led"
+    (d / "patchset/series/demo").mkdir(parents=True)
+    (d / "patchset/series/demo/B.patch").write_bytes(
+        udiff("pkg/core.py", CORE, edit(CORE, PATCH_B[1], PATCH_B[2])).encode()
+    )
+    (d / "patches.toml").write_text(
+        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+        'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
+        'target = "demo"\ntitle = "B"\norigin = "ours"\n'
+    )
+    with LocalIndex(dists) as index:
+        monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
+        history = ReleaseHistory.for_project("demo")
+        v10, v12, v11 = (history.resolve(f"demo=={v}") for v in ("1.0", "1.2", "1.1"))
+        assert git(history.git_dir, "rev-list", "--first-parent", f"{v10}..{v12}").split() == [v12]
+        r, _, _ = _gate(d / "patches.toml", tmp_path, latest=True)
+    assert (r.status, r.onto, r.commit) == ("red", "demo==1.2", v12), r.to_json()
+    found = r.first_bad["B"]
+    assert (found["commit"]["sha"], found["commit"]["release"], found["last_good"]) == (v11, "1.1", v10)
+    assert found["range_size"] == 2
+
+
 def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypatch):
     from tests.support.fakehub.server import FakeHub
 

@@ -18,7 +18,7 @@ from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.upstream import releases
 from patchset.upstream.clone import UpstreamClone
-from patchset.upstream.history import ReleaseHistory, build_history
+from patchset.upstream.history import ReleaseHistory, ReleaseId, build_history
 from patchset.upstream.repo import RenameCandidate, ambiguous, similarity
 from tests.support.localindex import LocalIndex
 
@@ -373,6 +373,51 @@ def test_build_history_with_progress(tmp_path, monkeypatch, archives):
         assert git(repo.git_dir, "rev-list", "main").split() == [sha for _, sha in out][::-1]
 
 
+# -- one identity per release ---------------------------------------------------------------
+
+
+def test_a_release_is_one_release_id_whatever_the_history_holds(tmp_path, archives):
+    """A history that imported an older release first holds 1.0-1.2 on other commits (a commit
+    hashes its parent), but each release has the same ReleaseId there, and each history finds
+    the other's."""
+    older = sdist(tmp_path / "dists", "demo", "0.9", {"setup.py": b"setup(old=True)\n"}, mtime=MTIME - 86400)
+    fresh = ReleaseHistory(tmp_path / "fresh.git", project="demo")
+    shas = [fresh.import_release(a) for a in archives]
+    other = ReleaseHistory(tmp_path / "other.git", project="demo")
+    other.import_release(older)
+    others = [other.import_release(a) for a in archives]
+    assert shas[0] != others[0]  # the commit names the parent: 1.0 on 0.9 is another commit
+    for version, a, b in zip(("1.0", "1.1", "1.2"), shas, others, strict=True):
+        rid = fresh.release_id(a)
+        assert rid == other.release_id(b) == other.release_id(f"demo=={version}")
+        assert rid is not None and rid.spec == f"demo=={version}"
+        assert rid.tree == git(fresh.git_dir, "rev-parse", f"{a}^{{tree}}").strip()
+        assert other.find(rid) == b and fresh.find(rid) == a
+    rid = fresh.release_id(shas[1])
+    assert rid is not None and other.find(ReleaseId(rid.spec, fresh.release_id(shas[2]).tree)) is None  # another tree
+    assert other.find(ReleaseId("demo==7.0", rid.tree)) is None
+    assert fresh.release_id("no-such-ref") is None and fresh.release_id("demo==0.9") is None
+
+
+def test_build_history_imports_in_version_order(tmp_path, monkeypatch, archives):
+    """Listed newest first, the releases still make one line 1.0 -> 1.1 -> 1.2 on main; a release
+    older than the tip is parented on the closest older one, never on the newer tip."""
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    with LocalIndex(archives[0].parent) as index:
+        monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
+        out = build_history("demo", ["1.2", "1.0", "1.1"])
+        assert [v for v, _ in out] == ["1.2", "1.0", "1.1"]
+        shas = dict(out)
+        repo = ReleaseHistory.for_project("demo")
+        assert git(repo.git_dir, "rev-list", "main").split() == [shas["1.2"], shas["1.1"], shas["1.0"]]
+        late = ReleaseHistory(tmp_path / "late.git", project="demo")
+        build_history("demo", ["1.2"], history=late)
+        (_, s10), (_, s11) = build_history("demo", ["1.0", "1.1"], history=late)
+        assert git(late.git_dir, "rev-list", "--parents", "-n", "1", s10).split() == [s10]  # not on 1.2
+        assert git(late.git_dir, "rev-parse", f"{s11}^").strip() == s10
+        assert late.release_id(s11) == repo.release_id(shas["1.1"])
+
+
 # -- a real upstream over file:// ---------------------------------------------------------
 
 
@@ -475,3 +520,18 @@ def test_real_vllm_history(pypi, tmp_path):
     assert repo.import_release("vllm==0.31.0") == v31
     again = ReleaseHistory(tmp_path / "again.git")
     assert again.import_release(releases.download("vllm==0.30.0")) == v30
+
+
+@pytest.mark.network
+def test_real_releases_are_one_release_id_with_an_older_history(pypi, tmp_path):
+    """A history that holds 0.29.0 first (as a user's cache does after ordinary use) and then the
+    releases a test asks for names each of them as the same release a fresh history does."""
+    fresh = ReleaseHistory(tmp_path / "fresh.git", project="vllm")
+    built = dict(build_history("vllm", VLLM[:2], history=fresh))
+    older = ReleaseHistory(tmp_path / "older.git", project="vllm")
+    build_history("vllm", ["0.29.0"], history=older)
+    again = dict(build_history("vllm", VLLM[:2], history=older))
+    assert git(older.git_dir, "rev-parse", f"{again['0.30.0']}^").strip() == older.resolve("vllm==0.29.0")
+    for version in VLLM[:2]:
+        rid = fresh.release_id(built[version])
+        assert rid is not None and rid == older.release_id(again[version]) and older.find(rid) == again[version]

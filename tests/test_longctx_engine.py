@@ -5,7 +5,7 @@ asserts exactly which checks fail: none on the healthy engine; on each broken en
 that are meant to catch that fault. Faults come from the ``patchset_faults`` vLLM plugin
 (``PATCHSET_FAULT``) or from configuration (a 2,048-token sliding window in config.json, an fp8 KV
 cache, ``--max-model-len 2048``). Every report is written as JSON to
-``$PATCHSET_CACHE/engine-reports/`` (the numbers behind docs/longctx.md).
+``engine-reports/`` in the user's cache root (``tests.support.ownstate.material_root``) (the numbers behind docs/longctx.md).
 
 Tiers: the default tier (marked ``engine``) serves the tiny random Llama healthy, with a stale
 prefix-cache hit and with ``--max-model-len 2048`` (~2.5 min with three start-ups). The rest of the
@@ -26,8 +26,9 @@ import pytest
 
 from patchset.verify.longctx import run_checks
 from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.server import EngineConfig, EngineServer, cache_dir, engine_missing_reason, process_group_alive
+from patchset.verify.server import EngineConfig, EngineServer, engine_missing_reason, process_group_alive
 from tests.support import models
+from tests.support.ownstate import material_root
 
 FAULTS_SRC = Path(__file__).resolve().parent / "support" / "faults"
 pytestmark = pytest.mark.engine
@@ -147,7 +148,7 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
         report = run_checks(server.url, checks=checks, reference_model=served)
     # the whole process group is gone after stop
     assert pgid is not None and not process_group_alive(pgid)
-    out = cache_dir() / "engine-reports" / f"{model_name}-{case.id}.json"
+    out = material_root() / "engine-reports" / f"{model_name}-{case.id}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = json.loads(report.to_json())
     data["engine"] = {

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.upstream.archives import unpack
 from tests.support import smallfs
+from tests.support.child import cli_argv, run_cli
 from tests.support.diffgen import unified_diff
 from tests.support.rebase_state import seal_committing, seal_stopped
 from tests.support.repo import git_bytes
@@ -125,11 +125,6 @@ github = "example/t"
 """
 
 FILE_F = b"".join(b"line %d\n" % i for i in range(1, 41))
-
-
-def cli_argv(*args: object) -> list[str]:
-    """The patchset CLI as a separate process (real concurrency, real signals)."""
-    return [sys.executable, "-c", "from patchset.cli import main; main()", *map(str, args)]
 
 
 def edit_line(data: bytes, n: int, new: bytes) -> bytes:
@@ -454,7 +449,7 @@ def test_ctrl_c_never_leaves_a_mixed_tree(tmp_path: Path, step: int) -> None:
     led, tree, files = _many_files_ledger(tmp_path, 8)
     before = snapshot(tree)
     env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER=str(step), PATCHSET_TEST_CRASH_SIGNAL="INT")
-    r = subprocess.run(cli_argv("-C", led, "apply", "--tree", tree), capture_output=True, text=True, env=env)
+    r = run_cli("-C", led, "apply", "--tree", tree, env=env)  # SIGINT at its default even in a background job
     assert r.returncode == 130 and "interrupted" in r.stderr
     now = snapshot(tree)
     changed = sum(b"v3 = 33" in (tree / rel).read_bytes() for rel in files)
@@ -717,7 +712,7 @@ def test_ctrl_c_during_a_ledger_edit_leaves_old_or_new(tmp_path: Path, step: int
     old = _ledger_files(led)
     want = _reference(tmp_path, led, new)
     env = dict(os.environ, PATCHSET_TEST_CRASH_AFTER=str(step), PATCHSET_TEST_CRASH_SIGNAL="INT")
-    r = subprocess.run(cli_argv("-C", led, "import", *new), capture_output=True, text=True, env=env)
+    r = run_cli("-C", led, "import", *new, env=env)
     assert r.returncode == 130, r.stderr
     now = _ledger_files(led)
     assert now == (old if step < 5 else want), f"Ctrl-C at step {step}"

