@@ -177,6 +177,14 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     )
 
 
+def _unreachable(exc: Exception, what: str, hint: str) -> ServerUnreachable:
+    """The error of a request that got no answer: a network limit says its own message and hint,
+    a broken connection is ``what`` with the exception named."""
+    if isinstance(exc, net.NetLimit):
+        return ServerUnreachable(exc.message, hint=exc.hint)
+    return ServerUnreachable(f"{what}: {exc.__class__.__name__}: {exc}", hint=hint)
+
+
 def _error_message(raw: bytes, reason: str | None) -> str:
     """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
     try:
@@ -260,12 +268,9 @@ class CompletionsClient:
                 knob="--timeout",
                 charge=False,
             )
-        except net.NetLimit as exc:
-            raise ServerUnreachable(exc.message, hint=exc.hint) from None
-        except requests.RequestException as exc:
-            raise ServerUnreachable(
-                f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
-                hint="is the server running? check --url",
+        except (net.NetLimit, requests.RequestException) as exc:
+            raise _unreachable(
+                exc, f"cannot reach {self.base_url}{path}", "is the server running? check --url"
             ) from exc
         if resp.status >= 400:
             raise ServerRejected(resp.status, _error_message(resp.body, resp.reason)[:500], prompt_tokens=prompt_tokens)
@@ -301,6 +306,20 @@ class CompletionsClient:
                 return dict(item)
         return {}
 
+    def _greedy(self, prompt: Sequence[int], max_tokens: int, ignore_eos: bool, **extra: Any) -> dict[str, Any]:
+        """The body of a greedy completion of a token-id prompt, with the request's own fields
+        (``extra``; one that is None is left out)."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in prompt],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "return_tokens_as_token_ids": True,
+            "ignore_eos": ignore_eos,
+        }
+        payload.update((k, v) for k, v in extra.items() if v is not None)
+        return payload
+
     def stream(
         self,
         prompt: Sequence[int],
@@ -313,18 +332,10 @@ class CompletionsClient:
         """A greedy streamed completion, timed: when the first and the last token arrived."""
         import time
 
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "prompt": [int(t) for t in prompt],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "return_tokens_as_token_ids": True,
-            "ignore_eos": ignore_eos,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
-        if cache_salt is not None:
-            payload["cache_salt"] = cache_salt
+        stream_options = {"include_usage": True, "continuous_usage_stats": True}
+        payload = self._greedy(
+            prompt, max_tokens, ignore_eos, stream=True, stream_options=stream_options, cache_salt=cache_salt
+        )
         t0 = time.monotonic()
         first = last = None
         chunks, first_count, last_count = 0, 0, 0
@@ -380,12 +391,9 @@ class CompletionsClient:
                         usage_raw = body["usage"]
         except net.TooLarge as exc:
             raise BadResponse(f"the stream exceeds {max_bytes} bytes: {exc.message}") from None
-        except net.NetLimit as exc:
-            raise ServerUnreachable(exc.message, hint=exc.hint) from None
-        except requests.RequestException as exc:
-            raise ServerUnreachable(
-                f"the stream from {self.base_url}/v1/completions broke: {exc.__class__.__name__}: {exc}",
-                hint="is the server running?",
+        except (net.NetLimit, requests.RequestException) as exc:
+            raise _unreachable(
+                exc, f"the stream from {self.base_url}/v1/completions broke", "is the server running?"
             ) from exc
         total = time.monotonic() - t0
         if first is None or last is None:
@@ -432,19 +440,8 @@ class CompletionsClient:
         ignore_eos: bool = True,
     ) -> Completion:
         """Greedy completion of a token-id prompt."""
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "prompt": [int(t) for t in prompt],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "return_tokens_as_token_ids": True,
-            "ignore_eos": ignore_eos,
-        }
-        if logprobs is not None:
-            payload["logprobs"] = logprobs
-        if prompt_logprobs is not None:
-            payload["prompt_logprobs"] = prompt_logprobs
-        if cache_salt is not None:
-            payload["cache_salt"] = cache_salt
+        payload = self._greedy(
+            prompt, max_tokens, ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs, cache_salt=cache_salt
+        )
         body = self._request("POST", "/v1/completions", payload, prompt_tokens=len(payload["prompt"]))
         return parse_completion(body)

@@ -567,11 +567,7 @@ def _write(
                         hint="rename or remove that patch first",
                     )
                 rel = existing.get("body") or rel
-                old = ledger.root / rel
-                if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(plan.pid) == digest:
-                    rep.unchanged.append(plan.pid)
-                else:
-                    rep.updated.append(plan.pid)
+                (rep.unchanged if e.same_body(plan.pid, rel, body) else rep.updated).append(plan.pid)
             else:
                 prov = [provenance_fields(f.entry.provenance, t.github) for f in plan.files]
                 origins = {p["origin"] for p in prov}

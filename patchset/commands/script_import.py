@@ -254,9 +254,7 @@ def _record(
                     hint="pick another --id",
                 )
             rel = existing.get("body") or rel
-            old = ledger.root / rel
-            same = old.is_file() and old.read_bytes() == body
-            same = same and e.lock.bodies.get(rep.id) == digest and e.lock.scripts.get(rep.id) == rep.script_sha256
+            same = e.same_body(rep.id, rel, body) and e.lock.scripts.get(rep.id) == rep.script_sha256
             rep.outcome = "unchanged" if same else "updated"
             existing["generate"]["command"] = gen.command
             if gen.script:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.ledger.lock import load_lock, render_lock
+from patchset.ledger.lock import load_lock, render_lock, sha256_bytes
 from patchset.ledger.model import (
     SCHEMA_VERSION,
     Generate,
@@ -305,6 +305,12 @@ class Edit:
             if t.get("id") == patch_id:
                 return t
         return None
+
+    def same_body(self, patch_id: str, rel: str, body: bytes) -> bool:
+        """Whether patch ``patch_id``'s stored body (``rel``, to the ledger's directory) is ``body``
+        and the lock says so too: a re-import that changes nothing."""
+        old = self.path.parent / rel
+        return old.is_file() and old.read_bytes() == body and self.lock.bodies.get(patch_id) == sha256_bytes(body)
 
     def add_patch(self, values: dict[str, Any]) -> Table:
         import tomlkit
