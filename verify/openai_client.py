@@ -282,6 +282,20 @@ class CompletionsClient:
             raise BadResponse(f"{path} answered {type(body).__name__}, expected an object")
         return body
 
+    def _stream(self, method: str, path: str, what: str, seconds: float, **kwargs: Any) -> Any:
+        """``net.stream`` to this server: the whole answer within ``seconds`` (a check's time, not
+        the command's network budget); other arguments go to ``net.stream``."""
+        return net.stream(
+            self._session,
+            method,
+            self.base_url + path,
+            what=what,
+            timeout=seconds,
+            seconds=seconds,
+            charge=False,
+            **kwargs,
+        )
+
     def _models(self) -> list[dict[str, Any]]:
         try:
             data = self._request("GET", "/v1/models").get("data")
@@ -345,16 +359,13 @@ class CompletionsClient:
         # patchset.upstream.net, as _request): a server that sends a byte now and then must not hold
         # a check for longer than its timeout.
         try:
-            with net.stream(
-                self._session,
+            with self._stream(
                 "POST",
-                self.base_url + "/v1/completions",
-                what="POST /v1/completions (streamed)",
+                "/v1/completions",
+                "POST /v1/completions (streamed)",
+                self.timeout,
                 json=payload,
-                timeout=self.timeout,
-                seconds=self.timeout,
                 knob="the test's timeout",
-                charge=False,
             ) as st:
                 if st.status >= 400:
                     body = b"".join(_upto(st.chunks(), 64 * 1024))
@@ -413,15 +424,7 @@ class CompletionsClient:
         min(timeout, 30 s), or larger than ``max_bytes``)."""
         seconds = min(self.timeout, 30.0)
         try:
-            with net.stream(
-                self._session,
-                "GET",
-                self.base_url + "/metrics",
-                what="GET /metrics",
-                timeout=seconds,
-                seconds=seconds,
-                charge=False,
-            ) as st:
+            with self._stream("GET", "/metrics", "GET /metrics", seconds) as st:
                 if st.status != 200:
                     return None
                 body = st.read(max_bytes, "the /metrics cap")

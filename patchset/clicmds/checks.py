@@ -59,11 +59,8 @@ def verify(
     only,
     baseline,
     save_baseline,
-    no_cache,
-    plan_only,
-    all_,
-    full_every,
     as_json,
+    **reused,
 ) -> int:
     """Run each patch's tests with the series and without that patch.
 
@@ -103,11 +100,8 @@ def verify(
             only=split_list(only) or None,
             baseline=baseline,
             save_baseline=save_baseline,
-            use_cache=not no_cache,
             history=default_history_path(Path(c.ledger_path).parent),
-            plan_only=plan_only,
-            all_=all_,
-            full_every=full_every,
+            **opt.reused_args(reused),
         )
     if as_json:
         emit_json(rep.to_json())

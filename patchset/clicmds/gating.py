@@ -57,11 +57,8 @@ def gate(
     refresh_status,
     builds,
     engine,
-    no_cache,
-    plan_only,
-    all_,
-    full_every,
     as_json,
+    **reused,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
@@ -94,10 +91,7 @@ def gate(
             refresh_status=refresh_status,
             build=list(builds),
             engine=engine,
-            plan_only=plan_only,
-            all_=all_,
-            full_every=full_every,
-            use_cache=not no_cache,
+            **opt.reused_args(reused),
         )
     if as_json:
         emit_json(report.to_json())

@@ -278,7 +278,18 @@ reuse = stack(
     ),
 )
 """``--no-cache``, ``--plan``, ``--all``, ``--full-every N``: what a run carries from earlier runs
-(the results cache, the verify plan's proofs: ``patchset.verify.plan``), in ``verify`` and ``gate`` alike."""
+(the results cache, the verify plan's proofs: ``patchset.verify.plan``), in ``verify`` and ``gate``
+alike; a command takes them as ``**reused`` and passes ``reused_args(reused)`` on."""
+
+
+def reused_args(values: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of ``run_verify`` and ``run_gate`` that the ``reuse`` options set."""
+    return {
+        "use_cache": not values["no_cache"],
+        "plan_only": values["plan_only"],
+        "all_": values["all_"],
+        "full_every": values["full_every"],
+    }
 
 
 # --------------------------------------------------------------------------- the network

@@ -558,14 +558,11 @@ def _write(
                     rep.skipped.append({"file": f.entry.overlay, "reason": problem})
                 continue
             rel = f"patchset/series/{plan.target}/{plan.pid}.patch"
-            existing = e.patch_table(plan.pid)
+            existing = e.patch_of_kind(
+                plan.pid, "overlay", plan.target, "an overlay", "rename or remove that patch first"
+            )
             digest = sha256_bytes(body)
             if existing is not None:
-                if "overlay" not in existing or existing.get("target") != plan.target:
-                    raise InputError(
-                        f"patch {plan.pid!r} exists and is not an overlay of target {plan.target!r}; nothing was imported",
-                        hint="rename or remove that patch first",
-                    )
                 rel = existing.get("body") or rel
                 (rep.unchanged if e.same_body(plan.pid, rel, body) else rep.updated).append(plan.pid)
             else:

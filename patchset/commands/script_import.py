@@ -245,14 +245,9 @@ def _record(
         if ch.after is None:
             rep.deleted.append(path)
     with ledger_mod.edit(ledger.path) as e:
-        existing = e.patch_table(rep.id)
+        existing = e.patch_of_kind(rep.id, "generate", rep.target, "a generated patch", "pick another --id")
         digest = sha256_bytes(body)
         if existing is not None:
-            if "generate" not in existing or existing.get("target") != rep.target:
-                raise InputError(
-                    f"patch {rep.id!r} exists and is not a generated patch of target {rep.target!r}; nothing was imported",
-                    hint="pick another --id",
-                )
             rel = existing.get("body") or rel
             same = e.same_body(rep.id, rel, body) and e.lock.scripts.get(rep.id) == rep.script_sha256
             rep.outcome = "unchanged" if same else "updated"

@@ -306,6 +306,17 @@ class Edit:
                 return t
         return None
 
+    def patch_of_kind(self, patch_id: str, table: str, target: str, kind: str, hint: str) -> Table | None:
+        """The entry ``patch_id`` when it is a ``kind`` patch (one with a ``[patch.<table>]``:
+        ``overlay``, ``generate``) of ``target``; None when there is none; InputError when the id
+        is another patch's."""
+        existing = self.patch_table(patch_id)
+        if existing is not None and (table not in existing or existing.get("target") != target):
+            raise InputError(
+                f"patch {patch_id!r} exists and is not {kind} of target {target!r}; nothing was imported", hint=hint
+            )
+        return existing
+
     def same_body(self, patch_id: str, rel: str, body: bytes) -> bool:
         """Whether patch ``patch_id``'s stored body (``rel``, to the ledger's directory) is ``body``
         and the lock says so too: a re-import that changes nothing."""
