@@ -2,7 +2,8 @@
 
 This module is the plumbing every command shares (the ledger context, error mapping, JSON, the
 one ``Term``, progress bars) and the top-level group; the commands live in ``patchset.clicmds``
-and load only when they run (``COMMANDS``), so ``patchset list`` pays for no other command.
+and load only when they run (``COMMANDS``), so ``patchset list`` pays for no other command; the
+options they share are declared once, in ``patchset.clicmds.options``.
 
 Exit codes (every command): 0 ok; 1 a finding (a patch that fails, a check that fails, a hash
 mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network, a
@@ -49,15 +50,18 @@ class Ctx:
         return ledger_mod.load_ledger(self.ledger_path)
 
 
-def _one_of(names: Any) -> str:
-    names = list(names)
-    return f"one of: {', '.join(names)}" if names else "the ledger has no targets yet (`patchset target add NAME`)"
-
-
 def emit_json(data: Any) -> None:
     import json
 
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def progress_bar():  # -> patchset.commands.progressbar.Bars
+    """Bars on stderr when it is a terminal (``bars.callback(label)`` is the one adapter from the
+    packages' ``progress(what, done, total)``); otherwise no bar, and rich is never imported."""
+    from patchset.commands.progressbar import Bars
+
+    return Bars()
 
 
 def error_kind(exc: BaseException) -> str:
@@ -165,173 +169,6 @@ def _wants_json(args: Any) -> bool:
     """``--json`` among the words of the command line (before a ``--``)."""
     words = [str(a) for a in (args or ())]
     return "--json" in (words[: words.index("--")] if "--" in words else words)
-
-
-json_opt = click.option(
-    "--json", "as_json", is_flag=True, help='Machine-readable output on stdout (an error too: {"error": {...}}).'
-)
-
-
-# --------------------------------------------------------------------------- shared options
-# One meaning per option name across commands: each of these is made here, once, so its metavar,
-# its help's shape and its completion are the same wherever it appears.
-
-
-def _quiet_ledger(ctx: click.Context) -> Any:
-    """The ledger a command line being completed names (``-C``, ``--ledger``, else the current
-    directory's), or None when there is none or it does not load: completion never fails and
-    prints nothing of its own."""
-    import contextlib
-    import io
-    import warnings
-
-    params = ctx.find_root().params
-    directory, ledger_arg = params.get("directory"), params.get("ledger_arg")
-    try:
-        quiet = io.StringIO()
-        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from patchset.ledger import store
-
-            base = Path.cwd() / directory if directory is not None else Path.cwd()
-            return store.load_ledger(store.find_ledger(base, Path(ledger_arg) if ledger_arg else None))
-    except Exception:
-        return None
-
-
-def _word(value: str) -> bool:
-    """A value the shell's completion protocol can carry as it is (no space, no control character)."""
-    return bool(value) and value.isprintable() and not any(ch.isspace() for ch in value)
-
-
-def complete_patch_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
-    from click.shell_completion import CompletionItem
-
-    led = _quiet_ledger(ctx)
-    if led is None:
-        return []
-    items = []
-    for p in led.patches:
-        if p.id.startswith(incomplete) and _word(p.id):
-            title = "".join(ch for ch in " ".join(str(p.title).split()) if ch.isprintable())[:100]
-            items.append(CompletionItem(p.id, help=title or None))
-    return items
-
-
-def complete_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
-    from click.shell_completion import CompletionItem
-
-    led = _quiet_ledger(ctx)
-    if led is None:
-        return []
-    return [CompletionItem(name) for name in led.targets if name.startswith(incomplete) and _word(name)]
-
-
-def target_option(what: str, default: str, *, multiple: bool = False) -> Callable[[Any], Any]:
-    """``--target NAME``: the ledger's target NAME, in every command ("The target NAME to WHAT
-    (DEFAULT)."); completes from the ledger."""
-    return click.option(
-        "--target",
-        "targets" if multiple else "target",
-        multiple=multiple,
-        default=None,
-        metavar="NAME",
-        help=f"The target NAME to {what} ({default}).",
-        shell_complete=complete_targets,
-    )
-
-
-def tree_option(
-    what: str, *, dest: str = "trees", multiple: bool = False, required: bool = False
-) -> Callable[[Any], Any]:
-    """``--tree [NAME=]DIR``: a build tree that is a plain directory (``NAME=`` names its target,
-    needed only when several targets have patches), in every command that takes one."""
-    return click.option(
-        "--tree",
-        dest,
-        multiple=multiple,
-        required=required,
-        default=None,
-        metavar="[NAME=]DIR",
-        help=f"A build tree, a plain directory (NAME=: of target NAME); {what}.",
-    )
-
-
-def only_option(what: str, *, dest: str = "only") -> Callable[[Any], Any]:
-    """``--only ID`` (repeatable): restrict a command to these patches; completes from the ledger."""
-    return click.option(
-        "--only",
-        dest,
-        multiple=True,
-        metavar="ID",
-        help=f"Only the patch ID (repeatable): {what}.",
-        shell_complete=complete_patch_ids,
-    )
-
-
-def plan_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--plan``, ``--all``, ``--full-every N``: the verify plan (``patchset.verify.plan``), in
-    ``verify`` and ``gate`` alike."""
-    fn = click.option(
-        "--full-every",
-        "full_every",
-        type=click.IntRange(min=0),
-        default=7,
-        show_default=True,
-        metavar="N",
-        help="Re-prove a patch whose proof is N runs old, whatever moved (the gate: N nights; 0: never by age).",
-    )(fn)
-    fn = click.option("--all", "all_", is_flag=True, help="Every patch: re-prove each one, carry no earlier verdict.")(
-        fn
-    )
-    return click.option(
-        "--plan",
-        "plan_only",
-        is_flag=True,
-        help="Print the plan (what runs, what is carried and why, the engine starts) and start nothing.",
-    )(fn)
-
-
-def upstream_option(default: str) -> Callable[[Any], Any]:
-    """``--upstream PATH|URL``: an upstream repository, a local clone or a URL to clone and fetch."""
-    return click.option(
-        "--upstream",
-        "upstream",
-        default=None,
-        metavar="PATH|URL",
-        help=f"An upstream clone: a local git repository, or a URL cloned and fetched into the cache (default: {default}).",
-    )
-
-
-def _positive_seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not value > 0:
-        raise click.BadParameter(f"{value:g} is not a positive number of seconds")
-    return value
-
-
-def timeout_option() -> Callable[[Any], Any]:
-    """``--timeout SECONDS``: the network time the whole command may spend (its requests together;
-    each one also keeps its own limits). Default ``$PATCHSET_NET_COMMAND_DEADLINE``."""
-    return click.option(
-        "--timeout",
-        "timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        callback=_positive_seconds,
-        help="Spend at most SECONDS on the network in all (default $PATCHSET_NET_COMMAND_DEADLINE, 7200).",
-    )
-
-
-def apply_timeout(seconds: float | None) -> None:
-    """Narrow the running command's network budget to ``seconds`` (``--timeout``)."""
-    if seconds is None:
-        return
-    from patchset.upstream.net import current_budget
-
-    budget = current_budget()
-    if budget is not None:
-        budget.limit(seconds)
 
 
 # command name -> "module:function" in patchset.clicmds (loaded when the command runs, or for --help)
@@ -457,83 +294,6 @@ def main(ctx: click.Context, directory: Path | None, ledger_arg: Path | None) ->
         except OSError as exc:
             raise click.BadParameter(f"cannot enter {directory}: {exc.strerror}", param_hint="-C") from None
     ctx.obj = Ctx(directory=Path.cwd(), ledger_arg=ledger_arg)
-
-
-# --------------------------------------------------------------------------- apply
-
-
-def _progress_bar():  # -> patchset.commands.progressbar.Bars
-    """Bars on stderr when it is a terminal (``bars.callback(label)`` is the one adapter from the
-    packages' ``progress(what, done, total)``); otherwise no bar, and rich is never imported."""
-    from patchset.commands.progressbar import Bars
-
-    return Bars()
-
-
-def deprecated_alias(old: str, new: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A callback for a hidden option kept under its old name: warns, then stands for ``new``."""
-
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value not in (None, (), False):
-            click.echo(f"warning: {old} is deprecated; use {new}", err=True)
-        return value
-
-    return callback
-
-
-# --------------------------------------------------------------------------- rebase
-
-
-# --------------------------------------------------------------------------- status / fetch
-
-
-# --------------------------------------------------------------------------- verify
-
-
-def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str, ...]:
-    """``--from-index vllm==0.30.0`` names its target by the project: the target whose package
-    (or name) is ``vllm``. Values that already say ``NAME=`` are kept."""
-    import re
-
-    out = []
-    for v in specs:
-        name, sep, rest = v.partition("=")
-        if len(names) > 1 and not (sep and name in names and not rest.startswith("=")):
-            project = re.split(r"[=<>!~\s\[]", v, maxsplit=1)[0]
-            match = [t for t in names if project in (led.targets[t].package, t)]
-            if len(match) == 1:
-                v = f"{match[0]}={v}"
-        out.append(v)
-    return tuple(out)
-
-
-def _one_target_arg(c: Ctx, kind: str, value: str, target: str | None) -> tuple[str | None, str]:
-    """``--tree DIR`` or ``--tree NAME=DIR`` (as in apply) for a command that works on one target:
-    ``(target, DIR)``; ``NAME=`` picks the target when ``--target`` does not."""
-    from patchset.commands.apply.target import parse_tree_args
-
-    led = c.load()
-    names = [target] if target else [t for t in led.targets if led.series(t)]
-    if len(names) != 1:  # NAME= picks the target
-        name, sep, rest = value.partition("=")
-        if sep and name in led.targets and not rest.startswith("="):  # not PROJECT==VERSION
-            return name, rest
-        if not names:
-            raise errors.InputError(f"{c.ledger_path} has no active patches")
-    ((name, v),) = parse_tree_args((value,), kind, names).items()
-    return name, v
-
-
-def tree_dir(value: str, shown: str, kind: str = "tree") -> Path:
-    """The directory of ``--tree`` (relative to the current directory, i.e. to ``-C``); InputError
-    naming the path tried when it is not a directory."""
-    path = Path(value).resolve()
-    if not path.is_dir():
-        raise errors.InputError(
-            f"--{kind} {shown}: {path} is not a directory",
-            hint=f"relative paths are taken from {Path.cwd()}" if not Path(value).is_absolute() else "",
-        )
-    return path
 
 
 if __name__ == "__main__":

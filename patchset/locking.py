@@ -72,23 +72,24 @@ def hold(directory: Path, what: str) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
-def _acquire(fd: int, what: str) -> None:
+def _locked(fd: int, what: str) -> bool:
+    """Take the lock if no one holds it: True when taken, False when another process holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
+        return True
     except OSError as exc:
         if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise EnvironmentFailure(f"{what}: cannot lock: {exc.strerror}") from None
+        return False
+
+
+def _acquire(fd: int, what: str) -> None:
+    if _locked(fd, what):
+        return
     limit = timeout_seconds()
     on_wait(f"another patchset is working on {what}, waiting (up to {limit:g} s; PATCHSET_LOCK_TIMEOUT)")
     deadline = time.monotonic() + limit
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise EnvironmentFailure(f"{what}: cannot lock: {exc.strerror}") from None
+    while not _locked(fd, what):
         if time.monotonic() >= deadline:
             raise EnvironmentFailure(
                 f"another patchset is still working on {what} after {limit:g} s; nothing was changed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
 from tests.support.repo import REPO_ROOT
@@ -60,3 +61,52 @@ def test_python_cli_py_works_and_bad_option_exits_2(tmp_path) -> None:
 def test_unreachable_server_is_exit_2_not_a_traceback(run) -> None:
     r = run("check", "longctx", "--url", "http://127.0.0.1:9")
     assert r.code == 2 and "cannot reach" in r.stderr and "Traceback" not in r.stderr
+
+
+def _leaf_commands() -> dict[str, click.Command]:
+    from patchset import cli
+
+    found: dict[str, click.Command] = {}
+
+    def walk(group: click.Group, prefix: str) -> None:
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            assert cmd is not None
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+            else:
+                found[prefix + name] = cmd
+
+    walk(cli.main, "")
+    return found
+
+
+def test_an_option_reads_the_same_in_every_command() -> None:
+    """Options are declared once (``patchset.clicmds.options``): an option name shows one metavar
+    (or is a flag) in every command's --help that has it."""
+    shown: dict[str, dict[str, str]] = {}
+    for name, cmd in _leaf_commands().items():
+        ctx = click.Context(cmd)
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                form = "a flag" if p.is_flag else p.make_metavar(ctx)
+                for opt in p.opts:
+                    shown.setdefault(opt, {})[name] = form
+    assert len(shown["--target"]) >= 10 and len(shown["--tree"]) >= 5  # the walk sees the commands
+    differ = {opt: forms for opt, forms in shown.items() if len(set(forms.values())) > 1}
+    assert differ == {}
+
+
+def test_commands_use_only_public_helpers_of_cli() -> None:
+    import ast
+
+    private = []
+    for path in sorted((REPO_ROOT / "patchset" / "clicmds").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "patchset.cli":
+                private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+            named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "cli"
+            if named and node.attr.startswith("_"):
+                private.append(f"{path.name}:{node.lineno}: cli.{node.attr}")
+    assert private == []

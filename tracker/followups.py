@@ -138,20 +138,19 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _date(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _DATE.fullmatch(value):
-        raise BadItem(f"{field}: not an ISO 8601 date-time")
+def _optional(value: Any, field: str, form: re.Pattern[str], what: str) -> str | None:
+    """``value`` when it is None or a string of this ``form``; BadItem saying it is not ``what``."""
+    if value is not None and (not isinstance(value, str) or not form.fullmatch(value)):
+        raise BadItem(f"{field}: not {what}")
     return value
+
+
+def _date(value: Any, field: str) -> str | None:
+    return _optional(value, field, _DATE, "an ISO 8601 date-time")
 
 
 def _sha(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _SHA.fullmatch(value):
-        raise BadItem(f"{field}: not a 40-hex commit")
-    return value
+    return _optional(value, field, _SHA, "a 40-hex commit")
 
 
 def _choice(value: Any, field: str, choices: Iterable[str]) -> str:

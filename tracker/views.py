@@ -141,21 +141,24 @@ def short_ref(text: str) -> str:
     return f"{short}#{n}" if sep and short else text
 
 
+def _listed_followups(r: StatusRow) -> tuple[list[dict[str, Any]], str]:
+    """The follow-ups of a row that are listed, and the item counting its mentions ("" for none):
+    mentions are counted, not listed."""
+    listed = [f for f in r.followups if f["class"] != "mentioned"]
+    mentions = len(r.followups) - len(listed)
+    return listed, f"{mentions} mention{'s' if mentions != 1 else ''}" if mentions else ""
+
+
 def followup_items(r: StatusRow) -> list[str]:
     """The follow-ups of a row, one item each: ``reverted by vllm#58999``, ``follow-up merged
-    vllm#59001 (in the base)``; mentions are counted, not listed."""
+    vllm#59001 (in the base)``, ``2 mentions``."""
+    listed, mentions = _listed_followups(r)
     items = []
-    mentions = 0
-    for f in r.followups:
-        if f["class"] == "mentioned":
-            mentions += 1
-            continue
+    for f in listed:
         ref = short_ref(f["ref"]) if "#" in f["ref"] else f"commit {f.get('merge_commit', '')[:12]}"
         tail = " (in the base)" if f.get("in_base") else ""
         items.append(f"{FOLLOWUP_WORDS.get(f['class'], f['class'])} {ref}{tail}")
-    if mentions:
-        items.append(f"{mentions} mention{'s' if mentions != 1 else ''}")
-    return items
+    return [*items, mentions] if mentions else items
 
 
 def followups_cell(r: StatusRow) -> str:
@@ -275,12 +278,9 @@ _md = markdown_cell
 
 
 def _md_followups(r: StatusRow) -> str:
+    listed, mentions = _listed_followups(r)
     parts = []
-    mentions = 0
-    for f in r.followups:
-        if f["class"] == "mentioned":
-            mentions += 1
-            continue
+    for f in listed:
         if "#" in f["ref"]:
             link = markdown_link(short_ref(f["ref"]), f.get("url") or ref_url(f["ref"]))
         else:
@@ -291,7 +291,7 @@ def _md_followups(r: StatusRow) -> str:
             f"{_md(FOLLOWUP_WORDS.get(f['class'], f['class']))} {link}" + (" (in the base)" if f.get("in_base") else "")
         )
     if mentions:
-        parts.append(_md(f"{mentions} mention{'s' if mentions != 1 else ''}"))
+        parts.append(_md(mentions))
     return "; ".join(parts) or _md(followups_cell(r))
 
 

@@ -177,6 +177,14 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
     )
 
 
+def _unreachable(exc: Exception, what: str, hint: str) -> ServerUnreachable:
+    """The error of a request that got no answer: a network limit says its own message and hint,
+    a broken connection is ``what`` with the exception named."""
+    if isinstance(exc, net.NetLimit):
+        return ServerUnreachable(exc.message, hint=exc.hint)
+    return ServerUnreachable(f"{what}: {exc.__class__.__name__}: {exc}", hint=hint)
+
+
 def _error_message(raw: bytes, reason: str | None) -> str:
     """The message of an error answer: vLLM/OpenAI ``{"error": {"message"}}``, FastAPI ``{"detail"}``, or text."""
     try:
@@ -260,12 +268,9 @@ class CompletionsClient:
                 knob="--timeout",
                 charge=False,
             )
-        except net.NetLimit as exc:
-            raise ServerUnreachable(exc.message, hint=exc.hint) from None
-        except requests.RequestException as exc:
-            raise ServerUnreachable(
-                f"cannot reach {self.base_url}{path}: {exc.__class__.__name__}: {exc}",
-                hint="is the server running? check --url",
+        except (net.NetLimit, requests.RequestException) as exc:
+            raise _unreachable(
+                exc, f"cannot reach {self.base_url}{path}", "is the server running? check --url"
             ) from exc
         if resp.status >= 400:
             raise ServerRejected(resp.status, _error_message(resp.body, resp.reason)[:500], prompt_tokens=prompt_tokens)
@@ -276,6 +281,20 @@ class CompletionsClient:
         if not isinstance(body, dict):
             raise BadResponse(f"{path} answered {type(body).__name__}, expected an object")
         return body
+
+    def _stream(self, method: str, path: str, what: str, seconds: float, **kwargs: Any) -> Any:
+        """``net.stream`` to this server: the whole answer within ``seconds`` (a check's time, not
+        the command's network budget); other arguments go to ``net.stream``."""
+        return net.stream(
+            self._session,
+            method,
+            self.base_url + path,
+            what=what,
+            timeout=seconds,
+            seconds=seconds,
+            charge=False,
+            **kwargs,
+        )
 
     def _models(self) -> list[dict[str, Any]]:
         try:
@@ -301,6 +320,20 @@ class CompletionsClient:
                 return dict(item)
         return {}
 
+    def _greedy(self, prompt: Sequence[int], max_tokens: int, ignore_eos: bool, **extra: Any) -> dict[str, Any]:
+        """The body of a greedy completion of a token-id prompt, with the request's own fields
+        (``extra``; one that is None is left out)."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": [int(t) for t in prompt],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "return_tokens_as_token_ids": True,
+            "ignore_eos": ignore_eos,
+        }
+        payload.update((k, v) for k, v in extra.items() if v is not None)
+        return payload
+
     def stream(
         self,
         prompt: Sequence[int],
@@ -313,18 +346,10 @@ class CompletionsClient:
         """A greedy streamed completion, timed: when the first and the last token arrived."""
         import time
 
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "prompt": [int(t) for t in prompt],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "return_tokens_as_token_ids": True,
-            "ignore_eos": ignore_eos,
-            "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
-        if cache_salt is not None:
-            payload["cache_salt"] = cache_salt
+        stream_options = {"include_usage": True, "continuous_usage_stats": True}
+        payload = self._greedy(
+            prompt, max_tokens, ignore_eos, stream=True, stream_options=stream_options, cache_salt=cache_salt
+        )
         t0 = time.monotonic()
         first = last = None
         chunks, first_count, last_count = 0, 0, 0
@@ -334,16 +359,13 @@ class CompletionsClient:
         # patchset.upstream.net, as _request): a server that sends a byte now and then must not hold
         # a check for longer than its timeout.
         try:
-            with net.stream(
-                self._session,
+            with self._stream(
                 "POST",
-                self.base_url + "/v1/completions",
-                what="POST /v1/completions (streamed)",
+                "/v1/completions",
+                "POST /v1/completions (streamed)",
+                self.timeout,
                 json=payload,
-                timeout=self.timeout,
-                seconds=self.timeout,
                 knob="the test's timeout",
-                charge=False,
             ) as st:
                 if st.status >= 400:
                     body = b"".join(_upto(st.chunks(), 64 * 1024))
@@ -380,12 +402,9 @@ class CompletionsClient:
                         usage_raw = body["usage"]
         except net.TooLarge as exc:
             raise BadResponse(f"the stream exceeds {max_bytes} bytes: {exc.message}") from None
-        except net.NetLimit as exc:
-            raise ServerUnreachable(exc.message, hint=exc.hint) from None
-        except requests.RequestException as exc:
-            raise ServerUnreachable(
-                f"the stream from {self.base_url}/v1/completions broke: {exc.__class__.__name__}: {exc}",
-                hint="is the server running?",
+        except (net.NetLimit, requests.RequestException) as exc:
+            raise _unreachable(
+                exc, f"the stream from {self.base_url}/v1/completions broke", "is the server running?"
             ) from exc
         total = time.monotonic() - t0
         if first is None or last is None:
@@ -405,15 +424,7 @@ class CompletionsClient:
         min(timeout, 30 s), or larger than ``max_bytes``)."""
         seconds = min(self.timeout, 30.0)
         try:
-            with net.stream(
-                self._session,
-                "GET",
-                self.base_url + "/metrics",
-                what="GET /metrics",
-                timeout=seconds,
-                seconds=seconds,
-                charge=False,
-            ) as st:
+            with self._stream("GET", "/metrics", "GET /metrics", seconds) as st:
                 if st.status != 200:
                     return None
                 body = st.read(max_bytes, "the /metrics cap")
@@ -432,19 +443,8 @@ class CompletionsClient:
         ignore_eos: bool = True,
     ) -> Completion:
         """Greedy completion of a token-id prompt."""
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "prompt": [int(t) for t in prompt],
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "return_tokens_as_token_ids": True,
-            "ignore_eos": ignore_eos,
-        }
-        if logprobs is not None:
-            payload["logprobs"] = logprobs
-        if prompt_logprobs is not None:
-            payload["prompt_logprobs"] = prompt_logprobs
-        if cache_salt is not None:
-            payload["cache_salt"] = cache_salt
+        payload = self._greedy(
+            prompt, max_tokens, ignore_eos, logprobs=logprobs, prompt_logprobs=prompt_logprobs, cache_salt=cache_salt
+        )
         body = self._request("POST", "/v1/completions", payload, prompt_tokens=len(payload["prompt"]))
         return parse_completion(body)

@@ -7,14 +7,15 @@ import sys
 import click
 
 from patchset import errors
-from patchset.cli import Ctx, emit_json, guarded, json_opt, out
+from patchset.cli import Ctx, emit_json, guarded, out
+from patchset.clicmds import options as opt
 
 
 @click.command()
 @click.option("--yes", is_flag=True, help="Allow without asking (scripts, CI on your own branch).")
 @click.option("--list", "list_", is_flag=True, help="List every ledger whose commands are allowed on this machine.")
 @click.option("--revoke", is_flag=True, help="Forget what was allowed for this ledger.")
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def allow(c: Ctx, yes: bool, list_: bool, revoke: bool, as_json: bool) -> int:

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from patchset import errors
-from patchset.cli import (
-    Ctx,
-    _name_specs,
-    _one_of,
-    _progress_bar,
-    emit_json,
-    guarded,
-    json_opt,
-    out,
-    target_option,
-    tree_dir,
-    tree_option,
-)
+from patchset.cli import Ctx, emit_json, guarded, out, progress_bar
+from patchset.clicmds import options as opt
 
 
 @click.command()
-@tree_option("patched in place, e.g. a site-packages copy (repeatable)", multiple=True)
+@opt.tree("patched in place, e.g. a site-packages copy (repeatable)", multiple=True)
 @click.option(
     "--repo",
     "repos",
@@ -31,27 +21,13 @@ from patchset.cli import (
     metavar="[NAME=]DIR",
     help="A git checkout (NAME=: of target NAME): one commit per patch on a new branch (repeatable).",
 )
-@click.option(
-    "--from-index",
-    "specs",
-    multiple=True,
-    metavar="[NAME=]SPEC",
-    help="A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).",
+@opt.from_index(
+    "A release from the package index, e.g. vllm==0.30.0 (downloaded once, cached).", dest="specs", multiple=True
 )
 @click.option("--into", "intos", multiple=True, metavar="[NAME=]DIR", help="Where --from-index unpacks the tree.")
-@click.option(
-    "--platform",
-    type=click.Choice(["native", "aarch64", "x86_64"]),
-    default=None,
-    help="--from-index of an installed layout: the wheel's platform (default native; a pure wheel needs none).",
-)
-@target_option("apply", "default: every target with active patches")
-@click.option(
-    "--layout",
-    type=click.Choice(["source", "installed"]),
-    default=None,
-    help="Layout of the tree (default: the target's ledger entry).",
-)
+@opt.platform("--from-index of an installed layout")
+@opt.target("apply", "default: every target with active patches")
+@opt.layout("Layout of the tree (default: the target's ledger entry).")
 @click.option("--branch", default="", metavar="NAME", help="Branch for --repo (default patchset/<target>).")
 @click.option(
     "--fuzz", type=int, default=0, show_default=True, metavar="N", help="Allow fuzz (recorded in the report)."
@@ -79,7 +55,7 @@ from patchset.cli import (
     help="fsync every step so the apply also survives a power cut (default: $PATCHSET_FSYNC; "
     "a kill or Ctrl-C is always safe).",
 )
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def apply(
@@ -114,7 +90,7 @@ def apply(
     led = c.load()
     names = [target] if target else [t for t in led.targets if led.series(t)]
     if target and target not in led.targets:
-        raise errors.InputError(f"unknown target {target!r}", hint=_one_of(led.targets))
+        raise errors.InputError(f"unknown target {target!r}", hint=opt.target_hint(led.targets))
     if not names:
         raise errors.InputError(
             f"{c.ledger_path} has no active patches to apply",
@@ -123,7 +99,7 @@ def apply(
     chosen: dict[str, TreeArg] = {}
     for kind, values in (("tree", trees), ("repo", repos)):
         for name, value in parse_tree_args(values, kind, names).items():
-            chosen[name] = TreeArg(TreeKind(kind), tree_dir(value, value, kind), layout=layout or "", branch=branch)
+            chosen[name] = TreeArg(TreeKind(kind), opt.tree_dir(value, value, kind), layout=layout or "", branch=branch)
     spec_map = parse_tree_args(_name_specs(specs, led, names), "from-index", names)
     if len(intos) == 1 and len(spec_map) > 1 and intos[0].partition("=")[0] not in names:
         into_map = {name: str(Path(intos[0]) / name) for name in spec_map}  # one --into: DIR/<target> each
@@ -141,7 +117,7 @@ def apply(
         )
     if platform and not spec_map:
         raise errors.InputError("--platform goes with --from-index (it picks the wheel of an installed layout)")
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         job = ApplyRun(
             led,
             fuzz=fuzz,
@@ -165,14 +141,14 @@ def apply(
 
 
 @click.command()
-@tree_option(
+@opt.tree(
     "one an apply was interrupted in (repeatable; default: the trees the ledger names, else the current directory)",
     multiple=True,
 )
 @click.option(
     "--back", is_flag=True, help="Undo the interrupted apply (put the old files back) instead of finishing it."
 )
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def recover(c: Ctx, trees: tuple[str, ...], back: bool, as_json: bool) -> int:
@@ -186,6 +162,23 @@ def recover(c: Ctx, trees: tuple[str, ...], back: bool, as_json: bool) -> int:
         for d in done:
             out.line(f"{d.get('tree') or d['ledger']}: {d['done']}")
     return 0
+
+
+def _name_specs(specs: tuple[str, ...], led: Any, names: list[str]) -> tuple[str, ...]:
+    """``--from-index vllm==0.30.0`` names its target by the project: the target whose package
+    (or name) is ``vllm``. Values that already say ``NAME=`` are kept."""
+    import re
+
+    named = []
+    for v in specs:
+        name, sep, rest = v.partition("=")
+        if len(names) > 1 and not (sep and name in names and not rest.startswith("=")):
+            project = re.split(r"[=<>!~\s\[]", v, maxsplit=1)[0]
+            match = [t for t in names if project in (led.targets[t].package, t)]
+            if len(match) == 1:
+                v = f"{match[0]}={v}"
+        named.append(v)
+    return tuple(named)
 
 
 def _recover_dir(value: str) -> Path:

@@ -5,19 +5,8 @@ from __future__ import annotations
 import click
 
 from patchset import errors
-from patchset.cli import (
-    Ctx,
-    SuggestingGroup,
-    _one_of,
-    emit_json,
-    guarded,
-    json_opt,
-    out,
-    target_option,
-    tree_dir,
-    tree_option,
-    upstream_option,
-)
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, out
+from patchset.clicmds import options as opt
 
 
 @click.group(cls=SuggestingGroup)
@@ -26,16 +15,16 @@ def base() -> None:
 
 
 @base.command("detect")
-@target_option("compare with", "default: the only target with active patches")
-@tree_option("its version files name the commit it was built from (vllm/_version.py, dist-info)")
+@opt.target("compare with", "default: the only target with active patches")
+@opt.tree("its version files name the commit it was built from (vllm/_version.py, dist-info)")
 @click.option(
     "--image",
     default=None,
     metavar="REF",
     help="An image: its tag (nightly-<commit>) and, where docker runs, its label ai.vllm.build.commit.",
 )
-@upstream_option("none: a commit prefix is resolved only against the target's recorded base")
-@json_opt
+@opt.upstream("none: a commit prefix is resolved only against the target's recorded base")
+@opt.json
 @click.pass_obj
 @guarded
 def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, upstream: str | None, as_json) -> int:
@@ -59,14 +48,14 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
         prefix, sep, rest = trees.partition("=")
         if sep and prefix in led.targets and not rest.startswith("=") and target in (None, prefix):
             name, value = prefix, rest  # --tree NAME=DIR
-        tree = tree_dir(value, trees)
+        tree = opt.tree_dir(value, trees)
     if name is None:
         names = [t for t in led.targets if led.series(t)] or list(led.targets)
         if len(names) != 1:
-            raise errors.InputError("which target? pass --target NAME", hint=_one_of(led.targets))
+            raise errors.InputError("which target? pass --target NAME", hint=opt.target_hint(led.targets))
         name = names[0]
     if name not in led.targets:
-        raise errors.InputError(f"unknown target {name!r}", hint=_one_of(led.targets))
+        raise errors.InputError(f"unknown target {name!r}", hint=opt.target_hint(led.targets))
     check = do_detect(
         led.targets[name], root=led.root, ledger_name=led.path.name, tree=tree, image=image, upstream=upstream
     )

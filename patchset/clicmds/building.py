@@ -8,19 +8,8 @@ from typing import Any
 import click
 
 from patchset import errors
-from patchset.cli import (
-    Ctx,
-    SuggestingGroup,
-    _one_target_arg,
-    _progress_bar,
-    emit_json,
-    guarded,
-    json_opt,
-    out,
-    target_option,
-    tree_dir,
-    tree_option,
-)
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, out, progress_bar
+from patchset.clicmds import options as opt
 from patchset.commands.table import Styled
 
 
@@ -30,31 +19,12 @@ def build() -> None:
 
 
 @build.command("wheel")
-@target_option("build", "default: the only target with active patches")
-@click.option(
-    "--from-index",
-    "spec",
-    default=None,
-    metavar="[NAME=]SPEC",
-    help="A wheel from the package index, as in apply, e.g. flashinfer-python==0.6.18.post1.",
-)
-@click.option(
-    "--wheel", "wheel_file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="A wheel file."
-)
-@click.option(
-    "--platform",
-    type=click.Choice(["native", "aarch64", "x86_64"]),
-    default=None,
-    help="With --from-index: the wheel's platform (default native; a pure wheel needs none).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="Directory for the wheel: new, empty, or one patchset wrote before (it holds .patchset-output).",
-)
-@json_opt
+@opt.target("build", "default: the only target with active patches")
+@opt.from_index("A wheel from the package index, as in apply, e.g. flashinfer-python==0.6.18.post1.")
+@opt.path("--wheel", "A wheel file.", dest="wheel_file", dir_okay=False)
+@opt.platform("With --from-index")
+@opt.out_dir("Directory for the wheel: new, empty, or one patchset wrote before (it holds .patchset-output).")
+@opt.json
 @click.pass_obj
 @guarded
 def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) -> int:
@@ -74,10 +44,10 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
     if platform and wheel_file is not None:
         raise errors.InputError("--platform goes with --from-index (a --wheel file is used as it is)")
     if spec is not None:
-        target, spec = _one_target_arg(c, "from-index", spec, target)
+        target, spec = opt.one_target(c, "from-index", spec, target)
     led = c.load()
     tgt = pick_target(led, target)
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         path = (
             wheel_file.resolve() if wheel_file else fetch_wheel(spec, platform, progress=bar.callback("", unit="bytes"))
         )
@@ -96,25 +66,14 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
 
 
 @build.command("overlay")
-@target_option("build", "default: the only target with active patches")
-@tree_option("one the series was applied to (apply --tree, --from-index --into)", dest="tree", required=True)
-@click.option(
-    "--layout",
-    type=click.Choice(["source", "installed"]),
-    default=None,
-    help="Layout of the tree (default: the target's).",
-)
+@opt.target("build", "default: the only target with active patches")
+@opt.tree("one the series was applied to (apply --tree, --from-index --into)", dest="tree", required=True)
+@opt.layout("Layout of the tree (default: the target's).")
 @click.option(
     "--base-image", default=None, metavar="IMAGE", help="FROM of the Dockerfile (default: the target's base_image)."
 )
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="A new or empty directory, or an overlay patchset wrote before (replaced whole).",
-)
-@json_opt
+@opt.out_dir("A new or empty directory, or an overlay patchset wrote before (replaced whole).")
+@opt.json
 @click.pass_obj
 @guarded
 def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) -> int:
@@ -129,10 +88,10 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     from patchset.build.series import pick_target
     from patchset.commands.views import render_hashes
 
-    target, value = _one_target_arg(c, "tree", tree, target)
+    target, value = opt.one_target(c, "tree", tree, target)
     led = c.load()
     tgt = pick_target(led, target)
-    root = tree_dir(value, tree)
+    root = opt.tree_dir(value, tree)
     rep = do_build(led, tgt, root, out_dir.resolve(), layout=layout, base_image=base_image)
     hashes = {} if rep.ok else _refused_hashes(tgt, layout or tgt.layout, root, rep)
     if as_json:

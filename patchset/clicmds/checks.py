@@ -7,41 +7,18 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import (
-    Ctx,
-    SuggestingGroup,
-    _one_target_arg,
-    _progress_bar,
-    emit_json,
-    guarded,
-    json_opt,
-    only_option,
-    out,
-    plan_options,
-    target_option,
-    tree_dir,
-    tree_option,
-)
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, out, progress_bar
+from patchset.clicmds import options as opt
 from patchset.text import split_list
 
 
 @click.command()
-@click.option(
-    "--tags",
-    "tags",
-    multiple=True,
-    metavar="TAG[,TAG]",
-    help="Run only tests carrying one of these tags (repeatable or comma-separated), e.g. cpu.",
+@opt.tags
+@opt.tree("a pristine one, never modified (verify works on private copies)", dest="tree_arg")
+@opt.from_index(
+    "A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).", dest="spec_arg"
 )
-@tree_option("a pristine one, never modified (verify works on private copies)", dest="tree_arg")
-@click.option(
-    "--from-index",
-    "spec_arg",
-    default=None,
-    metavar="[NAME=]SPEC",
-    help="A release from the package index, as in apply, e.g. vllm==0.30.0 (default: the target's base).",
-)
-@target_option("verify", "default: the only target with tests to run")
+@opt.target("verify", "default: the only target with tests to run")
 @click.option(
     "--jobs",
     "-j",
@@ -54,27 +31,18 @@ from patchset.text import split_list
 @click.option(
     "--timeout", type=int, default=None, metavar="SECONDS", help="Seconds per test run, overriding the ledger's."
 )
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write JUnit XML here.")
+@opt.path("--junit", "Write JUnit XML here.", dir_okay=False)
 @click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
-@click.option(
-    "--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME] or a preset)."
-)
-@only_option("run only its tests (comma-separated ids too)")
-@click.option(
+@opt.engine("[engines.NAME] or a preset")
+@opt.only("run only its tests (comma-separated ids too)")
+@opt.path(
     "--baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Compare serving tests with the figures stored in FILE instead of the tree without the patch.",
+    "Compare serving tests with the figures stored in FILE instead of the tree without the patch.",
+    dir_okay=False,
 )
-@click.option(
-    "--save-baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Store the serving figures of the tree with the series in FILE.",
-)
-@click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
-@plan_options
-@json_opt
+@opt.path("--save-baseline", "Store the serving figures of the tree with the series in FILE.", dir_okay=False)
+@opt.reuse
+@opt.json
 @click.pass_obj
 @guarded
 def verify(
@@ -91,11 +59,8 @@ def verify(
     only,
     baseline,
     save_baseline,
-    no_cache,
-    plan_only,
-    all_,
-    full_every,
     as_json,
+    **reused,
 ) -> int:
     """Run each patch's tests with the series and without that patch.
 
@@ -114,13 +79,13 @@ def verify(
     from patchset.verify.pertest import run_verify
     from patchset.verify.proofs import default_history_path
 
-    if not plan_only:  # the tests' commands and engines; --plan runs none
+    if not reused["plan_only"]:  # the tests' commands and engines; --plan runs none
         consent.require_at(c.ledger_path, consent.TESTS)
     tree, from_index = None, None
     if tree_arg or spec_arg:
-        target, value = _one_target_arg(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
-        tree, from_index = (tree_dir(value, tree_arg), None) if tree_arg else (None, value)
-    with _progress_bar() as bar:
+        target, value = opt.one_target(c, "tree" if tree_arg else "from-index", tree_arg or spec_arg, target)
+        tree, from_index = (opt.tree_dir(value, tree_arg), None) if tree_arg else (None, value)
+    with progress_bar() as bar:
         progress = bar.callback("verify")
         rep = run_verify(
             c.ledger_path,
@@ -138,11 +103,8 @@ def verify(
             only=split_list(only) or None,
             baseline=baseline,
             save_baseline=save_baseline,
-            use_cache=not no_cache,
             history=default_history_path(Path(c.ledger_path).parent),
-            plan_only=plan_only,
-            all_=all_,
-            full_every=full_every,
+            **opt.reused_args(reused),
         )
     if as_json:
         emit_json(rep.to_json())
@@ -177,20 +139,14 @@ def check() -> None:
     show_default=True,
     help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).",
 )
-@click.option(
-    "--baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Recorded cached-token baseline (JSON) for the `cached` check.",
-)
-@click.option(
+@opt.path("--baseline", "Recorded cached-token baseline (JSON) for the `cached` check.", dir_okay=False)
+@opt.path(
     "--reference-model",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Model directory for the transformers reference forward pass (`reference` check).",
+    "Model directory for the transformers reference forward pass (`reference` check).",
+    file_okay=False,
 )
 @click.option("--timeout", type=float, default=600.0, show_default=True, metavar="SECONDS", help="Seconds per request.")
-@json_opt
+@opt.json
 @guarded
 def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, as_json) -> int:
     """Long-context checks with token-id prompts on both sides of 2,048 tokens.

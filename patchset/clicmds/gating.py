@@ -6,19 +6,8 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import (
-    Ctx,
-    _progress_bar,
-    deprecated_alias,
-    emit_json,
-    guarded,
-    json_opt,
-    only_option,
-    out,
-    plan_options,
-    target_option,
-    upstream_option,
-)
+from patchset.cli import Ctx, emit_json, guarded, out, progress_bar
+from patchset.clicmds import options as opt
 
 
 @click.command()
@@ -31,28 +20,14 @@ from patchset.cli import (
     show_default=True,
     help="report.md, report.json, junit.xml, series.patch, logs/ (a new or empty directory, or one the gate wrote).",
 )
-@click.option(
-    "--tags",
-    multiple=True,
-    metavar="TAG[,TAG]",
-    help="Run only tests carrying one of these tags (repeatable or comma-separated), e.g. cpu.",
+@opt.tags
+@opt.path(
+    "--state-file", "Where the last judged upstream commit is kept (default .patchset/gate-state.json).", dir_okay=False
 )
-@click.option(
-    "--state-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Where the last judged upstream commit is kept (default .patchset/gate-state.json).",
-)
-@target_option("gate", "default: the one --onto names, else the only target with active patches")
-@upstream_option("the target's upstream when it is a local clone, else its release history")
-@only_option("run only its tests (matrix jobs)")
-@click.option(
-    "--patch",
-    "old_patches",
-    multiple=True,
-    hidden=True,
-    callback=deprecated_alias("gate --patch", "--only ID (the same as fetch --only)"),
-)
+@opt.target("gate", "default: the one --onto names, else the only target with active patches")
+@opt.upstream("the target's upstream when it is a local clone, else its release history")
+@opt.only("run only its tests (matrix jobs)")
+@opt.deprecated("--patch", "old_patches", "gate --patch", "--only ID (the same as fetch --only)", multiple=True)
 @click.option("--force", is_flag=True, help="Judge even when upstream has not moved.")
 @click.option("--refresh-status", is_flag=True, help="Refresh the upstream PR status (network).")
 @click.option(
@@ -62,10 +37,9 @@ from patchset.cli import (
     type=click.Choice(["wheel", "overlay"]),
     help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
-@click.option("--engine", default=None, metavar="NAME", help="Run every engine test on this engine ([engines.NAME]).")
-@click.option("--no-cache", is_flag=True, help="Measure again even when a tree's results are cached.")
-@plan_options
-@json_opt
+@opt.engine("[engines.NAME]")
+@opt.reuse
+@opt.json
 @click.pass_obj
 @guarded
 def gate(
@@ -83,11 +57,8 @@ def gate(
     refresh_status,
     builds,
     engine,
-    no_cache,
-    plan_only,
-    all_,
-    full_every,
     as_json,
+    **reused,
 ) -> int:
     """The CI gate: rebase (dry run) onto a new upstream, apply, verify, report.
 
@@ -104,9 +75,9 @@ def gate(
     from patchset.ci.report import render
     from patchset.ledger import consent
 
-    if not plan_only:  # its replay runs the edit scripts; --tags runs the tests and their engines
+    if not reused["plan_only"]:  # its replay runs the edit scripts; --tags runs the tests and their engines
         consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_tags(list(tags)) else ())])
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         progress = bar.callback("gate")
         report = run_gate(
             c.ledger_path,
@@ -123,10 +94,7 @@ def gate(
             refresh_status=refresh_status,
             build=list(builds),
             engine=engine,
-            plan_only=plan_only,
-            all_=all_,
-            full_every=full_every,
-            use_cache=not no_cache,
+            **opt.reused_args(reused),
         )
     if as_json:
         emit_json(report.to_json())

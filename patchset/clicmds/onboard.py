@@ -7,15 +7,14 @@ from typing import Any
 
 import click
 
-from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, json_opt, out, target_option, upstream_option
+from patchset.cli import Ctx, SuggestingGroup, emit_json, guarded, out
+from patchset.clicmds import options as opt
 
 
 @click.command()
 @click.option("--title", default="", metavar="TEXT", help="A title for the ledger.")
-@target_option(
-    "add (repeatable)", "vllm, flashinfer and nccl come with presets; any other name is generic", multiple=True
-)
-@json_opt
+@opt.target("add (repeatable)", "vllm, flashinfer and nccl come with presets; any other name is generic", multiple=True)
+@opt.json
 @click.pass_obj
 @guarded
 def init(c: Ctx, title: str, targets: tuple[str, ...], as_json: bool) -> int:
@@ -47,18 +46,12 @@ def target() -> None:
     help="Its upstream repository, a URL or a local clone (recorded; rebase and gate read a local one).",
 )
 @click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
-@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
-@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
-@click.option(
-    "--map",
-    "maps",
-    multiple=True,
-    metavar="SRC=DST",
-    help="A path prefix in the patches and where it lives in an installed tree (repeatable).",
-)
-@click.option("--base", default=None, metavar="REF", help="The upstream base the series applies to.")
+@opt.package
+@opt.layout("The layout build trees use.")
+@opt.path_map("A path prefix in the patches and where it lives in an installed tree (repeatable).")
+@opt.base("The upstream base the series applies to.")
 @click.option("--no-preset", is_flag=True, help="Ignore the preset of a known name (vllm, flashinfer, nccl).")
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_preset, as_json) -> int:
@@ -86,9 +79,7 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
 
 @target.command("set")
 @click.argument("name")
-@click.option(
-    "--base", default=None, metavar="REF", help="The upstream base the series applies to (a spec, commit, dir)."
-)
+@opt.base("The upstream base the series applies to (a spec, commit, dir).")
 @click.option("--base-version", default=None, metavar="VERSION", help="The base's version (informational).")
 @click.option(
     "--installed-root",
@@ -97,16 +88,10 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     help="Where the package is installed in the image (site-packages).",
 )
 @click.option("--base-image", default=None, metavar="IMAGE", help="The stock image the installed layout comes from.")
-@click.option("--package", default=None, metavar="NAME", help="Its name on the package index (for --from-index).")
-@click.option("--layout", type=click.Choice(["source", "installed"]), default=None, help="The layout build trees use.")
-@click.option(
-    "--map",
-    "maps",
-    multiple=True,
-    metavar="SRC=DST",
-    help="Add or replace a path-map prefix (repeatable).",
-)
-@json_opt
+@opt.package
+@opt.layout("The layout build trees use.")
+@opt.path_map("Add or replace a path-map prefix (repeatable).")
+@opt.json
 @click.pass_obj
 @guarded
 def target_set(c: Ctx, name, base, base_version, installed_root, base_image, package, layout, maps, as_json) -> int:
@@ -134,7 +119,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
 
 @click.command("import")
 @click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
-@target_option("import into", "default: the only target; a build repository's folders name theirs")
+@opt.target("import into", "default: the only target; a build repository's folders name theirs")
 @click.option(
     "--id",
     "patch_id",
@@ -142,32 +127,19 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     metavar="ID",
     help="The id of the one patch imported (default: from its file name).",
 )
-@click.option(
+@opt.path(
     "--overlay",
-    type=click.Path(path_type=Path),
-    default=None,
+    "Whole-file overlays mirrored at their site-packages paths: one patch per file (or per set).",
     metavar="DIR",
-    help="Whole-file overlays mirrored at their site-packages paths: one patch per file (or per set).",
 )
-@click.option(
-    "--base",
-    default=None,
-    metavar="REF",
-    help="The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none.",
+@opt.base(
+    "The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none."
 )
-@click.option(
-    "--base-tree",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="DIR",
-    help="The base as a directory (an unpacked release, a site-packages copy).",
-)
-@click.option(
+@opt.path("--base-tree", "The base as a directory (an unpacked release, a site-packages copy).", metavar="DIR")
+@opt.path(
     "--manifest",
-    type=click.Path(path_type=Path),
-    default=None,
+    "The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
     metavar="FILE",
-    help="The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
 )
 @click.option(
     "--script",
@@ -202,7 +174,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
 )
 @click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
-@upstream_option("--revert: the target's upstream when it is a local clone, else its release history")
+@opt.upstream("--revert: the target's upstream when it is a local clone, else its release history")
 @click.option(
     "--group",
     type=click.Choice(["file", "set"]),
@@ -210,7 +182,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     show_default=True,
     help="Overlays: one patch per file, or one per manifest set.",
 )
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def import_(
@@ -479,9 +451,9 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
     required=True,
     help="quilt (series + patches), mbox (for git am) or expected (EXPECTED.sha256).",
 )
-@target_option("export", "default: every target")
+@opt.target("export", "default: every target")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> int:
@@ -499,8 +471,8 @@ def export(c: Ctx, fmt: str, target: str | None, dest: Path, as_json: bool) -> i
 
 @click.command()
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@target_option("audit", "default: every target")
-@json_opt
+@opt.target("audit", "default: every target")
+@opt.json
 @click.pass_obj
 @guarded
 def audit(c: Ctx, directory: Path, target: str | None, as_json: bool) -> int:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from patchset.cli import Ctx, complete_patch_ids, emit_json, guarded, json_opt, out, target_option
+from patchset.cli import Ctx, emit_json, guarded, out
+from patchset.clicmds import options as opt
 
 
 @click.command()
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def validate(c: Ctx, as_json: bool) -> int:
@@ -26,7 +27,7 @@ def validate(c: Ctx, as_json: bool) -> int:
 
 
 @click.command("list")
-@target_option("list", "default: every target")
+@opt.target("list", "default: every target")
 @click.option(
     "--state",
     "states",
@@ -37,7 +38,7 @@ def validate(c: Ctx, as_json: bool) -> int:
 @click.option(
     "--header", is_flag=True, help="Piped output starts with the column names (a terminal always shows them)."
 )
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def list_(c: Ctx, target: str | None, states: tuple[str, ...], header: bool, as_json: bool) -> int:
@@ -55,8 +56,8 @@ def list_(c: Ctx, target: str | None, states: tuple[str, ...], header: bool, as_
 
 
 @click.command()
-@click.argument("patch_id", metavar="ID", shell_complete=complete_patch_ids)
-@json_opt
+@click.argument("patch_id", metavar="ID", shell_complete=opt.complete_patch_ids)
+@opt.json
 @click.pass_obj
 @guarded
 def show(c: Ctx, patch_id: str, as_json: bool) -> int:

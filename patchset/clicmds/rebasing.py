@@ -7,39 +7,24 @@ from pathlib import Path
 import click
 
 from patchset import errors
-from patchset.cli import (
-    Ctx,
-    _progress_bar,
-    deprecated_alias,
-    emit_json,
-    guarded,
-    json_opt,
-    out,
-    target_option,
-    upstream_option,
-)
+from patchset.cli import Ctx, emit_json, guarded, out, progress_bar
+from patchset.clicmds import options as opt
 
 
 @click.command()
 @click.option(
     "--onto", default=None, metavar="REF", help="A commit, tag, branch (main), a release (vllm==0.31.0) or a directory."
 )
-@target_option("rebase", "default: the one --onto names, else the only target with active patches")
-@upstream_option("the target's upstream when it is a local clone, else its release history")
-@click.option(
-    "--repo",
-    "old_repo",
-    default=None,
-    hidden=True,
-    callback=deprecated_alias("rebase --repo", "--upstream (--repo names a build checkout in apply)"),
-)
+@opt.target("rebase", "default: the one --onto names, else the only target with active patches")
+@opt.upstream("the target's upstream when it is a local clone, else its release history")
+@opt.deprecated("--repo", "old_repo", "rebase --repo", "--upstream (--repo names a build checkout in apply)")
 @click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
 @click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
 @click.option("--continue", "cont", is_flag=True, help="Resume after resolving a conflict.")
 @click.option("--skip", "skip_", is_flag=True, help="Set the conflicting patch aside (held) and go on.")
 @click.option("--abort", "abort_", is_flag=True, help="Restore the ledger, series and lock byte for byte.")
 @click.option("--no-range-diff", is_flag=True, help="Do not print per-patch range-diffs.")
-@json_opt
+@opt.json
 @click.pass_obj
 @guarded
 def rebase(
@@ -68,7 +53,7 @@ def rebase(
     from patchset.ledger import consent
 
     consent.require_at(c.ledger_path, [consent.Kind.GENERATE])  # the edit scripts it runs again, --dry-run too
-    with _progress_bar() as bar:
+    with progress_bar() as bar:
         progress = bar.callback("rebase")
         if cont:
             report = rb.continue_rebase(c.ledger_path, progress=progress)

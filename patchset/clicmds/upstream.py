@@ -6,32 +6,17 @@ from pathlib import Path
 
 import click
 
-from patchset.cli import (
-    Ctx,
-    apply_timeout,
-    complete_patch_ids,
-    emit_json,
-    guarded,
-    json_opt,
-    only_option,
-    out,
-    timeout_option,
-)
+from patchset.cli import Ctx, emit_json, guarded, out
+from patchset.clicmds import options as opt
 
 
 @click.command()
 @click.option("--refresh", is_flag=True, help="Ask GitHub now and record the new states in the ledger.")
 @click.option("--offline", is_flag=True, help="Never touch the network; say how old the data is.")
 @click.option("--markdown", is_flag=True, help="A markdown table (to paste in a README or an issue).")
-@click.option(
-    "--html",
-    "html_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write one static, sortable HTML page.",
-)
-@timeout_option()
-@json_opt
+@opt.path("--html", "Write one static, sortable HTML page.", dest="html_file", dir_okay=False)
+@opt.timeout
+@opt.json
 @click.pass_obj
 @guarded
 def status(
@@ -48,7 +33,7 @@ def status(
     from patchset.tracker.status import make_client
     from patchset.tracker.status import status as do_status
 
-    apply_timeout(timeout)
+    opt.apply_timeout(timeout)
     client = make_client(offline) if refresh else None
     report = do_status(c.ledger_path, refresh=refresh, offline=offline, client=client)
     if html_file is not None:
@@ -71,8 +56,8 @@ def status(
 
 
 @click.command()
-@click.argument("old_ids", metavar="", nargs=-1, shell_complete=complete_patch_ids)
-@only_option("fetch (or --check) its body")
+@click.argument("old_ids", metavar="", nargs=-1, shell_complete=opt.complete_patch_ids)
+@opt.only("fetch (or --check) its body")
 @click.option("--all", "all_", is_flag=True, help="Every patch with a source.")
 @click.option("--check", is_flag=True, help="Has upstream moved since each body was pinned? (writes nothing)")
 @click.option(
@@ -81,11 +66,11 @@ def status(
     default=None,
     metavar="ID",
     help="Take the new upstream revision of the patch ID.",
-    shell_complete=complete_patch_ids,
+    shell_complete=opt.complete_patch_ids,
 )
 @click.option("--offline", is_flag=True, help="Use only what is stored.")
-@timeout_option()
-@json_opt
+@opt.timeout
+@opt.json
 @click.pass_obj
 @guarded
 def fetch(
@@ -109,7 +94,7 @@ def fetch(
     from patchset.tracker import views
     from patchset.tracker.status import make_client
 
-    apply_timeout(timeout)
+    opt.apply_timeout(timeout)
     if old_ids:  # the positional spelling of --only, kept for scripts
         click.echo("warning: fetch ID... is deprecated; use --only ID (as gate --only)", err=True)
     ids = (*only, *old_ids)

@@ -274,7 +274,8 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
         rep.expected_files.append(erel)
         raw = parse_expected(ef)
         lines = _expected_lines(ef)
-        per_target, unowned = _split_expected(ledger, ef.parent, raw, dir_target, touched, target)
+        fallback = _expected_target(ledger, ef.parent, raw, dir_target, touched, target)
+        per_target, unowned = _split_expected(ledger, raw, touched, target, fallback)
         if not per_target:
             rep.findings.append(Finding("expected-extra", erel, "cannot tell which target these hashes belong to"))
             continue
@@ -348,17 +349,12 @@ def _expected_lines(path: Path) -> dict[str, int]:
 
 
 def _split_expected(
-    ledger: Ledger,
-    folder: Path,
-    raw: dict[str, str],
-    dir_target: dict[Path, Counter[str]],
-    touched: dict[str, set[str]],
-    only: str | None,
+    ledger: Ledger, raw: dict[str, str], touched: dict[str, set[str]], only: str | None, fallback: str | None
 ) -> tuple[dict[str, dict[str, tuple[str, str]]], list[str]]:
     """``{target: {canonical path: (sha256, path as written)}}``: each line goes to the target whose
     patched or locked file it names (any layout, any install prefix: ``importer._owner``), the
-    others to the target the whole file is for (``_expected_target``); and the lines that have
-    neither."""
+    others to ``fallback``, the target the whole file is for (``_expected_target``); and the lines
+    that have neither."""
     from patchset.commands.importer import _owner
 
     names = [only] if only is not None else list(ledger.targets)
@@ -369,7 +365,6 @@ def _split_expected(
             key = canonical_path(t, path)
             for spelling in (path, key, t.path_map.to_installed(key)):
                 keys.setdefault(spelling, (name, key))
-    fallback = _expected_target(ledger, folder, raw, dir_target, touched, only)
     out: dict[str, dict[str, tuple[str, str]]] = {}
     unowned: list[str] = []
     for written, digest in raw.items():

@@ -30,14 +30,12 @@ from typing import Any
 from patchset.commands.apply.target import series_files
 from patchset.commands.importer import patch_id_for, read_source
 from patchset.confine import check_relative, confine, regular_file
-from patchset.engine.hunks import apply_file
-from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
+from patchset.errors import InputError, Location, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
-from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.regen import FileChange, render_changes
+from patchset.rebase.regen import FileChange, prove, render_changes
 from patchset.upstream.bases import version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.stock import StockBase, open_stock
@@ -334,32 +332,18 @@ def _file_mode(path: Path) -> str:
     return "100755" if path.stat().st_mode & 0o111 else "100644"
 
 
-def _body(plan: _Planned, title: str, description: str) -> bytes:
-    changes = [
+def _changes(plan: _Planned) -> list[FileChange]:
+    return [
         FileChange(
             f.key if f.old is not None else None, f.key, f.old, f.new, f.mode if f.old is not None else None, f.mode
         )
         for f in plan.files
     ]
+
+
+def _body(plan: _Planned, title: str, description: str) -> bytes:
     head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
-    return head + render_changes(changes)
-
-
-def _prove(body: bytes, plan: _Planned) -> str | None:
-    """None when the body, applied to each file's pre-image, gives the overlay file exactly."""
-    try:
-        fps = parse_patch(body, 1)
-    except PatchFormatError as exc:
-        return f"the diff does not parse back ({exc.message})"
-    by_path = {fp.target or fp.path: fp for fp in fps}
-    for f in plan.files:
-        fp = by_path.get(f.key)
-        if fp is None:
-            return f"{f.key}: the diff lost the file"
-        got = apply_file(f.old, fp)
-        if not got.ok or got.new != f.new:
-            return f"{f.key}: the diff does not reproduce the overlay file byte for byte ({got.message or 'differs'})"
-    return None
+    return head + render_changes(_changes(plan))
 
 
 # --------------------------------------------------------------------------- the import
@@ -552,26 +536,19 @@ def _write(
             stock = stocks[plan.target]
             title, description = _describe(plan, stock, root)
             body = _body(plan, title, description)
-            problem = _prove(body, plan)
+            problem = prove(body, _changes(plan), "the overlay file byte for byte")
             if problem is not None:
                 for f in plan.files:
                     rep.skipped.append({"file": f.entry.overlay, "reason": problem})
                 continue
             rel = f"patchset/series/{plan.target}/{plan.pid}.patch"
-            existing = e.patch_table(plan.pid)
+            existing = e.patch_of_kind(
+                plan.pid, "overlay", plan.target, "an overlay", "rename or remove that patch first"
+            )
             digest = sha256_bytes(body)
             if existing is not None:
-                if "overlay" not in existing or existing.get("target") != plan.target:
-                    raise InputError(
-                        f"patch {plan.pid!r} exists and is not an overlay of target {plan.target!r}; nothing was imported",
-                        hint="rename or remove that patch first",
-                    )
                 rel = existing.get("body") or rel
-                old = ledger.root / rel
-                if old.is_file() and old.read_bytes() == body and e.lock.bodies.get(plan.pid) == digest:
-                    rep.unchanged.append(plan.pid)
-                else:
-                    rep.updated.append(plan.pid)
+                (rep.unchanged if e.same_body(plan.pid, rel, body) else rep.updated).append(plan.pid)
             else:
                 prov = [provenance_fields(f.entry.provenance, t.github) for f in plan.files]
                 origins = {p["origin"] for p in prov}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.ledger.lock import load_lock, render_lock
+from patchset.ledger.lock import load_lock, render_lock, sha256_bytes
 from patchset.ledger.model import (
     SCHEMA_VERSION,
     Generate,
@@ -305,6 +305,23 @@ class Edit:
             if t.get("id") == patch_id:
                 return t
         return None
+
+    def patch_of_kind(self, patch_id: str, table: str, target: str, kind: str, hint: str) -> Table | None:
+        """The entry ``patch_id`` when it is a ``kind`` patch (one with a ``[patch.<table>]``:
+        ``overlay``, ``generate``) of ``target``; None when there is none; InputError when the id
+        is another patch's."""
+        existing = self.patch_table(patch_id)
+        if existing is not None and (table not in existing or existing.get("target") != target):
+            raise InputError(
+                f"patch {patch_id!r} exists and is not {kind} of target {target!r}; nothing was imported", hint=hint
+            )
+        return existing
+
+    def same_body(self, patch_id: str, rel: str, body: bytes) -> bool:
+        """Whether patch ``patch_id``'s stored body (``rel``, to the ledger's directory) is ``body``
+        and the lock says so too: a re-import that changes nothing."""
+        old = self.path.parent / rel
+        return old.is_file() and old.read_bytes() == body and self.lock.bodies.get(patch_id) == sha256_bytes(body)
 
     def add_patch(self, values: dict[str, Any]) -> Table:
         import tomlkit

@@ -156,18 +156,14 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             cur = RawFile(info, m["source"], m["target"], line_no=no, hunks=HunkIndex(size))
             files.append(cur)
             continue
-        m = _NEW_FILE.match(line) if c == "n" else None
-        if m:
+        m = _NEW_FILE.match(line) if c == "n" else _DELETED_FILE.match(line) if c == "d" else None
+        if m:  # "new file mode" / "deleted file mode": the side that is /dev/null, the other's mode
             if cur is None or info is None:
-                raise ReadError(f"Unexpected new file found: {line}", no)
-            cur.source, cur.target_mode = DEV_NULL, m[1]
-            info.append(line)
-            continue
-        m = _DELETED_FILE.match(line) if c == "d" else None
-        if m:
-            if cur is None or info is None:
-                raise ReadError(f"Unexpected deleted file found: {line}", no)
-            cur.target, cur.source_mode = DEV_NULL, m[1]
+                raise ReadError(f"Unexpected {'new' if c == 'n' else 'deleted'} file found: {line}", no)
+            if c == "n":
+                cur.source, cur.target_mode = DEV_NULL, m[1]
+            else:
+                cur.target, cur.source_mode = DEV_NULL, m[1]
             info.append(line)
             continue
         if cur is not None and info is not None and c in "oni":

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchset.engine.hunks import apply_file
 from patchset.errors import EnvironmentFailure, PatchFormatError
 from patchset.patchfmt.diffs import header_text, parse_patch
 from patchset.patchfmt.filepatch import split_lines
@@ -208,6 +209,26 @@ def render_changes(changes: list[FileChange]) -> bytes:
     overlay file or an edit script's result becomes as a patch body (one ``git diff`` call)."""
     hunks = _all_hunks([(ch.before or b"", ch.after or b"") for ch in changes])
     return b"".join(render_file(ch, h) for ch, h in zip(changes, hunks, strict=True))
+
+
+def prove(body: bytes, changes: list[FileChange], result: str) -> str | None:
+    """None when ``body``, applied to each file's content before, gives its content after; else
+    what went wrong (``result`` names the content after: "the script's result")."""
+    try:
+        fps = parse_patch(body, 1)
+    except PatchFormatError as exc:
+        return f"the diff does not parse back ({exc.message})"
+    by_path = {fp.target or fp.path: fp for fp in fps}
+    by_path.update({fp.path: fp for fp in fps if fp.op == "delete"})
+    for ch in changes:
+        path = ch.new_path or ch.old_path or ""
+        fp = by_path.get(path)
+        if fp is None:
+            return f"{path}: the diff lost the file"
+        got = apply_file(ch.before, fp)
+        if not got.ok or got.new != ch.after:
+            return f"{path}: the diff does not reproduce {result} ({got.message or 'differs'})"
+    return None
 
 
 def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:

@@ -206,18 +206,22 @@ def read_small(tree: Path, rel: str, *, what: str, limit: int = MAX_READ) -> byt
     return data
 
 
-def _try(tree: Path, rel: str) -> tuple[bytes | None, str]:
-    """``(bytes, "")``, or ``(None, why not)``; ``(None, "")`` when the file is absent."""
+def _read(tree: Path, rel: str, clues: list[Clue]) -> bytes | None:
+    """The bytes of ``rel`` in ``tree``; None when it is absent, or when it cannot be used (then
+    ``clues`` gains one whose note says why)."""
     try:
-        return read_small(tree, rel, what=f"--tree {tree}"), ""
+        return read_small(tree, rel, what=f"--tree {tree}")
     except FileNotFoundError:
-        return None, ""
+        return None
     except UnsafePathError:
-        return None, "it links out of the tree: not read"
+        why = "it links out of the tree: not read"
     except InputError as exc:
-        return None, exc.message.split(": ", 1)[-1]
+        why = exc.message.split(": ", 1)[-1]
     except OSError as exc:
-        return None, f"cannot be read: {exc.strerror or exc}"
+        why = f"cannot be read: {exc.strerror or exc}"
+    if why:
+        clues.append(Clue(rel, note=why))
+    return None
 
 
 def _dist_infos(tree: Path, package: str) -> list[str]:
@@ -260,10 +264,8 @@ def tree_clues(tree: Path, package: str, target_name: str = "") -> list[Clue]:
     clues: list[Clue] = []
     for mod in import_names(package, target_name):
         rel = f"{mod}/_version.py"
-        data, why = _try(tree, rel)
+        data = _read(tree, rel, clues)
         if data is None:
-            if why:
-                clues.append(Clue(rel, note=why))
             continue
         version, commit_id = parse_version_py(data)
         clue = _version_clue(rel, version)
@@ -275,10 +277,8 @@ def tree_clues(tree: Path, package: str, target_name: str = "") -> list[Clue]:
     for info in _dist_infos(tree, package) if package else []:
         for name in ("METADATA", "direct_url.json"):
             rel = f"{info}/{name}"
-            data, why = _try(tree, rel)
+            data = _read(tree, rel, clues)
             if data is None:
-                if why:
-                    clues.append(Clue(rel, note=why))
                 continue
             if name == "METADATA":
                 clues.append(_version_clue(rel, parse_metadata(data)))
@@ -286,11 +286,9 @@ def tree_clues(tree: Path, package: str, target_name: str = "") -> list[Clue]:
                 full = parse_direct_url(data)
                 if full:
                     clues.append(Clue(rel, commit=full))
-    data, why = _try(tree, "PKG-INFO")
+    data = _read(tree, "PKG-INFO", clues)
     if data is not None:
         clues.append(_version_clue("PKG-INFO", parse_metadata(data)))
-    elif why:
-        clues.append(Clue("PKG-INFO", note=why))
     return clues
 
 

@@ -18,7 +18,7 @@ import datetime as dt
 import math
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from patchset.text import safe_url, terminal
@@ -116,29 +116,24 @@ def _date(value: Any, field: str) -> str | None:
     return value
 
 
-def _sha(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _SHA.fullmatch(value):
+def _optional(value: Any, field: str, ok: Callable[[str], object]) -> Any:
+    """``value`` when it is None or a string ``ok`` accepts; ``Unreadable`` otherwise."""
+    if value is not None and (not isinstance(value, str) or not ok(value)):
         raise Unreadable(field, value)
     return value
+
+
+def _sha(value: Any, field: str) -> str | None:
+    return _optional(value, field, _SHA.fullmatch)
 
 
 def _choice(value: Any, field: str, choices: Any) -> Any:
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in choices:
-        raise Unreadable(field, value)
-    return value
+    return _optional(value, field, choices.__contains__)
 
 
 def _enum_word(value: Any, field: str) -> str | None:
     """An enum value the client only passes on (an issue's state reason): a short upper-case word."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _ENUM_WORD.fullmatch(value):
-        raise Unreadable(field, value)
-    return value
+    return _optional(value, field, _ENUM_WORD.fullmatch)
 
 
 def _url(value: Any, field: str) -> str | None:

@@ -249,26 +249,12 @@ def stream(
                 resp.close()
 
 
-def request(
-    http: requests.Session,
-    method: str,
-    url: str,
-    *,
-    what: str,
-    cap: str = JSON,
-    kind: str = API,
-    timeout: Any = None,
-    seconds: float | None = None,
-    knob: str = "",
-    charge: bool = True,
-    **kwargs: Any,
-) -> Answer:
-    """One whole request: the body is read within the deadline and refused past its cap
-    (``JSON``: ``$PATCHSET_NET_MAX_JSON``; ``BODY``: ``$PATCHSET_NET_MAX_BODY``)."""
+def request(http: requests.Session, method: str, url: str, *, what: str, cap: str = JSON, **kwargs: Any) -> Answer:
+    """One whole request (the other arguments are ``stream``'s): the body is read within the
+    deadline and refused past its cap (``JSON``: ``$PATCHSET_NET_MAX_JSON``; ``BODY``:
+    ``$PATCHSET_NET_MAX_BODY``)."""
     lim = limits()
     max_bytes, variable = (lim.max_body, ENV_MAX_BODY) if cap == BODY else (lim.max_json, ENV_MAX_JSON)
-    with stream(
-        http, method, url, what=what, kind=kind, timeout=timeout, seconds=seconds, knob=knob, charge=charge, **kwargs
-    ) as st:
+    with stream(http, method, url, what=what, **kwargs) as st:
         body = st.read(max_bytes, variable)
         return Answer(st.status, st.headers, body, st.url, str(getattr(st.response, "reason", "") or ""))
