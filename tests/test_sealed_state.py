@@ -107,3 +107,96 @@ def test_a_cache_entry_of_another_installation_or_key_is_a_miss(
     monkeypatch.setenv("PATCHSET_STATE", str(isolated / "another-machine"))
     cache = ResultCache(root)
     assert cache.get(mine) is None and cache.ignored == [str(root / mine[:2] / f"{mine}.json")]
+
+
+# --------------------------------------------------------------------------- output markers
+
+
+def _quiet(r) -> None:
+    assert "Traceback" not in r.stdout + r.stderr and "internal error" not in r.stderr, r
+
+
+def _users_dir(d: Path, marker: bytes | None = b"") -> Path:
+    (d / "dist").mkdir(parents=True)
+    (d / "dist/mytool-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04 my wheel")
+    (d / "logs").mkdir()
+    (d / "logs/build.log").write_text("my build log\n")
+    (d / "series").write_text("my-own.patch\n")
+    if marker is not None:
+        (d / MARKER).write_bytes(marker)
+    return d
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        b"",  # touched into place
+        b"Written by `patchset gate`. patchset may replace what is in this directory;\n",  # the old text
+        b"command: gate\ndirectory: 1:2\nseal: " + b"0" * 64 + b"\n",  # a token sealed by no one here
+    ],
+    ids=["empty", "old-text", "forged-token"],
+)
+def test_a_planted_marker_lets_the_gate_delete_nothing(isolated: Path, run, upstream, marker: bytes) -> None:
+    from tests.support.gateworld import gate_ledger
+    from tests.support.repo import tree_digest
+
+    repo, c = upstream
+    ledger = gate_ledger(isolated / "proj", repo, c[0])
+    mine = _users_dir(isolated / "mine", marker)
+    before = tree_digest(mine)
+    r = run("gate", "--onto", c[1], "--artifacts", mine, cwd=ledger.parent)
+    _quiet(r)
+    assert r.code == 2, r
+    text = " ".join(r.stderr.split())
+    assert f"{MARKER} patchset did not write for it" in text and "nothing was written or removed" in text
+    assert "it would have replaced or removed logs, dist" in text  # the gate's own names that are there
+    assert "remove it yourself first" in text  # what to do
+    assert tree_digest(mine) == before  # dist/ and logs/ as they were
+
+
+def test_a_planted_or_copied_marker_lets_export_overwrite_nothing(isolated: Path, run) -> None:
+    from tests.support.repo import tree_digest
+    from tests.support.text import udiff
+
+    led = isolated / "led"
+    led.mkdir()
+    (led / "patches.toml").write_text('schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n')
+    (isolated / "fix.patch").write_text(udiff("x.py", "a\n", "b\n"))
+    assert run("import", isolated / "fix.patch", cwd=led).code == 0
+    planted = _users_dir(isolated / "planted")
+    before = tree_digest(planted)
+    r = run("export", "--format", "quilt", planted, cwd=led)
+    _quiet(r)
+    assert r.code == 2 and "it would have replaced or removed series;" in " ".join(r.stderr.split()), r
+    assert tree_digest(planted) == before and (planted / "series").read_text() == "my-own.patch\n"
+
+    ours = isolated / "ours"  # patchset's own: exported into again, and again in another format
+    for fmt in ("quilt", "quilt", "mbox"):
+        assert run("export", "--format", fmt, ours, cwd=led).code == 0
+    assert (ours / "series").read_text() == "fix.patch\n" and (ours / "series.mbox").is_file()
+
+    copied = isolated / "copied"  # a copy of patchset's directory (cp -r, a restored archive, a clone)
+    shutil.copytree(ours, copied)
+    (copied / "series").write_text("my-own.patch\n")
+    before = tree_digest(copied)
+    r = run("export", "--format", "quilt", copied, cwd=led)
+    _quiet(r)
+    assert r.code == 2 and "sealed for another directory: it was copied here" in " ".join(r.stderr.split()), r
+    assert tree_digest(copied) == before
+
+
+def test_a_directory_patchset_made_stays_its_own_and_a_rename_keeps_it(isolated: Path, run, upstream) -> None:
+    from tests.support.gateworld import gate_ledger
+
+    repo, c = upstream
+    ledger = gate_ledger(isolated / "proj", repo, c[0])
+    art = isolated / "art"
+    assert run("gate", "--onto", c[1], "--artifacts", art, cwd=ledger.parent).code == 0
+    r = run("gate", "--onto", c[1], "--artifacts", art, "--force", cwd=ledger.parent)
+    assert r.code == 0 and (art / "logs/gate.log").is_file(), r
+    moved = isolated / "moved"
+    art.rename(moved)  # the same directory under another name: still patchset's
+    assert outdir.is_owned(moved)
+    assert run("gate", "--onto", c[1], "--artifacts", moved, "--force", cwd=ledger.parent).code == 0
+    marker = (moved / MARKER).read_text()
+    assert "seal: " in marker and "Written by `patchset gate`" in marker
