@@ -41,7 +41,9 @@ MARKER = ".patchset-output"
 KIND = "output directory"
 MAX_MARKER = 4096  # bytes: the marker is a few lines
 _LISTED = 3  # entries named in the refusal
-_TOKEN = re.compile(r"^command: (?P<command>[^\n]{1,80})\ndirectory: (?P<dev>\d+):(?P<ino>\d+)\nseal: (?P<seal>\S+)$", re.M)
+_TOKEN = re.compile(
+    r"^command: (?P<command>[^\n]{1,80})\ndirectory: (?P<dev>\d+):(?P<ino>\d+)\nseal: (?P<seal>\S+)$", re.M
+)
 
 
 @dataclass(frozen=True)

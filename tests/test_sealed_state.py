@@ -68,7 +68,11 @@ def test_a_forged_cache_entry_changes_no_verdict_and_is_not_sealed_into_the_hist
     git(world.upstream, "worktree", "add", "-q", "--detach", str(tree), world.nights[0][1])
     first = run("verify", "--tree", tree, "--all", "--json", cwd=led)
     truth = _classes(json.loads(first.stdout))
-    assert first.code == 1 and truth == {"d2-stale-cache-fix": PROVEN, "d3-banner": NOT_NEEDED, "d4-decode-drift": BROKEN}
+    assert first.code == 1 and truth == {
+        "d2-stale-cache-fix": PROVEN,
+        "d3-banner": NOT_NEEDED,
+        "d4-decode-drift": BROKEN,
+    }
     again = json.loads(run("verify", "--tree", tree, "--all", "--json", cwd=led).stdout)
     assert again["engine_starts"] == 0 and not again.get("cache_ignored")  # our own entries are reused
 
