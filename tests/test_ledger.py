@@ -315,12 +315,16 @@ def test_declared_upstream_test_files_exist_in_the_base_source() -> None:
 def test_validate_refuses_a_body_whose_paths_leave_the_tree(run, ledger_dir: Path, header: str, said: str) -> None:
     """A cloned ledger's body naming ``..``, patchset's state or ``.git``: before, validate said the
     ledger was fine (exit 0) and only apply refused it."""
-    body = "Subject: [PATCH] ok\n\n---\n--- a/ok.py\n+++ b/ok.py\n@@ -1 +1 @@\n-a\n+b\n" + header + "@@ -1 +1 @@\n-a\n+b\n"
+    body = (
+        "Subject: [PATCH] ok\n\n---\n--- a/ok.py\n+++ b/ok.py\n@@ -1 +1 @@\n-a\n+b\n" + header + "@@ -1 +1 @@\n-a\n+b\n"
+    )
     series = ledger_dir / "patchset" / "series" / "demo"
     series.mkdir(parents=True, exist_ok=True)
     (series / "evil.patch").write_text(body)
     text = (ledger_dir / "patches.toml").read_text()
-    (ledger_dir / "patches.toml").write_text(text + '\n[[patch]]\nid = "evil"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n')
+    (ledger_dir / "patches.toml").write_text(
+        text + '\n[[patch]]\nid = "evil"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+    )
     sha = hashlib.sha256(body.encode()).hexdigest()  # locked as its author's clone had it: nothing else is wrong
     (ledger_dir / "patches.lock").write_text(f'schema = 1\n\n[bodies]\nevil = "{sha}"\n')
     r = run("validate", "--json", cwd=ledger_dir)

@@ -30,7 +30,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Generate, Ledger, Target
 from patchset.ledger.presets import offer
-from patchset.ledger.schema import ID_RE
+from patchset.ledger.schema import ID_RE, generate_problem
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.generate import LEDGER, ROOT, FileChange, Generated, Workspace, run_generate
 from patchset.rebase.regen import render_changes
@@ -136,6 +136,9 @@ def import_script(
         )
     if bind and (not bind.startswith("/") or ".." in bind.split("/")):
         raise InputError(f"--bind {bind!r}: an absolute path without '..'")
+    problem = generate_problem(argv)  # what the ledger would refuse when it loads, said before anything runs
+    if problem:
+        raise InputError(f"--script {command_text!r}: {problem}", hint="nothing was run or imported")
     ledger = ledger_mod.load_ledger(ledger_path)
     if target is None:
         if len(ledger.targets) != 1:
