@@ -64,12 +64,12 @@ def render_verify(term: Term, report: VerifyReport) -> None:
         term.line(f"no selected test: {', '.join(report.untested)}", indent="  ")
     _proof_lines(term, report)
     if report.cache_ignored:
-        n = len(report.cache_ignored)
+        ignored = len(report.cache_ignored)
         term.line(
-            Styled(f"ignored {n} cached result(s)", "bold yellow"),
+            Styled(f"ignored {ignored} cached result(s)", "bold yellow"),
             " not sealed by this installation (tampered, or another machine's): measured again: "
             + ", ".join(shown_path(p) for p in report.cache_ignored[:3])
-            + (f" and {n - 3} more" if n > 3 else ""),
+            + (f" and {ignored - 3} more" if ignored > 3 else ""),
             indent="  ",
         )
     for n in report.notes:

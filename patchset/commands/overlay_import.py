@@ -440,7 +440,7 @@ def _plan(
 ) -> list[_Planned]:
     plans: dict[str, _Planned] = {}
     owners: dict[str, str] = {}  # key -> the overlay file that claimed it
-    assigned: list[tuple[_Planned, Entry, str, bytes]] = []
+    assigned: list[tuple[_Planned, Entry, str]] = []
     for e in sorted(entries, key=lambda x: x.installed):
         name = owner_of(ledger, e.installed, first)
         if name is None:
