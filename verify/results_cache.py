@@ -134,7 +134,7 @@ class ResultCache:
         try:
             # through JSON first: the seal is made over what a reader will load
             doc = json.loads(json.dumps(doc, allow_nan=False, default=str))
-            data = sealed_json(KIND, doc)
+            data = sealed_json(KIND, doc, keep_order=True)  # a result's tables in the order measured
         except ValueError:  # a NaN or an infinity: not worth keeping
             return
         if len(data) > MAX_ENTRY:
