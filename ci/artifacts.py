@@ -299,7 +299,7 @@ def prepare(directory: Path) -> Path:
     marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
     this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
     left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
-    outdir.prepare(directory, option="--artifacts", command="gate")
+    outdir.prepare(directory, option="--artifacts", command="gate", touches=OWN)
     clear(directory)
     return directory
 
@@ -307,7 +307,7 @@ def prepare(directory: Path) -> Path:
 def claim(directory: Path) -> Path:
     """``directory`` checked and marked as the gate's (``outdir.prepare``), nothing removed yet:
     a run that finds upstream unchanged keeps the last verdict's files (``kept_verdict``)."""
-    outdir.prepare(directory, option="--artifacts", command="gate")
+    outdir.prepare(directory, option="--artifacts", command="gate", touches=OWN)
     return directory
 
 

@@ -34,10 +34,11 @@ MAX_STATE = 256 << 20  # bytes: patchset's own state files are far smaller
 _LISTED = 6  # values named in a refusal
 
 
-def sealed_json(kind: str, body: dict[str, Any]) -> bytes:
+def sealed_json(kind: str, body: dict[str, Any], *, keep_order: bool = False) -> bytes:
     """``body`` with this installation's seal as ``kind``, as the bytes of a state file (for a
-    caller that writes it together with other files)."""
-    return json.dumps({**body, OWNER: seal_of(kind, body)}, indent=1, sort_keys=True).encode()
+    caller that writes it together with other files). ``keep_order``: the tables keep their key
+    order (the seal is made over a canonical form either way)."""
+    return json.dumps({**body, OWNER: seal_of(kind, body)}, indent=1, sort_keys=not keep_order).encode()
 
 
 def write_sealed(path: Path, kind: str, body: dict[str, Any], *, durable: bool = True) -> None:

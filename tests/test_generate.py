@@ -242,3 +242,59 @@ def test_a_regenerated_patch_may_change_a_file_the_old_body_did_not(run, tmp_pat
     assert r.code == 0, r
     assert (tree / "vllm/platforms/cuda_new.py").read_text().endswith("# new home\n"[:0] + "CAP = (9, 10, 12)\n")
     assert (tree / "vllm/platforms/cuda_new.py").read_text().startswith("# new home\n")
+
+
+GEN_LEDGER = """\
+schema = 1
+
+[targets.vllm]
+upstream = "https://example.invalid/vllm.git"
+
+[[patch]]
+id = "cap"
+target = "vllm"
+title = "t"
+origin = "ours"
+
+[patch.generate]
+command = {command}
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ('["python3", "{ledger}/s.py", "{tree}/vllm/x.py"]', "unknown placeholder {tree}"),  # an engine's
+        ('["python3", "{ledger}/s.py", "{ROOT}/vllm/x.py"]', "unknown placeholder {ROOT}"),
+        ('["python3", "{ledger}/s.py", "--file={base}/x.py"]', "unknown placeholder {base}"),
+        ('["sh", "{ledger}/../../elsewhere/s.sh", "{root}"]', "climbs out of the ledger directory"),
+    ],
+)
+def test_generate_placeholders_are_checked_when_the_ledger_loads(run, tmp_path: Path, command: str, said: str) -> None:
+    """Before: the ledger loaded and validated (exit 0); the script got the literal ``{tree}`` on
+    rebase, or ran from outside the ledger."""
+    from patchset.errors import LedgerError
+
+    (tmp_path / "patches.toml").write_text(GEN_LEDGER.replace("{command}", command, 1))
+    with pytest.raises(LedgerError) as exc:
+        load_ledger(tmp_path / "patches.toml")
+    rendered = exc.value.render()
+    assert "patches.toml:13" in rendered and said in rendered and "generate.command" in rendered, rendered
+    r = run("validate", cwd=tmp_path)
+    assert r.code == 2 and said in r.stderr and "Traceback" not in r.stderr, r
+
+
+def test_import_script_refuses_an_unknown_placeholder_before_it_runs(run, tmp_path: Path) -> None:
+    base, script, led = _world(tmp_path)
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    before = tree_digest(led)
+    r = _import(run, led, script, base, cmd=f"python3 {script} {{root}}/vllm/platforms/cuda.py {{tree}}")
+    assert r.code == 2 and "unknown placeholder {tree}" in r.stderr and "nothing was run" in r.stderr, r
+    assert tree_digest(led) == before
+
+
+def test_generate_braces_that_are_the_scripts_own_pass(tmp_path: Path) -> None:
+    command = '["python3", "-c", "import sys; d = {}; print(f\'{0}\'.format(1))", "{root}/x.py", "{ledger}/s.py"]'
+    (tmp_path / "patches.toml").write_text(GEN_LEDGER.replace("{command}", command, 1))
+    gen = load_ledger(tmp_path / "patches.toml").get("cap").generate
+    assert gen is not None and gen.command[3] == "{root}/x.py"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -299,3 +300,37 @@ def test_declared_upstream_test_files_exist_in_the_base_source() -> None:
         assert not named - files, f"vllm {version} lacks {sorted(named - files)}"
         # and a path that is not there is seen as missing: the check can fail
         assert "tests/v1/core/test_no_such_file.py" not in files
+
+
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        ("--- a/../outside.py\n+++ b/../outside.py\n", "climbs out with '..'"),
+        ("--- a/pkg/../../outside.py\n+++ b/pkg/../../outside.py\n", "climbs out with '..'"),
+        ("--- a/.patchset/gate-state.json\n+++ b/.patchset/gate-state.json\n", "patchset's own state directory"),
+        ("--- a/.git/hooks/post-checkout\n+++ b/.git/hooks/post-checkout\n", "points into a .git directory"),
+        ("--- a/pkg/.GIT/config\n+++ b/pkg/.GIT/config\n", "points into a .git directory"),
+    ],
+)
+def test_validate_refuses_a_body_whose_paths_leave_the_tree(run, ledger_dir: Path, header: str, said: str) -> None:
+    """A cloned ledger's body naming ``..``, patchset's state or ``.git``: before, validate said the
+    ledger was fine (exit 0) and only apply refused it."""
+    body = (
+        "Subject: [PATCH] ok\n\n---\n--- a/ok.py\n+++ b/ok.py\n@@ -1 +1 @@\n-a\n+b\n" + header + "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    series = ledger_dir / "patchset" / "series" / "demo"
+    series.mkdir(parents=True, exist_ok=True)
+    (series / "evil.patch").write_text(body)
+    text = (ledger_dir / "patches.toml").read_text()
+    (ledger_dir / "patches.toml").write_text(
+        text + '\n[[patch]]\nid = "evil"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n'
+    )
+    sha = hashlib.sha256(body.encode()).hexdigest()  # locked as its author's clone had it: nothing else is wrong
+    (ledger_dir / "patches.lock").write_text(f'schema = 1\n\n[bodies]\nevil = "{sha}"\n')
+    r = run("validate", "--json", cwd=ledger_dir)
+    assert r.code != 0, r
+    assert json.loads(r.stdout)["bodies"] == {"evil": "present"}
+    problems = [p for p in json.loads(r.stdout)["problems"] if said in p]
+    assert len(problems) == 1 and "evil: patchset/series/demo/evil.patch:9" in problems[0], r.stdout
+    r = run("validate", cwd=ledger_dir)
+    assert r.code != 0 and said in r.stdout + r.stderr and "Traceback" not in r.stderr

@@ -331,3 +331,38 @@ def test_the_manifest_inside_the_kit_is_not_an_overlay_file_however_the_kit_is_n
     rep = json.loads(r.stdout)
     assert "MANIFEST.json" not in rep["not_in_manifest"], rep["not_in_manifest"]
     assert "MANIFEST.json" not in [s["file"] for s in rep["skipped"]], rep["skipped"]
+
+
+def test_a_large_overlay_file_is_imported_in_about_three_times_its_size(tmp_path: Path) -> None:
+    """Memory (``tracemalloc``, every Python allocation; ``git diff`` runs in a child) against the
+    overlay file's size, for a 4 MB file with scattered edits and one with an edit every 10th line
+    (many small hunks); the figures at other sizes and for one whole-file hunk are
+    ``bench/overlay_import.py``'s. Before: each read allocated the 64 MiB limit up front and the
+    whole kit's files were held at once (18x at this size), and the diff was copied several times."""
+    import tracemalloc
+
+    from patchset.commands.overlay_import import import_overlay
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    try:
+        from overlay_import import world  # the bench's kit: one file of 80-byte lines
+    finally:
+        sys.path.pop(0)
+    for every, bound in ((1000, 3.0), (10, 4.5)):
+        ledger, kit, base, size = world(tmp_path / str(every), 4, every)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            rep = import_overlay(ledger, kit, "vllm", base_tree=base)
+            used = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        assert rep.added == ["overlay-vllm-big.py"] and not rep.skipped, rep.to_json()
+        assert used < bound * size + (1 << 20), f"every {every}th line: {used / size:.2f}x a {size} byte overlay"
+    body = (ledger.parent / "patchset/series/vllm/overlay-vllm-big.py.patch").read_bytes()
+    from patchset.engine.hunks import apply_file
+    from patchset.patchfmt.diffs import parse_patch
+
+    out = apply_file((base / "vllm/big.py").read_bytes(), parse_patch(body)[0])
+    assert out.ok and out.new == (kit / "vllm/big.py").read_bytes()  # and the body still reproduces the file

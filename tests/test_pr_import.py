@@ -85,6 +85,54 @@ def test_a_bad_pr_is_refused(run, led: Path, value: str, said: str) -> None:
     assert tree_digest(led) == before
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://gitlab.com/acme/demo/pull/102",  # another forge, the same owner/repo
+        "https://evil.example/pull/102",  # no owner/repo at all: was read as the target's own #102
+        "https://github.com.evil.io/acme/demo/pull/102",  # a lookalike host
+        "https://notgithub.com/acme/demo/pull/102",
+    ],
+)
+def test_a_pull_url_on_another_host_is_refused(run, led: Path, tmp_path: Path, url: str) -> None:
+    """Before: every one of these was recorded as ``pr-102``, the target's own PR #102."""
+    before = tree_digest(led)
+    r = run("import", "--pr", url, "--target", "demo", cwd=led)
+    assert r.code == 2 and "not on github.com" in r.stderr and "nothing was imported" in r.stderr, r
+    assert "Traceback" not in r.stderr and tree_digest(led) == before
+    listing = tmp_path / "Dockerfile.prs"  # in a list: the file and the line
+    listing.write_text(f'ARG PRS="101"\nRUN curl -L {url}.diff | git apply\n')
+    r = run("import", "--pr", listing, "--target", "demo", cwd=led)
+    assert r.code == 2 and f"{listing}:2" in r.stderr and "not on github.com" in r.stderr, r
+    assert tree_digest(led) == before
+    r = run("import", "--pr", f"https://github.com/{REPO}/pull/102", "--target", "demo", "--json", cwd=led)
+    assert r.code == 0 and json.loads(r.stdout)["added"] == ["pr-102"], r  # the upstream's own host
+
+
+def test_a_target_upstream_elsewhere_takes_its_own_hosts_pull_urls(run, tmp_path: Path) -> None:
+    d = tmp_path / "led"
+    d.mkdir()
+    assert run("init", cwd=d).code == 0
+    assert run("target", "add", "mirror", "--upstream", "https://git.example.org/acme/demo.git", cwd=d).code == 0
+    r = run("import", "--pr", "https://git.example.org/acme/demo/pull/7", "--target", "mirror", "--json", cwd=d)
+    assert r.code == 0 and json.loads(r.stdout)["added"] == ["pr-acme-demo-7"], r
+    r = run("import", "--pr", "https://github.com/acme/demo/pull/8", "--target", "mirror", cwd=d)
+    assert r.code == 2 and "not on git.example.org" in r.stderr, r
+
+
+def test_fetch_refuses_a_pull_url_source_on_another_host(run, led: Path) -> None:
+    toml = led / "patches.toml"
+    toml.write_text(
+        toml.read_text()
+        + '\n[[patch]]\nid = "theirs"\ntarget = "demo"\ntitle = "t"\norigin = "upstream"\n'
+        + '[patch.source]\nkind = "pr"\nref = "https://gitlab.com/acme/demo/pull/3"\n'
+    )
+    before = tree_digest(led)
+    r = run("fetch", "theirs", "--offline", cwd=led)
+    assert r.code == 2 and "pull request on gitlab.com" in r.stderr and "patches.toml:" in r.stderr, r
+    assert tree_digest(led) == before
+
+
 def test_a_revert_is_the_reverse_of_the_upstream_commit(run, led: Path, tmp_path: Path, world: World) -> None:
     r = run(
         "import", "--revert", world.commit_sha[:10], "--upstream", world.root, "--target", "demo", "--json", cwd=led

@@ -108,6 +108,7 @@ class VerifyReport:
     work_dir: str = ""  # kept trees and logs (only when asked to keep them)
     engines: list[EngineRun] = field(default_factory=list)  # engines of long-context and serving tests
     reused: list[str] = field(default_factory=list)  # "<patch>/<test> (with|without)" results from the cache
+    cache_ignored: list[str] = field(default_factory=list)  # cache entries not sealed here: re-measured
     engine_starts: int = 0
     baseline: str = ""  # the stored serving baseline compared with (--baseline)
     plan: VerifyPlan | None = None  # what was run tonight and what was carried (``verify.plan``)
@@ -162,6 +163,7 @@ class VerifyReport:
             "engines": [e.to_json() for e in self.engines],
             "engine_starts": self.engine_starts,
             "reused": self.reused,
+            "cache_ignored": self.cache_ignored,
             "baseline": self.baseline or None,
             "plan": self.plan.to_json() if self.plan is not None else None,
             "history": self.history or None,

@@ -335,6 +335,7 @@ def run_verify(
             rounds.after_second()
         report.engines = verifier.engines
         report.reused = verifier.reused
+        report.cache_ignored = list(results_cache.ignored)
         report.engine_starts = sum(1 for e in verifier.engines if e.started)
         report.group_tries = rounds.group_report(verifier.engines)
         report.baseline = str(baseline) if baseline else ""

@@ -7,6 +7,7 @@ Kept apart from ``patchset.verify.pertest`` (and its records, ``verify.outcomes`
 from __future__ import annotations
 
 from patchset.commands.table import Cell, Col, Styled, Term
+from patchset.sealed import shown_path
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, VerifyReport
 
 STYLE = {PROVEN: "green", NOT_NEEDED: "yellow", BROKEN: "bold red", ERROR: "magenta"}
@@ -62,6 +63,15 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     if report.untested:
         term.line(f"no selected test: {', '.join(report.untested)}", indent="  ")
     _proof_lines(term, report)
+    if report.cache_ignored:
+        ignored = len(report.cache_ignored)
+        term.line(
+            Styled(f"ignored {ignored} cached result(s)", "bold yellow"),
+            " not sealed by this installation (tampered, or another machine's): measured again: "
+            + ", ".join(shown_path(p) for p in report.cache_ignored[:3])
+            + (f" and {ignored - 3} more" if ignored > 3 else ""),
+            indent="  ",
+        )
     for n in report.notes:
         term.line(f"note: {n}", indent="  ")
     if report.engines:  # lines, not a table: a log path or a patch id must never be broken across lines

@@ -15,6 +15,13 @@ content changed (the tree without the new patch is the old tree with the series:
 reused). Only results that measured something are kept (pass or fail, serving samples), never an
 error. Entries live in ``<cache>/verify-results/`` as JSON written atomically; an unreadable, oversized
 or malformed entry is a miss, never an error (the cache is a convenience, and its files are data).
+
+A cached result decides a verdict without an engine start, and the cache directory is anyone's to
+write (a shared CI cache, a restored archive, a hand edit). So each entry carries this
+installation's seal (``patchset.sealed``, kind ``verify result``) over its key and result: an entry
+without it, or whose seal does not verify (tampered, another machine's), is ignored, re-measured
+and listed in :attr:`ResultCache.ignored`, so the report can say so. It is left in place; the
+re-measured result replaces it.
 """
 
 from __future__ import annotations
@@ -28,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic
+from patchset.errors import ForeignState
+from patchset.sealed import read_sealed, sealed_json
 
-VERSION = 1
+VERSION = 2  # 2: entries are sealed (entries of 1 live under other keys: a plain miss)
+KIND = "verify result"
 MAX_ENTRY = 4 * 1024 * 1024  # bytes: a serving result with every sample is a few KB
 SKIP_PARTS = frozenset({"__pycache__", ".git", ".patchset-txn"})
 
@@ -85,6 +95,7 @@ class ResultCache:
         self.enabled = enabled and root is not None
         self.hits = 0
         self.stores = 0
+        self.ignored: list[str] = []  # entries not sealed by this installation: ignored, re-measured
 
     def _path(self, key: str) -> Path:
         assert self.root is not None
@@ -95,17 +106,14 @@ class ResultCache:
             return None
         path = self._path(key)
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_ENTRY + 1)
+            doc = read_sealed(path, KIND, what="a cached verify result", hint="", max_bytes=MAX_ENTRY)
+        except ForeignState:
+            if str(path) not in self.ignored:
+                self.ignored.append(str(path))
+            return None
         except OSError:
             return None
-        if len(raw) > MAX_ENTRY:
-            return None
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(doc, dict) or doc.get("version") != VERSION or doc.get("key") != key:
+        if doc is None or doc.get("version") != VERSION or doc.get("key") != key:
             return None
         result = doc.get("result")
         if not isinstance(result, dict):
@@ -124,7 +132,9 @@ class ResultCache:
             "result": result,
         }
         try:
-            data = json.dumps(doc, allow_nan=False, default=str)
+            # through JSON first: the seal is made over what a reader will load
+            doc = json.loads(json.dumps(doc, allow_nan=False, default=str))
+            data = sealed_json(KIND, doc, keep_order=True)  # a result's tables in the order measured
         except ValueError:  # a NaN or an infinity: not worth keeping
             return
         if len(data) > MAX_ENTRY:
@@ -132,7 +142,7 @@ class ResultCache:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_text(path, data)
+            atomic.write_bytes(path, data)
             self.stores += 1
         except OSError:
             pass  # a full disk costs the next run an engine start, not this run its result

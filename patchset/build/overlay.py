@@ -192,10 +192,9 @@ def build_overlay(
     files[EXPECTED] = (render_expected(facts.expected).encode(), 0o644)
     files["Dockerfile"] = (dockerfile(target, facts, image, ledger.path.name).encode(), 0o644)
     files["build.sh"] = (build_script(ledger, target, facts, image).encode(), 0o755)
-    files[outdir.MARKER] = (outdir.marker_text("build overlay").encode(), 0o644)
     _write_dir(out, files)
     report.outcome = "built"
-    report.written = sorted(files)
+    report.written = sorted([*files, outdir.MARKER])
     report.message = (
         f"{len(data)} patched file(s) under {target.installed_root}, {EXPECTED}, Dockerfile and build.sh "
         f"written to {out} (FROM {image})"
@@ -216,6 +215,8 @@ def _write_dir(out: Path, files: dict[str, tuple[bytes, int]]) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(content)
             os.chmod(dest, mode)
+        outdir.mark(scratch, command="build overlay")  # sealed for the scratch directory's inode, which out keeps
+        os.chmod(scratch / outdir.MARKER, 0o644)
         os.chmod(scratch, 0o755)
         if out.exists():
             outdir.check(out, option="--out")  # again: it may have changed while the files were read

@@ -156,6 +156,7 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
             files = {tgt.tree_path(k, tgt.layout): v for k, v in ledger.lock.target(t).files.items()}
             writes[out / "EXPECTED.sha256"] = render_expected(files).encode()
             written[t] = sorted(files)
-    outdir.prepare(dest, option="export", command="export")
+    touched = sorted({p.relative_to(dest).parts[0] for p in writes})
+    outdir.prepare(dest, option="export", command="export", touches=touched)
     atomic.write_many(writes)
     return written

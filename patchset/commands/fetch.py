@@ -123,12 +123,22 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
             }.get(src.kind),
         )
     if src.kind == "pr":
-        from patchset.upstream.refs import PRRef
+        from patchset.upstream.refs import PRRef, pull_hosts, url_host
 
         try:
             pr = PRRef.parse(ref)
         except InputError as exc:
             raise LedgerError(exc.message, where=where, hint=exc.hint) from None
+        tgt = ledger.targets.get(patch.target)
+        hosts = pull_hosts(tgt.upstream, tgt.github) if tgt is not None else pull_hosts()
+        if "://" in ref and url_host(ref) not in hosts:
+            raise LedgerError(
+                f"{ref!r} is a pull request on {url_host(ref) or 'no host'}, not on {' or '.join(sorted(hosts))} "
+                "(where the target's upstream is)",
+                where=where,
+                hint='a change from another host is a body of its own (kind = "url" or a local file); '
+                'a PR of the upstream is ref = "owner/repo#N"',
+            )
         if src.pin and not _SHA.match(src.pin):
             raise LedgerError(f"pin {src.pin!r} is not a commit sha", where=where)
         return SourceRef("pr", repo=pr.repo, number=pr.number)

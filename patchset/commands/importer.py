@@ -107,7 +107,11 @@ def read_source(path: Path, *, what: str = "patch") -> bytes:
                 where=Location(path),
                 hint="pass the patch files, a quilt directory or an EXPECTED.sha256 file",
             )
-        data = fh.read(MAX_PATCH_BYTES + 1)
+        # sized by the file, not the limit: read(limit) allocates the whole limit up front
+        limit = MAX_PATCH_BYTES + 1
+        data = fh.read(min(st.st_size + 1, limit))
+        if st.st_size < len(data) < limit:  # it grew since fstat: read on, to the limit
+            data += fh.read(limit - len(data))
     if len(data) > MAX_PATCH_BYTES:
         raise InputError(
             f"larger than {MAX_PATCH_BYTES >> 20} MiB: too large for a {what}",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.commands.interrupted import interruptions
-from patchset.errors import PatchFormatError
+from patchset.errors import PatchFormatError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
 
@@ -201,6 +201,8 @@ def validate(ledger: Ledger) -> ValidateReport:
                 rep.problems.append(f"{p.id}: {p.body_path} is empty: not a diff (import the patch again)")
             elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
+            else:
+                rep.problems.extend(unsafe_paths(p, tgt, body))
             # compared through the path map: a layout-only difference is no difference
             declared = {canonical_path(tgt, name) for name in p.files}
             actual = {canonical_path(tgt, s.path) for s in stats}
@@ -232,6 +234,31 @@ def validate(ledger: Ledger) -> ValidateReport:
         if pid not in known:
             rep.warnings.append(f"lock has a hash for unknown patch {pid!r}")
     return rep
+
+
+def unsafe_paths(patch: Patch, target: Target, body: bytes) -> list[str]:
+    """What in ``body`` names a path apply would refuse: ``..``, an absolute path, patchset's state
+    directories (``.patchset``, ``.patchset-txn``) or ``.git``, each with the body's file and line.
+    The names are read after ``-p`` (the patch's strip, else its target's), as apply reads them."""
+    from patchset.confine import check_relative
+    from patchset.patchfmt.diffs import parse_patch
+
+    strip = patch.source.strip if patch.source.strip is not None else target.strip
+    try:
+        files = parse_patch(body, strip, source=patch.body_path)
+    except PatchFormatError:
+        return []  # no diff to read names from: reported as such by the caller
+    out = []
+    for fp in files:
+        for name in dict.fromkeys(n for n in (fp.old_path, fp.new_path) if n is not None):
+            try:
+                check_relative(name, what=f"{patch.id}: {patch.body_path}:{fp.line_no}")
+            except UnsafePathError as exc:
+                out.append(
+                    f"{exc.message}; apply refuses it (fix the patch's file names and import it again, "
+                    "or set its strip if the names carry a prefix)"
+                )
+    return out
 
 
 def _check_scripts(ledger: Ledger, rep: ValidateReport) -> None:

@@ -30,12 +30,14 @@ from typing import Any
 from patchset.commands.apply.target import series_files
 from patchset.commands.importer import patch_id_for, read_source
 from patchset.confine import check_relative, confine, regular_file
-from patchset.errors import InputError, Location, UnsafePathError
+from patchset.engine.hunks import apply_file
+from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.ledger.presets import offer
-from patchset.rebase.regen import FileChange, prove, render_changes
+from patchset.patchfmt.diffs import parse_patch
+from patchset.rebase.regen import FileChange, render_changes
 from patchset.upstream.bases import version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.stock import StockBase, open_stock
@@ -313,9 +315,12 @@ def provenance_fields(text: str, github: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _File:
+    """One overlay file of a patch. Its bytes are read again when the body is made, not kept:
+    memory stays near the pre-image, the overlay file and the body of one patch (``bench/overlay_import.py``)."""
+
     entry: Entry
     key: str  # the source-layout path the patch names
-    new: bytes  # the overlay file
+    new_sha: str  # sha256 of the overlay file as planned (a file changed since then fails the proof)
     old: bytes | None  # what the series leaves on the base before this patch (None: no such file)
     stock: bytes | None  # the base's own file
     mode: str
@@ -335,7 +340,12 @@ def _file_mode(path: Path) -> str:
 def _changes(plan: _Planned) -> list[FileChange]:
     return [
         FileChange(
-            f.key if f.old is not None else None, f.key, f.old, f.new, f.mode if f.old is not None else None, f.mode
+            f.key if f.old is not None else None,
+            f.key,
+            f.old,
+            read_source(f.entry.path, what="overlay file"),
+            f.mode if f.old is not None else None,
+            f.mode,
         )
         for f in plan.files
     ]
@@ -343,7 +353,24 @@ def _changes(plan: _Planned) -> list[FileChange]:
 
 def _body(plan: _Planned, title: str, description: str) -> bytes:
     head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
-    return head + render_changes(_changes(plan))
+    return render_changes(_changes(plan), head=head)
+
+
+def _prove(body: bytes, plan: _Planned) -> str | None:
+    """None when the body, applied to each file's pre-image, gives the overlay file exactly."""
+    try:
+        fps = parse_patch(body, 1)
+    except PatchFormatError as exc:
+        return f"the diff does not parse back ({exc.message})"
+    by_path = {fp.target or fp.path: fp for fp in fps}
+    for f in plan.files:
+        fp = by_path.get(f.key)
+        if fp is None:
+            return f"{f.key}: the diff lost the file"
+        got = apply_file(f.old, fp)
+        if not got.ok or got.new is None or sha256_bytes(got.new) != f.new_sha:
+            return f"{f.key}: the diff does not reproduce the overlay file byte for byte ({got.message or 'differs'})"
+    return None
 
 
 # --------------------------------------------------------------------------- the import
@@ -416,7 +443,7 @@ def _plan(
 ) -> list[_Planned]:
     plans: dict[str, _Planned] = {}
     owners: dict[str, str] = {}  # key -> the overlay file that claimed it
-    assigned: list[tuple[_Planned, Entry, str, bytes]] = []
+    assigned: list[tuple[_Planned, Entry, str]] = []
     for e in sorted(entries, key=lambda x: x.installed):
         name = owner_of(ledger, e.installed, first)
         if name is None:
@@ -462,21 +489,24 @@ def _plan(
                 {"file": e.overlay, "reason": f"set {pid!r} already holds files of target {plan.target!r}"}
             )
             continue
-        assigned.append((plan, e, key, data))
+        del data  # read again below: one overlay file in memory at a time, not the whole kit
+        assigned.append((plan, e, key))
     # each file's diff starts where the rest of the series leaves it (this import's patches left out)
     pre: dict[str, dict[str, bytes | None]] = {}
-    for plan, e, key, data in assigned:
+    for plan, e, key in assigned:
         t, stock = ledger.targets[plan.target], stocks[plan.target]
         if plan.target not in pre:
             pre[plan.target] = series_files(ledger, t, stock.read, skip=set(plans))
         original = stock.read(key)
         old = pre[plan.target].get(key, original)
+        data = read_source(e.path, what="overlay file")
         if old == data:
             rep.identical.append(e.overlay)
             continue
         # a changed file keeps the base's mode (a copy's execute bit is the copy's, not the change)
         mode = stock.mode(key) if old is not None else _file_mode(e.path)
-        plan.files.append(_File(e, key, data, old, original, mode))
+        plan.files.append(_File(e, key, sha256_bytes(data), old, original, mode))
+        del data
         plan.sets += [s for s in e.sets if s not in plan.sets]
         if old is None:
             rep.new_files.append(key)
@@ -536,7 +566,7 @@ def _write(
             stock = stocks[plan.target]
             title, description = _describe(plan, stock, root)
             body = _body(plan, title, description)
-            problem = prove(body, _changes(plan), "the overlay file byte for byte")
+            problem = _prove(body, plan)
             if problem is not None:
                 for f in plan.files:
                     rep.skipped.append({"file": f.entry.overlay, "reason": problem})
@@ -575,7 +605,7 @@ def _write(
             tl = e.lock.target(plan.target)
             tl.base = tl.base or stock.label
             for f in plan.files:
-                tl.files[f.key] = sha256_bytes(f.new)
+                tl.files[f.key] = f.new_sha
                 if f.stock is not None:
                     tl.base_files[f.key] = sha256_bytes(f.stock)
             rep.patches[plan.pid] = [f.key for f in plan.files]

@@ -30,7 +30,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Generate, Ledger, Target
 from patchset.ledger.presets import offer
-from patchset.ledger.schema import BIND_HINT, ID_RE, system_bind_problem
+from patchset.ledger.schema import BIND_HINT, ID_RE, generate_problem, system_bind_problem
 from patchset.rebase.generate import LEDGER, ROOT, FileChange, Generated, Workspace, run_generate
 from patchset.rebase.regen import prove, render_changes
 from patchset.upstream.stock import StockBase, open_stock
@@ -120,6 +120,9 @@ def import_script(
     problem = system_bind_problem(bind) if bind else None
     if problem:
         raise InputError(f"--bind {bind!r}: {problem}", hint=BIND_HINT)
+    problem = generate_problem(argv)  # what the ledger would refuse when it loads, said before anything runs
+    if problem:
+        raise InputError(f"--script {command_text!r}: {problem}", hint="nothing was run or imported")
     ledger = ledger_mod.load_ledger(ledger_path)
     if target is None:
         if len(ledger.targets) != 1:

@@ -11,6 +11,9 @@ or the target's) or the release history, written as a body now (origin ``revert`
 A list of PRs can be a file (a Dockerfile fragment, a plain list): the numbers are read from
 ``#N``, ``OWNER/REPO#N`` and ``…/pull/N`` anywhere, and bare numbers on lines that hold nothing
 else (``12345 23456``, ``ARG PRS="12345 23456"``); everything else (``EXPOSE 8000``) is ignored.
+
+A pull URL names its host: one on another host than the target's upstream (a fork on another
+forge, a lookalike host) is refused, never recorded as the target's own PR of that number.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Target
 from patchset.ledger.presets import offer
 from patchset.rebase.regen import FileChange, render_changes
-from patchset.upstream.refs import PRRef
+from patchset.upstream.refs import PRRef, pull_hosts, url_host
 from patchset.upstream.repo import GitRepo
 
 MAX_PRS = 1000
-_PULL = re.compile(r"(?:github\.com/(?P<repo>[\w.-]+/[\w.-]+)/)?\bpull/(?P<n>\d{1,7})\b")
+_PULL = re.compile(
+    r"(?:(?:(?P<scheme>[A-Za-z][\w+.-]*)://(?:[^@/\s]*@)?(?P<host>[^/\s:]+)(?::\d*)?/|(?<![\w.-])(?P<bare>github\.com)/)"
+    r"(?P<repo>[\w.-]+/[\w.-]+?)(?:\.git)?/)?\bpulls?/(?P<n>\d{1,7})\b"
+)
 _TOKEN = re.compile(r"(?<![\w/.#-])(?:(?P<repo>[\w.-]+/[\w.-]+)#|#)(?P<n>\d{1,7})(?![\w.])")
 _NUMBER_LIST = re.compile(
     r"^\s*(?:(?:[A-Za-z]+\s+)?[A-Za-z_]\w*=)?[\s\"'(),;]*\d{1,7}(?:[\s\"'(),;]+\d{1,7})*[\s\"'(),;]*$"
@@ -49,9 +55,35 @@ def _target(ledger: Any, target: str | None) -> Target:
     return t
 
 
-def pr_refs(values: list[str], github: str) -> list[PRRef]:
-    """PR references from ``--pr`` values: ``N``, ``#N``, ``OWNER/REPO#N``, a pull URL, or a file
-    holding any of them (one PR each time, in order, duplicates dropped)."""
+def _pull_hit(
+    m: re.Match[str], line: str, value: str, hosts: frozenset[str], where: Location | None
+) -> tuple[str, str]:
+    host = m["host"] or m["bare"] or ""
+    url = bool(m["repo"])
+    if not url:  # ``pull/N`` alone, or in a URL whose path is not OWNER/REPO/pull/N
+        before = line[: m.start()]
+        token = before.rsplit(None, 1)[-1] if before and not before[-1].isspace() else ""
+        scheme, sep, rest = token.partition("://")
+        if sep and re.search(r"[A-Za-z][\w+.-]*$", scheme):
+            url = True
+            host = url_host("x://" + rest)
+    host = host.lower().removeprefix("www.")
+    if url and host not in hosts:
+        shown = value if where is None else m.group(0)
+        raise InputError(
+            f"--pr {shown!r}: a pull request on {host or 'no host'}, not on {' or '.join(sorted(hosts))} "
+            "(where the target's upstream is); nothing was imported",
+            where=where,
+            hint="a change from another host is a patch file: download its diff and `patchset import FILE`; "
+            "a PR of the target's upstream is N, OWNER/REPO#N or its URL there",
+        )
+    return m["repo"] or "", m["n"]
+
+
+def pr_refs(values: list[str], github: str, hosts: frozenset[str] = frozenset({"github.com"})) -> list[PRRef]:
+    """PR references from ``--pr`` values: ``N``, ``#N``, ``OWNER/REPO#N``, a pull URL on one of
+    ``hosts`` (``refs.pull_hosts``), or a file holding any of them (one PR each time, in order,
+    duplicates dropped). A pull URL on another host is refused."""
     found: list[PRRef] = []
     for value in values:
         path = Path(value)
@@ -68,7 +100,7 @@ def pr_refs(values: list[str], github: str) -> list[PRRef]:
         for line, where in texts:
             if len(line) > 4096 or (where is not None and re.match(r"^\s*#\s", line)):
                 continue  # a comment line ("# PRs we carry")
-            hits = [(m["repo"] or "", m["n"]) for m in _PULL.finditer(line)]
+            hits = [_pull_hit(m, line, value, hosts, where) for m in _PULL.finditer(line)]
             rest = _PULL.sub(" ", line)
             hits += [(m["repo"], m["n"]) for m in _TOKEN.finditer(rest)]
             if _NUMBER_LIST.match(rest) or (where is None and re.fullmatch(r"\s*\d{1,7}\s*", rest)):
@@ -97,7 +129,7 @@ def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict
     """Record one upstream-origin entry per PR (``pr-N``), its source the PR, not fetched yet."""
     ledger = ledger_mod.load_ledger(ledger_path)
     t = _target(ledger, target)
-    refs = pr_refs(values, t.github)
+    refs = pr_refs(values, t.github, pull_hosts(t.upstream, t.github))
     out: dict[str, Any] = {"target": t.name, "added": [], "unchanged": [], "not_fetched": []}
     with ledger_mod.edit(ledger_path) as e:
         for ref in refs:

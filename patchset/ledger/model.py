@@ -41,6 +41,11 @@ ENGINE_PLACEHOLDERS = (
     "ledger",  # the ledger's directory
 )
 SPLICED_PLACEHOLDERS = ("args", "mounts")
+# What a generate command may name (replaced as text in each argument: other braces are the script's)
+GENERATE_PLACEHOLDERS = (
+    "root",  # a private copy of the base tree
+    "ledger",  # the ledger's directory
+)
 TEST_KINDS = ("command", "longctx", "serving")
 SERVING_CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 

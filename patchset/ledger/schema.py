@@ -18,6 +18,7 @@ from patchset.ledger.model import (
     DELIVERS,
     ENGINE_PLACEHOLDERS,
     ENGINE_PRESETS,
+    GENERATE_PLACEHOLDERS,
     LAYOUTS,
     ORIGINS,
     PR_STATES,
@@ -222,8 +223,28 @@ STATUS = {
 
 
 # ---- onboarding (issue #25): generated patches and overlays -------------------------------------
+_NAMED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def generate_problem(command: list[str]) -> str | None:
+    """Why a generate ``command`` cannot run as written, or None: empty, a ``{name}`` that is no
+    placeholder (``{tree}`` is an engine's; it would reach the script as the literal text), or a
+    ``{ledger}/…`` path that climbs out of the ledger. Other braces (``{}``, ``{0}``, code) are the
+    script's own and pass."""
+    if not command:
+        return "the command is empty: give the program and its arguments"
+    known = ", ".join(f"{{{n}}}" for n in GENERATE_PLACEHOLDERS)
+    for arg in command:
+        for name in _NAMED.findall(arg):
+            if name not in GENERATE_PLACEHOLDERS:
+                return f"argument {arg!r} names an unknown placeholder {{{name}}} (a generate command knows {known})"
+        if arg.startswith("{ledger}/") and ".." in arg[len("{ledger}/") :].split("/"):
+            return f"argument {arg!r} climbs out of the ledger directory with '..'"
+    return None
+
+
 def _argv(value: Any) -> str | None:
-    return "the command is empty: give the program and its arguments" if not value else None
+    return generate_problem(value)
 
 
 def _absolute(value: Any) -> str | None:

@@ -35,11 +35,11 @@ from pathlib import Path
 
 from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.ledger.model import Generate, Target
+from patchset.ledger.model import GENERATE_PLACEHOLDERS, Generate, Target
 from patchset.rebase.regen import FileChange
 from patchset.text import terminal
 
-ROOT, LEDGER = "{root}", "{ledger}"
+ROOT, LEDGER = (f"{{{name}}}" for name in GENERATE_PLACEHOLDERS)  # checked at load (ledger.schema)
 MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
 MAX_LEDGER_ENTRIES = 200_000  # a ledger directory larger than this is not snapshotted entry by entry
 _IGNORED_DIRS = {"__pycache__"}

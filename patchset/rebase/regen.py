@@ -141,25 +141,35 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
         )
     if proc.returncode not in (0, 1):
         raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
-    sections = (b"\n" + proc.stdout).split(b"\ndiff --git <a/")[1:]
-    for n, section in enumerate(sections):
-        if n + 1 < len(sections):
-            section += b"\n"  # the separator took the newline of this section's last line
-        index = int(section[: section.index(b" ")])
-        at = section.find(b"\n@@ ")
-        out[index] = section[at + 1 :] if at >= 0 else b""
+    # each file's hunks sliced out of git's output once (no split copies: bodies can be large)
+    data, marker = proc.stdout, b"diff --git <a/"
+    starts = [0] if data.startswith(marker) else []
+    at = data.find(b"\n" + marker)
+    while at >= 0:
+        starts.append(at + 1)
+        at = data.find(b"\n" + marker, at + 1)
+    for start, stop in zip(starts, [*starts[1:], len(data)], strict=True):
+        name = start + len(marker)
+        index = int(data[name : data.index(b" ", name)])
+        at = data.find(b"\n@@ ", start, stop)
+        out[index] = data[at + 1 : stop] if at >= 0 else b""
     return out
 
 
 def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> bytes:
     """One file's git-style diff from its hunks (empty when nothing changed)."""
+    return b"".join(render_parts(ch, hunks, prefix))
+
+
+def render_parts(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> list[bytes]:
+    """One file's git-style diff as (header, hunks), for a caller that joins many at once."""
     before, after = ch.before, ch.after
     old_name = ch.old_path if ch.old_path is not None else ch.new_path
     new_name = ch.new_path if ch.new_path is not None else ch.old_path
     assert old_name is not None and new_name is not None
     head = [f"diff --git {prefix[0]}{old_name} {prefix[1]}{new_name}"]
     if before is None and after is None:
-        return b""
+        return []
     if before is None:
         head += [f"new file mode {ch.new_mode or '100644'}", f"index {_ZERO}..{blob_sha(after or b'')}"]
     elif after is None:
@@ -168,7 +178,7 @@ def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "
         renamed = old_name != new_name
         mode_change = bool(ch.old_mode and ch.new_mode and ch.old_mode != ch.new_mode)
         if not hunks and not renamed and not mode_change:
-            return b""
+            return []
         if mode_change:
             head += [f"old mode {ch.old_mode}", f"new mode {ch.new_mode}"]
         if renamed:
@@ -180,7 +190,7 @@ def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "
         head.append(f"--- {prefix[0]}{old_name}" if before is not None else "--- /dev/null")
         head.append(f"+++ {prefix[1]}{new_name}" if after is not None else "+++ /dev/null")
     text = ("\n".join(head) + "\n").encode("utf-8", "surrogateescape")
-    return text + hunks
+    return [text, hunks]
 
 
 def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | list[int] = 1) -> list[bytes]:
@@ -204,11 +214,16 @@ def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | li
     return out
 
 
-def render_changes(changes: list[FileChange]) -> bytes:
-    """A git-style diff (``a/``, ``b/``, full blob ids) of ``changes``, byte-stable: what an
-    overlay file or an edit script's result becomes as a patch body (one ``git diff`` call)."""
+def render_changes(changes: list[FileChange], *, head: bytes = b"") -> bytes:
+    """``head`` and a git-style diff (``a/``, ``b/``, full blob ids) of ``changes``, byte-stable:
+    what an overlay file or an edit script's result becomes as a patch body (one ``git diff``
+    call). Joined once: the body is the only copy of the hunks made here."""
     hunks = _all_hunks([(ch.before or b"", ch.after or b"") for ch in changes])
-    return b"".join(render_file(ch, h) for ch, h in zip(changes, hunks, strict=True))
+    parts = [head]
+    for i, ch in enumerate(changes):
+        parts += render_parts(ch, hunks[i])
+        hunks[i] = b""
+    return b"".join(parts)
 
 
 def prove(body: bytes, changes: list[FileChange], result: str) -> str | None:

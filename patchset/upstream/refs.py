@@ -7,11 +7,13 @@ PyGithub. Every record has ``to_json()`` returning a JSON-ready dict.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from patchset.errors import EnvironmentFailure, InputError
 
@@ -23,6 +25,35 @@ DEFAULT_ALIASES: dict[str, str] = {
 }
 
 KINDS = ("pr", "issue")
+_SCP = re.compile(r"^[\w.-]+@(?P<host>[\w.-]+):")  # git@github.com:owner/repo.git
+
+
+def pull_hosts(upstream: str = "", github: str = "") -> frozenset[str]:
+    """The hosts a pull URL of a target may be on: its ``upstream``'s (a URL, or ``git@HOST:``) and,
+    when it names a ``github`` repository or its upstream is no URL, the GitHub the client reads
+    (``$PATCHSET_GITHUB_API``'s host, github.com by default). A URL on another host names someone
+    else's change, never the target's PR of that number."""
+    up = upstream.strip()
+    try:
+        host = urlsplit(up).hostname if "://" in up else (m["host"] if (m := _SCP.match(up)) else None)
+    except ValueError:
+        host = None
+    hosts = {host.lower().removeprefix("www.")} if host else set()
+    if github or not hosts:
+        api = urlsplit(os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or "")
+        ours = api.hostname and api.hostname != "api.github.com" and api.scheme in ("http", "https")
+        hosts.add(api.hostname.lower() if ours and api.hostname else "github.com")
+    return frozenset(hosts)
+
+
+def url_host(url: str) -> str:
+    """The host of ``url``, lower case, without ``www.`` ("" when there is none)."""
+    try:
+        return (urlsplit(url).hostname or "").lower().removeprefix("www.")
+    except ValueError:
+        return ""
+
+
 _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _URL = re.compile(r"^https?://[^/]+/(?P<repo>[^/]+/[^/]+)/(?P<what>pull|pulls|issues)/(?P<n>\d+)(?:[/#?].*)?$")
 _SHORT = re.compile(r"^(?P<repo>[^#\s]+)#(?P<n>\d+)$")
