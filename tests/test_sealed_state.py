@@ -23,6 +23,7 @@ import pytest
 from patchset import outdir
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
 from patchset.verify.proofs import load_history
+from tests.support.consent import allow_ledger
 from tests.support.nights import double_world
 from tests.support.repo import git
 
@@ -64,6 +65,7 @@ def _classes(data: dict) -> dict[str, str]:
 def test_a_forged_cache_entry_changes_no_verdict_and_is_not_sealed_into_the_history(isolated: Path, run) -> None:
     world = double_world(isolated / "world")
     led = world.ledger.parent
+    allow_ledger(led)  # its engine's commands, as its user would
     tree = isolated / "tree"
     git(world.upstream, "worktree", "add", "-q", "--detach", str(tree), world.nights[0][1])
     first = run("verify", "--tree", tree, "--all", "--json", cwd=led)
