@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.repo import REPO_ROOT
 
-HEAVY = ("rich", "tomlkit", "git", "github", "requests", "urllib3")
+HEAVY = ("rich", "tomlkit", "git", "github", "requests", "urllib3", "numpy", "scipy")
 PROBE = """
 import sys
 sys.argv = ["patchset", *sys.argv[1:]]

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -297,6 +298,12 @@ def ratio_verdict(
 # --------------------------------------------------------------------------- exact tests
 
 
+def _significant(p: Any, alpha: float) -> Any:
+    """p <= alpha, with a p that is exactly alpha (1/20 = 1/C(6, 3)) counted as it is, not as
+    floating point rounds it."""
+    return p <= alpha * (1 + 1e-9)
+
+
 def fisher_one_sided(k1: int, n1: int, k0: int, n0: int) -> float:
     """P(X >= k1), X hypergeometric: the chance that the first arm gets ``k1`` or more of the
     ``k1 + k0`` exceedances if both arms had the same rate (Fisher's exact test, one-sided)."""
@@ -334,7 +341,7 @@ def _critical(n: int, alpha: float) -> np.ndarray:
     pmf = stats.hypergeom.pmf(x, 2 * n, m, n)  # 0 where x and m - x do not both fit in n
     tail = np.cumsum(pmf[::-1], axis=0)[::-1]
     k1, k0 = np.indices((n + 1, n + 1))
-    return np.asarray(tail[k1, k1 + k0] <= alpha * (1 + 1e-9))
+    return np.asarray(_significant(tail[k1, k1 + k0], alpha))
 
 
 def fisher_power(n: int, p0: float, p1: float, alpha: float = 0.05) -> float:
@@ -377,7 +384,7 @@ def _trials_until_significant(p0: float, p1: float, *, alpha: float, start: int,
     """The fewest trials per arm at which exceedances at the observed rates would be significant."""
     n = start
     while n <= cap:
-        if fisher_one_sided(min(n, math.ceil(p1 * n)), n, math.floor(p0 * n), n) <= alpha:
+        if _significant(fisher_one_sided(min(n, math.ceil(p1 * n)), n, math.floor(p0 * n), n), alpha):
             return n
         n += max(1, n // 10)
     return None
@@ -446,7 +453,7 @@ def drift_verdict(
     n = min(trials, control_trials)
     target = min(1.0, p0 + min_effect)
     pw = fisher_power(n, p0, target, alpha)
-    if p <= alpha:
+    if _significant(p, alpha):
         return DriftVerdict(BUG, exceed, trials, control_exceed, control_trials, p, pw, None, alpha, min_effect)
     if pw >= power and p1 - p0 < min_effect:
         return DriftVerdict(DRIFT_NOISE, exceed, trials, control_exceed, control_trials, p, pw, 0, alpha, min_effect)
