@@ -16,8 +16,8 @@ import hashlib
 import json
 import shutil
 import stat
-import warnings
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 

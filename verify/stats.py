@@ -338,7 +338,14 @@ def _critical(n: int, alpha: float) -> np.ndarray:
     stats = _scipy_stats()
     x = np.arange(n + 1)[:, None]
     m = np.arange(2 * n + 1)[None, :]
-    pmf = stats.hypergeom.pmf(x, 2 * n, m, n)  # 0 where x and m - x do not both fit in n
+    rest = m - x
+    valid = (rest >= 0) & (rest <= n)
+    # hypergeom(2n, m, n).pmf(x) = C(n, x) C(n, m - x) / C(2n, m): three binomial(p = 1/2) pmfs,
+    # whose 2^-n factors cancel, in logs (scipy's hypergeom.pmf per element takes ~35x as long on
+    # the 1000-trial table trials_for_power may ask for)
+    half = stats.binom.logpmf(np.arange(n + 1), n, 0.5)
+    logp = half[x] + half[np.clip(rest, 0, n)] - stats.binom.logpmf(m, 2 * n, 0.5)
+    pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
     tail = np.cumsum(pmf[::-1], axis=0)[::-1]
     k1, k0 = np.indices((n + 1, n + 1))
     return np.asarray(_significant(tail[k1, k1 + k0], alpha))

@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO, cast
 
 from patchset.atomic import publish_dir
 from patchset.confine import check_relative
@@ -172,7 +172,7 @@ class ArchiveReader:
             hashed = HashedFile(raw, self.on_bytes)
             stream = HeaderStream(decompressed(hashed), self.path)
             with tarfile.TarFile(
-                fileobj=stream,  # type: ignore[arg-type]  (read, seek and tell are what tarfile uses)
+                fileobj=cast(IO[bytes], stream),  # read, seek and tell are what tarfile uses
                 mode="r",
                 tarinfo=Header.for_pass(self.path, budget),
                 encoding="utf-8",
@@ -183,7 +183,7 @@ class ArchiveReader:
                     member = self._tar_member(tf, stream, budget, info)
                     if member is not None:
                         yield member
-                    tf.members.clear()  # tarfile keeps every header it read: a pass holds one
+                    tf.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every header it read
                     stream.next_member()
                     info = tf.next()
             self.sha256 = hashed.finish()

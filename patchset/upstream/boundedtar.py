@@ -20,7 +20,7 @@ import lzma
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO, Protocol, cast
 
 from patchset.errors import InputError
 from patchset.upstream.limits import MAX_HEADER_BYTES, Budget
@@ -40,6 +40,14 @@ _UNSUPPORTED = (tarfile.GNUTYPE_SPARSE, b"V", b"M", b"N")  # sparse, multi-volum
 _BETWEEN_MEMBERS = MAX_HEADER_BYTES + (2 * MAX_EXTENDED_RUN + 2) * BLOCK
 
 
+class Readable(Protocol):
+    """What tarfile uses of a file it reads: read, seek, tell."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+    def tell(self) -> int: ...
+
+
 def damaged(archive: Path | str, why: str) -> InputError:
     return InputError(
         f"archive {archive} is damaged or not a tar archive: {why}", hint="delete it and download it again"
@@ -55,13 +63,14 @@ class Header(tarfile.TarInfo):
     archive: Path | str = ""
     budget: Budget | None = None
     extended_run = 0
+    header_size: int | None = None  # the size the header block declared (pax may change it)
 
     @classmethod
     def for_pass(cls, archive: Path | str, budget: Budget) -> type[Header]:
         return type("Header", (cls,), {"archive": archive, "budget": budget, "extended_run": 0})
 
     @classmethod
-    def frombuf(cls, buf: bytes, encoding: str, errors: str) -> Any:
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Any:
         h = super().frombuf(buf, encoding, errors)
         assert cls.budget is not None, "Header.for_pass binds the budget"
         extended = h.type in _EXTENDED
@@ -85,7 +94,8 @@ class Header(tarfile.TarInfo):
         tarfile reads as 0 when it is not a number)."""
         budget.take_member(h.name)
         budget.check_size(h.name, h.size)
-        budget.take(h.name, max(0, h.size - getattr(h, "header_size", h.size)))
+        declared = h.size if not isinstance(h, Header) or h.header_size is None else h.header_size
+        budget.take(h.name, max(0, h.size - declared))
         raw = h.pax_headers.get("mtime")
         if raw is not None:
             try:
@@ -100,7 +110,7 @@ class HeaderStream:
     """The decompressed archive as tarfile reads it: outside a member's data (``data()``), at most
     ``_BETWEEN_MEMBERS`` bytes before the next member (``next_member()``)."""
 
-    def __init__(self, f: BinaryIO, archive: Path | str) -> None:
+    def __init__(self, f: Readable, archive: Path | str) -> None:
         self._f = f
         self._archive = archive
         self._left: int | None = _BETWEEN_MEMBERS
@@ -186,17 +196,17 @@ class HashedFile:
         return self._sha.hexdigest()
 
 
-def decompressed(f: HashedFile) -> BinaryIO:
+def decompressed(f: HashedFile) -> Readable:
     """The tar stream inside ``f``: gzip, bzip2 or xz by their magic bytes, else ``f`` itself."""
     head = f.read(6)
     f.seek(0)
     if head.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[arg-type]
+        return gzip.GzipFile(fileobj=f, mode="rb")
     if head.startswith(b"BZh"):
-        return bz2.BZ2File(f)  # type: ignore[arg-type]
+        return bz2.BZ2File(f)
     if head.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(f)  # type: ignore[arg-type]
-    return f  # type: ignore[return-value]
+        return lzma.LZMAFile(cast(IO[bytes], f))
+    return f
 
 
 def data_filter_mode(h: tarfile.TarInfo, root: str) -> int:
