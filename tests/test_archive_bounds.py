@@ -15,6 +15,7 @@ import os
 import tarfile
 import time
 import tracemalloc
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -239,6 +240,34 @@ def test_a_link_into_the_state_directory_is_refused(place):
     refused(archive, work / "tree", UnsafePathError, "state directory")
 
 
+@pytest.mark.parametrize("kind", ["tar", "tar-dot", "wheel"])
+def test_a_member_named_twice_is_refused(place, kind):
+    """One rule for both readers of release archives: the unpacker and the history importer (here,
+    and ``apply --from-index`` below) refuse a name that appears twice, as ``build wheel`` does
+    (tests/test_build_trust.py), naming the archive and the member; nothing is written. Before,
+    the later member silently replaced the earlier one."""
+    work, sentinel = place
+    if kind == "wheel":
+        archive = work / "demo_pkg-1.0-py3-none-any.whl"
+        with warnings.catch_warnings(), zipfile.ZipFile(archive, "w") as zf:
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate name, and writes it
+            zf.writestr("demo/a.py", "x = 1\n")
+            zf.writestr("demo/b.py", "y = 1\n")
+            zf.writestr("demo/a.py", "x = 9\n")
+    else:
+        second = f"{TOP}/./a.py" if kind == "tar-dot" else f"{TOP}/a.py"
+        members = [(f"{TOP}/a.py", b"x = 1\n"), (f"{TOP}/b.py", b"y = 1\n"), (second, b"x = 9\n")]
+        archive = work / f"{TOP}.tar.gz"
+        archive.write_bytes(gzip.compress(bytes(hostile.tar_bytes(members))))
+    named = "'demo/a.py'" if kind == "wheel" else f"'{TOP}/a.py'"
+    with pytest.raises(UnsafePathError, match="appears twice") as info:
+        list(ArchiveReader(archive, strip_top=False))  # the history importer's view
+    assert str(archive) in str(info.value) and named in str(info.value)
+    err = refused(archive, work / "tree", UnsafePathError, "appears twice")
+    assert str(archive) in str(err) and "'a.py'" in str(err)
+    sentinel.assert_untouched()
+
+
 def test_the_top_directory_itself_may_have_any_name(place):
     """Only the path in the tree counts: ``.patchset`` as the stripped top directory is fine."""
     work, _ = place
@@ -349,7 +378,7 @@ def ledger(tmp_path, run) -> Path:
     return led
 
 
-@pytest.mark.parametrize("case", ["negative-size", "pax-size", "pax-mtime", "state-dir"])
+@pytest.mark.parametrize("case", ["negative-size", "pax-size", "pax-mtime", "state-dir", "named-twice"])
 def test_apply_from_index_refuses_hostile_archives_quickly(run, ledger, index, tmp_path, case):
     archive = index.root / f"{TOP}.tar.gz"
     archive.write_bytes(
@@ -358,6 +387,7 @@ def test_apply_from_index_refuses_hostile_archives_quickly(run, ledger, index, t
             "pax-size": lambda: hostile.pax_tar(pax={"size": "-512"}),
             "pax-mtime": lambda: hostile.pax_tar(member={"mtime": "inf"}),
             "state-dir": lambda: gzip.compress(bytes(hostile.tar_bytes([(f"{TOP}/.patchset-txn/journal.json", b"")]))),
+            "named-twice": lambda: gzip.compress(bytes(hostile.tar_bytes([(f"{TOP}/a.py", b"x = 1\n")] * 2))),
         }[case]()
     )
     start = time.monotonic()
@@ -366,6 +396,8 @@ def test_apply_from_index_refuses_hostile_archives_quickly(run, ledger, index, t
     assert r.code == 2, r
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     assert str(archive.name) in r.stderr
+    if case == "named-twice":
+        assert "'a.py' appears twice" in r.stderr, r.stderr
     assert not (tmp_path / "tree").exists()
 
 

@@ -17,6 +17,7 @@ import json
 import shutil
 import stat
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def _symlink_member(zi_name: str, target: str) -> tuple[zipfile.ZipInfo, str]:
         ("demo\\..\\..\\evil.py", "backslash"),
         ("demo/link.py", "symbolic link"),
         ("demo/.git/config", ".git"),
+        ("demo/unchanged.py", "appears twice"),  # the rule --from-index applies too (test_archive_bounds.py)
     ],
 )
 def test_wheel_with_a_hostile_member_is_refused_whole(demo, run, tmp_path: Path, member: str, why: str) -> None:
@@ -98,6 +100,10 @@ def test_wheel_with_a_hostile_member_is_refused_whole(demo, run, tmp_path: Path,
             wf.writestr(name, text)
         if why == "symbolic link":
             wf.writestr(*_symlink_member(member, "../../../../etc/passwd"))
+        elif why == "appears twice":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # zipfile warns of the duplicate name, and writes it
+                wf.writestr(member, "VALUE = 2\n")
         else:
             wf.writestr(member, "x = 1\n")
         info = "demo_pkg-1.0.dist-info"

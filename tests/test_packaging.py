@@ -7,12 +7,16 @@ real wheel and reads its file list.
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.support.repo import REPO_ROOT
 
@@ -94,3 +98,50 @@ def test_the_console_script_points_into_the_package(wheel: Path) -> None:
     ep = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(ep).decode()
     assert "patchset = patchset.cli:main" in text
+
+
+def _runtime_requirements(wheel: Path) -> set[str]:
+    """The distributions the wheel's METADATA requires without an extra, normalised."""
+    meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(wheel).read(meta).decode()
+    out = set()
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:") and "extra ==" not in line:
+            out.add(canonicalize_name(Requirement(line.partition(":")[2].strip()).name))
+    return out
+
+
+def _third_party_imports(wheel: Path) -> dict[str, str]:
+    """Every top-level name a shipped module imports (at module level or inside a function) that is
+    neither the standard library nor patchset itself, with one module that imports it."""
+    found: dict[str, str] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if not (name.startswith("patchset/") and name.endswith(".py")):
+                continue
+            for node in ast.walk(ast.parse(zf.read(name), name)):
+                if isinstance(node, ast.Import):
+                    tops = [a.name.partition(".")[0] for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    tops = [node.module.partition(".")[0]]
+                else:
+                    continue
+                for top in tops:
+                    if top not in sys.stdlib_module_names and top not in ("patchset", "__future__"):
+                        found.setdefault(top, name)
+    return found
+
+
+def test_every_library_the_product_imports_is_a_runtime_dependency(wheel: Path) -> None:
+    """What the README installs is what runs: a library a shipped module imports is declared in
+    ``dependencies``, not only in an extra (numpy once came with the test extra alone, so
+    ``pip install .`` then ``verify --plan`` died with ModuleNotFoundError)."""
+    required = _runtime_requirements(wheel)
+    assert {"numpy", "scipy", "click"} <= required, required
+    providers = importlib.metadata.packages_distributions()
+    undeclared = []
+    for top, where in sorted(_third_party_imports(wheel).items()):
+        dists = {canonicalize_name(d) for d in providers.get(top, [top])}
+        if not dists & required:
+            undeclared.append(f"{top} (imported by {where}; from {sorted(dists)})")
+    assert undeclared == [], undeclared

@@ -6,6 +6,7 @@ The timings are bench/cli.py's job, not a test's."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from tests.support.repo import REPO_ROOT
 
-HEAVY = ("rich", "tomlkit", "git", "github", "requests", "urllib3")
+HEAVY = ("rich", "tomlkit", "git", "github", "requests", "urllib3", "numpy", "scipy")
 PROBE = """
 import sys
 sys.argv = ["patchset", *sys.argv[1:]]
@@ -64,6 +65,14 @@ def test_apply_tree_imports_no_heavy_library(run, tmp_path: Path) -> None:
     (tree / "m.py").write_text("a = 1\nb = 2\n")
     assert loaded(["apply", "--tree", str(tree)], led) == set()
     assert (tree / "m.py").read_text() == "a = 1\nb = 3\n"
+
+
+def test_verify_plan_leaves_scipy_unloaded(tmp_path: Path) -> None:
+    """scipy.stats costs about half a second to import: only a run that judges loads it
+    (verify/stats.py imports it on first use), not ``verify --plan``."""
+    example = tmp_path / "longctx-cpu"
+    shutil.copytree(REPO_ROOT / "examples" / "longctx-cpu", example)
+    assert "scipy" not in loaded(["verify", "--plan"], example, printed="verify plan")
 
 
 def test_every_registered_command_loads_under_its_name() -> None:

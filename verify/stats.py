@@ -21,16 +21,22 @@ says nothing until the noise is measured. Two rules, both small enough to check 
   production's rate) and the observed excess is smaller; else ``inconclusive: K more trials``, K being
   the trials per arm that would reach that power at the larger of the observed and the minimal effect.
 
-numpy only (scipy may be missing): the hypergeometric and binomial terms come from a log-factorial
-table, so every probability here is exact up to floating point.
+The distributions are scipy's (``scipy.stats``: Fisher's exact test, the hypergeometric and binomial
+laws, the exact signed-rank and rank-sum nulls); what scipy lacks is built here on top: the
+Hodges-Lehmann estimate and its distribution-free interval, and the power of Fisher's test.
+scipy.stats is imported inside the functions that need it: it costs about half a second, which
+every ``patchset`` start would pay otherwise (``verify/serving.py`` imports this module).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -76,66 +82,80 @@ def _mid(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(m), 0.0, m)  # +inf and -inf: no side wins
 
 
+def _largest_below(cdf: Callable[[int], float], top: int, alpha: float) -> int:
+    """k = t + 1 for the largest t in [0, top] with P(T <= t) <= alpha / 2 (0: none), by bisection
+    on the null's non-decreasing cdf. The relative 1e-9 keeps an exact 1/40 (e.g. 3 of C(10, 3))
+    on the side the exact integer count put it."""
+    bound = alpha / 2 * (1 + 1e-9)
+    if cdf(0) > bound:
+        return 0
+    lo, hi = 0, top  # cdf(lo) <= bound; the answer lies in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cdf(mid) <= bound:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo + 1
+
+
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use: importing it takes about half a second, which every
+    ``patchset`` start would pay (the CLI imports ``verify``), not only the runs that judge."""
+    from scipy import stats
+
+    return stats
+
+
 @functools.lru_cache(maxsize=256)
 def _signed_rank_cut(n: int, alpha: float) -> int:
     """k: the interval [W(k), W(M + 1 - k)] of the M = n(n+1)/2 sorted Walsh averages covers the
     centre of a symmetric distribution with probability >= 1 - alpha (the Wilcoxon signed-rank
     statistic's exact null distribution: every sign of the n ranks equally likely). 0: no such interval."""
     top = n * (n + 1) // 2
-    if n <= _EXACT:
-        counts = [1] + [0] * top  # the number of sign patterns per rank sum, exact integers
-        for r in range(1, n + 1):
-            for t in range(top, r - 1, -1):
-                counts[t] += counts[t - r]
-        total, acc, k = 2**n, 0, 0
-        for t in range(top + 1):  # P(T <= t) <= alpha / 2  =>  k = t + 1
-            acc += counts[t]
-            if 2 * acc > alpha * total:
-                break
-            k = t + 1
-        return k
-    mean, sd = top / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    return max(0, math.floor(mean - _z(alpha) * sd))
+    if n > _EXACT:
+        mean, sd = top / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        return max(0, math.floor(mean - _z(alpha) * sd))
+    stats = _scipy_stats()
+
+    def cdf(t: int) -> float:
+        # scipy keeps the exact null private; its exact test reads it out at T+ = t: the ranks 1..n,
+        # positive on a subset summing to t (greedy from the largest), no ties, no zeros
+        d, rest = [], t
+        for r in range(n, 0, -1):
+            d.append(r if r <= rest else -r)
+            rest -= r if r <= rest else 0
+        return float(stats.wilcoxon(d, alternative="less", method="exact").pvalue)
+
+    return _largest_below(cdf, top // 2, alpha)
 
 
 @functools.lru_cache(maxsize=256)
 def _rank_sum_cut(m: int, n: int, alpha: float) -> int:
     """k for the m*n sorted differences of two samples: the Mann-Whitney U statistic's exact null
     distribution (every assignment of the m + n ranks to the sides equally likely)."""
-    if min(m, n) <= _EXACT and m * n <= 40_000:
-        # coefficients of the Gaussian binomial [m + n choose m]_q: the count of arrangements per U
-        poly = [1]
-        for i in range(1, min(m, n) + 1):
-            big = max(m, n) + i
-            out = poly + [0] * big
-            for t in range(len(out) - 1, big - 1, -1):
-                out[t] -= out[t - big]  # times (1 - q^(big))
-            for t in range(i, len(out)):
-                out[t] += out[t - i]  # over (1 - q^i)
-            while len(out) > 1 and out[-1] == 0:
-                out.pop()
-            poly = out
-        total, acc, k = math.comb(m + n, m), 0, 0
-        for u, c in enumerate(poly):
-            acc += c
-            if 2 * acc > alpha * total:
-                break
-            k = u + 1
-        return k
-    mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
-    return max(0, math.floor(mean - _z(alpha) * sd))
+    if min(m, n) > _EXACT or m * n > 40_000:
+        mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+        return max(0, math.floor(mean - _z(alpha) * sd))
+    stats = _scipy_stats()
+    ys = list(range(n))
+
+    def cdf(u: int) -> float:
+        # read the exact null out of scipy's exact test at U = u: the i-th x above c_i of the ys
+        # (c_i = n for the first u // n, then the remainder), all values distinct
+        xs, rest = [], u
+        for i in range(m):
+            c = min(n, rest)
+            rest -= c
+            xs.append(c - 1 + (i + 1) / (m + 1))
+        return float(stats.mannwhitneyu(xs, ys, alternative="less", method="exact").pvalue)
+
+    return _largest_below(cdf, m * n // 2, alpha)
 
 
 def _z(alpha: float) -> float:
-    """The standard normal's upper alpha/2 point (bisection on erfc: no scipy)."""
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if math.erfc(mid / math.sqrt(2)) > alpha:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    """The standard normal's upper alpha/2 point."""
+    return float(NormalDist().inv_cdf(1 - alpha / 2))
 
 
 def reaches(n_candidate: int, n_baseline: int, *, paired: bool, confidence: float = CONFIDENCE) -> bool:
@@ -278,16 +298,10 @@ def ratio_verdict(
 # --------------------------------------------------------------------------- exact tests
 
 
-def _log_factorials(n: int) -> np.ndarray:
-    out = np.zeros(n + 1)
-    if n > 0:
-        out[1:] = np.cumsum(np.log(np.arange(1, n + 1)))
-    return out
-
-
-def _log_comb(lf: np.ndarray, n: int, k: np.ndarray | int) -> np.ndarray:
-    k = np.asarray(k)
-    return lf[n] - lf[k] - lf[n - k]
+def _significant(p: Any, alpha: float) -> Any:
+    """p <= alpha, with a p that is exactly alpha (1/20 = 1/C(6, 3)) counted as it is, not as
+    floating point rounds it."""
+    return p <= alpha * (1 + 1e-9)
 
 
 def fisher_one_sided(k1: int, n1: int, k0: int, n0: int) -> float:
@@ -295,14 +309,9 @@ def fisher_one_sided(k1: int, n1: int, k0: int, n0: int) -> float:
     ``k1 + k0`` exceedances if both arms had the same rate (Fisher's exact test, one-sided)."""
     if not (0 <= k1 <= n1 and 0 <= k0 <= n0):
         raise ValueError("counts must lie within their trials")
-    m, total = k1 + k0, n1 + n0
-    lf = _log_factorials(total)
-    hi = min(m, n1)
-    xs = np.arange(max(k1, m - n0), hi + 1)
-    if xs.size == 0:
-        return 0.0
-    logp = _log_comb(lf, n1, xs) + _log_comb(lf, n0, m - xs) - _log_comb(lf, total, m)
-    return float(min(1.0, np.exp(logp).sum()))
+    stats = _scipy_stats()
+    table = [[k1, n1 - k1], [k0, n0 - k0]]
+    return float(min(1.0, stats.fisher_exact(table, alternative="greater").pvalue))
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -311,17 +320,13 @@ def binomial_tail(k: int, n: int, p: float) -> float:
         return 1.0
     if k > n:
         return 0.0
-    return float(_binom_pmf(n, p)[k:].sum())
+    stats = _scipy_stats()
+    return float(stats.binom.sf(k - 1, n, p))
 
 
 def _binom_pmf(n: int, p: float) -> np.ndarray:
-    ks = np.arange(n + 1)
-    if p <= 0:
-        return (ks == 0).astype(float)
-    if p >= 1:
-        return (ks == n).astype(float)
-    lf = _log_factorials(n)
-    return np.exp(_log_comb(lf, n, ks) + ks * math.log(p) + (n - ks) * math.log1p(-p))
+    stats = _scipy_stats()
+    return np.asarray(stats.binom.pmf(np.arange(n + 1), n, p), dtype=float)
 
 
 @functools.lru_cache(maxsize=64)
@@ -330,17 +335,20 @@ def _critical(n: int, alpha: float) -> np.ndarray:
 
     One pass over the whole table: the hypergeometric pmf of every (x, m = k1 + k0) at once, its
     upper tails by a reversed cumulative sum. Cached: the region depends on n and alpha only."""
-    total = 2 * n
-    lf = _log_factorials(total)
+    stats = _scipy_stats()
     x = np.arange(n + 1)[:, None]
-    m = np.arange(total + 1)[None, :]
-    valid = (m - x >= 0) & (m - x <= n)
-    rest = np.clip(m - x, 0, n)
-    logp = lf[n] - lf[x] - lf[n - x] + lf[n] - lf[rest] - lf[n - rest] - (lf[total] - lf[m] - lf[total - m])
+    m = np.arange(2 * n + 1)[None, :]
+    rest = m - x
+    valid = (rest >= 0) & (rest <= n)
+    # hypergeom(2n, m, n).pmf(x) = C(n, x) C(n, m - x) / C(2n, m): three binomial(p = 1/2) pmfs,
+    # whose 2^-n factors cancel, in logs (scipy's hypergeom.pmf per element takes ~35x as long on
+    # the 1000-trial table trials_for_power may ask for)
+    half = stats.binom.logpmf(np.arange(n + 1), n, 0.5)
+    logp = half[x] + half[np.clip(rest, 0, n)] - stats.binom.logpmf(m, 2 * n, 0.5)
     pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
     tail = np.cumsum(pmf[::-1], axis=0)[::-1]
     k1, k0 = np.indices((n + 1, n + 1))
-    return tail[k1, k1 + k0] <= alpha * (1 + 1e-9)
+    return np.asarray(_significant(tail[k1, k1 + k0], alpha))
 
 
 def fisher_power(n: int, p0: float, p1: float, alpha: float = 0.05) -> float:
@@ -383,7 +391,7 @@ def _trials_until_significant(p0: float, p1: float, *, alpha: float, start: int,
     """The fewest trials per arm at which exceedances at the observed rates would be significant."""
     n = start
     while n <= cap:
-        if fisher_one_sided(min(n, math.ceil(p1 * n)), n, math.floor(p0 * n), n) <= alpha:
+        if _significant(fisher_one_sided(min(n, math.ceil(p1 * n)), n, math.floor(p0 * n), n), alpha):
             return n
         n += max(1, n // 10)
     return None
@@ -452,7 +460,7 @@ def drift_verdict(
     n = min(trials, control_trials)
     target = min(1.0, p0 + min_effect)
     pw = fisher_power(n, p0, target, alpha)
-    if p <= alpha:
+    if _significant(p, alpha):
         return DriftVerdict(BUG, exceed, trials, control_exceed, control_trials, p, pw, None, alpha, min_effect)
     if pw >= power and p1 - p0 < min_effect:
         return DriftVerdict(DRIFT_NOISE, exceed, trials, control_exceed, control_trials, p, pw, 0, alpha, min_effect)

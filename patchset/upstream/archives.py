@@ -22,18 +22,19 @@ import re
 import shutil
 import stat
 import struct
+import tarfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO, cast
 
 from patchset.atomic import publish_dir
 from patchset.confine import check_relative
 from patchset.errors import EnvironmentFailure, InputError, PatchsetError, UnsafePathError
+from patchset.upstream.boundedtar import HashedFile, Header, HeaderStream, data_filter_mode, decompressed
 from patchset.upstream.limits import MAX_LINK_BYTES, MAX_MEMBERS_ENV, ArchiveLimits, Budget, check_mtime
-from patchset.upstream.tarstream import Decompressor, TarHeader, iter_tar_headers
 
 FILE = "file"
 DIR = "dir"
@@ -129,16 +130,24 @@ class ArchiveReader:
         self.sha256: str | None = None
         if not self.path.is_file():
             raise InputError(f"archive not found: {self.path}")
+        self._filter_root = os.path.realpath(self.path)  # a file: nothing can exist under it
 
     def __iter__(self) -> Iterator[Member]:
         self.top = None
+        seen: set[str] = set()
+        zipped = is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path))
         try:
-            if is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path)):
-                yield from self._iter_zip()
-            else:
-                yield from self._iter_tar()
+            for member in self._iter_zip() if zipped else self._iter_tar():
+                if member.path in seen:  # the rule `build wheel` applies too (build/wheel.py:check_members)
+                    raise UnsafePathError(
+                        f"archive {self.path} member {member.path!r} appears twice",
+                        hint="release archives name each member once; the archive is hostile or broken",
+                    )
+                seen.add(member.path)
+                yield member
         except (
             zipfile.BadZipFile,
+            tarfile.TarError,
             zlib.error,
             lzma.LZMAError,
             EOFError,
@@ -155,38 +164,71 @@ class ArchiveReader:
 
     # -- tar ---------------------------------------------------------------------------------
     def _iter_tar(self) -> Iterator[Member]:
+        """The standard ``tarfile`` reads the members (ustar, GNU, pax); the budget is taken at each
+        512-byte header before tarfile reads what follows it (``tarheaders.Header``), and every
+        member passes tarfile's ``data`` filter (PEP 706) after patchset's own path rules."""
+        budget = Budget(self.path, self.limits)
         with open(self.path, "rb") as raw:
-            source = Decompressor(raw, self.on_bytes)
-            for header in iter_tar_headers(source, self.path, Budget(self.path, self.limits)):
-                member = self._tar_member(header)
-                if member is not None:
-                    yield member
-            self.sha256 = source.finish()
+            hashed = HashedFile(raw, self.on_bytes)
+            stream = HeaderStream(decompressed(hashed), self.path)
+            with tarfile.TarFile(
+                fileobj=cast(IO[bytes], stream),  # read, seek and tell are what tarfile uses
+                mode="r",
+                tarinfo=Header.for_pass(self.path, budget),
+                encoding="utf-8",
+                errors="surrogateescape",
+            ) as tf:
+                info = tf.next()
+                while info is not None:
+                    member = self._tar_member(tf, stream, budget, info)
+                    if member is not None:
+                        yield member
+                    tf.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every header it read
+                    stream.next_member()
+                    info = tf.next()
+            self.sha256 = hashed.finish()
 
-    def _tar_member(self, h: TarHeader) -> Member | None:
-        is_dir = h.type == b"5"
-        path = self._strip(clean_name(h.name, self.path, what=self._what), is_dir)
+    def _tar_member(
+        self, tf: tarfile.TarFile, stream: HeaderStream, budget: Budget, h: tarfile.TarInfo
+    ) -> Member | None:
+        name = h.name
+        Header.check_member(h, self.path, budget)  # pax size/mtime, sparse files: before any data is read
+        mtime = check_mtime(h.mtime, name, self.path)
+        is_dir = h.isdir()
+        path = self._strip(clean_name(name, self.path, what=self._what), is_dir)
         if path is None:
             return None
         check_tree_path(path, self.path, what=self._what)
-        if h.type in (b"0", b"\0", b"7"):
-            return Member(path, FILE, h.mode, h.mtime, data=h.data)
-        if is_dir:
-            return Member(path, DIR, h.mode, h.mtime)
-        if h.type == b"2":
+        target = ""
+        if h.issym():
             check_symlink(path, h.linkname, self.path)
-            return Member(path, SYMLINK, h.mode, h.mtime, link=h.linkname)
-        if h.type == b"1":
-            target = self._strip(clean_name(h.linkname, self.path, what=self._what), False)
+        elif h.islnk():
+            target = self._strip(clean_name(h.linkname, self.path, what=self._what), False) or ""
             if not target:
                 raise UnsafePathError(f"{self.path}: hard link {path!r} has no valid target")
             check_tree_path(target, self.path, what=self._what)
-            return Member(path, HARDLINK, h.mode, h.mtime, link=target)
-        raise UnsafePathError(
-            f"{self.path}: member {h.name!r} is a device, fifo or other special file "
-            f"(tar type {h.type.decode(errors='replace')!r})",
-            hint="release archives contain only files, directories and links",
-        )
+        elif not (h.isreg() or is_dir):
+            raise UnsafePathError(
+                f"{self.path}: member {name!r} is a device, fifo or other special file "
+                f"(tar type {h.type.decode(errors='replace')!r})",
+                hint="release archives contain only files, directories and links",
+            )
+        try:
+            mode = data_filter_mode(h, self._filter_root)
+        except tarfile.FilterError as exc:
+            raise UnsafePathError(
+                f"{self.path}: {exc}", hint="tarfile's data filter refuses it; the archive is hostile or broken"
+            ) from None
+        if is_dir:
+            return Member(path, DIR, mode, mtime)
+        if h.issym():
+            return Member(path, SYMLINK, mode, mtime, link=h.linkname)
+        if h.islnk():
+            return Member(path, HARDLINK, mode, mtime, link=target)
+        with stream.data():
+            fh = tf.extractfile(h)
+            data = fh.read() if fh is not None else b""
+        return Member(path, FILE, mode, mtime, data=data)
 
     def _strip(self, path: str, is_dir: bool) -> str | None:
         """Remove the top directory; None for the top directory entry itself (or '.')."""
@@ -446,9 +488,7 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
                     os.mkdir(full)
                 made_dirs.add(prefix)
 
-    for m in reader:
-        if m.path in links:
-            del links[m.path]  # a later member replaces an earlier link of the same name
+    for m in reader:  # each path once (the reader refuses a name that appears twice)
         if m.kind == DIR:
             ensure_dir(m.path)
             continue
@@ -458,19 +498,12 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
         if m.kind == SYMLINK:
             if m.path in made_dirs:
                 raise UnsafePathError(f"{reader.path}: member {m.path!r} is both a directory and a link")
-            if m.path in files:
-                files.discard(m.path)
-                os.unlink(full)
             links[m.path] = m.link  # created last, so no write can go through it
             continue
         if m.path in made_dirs:
             raise UnsafePathError(f"{reader.path}: member {m.path!r} is both a directory and a file")
         if m.kind == HARDLINK and m.link not in files:
             raise UnsafePathError(f"{reader.path}: hard link {m.path!r} -> {m.link!r} does not name an earlier file")
-        if m.kind == HARDLINK and m.link == m.path:
-            continue  # a link to itself: the file is already there
-        if os.path.lexists(full):
-            os.unlink(full)
         if m.kind == HARDLINK:
             shutil.copy2(os.path.join(root_str, m.link), full)
         else:
