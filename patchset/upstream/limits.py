@@ -2,7 +2,7 @@
 
 Archives come from a package index, and any index (or a tampered mirror) can serve a file that
 unpacks without end: a 2 MB wheel holding a 2 GB member, a tar whose sizes point backwards, a
-million empty files. The readers (``archives``, ``tarstream``) count every member against one
+million empty files. The readers (``archives``, ``boundedtar``) count every member against one
 :class:`Budget` per pass and refuse a member *before* its bytes are read or held in memory.
 
 The defaults are several times the largest real releases (measured on vLLM 0.30.0 and
