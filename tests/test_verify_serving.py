@@ -22,11 +22,11 @@ import pytest
 
 from patchset.commands.table import Term
 from patchset.errors import InputError
-from patchset.verify.openai_client import CompletionsClient
+from patchset.verify.engines.client import CompletionsClient
+from patchset.verify.engines.launch import process_group_alive
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import run_verify
 from patchset.verify.pertest_view import render_verify
-from patchset.verify.server import process_group_alive
 from patchset.verify.serving import (
     Meter,
     ServingConfig,
@@ -328,7 +328,7 @@ class _At:
 
 
 def _resume_spec(trials: int):
-    from patchset.verify.longctx_runs import LongctxSpec
+    from patchset.verify.longctx.runs import LongctxSpec
 
     return LongctxSpec(["resume"], "m", "control", None, [], {}, 60, repeats=trials)
 
@@ -336,7 +336,7 @@ def _resume_spec(trials: int):
 def test_repeated_resume_in_control_mode_is_judged_by_the_exact_test(tmp_path: Path) -> None:
     """Noise alone: the resumes exceed the bar no more often than the controls (noise, or more trials
     asked for); a stale cache hit past 2,048: a bug, however noisy."""
-    from patchset.verify.longctx_runs import run_one
+    from patchset.verify.longctx.runs import run_one
 
     with serving(noise=0.001) as (url, _):
         healthy = run_one(_At(url, tmp_path / "a.log"), _resume_spec(40), 0)
@@ -375,7 +375,7 @@ def test_a_stream_that_trickles_is_cut_at_the_requests_deadline() -> None:
     """A server that sends a streamed completion one byte every 0.1 s never trips a read timeout;
     the request's own deadline (the check's timeout, here 1.5 s) ends it: an unreachable server,
     not a check that hangs for as long as the server likes. /metrics likewise."""
-    from patchset.verify.openai_client import ServerUnreachable
+    from patchset.verify.engines.client import ServerUnreachable
     from tests.support.slowhttp import Reply, SlowServer
 
     chunk = b'data: {"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:5"]}}]}\n\n'

@@ -31,13 +31,13 @@ expands to these and to the caller's environment.
 Long-context tests (``kind = "longctx"``: ``checks``, ``model``, ``mode``, ``baseline``,
 ``engine_args``) run no command: an engine is started from each tree and the named checks run against
 it, one engine per tree and engine configuration, shared by every test that needs it
-(``patchset.verify.longctx_runs``). They are classed exactly like command tests.
+(``patchset.verify.longctx.runs``). They are classed exactly like command tests.
 
 With a proof history (``history``; the CLI keeps one beside the ledger, the gate beside its state),
 the without-runs of long-context tests follow a plan made before any engine starts
 (``verify.plan``): a patch whose watched files, body and tests did not move since the run that
 proved it carries that verdict (marked so, with the run it comes from); the rest run tonight, those
-expected to be not needed tried together where it pays (``verify.grouping``), those broken last time
+expected to be not needed tried together where it pays (``verify.plan.grouping``), those broken last time
 only if their tests pass with the series. ``plan_only`` returns the plan without running anything.
 """
 
@@ -61,14 +61,15 @@ from patchset.progress import Progress
 from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.base_tree import engine_log_dir, index_base, precompile, spec_for, sweep_stale
-from patchset.verify.carry import Tonight, record
-from patchset.verify.engines import command_files_digest, resolve_engine
-from patchset.verify.longctx_runs import EngineFactory, LongctxSpec, resolve_spec
+from patchset.verify.engines.definition import Preset, command_files_digest, resolve_engine
+from patchset.verify.engines.launch import EngineFactory
+from patchset.verify.longctx.runs import LongctxSpec, resolve_spec
 from patchset.verify.outcomes import NOT_NEEDED, PatchOutcome, TestOutcome, VerifyReport, classify, patch_class
 from patchset.verify.overlay import private_copy, remove_tree
-from patchset.verify.plan import DEFAULT_FULL_EVERY, PlanOptions, make_plan
-from patchset.verify.plan_inputs import EngineTest, plan_inputs
-from patchset.verify.planned_runs import Minus, Rounds
+from patchset.verify.plan.carry import Tonight, record
+from patchset.verify.plan.decide import DEFAULT_FULL_EVERY, PlanOptions, make_plan
+from patchset.verify.plan.inputs import EngineTest, plan_inputs
+from patchset.verify.plan.rounds import Minus, Rounds
 from patchset.verify.proofs import TargetHistory, load_history, save_history
 from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
 from patchset.verify.runner import PATCHSET_HOME, Verifier, describe_failure
@@ -208,10 +209,10 @@ def run_verify(
         raise InputError(f"no selected test for target {tgt.name}")
     specs = [c.lc for _, cs in chosen for c in cs if c.lc is not None]
 
-    only_cpu = all(sp.engine is not None and sp.engine.preset == "vllm-cpu" for sp in specs)
+    only_cpu = all(sp.engine is not None and sp.engine.preset == Preset.VLLM_CPU for sp in specs)
     n_tests = sum(len(cs) for _, cs in chosen)
     if specs and only_cpu and engine_factory is None and len(specs) == n_tests and not plan_only:
-        from patchset.verify.server import engine_missing_reason
+        from patchset.verify.engines.vllm_cpu import engine_missing_reason
 
         reason = engine_missing_reason(faults=False)
         if reason:  # only engine tests were selected, and none can run: say so before any download

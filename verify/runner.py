@@ -1,5 +1,5 @@
 """The runs of one ``patchset verify``: each test on its tree, command tests in their own overlay,
-engine tests grouped one engine per tree and configuration (``verify.engine_runs``), results from the
+engine tests grouped one engine per tree and configuration (``verify.engines.scheduler``), results from the
 cache where the tree did not change.
 
 Why this module exists: ``verify.pertest`` decides which runs there are; this module runs them and
@@ -25,20 +25,15 @@ from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.progress import Progress
 from patchset.upstream import cache
-from patchset.verify.longctx_runs import (
-    EngineFactory,
-    EngineRun,
-    LongctxResult,
-    LongctxSpec,
-    ServingResult,
-    ledger_engine,
-)
-from patchset.verify.outcomes import WITH, WITHOUT, TestOutcome
+from patchset.verify.engines.launch import EngineFactory
+from patchset.verify.engines.process import ledger_engine
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, TestOutcome
 from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.results_cache import ResultCache
 from patchset.verify.serving import ServingSamples
 from patchset.verify.serving_judge import judge_serving
-from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
+from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, LongctxResult, ServingResult, run_command
 
 PATCHSET_HOME = Path(__file__).resolve().parent.parent
 
@@ -190,8 +185,8 @@ class Verifier:
 
     def run(self, runs: list[Run], *, cache: ResultCache, stored: dict[str, ServingSamples] | None = None) -> None:
         """Run every test: command runs on their own trees, engine runs grouped one engine per tree and
-        configuration (``verify.engine_runs``), results from the cache where the tree did not change."""
-        from patchset.verify.engine_runs import Context, Group, Pair, QuietLock, Scheduler
+        configuration (``verify.engines.scheduler``), results from the cache where the tree did not change."""
+        from patchset.verify.engines.scheduler import Context, Group, Pair, QuietLock, Scheduler
 
         self.total, self.done = len(runs), 0
         quiet = QuietLock()

@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchset.verify.longctx_runs import LongctxResult, ServingResult
 from patchset.verify.outcomes import WITH, WITHOUT
 from patchset.verify.serving import ServingSamples, write_serving_baseline
-from patchset.verify.testrun import ERROR, FAIL, PASS
+from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult, ServingResult
 
 if TYPE_CHECKING:
     from patchset.verify.runner import Run

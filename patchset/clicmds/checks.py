@@ -199,7 +199,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     Exit 0 every check passes; 1 a check fails (a server that rejects a long prompt is a failure);
     2 the server cannot be reached or the input is bad.
     """
-    from patchset.verify.longctx import run_checks
+    from patchset.verify.longctx.suite import run_checks
 
     names = split_list(checks) or None
     report = run_checks(
@@ -208,7 +208,7 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     if as_json:
         click.echo(report.to_json())
     else:
-        from patchset.verify.longctx_view import render_longctx
+        from patchset.verify.longctx.view import render_longctx
 
         render_longctx(out, report)
     return report.exit_code

@@ -11,10 +11,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from patchset.verify.longctx_math import BIN, binned_max, make_document, max_abs_diff, mean_nll, top1, topk_drift
-from patchset.verify.longctx_params import CachedCase, Lengths, Thresholds
-from patchset.verify.longctx_report import Measurement
-from patchset.verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.engines.client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.longctx.measures import BIN, binned_max, make_document, max_abs_diff, mean_nll, top1, topk_drift
+from patchset.verify.longctx.params import CachedCase, Lengths, Thresholds
+from patchset.verify.longctx.report import Measurement
 
 
 class CheckRun:

@@ -3,7 +3,7 @@
 A ``[[patch.tests]]`` table with ``kind = "longctx"`` names long-context checks
 (``patchset.verify.longctx``) instead of a command. ``verify`` builds the same trees as for command
 tests (the series, and the series minus the patch: hard-linked overlays of one base), starts an
-engine from each tree (``patchset.verify.server``: the engine venv's own ``vllm`` replaced by the
+engine from each tree (``patchset.verify.engines.vllm_cpu``: the engine venv's own ``vllm`` replaced by the
 tree's), runs the checks of every test that uses that tree and that engine configuration (model,
 ``engine_args``, ``env``), and stops it. The tree with the whole series is the same for every patch,
 so one engine serves every patch's "with" run; each "without P" tree gets its own engine.
@@ -21,24 +21,28 @@ report's list of engines, so a slow or crashing engine can be read without rerun
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import statistics
 import string
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from patchset.errors import EnvironmentFailure, InputError, Location
 from patchset.ledger.model import SERVING_CHECKS
-from patchset.verify.engines import EngineDef, EngineLaunch, EngineProcess
-from patchset.verify.longctx import run_checks
-from patchset.verify.longctx_params import BASELINE_DIR, CHECKS
-from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.longctx_view import longctx_text
-from patchset.verify.server import EngineConfig, EngineServer, venv_python
+from patchset.verify.engines.definition import EngineDef, Preset
+from patchset.verify.engines.launch import Engine
+from patchset.verify.engines.vllm_cpu import venv_python
+from patchset.verify.longctx.params import BASELINE_DIR, CHECKS, METHOD
+from patchset.verify.longctx.report import LongctxReport
+from patchset.verify.longctx.suite import run_checks
+from patchset.verify.longctx.view import longctx_text
 from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
 from patchset.verify.stats import BUG, INCONCLUSIVE, drift_verdict
-from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
+from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult
 
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
@@ -67,11 +71,6 @@ class LongctxSpec:
 
     def fingerprint(self) -> str:
         """What the test measures, for the result cache: kind, checks, parameters (not its tags or name)."""
-        import hashlib
-        import json
-
-        from patchset.verify.longctx_params import METHOD
-
         data = {
             "method": METHOD,
             "kind": self.kind,
@@ -88,8 +87,6 @@ class LongctxSpec:
 
 
 def _file_digest(path: Path) -> str:
-    import hashlib
-
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     except OSError:
@@ -98,8 +95,6 @@ def _file_digest(path: Path) -> str:
 
 def _model_digest(model: Path | str) -> str:
     """A model directory's files (name, size, mtime); a model name as it is."""
-    import hashlib
-
     p = Path(model) if isinstance(model, Path) else None
     if p is None or not p.is_dir():
         return str(model)
@@ -131,7 +126,7 @@ def resolve_spec(
         )
     if test.mode not in ("fixed", "control"):
         raise InputError(f"mode {test.mode!r} is not 'fixed' or 'control'", where=where)
-    local_engine = engine is None or engine.preset == "vllm-cpu"
+    local_engine = engine is None or engine.preset == Preset.VLLM_CPU
     raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
     model: Path | str = ""
     if not raw and local_engine:
@@ -168,7 +163,7 @@ def resolve_spec(
     repeats = int(getattr(test, "repeats", 0) or 0)
     if kind == "serving":
         streams = int(getattr(test, "streams", 0) or 0) or (
-            CPU_STREAMS if engine is None or engine.preset == "vllm-cpu" else DEFAULT_STREAMS
+            CPU_STREAMS if engine is None or engine.preset == Preset.VLLM_CPU else DEFAULT_STREAMS
         )
         serving = ServingConfig(
             checks=checks,
@@ -205,176 +200,6 @@ def resolve_spec(
 def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
     p = Path(string.Template(raw).safe_substitute(env)).expanduser()
     return (p if p.is_absolute() else root / p).resolve()
-
-
-# --------------------------------------------------------------------------- engines
-
-
-@dataclass
-class EngineRequest:
-    """What ``verify`` asks an engine factory for: a server on this tree, serving this model, started
-    as ``engine`` says (None: the caller's factory knows)."""
-
-    tree: Path
-    model: Path | str
-    engine_args: list[str]
-    env: dict[str, str]
-    timeout: int
-    log_path: Path
-    engine: EngineDef | None = None
-    overlay: Path | None = None
-    logdir: Path | None = None
-    name: str = ""
-    ledger_dir: Path | None = None
-    root: str = ""
-
-
-class Engine(Protocol):
-    url: str
-    log_path: Path
-    startup_seconds: float | None
-    vllm_origin: str | None
-
-    def start(self) -> Any: ...
-
-    def stop(self) -> None: ...
-
-
-EngineFactory = Callable[[EngineRequest], Engine]
-
-
-def ledger_engine(req: EngineRequest) -> Engine:
-    """The default factory: the engine the ledger defines (``patchset.verify.engines``)."""
-    if req.engine is None:
-        return vllm_cpu_engine(req)
-    launch = EngineLaunch(
-        engine=req.engine,
-        tree=req.tree,
-        model=str(req.model),
-        log_path=req.log_path,
-        logdir=req.logdir or req.log_path.with_suffix(""),
-        name=req.name or req.log_path.stem,
-        ledger_dir=req.ledger_dir or req.tree,
-        args=list(req.engine_args),
-        env=dict(req.env),
-        overlay=req.overlay,
-        root=req.root,
-    )
-    return EngineProcess(launch)
-
-
-def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
-    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``EngineServer``), running the tree's ``vllm``."""
-    assert isinstance(req.model, Path)
-    config = EngineConfig(
-        model_dir=req.model,
-        extra_args=tuple(req.engine_args),
-        extra_env=dict(req.env),
-        startup_timeout=float(req.timeout),
-        tree=req.tree,
-    )
-    server = EngineServer(config, log_dir=req.log_path.parent)
-    server.log_path = req.log_path
-    return server
-
-
-@dataclass
-class EngineRun:
-    """One engine verify started: which tree, how long start-up and checks took, where its log is."""
-
-    label: str  # "with the series" | "without <patch>"
-    variant: str  # with | without
-    patch: str  # the patch left out ("" for the whole series)
-    model: str
-    engine_args: list[str]
-    tests: list[str] = field(default_factory=list)  # "<patch>/<test>" served by this engine
-    startup_seconds: float | None = None
-    check_seconds: float = 0.0
-    log: str = ""
-    vllm_origin: str = ""
-    error: str = ""
-    engine: str = ""  # the ledger's engine name
-    started: bool = False  # False: every result came from the cache, no engine was started
-    reused: list[str] = field(default_factory=list)  # "<patch>/<test>" whose result came from the cache
-    tree_hash: str = ""
-
-    def to_json(self) -> dict:
-        return {
-            "label": self.label,
-            "variant": self.variant,
-            "patch": self.patch or None,
-            "engine": self.engine or None,
-            "started": self.started,
-            "tree_hash": self.tree_hash or None,
-            "model": self.model,
-            "engine_args": self.engine_args,
-            "tests": self.tests,
-            "reused": self.reused,
-            "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
-            "check_seconds": round(self.check_seconds, 3),
-            "log": self.log,
-            "vllm_origin": self.vllm_origin or None,
-            "error": self.error or None,
-        }
-
-
-@dataclass
-class LongctxResult(CommandResult):
-    """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
-
-    engine: int | None = None  # index into VerifyReport.engines
-    startup_seconds: float | None = None
-    checks: list[dict] = field(default_factory=list)
-    reused: str = ""  # the result came from the cache: when it was measured
-    drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
-    carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        out.update(
-            {
-                "carried_from": self.carried or None,
-                "engine": self.engine,
-                "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
-                "check_seconds": round(self.seconds, 3),
-                "engine_log": self.log or None,
-                "checks": self.checks,
-                "reused": self.reused or None,
-            }
-        )
-        if self.drift is not None:
-            out["drift"] = self.drift
-        return out
-
-
-@dataclass
-class ServingResult(LongctxResult):
-    """A run of a serving test: every sample of the engine it measured and, on the side judged, the
-    comparison with the baseline (per metric: median ratio, interval, verdict)."""
-
-    samples: dict = field(default_factory=dict)  # ServingSamples.to_json()
-    comparison: dict | None = None  # Comparison.to_json(), on the run the verdict belongs to
-    baseline_from: str = ""  # "the tree without <patch>", "a stored baseline <file>"
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        out.update({"samples": self.samples, "comparison": self.comparison, "baseline_from": self.baseline_from})
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> ServingResult:
-        return cls(
-            data["outcome"],
-            data.get("exit_code"),
-            float(data.get("seconds", 0.0)),
-            data.get("reason", ""),
-            data.get("output_tail", ""),
-            data.get("log") or "",
-            None,
-            data.get("engine_startup_seconds"),
-            list(data.get("checks") or []),
-            samples=dict(data.get("samples") or {}),
-        )
 
 
 def _num(v: Any) -> Any:
@@ -491,8 +316,6 @@ def resume_trials(reports: list[LongctxReport], multiple: float = 2.0, floor: fl
     The bar is ``multiple`` x the median control over every trial and case (the maintainer's "2x the
     control"), at least ``floor``; a resume exceeds it when its drift does, a control when its own
     drift (cold against cold) does: under no bug both are the same kind of noise."""
-    import statistics
-
     drifts, controls = [], []
     for rep in reports:
         for m in rep.result("resume").measurements:

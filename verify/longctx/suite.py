@@ -26,20 +26,26 @@ largest one measured over the check's cases, and a floor keeps a zero control fr
 A server that answers a long prompt with an HTTP error FAILS the check; an unreachable server raises
 ``ServerUnreachable`` (exit 2).
 
-This module runs the checks asked for (``run_checks``); the checks live in ``verify.longctx_checks``,
-their inputs (lengths, bars, baselines) in ``verify.longctx_params``, the report's records in
-``verify.longctx_report`` and the numbers in ``verify.longctx_math``.
+This module runs the checks asked for (``run_checks``); the checks live in ``verify.longctx.checks``,
+their inputs (lengths, bars, baselines) in ``verify.longctx.params``, the report's records in
+``verify.longctx.report`` and the numbers in ``verify.longctx.measures``.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchset.errors import InputError
-from patchset.verify.longctx_checks import (
+from patchset.errors import EnvironmentFailure, InputError
+from patchset.verify.engines.client import CompletionsClient
+from patchset.verify.engines.vllm_cpu import engine_missing_reason, venv_python
+from patchset.verify.longctx.checks import (
     CheckRun,
     check_cached,
     check_causality,
@@ -49,7 +55,7 @@ from patchset.verify.longctx_checks import (
     check_resume,
     pool_control,
 )
-from patchset.verify.longctx_params import (
+from patchset.verify.longctx.params import (
     CHECKS,
     DEFAULT_BASELINE,
     DEFAULT_CHECKS,
@@ -58,8 +64,7 @@ from patchset.verify.longctx_params import (
     Thresholds,
     load_baseline,
 )
-from patchset.verify.longctx_report import CheckResult, LongctxReport, Measurement
-from patchset.verify.openai_client import CompletionsClient
+from patchset.verify.longctx.report import CheckResult, LongctxReport, Measurement
 
 
 def run_checks(
@@ -121,8 +126,6 @@ def run_checks(
     )
 
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
-        from patchset.verify.reference import reference_logprobs
-
         assert reference_model is not None  # the reference check runs only with a reference model
         return reference_logprobs(
             Path(reference_model), tokens, python=Path(reference_python) if reference_python else None
@@ -163,3 +166,55 @@ def run_checks(
         server={"max_model_len": info.get("max_model_len"), "owned_by": info.get("owned_by")},
         baseline=str(baseline_path) if "cached" in checks else None,
     )
+
+
+# --------------------------------------------------------------------------- the reference check's forward pass
+
+# torch and transformers live in the engine venv (ci/setup_engine.sh), not in patchset's environment: the
+# forward pass runs there as a short script; only token ids and logprobs cross, as JSON files.
+_SCRIPT = """
+import json, sys
+import torch
+from transformers import AutoModelForCausalLM
+
+model_dir, tokens_file, out_file = sys.argv[1:4]
+tokens = json.load(open(tokens_file))
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa").eval()
+with torch.no_grad():
+    logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0].to(torch.float64)
+logp = torch.log_softmax(logits, dim=-1)
+out = [None] + [float(logp[p - 1, tokens[p]]) for p in range(1, len(tokens))]
+json.dump(out, open(out_file, "w"))
+"""
+
+
+def reference_logprobs(
+    model_dir: Path, tokens: Sequence[int], python: Path | None = None, timeout: float = 900
+) -> list[float | None]:
+    """Logprob of each token given the ones before it (position 0 is None), from transformers in float32.
+
+    Runs with ``python`` (default: the engine venv's). Raises EnvironmentFailure when it cannot."""
+    py = python or venv_python()
+    if python is None:
+        reason = engine_missing_reason(faults=False)
+        if reason:
+            raise EnvironmentFailure(f"the reference check needs torch and transformers: {reason}")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    with tempfile.TemporaryDirectory(prefix="patchset-ref-") as tmp:
+        tok_file, out_file = Path(tmp) / "tokens.json", Path(tmp) / "out.json"
+        tok_file.write_text(json.dumps([int(t) for t in tokens]))
+        try:
+            proc = subprocess.run(
+                [str(py), "-c", _SCRIPT, str(Path(model_dir).resolve()), str(tok_file), str(out_file)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout,
+                cwd=tmp,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentFailure(f"reference forward pass with {py} did not finish: {exc}") from None
+        if proc.returncode != 0:
+            raise EnvironmentFailure(f"reference forward pass failed in {py}:\n{proc.stderr[-3000:]}")
+        return json.loads(out_file.read_text())

@@ -14,11 +14,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from patchset.verify.longctx_runs import LongctxResult, LongctxSpec
+from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import PatchOutcome, TestOutcome
-from patchset.verify.plan import PlanPatch
+from patchset.verify.plan.decide import PlanPatch
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof
-from patchset.verify.testrun import FAIL, PASS, CommandResult
+from patchset.verify.testrun import FAIL, PASS, CommandResult, LongctxResult
 
 MAX_REASON = 500
 

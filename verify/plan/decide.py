@@ -3,7 +3,7 @@
 Why this module exists: a full per-patch verify is one engine start for the tree with the series and
 one for each tree without a patch; on the production cluster a start may take an hour, and upstream
 moves every night, so no tree is ever the same twice (the result cache does not help). What changed
-is known, though: the files each patch watches (``verify.watch``), its body, its tests, and its last
+is known, though: the files each patch watches (``verify.plan.watch``), its body, its tests, and its last
 verdict (``verify.proofs``). For each patch with long-context tests the plan says
 
 * **run** — its without-run is needed tonight, with every reason: no earlier proof; a watched file
@@ -16,7 +16,7 @@ verdict (``verify.proofs``). For each patch with long-context tests the plan say
   (upstream A..B did not touch it)*; the tree with the series still runs every test tonight.
 
 Patches expected to be not needed (proven so last time) that need a without-run on the same engine
-are tried together when their watched files are disjoint (``verify.grouping``). Command tests and
+are tried together when their watched files are disjoint (``verify.plan.grouping``). Command tests and
 serving tests are not planned: a command may read any file of the tree and costs no engine start; a
 serving comparison is measured the same night on both sides. The plan counts the engine starts it
 will cost (trees whose results are all in the result cache start nothing) and what a full run costs.
@@ -28,11 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchset.verify.grouping import choose_groups
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED
+from patchset.verify.plan.grouping import choose_groups
+from patchset.verify.plan.watch import UNSAFE, Watch
 from patchset.verify.proofs import PatchProof, TargetHistory, run_name
 from patchset.verify.testrun import PASS
-from patchset.verify.watch import UNSAFE, Watch
 
 RUN, AFTER_WITH, CARRY = "run", "after-with", "carry"
 DEFAULT_FULL_EVERY = 7

@@ -3,7 +3,7 @@
 Why this module exists: the plan itself is pure (decisions from digests and a history); this
 module reads them off the run: per patch with long-context tests, its body's digest, each test's
 parameters and engine, whether the tree without it already has each result in the result cache,
-its watched files (``verify.watch``); the trees that start whatever the plan says (the series, per
+its watched files (``verify.plan.watch``); the trees that start whatever the plan says (the series, per
 engine; serving tests' trees without their patch); and what a full run would start.
 """
 
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.engine.results import SeriesItem, SeriesResult
-from patchset.verify.carry import engine_config, engine_digest, spec_digest
-from patchset.verify.longctx_runs import LongctxSpec
-from patchset.verify.plan import EngineTree, PlanPatch, PlanTest
-from patchset.verify.planned_runs import Minus
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
+from patchset.verify.plan.decide import EngineTree, PlanPatch, PlanTest
+from patchset.verify.plan.rounds import Minus
+from patchset.verify.plan.watch import added_lines, body_digest, watch_for
 from patchset.verify.serving import ServingSamples
-from patchset.verify.watch import added_lines, body_digest, watch_for
 
 WITH_SERIES = "with the series"
 

@@ -16,14 +16,14 @@ from patchset.commands.inspection import body_state
 from patchset.errors import Location
 from patchset.ledger.store import load_ledger
 from patchset.upstream import cache
-from patchset.verify.carry import engine_config, engine_digest, spec_digest
-from patchset.verify.engines import resolve_engine
-from patchset.verify.longctx_runs import resolve_spec
-from patchset.verify.plan import EngineTree, PlanOptions, PlanPatch, PlanTest, VerifyPlan, make_plan
+from patchset.verify.engines.definition import resolve_engine
+from patchset.verify.longctx.runs import resolve_spec
+from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
+from patchset.verify.plan.decide import EngineTree, PlanOptions, PlanPatch, PlanTest, VerifyPlan, make_plan
+from patchset.verify.plan.watch import ABSENT, Watch, body_digest
 from patchset.verify.proofs import TargetHistory
 from patchset.verify.runner import PATCHSET_HOME
 from patchset.verify.selection import selected, test_name
-from patchset.verify.watch import ABSENT, Watch, body_digest
 
 
 def plan_ledger(

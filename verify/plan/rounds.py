@@ -7,9 +7,9 @@ together. This module turns that into runs for the runner (``verify.runner``) in
 1. every with-run, every command and serving test's without-run, each needed single without-run,
    and one run per test on each group's tree (the series without all of the group);
 2. the without-runs that waited for the series (their tests passed with it), and the patches whose
-   tests failed on a group's tree, each tried alone (``verify.grouping.split``).
+   tests failed on a group's tree, each tried alone (``verify.plan.grouping.split``).
 
-Carried without-runs are the recorded ones (``verify.carry``), marked with the run they come from.
+Carried without-runs are the recorded ones (``verify.plan.carry``), marked with the run they come from.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.ledger.model import Patch, TestSpec
-from patchset.verify.carry import carried_result, engine_digest
-from patchset.verify.grouping import split
-from patchset.verify.longctx_runs import EngineRun, LongctxSpec
-from patchset.verify.outcomes import WITH, WITHOUT, PatchOutcome, TestOutcome, VerifyReport
-from patchset.verify.plan import AFTER_WITH, CARRY, Decision, VerifyPlan
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, PatchOutcome, TestOutcome, VerifyReport
+from patchset.verify.plan.carry import carried_result, engine_digest
+from patchset.verify.plan.decide import AFTER_WITH, CARRY, Decision, VerifyPlan
+from patchset.verify.plan.grouping import split
 from patchset.verify.proofs import TargetHistory, run_name
 from patchset.verify.runner import Run
 from patchset.verify.serving import ServingSamples
