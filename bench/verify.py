@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.verify.pertest import run_verify
+from patchset.verify.pertest import VerifyRun, run_verify
 
 REPO = Path(__file__).resolve().parent.parent
 NOTE = "# patchset bench: a harmless note\n"
@@ -61,7 +61,7 @@ def _add_patch(ledger_dir: Path, base: Path, rel: str, pid: str) -> None:
 
 def _run(name: str, ledger: Path, tree: Path | None, results: Path, **kw) -> dict:
     t0 = time.monotonic()
-    rep = run_verify(ledger, tree=tree, results_dir=results, jobs=2, **kw)
+    rep = run_verify(VerifyRun(ledger, tree=tree, results_dir=results, jobs=2, **kw))
     wall = time.monotonic() - t0
     print(
         f"# {ledger.parent.name} {name}: {rep.engine_starts} engine start(s), {len(rep.reused)} reused, {wall:.1f} s",

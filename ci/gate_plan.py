@@ -103,14 +103,14 @@ def _ledger_plan(
 ) -> VerifyPlan:
     """The plan from the ledger alone: tonight's upstream unknown, or no proof to compare with."""
     from patchset.verify.plan.ledger import plan_ledger
+    from patchset.verify.run import VerifyRun
     from patchset.verify.serving import load_serving_baseline
 
     if past is not None and past.proofs:
         opts.unknown = "tonight's upstream is not named (--onto REF or --latest): what moved cannot be told"
     stored = set(load_serving_baseline(figures)) if figures.is_file() else set()
-    return plan_ledger(
-        ledger.path, target, wanted, only, past, opts, base=base or "(upstream not named)", engine=engine, stored=stored
-    )
+    run = VerifyRun(ledger.path, tags=wanted, target=target, engine=engine, base_label=base or "(upstream not named)")
+    return plan_ledger(run, past, opts, stored)
 
 
 def _tonight(
@@ -133,7 +133,7 @@ def _tonight(
     from patchset.ci.refresh import make_workspace
     from patchset.ci.upstream import open_upstream
     from patchset.rebase.session import rebase
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
 
     up = open_upstream(ledger.root, t, upstream)
     try:
@@ -159,19 +159,21 @@ def _tonight(
                         del table["tests"]
         tree = up.archive(sha, scratch / "pristine")
         vr = run_verify(
-            ws.work_ledger,
-            tree=tree,
-            tags=wanted,
-            target=t.name,
-            engine=engine,
-            baseline=figures if figures.is_file() else None,
-            ledger_dir=ledger.root.resolve(),
-            history=proofs,
-            plan_only=True,
-            all_=opts.all_,
-            full_every=opts.full_every,
-            base_label=short_label(label),
-            record_history=False,
+            VerifyRun(
+                ws.work_ledger,
+                tree=tree,
+                tags=wanted,
+                target=t.name,
+                engine=engine,
+                baseline=figures if figures.is_file() else None,
+                ledger_dir=ledger.root.resolve(),
+                history=proofs,
+                plan_only=True,
+                all_=opts.all_,
+                full_every=opts.full_every,
+                base_label=short_label(label),
+                record_history=False,
+            )
         )
         assert vr.plan is not None
         report.plan = {"plan": vr.plan.to_json(), "engine_starts": vr.plan.starts}

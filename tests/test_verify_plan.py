@@ -268,7 +268,7 @@ GROUP_FAULTS = (
 
 
 def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fails(isolated: Path) -> None:
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
     from tests.support.nights import FAKE, double_ledger
 
     files = {**FAKE, **GROUP_FILES, "fakeengine/faults.py": GROUP_FAULTS}
@@ -280,7 +280,7 @@ def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fa
     hist = isolated / "proofs.json"
 
     def night(**kw):
-        return run_verify(ledger, tree=tree, history=hist, use_cache=False, **kw)
+        return run_verify(VerifyRun(ledger, tree=tree, history=hist, use_cache=False, **kw))
 
     def move(extra: str = "") -> None:  # upstream changes every watched file
         for rel in GROUP_FILES:
@@ -306,7 +306,7 @@ def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fa
     assert third.engine_starts == 3
     classes = {p.patch_id: p.klass for p in third.patches}
     assert classes == {"e1": NOT_NEEDED, "e2": NOT_NEEDED, "e3": PROVEN, "e4": NOT_NEEDED}
-    full = run_verify(ledger, tree=tree, use_cache=False)  # no history: every tree alone
+    full = run_verify(VerifyRun(ledger, tree=tree, use_cache=False))  # no history: every tree alone
     assert {p.patch_id: p.klass for p in full.patches} == classes and full.engine_starts == 5
     assert [c["patch"] for c in third.changed] == ["e3"]
 

@@ -111,7 +111,7 @@ def verify(
     could not run / bad input.
     """
     from patchset.ledger import consent
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
     from patchset.verify.proofs import default_history_path
 
     if not plan_only:  # the tests' commands and engines; --plan runs none
@@ -123,26 +123,28 @@ def verify(
     with _progress_bar() as bar:
         progress = bar.callback("verify")
         rep = run_verify(
-            c.ledger_path,
-            tree,
-            from_index=from_index,
-            tags=list(tags),
-            jobs=jobs,
-            timeout=timeout,
-            junit=junit,
-            progress=progress,
-            target=target,
-            keep_trees=keep_trees,
-            download_progress=bar.callback("", unit="bytes"),
-            engine=engine,
-            only=split_list(only) or None,
-            baseline=baseline,
-            save_baseline=save_baseline,
-            use_cache=not no_cache,
-            history=default_history_path(Path(c.ledger_path).parent),
-            plan_only=plan_only,
-            all_=all_,
-            full_every=full_every,
+            VerifyRun(
+                c.ledger_path,
+                tree,
+                from_index=from_index,
+                tags=list(tags),
+                jobs=jobs,
+                timeout=timeout,
+                junit=junit,
+                progress=progress,
+                target=target,
+                keep_trees=keep_trees,
+                download_progress=bar.callback("", unit="bytes"),
+                engine=engine,
+                only=split_list(only) or None,
+                baseline=baseline,
+                save_baseline=save_baseline,
+                use_cache=not no_cache,
+                history=default_history_path(Path(c.ledger_path).parent),
+                plan_only=plan_only,
+                all_=all_,
+                full_every=full_every,
+            )
         )
     if as_json:
         emit_json(rep.to_json())

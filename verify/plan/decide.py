@@ -32,10 +32,10 @@ from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED
 from patchset.verify.plan.grouping import choose_groups
 from patchset.verify.plan.watch import UNSAFE, Watch
 from patchset.verify.proofs import PatchProof, TargetHistory, run_name
+from patchset.verify.run import DEFAULT_FULL_EVERY
 from patchset.verify.testrun import PASS
 
 RUN, AFTER_WITH, CARRY = "run", "after-with", "carry"
-DEFAULT_FULL_EVERY = 7
 TONIGHT = "tonight"
 _SHOWN = 4  # files named in one reason
 
@@ -141,6 +141,16 @@ class Group:
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine_name, "patches": self.patches}
+
+
+@dataclass
+class PlanInputs:
+    """What the plan is made from: the planned patches, the trees that start whatever the plan says
+    (the series, serving tests' trees) and the engine starts of a full run."""
+
+    patches: list[PlanPatch]
+    fixed: list[EngineTree]
+    full_starts: int
 
 
 @dataclass
@@ -272,18 +282,16 @@ def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night
 def make_plan(
     target: str,
     base: str,
-    patches: list[PlanPatch],
+    inputs: PlanInputs,
     history: TargetHistory | None,
     opts: PlanOptions,
-    fixed: list[EngineTree],
-    full_starts: int,
     applies: Callable[[list[str]], str],
 ) -> VerifyPlan:
-    """The plan of one verify run. ``fixed``: the trees that start whatever the plan says (the
-    series, serving tests' trees); ``applies(ids)``: why the series without those patches does not
+    """The plan of one verify run. ``applies(ids)``: why the series without those patches does not
     apply ("" when it does), for group tries."""
+    patches = inputs.patches
     night = (history.nights if history else 0) + 1
-    plan = VerifyPlan(target, base, night, opts.history, full_starts=full_starts, trees=list(fixed))
+    plan = VerifyPlan(target, base, night, opts.history, full_starts=inputs.full_starts, trees=list(inputs.fixed))
     by_id = {p.id: p for p in patches}
     for p in patches:
         plan.decisions.append(decide(p, history, opts, night, base))
@@ -336,7 +344,7 @@ def make_plan(
                 EngineTree(f"without {p.id}", engine, on[0].engine_name, tests, cached, when, on[0].config)
             )
     plan.trees.sort(key=lambda t: not t.label.startswith("with "))  # the series first, each tree without after
-    serving = sorted({x.split("/", 1)[0] for t in fixed if t.label != "with the series" for x in t.tests})
+    serving = sorted({x.split("/", 1)[0] for t in inputs.fixed if t.label != "with the series" for x in t.tests})
     if serving:
         plan.notes.append(f"serving tests are not planned (both sides are measured tonight): {', '.join(serving)}")
     return plan

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.ledger.model import Patch, TestSpec
 from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.outcomes import TestOutcome
 from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
-from patchset.verify.plan.decide import EngineTree, PlanPatch, PlanTest
-from patchset.verify.plan.rounds import Minus
+from patchset.verify.plan.decide import EngineTree, PlanInputs, PlanPatch, PlanTest
+from patchset.verify.plan.rounds import SeriesTrees
 from patchset.verify.plan.watch import added_lines, body_digest, watch_for
 from patchset.verify.serving import ServingSamples
 
@@ -25,29 +25,25 @@ WITH_SERIES = "with the series"
 
 
 @dataclass
-class EngineTest:
-    """A selected engine test of a patch: its name, the engine it runs on, its resolved spec."""
+class ChosenTest:
+    """A selected test of a patch: its ledger spec, its outcome record, its engine spec (engine tests)."""
 
-    patch: str
-    name: str
-    engine_name: str
-    spec: LongctxSpec
+    patch: Patch
+    spec: TestSpec
+    outcome: TestOutcome
+    lc: LongctxSpec | None
 
 
 def plan_inputs(
-    base: Path,
-    items: list[SeriesItem],
-    mapper: Callable[[str], str] | None,
-    full: SeriesResult,
-    full_hash: str,
-    tests: list[EngineTest],
-    minus: dict[str, Minus],
+    trees: SeriesTrees,
+    chosen: list[ChosenTest],
     stored: dict[str, ServingSamples] | None,
     cached: Callable[[str, LongctxSpec], bool],
-) -> tuple[list[PlanPatch], list[EngineTree], int]:
-    """``(planned patches, trees that start anyway, engine starts of a full run)``."""
-    added = added_lines(items, mapper)
-    bodies = {it.patch_id: it.body for it in items}
+) -> PlanInputs:
+    """The planned patches, the trees that start anyway and the engine starts of a full run."""
+    added = added_lines(trees.items, trees.mapper)
+    bodies = {it.patch_id: it.body for it in trees.items}
+    minus = trees.minus
     fixed: dict[tuple[str, str], EngineTree] = {}
     full_trees: set[tuple[str, str]] = set()
     planned: dict[str, list[PlanTest]] = {}
@@ -57,26 +53,33 @@ def plan_inputs(
         t.tests.append(test)
         t.cached = t.cached and hit
 
-    for et in tests:
-        m, lc = minus[et.patch], et.spec
-        ek, name = engine_digest(lc), et.engine_name or "(factory)"
-        shown, config = f"{et.patch}/{et.name}", engine_config(lc)
-        tree(WITH_SERIES, ek, name, shown, cached(full_hash, lc), config)
+    for c in chosen:
+        if c.lc is None:
+            continue
+        pid, lc = c.patch.id, c.lc
+        m = minus[pid]
+        ek, name = engine_digest(lc), c.outcome.engine or "(factory)"
+        shown, config = f"{pid}/{c.outcome.name}", engine_config(lc)
+        tree(WITH_SERIES, ek, name, shown, cached(trees.full_hash, lc), config)
         full_trees.add(("", ek))
         if lc.kind == "serving":
             if stored is None or shown not in stored:
-                full_trees.add((et.patch, ek))
+                full_trees.add((pid, ek))
                 if not m.error:
-                    tree(f"without {et.patch}", ek, name, shown, cached(m.hash, lc), config)
+                    tree(f"without {pid}", ek, name, shown, cached(m.hash, lc), config)
             continue
-        full_trees.add((et.patch, ek))
-        planned.setdefault(et.patch, []).append(
-            PlanTest(et.name, spec_digest(lc), ek, name, cached(m.hash, lc), config)
+        full_trees.add((pid, ek))
+        planned.setdefault(pid, []).append(
+            PlanTest(c.outcome.name, spec_digest(lc), ek, name, cached(m.hash, lc), config)
         )
     patches = [
         PlanPatch(
-            pid, body_digest(bodies[pid]), pts, watch_for(base, pid, full, minus[pid].reduced, added), minus[pid].error
+            pid,
+            body_digest(bodies[pid]),
+            pts,
+            watch_for(trees.base, pid, trees.full, minus[pid].reduced, added),
+            minus[pid].error,
         )
         for pid, pts in planned.items()
     ]
-    return patches, list(fixed.values()), len(full_trees)
+    return PlanInputs(patches, list(fixed.values()), len(full_trees))
