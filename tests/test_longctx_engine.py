@@ -27,7 +27,7 @@ import pytest
 from patchset.verify.engines.launch import process_group_alive
 from patchset.verify.engines.vllm_cpu import EngineConfig, EngineServer, cache_dir, engine_missing_reason
 from patchset.verify.longctx.report import LongctxReport
-from patchset.verify.longctx.suite import run_checks
+from patchset.verify.longctx.suite import LongctxRun, run_checks
 from tests.support import models
 
 FAULTS_SRC = Path(__file__).resolve().parent / "support" / "faults"
@@ -145,7 +145,7 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
         pgid = server.pgid
         if case.fault:
             assert f"fault {case.fault!r} active" in server.log_text(), "the fault plugin did not load"
-        report = run_checks(server.url, checks=checks, reference_model=served)
+        report = run_checks(LongctxRun(server.url, checks=checks, reference_model=served))
     # the whole process group is gone after stop
     assert pgid is not None and not process_group_alive(pgid)
     out = cache_dir() / "engine-reports" / f"{model_name}-{case.id}.json"

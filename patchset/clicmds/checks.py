@@ -201,11 +201,11 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     Exit 0 every check passes; 1 a check fails (a server that rejects a long prompt is a failure);
     2 the server cannot be reached or the input is bad.
     """
-    from patchset.verify.longctx.suite import run_checks
+    from patchset.verify.longctx.suite import LongctxRun, run_checks
 
     names = split_list(checks) or None
     report = run_checks(
-        url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout
+        LongctxRun(url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout)
     )
     if as_json:
         click.echo(report.to_json())

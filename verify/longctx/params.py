@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,3 +176,30 @@ def load_baseline(path: Path | str) -> tuple[dict[str, Any], list[CachedCase]]:
     if not cases:
         raise InputError(f"{path}: baseline has no 'cached' cases")
     return data, cases
+
+
+@dataclass
+class LongctxRun:
+    """One run of the long-context suite against the server at ``url``.
+
+    ``checks`` defaults to causality, resume, cached, rescore (plus reference when ``reference_model``
+    is given). ``mode`` is "fixed" or "control" (ignored when ``thresholds`` is given). ``baseline``
+    is a JSON file with ``cached`` cases (default: the recorded CPU vLLM 0.30.0 baseline).
+    ``reference_python``: the interpreter of the reference forward pass (default: the engine venv's).
+    ``token_range``: the token ids the document is drawn from; ``top_k``: logprobs compared per token;
+    ``measure_control``: measure the control in fixed mode too. ``timeout``: seconds per request."""
+
+    url: str
+    model: str | None = None
+    checks: Sequence[str] | None = None
+    lengths: Lengths | Mapping[str, Any] | None = None
+    mode: Mode = Mode.FIXED
+    thresholds: Thresholds | None = None
+    baseline: Path | str | None = None
+    reference_model: Path | str | None = None
+    reference_python: Path | str | None = None
+    seed: int = 0
+    token_range: tuple[int, int] = (100, 1000)
+    top_k: int = 5
+    measure_control: bool = False
+    timeout: float = 600.0

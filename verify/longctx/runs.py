@@ -36,7 +36,7 @@ from patchset.ledger.model import SERVING_CHECKS
 from patchset.verify.engines.definition import EngineDef, Preset
 from patchset.verify.engines.launch import Engine
 from patchset.verify.engines.vllm_cpu import venv_python
-from patchset.verify.longctx.params import BASELINE_DIR, CHECKS, METHOD
+from patchset.verify.longctx.params import BASELINE_DIR, CHECKS, METHOD, LongctxRun, Mode
 from patchset.verify.longctx.report import LongctxReport
 from patchset.verify.longctx.suite import run_checks
 from patchset.verify.longctx.view import longctx_text
@@ -54,7 +54,7 @@ class LongctxSpec:
 
     checks: list[str]
     model: Path | str
-    mode: str
+    mode: Mode
     baseline: Path | None
     engine_args: list[str]
     env: dict[str, str]
@@ -124,59 +124,19 @@ def resolve_spec(
         raise InputError(
             f"{what} checks {unknown or '(none)'} are not known", where=where, hint=f"one of: {', '.join(known)}"
         )
-    if test.mode not in ("fixed", "control"):
+    if test.mode not in tuple(Mode):
         raise InputError(f"mode {test.mode!r} is not 'fixed' or 'control'", where=where)
-    local_engine = engine is None or engine.preset == Preset.VLLM_CPU
-    raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
-    model: Path | str = ""
-    if not raw and local_engine:
-        raise InputError(
-            "a long-context test needs a model to serve" if kind == "longctx" else "a serving test needs a model",
-            where=where,
-            hint=f'set `model = "DIR"` (a local model directory, relative to the ledger) or {MODEL_ENV}',
-        )
-    if raw:
-        path = _path(raw, ledger_root, env)
-        if (path / "config.json").is_file():
-            model = path
-        elif local_engine or "reference" in checks or path.exists():
-            raise InputError(f"model {path} is not a model directory (no config.json)", where=where)
-        else:
-            model = string.Template(raw).safe_substitute(env)  # a model the engine knows by name
-    baseline = None
-    if test.baseline:
-        baseline = _path(test.baseline, ledger_root, env)
-        if not baseline.is_file():
-            named = BASELINE_DIR / (test.baseline if test.baseline.endswith(".json") else f"{test.baseline}.json")
-            if not named.is_file():
-                known_b = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
-                raise InputError(
-                    f"baseline {test.baseline!r} is neither a file nor a recorded baseline",
-                    where=where,
-                    hint=f"a JSON file relative to the ledger, or one of: {known_b}",
-                )
-            baseline = named
+    model = _model(test, kind, checks, ledger_root, where, env, engine)
+    baseline = _baseline(test.baseline, ledger_root, where, env) if test.baseline else None
     if (timeout is not None and timeout <= 0) or test.timeout <= 0:
         raise InputError(f"test timeout {test.timeout} is not a positive number of seconds", where=where)
     expanded = {k: string.Template(v).safe_substitute(env) for k, v in test.env.items()}
     serving = None
     repeats = int(getattr(test, "repeats", 0) or 0)
     if kind == "serving":
-        streams = int(getattr(test, "streams", 0) or 0) or (
-            CPU_STREAMS if engine is None or engine.preset == Preset.VLLM_CPU else DEFAULT_STREAMS
-        )
-        serving = ServingConfig(
-            checks=checks,
-            repeats=repeats or DEFAULT_REPEATS,
-            warmup=int(getattr(test, "warmup", 1)),
-            streams=streams,
-            max_tokens=int(getattr(test, "max_tokens", 0) or 0) or DEFAULT_MAX_TOKENS,
-            tolerance=float(getattr(test, "tolerance", 0.03)),
-            tolerances={k: float(v) for k, v in (getattr(test, "tolerances", {}) or {}).items()},
-            timeout=float(timeout or test.timeout),
-        )
+        serving = _serving_config(test, checks, repeats, timeout, engine)
         repeats = serving.repeats
-    elif repeats > 1 and not (test.mode == "control" and "resume" in checks):
+    elif repeats > 1 and not (test.mode == Mode.CONTROL and "resume" in checks):
         raise InputError(
             "`repeats` of a long-context test repeats the resume check in control mode",
             where=where,
@@ -185,7 +145,7 @@ def resolve_spec(
     return LongctxSpec(
         checks,
         model,
-        test.mode,
+        Mode(test.mode),
         baseline,
         list(test.engine_args),
         expanded,
@@ -194,6 +154,68 @@ def resolve_spec(
         engine,
         serving,
         max(1, repeats),
+    )
+
+
+def _model(
+    test: Any,
+    kind: str,
+    checks: list[str],
+    root: Path,
+    where: Location,
+    env: Mapping[str, str],
+    engine: EngineDef | None,
+) -> Path | str:
+    """The model directory a test serves, or a name the engine knows it by (a remote engine's)."""
+    local_engine = engine is None or engine.preset == Preset.VLLM_CPU
+    raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
+    if not raw and local_engine:
+        raise InputError(
+            "a long-context test needs a model to serve" if kind == "longctx" else "a serving test needs a model",
+            where=where,
+            hint=f'set `model = "DIR"` (a local model directory, relative to the ledger) or {MODEL_ENV}',
+        )
+    if not raw:
+        return ""
+    path = _path(raw, root, env)
+    if (path / "config.json").is_file():
+        return path
+    if local_engine or "reference" in checks or path.exists():
+        raise InputError(f"model {path} is not a model directory (no config.json)", where=where)
+    return string.Template(raw).safe_substitute(env)  # a model the engine knows by name
+
+
+def _baseline(name: str, root: Path, where: Location, env: Mapping[str, str]) -> Path:
+    """A baseline file relative to the ledger, else a recorded one by name."""
+    baseline = _path(name, root, env)
+    if baseline.is_file():
+        return baseline
+    named = BASELINE_DIR / (name if name.endswith(".json") else f"{name}.json")
+    if not named.is_file():
+        known_b = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
+        raise InputError(
+            f"baseline {name!r} is neither a file nor a recorded baseline",
+            where=where,
+            hint=f"a JSON file relative to the ledger, or one of: {known_b}",
+        )
+    return named
+
+
+def _serving_config(
+    test: Any, checks: list[str], repeats: int, timeout: int | None, engine: EngineDef | None
+) -> ServingConfig:
+    streams = int(getattr(test, "streams", 0) or 0) or (
+        CPU_STREAMS if engine is None or engine.preset == Preset.VLLM_CPU else DEFAULT_STREAMS
+    )
+    return ServingConfig(
+        checks=checks,
+        repeats=repeats or DEFAULT_REPEATS,
+        warmup=int(getattr(test, "warmup", 1)),
+        streams=streams,
+        max_tokens=int(getattr(test, "max_tokens", 0) or 0) or DEFAULT_MAX_TOKENS,
+        tolerance=float(getattr(test, "tolerance", 0.03)),
+        tolerances={k: float(v) for k, v in (getattr(test, "tolerances", {}) or {}).items()},
+        timeout=float(timeout or test.timeout),
     )
 
 
@@ -251,18 +273,21 @@ def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResu
     """Run one test's checks against a started engine (control mode with ``repeats``: the resume
     check N times, judged by the exact test of ``patchset.verify.stats``)."""
     startup = engine.startup_seconds
-    trials = spec.repeats if (spec.repeats > 1 and spec.mode == "control" and "resume" in spec.checks) else 0
+    trials = spec.repeats if (spec.repeats > 1 and spec.mode == Mode.CONTROL and "resume" in spec.checks) else 0
     once = [c for c in spec.checks if not (trials and c == "resume")]
 
     def checks_of(names: list[str]) -> LongctxReport:
+        reference = "reference" in names
         return run_checks(
-            engine.url,
-            checks=names,
-            mode=spec.mode,
-            baseline=spec.baseline,
-            reference_model=spec.model if "reference" in names else None,
-            reference_python=venv_python() if "reference" in names else None,
-            timeout=float(spec.timeout),
+            LongctxRun(
+                engine.url,
+                checks=names,
+                mode=spec.mode,
+                baseline=spec.baseline,
+                reference_model=spec.model if reference else None,
+                reference_python=venv_python() if reference else None,
+                timeout=float(spec.timeout),
+            )
         )
 
     try:

@@ -38,9 +38,8 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.verify.engines.client import CompletionsClient
@@ -61,99 +60,47 @@ from patchset.verify.longctx.params import (
     DEFAULT_CHECKS,
     CachedCase,
     Lengths,
+    LongctxRun,
     Thresholds,
     load_baseline,
 )
 from patchset.verify.longctx.report import CheckResult, LongctxReport, Measurement
 
 
-def run_checks(
-    url: str,
-    model: str | None = None,
-    checks: Sequence[str] | None = None,
-    lengths: Lengths | Mapping[str, Any] | None = None,
-    mode: str = "fixed",
-    *,
-    thresholds: Thresholds | None = None,
-    baseline: Path | str | None = None,
-    reference_model: Path | str | None = None,
-    reference_python: Path | str | None = None,
-    seed: int = 0,
-    token_range: tuple[int, int] = (100, 1000),
-    top_k: int = 5,
-    measure_control: bool = False,
-    timeout: float = 600.0,
-) -> LongctxReport:
-    """Run the long-context checks against the server at ``url`` and return the report.
+def run_checks(run: LongctxRun) -> LongctxReport:
+    """Run the long-context checks of ``run`` against its server and return the report.
 
-    ``checks`` defaults to causality, resume, cached, rescore (plus reference when ``reference_model``
-    is given). ``mode`` is "fixed" or "control" (ignored when ``thresholds`` is given). ``baseline``
-    is a JSON file with ``cached`` cases (default: the recorded CPU vLLM 0.30.0 baseline).
     Raises InputError for bad arguments and ServerUnreachable when the server cannot be reached."""
     t0 = time.monotonic()
-    lengths = Lengths.coerce(lengths)
-    thresholds = thresholds or Thresholds(mode=mode)
-    if checks is None:
-        checks = list(DEFAULT_CHECKS) + (["reference"] if reference_model else [])
-    unknown = [c for c in checks if c not in CHECKS]
-    if unknown or not checks:
-        raise InputError(f"unknown check(s) {unknown}; known: {', '.join(CHECKS)}")
-    if "reference" in checks and not reference_model:
-        raise InputError(
-            "the reference check needs reference_model: a local directory with the served "
-            "weights (config.json + safetensors)"
-        )
-    if reference_model and not (Path(reference_model) / "config.json").exists():
-        raise InputError(f"{reference_model}: not a model directory (no config.json)")
-    baseline_path = Path(baseline) if baseline else DEFAULT_BASELINE
+    lengths = Lengths.coerce(run.lengths)
+    thresholds = run.thresholds or Thresholds(mode=run.mode)
+    checks = _checks(run)
+    baseline_path = Path(run.baseline) if run.baseline else DEFAULT_BASELINE
     cached_cases: list[CachedCase] = []
     if "cached" in checks:
         _, cached_cases = load_baseline(baseline_path)
-    lo, hi = token_range
+    lo, hi = run.token_range
     if not 0 <= lo < hi:
-        raise InputError(f"token_range {token_range} is empty")
-
-    client = CompletionsClient(url, model, timeout=timeout)
-    run = CheckRun(
-        client,
-        lengths,
-        thresholds,
-        seed=seed,
-        token_range=(lo, hi),
-        top_k=top_k,
-        measure_control=measure_control,
-        extra_doc=max((c.prompt_tokens for c in cached_cases), default=0),
+        raise InputError(f"token_range {run.token_range} is empty")
+    client = CompletionsClient(run.url, run.model, timeout=run.timeout)
+    state = CheckRun(
+        client, run, lengths, thresholds, extra_doc=max((c.prompt_tokens for c in cached_cases), default=0)
     )
 
     def reference_fn(tokens: Sequence[int]) -> Sequence[float | None]:
-        assert reference_model is not None  # the reference check runs only with a reference model
-        return reference_logprobs(
-            Path(reference_model), tokens, python=Path(reference_python) if reference_python else None
-        )
+        assert run.reference_model is not None  # the reference check runs only with a reference model
+        python = Path(run.reference_python) if run.reference_python else None
+        return reference_logprobs(Path(run.reference_model), tokens, python=python)
 
     runners: dict[str, Callable[[], list[Measurement]]] = {
-        "causality": lambda: check_causality(run),
-        "resume": lambda: check_resume(run),
-        "cached": lambda: check_cached(run, cached_cases),
-        "rescore": lambda: check_rescore(run),
-        "reference": lambda: check_reference(run, reference_fn),
-        "copy": lambda: check_copy(run),
+        "causality": lambda: check_causality(state),
+        "resume": lambda: check_resume(state),
+        "cached": lambda: check_cached(state, cached_cases),
+        "rescore": lambda: check_rescore(state),
+        "reference": lambda: check_reference(state, reference_fn),
+        "copy": lambda: check_copy(state),
     }
-    results: list[CheckResult] = []
-    for name in checks:
-        c0 = time.monotonic()
-        measurements = runners[name]()
-        pool_control(thresholds, name, measurements)
-        errors = [m.details["error"] for m in measurements if m.details.get("error")]
-        results.append(
-            CheckResult(
-                name=name,
-                ok=bool(measurements) and all(m.ok for m in measurements),
-                measurements=measurements,
-                error=errors[0] if errors else None,
-                seconds=time.monotonic() - c0,
-            )
-        )
+    results = [_result(name, runners[name], thresholds) for name in checks]
     info = client.model_info()
     return LongctxReport(
         url=client.base_url,
@@ -165,6 +112,40 @@ def run_checks(
         seconds=time.monotonic() - t0,
         server={"max_model_len": info.get("max_model_len"), "owned_by": info.get("owned_by")},
         baseline=str(baseline_path) if "cached" in checks else None,
+    )
+
+
+def _checks(run: LongctxRun) -> list[str]:
+    """The checks asked for (default: the first four, and reference with a reference model), checked."""
+    checks = (
+        list(run.checks)
+        if run.checks is not None
+        else [*DEFAULT_CHECKS] + (["reference"] if run.reference_model else [])
+    )
+    unknown = [c for c in checks if c not in CHECKS]
+    if unknown or not checks:
+        raise InputError(f"unknown check(s) {unknown}; known: {', '.join(CHECKS)}")
+    if "reference" in checks and not run.reference_model:
+        raise InputError(
+            "the reference check needs reference_model: a local directory with the served "
+            "weights (config.json + safetensors)"
+        )
+    if run.reference_model and not (Path(run.reference_model) / "config.json").exists():
+        raise InputError(f"{run.reference_model}: not a model directory (no config.json)")
+    return checks
+
+
+def _result(name: str, runner: Callable[[], list[Measurement]], thresholds: Thresholds) -> CheckResult:
+    c0 = time.monotonic()
+    measurements = runner()
+    pool_control(thresholds, name, measurements)
+    errors = [m.details["error"] for m in measurements if m.details.get("error")]
+    return CheckResult(
+        name=name,
+        ok=bool(measurements) and all(m.ok for m in measurements),
+        measurements=measurements,
+        error=errors[0] if errors else None,
+        seconds=time.monotonic() - c0,
     )
 
 
