@@ -27,6 +27,7 @@ Verdicts (``compare``) come from ``patchset.verify.stats``.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset import atomic
 from patchset.errors import InputError
 from patchset.verify import Word
 from patchset.verify.engines.client import BadResponse, CompletionsClient, ServerRejected, new_salt
@@ -582,8 +584,6 @@ MAX_BASELINE = 16 * 1024 * 1024
 
 def load_serving_baseline(path: Path) -> dict[str, ServingSamples]:
     """``{"<patch>/<test>": samples}`` from a file ``--save-baseline`` (or the gate) wrote."""
-    import json
-
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_BASELINE + 1)
@@ -615,10 +615,6 @@ def load_serving_baseline(path: Path) -> dict[str, ServingSamples]:
 
 def write_serving_baseline(path: Path, tests: dict[str, ServingSamples], *, target: str, note: str = "") -> None:
     """Store serving samples per test, atomically (``load_serving_baseline`` reads them)."""
-    import json
-
-    from patchset import atomic
-
     doc = {
         "format": BASELINE_FORMAT,
         "target": target,

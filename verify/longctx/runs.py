@@ -42,7 +42,7 @@ from patchset.verify.longctx.suite import run_checks
 from patchset.verify.longctx.view import longctx_text
 from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
 from patchset.verify.stats import BUG, INCONCLUSIVE, drift_verdict
-from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult
+from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult, Outcome
 
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
@@ -230,7 +230,7 @@ def _num(v: Any) -> Any:
     return v
 
 
-def summarize(report: LongctxReport) -> tuple[str, str, list[dict]]:
+def summarize(report: LongctxReport) -> tuple[Outcome, str, list[dict]]:
     """(outcome, one-line reason, one row per check) from a long-context report."""
     rows: list[dict] = []
     failed: list[str] = []
