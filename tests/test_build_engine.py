@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.verify.engines.vllm_cpu import EngineConfig, EngineServer, engine_missing_reason, engine_venv
+from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason, engine_venv
 from tests.support import models
 from tests.support.repo import REPO_ROOT
 
@@ -69,7 +69,7 @@ def _install(venv: Path, wheel: str, timings: dict[str, float], name: str) -> No
 
 def _serve_and_check(run, venv: Path, model: Path, timings: dict[str, float], name: str) -> tuple[int, dict, str]:
     t0 = time.monotonic()
-    with EngineServer(EngineConfig(model_dir=model, served_model_name="tiny-llama"), venv=venv) as server:
+    with VllmCpuServer(VllmCpuConfig(model_dir=model, served_model_name="tiny-llama"), venv=venv) as server:
         timings[f"start {name}"] = round(server.startup_seconds or 0.0, 1)
         r = run("check", "longctx", "--url", server.url, "--json")
         log = server.log_text()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from patchset.verify.engines.launch import process_group_alive
-from patchset.verify.engines.vllm_cpu import EngineConfig, EngineServer, cache_dir, engine_missing_reason
+from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, cache_dir, engine_missing_reason
 from patchset.verify.longctx.report import LongctxReport
 from patchset.verify.longctx.suite import LongctxRun, run_checks
 from tests.support import models
@@ -132,7 +132,7 @@ TINY = [
 
 def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -> LongctxReport:
     served = models.sliding_window_variant(model_dir) if case.sliding_window else model_dir
-    config = EngineConfig(
+    config = VllmCpuConfig(
         model_dir=served,
         fault=case.fault,
         kv_cache_dtype=case.kv_cache_dtype,
@@ -140,7 +140,7 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
         served_model_name=model_name,
         python_path=[FAULTS_SRC] if case.fault else [],
     )
-    server = EngineServer(config)
+    server = VllmCpuServer(config)
     with server:
         pgid = server.pgid
         if case.fault:

