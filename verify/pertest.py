@@ -52,7 +52,7 @@ from pathlib import Path
 
 from patchset.commands.apply.target import path_mapper, series_items
 from patchset.engine.detect import detect_state
-from patchset.engine.results import SeriesResult
+from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
 from patchset.ledger.model import Ledger, Patch, Target
@@ -89,6 +89,7 @@ class _Selection:
     ledger: Ledger
     home: Path  # where the ledger's relative paths live
     target: Target
+    items: list[SeriesItem]  # the series
     wanted: list[str]  # tags
     wanted_ids: list[str]  # --only
     chosen: list[tuple[Patch, list[ChosenTest]]]
@@ -205,6 +206,7 @@ def _select(run: VerifyRun) -> _Selection:
     home = Path(run.ledger_dir).resolve() if run.ledger_dir else ledger.root.resolve()
     wanted = parse_tags(run.tags)
     tgt = choose_target(ledger, run.target, wanted)
+    items = series_items(ledger, tgt)
     patches = ledger.series(tgt.name)
     wanted_ids: list[str] = []
     if run.only:
@@ -216,7 +218,7 @@ def _select(run: VerifyRun) -> _Selection:
         resolve_engine(ledger, run.engine, tgt)  # an unknown engine: InputError before anything runs
     stored = load_serving_baseline(Path(run.baseline)) if run.baseline else None
     histories = load_history(Path(run.history)) if run.history is not None else {}  # a foreign one: refused here
-    sel = _Selection(ledger, home, tgt, wanted, wanted_ids, [], [], stored, histories)
+    sel = _Selection(ledger, home, tgt, items, wanted, wanted_ids, [], [], stored, histories)
     path_env = dict(os.environ)
     path_env.update(
         PATCHSET_LEDGER_DIR=str(home),
@@ -288,8 +290,7 @@ def _base(run: VerifyRun, sel: _Selection, work: Path) -> _Base:
 def _series_trees(sel: _Selection, base: _Base) -> SeriesTrees:
     """The dry runs: the whole series (ApplyFailed, or InputError on a tree that carries it already),
     and the series without each patch whose tests were chosen."""
-    tgt = sel.target
-    items = series_items(sel.ledger, tgt)
+    tgt, items = sel.target, sel.items
     mapper = path_mapper(tgt, tgt.layout)
     full = apply_series(base.path, items, path_for=mapper, dry_run=True)
     if not full.ok:
