@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patchset.verify.pertest import run_verify
+from patchset.verify.pertest import VerifyRun, run_verify
 
 REPO = Path(__file__).resolve().parent.parent
 NOTE = "# patchset bench: a harmless note\n"
@@ -61,7 +61,7 @@ def _add_patch(ledger_dir: Path, base: Path, rel: str, pid: str) -> None:
 
 def _run(name: str, ledger: Path, tree: Path | None, results: Path, **kw) -> dict:
     t0 = time.monotonic()
-    rep = run_verify(ledger, tree=tree, results_dir=results, jobs=2, **kw)
+    rep = run_verify(VerifyRun(ledger, tree=tree, results_dir=results, jobs=2, **kw))
     wall = time.monotonic() - t0
     print(
         f"# {ledger.parent.name} {name}: {rep.engine_starts} engine start(s), {len(rep.reused)} reused, {wall:.1f} s",
@@ -114,7 +114,7 @@ def bench_nights(scratch: Path, double: bool) -> list[dict]:
     """The verify plan night by night (see the module docstring), with a cache and state of its own."""
     import os
 
-    from patchset.verify.server import engine_venv
+    from patchset.verify.engines.vllm_cpu import engine_venv
     from tests.support.nights import cpu_world, double_world, run_nights
 
     base = None
@@ -164,7 +164,7 @@ def main() -> int:
     rows: dict[str, list[dict]] = {}
     if ns.nights:
         if not ns.double:
-            from patchset.verify.server import engine_missing_reason
+            from patchset.verify.engines.vllm_cpu import engine_missing_reason
 
             reason = engine_missing_reason(faults=False)
             if reason:
@@ -190,7 +190,7 @@ def main() -> int:
         if ns.double:
             rows["double (serving world)"] = bench_double(scratch)
         else:
-            from patchset.verify.server import engine_missing_reason
+            from patchset.verify.engines.vllm_cpu import engine_missing_reason
 
             reason = engine_missing_reason(faults=False)
             if reason:

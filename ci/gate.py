@@ -620,7 +620,7 @@ def _tests(
     history names tonight's base by ``label``, the judged upstream)."""
     r = run.report
     try:
-        from patchset.verify.pertest import run_verify
+        from patchset.verify.pertest import VerifyRun, run_verify
         from patchset.verify.selection import selected
     except ImportError:
         r.warnings.append("per-patch tests not run: the verify package is not installed")
@@ -644,23 +644,25 @@ def _tests(
         tree = up.archive(sha, scratch / "pristine")
     with run.stage("tests"):
         vr = run_verify(
-            ledger_path,
-            tree=tree,
-            tags=wanted,
-            target=t.name,
-            junit=logs / "verify-junit.xml",
-            progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
-            log_dir=logs / "engines",
-            engine=engine,
-            baseline=baseline,
-            save_baseline=logs / "serving-figures.json",
-            ledger_dir=home,
-            history=planning.history if planning else None,
-            all_=planning.all_ if planning else False,
-            full_every=planning.full_every if planning else 7,
-            base_label=short_label(label or sha),
-            record_history=planning.record if planning else False,
-            use_cache=planning.use_cache if planning else True,
+            VerifyRun(
+                ledger_path,
+                tree=tree,
+                tags=wanted,
+                target=t.name,
+                junit=logs / "verify-junit.xml",
+                progress=lambda what, done, total: run.note("tests", f"{done}/{total} {what}"),
+                log_dir=logs / "engines",
+                engine=engine,
+                baseline=baseline,
+                save_baseline=logs / "serving-figures.json",
+                ledger_dir=home,
+                history=planning.history if planning else None,
+                all_=planning.all_ if planning else False,
+                full_every=planning.full_every if planning else 7,
+                base_label=short_label(label or sha),
+                record_history=planning.record if planning else False,
+                use_cache=planning.use_cache if planning else True,
+            )
         )
     artifacts_mod.write_json(logs / "verify.json", vr.to_json())
     r.plan = plan_summary(vr)

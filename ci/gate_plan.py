@@ -7,7 +7,7 @@ tonight's upstream named (``--onto REF`` or ``--latest``), the plan is the one t
 the series replayed onto that commit in a scratch copy (the real rebaser, in memory), a pristine
 tree of the commit, and ``verify``'s planner on it (``run_verify(plan_only=True)``: dry runs and
 digests, no engine). Without proofs (a fresh clone, bodies not imported yet) or without a named
-upstream, the plan comes from the ledger alone (``verify.ledger_plan``) and says why each patch is
+upstream, the plan comes from the ledger alone (``verify.plan.ledger``) and says why each patch is
 needed. Nothing is written: no state, no proofs, no artifacts.
 """
 
@@ -28,7 +28,7 @@ from patchset.progress import Progress
 from patchset.text import split_list
 
 if TYPE_CHECKING:  # verify is loaded only by a run that plans
-    from patchset.verify.plan import PlanOptions, VerifyPlan
+    from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import TargetHistory
 
 
@@ -50,7 +50,7 @@ def plan_gate(
     """The plan (``report.plan``); the report's status is ``planned`` (exit 0), or ``error`` (exit 2)
     with the reason when it cannot be made (bad input, a foreign state or history, the network)."""
     from patchset.ci.gate import proofs_path, serving_figures_path
-    from patchset.verify.plan import PlanOptions, VerifyPlan
+    from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import load_history
 
     tag_list = split_list(tags)
@@ -102,15 +102,15 @@ def _ledger_plan(
     figures: Path,
 ) -> VerifyPlan:
     """The plan from the ledger alone: tonight's upstream unknown, or no proof to compare with."""
-    from patchset.verify.ledger_plan import plan_ledger
+    from patchset.verify.plan.ledger import plan_ledger
+    from patchset.verify.run import VerifyRun
     from patchset.verify.serving import load_serving_baseline
 
     if past is not None and past.proofs:
         opts.unknown = "tonight's upstream is not named (--onto REF or --latest): what moved cannot be told"
     stored = set(load_serving_baseline(figures)) if figures.is_file() else set()
-    return plan_ledger(
-        ledger.path, target, wanted, only, past, opts, base=base or "(upstream not named)", engine=engine, stored=stored
-    )
+    run = VerifyRun(ledger.path, tags=wanted, target=target, engine=engine, base_label=base or "(upstream not named)")
+    return plan_ledger(run, past, opts, stored)
 
 
 def _tonight(
@@ -133,7 +133,7 @@ def _tonight(
     from patchset.ci.refresh import make_workspace
     from patchset.ci.upstream import open_upstream
     from patchset.rebase.session import rebase
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
 
     up = open_upstream(ledger.root, t, upstream)
     try:
@@ -159,19 +159,21 @@ def _tonight(
                         del table["tests"]
         tree = up.archive(sha, scratch / "pristine")
         vr = run_verify(
-            ws.work_ledger,
-            tree=tree,
-            tags=wanted,
-            target=t.name,
-            engine=engine,
-            baseline=figures if figures.is_file() else None,
-            ledger_dir=ledger.root.resolve(),
-            history=proofs,
-            plan_only=True,
-            all_=opts.all_,
-            full_every=opts.full_every,
-            base_label=short_label(label),
-            record_history=False,
+            VerifyRun(
+                ws.work_ledger,
+                tree=tree,
+                tags=wanted,
+                target=t.name,
+                engine=engine,
+                baseline=figures if figures.is_file() else None,
+                ledger_dir=ledger.root.resolve(),
+                history=proofs,
+                plan_only=True,
+                all_=opts.all_,
+                full_every=opts.full_every,
+                base_label=short_label(label),
+                record_history=False,
+            )
         )
         assert vr.plan is not None
         report.plan = {"plan": vr.plan.to_json(), "engine_starts": vr.plan.starts}

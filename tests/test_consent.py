@@ -25,7 +25,9 @@ from patchset.errors import LedgerError
 from patchset.ledger import consent
 from patchset.ledger.store import load_ledger
 from patchset.rebase.generate import network_missing_reason
-from patchset.verify.engines import EngineDied, EngineLaunch, EngineProcess, resolve_engine
+from patchset.verify.engines.definition import resolve_engine
+from patchset.verify.engines.launch import EngineDied, EngineLaunch
+from patchset.verify.engines.process import EngineProcess
 from tests.support.consent import allow_ledger
 
 SCRIPT = """\

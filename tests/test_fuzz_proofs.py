@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from patchset.errors import PatchsetError
 from patchset.sealed import write_sealed
-from patchset.verify.plan import PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.decide import PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.watch import Watch
 from patchset.verify.proofs import KIND, load_history
-from patchset.verify.watch import Watch
 from tests.support.fuzz import CASE_DEADLINE_S, Sentinel, examples
 
 pytestmark = pytest.mark.fuzz

@@ -9,7 +9,9 @@ import pytest
 
 from patchset.errors import InputError, LedgerError
 from patchset.ledger.store import load_ledger
-from patchset.verify.engines import DOCKER_START, EngineLaunch, EngineProcess, resolve_engine
+from patchset.verify.engines.definition import DOCKER_START, resolve_engine
+from patchset.verify.engines.launch import EngineLaunch
+from patchset.verify.engines.process import EngineProcess
 
 HEAD = 'schema = 1\n[targets.vllm]\nupstream = "u"\nbase_image = "vllm/vllm-openai:nightly-7f1a539"\ninstalled_root = "/usr/local/lib/python3.12/dist-packages"\n\n'
 PATCH = '[[patch]]\nid = "a"\ntarget = "vllm"\ntitle = "t"\norigin = "ours"\n'
@@ -288,7 +290,7 @@ def test_the_spark_launcher_refuses_what_the_record_does_not_give(tmp_path: Path
 
 
 def test_an_unset_variable_in_an_engine_url_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchset.verify.engines import EngineDied
+    from patchset.verify.engines.launch import EngineDied
 
     ledger = load_ledger(REPO / "patches.toml")
     spark = resolve_engine(ledger, "spark", ledger.targets["vllm"])

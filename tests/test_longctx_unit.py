@@ -17,12 +17,12 @@ import pytest
 
 from patchset.commands.table import Term
 from patchset.errors import InputError
-from patchset.verify.longctx import run_checks
-from patchset.verify.longctx_math import max_abs_diff, topk_drift
-from patchset.verify.longctx_params import BASELINE_DIR, Lengths, Thresholds, load_baseline
-from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.longctx_view import longctx_text, render_longctx
-from patchset.verify.openai_client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
+from patchset.verify.engines.client import CompletionsClient, NotCompletionsServer, ServerUnreachable, parse_completion
+from patchset.verify.longctx.measures import max_abs_diff, topk_drift
+from patchset.verify.longctx.params import BASELINE_DIR, Lengths, Thresholds, load_baseline
+from patchset.verify.longctx.report import LongctxReport
+from patchset.verify.longctx.suite import LongctxRun, run_checks
+from patchset.verify.longctx.view import longctx_text, render_longctx
 from tests.support.completions_double import CompletionsDouble, serving
 
 
@@ -81,7 +81,7 @@ def test_drift_helpers() -> None:
 
 
 def test_malformed_answers_become_bad_response() -> None:
-    from patchset.verify.openai_client import BadResponse
+    from patchset.verify.engines.client import BadResponse
 
     with pytest.raises(BadResponse):
         parse_completion({"choices": [{"logprobs": "oops"}]})
@@ -131,7 +131,7 @@ def test_bad_baseline_is_input_error(tmp_path: Path) -> None:
 
 def test_healthy_server_passes_every_check(serve: Any) -> None:
     url, _ = serve()
-    report = run_checks(url, mode="fixed")
+    report = run_checks(LongctxRun(url, mode="fixed"))
     assert report.ok, report.to_json()
     assert report.exit_code == 0
     assert [r.name for r in report.results] == ["causality", "resume", "cached", "rescore"]
@@ -143,7 +143,7 @@ def test_healthy_server_passes_every_check(serve: Any) -> None:
 
 def test_http_400_on_a_long_prompt_is_a_failure_not_a_skip(serve: Any) -> None:
     url, _ = serve(max_model_len=2048)
-    report = run_checks(url)
+    report = run_checks(LongctxRun(url))
     assert not report.ok and report.exit_code == 1
     for res in report.results:
         assert res.skipped is None and not res.ok, res.name
@@ -160,7 +160,7 @@ def test_http_400_on_a_long_prompt_is_a_failure_not_a_skip(serve: Any) -> None:
 
 def test_a_server_error_on_long_prompts_is_a_failure(serve: Any) -> None:
     url, _ = serve(crash_past=3000)
-    report = run_checks(url, checks=["causality", "resume"])
+    report = run_checks(LongctxRun(url, checks=["causality", "resume"]))
     assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False, "N=3000 of 4096": False}
     assert _by_case(report, "resume")["warm 3072 + 37"] is False
     assert _by_case(report, "resume")["warm 2048 + 37"] is True
@@ -169,7 +169,7 @@ def test_a_server_error_on_long_prompts_is_a_failure(serve: Any) -> None:
 
 def test_causality_catches_a_future_token_leak(serve: Any) -> None:
     url, _ = serve(causal_leak=True)
-    report = run_checks(url, checks=["causality", "rescore"])
+    report = run_checks(LongctxRun(url, checks=["causality", "rescore"]))
     assert not report.result("causality").ok
     # prompts of <= 2,048 tokens are clean; the 4,096-token prompt leaks its last token backwards
     assert _by_case(report, "causality") == {"N=1000 of 4096": False, "N=2048 of 4096": False, "N=3000 of 4096": False}
@@ -177,7 +177,7 @@ def test_causality_catches_a_future_token_leak(serve: Any) -> None:
 
 def test_resume_catches_a_stale_cache_hit_past_2048(serve: Any) -> None:
     url, _ = serve(stale_cache=True)
-    report = run_checks(url, checks=["resume", "cached", "rescore", "causality"])
+    report = run_checks(LongctxRun(url, checks=["resume", "cached", "rescore", "causality"]))
     assert _by_case(report, "resume") == {
         "warm 1024 + 37": True,
         "warm 2048 + 37": True,
@@ -189,7 +189,7 @@ def test_resume_catches_a_stale_cache_hit_past_2048(serve: Any) -> None:
 
 def test_rescore_catches_decode_drift_past_2048(serve: Any) -> None:
     url, _ = serve(decode_drift=True)
-    report = run_checks(url)
+    report = run_checks(LongctxRun(url))
     assert [r.name for r in report.results if not r.ok] == ["rescore"]
     details = report.result("rescore").measurements[0].details
     assert details["max_before_boundary"] == 0.0
@@ -198,11 +198,11 @@ def test_rescore_catches_decode_drift_past_2048(serve: Any) -> None:
 
 def test_cached_tokens_against_the_recorded_baseline(serve: Any) -> None:
     url, _ = serve(cache_off=True)
-    report = run_checks(url, checks=["cached"])
+    report = run_checks(LongctxRun(url, checks=["cached"]))
     values = [m.value for m in report.result("cached").measurements]
     assert values == [0, 0, 0, 0] and not report.ok
     url2, _ = serve(report_cached=False)
-    report2 = run_checks(url2, checks=["cached"])
+    report2 = run_checks(LongctxRun(url2, checks=["cached"]))
     assert not report2.ok
     assert "--enable-prompt-tokens-details" in report2.result("cached").error
 
@@ -210,20 +210,20 @@ def test_cached_tokens_against_the_recorded_baseline(serve: Any) -> None:
 def test_cached_against_the_production_spark_baseline(serve: Any) -> None:
     prod = BASELINE_DIR / "production-spark.json"
     url, _ = serve(block_size=2304, max_model_len=32768)
-    ok = run_checks(url, checks=["cached"], baseline=prod)
+    ok = run_checks(LongctxRun(url, checks=["cached"], baseline=prod))
     assert ok.ok, ok.to_json()
     assert [m.value for m in ok.result("cached").measurements] == [18432, 18432, 18432, 16128, 16128, 18432]
     url2, _ = serve(block_size=128, max_model_len=32768)  # a different block size misses the baseline
-    bad = run_checks(url2, checks=["cached"], baseline=prod)
+    bad = run_checks(LongctxRun(url2, checks=["cached"], baseline=prod))
     assert not bad.ok
 
 
 def test_control_mode_tolerates_noise_that_fixed_mode_does_not(serve: Any) -> None:
     url, _ = serve(noise=0.01)
-    fixed = run_checks(url, checks=["causality", "resume"], mode="fixed")
+    fixed = run_checks(LongctxRun(url, checks=["causality", "resume"], mode="fixed"))
     assert not fixed.ok
     url2, _ = serve(noise=0.01)
-    control = run_checks(url2, checks=["causality", "resume", "rescore"], mode="control")
+    control = run_checks(LongctxRun(url2, checks=["causality", "resume", "rescore"], mode="control"))
     assert control.ok, control.to_json()
     for res in control.results:
         for m in res.measurements:
@@ -231,26 +231,28 @@ def test_control_mode_tolerates_noise_that_fixed_mode_does_not(serve: Any) -> No
             assert m.bar == pytest.approx(2 * max(x.control for x in res.measurements))
     # noise does not hide a real fault: the stale hit is far above 2x the control
     url3, _ = serve(noise=0.01, stale_cache=True)
-    broken = run_checks(url3, checks=["resume"], mode="control")
+    broken = run_checks(LongctxRun(url3, checks=["resume"], mode="control"))
     assert _by_case(broken, "resume")["warm 4096 + 37"] is False
 
 
 def test_copy_probe(serve: Any) -> None:
     url, _ = serve(induction=True)
-    good = run_checks(url, checks=["copy"])
+    good = run_checks(LongctxRun(url, checks=["copy"]))
     m = good.result("copy").measurements[0]
     assert good.ok and m.details["nll_second_copy"] < 0.5 < 5.0 < m.details["nll_first_copy"]
     url2, _ = serve(induction=True, window=2048)  # a 2,048-token window cannot see the first copy
-    bad = run_checks(url2, checks=["copy"])
+    bad = run_checks(LongctxRun(url2, checks=["copy"]))
     assert not bad.ok and bad.result("copy").measurements[0].value > 0.5
 
 
 def test_report_json_and_table(serve: Any) -> None:
     url, _ = serve()
     report = run_checks(
-        url,
-        checks=["causality", "rescore"],
-        lengths={"total": 3000, "causal": [1500, 2500], "rescore_prompt": 2020, "rescore_reply": 40},
+        LongctxRun(
+            url,
+            checks=["causality", "rescore"],
+            lengths={"total": 3000, "causal": [1500, 2500], "rescore_prompt": 2020, "rescore_reply": 40},
+        )
     )
     data = json.loads(report.to_json())
     assert data["ok"] is True and data["lengths"]["causal"] == [1500, 2500]
@@ -274,15 +276,15 @@ def test_unreachable_server_and_bad_input(serve: Any) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(ServerUnreachable) as exc:
-        run_checks(f"http://127.0.0.1:{port}")
+        run_checks(LongctxRun(f"http://127.0.0.1:{port}"))
     assert exc.value.exit_code == 2
     url, _ = serve()
     with pytest.raises(NotCompletionsServer) as not_api:  # answers, but not as a completions server
-        run_checks(url + "/nothing-here")
+        run_checks(LongctxRun(url + "/nothing-here"))
     assert not_api.value.exit_code == 2
     with pytest.raises(InputError, match="unknown check"):
-        run_checks(url, checks=["causality", "vibes"])
+        run_checks(LongctxRun(url, checks=["causality", "vibes"]))
     with pytest.raises(InputError, match="reference_model"):
-        run_checks(url, checks=["reference"])
+        run_checks(LongctxRun(url, checks=["reference"]))
     with pytest.raises(InputError, match="http://"):
         CompletionsClient("127.0.0.1:8000")

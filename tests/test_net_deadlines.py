@@ -281,7 +281,7 @@ def test_a_bad_limit_in_the_environment_is_exit_2(github_env, tmp_path, run, mon
 def test_a_trickling_completions_server_ends_at_the_timeout():
     """An engine's answer may take ``--timeout`` as a whole (computed before its first byte), and
     no longer however slowly it trickles."""
-    from patchset.verify.openai_client import CompletionsClient, ServerUnreachable
+    from patchset.verify.engines.client import CompletionsClient, ServerUnreachable
 
     answer = json.dumps({"choices": [{"text": "x", "index": 0}]}).encode() + b" " * 1000
     with SlowServer({"/v1/completions": Reply(body=answer, interval=SLOW, fast=3)}) as srv:

@@ -22,7 +22,7 @@ import pytest
 from patchset.errors import ApplyFailed, InputError
 from patchset.verify import overlay, testrun, vllm_env
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, classify
-from patchset.verify.pertest import run_verify
+from patchset.verify.pertest import VerifyRun, run_verify
 from patchset.verify.pertest_view import render_verify
 from patchset.verify.selection import parse_tags
 
@@ -141,7 +141,7 @@ def test_proven_not_needed_broken(tmp_path: Path, project: Path, digest) -> None
     ledger = three_class_ledger(tmp_path / "ledger")
     before = digest(project)
     junit = tmp_path / "out" / "verify.xml"
-    rep = run_verify(ledger, project, tags=["cpu"], jobs=2, junit=junit)
+    rep = run_verify(VerifyRun(ledger, project, tags=["cpu"], jobs=2, junit=junit))
     classes = {p.patch_id: p.klass for p in rep.patches}
     assert classes == {"01-fix-add": PROVEN, "02-comment-mul": NOT_NEEDED, "03-break-neg": BROKEN}
     runs = {
@@ -179,11 +179,11 @@ def test_all_proven_is_ok_and_the_view_renders(tmp_path: Path, project: Path) ->
     from patchset.commands.table import Term
 
     ledger = three_class_ledger(tmp_path / "ledger")
-    rep = run_verify(ledger, project, tags=["cpu"], jobs=1)
+    rep = run_verify(VerifyRun(ledger, project, tags=["cpu"], jobs=1))
     rep.patches = [p for p in rep.patches if p.klass == PROVEN]
     assert rep.ok and rep.exit_code == 0
     buf = io.StringIO()
-    render_verify(Term(buf, tty=True, width=120, color=False), run_verify(ledger, project, jobs=1))
+    render_verify(Term(buf, tty=True, width=120, color=False), run_verify(VerifyRun(ledger, project, jobs=1)))
     text = buf.getvalue()
     for word in ("01-fix-add", "proven", "not needed", "broken", "seconds", "without"):
         assert word in text
@@ -191,11 +191,11 @@ def test_all_proven_is_ok_and_the_view_renders(tmp_path: Path, project: Path) ->
 
 def test_tags_select_tests_and_unknown_tags_are_bad_input(tmp_path: Path, project: Path) -> None:
     ledger = three_class_ledger(tmp_path / "ledger")
-    rep = run_verify(ledger, project, tags=["gpu"])
+    rep = run_verify(VerifyRun(ledger, project, tags=["gpu"]))
     assert [p.patch_id for p in rep.patches] == ["03-break-neg"]
     assert rep.untested == ["01-fix-add", "02-comment-mul"]
     with pytest.raises(InputError, match="no test carries the tags tpu") as exc:
-        run_verify(ledger, project, tags=["tpu"])
+        run_verify(VerifyRun(ledger, project, tags=["tpu"]))
     assert "cpu, gpu" in (exc.value.hint or "")
     assert parse_tags(["cpu,gpu", " cpu", ""]) == ["cpu", "gpu"]
 
@@ -229,7 +229,7 @@ def test_error_missing_tool_timeout_and_dependent_patch(tmp_path: Path, project:
         ],
     )
     t0 = time.monotonic()
-    rep = run_verify(ledger, project, jobs=2)
+    rep = run_verify(VerifyRun(ledger, project, jobs=2))
     assert time.monotonic() - t0 < 20, "the 1 s time box did not hold"
     tests = {t.name: t for t in rep.tests}
     assert rep.patches[0].klass == ERROR and rep.exit_code == 2
@@ -255,15 +255,15 @@ def test_timeout_override_and_bad_arguments(tmp_path: Path, project: Path) -> No
             }
         ],
     )
-    rep = run_verify(ledger, project, timeout=1)
+    rep = run_verify(VerifyRun(ledger, project, timeout=1))
     assert rep.tests[0].timeout == 1
     assert rep.tests[0].with_run.reason == rep.tests[0].without_run.reason == "timed out after 1 s"
     with pytest.raises(InputError, match="--jobs 0"):
-        run_verify(ledger, project, jobs=0)
+        run_verify(VerifyRun(ledger, project, jobs=0))
     with pytest.raises(InputError, match="either --tree or --from-index"):
-        run_verify(ledger, project, from_index="demo==1.0")
+        run_verify(VerifyRun(ledger, project, from_index="demo==1.0"))
     with pytest.raises(InputError, match="not a directory"):
-        run_verify(ledger, tmp_path / "nope")
+        run_verify(VerifyRun(ledger, tmp_path / "nope"))
 
 
 def test_bad_test_specs_name_file_line_and_patch(tmp_path: Path, project: Path) -> None:
@@ -280,7 +280,7 @@ def test_bad_test_specs_name_file_line_and_patch(tmp_path: Path, project: Path) 
         ],
     )
     with pytest.raises(InputError, match=r"patches.toml:\d+: .*cwd: path '../..' is outside the build tree"):
-        run_verify(ledger, project)
+        run_verify(VerifyRun(ledger, project))
     ledger = write_ledger(
         root,
         [
@@ -292,7 +292,7 @@ def test_bad_test_specs_name_file_line_and_patch(tmp_path: Path, project: Path) 
         ],
     )
     with pytest.raises(InputError, match=r"patches.toml:\d+: patch 01-fix-add: tests never: test timeout 0"):
-        run_verify(ledger, project)
+        run_verify(VerifyRun(ledger, project))
 
 
 def test_missing_cwd_is_an_error_and_cwd_is_used(tmp_path: Path, project: Path) -> None:
@@ -311,7 +311,7 @@ def test_missing_cwd_is_an_error_and_cwd_is_used(tmp_path: Path, project: Path) 
             }
         ],
     )
-    rep = run_verify(ledger, project)
+    rep = run_verify(VerifyRun(ledger, project))
     t = {t.name: t for t in rep.tests}
     assert t["in-docs"].with_run.outcome == "pass" and t["in-docs"].klass == NOT_NEEDED
     assert t["nowhere"].klass == ERROR and "does not exist in the build tree" in t["nowhere"].with_run.reason
@@ -327,10 +327,10 @@ def test_series_that_does_not_apply_and_tree_that_carries_it(tmp_path: Path, pro
     other.mkdir()
     (other / "calc.py").write_text("something else\n")
     with pytest.raises(ApplyFailed, match="patch 01-fix-add does not apply"):
-        run_verify(ledger, other)
+        run_verify(VerifyRun(ledger, other))
     (other / "calc.py").write_text(fixed)
     with pytest.raises(InputError, match="already carries patches of the series"):
-        run_verify(ledger, other)
+        run_verify(VerifyRun(ledger, other))
 
 
 def test_test_that_writes_through_a_hard_link_is_caught(tmp_path: Path, project: Path, digest) -> None:
@@ -347,7 +347,7 @@ def test_test_that_writes_through_a_hard_link_is_caught(tmp_path: Path, project:
         ],
     )
     before = digest(project)
-    rep = run_verify(ledger, project)
+    rep = run_verify(VerifyRun(ledger, project))
     t = rep.tests[0]
     assert t.klass == ERROR
     assert "rewrote" in t.with_run.reason and "README" in t.with_run.reason
@@ -382,7 +382,7 @@ def test_environment_of_a_run(tmp_path: Path, project: Path) -> None:
             }
         ],
     )
-    run_verify(ledger, project, jobs=2)
+    run_verify(VerifyRun(ledger, project, jobs=2))
     for variant in ("with", "without"):
         env = json.loads((root / f"env-{variant}.json").read_text())
         assert env["PATCHSET_VARIANT"] == variant
@@ -423,19 +423,19 @@ def test_runs_go_in_parallel_with_jobs(tmp_path: Path, project: Path) -> None:
             }
         ],
     )
-    run_verify(ledger, project, jobs=2)
+    run_verify(VerifyRun(ledger, project, jobs=2))
     spans = sorted(tuple(map(float, ln.split())) for ln in (root / "stamps.log").read_text().splitlines())
     assert len(spans) == 4
     assert any(spans[i + 1][0] < spans[i][1] for i in range(3)), f"no two runs overlapped: {spans}"
     (root / "stamps.log").unlink()
-    run_verify(ledger, project, jobs=1)
+    run_verify(VerifyRun(ledger, project, jobs=1))
     spans = sorted(tuple(map(float, ln.split())) for ln in (root / "stamps.log").read_text().splitlines())
     assert all(spans[i + 1][0] >= spans[i][1] for i in range(3)), "jobs=1 must run one at a time"
 
 
 def test_keep_trees_keeps_logs_and_trees(tmp_path: Path, project: Path) -> None:
     ledger = three_class_ledger(tmp_path / "ledger")
-    rep = run_verify(ledger, project, tags=["gpu"], keep_trees=True)
+    rep = run_verify(VerifyRun(ledger, project, tags=["gpu"], keep_trees=True))
     work = Path(rep.work_dir)
     logs = sorted((work / "logs").iterdir())
     assert len(logs) == 2 and all("03-break-neg" in p.name for p in logs)
@@ -458,7 +458,7 @@ def test_switches_env_note_for_a_not_needed_patch(tmp_path: Path, project: Path)
             }
         ],
     )
-    rep = run_verify(ledger, project)
+    rep = run_verify(VerifyRun(ledger, project))
     assert rep.patches[0].klass == NOT_NEEDED
     assert "acts only with CALC_FAST set" in rep.patches[0].note
 
@@ -627,7 +627,7 @@ def test_a_patch_of_the_same_size_never_runs_the_bases_bytecode(tmp_path: Path, 
             }
         ],
     )
-    report = run_verify(led, tree=tree)
+    report = run_verify(VerifyRun(led, tree=tree))
     (po,) = report.patches
     assert po.tests[0].with_run.outcome == "pass", po.tests[0].with_run.output
     assert po.klass == PROVEN

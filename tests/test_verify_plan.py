@@ -7,7 +7,7 @@
   found the night it lands; ``gate --plan`` before a night, writing nothing; the carried verdicts
   in report.md, report.json and junit.xml;
 * the decisions one by one (``verify.plan.decide``): each reason a without-run is needed, carrying;
-* the watched files (``verify.watch``): the import scan, digests, a path out of the tree;
+* the watched files (``verify.plan.watch``): the import scan, digests, a path out of the tree;
 * group testing: patches expected to be not needed tried together, split when a test fails there,
   the same classes as a full run, the starts saved;
 * the proof history is sealed state: foreign, forged, linked or malformed histories are refused;
@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import ForeignState, InputError
-from patchset.verify.grouping import choose_groups, simulate
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
-from patchset.verify.plan import AFTER_WITH, CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.decide import AFTER_WITH, CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
+from patchset.verify.plan.grouping import choose_groups, simulate
+from patchset.verify.plan.watch import UNSAFE, Watch, file_digest, imports_of
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof, load_history, save_history
-from patchset.verify.watch import UNSAFE, Watch, file_digest, imports_of
 from tests.support.consent import allow_ledger
 from tests.support.nights import double_world, run_nights
 from tests.support.repo import REPO_ROOT, git
@@ -268,7 +268,7 @@ GROUP_FAULTS = (
 
 
 def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fails(isolated: Path) -> None:
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
     from tests.support.nights import FAKE, double_ledger
 
     files = {**FAKE, **GROUP_FILES, "fakeengine/faults.py": GROUP_FAULTS}
@@ -280,7 +280,7 @@ def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fa
     hist = isolated / "proofs.json"
 
     def night(**kw):
-        return run_verify(ledger, tree=tree, history=hist, use_cache=False, **kw)
+        return run_verify(VerifyRun(ledger, tree=tree, history=hist, use_cache=False, **kw))
 
     def move(extra: str = "") -> None:  # upstream changes every watched file
         for rel in GROUP_FILES:
@@ -306,7 +306,7 @@ def test_patches_expected_not_needed_are_tried_together_and_split_when_a_test_fa
     assert third.engine_starts == 3
     classes = {p.patch_id: p.klass for p in third.patches}
     assert classes == {"e1": NOT_NEEDED, "e2": NOT_NEEDED, "e3": PROVEN, "e4": NOT_NEEDED}
-    full = run_verify(ledger, tree=tree, use_cache=False)  # no history: every tree alone
+    full = run_verify(VerifyRun(ledger, tree=tree, use_cache=False))  # no history: every tree alone
     assert {p.patch_id: p.klass for p in full.patches} == classes and full.engine_starts == 5
     assert [c["patch"] for c in third.changed] == ["e3"]
 

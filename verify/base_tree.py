@@ -53,6 +53,7 @@ def precompile(root: Path, workers: int = 1) -> None:
 
 def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path:
     """The release unpacked (and byte-compiled) once into ``<cache>/verify-bases/<name>-<version>-<layout>``."""
+    # the index client and the archive reader cost 90 ms to import: only a run from the index pays it
     from patchset.upstream.archives import unpack
     from patchset.upstream.releases import download, parse_spec
 

@@ -11,16 +11,65 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patchset.verify.longctx_runs import EngineRun
+from patchset.verify import Word
+from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 
 if TYPE_CHECKING:
-    from patchset.verify.plan import VerifyPlan
-from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
+    from patchset.verify.plan.decide import VerifyPlan
 
 PROVEN, NOT_NEEDED, BROKEN = "proven", "not-needed", "broken"
 CLASSES = (PROVEN, NOT_NEEDED, BROKEN, ERROR)
 _RANK = {BROKEN: 3, ERROR: 2, PROVEN: 1, NOT_NEEDED: 0}
-WITH, WITHOUT = "with", "without"
+
+
+class Variant(Word):
+    """Which tree a run is on."""
+
+    WITH = "with"  # the whole series
+    WITHOUT = "without"  # the series minus the patch (or a group of patches)
+
+
+WITH, WITHOUT = Variant.WITH, Variant.WITHOUT
+
+
+@dataclass
+class EngineRun:
+    """One engine verify started: which tree, how long start-up and checks took, where its log is."""
+
+    label: str  # "with the series" | "without <patch>"
+    variant: Variant
+    patch: str  # the patch left out ("" for the whole series)
+    model: str
+    engine_args: list[str]
+    tests: list[str] = field(default_factory=list)  # "<patch>/<test>" served by this engine
+    startup_seconds: float | None = None
+    check_seconds: float = 0.0
+    log: str = ""
+    vllm_origin: str = ""
+    error: str = ""
+    engine: str = ""  # the ledger's engine name
+    started: bool = False  # False: every result came from the cache, no engine was started
+    reused: list[str] = field(default_factory=list)  # "<patch>/<test>" whose result came from the cache
+    tree_hash: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "label": self.label,
+            "variant": self.variant,
+            "patch": self.patch or None,
+            "engine": self.engine or None,
+            "started": self.started,
+            "tree_hash": self.tree_hash or None,
+            "model": self.model,
+            "engine_args": self.engine_args,
+            "tests": self.tests,
+            "reused": self.reused,
+            "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
+            "check_seconds": round(self.check_seconds, 3),
+            "log": self.log,
+            "vllm_origin": self.vllm_origin or None,
+            "error": self.error or None,
+        }
 
 
 @dataclass

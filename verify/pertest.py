@@ -31,13 +31,13 @@ expands to these and to the caller's environment.
 Long-context tests (``kind = "longctx"``: ``checks``, ``model``, ``mode``, ``baseline``,
 ``engine_args``) run no command: an engine is started from each tree and the named checks run against
 it, one engine per tree and engine configuration, shared by every test that needs it
-(``patchset.verify.longctx_runs``). They are classed exactly like command tests.
+(``patchset.verify.longctx.runs``). They are classed exactly like command tests.
 
 With a proof history (``history``; the CLI keeps one beside the ledger, the gate beside its state),
 the without-runs of long-context tests follow a plan made before any engine starts
 (``verify.plan``): a patch whose watched files, body and tests did not move since the run that
 proved it carries that verdict (marked so, with the run it comes from); the rest run tonight, those
-expected to be not needed tried together where it pays (``verify.grouping``), those broken last time
+expected to be not needed tried together where it pays (``verify.plan.grouping``), those broken last time
 only if their tests pass with the series. ``plan_only`` returns the plan without running anything.
 """
 
@@ -55,126 +55,170 @@ from patchset.engine.detect import detect_state
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
 from patchset.errors import ApplyFailed, EnvironmentFailure, InputError, Location
-from patchset.ledger.model import Ledger, Patch, Target, TestSpec
+from patchset.ledger.model import Ledger, Patch, Target
 from patchset.ledger.store import load_ledger
-from patchset.progress import Progress
 from patchset.text import split_list
 from patchset.upstream import cache
 from patchset.verify.base_tree import engine_log_dir, index_base, precompile, spec_for, sweep_stale
-from patchset.verify.carry import Tonight, record
-from patchset.verify.engines import command_files_digest, resolve_engine
-from patchset.verify.longctx_runs import EngineFactory, LongctxSpec, resolve_spec
+from patchset.verify.engines.definition import Preset, command_files_digest, resolve_engine
+from patchset.verify.engines.vllm_cpu import engine_missing_reason
+from patchset.verify.junit import write_junit
+from patchset.verify.longctx.runs import LongctxSpec, resolve_spec
 from patchset.verify.outcomes import NOT_NEEDED, PatchOutcome, TestOutcome, VerifyReport, classify, patch_class
 from patchset.verify.overlay import private_copy, remove_tree
-from patchset.verify.plan import DEFAULT_FULL_EVERY, PlanOptions, make_plan
-from patchset.verify.plan_inputs import EngineTest, plan_inputs
-from patchset.verify.planned_runs import Minus, Rounds
+from patchset.verify.plan.carry import Tonight, record
+from patchset.verify.plan.decide import PlanOptions, PlanPatch, VerifyPlan, make_plan
+from patchset.verify.plan.inputs import ChosenTest, plan_inputs
+from patchset.verify.plan.rounds import Rounds, SeriesTrees
 from patchset.verify.proofs import TargetHistory, load_history, save_history
 from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
-from patchset.verify.runner import PATCHSET_HOME, Verifier, describe_failure
+from patchset.verify.run import VerifyRun
+from patchset.verify.runner import PATCHSET_HOME, Verifier, Workspace, describe_failure
 from patchset.verify.selection import check_spec, choose_target, parse_tags, selected, test_name
-from patchset.verify.serving import load_serving_baseline
+from patchset.verify.serving import ServingSamples, load_serving_baseline
 from patchset.verify.serving_judge import save_serving_baseline
 
-
-def _dry_run(base: Path, items: list[SeriesItem], mapper) -> SeriesResult:
-    return apply_series(base, items, path_for=mapper, dry_run=True)
+__all__ = ["VerifyRun", "run_verify"]
 
 
 @dataclass
-class _Chosen:
-    """A selected test of a patch: its ledger spec, its outcome record, its engine spec (engine tests)."""
+class _Selection:
+    """What a run tests: the ledger and target, the series, the chosen tests per patch, what they are
+    compared with (stored serving figures) and the proof history."""
 
-    patch: Patch
-    spec: TestSpec
-    outcome: TestOutcome
-    lc: LongctxSpec | None
+    ledger: Ledger
+    home: Path  # where the ledger's relative paths live
+    target: Target
+    items: list[SeriesItem]  # the series
+    wanted: list[str]  # tags
+    wanted_ids: list[str]  # --only
+    chosen: list[tuple[Patch, list[ChosenTest]]]
+    untested: list[str]
+    stored: dict[str, ServingSamples] | None
+    histories: dict[str, TargetHistory]
+
+    @property
+    def tests(self) -> list[ChosenTest]:
+        return [c for _, cs in self.chosen for c in cs]
+
+    @property
+    def specs(self) -> list[LongctxSpec]:
+        return [c.lc for c in self.tests if c.lc is not None]
 
 
-def run_verify(
-    ledger_path: Path,
-    tree: Path | None = None,
-    *,
-    from_index: str | None = None,
-    tags: list[str] | None = None,
-    jobs: int = 1,
-    timeout: int | None = None,
-    junit: Path | None = None,
-    progress: Progress | None = None,
-    target: str | None = None,
-    keep_trees: bool = False,
-    download_progress: Progress | None = None,
-    engine_factory: EngineFactory | None = None,
-    log_dir: Path | None = None,
-    engine: str | None = None,
-    only: list[str] | None = None,
-    baseline: Path | None = None,
-    save_baseline: Path | None = None,
-    use_cache: bool = True,
-    ledger_dir: Path | None = None,
-    results_dir: Path | None = None,
-    history: Path | None = None,
-    plan_only: bool = False,
-    all_: bool = False,
-    full_every: int = DEFAULT_FULL_EVERY,
-    base_label: str | None = None,
-    record_history: bool = True,
-) -> VerifyReport:
-    """Run every selected per-patch test with and without its patch; return the classes.
+@dataclass
+class _Base:
+    """The pristine tree the run works on and how the report and the history name it."""
 
-    ``tree``: a pristine build tree (never modified: verify works on a private copy);
-    ``from_index``: ``vllm==0.30.0`` (or just ``0.30.0``); neither: the target's ``base`` release.
-    ``timeout`` overrides every test's ledger timeout. ``junit``: also write JUnit XML there.
-    ``keep_trees`` keeps the work directory (trees and full logs) and names it in the report.
-    Long-context tests start engines through ``engine_factory`` (default: the CPU vLLM engine of
-    ``ci/setup_engine.sh``); their logs go to ``log_dir`` (default: ``<cache>/engine-logs/verify-*``),
-    which outlives the run. ``engine`` names the engine every engine test runs on (``[engines.NAME]``
-    or a preset), overriding the tests' own. ``only``: these patches' tests only.
-    Serving tests compare the tree with the series with the tree without the patch, or, with
-    ``baseline``, with the figures stored there (``save_baseline`` stores this run's figures of the tree
-    with the series). Engine-test results are cached by (tree content, test, engine) unless
-    ``use_cache`` is False: an unchanged tree starts no engine. ``ledger_dir``: where the ledger's
-    relative paths (models, launchers, test files) live, when the ledger read is a copy (the gate's).
-    ``results_dir``: the result cache (default ``<cache>/verify-results``).
-    ``history``: the sealed proof history the plan reads and (``record_history``) this run's proofs go
-    to; None: no history, every without-run runs. ``plan_only``: return the plan (``report.plan``)
-    without running anything. ``all_``: every patch is re-proven. ``full_every``: a proof this many runs
-    old is re-proven (0: never by age). ``base_label``: how the history names the base (the gate: the
-    upstream commit); default: the release spec or the tree.
+    path: Path
+    desc: str
+    label: str
+    fingerprint: str  # "" when no result is cached for it
+    is_cache: bool  # the release unpacked in the cache (a damaged one is removed)
+
+
+@dataclass
+class _Keys:
+    """Result-cache keys of engine tests: (tree content, what the test measures, the engine)."""
+
+    cache: ResultCache
+    use: bool
+    home: Path
+
+    def key(self, tree_h: str, lc: LongctxSpec) -> str:
+        if not (tree_h and self.use):
+            return ""
+        # the engine's own launcher files count too: a changed launch script is another engine
+        engine_key = (*lc.engine_key(), command_files_digest(lc.engine, self.home) if lc.engine else "")
+        return result_key(tree_h, lc.fingerprint(), engine_key)
+
+    def cached(self, tree_h: str, lc: LongctxSpec) -> bool:
+        k = self.key(tree_h, lc)
+        return bool(k) and self.cache.get(k) is not None
+
+
+def run_verify(run: VerifyRun) -> VerifyReport:
+    """Run every selected per-patch test with and without its patch; return the classes
+    (``run.plan_only``: the plan, ``report.plan``, without running anything).
+
     Raises InputError (bad ledger/arguments, exit 2), EnvironmentFailure (download, disk: exit 2),
     ForeignState (a history this installation did not write: exit 2), ApplyFailed (the whole series
     does not apply to the base: exit 1).
     """
     t0 = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if jobs < 1:
-        raise InputError(f"--jobs {jobs}: must be at least 1")
-    if timeout is not None and timeout <= 0:
-        raise InputError(f"--timeout {timeout}: must be a positive number of seconds")
-    if full_every < 0:
-        raise InputError(f"--full-every {full_every}: must be 0 (never by age) or a number of runs")
-    if tree is not None and from_index:
-        raise InputError("pass either --tree or --from-index, not both")
-    ledger = load_ledger(Path(ledger_path))
-    home = Path(ledger_dir).resolve() if ledger_dir else ledger.root.resolve()
-    wanted = parse_tags(tags)
-    tgt = choose_target(ledger, target, wanted)
-    layout = tgt.layout
+    run.check()
+    sel = _select(run)
+    _engine_ready(run, sel)
+    work_root = cache.subdir("verify-work")
+    sweep_stale(work_root)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
+    try:
+        base = _base(run, sel, work)
+        tgt = sel.target
+        report = VerifyReport(str(sel.ledger.path), tgt.name, base.desc, sel.wanted, run.jobs, untested=sel.untested)
+        report.history = str(run.history) if run.history is not None else ""
+        trees = _series_trees(sel, base)
+        _lock_note(sel.ledger, tgt, tgt.layout, trees.full, report)
+        results_root = Path(run.results_dir) if run.results_dir else cache.subdir("verify-results")
+        keys = _Keys(
+            ResultCache(results_root if run.use_cache else None, enabled=run.use_cache), run.use_cache, sel.home
+        )
+        inputs = plan_inputs(trees, sel.tests, sel.stored, keys.cached)
+        opts = PlanOptions(run.all_, sel.wanted_ids, run.full_every, report.history)
+        past = sel.histories.get(tgt.name)
+        report.plan = make_plan(tgt.name, base.label, inputs, past, opts, trees.applies)
+        for pp in inputs.patches:
+            report.notes += [f"{pp.id}: {n}" for n in pp.watch.notes]
+        if run.plan_only:
+            report.planned_only = True
+            report.wall_seconds = time.monotonic() - t0
+            return report
+        place = Workspace(sel.ledger, tgt, base.path, work, sel.home, base.is_cache)
+        log_dir = run.log_dir or (engine_log_dir() if sel.specs else None)
+        verifier = Verifier(
+            place,
+            jobs=run.jobs,
+            timeout=run.timeout,
+            progress=run.progress,
+            keep=run.keep_trees,
+            engine_factory=run.engine_factory,
+            log_dir=log_dir,
+        )
+        rounds = _run_rounds(verifier, report.plan, trees, keys, sel, report)
+        _conclude(run, sel, rounds, report, Tonight(report.plan.night, started_at, base.label), inputs.patches)
+        _damage_notes(verifier, base, report)
+        report.wall_seconds = time.monotonic() - t0
+        if run.keep_trees:
+            report.work_dir = str(work)
+        if run.junit is not None:
+            write_junit(report, Path(run.junit))
+        return report
+    finally:
+        if not run.keep_trees:
+            remove_tree(work)
+
+
+def _select(run: VerifyRun) -> _Selection:
+    """The ledger, the target and the tests the run selects, each checked; InputError before anything
+    runs (an unknown patch, engine or tag, a test no one could run)."""
+    ledger = load_ledger(Path(run.ledger_path))
+    home = Path(run.ledger_dir).resolve() if run.ledger_dir else ledger.root.resolve()
+    wanted = parse_tags(run.tags)
+    tgt = choose_target(ledger, run.target, wanted)
     items = series_items(ledger, tgt)
     patches = ledger.series(tgt.name)
     wanted_ids: list[str] = []
-    if only:
-        wanted_ids = [ledger.get(pid).id for pid in split_list(only)]  # an unknown id: InputError with a hint
+    if run.only:
+        wanted_ids = [ledger.get(pid).id for pid in split_list(run.only)]  # an unknown id: InputError with a hint
         patches = [p for p in patches if p.id in wanted_ids]
         if not patches:
             raise InputError(f"--only {', '.join(wanted_ids)}: no active patch of target {tgt.name}")
-    if engine is not None:
-        resolve_engine(ledger, engine, tgt)  # an unknown engine: InputError before anything runs
-    stored = load_serving_baseline(Path(baseline)) if baseline else None
-    histories = load_history(Path(history)) if history is not None else {}  # a foreign one: refused here
-
-    chosen: list[tuple[Patch, list[_Chosen]]] = []
-    untested: list[str] = []
+    if run.engine is not None:
+        resolve_engine(ledger, run.engine, tgt)  # an unknown engine: InputError before anything runs
+    stored = load_serving_baseline(Path(run.baseline)) if run.baseline else None
+    histories = load_history(Path(run.history)) if run.history is not None else {}  # a foreign one: refused here
+    sel = _Selection(ledger, home, tgt, items, wanted, wanted_ids, [], [], stored, histories)
     path_env = dict(os.environ)
     path_env.update(
         PATCHSET_LEDGER_DIR=str(home),
@@ -182,203 +226,151 @@ def run_verify(
         PATCHSET_CACHE=str(cache.cache_dir()),
     )
     for p in patches:
-        mine = []
-        for i, t in enumerate(p.tests):
-            if not selected(t, wanted):
-                continue
-            name = test_name(t, i)
-            check_spec(ledger, p, t, name)
-            lc = None
-            if t.kind in ("longctx", "serving"):
-                where = Location(ledger.path, p.line or None, f"patch {p.id}: tests {name}")
-                edef = resolve_engine(ledger, engine or t.engine or "vllm-cpu", tgt)
-                lc = resolve_spec(t, home, where, path_env, timeout, edef)
-            command = f"{lc.kind}: {', '.join(t.checks)}" if lc else t.command
-            to = TestOutcome(p.id, name, command, t.cwd, list(t.tags), timeout or t.timeout)
-            if lc:
-                to.kind, to.checks = lc.kind, list(lc.checks)
-                to.engine = lc.engine.name if lc.engine else ""
-            mine.append(_Chosen(p, t, to, lc))
+        mine = [_chosen(run, sel, p, i, path_env) for i, t in enumerate(p.tests) if selected(t, wanted)]
         if mine:
-            chosen.append((p, mine))
+            sel.chosen.append((p, mine))
         else:
-            untested.append(p.id)
-    if not chosen:
+            sel.untested.append(p.id)
+    if not sel.chosen:
         choose_target(ledger, None, wanted)  # raises the helpful "no test carries ..." error
         raise InputError(f"no selected test for target {tgt.name}")
-    specs = [c.lc for _, cs in chosen for c in cs if c.lc is not None]
+    return sel
 
-    only_cpu = all(sp.engine is not None and sp.engine.preset == "vllm-cpu" for sp in specs)
-    n_tests = sum(len(cs) for _, cs in chosen)
-    if specs and only_cpu and engine_factory is None and len(specs) == n_tests and not plan_only:
-        from patchset.verify.server import engine_missing_reason
 
+def _chosen(run: VerifyRun, sel: _Selection, p: Patch, i: int, path_env: dict[str, str]) -> ChosenTest:
+    """Test ``i`` of patch ``p``, checked, with its outcome record and (engine tests) its resolved spec."""
+    t = p.tests[i]
+    name = test_name(t, i)
+    check_spec(sel.ledger, p, t, name)
+    lc = None
+    if t.kind in ("longctx", "serving"):
+        where = Location(sel.ledger.path, p.line or None, f"patch {p.id}: tests {name}")
+        edef = resolve_engine(sel.ledger, run.engine or t.engine or "vllm-cpu", sel.target)
+        lc = resolve_spec(t, sel.home, where, path_env, run.timeout, edef)
+    command = f"{lc.kind}: {', '.join(t.checks)}" if lc else t.command
+    to = TestOutcome(p.id, name, command, t.cwd, list(t.tags), run.timeout or t.timeout)
+    if lc:
+        to.kind, to.checks = lc.kind, list(lc.checks)
+        to.engine = lc.engine.name if lc.engine else ""
+    return ChosenTest(p, t, to, lc)
+
+
+def _engine_ready(run: VerifyRun, sel: _Selection) -> None:
+    """Only engine tests on the CPU engine were selected, and it is not installed: say so before any
+    download."""
+    specs = sel.specs
+    only_cpu = all(sp.engine is not None and sp.engine.preset == Preset.VLLM_CPU for sp in specs)
+    if specs and only_cpu and run.engine_factory is None and len(specs) == len(sel.tests) and not run.plan_only:
         reason = engine_missing_reason(faults=False)
-        if reason:  # only engine tests were selected, and none can run: say so before any download
+        if reason:
             raise EnvironmentFailure(f"the long-context tests need the vLLM CPU engine: {reason}")
 
-    work_root = cache.subdir("verify-work")
-    sweep_stale(work_root)
-    work = Path(tempfile.mkdtemp(prefix="run-", dir=work_root))
-    base_is_cache = tree is None
-    try:
-        if tree is not None:
-            tree = Path(tree).resolve()
-            if not tree.is_dir():
-                raise InputError(f"--tree {tree}: not a directory")
-            base = work / "base"
-            private_copy(tree, base)
-            base_fp = base_fingerprint(base) if specs and use_cache else ""
-            if not plan_only:
-                precompile(base, workers=os.cpu_count() or 1)
-            base_desc = f"copy of {tree}"
-            label = base_label or str(tree)
-        else:
-            spec = spec_for(tgt, from_index)
-            base = index_base(spec, layout, progress=download_progress)
-            base_desc = f"{spec} ({layout}, from the package index)"
-            marker = (base / ".patchset-verify-base").read_text(errors="replace")
-            base_fp = base_fingerprint(base, f"{marker} {layout}")
-            label = base_label or spec
-        report = VerifyReport(str(ledger.path), tgt.name, base_desc, wanted, jobs, untested=untested)
-        report.history = str(history) if history is not None else ""
-        mapper = path_mapper(tgt, layout)
-        full = _dry_run(base, items, mapper)
-        if not full.ok:
-            state = detect_state(base, items, path_for=mapper)
-            if state.all_applied or any(p.state == "applied" for p in state.patches):
-                raise InputError(
-                    f"the build tree already carries patches of the series ({state.summary()})",
-                    hint="verify needs the pristine tree the series applies to",
-                )
-            raise ApplyFailed(
-                f"the series does not apply to {base_desc}: {describe_failure(full)}",
-                hint="see `patchset apply --dry-run`; rebase the series first",
+
+def _base(run: VerifyRun, sel: _Selection, work: Path) -> _Base:
+    """The pristine base: a private copy of ``run.tree``, or the release unpacked in the cache."""
+    specs = sel.specs
+    layout = sel.target.layout
+    if run.tree is not None:
+        tree = Path(run.tree).resolve()
+        if not tree.is_dir():
+            raise InputError(f"--tree {tree}: not a directory")
+        base = work / "base"
+        private_copy(tree, base)
+        fp = base_fingerprint(base) if specs and run.use_cache else ""
+        if not run.plan_only:
+            precompile(base, workers=os.cpu_count() or 1)
+        return _Base(base, f"copy of {tree}", run.base_label or str(tree), fp, False)
+    spec = spec_for(sel.target, run.from_index)
+    base = index_base(spec, layout, progress=run.download_progress)
+    marker = (base / ".patchset-verify-base").read_text(errors="replace")
+    fp = base_fingerprint(base, f"{marker} {layout}")
+    return _Base(base, f"{spec} ({layout}, from the package index)", run.base_label or spec, fp, True)
+
+
+def _series_trees(sel: _Selection, base: _Base) -> SeriesTrees:
+    """The dry runs: the whole series (ApplyFailed, or InputError on a tree that carries it already),
+    and the series without each patch whose tests were chosen."""
+    tgt, items = sel.target, sel.items
+    mapper = path_mapper(tgt, tgt.layout)
+    full = apply_series(base.path, items, path_for=mapper, dry_run=True)
+    if not full.ok:
+        state = detect_state(base.path, items, path_for=mapper)
+        if state.all_applied or any(p.state == "applied" for p in state.patches):
+            raise InputError(
+                f"the build tree already carries patches of the series ({state.summary()})",
+                hint="verify needs the pristine tree the series applies to",
             )
-        _lock_note(ledger, tgt, layout, full, report)
-        results_root = Path(results_dir) if results_dir else cache.subdir("verify-results")
-        results_cache = ResultCache(results_root if use_cache else None, enabled=use_cache)
-
-        full_hash = tree_hash(base_fp, full.files, full.modes) if base_fp else ""
-        minus: dict[str, Minus] = {}
-        for p, _ in chosen:
-            left = [it for it in items if it.patch_id != p.id]
-            reduced = _dry_run(base, left, mapper) if left else None
-            error = "" if reduced is None or reduced.ok else f"the series without {p.id} does not apply"
-            if error:
-                error += f": {describe_failure(reduced)}"  # type: ignore[arg-type]
-            h = ""
-            if base_fp:
-                h = tree_hash(base_fp, reduced.files, reduced.modes) if reduced else tree_hash(base_fp, {})
-            minus[p.id] = Minus(left, reduced, error, h)
-
-        def key(tree_h: str, lc: LongctxSpec) -> str:
-            if not (tree_h and use_cache):
-                return ""
-            # the engine's own launcher files count too: a changed launch script is another engine
-            engine_key = (*lc.engine_key(), command_files_digest(lc.engine, home) if lc.engine else "")
-            return result_key(tree_h, lc.fingerprint(), engine_key)
-
-        def cached(tree_h: str, lc: LongctxSpec) -> bool:
-            k = key(tree_h, lc)
-            return bool(k) and results_cache.get(k) is not None
-
-        group_dry: dict[tuple[str, ...], Minus] = {}
-
-        def applies(ids: list[str]) -> str:
-            left = [it for it in items if it.patch_id not in ids]
-            res = _dry_run(base, left, mapper)
-            h = tree_hash(base_fp, res.files, res.modes) if base_fp else ""
-            group_dry[tuple(ids)] = Minus(left, res, "" if res.ok else describe_failure(res), h)
-            return "" if res.ok else describe_failure(res)
-
-        engine_tests = [
-            EngineTest(p.id, c.outcome.name, c.outcome.engine, c.lc) for p, cs in chosen for c in cs if c.lc is not None
-        ]
-        planned, fixed, full_starts = plan_inputs(
-            base, items, mapper, full, full_hash, engine_tests, minus, stored, cached
+        raise ApplyFailed(
+            f"the series does not apply to {base.desc}: {describe_failure(full)}",
+            hint="see `patchset apply --dry-run`; rebase the series first",
         )
-        opts = PlanOptions(all_, wanted_ids, full_every, str(history) if history is not None else "")
-        past = histories.get(tgt.name)
-        vplan = make_plan(tgt.name, label, planned, past, opts, fixed, full_starts, applies)
-        report.plan = vplan
-        for pp in planned:
-            report.notes += [f"{pp.id}: {n}" for n in pp.watch.notes]
-        if plan_only:
-            report.planned_only = True
-            report.wall_seconds = time.monotonic() - t0
-            return report
+    full_hash = tree_hash(base.fingerprint, full.files, full.modes) if base.fingerprint else ""
+    trees = SeriesTrees(base.path, items, mapper, base.fingerprint, full, full_hash)
+    for p, _ in sel.chosen:
+        trees.leave_out(p.id)
+    return trees
 
-        verifier = Verifier(
-            ledger,
-            tgt,
-            base,
-            layout,
-            work,
-            jobs=jobs,
-            timeout=timeout,
-            progress=progress,
-            keep=keep_trees,
-            base_is_cache=base_is_cache,
-            engine_factory=engine_factory,
-            log_dir=log_dir or (engine_log_dir() if specs else None),
-            home=home,
-        )
-        rounds = Rounds(vplan, items, minus, group_dry, key, stored)
-        for c in (c for _, cs in chosen for c in cs):
-            rounds.add(c.patch, c.spec, c.outcome, c.lc, full_hash, report)
-        runs = rounds.first
-        verifier.run(runs, cache=results_cache, stored=stored)
-        second = rounds.after_first()
-        if second:
-            verifier.run(second, cache=results_cache, stored=stored)
-            rounds.after_second()
-        report.engines = verifier.engines
-        report.reused = verifier.reused
-        report.cache_ignored = list(results_cache.ignored)
-        report.engine_starts = sum(1 for e in verifier.engines if e.started)
-        report.group_tries = rounds.group_report(verifier.engines)
-        report.baseline = str(baseline) if baseline else ""
-        if save_baseline is not None and save_serving_baseline(Path(save_baseline), runs, tgt.name):
-            report.notes.append(f"stored the serving figures of the tree with the series in {save_baseline}")
-        outcomes = []
-        for p, cs in chosen:
-            po = PatchOutcome(p.id, p.title, [c.outcome for c in cs])
-            for outcome in po.tests:
-                outcome.klass, outcome.note = classify(outcome.with_run, outcome.without_run)
-                if outcome.carried:
-                    outcome.note += f" (without the patch: {outcome.carried})"
-            po.klass = patch_class(po.tests)
-            po.note = _patch_note(p, po)
-            rounds.describe(po)
-            outcomes.append(po)
-        report.patches = outcomes
-        report.changed = rounds.changed(outcomes, past)
-        if history is not None and record_history:
-            th = histories.setdefault(tgt.name, past or TargetHistory())
-            report.proven_tonight = record(th, Tonight(vplan.night, started_at, label), planned, outcomes)
-            save_history(Path(history), histories)
-        else:
-            report.proven_tonight = [po.patch_id for po in outcomes if po.proof.startswith("proven tonight")]
-        if verifier.damaged:
-            report.notes.append(
-                f"tests rewrote {len(verifier.damaged)} file(s) of the pristine base in place: "
-                + ", ".join(verifier.damaged[:5])
-            )
-            if base_is_cache:
-                remove_tree(base)
-                report.notes.append(f"removed the damaged cached base {base}; the next run unpacks it again")
-        report.wall_seconds = time.monotonic() - t0
-        if keep_trees:
-            report.work_dir = str(work)
-        if junit is not None:
-            from patchset.verify.junit import write_junit
 
-            write_junit(report, Path(junit))
-        return report
-    finally:
-        if not keep_trees:
-            remove_tree(work)
+def _run_rounds(
+    verifier: Verifier, vplan: VerifyPlan, trees: SeriesTrees, keys: _Keys, sel: _Selection, report: VerifyReport
+) -> Rounds:
+    """The planned runs, in one or two rounds (runs waiting for the series, split groups)."""
+    rounds = Rounds(vplan, trees, keys.key, sel.stored)
+    for c in sel.tests:
+        rounds.add(c.patch, c.spec, c.outcome, c.lc, trees.full_hash, report)
+    verifier.run(rounds.first, cache=keys.cache, stored=sel.stored)
+    second = rounds.after_first()
+    if second:
+        verifier.run(second, cache=keys.cache, stored=sel.stored)
+        rounds.after_second()
+    report.engines = verifier.engines
+    report.reused = verifier.reused
+    report.cache_ignored = list(keys.cache.ignored)
+    report.engine_starts = sum(1 for e in verifier.engines if e.started)
+    report.group_tries = rounds.group_report(verifier.engines)
+    return rounds
+
+
+def _conclude(
+    run: VerifyRun, sel: _Selection, rounds: Rounds, report: VerifyReport, tonight: Tonight, planned: list[PlanPatch]
+) -> None:
+    """Each test's and patch's class, what changed since the last run, the proofs recorded."""
+    report.baseline = str(run.baseline) if run.baseline else ""
+    tgt = sel.target
+    if run.save_baseline is not None and save_serving_baseline(Path(run.save_baseline), rounds.first, tgt.name):
+        report.notes.append(f"stored the serving figures of the tree with the series in {run.save_baseline}")
+    outcomes = []
+    for p, cs in sel.chosen:
+        po = PatchOutcome(p.id, p.title, [c.outcome for c in cs])
+        for outcome in po.tests:
+            outcome.klass, outcome.note = classify(outcome.with_run, outcome.without_run)
+            if outcome.carried:
+                outcome.note += f" (without the patch: {outcome.carried})"
+        po.klass = patch_class(po.tests)
+        po.note = _patch_note(p, po)
+        rounds.describe(po)
+        outcomes.append(po)
+    report.patches = outcomes
+    past = sel.histories.get(tgt.name)
+    report.changed = rounds.changed(outcomes, past)
+    if run.history is not None and run.record_history:
+        th = sel.histories.setdefault(tgt.name, past or TargetHistory())
+        report.proven_tonight = record(th, tonight, planned, outcomes)
+        save_history(Path(run.history), sel.histories)
+    else:
+        report.proven_tonight = [po.patch_id for po in outcomes if po.proof.startswith("proven tonight")]
+
+
+def _damage_notes(verifier: Verifier, base: _Base, report: VerifyReport) -> None:
+    if not verifier.damaged:
+        return
+    report.notes.append(
+        f"tests rewrote {len(verifier.damaged)} file(s) of the pristine base in place: "
+        + ", ".join(verifier.damaged[:5])
+    )
+    if base.is_cache:
+        remove_tree(base.path)
+        report.notes.append(f"removed the damaged cached base {base.path}; the next run unpacks it again")
 
 
 def _patch_note(patch: Patch, po: PatchOutcome) -> str:

@@ -1,5 +1,5 @@
 """The runs of one ``patchset verify``: each test on its tree, command tests in their own overlay,
-engine tests grouped one engine per tree and configuration (``verify.engine_runs``), results from the
+engine tests grouped one engine per tree and configuration (``verify.engines.scheduler``), results from the
 cache where the tree did not change.
 
 Why this module exists: ``verify.pertest`` decides which runs there are; this module runs them and
@@ -25,20 +25,16 @@ from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
 from patchset.progress import Progress
 from patchset.upstream import cache
-from patchset.verify.longctx_runs import (
-    EngineFactory,
-    EngineRun,
-    LongctxResult,
-    LongctxSpec,
-    ServingResult,
-    ledger_engine,
-)
-from patchset.verify.outcomes import WITH, WITHOUT, TestOutcome
+from patchset.verify.engines.launch import EngineFactory
+from patchset.verify.engines.process import ledger_engine
+from patchset.verify.engines.scheduler import Context, Group, Pair, QuietLock, Scheduler
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, TestOutcome, Variant
 from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.results_cache import ResultCache
 from patchset.verify.serving import ServingSamples
 from patchset.verify.serving_judge import judge_serving
-from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, run_command
+from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, LongctxResult, ServingResult, run_command
 
 PATCHSET_HOME = Path(__file__).resolve().parent.parent
 
@@ -50,7 +46,7 @@ class Run:
     test: TestOutcome
     spec: TestSpec
     patch: Patch
-    variant: str
+    variant: Variant
     items: list[SeriesItem]
     result: CommandResult | None = None
     longctx: LongctxSpec | None = None
@@ -72,39 +68,48 @@ def describe_failure(result: SeriesResult) -> str:
     return f"patch {bad.patch_id} does not apply" + (f": {'; '.join(files)}" if files else "")
 
 
+@dataclass
+class Workspace:
+    """Where one verify runs: the ledger and its target, the pristine base, the work directory."""
+
+    ledger: Ledger
+    target: Target
+    base: Path
+    work: Path
+    home: Path  # where the ledger's relative paths live
+    base_is_cache: bool  # the base is the release unpacked in the cache
+
+
 class Verifier:
+    """Runs the runs of one verify, round after round, keeping its engines and counters."""
+
     def __init__(
         self,
-        ledger: Ledger,
-        target: Target,
-        base: Path,
-        layout: str,
-        work: Path,
+        place: Workspace,
         *,
         jobs: int,
         timeout: int | None,
         progress: Progress | None,
         keep: bool,
-        base_is_cache: bool,
         engine_factory: EngineFactory | None = None,
         log_dir: Path | None = None,
-        home: Path | None = None,
     ):
-        self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
+        self.ledger, self.target, self.base, self.work = place.ledger, place.target, place.base, place.work
+        self.layout = place.target.layout
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
-        self.base_is_cache = base_is_cache
-        self.mapper = path_mapper(target, layout)
-        self.snapshot = Snapshot.take(base)
+        self.base_is_cache = place.base_is_cache
+        self.mapper = path_mapper(self.target, self.layout)
+        self.snapshot = Snapshot.take(self.base)
         self.lock = threading.Lock()
         self.done = 0
         self.total = 0
         self.counter = 0
         self.damaged: list[str] = []
         self.engine_factory = engine_factory or ledger_engine
-        self.log_dir = log_dir or work / "logs"
+        self.log_dir = log_dir or self.work / "logs"
         self.engines: list[EngineRun] = []
         self.reused: list[str] = []
-        self.home = home or ledger.root.resolve()
+        self.home = place.home
 
     def _env(self, run: Run, tree: Path) -> dict[str, str]:
         """verify's variables over the environment less the user's credentials (a test command is
@@ -190,9 +195,7 @@ class Verifier:
 
     def run(self, runs: list[Run], *, cache: ResultCache, stored: dict[str, ServingSamples] | None = None) -> None:
         """Run every test: command runs on their own trees, engine runs grouped one engine per tree and
-        configuration (``verify.engine_runs``), results from the cache where the tree did not change."""
-        from patchset.verify.engine_runs import Context, Group, Pair, QuietLock, Scheduler
-
+        configuration (``verify.engines.scheduler``), results from the cache where the tree did not change."""
         self.total, self.done = len(runs), 0
         quiet = QuietLock()
         ctx = Context(
@@ -212,55 +215,13 @@ class Verifier:
         )
         sched = Scheduler(ctx, quiet)
         groups: dict[tuple, Group] = {}
-        commands: list[Run] = []
         by_test: dict[tuple[str, str], dict[str, Run]] = {}
+        commands = [r for r in runs if r.longctx is None]
         for r in runs:
-            if r.longctx is None:
-                commands.append(r)
-                continue
-            key = self._group_key(r)
-            if key not in groups:
-                missing = r.left_out or [r.patch.id]
-                left_out = "" if r.variant == WITH else ", ".join(missing)
-                label = "with the series" if r.variant == WITH else f"without {left_out}"
-                if r.variant != WITH and len(missing) > 1:
-                    label += " (tried together)"
-                spec = r.longctx
-                er = EngineRun(label, r.variant, left_out, str(spec.model), list(spec.engine_args))
-                er.engine = spec.engine.name if spec.engine else ""
-                er.tree_hash = r.tree_hash[:16]
-                groups[key] = Group(key, r.items, spec, er)
-                sched.groups.append(groups[key])
-                self.engines.append(er)
-            g = groups[key]
-            g.record.tests.append(f"{r.patch.id}/{r.test.name}")
-            by_test.setdefault((r.patch.id, r.test.name), {})[r.variant] = r
-            cached = cache.get(r.cache_key) if r.cache_key else None
-            if cached is not None and self._restore(r, cached):
-                g.record.reused.append(f"{r.patch.id}/{r.test.name}")
-                self.reused.append(f"{r.patch.id}/{r.test.name} ({r.variant})")
-                continue
-            if r.longctx.kind == "longctx":
-                g.runs.append(r)
-        # serving runs: paired when both sides need measuring and the engine allows two at once
-        for (_pid, _name), sides in by_test.items():
-            w, o = sides.get(WITH), sides.get(WITHOUT)
-            if w is None or w.longctx is None or w.longctx.kind != "serving":
-                continue
-            need_w = w.samples is None and w.result is None
-            need_o = o is not None and o.samples is None and o.result is None
-            engine = w.longctx.engine
-            can_pair = engine is None or engine.max_parallel >= 2
-            if need_w and need_o and can_pair and o is not None:
-                pair = Pair(w, o, groups[self._group_key(w)], groups[self._group_key(o)])
-                pair.without_group.led.append(pair)
-                pair.with_group.refs += 1
-                sched.pairs.append(pair)
-                continue
-            if need_w:
-                groups[self._group_key(w)].alone.append(w)
-            if need_o and o is not None:
-                groups[self._group_key(o)].alone.append(o)
+            if r.longctx is not None:
+                self._to_group(r, groups, sched, cache)
+                by_test.setdefault((r.patch.id, r.test.name), {})[r.variant] = r
+        self._serving_sides(by_test, groups, sched)
         for g in sched.groups:
             g.refs += 1 if g.has_work() else 0
         if self.progress:
@@ -280,6 +241,58 @@ class Verifier:
         sched.run(units, other)
         judge_serving(by_test, stored)
         self._store(runs, cache)
+
+    def _to_group(self, r: Run, groups: dict[tuple, Group], sched: Scheduler, cache: ResultCache) -> None:
+        """An engine run into the group of its tree and engine configuration (a new group: a new
+        engine record), or its result back from the cache."""
+        assert r.longctx is not None
+        key = self._group_key(r)
+        if key not in groups:
+            missing = r.left_out or [r.patch.id]
+            left_out = "" if r.variant == WITH else ", ".join(missing)
+            label = "with the series" if r.variant == WITH else f"without {left_out}"
+            if r.variant != WITH and len(missing) > 1:
+                label += " (tried together)"
+            spec = r.longctx
+            er = EngineRun(label, Variant(r.variant), left_out, str(spec.model), list(spec.engine_args))
+            er.engine = spec.engine.name if spec.engine else ""
+            er.tree_hash = r.tree_hash[:16]
+            groups[key] = Group(key, r.items, spec, er)
+            sched.groups.append(groups[key])
+            self.engines.append(er)
+        g = groups[key]
+        g.record.tests.append(f"{r.patch.id}/{r.test.name}")
+        cached = cache.get(r.cache_key) if r.cache_key else None
+        if cached is not None and self._restore(r, cached):
+            g.record.reused.append(f"{r.patch.id}/{r.test.name}")
+            self.reused.append(f"{r.patch.id}/{r.test.name} ({r.variant})")
+            return
+        if r.longctx.kind == "longctx":
+            g.runs.append(r)
+
+    def _serving_sides(
+        self, by_test: dict[tuple[str, str], dict[str, Run]], groups: dict[tuple, Group], sched: Scheduler
+    ) -> None:
+        """Serving runs: paired when both sides need measuring and the engine allows two at once,
+        else each measured on its engine alone."""
+        for sides in by_test.values():
+            w, o = sides.get(WITH), sides.get(WITHOUT)
+            if w is None or w.longctx is None or w.longctx.kind != "serving":
+                continue
+            need_w = w.samples is None and w.result is None
+            need_o = o is not None and o.samples is None and o.result is None
+            engine = w.longctx.engine
+            can_pair = engine is None or engine.max_parallel >= 2
+            if need_w and need_o and can_pair and o is not None:
+                pair = Pair(w, o, groups[self._group_key(w)], groups[self._group_key(o)])
+                pair.without_group.led.append(pair)
+                pair.with_group.refs += 1
+                sched.pairs.append(pair)
+                continue
+            if need_w:
+                groups[self._group_key(w)].alone.append(w)
+            if need_o and o is not None:
+                groups[self._group_key(o)].alone.append(o)
 
     def _restore(self, r: Run, data: dict) -> bool:
         """A cached result back on its run; False when the entry does not fit (then the run runs)."""

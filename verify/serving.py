@@ -27,6 +27,7 @@ Verdicts (``compare``) come from ``patchset.verify.stats``.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -35,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset import atomic
 from patchset.errors import InputError
-from patchset.verify.longctx_math import make_document
-from patchset.verify.openai_client import BadResponse, CompletionsClient, ServerRejected, new_salt
+from patchset.verify import Word
+from patchset.verify.engines.client import BadResponse, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.longctx.measures import make_document
 from patchset.verify.stats import MAX_SAMPLES, RatioVerdict, ratio_verdict, reaches
 
 CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
@@ -94,13 +97,20 @@ def counter(values: dict[str, float], name: str) -> float | None:
     return values.get(bare)
 
 
+class Better(Word):
+    """Which direction of a metric is better."""
+
+    HIGHER = "higher"  # a rate (tok/s, hits)
+    LOWER = "lower"  # a time
+
+
 @dataclass
 class MetricSpec:
     """What one measured number is: its unit, which direction is better, the check it belongs to."""
 
     check: str
     unit: str
-    better: str  # higher | lower
+    better: Better
 
 
 @dataclass
@@ -214,7 +224,7 @@ class ServingSamples:
             has_metrics=bool(data.get("has_metrics", False)),
         )
         for name, m in (data.get("metrics") or {}).items():
-            out.metrics[name] = MetricSpec(str(m["check"]), str(m.get("unit", "")), str(m.get("better", "higher")))
+            out.metrics[name] = MetricSpec(str(m["check"]), str(m.get("unit", "")), Better(m.get("better", "higher")))
             out.values[name] = [None if v is None else float(v) for v in m.get("samples", [])]
         out.foreign = list(data.get("foreign_traffic") or [])
         out.skipped = dict(data.get("skipped") or {})
@@ -284,7 +294,7 @@ class Meter:
             )
         return w
 
-    def _spec(self, name: str, check: str, unit: str, better: str = "higher") -> str:
+    def _spec(self, name: str, check: str, unit: str, better: Better = Better.HIGHER) -> str:
         self.specs[name] = MetricSpec(check, unit, better)
         return name
 
@@ -360,8 +370,8 @@ class Meter:
         w.generated += warm.usage.completion_tokens + resumed.usage.completion_tokens + cold.usage.completion_tokens
         t_resumed = r_server or resumed.first_token_seconds
         t_cold = c_server or cold.first_token_seconds
-        w.values[self._spec(f"ttft resumed s ({ctx} tokens)", "ttft-resume", "s", "lower")] = t_resumed
-        w.values[self._spec(f"ttft cold s ({ctx} tokens)", "ttft-resume", "s", "lower")] = t_cold
+        w.values[self._spec(f"ttft resumed s ({ctx} tokens)", "ttft-resume", "s", Better.LOWER)] = t_resumed
+        w.values[self._spec(f"ttft cold s ({ctx} tokens)", "ttft-resume", "s", Better.LOWER)] = t_cold
         w.values[self._spec("resume speed-up (cold / resumed)", "ttft-resume", "x")] = (
             t_cold / t_resumed if t_resumed > 0 else 0.0
         )
@@ -566,21 +576,6 @@ def compare(candidate: ServingSamples, baseline: ServingSamples, config: Serving
     return out
 
 
-def describe_samples(samples: ServingSamples) -> list[str]:
-    """One line per metric: the median and the range of its clean repeats."""
-    import statistics
-
-    lines = []
-    for name, spec in samples.metrics.items():
-        vals = [v for _, v in samples.clean(name)]
-        if vals:
-            lines.append(
-                f"{name}: median {statistics.median(vals):.4g} {spec.unit} "
-                f"(min {min(vals):.4g}, max {max(vals):.4g}, {len(vals)} repeats)"
-            )
-    return lines
-
-
 # --------------------------------------------------------------------------- stored baselines
 
 BASELINE_FORMAT = "patchset-serving-baseline"
@@ -589,8 +584,6 @@ MAX_BASELINE = 16 * 1024 * 1024
 
 def load_serving_baseline(path: Path) -> dict[str, ServingSamples]:
     """``{"<patch>/<test>": samples}`` from a file ``--save-baseline`` (or the gate) wrote."""
-    import json
-
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_BASELINE + 1)
@@ -622,10 +615,6 @@ def load_serving_baseline(path: Path) -> dict[str, ServingSamples]:
 
 def write_serving_baseline(path: Path, tests: dict[str, ServingSamples], *, target: str, note: str = "") -> None:
     """Store serving samples per test, atomically (``load_serving_baseline`` reads them)."""
-    import json
-
-    from patchset import atomic
-
     doc = {
         "format": BASELINE_FORMAT,
         "target": target,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchset.verify.longctx_runs import LongctxResult, ServingResult
 from patchset.verify.outcomes import WITH, WITHOUT
-from patchset.verify.serving import ServingSamples, write_serving_baseline
-from patchset.verify.testrun import ERROR, FAIL, PASS
+from patchset.verify.serving import ServingSamples, compare, write_serving_baseline
+from patchset.verify.stats import fmt_ratio
+from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult, ServingResult
 
 if TYPE_CHECKING:
     from patchset.verify.runner import Run
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 def judge_serving(by_test: dict[tuple[str, str], dict[str, Run]], stored: dict[str, ServingSamples] | None) -> None:
     """Each serving test's verdicts: the tree with the series against its baseline (the tree without
     the patch, or the stored figures): a regression fails the with-run, an improvement the without-run."""
-    from patchset.verify.serving import compare
-
     for (pid, name), sides in by_test.items():
         w = sides.get(WITH)
         if w is None or w.longctx is None or w.longctx.kind != "serving":
@@ -95,8 +93,6 @@ def judge_serving(by_test: dict[tuple[str, str], dict[str, Run]], stored: dict[s
 
 def _short(v) -> str:
     """``decode tok/s (prompt 32) 0.420 [0.002, 0.699]``: a verdict's metric, median ratio and interval."""
-    from patchset.verify.stats import fmt_ratio
-
     return f"{v.metric} {fmt_ratio(v.ratio)} [{fmt_ratio(v.low)}, {fmt_ratio(v.high)}]"
 
 

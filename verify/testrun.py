@@ -18,10 +18,21 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PASS, FAIL, ERROR = "pass", "fail", "error"
+from patchset.verify import Word
+
+
+class Outcome(Word):
+    """What one run of a test did."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # it could not run: a timeout, a missing tool, an engine that did not start
+
+
+PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
 ERROR_CODES = {
     77: "the test says it cannot run here (exit 77)",
     99: "the test reports a hard error (exit 99)",
@@ -36,7 +47,7 @@ KILL_GRACE = 5.0
 class CommandResult:
     """What one run of a test command did."""
 
-    outcome: str  # pass | fail | error
+    outcome: Outcome
     exit_code: int | None  # None: killed at the timeout or never started; negative: killed by a signal
     seconds: float
     reason: str = ""  # why an error or a failure, in one line
@@ -143,3 +154,62 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout: float, lo
     why = f"killed by signal {-code}" if code < 0 else f"exit {code}"
     detail = _failure_detail(tail)
     return CommandResult(FAIL, code, seconds, why + (f": {detail}" if detail else ""), tail, str(log))
+
+
+@dataclass
+class LongctxResult(CommandResult):
+    """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
+
+    engine: int | None = None  # index into VerifyReport.engines
+    startup_seconds: float | None = None
+    checks: list[dict] = field(default_factory=list)
+    reused: str = ""  # the result came from the cache: when it was measured
+    drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
+    carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        out.update(
+            {
+                "carried_from": self.carried or None,
+                "engine": self.engine,
+                "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
+                "check_seconds": round(self.seconds, 3),
+                "engine_log": self.log or None,
+                "checks": self.checks,
+                "reused": self.reused or None,
+            }
+        )
+        if self.drift is not None:
+            out["drift"] = self.drift
+        return out
+
+
+@dataclass
+class ServingResult(LongctxResult):
+    """A run of a serving test: every sample of the engine it measured and, on the side judged, the
+    comparison with the baseline (per metric: median ratio, interval, verdict)."""
+
+    samples: dict = field(default_factory=dict)  # ServingSamples.to_json()
+    comparison: dict | None = None  # Comparison.to_json(), on the run the verdict belongs to
+    baseline_from: str = ""  # "the tree without <patch>", "a stored baseline <file>"
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        out.update({"samples": self.samples, "comparison": self.comparison, "baseline_from": self.baseline_from})
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> ServingResult:
+        return cls(
+            Outcome(data["outcome"]),
+            data.get("exit_code"),
+            float(data.get("seconds", 0.0)),
+            data.get("reason", ""),
+            data.get("output_tail", ""),
+            data.get("log") or "",
+            None,
+            data.get("engine_startup_seconds"),
+            list(data.get("checks") or []),
+            samples=dict(data.get("samples") or {}),
+        )

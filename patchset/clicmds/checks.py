@@ -76,7 +76,7 @@ def verify(
     could not run / bad input.
     """
     from patchset.ledger import consent
-    from patchset.verify.pertest import run_verify
+    from patchset.verify.pertest import VerifyRun, run_verify
     from patchset.verify.proofs import default_history_path
 
     if not reused["plan_only"]:  # the tests' commands and engines; --plan runs none
@@ -88,23 +88,25 @@ def verify(
     with progress_bar() as bar:
         progress = bar.callback("verify")
         rep = run_verify(
-            c.ledger_path,
-            tree,
-            from_index=from_index,
-            tags=list(tags),
-            jobs=jobs,
-            timeout=timeout,
-            junit=junit,
-            progress=progress,
-            target=target,
-            keep_trees=keep_trees,
-            download_progress=bar.callback("", unit="bytes"),
-            engine=engine,
-            only=split_list(only) or None,
-            baseline=baseline,
-            save_baseline=save_baseline,
-            history=default_history_path(Path(c.ledger_path).parent),
-            **opt.reused_args(reused),
+            VerifyRun(
+                c.ledger_path,
+                tree,
+                from_index=from_index,
+                tags=list(tags),
+                jobs=jobs,
+                timeout=timeout,
+                junit=junit,
+                progress=progress,
+                target=target,
+                keep_trees=keep_trees,
+                download_progress=bar.callback("", unit="bytes"),
+                engine=engine,
+                only=split_list(only) or None,
+                baseline=baseline,
+                save_baseline=save_baseline,
+                history=default_history_path(Path(c.ledger_path).parent),
+                **opt.reused_args(reused),
+            )
         )
     if as_json:
         emit_json(rep.to_json())
@@ -155,16 +157,16 @@ def check_longctx(url, model, checks, mode, baseline, reference_model, timeout, 
     Exit 0 every check passes; 1 a check fails (a server that rejects a long prompt is a failure);
     2 the server cannot be reached or the input is bad.
     """
-    from patchset.verify.longctx import run_checks
+    from patchset.verify.longctx.suite import LongctxRun, run_checks
 
     names = split_list(checks) or None
     report = run_checks(
-        url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout
+        LongctxRun(url, model, names, mode=mode, baseline=baseline, reference_model=reference_model, timeout=timeout)
     )
     if as_json:
         click.echo(report.to_json())
     else:
-        from patchset.verify.longctx_view import render_longctx
+        from patchset.verify.longctx.view import render_longctx
 
         render_longctx(out, report)
     return report.exit_code

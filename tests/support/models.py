@@ -1,6 +1,6 @@
 """Make the models the engine tests serve, and a second recipe for their reference logprobs.
 
-The product computes reference logprobs in ``patchset.verify.reference``; ``reference_logprobs`` here
+The product computes reference logprobs in ``patchset.verify.longctx.suite``; ``reference_logprobs`` here
 is the tests' own recipe (run through this module's command line), compared with it value for value.
 
 Why this module exists: the engine tests need models that exist offline and fast. Two kinds:
@@ -44,7 +44,7 @@ def _models_dir() -> Path:
 
 def _run_in_venv(args: Sequence[str], python: Path | None = None, timeout: float = 900) -> str:
     from patchset.errors import EnvironmentFailure
-    from patchset.verify.server import REPO_ROOT, engine_missing_reason, venv_python
+    from patchset.verify.engines.vllm_cpu import REPO_ROOT, engine_missing_reason, venv_python
 
     py = python or venv_python()
     if python is None:

@@ -11,7 +11,7 @@ formed only from patches expected to be not needed (their last proof says so).
 
 Two rules keep a group's answer the answer each patch would give alone:
 
-* its patches watch disjoint files (``verify.watch``): dropping them together changes each one's
+* its patches watch disjoint files (``verify.plan.watch``): dropping them together changes each one's
   files exactly as dropping it alone does, so a later patch that depends on an earlier one (the
   same file, or a module it imports) is never dropped with it;
 * the series without the whole group must apply (a dry run): when it does not, the group is
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from patchset.verify.watch import Watch, disjoint
+from patchset.verify.plan.watch import Watch, disjoint
 
 
 def choose_groups(

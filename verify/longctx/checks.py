@@ -11,37 +11,27 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from patchset.verify.longctx_math import BIN, binned_max, make_document, max_abs_diff, mean_nll, top1, topk_drift
-from patchset.verify.longctx_params import CachedCase, Lengths, Thresholds
-from patchset.verify.longctx_report import Measurement
-from patchset.verify.openai_client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.engines.client import BadResponse, Completion, CompletionsClient, ServerRejected, new_salt
+from patchset.verify.longctx.measures import BIN, binned_max, make_document, max_abs_diff, mean_nll, top1, topk_drift
+from patchset.verify.longctx.params import CachedCase, Lengths, LongctxRun, Mode, Thresholds
+from patchset.verify.longctx.report import Measurement
 
 
 class CheckRun:
     """State shared by the checks of one run: client, document, thresholds, memoised warm resumes."""
 
     def __init__(
-        self,
-        client: CompletionsClient,
-        lengths: Lengths,
-        thresholds: Thresholds,
-        *,
-        seed: int,
-        token_range: tuple[int, int],
-        top_k: int,
-        measure_control: bool,
-        extra_doc: int = 0,
+        self, client: CompletionsClient, run: LongctxRun, lengths: Lengths, thresholds: Thresholds, extra_doc: int = 0
     ) -> None:
         self.client = client
         self.lengths = lengths
         self.th = thresholds
-        self.seed = seed
-        self.token_range = token_range
-        self.top_k = top_k
-        self.measure_control = measure_control or thresholds.mode == "control"
-        self.doc = make_document(
-            max(lengths.doc_tokens(), extra_doc), seed=seed, low=token_range[0], high=token_range[1]
-        )
+        self.seed = run.seed
+        self.token_range = run.token_range
+        self.top_k = run.top_k
+        self.measure_control = run.measure_control or thresholds.mode == Mode.CONTROL
+        low, high = run.token_range
+        self.doc = make_document(max(lengths.doc_tokens(), extra_doc), seed=run.seed, low=low, high=high)
         self._warm: dict[tuple[int, int], tuple[Completion, Completion]] = {}
 
     def prompt_lps(self, n: int, tag: str) -> list[float | None]:

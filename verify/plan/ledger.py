@@ -16,33 +16,26 @@ from patchset.commands.inspection import body_state
 from patchset.errors import Location
 from patchset.ledger.store import load_ledger
 from patchset.upstream import cache
-from patchset.verify.carry import engine_config, engine_digest, spec_digest
-from patchset.verify.engines import resolve_engine
-from patchset.verify.longctx_runs import resolve_spec
-from patchset.verify.plan import EngineTree, PlanOptions, PlanPatch, PlanTest, VerifyPlan, make_plan
+from patchset.verify.engines.definition import resolve_engine
+from patchset.verify.longctx.runs import resolve_spec
+from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
+from patchset.verify.plan.decide import EngineTree, PlanInputs, PlanOptions, PlanPatch, PlanTest, VerifyPlan, make_plan
+from patchset.verify.plan.watch import ABSENT, Watch, body_digest
 from patchset.verify.proofs import TargetHistory
+from patchset.verify.run import VerifyRun
 from patchset.verify.runner import PATCHSET_HOME
 from patchset.verify.selection import selected, test_name
-from patchset.verify.watch import ABSENT, Watch, body_digest
 
 
 def plan_ledger(
-    ledger_path: Path,
-    target: str,
-    tags: list[str],
-    only: list[str],
-    history: TargetHistory | None,
-    opts: PlanOptions,
-    *,
-    base: str,
-    engine: str | None = None,
-    stored: set[str] | None = None,
-    ledger_dir: Path | None = None,
+    run: VerifyRun, history: TargetHistory | None, opts: PlanOptions, stored: set[str] | None = None
 ) -> VerifyPlan:
-    """The plan of ``target``'s selected engine tests (``tags``; ``only`` these patches). ``stored``:
-    serving tests compared with stored figures (no tree without their patch)."""
-    ledger = load_ledger(Path(ledger_path))
-    home = Path(ledger_dir).resolve() if ledger_dir else ledger.root.resolve()
+    """The plan of ``run.target``'s selected engine tests (``run.tags``; ``opts.only`` these
+    patches), named ``run.base_label``. ``stored``: serving tests compared with stored figures (no
+    tree without their patch)."""
+    ledger = load_ledger(Path(run.ledger_path))
+    home = Path(run.ledger_dir).resolve() if run.ledger_dir else ledger.root.resolve()
+    target, tags, only, engine = str(run.target), run.tags or [], opts.only, run.engine
     tgt = ledger.targets[target]
     env = dict(os.environ)
     env.update(PATCHSET_LEDGER_DIR=str(home), PATCHSET_HOME=str(PATCHSET_HOME), PATCHSET_CACHE=str(cache.cache_dir()))
@@ -78,4 +71,5 @@ def plan_ledger(
             _, data = body_state(ledger, p)  # a fresh clone: not imported yet
             body = body_digest(data) if data is not None else ABSENT
             planned.append(PlanPatch(p.id, body, tests, Watch()))
-    return make_plan(target, base, planned, history, opts, list(fixed.values()), len(full), lambda ids: "")
+    inputs = PlanInputs(planned, list(fixed.values()), len(full))
+    return make_plan(target, run.base_label or "", inputs, history, opts, lambda ids: "")

@@ -3,7 +3,7 @@
 A ``[[patch.tests]]`` table with ``kind = "longctx"`` names long-context checks
 (``patchset.verify.longctx``) instead of a command. ``verify`` builds the same trees as for command
 tests (the series, and the series minus the patch: hard-linked overlays of one base), starts an
-engine from each tree (``patchset.verify.server``: the engine venv's own ``vllm`` replaced by the
+engine from each tree (``patchset.verify.engines.vllm_cpu``: the engine venv's own ``vllm`` replaced by the
 tree's), runs the checks of every test that uses that tree and that engine configuration (model,
 ``engine_args``, ``env``), and stops it. The tree with the whole series is the same for every patch,
 so one engine serves every patch's "with" run; each "without P" tree gets its own engine.
@@ -21,24 +21,28 @@ report's list of engines, so a slow or crashing engine can be read without rerun
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import statistics
 import string
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from patchset.errors import EnvironmentFailure, InputError, Location
 from patchset.ledger.model import SERVING_CHECKS
-from patchset.verify.engines import EngineDef, EngineLaunch, EngineProcess
-from patchset.verify.longctx import run_checks
-from patchset.verify.longctx_params import BASELINE_DIR, CHECKS
-from patchset.verify.longctx_report import LongctxReport
-from patchset.verify.longctx_view import longctx_text
-from patchset.verify.server import EngineConfig, EngineServer, venv_python
+from patchset.verify.engines.definition import EngineDef, Preset
+from patchset.verify.engines.launch import Engine
+from patchset.verify.engines.vllm_cpu import venv_python
+from patchset.verify.longctx.params import BASELINE_DIR, CHECKS, METHOD, LongctxRun, Mode
+from patchset.verify.longctx.report import LongctxReport
+from patchset.verify.longctx.suite import run_checks
+from patchset.verify.longctx.view import longctx_text
 from patchset.verify.serving import CPU_STREAMS, DEFAULT_MAX_TOKENS, DEFAULT_REPEATS, DEFAULT_STREAMS, ServingConfig
 from patchset.verify.stats import BUG, INCONCLUSIVE, drift_verdict
-from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
+from patchset.verify.testrun import ERROR, FAIL, PASS, LongctxResult, Outcome
 
 MODEL_ENV = "PATCHSET_LONGCTX_MODEL"  # the model a long-context test serves when it names none
 
@@ -50,7 +54,7 @@ class LongctxSpec:
 
     checks: list[str]
     model: Path | str
-    mode: str
+    mode: Mode
     baseline: Path | None
     engine_args: list[str]
     env: dict[str, str]
@@ -67,11 +71,6 @@ class LongctxSpec:
 
     def fingerprint(self) -> str:
         """What the test measures, for the result cache: kind, checks, parameters (not its tags or name)."""
-        import hashlib
-        import json
-
-        from patchset.verify.longctx_params import METHOD
-
         data = {
             "method": METHOD,
             "kind": self.kind,
@@ -88,8 +87,6 @@ class LongctxSpec:
 
 
 def _file_digest(path: Path) -> str:
-    import hashlib
-
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     except OSError:
@@ -98,8 +95,6 @@ def _file_digest(path: Path) -> str:
 
 def _model_digest(model: Path | str) -> str:
     """A model directory's files (name, size, mtime); a model name as it is."""
-    import hashlib
-
     p = Path(model) if isinstance(model, Path) else None
     if p is None or not p.is_dir():
         return str(model)
@@ -129,59 +124,19 @@ def resolve_spec(
         raise InputError(
             f"{what} checks {unknown or '(none)'} are not known", where=where, hint=f"one of: {', '.join(known)}"
         )
-    if test.mode not in ("fixed", "control"):
+    if test.mode not in tuple(Mode):
         raise InputError(f"mode {test.mode!r} is not 'fixed' or 'control'", where=where)
-    local_engine = engine is None or engine.preset == "vllm-cpu"
-    raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
-    model: Path | str = ""
-    if not raw and local_engine:
-        raise InputError(
-            "a long-context test needs a model to serve" if kind == "longctx" else "a serving test needs a model",
-            where=where,
-            hint=f'set `model = "DIR"` (a local model directory, relative to the ledger) or {MODEL_ENV}',
-        )
-    if raw:
-        path = _path(raw, ledger_root, env)
-        if (path / "config.json").is_file():
-            model = path
-        elif local_engine or "reference" in checks or path.exists():
-            raise InputError(f"model {path} is not a model directory (no config.json)", where=where)
-        else:
-            model = string.Template(raw).safe_substitute(env)  # a model the engine knows by name
-    baseline = None
-    if test.baseline:
-        baseline = _path(test.baseline, ledger_root, env)
-        if not baseline.is_file():
-            named = BASELINE_DIR / (test.baseline if test.baseline.endswith(".json") else f"{test.baseline}.json")
-            if not named.is_file():
-                known_b = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
-                raise InputError(
-                    f"baseline {test.baseline!r} is neither a file nor a recorded baseline",
-                    where=where,
-                    hint=f"a JSON file relative to the ledger, or one of: {known_b}",
-                )
-            baseline = named
+    model = _model(test, kind, checks, ledger_root, where, env, engine)
+    baseline = _baseline(test.baseline, ledger_root, where, env) if test.baseline else None
     if (timeout is not None and timeout <= 0) or test.timeout <= 0:
         raise InputError(f"test timeout {test.timeout} is not a positive number of seconds", where=where)
     expanded = {k: string.Template(v).safe_substitute(env) for k, v in test.env.items()}
     serving = None
     repeats = int(getattr(test, "repeats", 0) or 0)
     if kind == "serving":
-        streams = int(getattr(test, "streams", 0) or 0) or (
-            CPU_STREAMS if engine is None or engine.preset == "vllm-cpu" else DEFAULT_STREAMS
-        )
-        serving = ServingConfig(
-            checks=checks,
-            repeats=repeats or DEFAULT_REPEATS,
-            warmup=int(getattr(test, "warmup", 1)),
-            streams=streams,
-            max_tokens=int(getattr(test, "max_tokens", 0) or 0) or DEFAULT_MAX_TOKENS,
-            tolerance=float(getattr(test, "tolerance", 0.03)),
-            tolerances={k: float(v) for k, v in (getattr(test, "tolerances", {}) or {}).items()},
-            timeout=float(timeout or test.timeout),
-        )
+        serving = _serving_config(test, checks, repeats, timeout, engine)
         repeats = serving.repeats
-    elif repeats > 1 and not (test.mode == "control" and "resume" in checks):
+    elif repeats > 1 and not (test.mode == Mode.CONTROL and "resume" in checks):
         raise InputError(
             "`repeats` of a long-context test repeats the resume check in control mode",
             where=where,
@@ -190,7 +145,7 @@ def resolve_spec(
     return LongctxSpec(
         checks,
         model,
-        test.mode,
+        Mode(test.mode),
         baseline,
         list(test.engine_args),
         expanded,
@@ -202,179 +157,71 @@ def resolve_spec(
     )
 
 
+def _model(
+    test: Any,
+    kind: str,
+    checks: list[str],
+    root: Path,
+    where: Location,
+    env: Mapping[str, str],
+    engine: EngineDef | None,
+) -> Path | str:
+    """The model directory a test serves, or a name the engine knows it by (a remote engine's)."""
+    local_engine = engine is None or engine.preset == Preset.VLLM_CPU
+    raw = test.model or (engine.model if engine else "") or env.get(MODEL_ENV, "")
+    if not raw and local_engine:
+        raise InputError(
+            "a long-context test needs a model to serve" if kind == "longctx" else "a serving test needs a model",
+            where=where,
+            hint=f'set `model = "DIR"` (a local model directory, relative to the ledger) or {MODEL_ENV}',
+        )
+    if not raw:
+        return ""
+    path = _path(raw, root, env)
+    if (path / "config.json").is_file():
+        return path
+    if local_engine or "reference" in checks or path.exists():
+        raise InputError(f"model {path} is not a model directory (no config.json)", where=where)
+    return string.Template(raw).safe_substitute(env)  # a model the engine knows by name
+
+
+def _baseline(name: str, root: Path, where: Location, env: Mapping[str, str]) -> Path:
+    """A baseline file relative to the ledger, else a recorded one by name."""
+    baseline = _path(name, root, env)
+    if baseline.is_file():
+        return baseline
+    named = BASELINE_DIR / (name if name.endswith(".json") else f"{name}.json")
+    if not named.is_file():
+        known_b = ", ".join(sorted(p.stem for p in BASELINE_DIR.glob("*.json")))
+        raise InputError(
+            f"baseline {name!r} is neither a file nor a recorded baseline",
+            where=where,
+            hint=f"a JSON file relative to the ledger, or one of: {known_b}",
+        )
+    return named
+
+
+def _serving_config(
+    test: Any, checks: list[str], repeats: int, timeout: int | None, engine: EngineDef | None
+) -> ServingConfig:
+    streams = int(getattr(test, "streams", 0) or 0) or (
+        CPU_STREAMS if engine is None or engine.preset == Preset.VLLM_CPU else DEFAULT_STREAMS
+    )
+    return ServingConfig(
+        checks=checks,
+        repeats=repeats or DEFAULT_REPEATS,
+        warmup=int(getattr(test, "warmup", 1)),
+        streams=streams,
+        max_tokens=int(getattr(test, "max_tokens", 0) or 0) or DEFAULT_MAX_TOKENS,
+        tolerance=float(getattr(test, "tolerance", 0.03)),
+        tolerances={k: float(v) for k, v in (getattr(test, "tolerances", {}) or {}).items()},
+        timeout=float(timeout or test.timeout),
+    )
+
+
 def _path(raw: str, root: Path, env: Mapping[str, str]) -> Path:
     p = Path(string.Template(raw).safe_substitute(env)).expanduser()
     return (p if p.is_absolute() else root / p).resolve()
-
-
-# --------------------------------------------------------------------------- engines
-
-
-@dataclass
-class EngineRequest:
-    """What ``verify`` asks an engine factory for: a server on this tree, serving this model, started
-    as ``engine`` says (None: the caller's factory knows)."""
-
-    tree: Path
-    model: Path | str
-    engine_args: list[str]
-    env: dict[str, str]
-    timeout: int
-    log_path: Path
-    engine: EngineDef | None = None
-    overlay: Path | None = None
-    logdir: Path | None = None
-    name: str = ""
-    ledger_dir: Path | None = None
-    root: str = ""
-
-
-class Engine(Protocol):
-    url: str
-    log_path: Path
-    startup_seconds: float | None
-    vllm_origin: str | None
-
-    def start(self) -> Any: ...
-
-    def stop(self) -> None: ...
-
-
-EngineFactory = Callable[[EngineRequest], Engine]
-
-
-def ledger_engine(req: EngineRequest) -> Engine:
-    """The default factory: the engine the ledger defines (``patchset.verify.engines``)."""
-    if req.engine is None:
-        return vllm_cpu_engine(req)
-    launch = EngineLaunch(
-        engine=req.engine,
-        tree=req.tree,
-        model=str(req.model),
-        log_path=req.log_path,
-        logdir=req.logdir or req.log_path.with_suffix(""),
-        name=req.name or req.log_path.stem,
-        ledger_dir=req.ledger_dir or req.tree,
-        args=list(req.engine_args),
-        env=dict(req.env),
-        overlay=req.overlay,
-        root=req.root,
-    )
-    return EngineProcess(launch)
-
-
-def vllm_cpu_engine(req: EngineRequest) -> EngineServer:
-    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``EngineServer``), running the tree's ``vllm``."""
-    assert isinstance(req.model, Path)
-    config = EngineConfig(
-        model_dir=req.model,
-        extra_args=tuple(req.engine_args),
-        extra_env=dict(req.env),
-        startup_timeout=float(req.timeout),
-        tree=req.tree,
-    )
-    server = EngineServer(config, log_dir=req.log_path.parent)
-    server.log_path = req.log_path
-    return server
-
-
-@dataclass
-class EngineRun:
-    """One engine verify started: which tree, how long start-up and checks took, where its log is."""
-
-    label: str  # "with the series" | "without <patch>"
-    variant: str  # with | without
-    patch: str  # the patch left out ("" for the whole series)
-    model: str
-    engine_args: list[str]
-    tests: list[str] = field(default_factory=list)  # "<patch>/<test>" served by this engine
-    startup_seconds: float | None = None
-    check_seconds: float = 0.0
-    log: str = ""
-    vllm_origin: str = ""
-    error: str = ""
-    engine: str = ""  # the ledger's engine name
-    started: bool = False  # False: every result came from the cache, no engine was started
-    reused: list[str] = field(default_factory=list)  # "<patch>/<test>" whose result came from the cache
-    tree_hash: str = ""
-
-    def to_json(self) -> dict:
-        return {
-            "label": self.label,
-            "variant": self.variant,
-            "patch": self.patch or None,
-            "engine": self.engine or None,
-            "started": self.started,
-            "tree_hash": self.tree_hash or None,
-            "model": self.model,
-            "engine_args": self.engine_args,
-            "tests": self.tests,
-            "reused": self.reused,
-            "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
-            "check_seconds": round(self.check_seconds, 3),
-            "log": self.log,
-            "vllm_origin": self.vllm_origin or None,
-            "error": self.error or None,
-        }
-
-
-@dataclass
-class LongctxResult(CommandResult):
-    """A run of a long-context test: the outcome, per-check verdicts and the engine that served it."""
-
-    engine: int | None = None  # index into VerifyReport.engines
-    startup_seconds: float | None = None
-    checks: list[dict] = field(default_factory=list)
-    reused: str = ""  # the result came from the cache: when it was measured
-    drift: dict | None = None  # control mode with repeats: the exact test's verdict on the resume trials
-    carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        out.update(
-            {
-                "carried_from": self.carried or None,
-                "engine": self.engine,
-                "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
-                "check_seconds": round(self.seconds, 3),
-                "engine_log": self.log or None,
-                "checks": self.checks,
-                "reused": self.reused or None,
-            }
-        )
-        if self.drift is not None:
-            out["drift"] = self.drift
-        return out
-
-
-@dataclass
-class ServingResult(LongctxResult):
-    """A run of a serving test: every sample of the engine it measured and, on the side judged, the
-    comparison with the baseline (per metric: median ratio, interval, verdict)."""
-
-    samples: dict = field(default_factory=dict)  # ServingSamples.to_json()
-    comparison: dict | None = None  # Comparison.to_json(), on the run the verdict belongs to
-    baseline_from: str = ""  # "the tree without <patch>", "a stored baseline <file>"
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        out.update({"samples": self.samples, "comparison": self.comparison, "baseline_from": self.baseline_from})
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> ServingResult:
-        return cls(
-            data["outcome"],
-            data.get("exit_code"),
-            float(data.get("seconds", 0.0)),
-            data.get("reason", ""),
-            data.get("output_tail", ""),
-            data.get("log") or "",
-            None,
-            data.get("engine_startup_seconds"),
-            list(data.get("checks") or []),
-            samples=dict(data.get("samples") or {}),
-        )
 
 
 def _num(v: Any) -> Any:
@@ -383,7 +230,7 @@ def _num(v: Any) -> Any:
     return v
 
 
-def summarize(report: LongctxReport) -> tuple[str, str, list[dict]]:
+def summarize(report: LongctxReport) -> tuple[Outcome, str, list[dict]]:
     """(outcome, one-line reason, one row per check) from a long-context report."""
     rows: list[dict] = []
     failed: list[str] = []
@@ -426,18 +273,21 @@ def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResu
     """Run one test's checks against a started engine (control mode with ``repeats``: the resume
     check N times, judged by the exact test of ``patchset.verify.stats``)."""
     startup = engine.startup_seconds
-    trials = spec.repeats if (spec.repeats > 1 and spec.mode == "control" and "resume" in spec.checks) else 0
+    trials = spec.repeats if (spec.repeats > 1 and spec.mode == Mode.CONTROL and "resume" in spec.checks) else 0
     once = [c for c in spec.checks if not (trials and c == "resume")]
 
     def checks_of(names: list[str]) -> LongctxReport:
+        reference = "reference" in names
         return run_checks(
-            engine.url,
-            checks=names,
-            mode=spec.mode,
-            baseline=spec.baseline,
-            reference_model=spec.model if "reference" in names else None,
-            reference_python=venv_python() if "reference" in names else None,
-            timeout=float(spec.timeout),
+            LongctxRun(
+                engine.url,
+                checks=names,
+                mode=spec.mode,
+                baseline=spec.baseline,
+                reference_model=spec.model if reference else None,
+                reference_python=venv_python() if reference else None,
+                timeout=float(spec.timeout),
+            )
         )
 
     try:
@@ -491,8 +341,6 @@ def resume_trials(reports: list[LongctxReport], multiple: float = 2.0, floor: fl
     The bar is ``multiple`` x the median control over every trial and case (the maintainer's "2x the
     control"), at least ``floor``; a resume exceeds it when its drift does, a control when its own
     drift (cold against cold) does: under no bug both are the same kind of noise."""
-    import statistics
-
     drifts, controls = [], []
     for rep in reports:
         for m in rep.result("resume").measurements:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -344,17 +345,11 @@ class CompletionsClient:
         max_bytes: int = 64 * 1024 * 1024,
     ) -> Streamed:
         """A greedy streamed completion, timed: when the first and the last token arrived."""
-        import time
-
         stream_options = {"include_usage": True, "continuous_usage_stats": True}
         payload = self._greedy(
             prompt, max_tokens, ignore_eos, stream=True, stream_options=stream_options, cache_salt=cache_salt
         )
-        t0 = time.monotonic()
-        first = last = None
-        chunks, first_count, last_count = 0, 0, 0
-        usage_raw: dict[str, Any] = {}
-        tokens: list[int] = []
+        tally = _Tally(time.monotonic())
         # The whole answer within the request's timeout, however slowly it trickles (the deadline of
         # patchset.upstream.net, as _request): a server that sends a byte now and then must not hold
         # a check for longer than its timeout.
@@ -374,50 +369,15 @@ class CompletionsClient:
                         _error_message(body, str(getattr(st.response, "reason", "") or ""))[:500],
                         prompt_tokens=len(prompt),
                     )
-                for raw in _lines(st.chunks(max_bytes, "the stream's cap")):
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        body = json.loads(data)
-                    except ValueError as exc:
-                        raise BadResponse(f"a stream chunk is not JSON: {data[:200]!r}") from exc
-                    if not isinstance(body, dict):
-                        raise BadResponse(f"a stream chunk is {type(body).__name__}, expected an object")
-                    now = time.monotonic() - t0
-                    running = (body.get("usage") or {}).get("completion_tokens")
-                    for choice in body.get("choices") or []:
-                        if choice.get("text"):
-                            chunks += 1
-                            count = int(running) if isinstance(running, int) else chunks
-                            if first is None:
-                                first, first_count = now, count
-                            last, last_count = now, count
-                            lp = choice.get("logprobs") or {}
-                            tokens += [_token_id(t) for t in (lp.get("tokens") or [])]
-                    if body.get("usage"):
-                        usage_raw = body["usage"]
+                for event in _events(_lines(st.chunks(max_bytes, "the stream's cap"))):
+                    tally.add(event)
         except net.TooLarge as exc:
             raise BadResponse(f"the stream exceeds {max_bytes} bytes: {exc.message}") from None
         except (net.NetLimit, requests.RequestException) as exc:
             raise _unreachable(
                 exc, f"the stream from {self.base_url}/v1/completions broke", "is the server running?"
             ) from exc
-        total = time.monotonic() - t0
-        if first is None or last is None:
-            raise BadResponse("the stream carried no token")
-        details = usage_raw.get("prompt_tokens_details") or None
-        usage = Usage(
-            prompt_tokens=int(usage_raw.get("prompt_tokens", len(prompt))),
-            completion_tokens=int(usage_raw.get("completion_tokens", chunks)),
-            cached_tokens=(
-                int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None
-            ),
-        )
-        return Streamed(first, last, total, chunks, usage, tokens, first_count, last_count)
+        return tally.streamed(len(prompt))
 
     def metrics_text(self, max_bytes: int = 16 * 1024 * 1024) -> str | None:
         """The server's Prometheus ``/metrics`` text, or None when it has none (or not whole within
@@ -448,3 +408,66 @@ class CompletionsClient:
         )
         body = self._request("POST", "/v1/completions", payload, prompt_tokens=len(payload["prompt"]))
         return parse_completion(body)
+
+
+def _events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a server-sent event stream, up to ``[DONE]``."""
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            body = json.loads(data)
+        except ValueError as exc:
+            raise BadResponse(f"a stream chunk is not JSON: {data[:200]!r}") from exc
+        if not isinstance(body, dict):
+            raise BadResponse(f"a stream chunk is {type(body).__name__}, expected an object")
+        yield body
+
+
+@dataclass
+class _Tally:
+    """A stream's tokens as they arrive: when the first and the last came, and the running counts."""
+
+    t0: float
+    first: float | None = None
+    last: float | None = None
+    chunks: int = 0
+    first_count: int = 0
+    last_count: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, body: dict[str, Any]) -> None:
+        now = time.monotonic() - self.t0
+        running = (body.get("usage") or {}).get("completion_tokens")
+        for choice in body.get("choices") or []:
+            if choice.get("text"):
+                self.chunks += 1
+                count = int(running) if isinstance(running, int) else self.chunks
+                if self.first is None:
+                    self.first, self.first_count = now, count
+                self.last, self.last_count = now, count
+                lp = choice.get("logprobs") or {}
+                self.tokens += [_token_id(t) for t in (lp.get("tokens") or [])]
+        if body.get("usage"):
+            self.usage = body["usage"]
+
+    def streamed(self, prompt_tokens: int) -> Streamed:
+        total = time.monotonic() - self.t0
+        if self.first is None or self.last is None:
+            raise BadResponse("the stream carried no token")
+        details = self.usage.get("prompt_tokens_details") or None
+        usage = Usage(
+            prompt_tokens=int(self.usage.get("prompt_tokens", prompt_tokens)),
+            completion_tokens=int(self.usage.get("completion_tokens", self.chunks)),
+            cached_tokens=(
+                int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None
+            ),
+        )
+        return Streamed(
+            self.first, self.last, total, self.chunks, usage, self.tokens, self.first_count, self.last_count
+        )

@@ -34,18 +34,13 @@ from typing import Any
 from patchset.confine import check_relative
 from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure, UnsafePathError
-from patchset.verify.longctx_runs import (
-    Engine,
-    EngineFactory,
-    EngineRequest,
-    EngineRun,
-    LongctxResult,
-    run_one,
-    start_failure,
-)
+from patchset.verify.engines.definition import Delivery
+from patchset.verify.engines.launch import Engine, EngineFactory, EngineLaunch, instance_name
+from patchset.verify.longctx.runs import run_one, start_failure
+from patchset.verify.outcomes import EngineRun
 from patchset.verify.overlay import drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.serving import Meter, ServingError, ServingSamples, measure_alone, measure_paired
-from patchset.verify.testrun import ERROR, CommandResult
+from patchset.verify.testrun import ERROR, CommandResult, LongctxResult
 
 
 class QuietLock:
@@ -186,7 +181,7 @@ class Scheduler:
             files = dict(res.files)
             drop_stale_bytecode(tree, files)
         engine = group.spec.engine
-        if engine is None or engine.delivers != "overlay":
+        if engine is None or engine.delivers != Delivery.OVERLAY:
             return None, ""
         overlay = tree.parent / f"{tree.name}.overlay"
         root = self.ctx.installed_root.strip("/")
@@ -227,19 +222,20 @@ class Scheduler:
                         raise _NoEngine
                     spec = group.spec
                     engine_def = spec.engine
-                    req = EngineRequest(
+                    req = EngineLaunch(
+                        engine_def,
                         tree,
                         spec.model,
-                        spec.engine_args,
-                        spec.env,
-                        spec.timeout,
                         log_path,
-                        engine=engine_def,
-                        overlay=overlay,
                         logdir=self.ctx.log_dir / f"engine-{slot:03d}-{safe}",
-                        name=_instance_name(engine_def.name if engine_def else "engine", safe, slot),
+                        name=instance_name(engine_def.name if engine_def else "engine", safe, slot),
                         ledger_dir=self.ctx.ledger_dir,
+                        args=list(spec.engine_args),
+                        env=dict(spec.env),
+                        overlay=overlay,
                         root=self.ctx.installed_root,
+                        # no definition: the test's timeout bounds the start (a definition has its own)
+                        ready_timeout=float(spec.timeout) if engine_def is None else None,
                     )
                     engine = self.ctx.factory(req)
                     group.record.started = True
@@ -484,9 +480,3 @@ def _copy_failure(group: Group, index: int) -> LongctxResult:
     if base is None:
         return LongctxResult(ERROR, None, 0.0, group.failure or "the engine did not start", "", group.record.log, index)
     return LongctxResult(base.outcome, base.exit_code, 0.0, base.reason, base.output, base.log, index)
-
-
-def _instance_name(engine: str, label: str, slot: int) -> str:
-    from patchset.verify.engines import instance_name
-
-    return instance_name(engine, label, slot)

@@ -1,7 +1,7 @@
 """What a ``check longctx`` run found: each measurement against its bar, each check, the run.
 
-Why this module exists: the checks fill these records, the terminal view (``verify.longctx_view``)
-and the per-patch tests (``verify.longctx_runs``) read them; JSON has no NaN, so ``to_dict`` cleans.
+Why this module exists: the checks fill these records, the terminal view (``verify.longctx.view``)
+and the per-patch tests (``verify.longctx.runs``) read them; JSON has no NaN, so ``to_dict`` cleans.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from patchset.errors import EXIT_FINDING, EXIT_OK
-from patchset.verify.longctx_params import Lengths, Thresholds
+from patchset.verify.longctx.params import Lengths, Thresholds
 
 
 @dataclass

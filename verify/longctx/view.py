@@ -1,7 +1,7 @@
 """The terminal view of a ``patchset check longctx`` report: one table row per measurement, the
 errors and skip reasons under it, then the verdict.
 
-Kept apart from ``patchset.verify.longctx`` (which measures; its records: ``verify.longctx_report``) so the checks have no terminal
+Kept apart from ``patchset.verify.longctx`` (which measures; its records: ``verify.longctx.report``) so the checks have no terminal
 dependency. The table goes through ``patchset.commands.table``: it reads at any width, and piped
 (or in a per-patch test log, ``longctx_text``) it is tab-separated text. ``--json`` is the machine
 format.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 
 from patchset.commands.table import Cell, Col, Styled, Term
-from patchset.verify.longctx_report import LongctxReport, fmt_number
+from patchset.verify.longctx.report import LongctxReport, fmt_number
 
 OK, FAIL, SKIPPED = Styled("ok", "green"), Styled("FAIL", "bold red"), Styled("skipped", "yellow")
 

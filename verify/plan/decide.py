@@ -3,7 +3,7 @@
 Why this module exists: a full per-patch verify is one engine start for the tree with the series and
 one for each tree without a patch; on the production cluster a start may take an hour, and upstream
 moves every night, so no tree is ever the same twice (the result cache does not help). What changed
-is known, though: the files each patch watches (``verify.watch``), its body, its tests, and its last
+is known, though: the files each patch watches (``verify.plan.watch``), its body, its tests, and its last
 verdict (``verify.proofs``). For each patch with long-context tests the plan says
 
 * **run** — its without-run is needed tonight, with every reason: no earlier proof; a watched file
@@ -16,7 +16,7 @@ verdict (``verify.proofs``). For each patch with long-context tests the plan say
   (upstream A..B did not touch it)*; the tree with the series still runs every test tonight.
 
 Patches expected to be not needed (proven so last time) that need a without-run on the same engine
-are tried together when their watched files are disjoint (``verify.grouping``). Command tests and
+are tried together when their watched files are disjoint (``verify.plan.grouping``). Command tests and
 serving tests are not planned: a command may read any file of the tree and costs no engine start; a
 serving comparison is measured the same night on both sides. The plan counts the engine starts it
 will cost (trees whose results are all in the result cache start nothing) and what a full run costs.
@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchset.verify.grouping import choose_groups
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED
+from patchset.verify.plan.grouping import choose_groups
+from patchset.verify.plan.watch import UNSAFE, Watch
 from patchset.verify.proofs import PatchProof, TargetHistory, run_name
+from patchset.verify.run import DEFAULT_FULL_EVERY
 from patchset.verify.testrun import PASS
-from patchset.verify.watch import UNSAFE, Watch
 
 RUN, AFTER_WITH, CARRY = "run", "after-with", "carry"
-DEFAULT_FULL_EVERY = 7
 TONIGHT = "tonight"
 _SHOWN = 4  # files named in one reason
 
@@ -141,6 +141,16 @@ class Group:
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine_name, "patches": self.patches}
+
+
+@dataclass
+class PlanInputs:
+    """What the plan is made from: the planned patches, the trees that start whatever the plan says
+    (the series, serving tests' trees) and the engine starts of a full run."""
+
+    patches: list[PlanPatch]
+    fixed: list[EngineTree]
+    full_starts: int
 
 
 @dataclass
@@ -272,18 +282,16 @@ def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night
 def make_plan(
     target: str,
     base: str,
-    patches: list[PlanPatch],
+    inputs: PlanInputs,
     history: TargetHistory | None,
     opts: PlanOptions,
-    fixed: list[EngineTree],
-    full_starts: int,
     applies: Callable[[list[str]], str],
 ) -> VerifyPlan:
-    """The plan of one verify run. ``fixed``: the trees that start whatever the plan says (the
-    series, serving tests' trees); ``applies(ids)``: why the series without those patches does not
+    """The plan of one verify run. ``applies(ids)``: why the series without those patches does not
     apply ("" when it does), for group tries."""
+    patches = inputs.patches
     night = (history.nights if history else 0) + 1
-    plan = VerifyPlan(target, base, night, opts.history, full_starts=full_starts, trees=list(fixed))
+    plan = VerifyPlan(target, base, night, opts.history, full_starts=inputs.full_starts, trees=list(inputs.fixed))
     by_id = {p.id: p for p in patches}
     for p in patches:
         plan.decisions.append(decide(p, history, opts, night, base))
@@ -336,7 +344,7 @@ def make_plan(
                 EngineTree(f"without {p.id}", engine, on[0].engine_name, tests, cached, when, on[0].config)
             )
     plan.trees.sort(key=lambda t: not t.label.startswith("with "))  # the series first, each tree without after
-    serving = sorted({x.split("/", 1)[0] for t in fixed if t.label != "with the series" for x in t.tests})
+    serving = sorted({x.split("/", 1)[0] for t in inputs.fixed if t.label != "with the series" for x in t.tests})
     if serving:
         plan.notes.append(f"serving tests are not planned (both sides are measured tonight): {', '.join(serving)}")
     return plan

