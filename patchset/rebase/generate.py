@@ -68,14 +68,6 @@ def expand(command: list[str], root: Path, ledger: Path) -> list[str]:
     return [a.replace(ROOT, str(root)).replace(LEDGER, str(ledger)) for a in command]
 
 
-def script_path(command: list[str], ledger: Path) -> Path | None:
-    """The script a recorded command runs (``{ledger}/…`` in its arguments), if any."""
-    for a in command:
-        if a.startswith(LEDGER + "/"):
-            return ledger / a[len(LEDGER) + 1 :]
-    return None
-
-
 # --------------------------------------------------------------------------- snapshots
 
 
