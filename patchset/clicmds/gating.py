@@ -100,22 +100,20 @@ def gate(
     Exit codes: 0 green (or nothing new), 1 regression (conflict, broken test, failed check),
     2 infrastructure failure (network, disk, tool crash).
     """
-    from patchset.ci.gate import run_gate, split_tags
+    from patchset.ci.gate import GateRun, run_gate, split_tags
     from patchset.ci.report import render
     from patchset.ledger import consent
 
     if not plan_only:  # its replay runs the edit scripts; --tags runs the tests and their engines
         consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_tags(list(tags)) else ())])
     with _progress_bar() as bar:
-        progress = bar.callback("gate")
-        report = run_gate(
+        job = GateRun(
             c.ledger_path,
             onto=onto,
             latest=latest,
             artifacts=artifacts.resolve(),
             tags=split_tags(list(tags)),
             state_file=state_file,
-            progress=progress,
             target=target,
             upstream=upstream,
             patches=[*only, *old_patches] or None,
@@ -127,7 +125,9 @@ def gate(
             all_=all_,
             full_every=full_every,
             use_cache=not no_cache,
+            progress=bar.callback("gate"),
         )
+        report = run_gate(job)
     if as_json:
         emit_json(report.to_json())
     else:
