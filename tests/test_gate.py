@@ -22,7 +22,7 @@ from patchset.ci.bisect import first_bad
 from patchset.ci.gate import GateRun, run_gate, split_tags
 from patchset.ci.report import render
 from patchset.ci.upstream import Commit
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 from tests.support.gateworld import CORE, PATCH_B, gate_ledger
 from tests.support.localindex import LocalIndex
 from tests.support.repo import commit_files, git, tree_digest
@@ -100,7 +100,7 @@ def test_series_patch_is_what_rebase_writes(tmp_path, upstream):
 
     twin = tmp_path / "twin"
     shutil.copytree(proj, twin)
-    rep = rebase(twin / "ledgers/demo/patches.toml", c[3], repo=repo)
+    rep = rebase(RebaseRun(twin / "ledgers/demo/patches.toml", c[3], repo=repo))
     assert rep.status == "done"
     shutil.rmtree(twin / "ledgers/demo/.patchset")
 

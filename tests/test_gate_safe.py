@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchset.ci.gate import GateRun, run_gate
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 from patchset.upstream.nightly import image_for
 from tests.support.gateworld import CORE, PATCH_B, UTIL, build_upstream, gate_ledger
 from tests.support.repo import commit_files, git
@@ -45,7 +45,7 @@ def test_red_names_the_newest_safe_commit_and_its_command_works(tmp_path: Path, 
     assert "## Newest safe upstream" in md and safe["command"] in md
     assert (tmp_path / "art/logs/newest-safe/rebase.json").is_file()  # its own logs, beside the run's
     # the command does what it says: the series carries there (every patch), and nothing conflicts
-    rep = rebase(Path(argv[2]), c[3], target="demo", repo=repo, dry_run=True)
+    rep = rebase(RebaseRun(Path(argv[2]), c[3], target="demo", repo=repo, dry_run=True))
     assert rep.ok and {p.id: p.verdict for p in rep.patches} == {"A": "already-upstream", "B": "carried"}
 
 
@@ -79,8 +79,8 @@ def test_a_patch_that_broke_and_healed_pushes_the_safe_commit_below_it(tmp_path:
     assert "tests" not in safe  # no tags: replayed, not tested
     assert f"--onto {c[2]}" in safe["command"]
     for sha in (c[3], c[4]):
-        assert not rebase(ledger, sha, target="demo", repo=repo, dry_run=True).ok
-    assert rebase(ledger, c[2], target="demo", repo=repo, dry_run=True).ok
+        assert not rebase(RebaseRun(ledger, sha, target="demo", repo=repo, dry_run=True)).ok
+    assert rebase(RebaseRun(ledger, c[2], target="demo", repo=repo, dry_run=True)).ok
 
 
 def test_nothing_newer_than_the_base_carries(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from patchset.errors import PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 
 
 @dataclass
@@ -76,11 +76,13 @@ def _replay(j: Judging, ws: Workspace) -> None:
     with j.log.stage("rebase"):
         try:
             rr = rebase(
-                ws.work_ledger,
-                j.label,
-                target=j.target.name,
-                repo=j.up.git_dir,
-                progress=lambda pid, i, n: j.log.note("rebase", f"{i}/{n} {pid}"),
+                RebaseRun(
+                    ws.work_ledger,
+                    j.label,
+                    target=j.target.name,
+                    repo=j.up.git_dir,
+                    progress=lambda pid, i, n: j.log.note("rebase", f"{i}/{n} {pid}"),
+                )
             )
         except PatchsetError as exc:  # name the user's ledger, not the gate's scratch copy of it
             exc.message = exc.message.replace(str(ws.work), str(j.ledger.root))

@@ -26,7 +26,7 @@ from patchset.ci.upstream import open_upstream
 from patchset.errors import PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
-from patchset.rebase.session import pick_target, rebase
+from patchset.rebase.session import RebaseRun, pick_target, rebase
 
 if TYPE_CHECKING:  # verify is loaded only by a run that plans
     from patchset.verify.plan import PlanOptions, VerifyPlan
@@ -105,7 +105,7 @@ def _tonight(
         sha, label = up.latest() if job.latest else up.resolve(job.onto or "")
         report.commit, report.onto = sha, label
         ws = make_workspace(ledger, scratch / "series")
-        rr = rebase(ws.work_ledger, label, target=t.name, repo=up.git_dir)
+        rr = rebase(RebaseRun(ws.work_ledger, label, target=t.name, repo=up.git_dir))
         report.rebase = rr.to_json()
         if report.conflicts:
             report.warnings.append(
