@@ -114,7 +114,7 @@ def _carry(j: Judging, ws: Workspace) -> None:
         return
     with j.log.stage("tree"):
         tree = j.up.archive(j.sha, j.scratch / "tree", _touched(refreshed, rt))  # only what the series touches
-    from patchset.commands.apply.target import ApplyRun
+    from patchset.commands.apply.target import ApplyRun  # apply's modules (~100 ms): only a run that applies
     from patchset.commands.apply.tree import apply_to_tree
 
     with j.log.stage("apply"):

@@ -412,6 +412,6 @@ def fetch_wheel(spec: str, platform: str | None = None, *, progress: Progress | 
     """The release's wheel from the package index (cached): a pure wheel, else the wheel of
     ``platform`` (default this machine's, see ``releases.download_wheel``). ``progress`` gets
     the bytes of a download."""
-    from patchset.upstream.releases import download_wheel
+    from patchset.upstream.releases import download_wheel  # the index client (~10 ms): only a download loads it
 
     return download_wheel(spec, platform, progress=progress)
