@@ -60,11 +60,11 @@ def judge(j: Judging) -> bytes:
     r.series_patch = {"path": "series.patch", "bytes": len(patch), "files": changed_files(patch)}
     if r.conflicts:
         with j.log.stage("bisect"):
-            found = _bisect(j, ws, base_sha)
-        r.first_bad = {k: v.to_json() for k, v in found.found.items()}
+            bisection = _bisect(j, ws, base_sha)
+        r.first_bad = {k: v.to_json() for k, v in bisection.found.items()}
         if j.search_safe:
             with j.log.stage("newest safe"):
-                _newest_safe(j, found, base_sha)
+                _newest_safe(j, bisection, base_sha)
         r.apply = {"outcome": "skipped", "message": "not applied: the series conflicts with this upstream commit"}
     else:
         _carry(j, ws)
