@@ -237,19 +237,13 @@ def _hunk_how(out: FileOutcome) -> str:
     return OFFSET if any(h.offset for h in out.hunks) else CLEAN
 
 
-@dataclass(frozen=True)
-class Onto:
-    """Where a patch is replayed: the new world, where a file went upstream, the 3-way merger, and
-    the (upstream label, patch label) of conflict markers."""
+def replay_patch(
+    files: list[FilePatch], old: Tree, new: Tree, moves: Callable[[str], Move], merger: Merger, labels: tuple[str, str]
+) -> PatchReplay:
+    """Replay one parsed patch; updates ``old`` (the old world always takes the patch), not ``new``.
 
-    new: Tree
-    moves: Callable[[str], Move]
-    merger: Merger
-    labels: tuple[str, str]
-
-
-def replay_patch(files: list[FilePatch], old: Tree, onto: Onto) -> PatchReplay:
-    """Replay one parsed patch; updates ``old`` (the old world always takes the patch), not ``onto.new``."""
+    ``labels`` are (upstream label, patch label) for conflict markers.
+    """
     out: list[FileReplay] = []
     for fp in files:
         if creates_missing(fp) and old.read(fp.path) is None:
@@ -276,12 +270,21 @@ def replay_patch(files: list[FilePatch], old: Tree, onto: Onto) -> PatchReplay:
             old.write(src, None)
         if fp.target is not None:
             old.write(fp.target, theirs, theirs_mode)
-        out.append(_replay_file(fp, base, theirs, theirs_mode, onto))
+        out.append(_replay_file(fp, base, theirs, theirs_mode, new, moves, merger, labels))
     return PatchReplay(out)
 
 
-def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs_mode: str, onto: Onto) -> FileReplay:
-    src, new = fp.path, onto.new
+def _replay_file(
+    fp: FilePatch,
+    base: bytes | None,
+    theirs: bytes | None,
+    theirs_mode: str,
+    new: Tree,
+    moves: Callable[[str], Move],
+    merger: Merger,
+    labels: tuple[str, str],
+) -> FileReplay:
+    src = fp.path
     if fp.op == "create":
         created = fp.new_path or src
         ours = new.read(created)
@@ -293,10 +296,10 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
             # differ" stanza) of a file upstream now has: nothing of the patch's is left to carry
             r.how, r.result = ALREADY, ours
         else:
-            _merge_into(r, b"", ours, theirs or b"", onto, "both upstream and the patch create this file")
+            _merge_into(r, b"", ours, theirs or b"", merger, labels, "both upstream and the patch create this file")
         return r
 
-    move = Move(src) if new.read(src) is not None else onto.moves(src)
+    move = Move(src) if new.read(src) is not None else moves(src)
     q = move.path
     ours = new.read(q) if q else None
     moved_from = src if q is not None and q != src else None
@@ -337,18 +340,20 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
         if r.result == ours and fp.op != "rename":
             r.how = ALREADY
         return r
-    _merge_into(r, base or b"", ours, theirs or b"", onto, "")
+    _merge_into(r, base or b"", ours, theirs or b"", merger, labels, "")
     if r.how == MERGED and r.result == ours and fp.op != "rename":
         r.how = ALREADY
     return r
 
 
-def _merge_into(r: FileReplay, base: bytes, ours: bytes, theirs: bytes, onto: Onto, message: str) -> None:
+def _merge_into(
+    r: FileReplay, base: bytes, ours: bytes, theirs: bytes, merger: Merger, labels: tuple[str, str], message: str
+) -> None:
     if b"\0" in base or b"\0" in ours or b"\0" in theirs:  # git merge-file refuses binary files
         r.how, r.result = CONFLICT, ours
         r.message = (message + "; " if message else "") + "binary content: cannot merge line by line"
         return
-    m = onto.merger.merge(base, ours, theirs, (onto.labels[0], "old base", onto.labels[1]))
+    m = merger.merge(base, ours, theirs, (labels[0], "old base", labels[1]))
     r.result = m.data
     if m.conflicts:
         r.how = CONFLICT

@@ -23,7 +23,7 @@ from patchset.rebase.classify import (
 )
 from patchset.rebase.context import Session, strip_of
 from patchset.rebase.regen import FileChange, range_diff, regenerate_many, render_changes
-from patchset.rebase.replay import BROKEN, FileReplay, Onto, PatchReplay, replay_patch
+from patchset.rebase.replay import BROKEN, FileReplay, PatchReplay, replay_patch
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
 from patchset.rebase.report import (
     ALREADY_UPSTREAM,
@@ -125,7 +125,7 @@ def step(s: Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     signals += merge_signals(patch, repo, s.bases.new, label, s.pr_merges, ports=False)
     signals += subject_signals(patch, github, s.subject_prs, label, ports=False)
     rev = None if superseded else reverse_apply_signal(files, s.new, s.move, label)
-    rep = replay_patch(files, s.old, Onto(s.new, s.move, s.merger, (f"upstream {label}", f"patch {patch.id}")))
+    rep = replay_patch(files, s.old, s.new, s.move, s.merger, (f"upstream {label}", f"patch {patch.id}"))
     res.files = [_file_result(s, f) for f in rep.files]
     for f in rep.files:
         if f.moved_from and f.move is not None and f.move.ambiguous:
