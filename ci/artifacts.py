@@ -78,6 +78,14 @@ def _unchanged_markdown(r: GateReport) -> str:
 
 
 def _markdown(r: GateReport) -> str:
+    """The report of one judging run, a section at a time (each empty when it has nothing to say)."""
+    out: list[str] = []
+    for section in _SECTIONS:
+        out += section(r)
+    return "\n".join(out)
+
+
+def _summary(r: GateReport) -> list[str]:
     out = [f"# {_md(headline(r))}", ""]
     up = r.upstream
     out += [
@@ -100,115 +108,183 @@ def _markdown(r: GateReport) -> str:
     elif r.image.get("why"):
         out.append(f"- image: {_md(r.image['why'])}")
     out.append("")
+    return out
+
+
+def _newest_safe_and_builds(r: GateReport) -> list[str]:
+    out: list[str] = []
     if r.newest_safe:
         out += ["## Newest safe upstream", "", _md(newest_safe_line(r.newest_safe, command=False)), ""]
         if r.newest_safe.get("command"):
             out += [markdown_block(r.newest_safe["command"]), ""]
     for kind, b in r.build.items():
         out.append(f"- build {_md(kind)}: {'ok' if b.get('ok') else 'refused'}: {_md(b.get('message', ''))}")
+    return out
+
+
+def _problems(r: GateReport) -> list[str]:
+    out: list[str] = []
     reasons = r.reasons()
     if reasons:
         out += ["## Regressions", ""] + [f"- {_md(x)}" for x in reasons] + [""]
     if r.errors:
         out += ["## Errors", ""] + [f"- {_md(x)}" for x in r.errors] + [""]
+    return out
+
+
+def _series(r: GateReport) -> list[str]:
     patches = r.rebase.get("patches", [])
-    if patches:
-        out += ["## Series", "", "| # | patch | replay | first bad upstream commit |", "|---|---|---|---|"]
-        for i, p in enumerate(patches, 1):
-            verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
-            fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
-            out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
-        out.append("")
-        for p in patches:
-            if p["verdict"] != "conflict":
-                continue
-            out.append(f"### {_code(p['id'])} conflicts")
-            for f in p["files"]:
-                if f["how"] not in ("conflict", "broken"):
-                    continue
-                out.append(f"- {_code(f['path'])}: {_md(f.get('message') or f['how'])}")
-                for h in f.get("hunks", []):
-                    subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
-                    blamed = _md(subjects) or "(no upstream commit blamed)"
-                    out.append(f"  - hunk #{_md(h['index'])} near line {_md(h['line'])}: upstream {blamed}")
-            bad = r.first_bad.get(p["id"])
-            if bad and bad.get("commit"):
-                out.append(
-                    f"- first bad upstream commit: {_md(describe_commit(bad['commit']))}; last good "
-                    f"{_code(bad['last_good'][:12])} ({_md(bad['range_size'])} commits searched, "
-                    f"{_md(bad['probes'])} replays)"
-                )
-            out.append("")
-    if r.apply:
+    if not patches:
+        return []
+    out = ["## Series", "", "| # | patch | replay | first bad upstream commit |", "|---|---|---|---|"]
+    for i, p in enumerate(patches, 1):
+        verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
+        fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
+        out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
+    out.append("")
+    for p in patches:
+        if p["verdict"] == "conflict":
+            out += _conflict(r, p)
+    return out
+
+
+def _conflict(r: GateReport, p: dict[str, Any]) -> list[str]:
+    """One conflicting patch: its files and hunks with the upstream commits blamed, its first bad commit."""
+    out = [f"### {_code(p['id'])} conflicts"]
+    for f in p["files"]:
+        if f["how"] not in ("conflict", "broken"):
+            continue
+        out.append(f"- {_code(f['path'])}: {_md(f.get('message') or f['how'])}")
+        for h in f.get("hunks", []):
+            subjects = "; ".join(f"{c['sha'][:12]} {c['subject']}" for c in h.get("commits", []))
+            blamed = _md(subjects) or "(no upstream commit blamed)"
+            out.append(f"  - hunk #{_md(h['index'])} near line {_md(h['line'])}: upstream {blamed}")
+    bad = r.first_bad.get(p["id"])
+    if bad and bad.get("commit"):
+        out.append(
+            f"- first bad upstream commit: {_md(describe_commit(bad['commit']))}; last good "
+            f"{_code(bad['last_good'][:12])} ({_md(bad['range_size'])} commits searched, "
+            f"{_md(bad['probes'])} replays)"
+        )
+    out.append("")
+    return out
+
+
+def _apply(r: GateReport) -> list[str]:
+    if not r.apply:
+        return []
+    out = [
+        "## Apply to a fresh tree",
+        "",
+        f"{_md(r.apply.get('outcome'))}: {_md(r.apply.get('message', ''))}",
+        "",
+    ]
+    if r.apply.get("mismatched"):
+        out += [f"- lock mismatch: {_code(m)}" for m in r.apply["mismatched"]] + [""]
+    return out
+
+
+def _tests(r: GateReport) -> list[str]:
+    if not (r.tests or r.tags):
+        return []
+    out = [f"## Tests (tags: {_md(', '.join(r.tags) or 'none')})", ""]
+    if not r.tests:
+        return [*out, "No test of the series carries these tags.", ""]
+    out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
+    out += [
+        f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
+        f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
+        for t in r.tests
+    ]
+    out.append("")
+    return out + _longctx(r) + _plan(r) + _failed_tails(r)
+
+
+def _longctx(r: GateReport) -> list[str]:
+    lc = longctx_rows(r)
+    if not lc:
+        return []
+    out = [
+        "### Long-context tests",
+        "",
+        "| patch | test | checks | with the series | without the patch | class | engine logs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+        f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
+        for x in lc
+    ]
+    out.append("")
+    return out
+
+
+def _plan(r: GateReport) -> list[str]:
+    plan = plan_lines(r)
+    if not plan:
+        return []
+    return ["### What was proven tonight and what was carried", ""] + [f"- {_md(line)}" for line in plan] + [""]
+
+
+def _failed_tails(r: GateReport) -> list[str]:
+    out: list[str] = []
+    for t in r.failed_tests:
         out += [
-            "## Apply to a fresh tree",
+            # raw HTML: Markdown's escapes do not apply inside it, HTML's do
+            f"<details><summary>{html_inline(t['patch'])}/{html_inline(t['name'])}: "
+            f"{html_inline(t['status'])}</summary>",
             "",
-            f"{_md(r.apply.get('outcome'))}: {_md(r.apply.get('message', ''))}",
+            markdown_block(t.get("tail", "")),
+            "",
+            "</details>",
             "",
         ]
-        if r.apply.get("mismatched"):
-            out += [f"- lock mismatch: {_code(m)}" for m in r.apply["mismatched"]] + [""]
-    if r.tests or r.tags:
-        out += [f"## Tests (tags: {_md(', '.join(r.tags) or 'none')})", ""]
-        if not r.tests:
-            out += ["No test of the series carries these tags.", ""]
-        else:
-            out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
-            out += [
-                f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
-                f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
-                for t in r.tests
-            ]
-            out.append("")
-            lc = longctx_rows(r)
-            if lc:
-                out += [
-                    "### Long-context tests",
-                    "",
-                    "| patch | test | checks | with the series | without the patch | class | engine logs |",
-                    "|---|---|---|---|---|---|---|",
-                ]
-                out += [
-                    f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
-                    f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
-                    for x in lc
-                ]
-                out.append("")
-            plan = plan_lines(r)
-            if plan:
-                out += ["### What was proven tonight and what was carried", ""]
-                out += [f"- {_md(line)}" for line in plan] + [""]
-            for t in r.failed_tests:
-                out += [
-                    # raw HTML: Markdown's escapes do not apply inside it, HTML's do
-                    f"<details><summary>{html_inline(t['patch'])}/{html_inline(t['name'])}: "
-                    f"{html_inline(t['status'])}</summary>",
-                    "",
-                    markdown_block(t.get("tail", "")),
-                    "",
-                    "</details>",
-                    "",
-                ]
+    return out
+
+
+def _upstream_status(r: GateReport) -> list[str]:
     st = r.upstream_status
-    if st.get("actions"):
-        out += ["## Upstream status", "", f"Mode {_code(st.get('mode'))}; data: {_md(st.get('data_age', ''))}.", ""]
-        out += [f"- {_code(a['id'])}: {_md(a['action'])}: {_md(a['text'])}" for a in st["actions"]]
-        out.append("")
-    if r.series_patch.get("files"):
-        path = r.series_patch["path"]
-        out += [
-            "## Refreshed series",
-            "",
-            f"{_code(path)} changes {len(r.series_patch['files'])} files "
-            f"({_code(f'git apply {path}')} at the top of the repository):",
-            "",
-        ]
-        out += [f"- {_code(f)}" for f in r.series_patch["files"]] + [""]
+    if not st.get("actions"):
+        return []
+    out = ["## Upstream status", "", f"Mode {_code(st.get('mode'))}; data: {_md(st.get('data_age', ''))}.", ""]
+    out += [f"- {_code(a['id'])}: {_md(a['action'])}: {_md(a['text'])}" for a in st["actions"]]
+    out.append("")
+    return out
+
+
+def _refreshed(r: GateReport) -> list[str]:
+    if not r.series_patch.get("files"):
+        return []
+    path = r.series_patch["path"]
+    out = [
+        "## Refreshed series",
+        "",
+        f"{_code(path)} changes {len(r.series_patch['files'])} files "
+        f"({_code(f'git apply {path}')} at the top of the repository):",
+        "",
+    ]
+    return out + [f"- {_code(f)}" for f in r.series_patch["files"]] + [""]
+
+
+def _closing(r: GateReport) -> list[str]:
+    out: list[str] = []
     if r.warnings:
         out += ["## Warnings", ""] + [f"- {_md(w)}" for w in r.warnings] + [""]
     timing = ", ".join(f"{_md(k)} {v:.2f} s" for k, v in r.timings.items())
-    out += [f"Took {r.seconds:.2f} s ({timing})." if timing else f"Took {r.seconds:.2f} s.", ""]
-    return "\n".join(out)
+    return [*out, f"Took {r.seconds:.2f} s ({timing})." if timing else f"Took {r.seconds:.2f} s.", ""]
+
+
+_SECTIONS = (
+    _summary,
+    _newest_safe_and_builds,
+    _problems,
+    _series,
+    _apply,
+    _tests,
+    _upstream_status,
+    _refreshed,
+    _closing,
+)
 
 
 def _xml_safe(root: ET.Element) -> None:

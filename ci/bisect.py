@@ -18,7 +18,7 @@ from pathlib import Path
 from patchset.ci.upstream import Commit, Upstream
 from patchset.progress import Progress
 from patchset.rebase.report import CONFLICT
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 
 Probe = Callable[[str], dict[str, str]]  # commit sha -> {patch id: verdict}
 
@@ -54,7 +54,7 @@ class Prober:
         if sha not in self.seen:
             if self.progress:
                 self.progress(f"replay onto {sha[:12]}", 0, None)
-            rep = rebase(self.ledger_path, sha, target=self.target, repo=self.upstream.git_dir, dry_run=True)
+            rep = rebase(RebaseRun(self.ledger_path, sha, target=self.target, repo=self.upstream.git_dir, dry_run=True))
             self.seen[sha] = {p.id: p.verdict for p in rep.patches}
         return self.seen[sha]
 

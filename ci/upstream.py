@@ -21,10 +21,12 @@ from packaging.version import Version
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
+from patchset.upstream import releases
 from patchset.upstream.bases import local_repo, version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.git import popen_git
 from patchset.upstream.history import ReleaseHistory
+from patchset.upstream.indexes import shown
 from patchset.upstream.releases import is_spec_like
 from patchset.upstream.repo import GitRepo
 
@@ -230,9 +232,6 @@ class Upstream:
 
 def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
-    from patchset.upstream import releases
-    from patchset.upstream.indexes import shown
-
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
         where = ", ".join(shown(url) for url in releases.index_urls())

@@ -39,7 +39,7 @@ from patchset.ci.state import load_state
 from patchset.commands.interrupted import interruptions
 from patchset.errors import PatchsetError
 from patchset.rebase import state as rstate
-from patchset.rebase.session import abort, continue_rebase, rebase, skip
+from patchset.rebase.session import RebaseRun, abort, continue_rebase, rebase, skip
 from patchset.sealed import write_sealed
 from tests.support.fuzz import CASE_DEADLINE_S, Sentinel, examples, snapshot
 from tests.support.rebase_demo import build
@@ -214,7 +214,7 @@ def template(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     conflicting patch (state.json, blobs, work files, backup), which each case copies; and the
     session that rebase recorded."""
     demo = build(tmp_path_factory.mktemp("fuzz-state-template"), ["p-clean", "p-conflict"])
-    report = rebase(demo.ledger, "v2", interactive=True)
+    report = rebase(RebaseRun(demo.ledger, "v2", interactive=True))
     assert report.status == "stopped"
     return demo.root, rstate.State(demo.root).load()
 

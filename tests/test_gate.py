@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from patchset.ci.bisect import first_bad
-from patchset.ci.gate import run_gate, split_tags
+from patchset.ci.gate import GateRun, run_gate, split_tags
 from patchset.ci.report import render
 from patchset.ci.upstream import Commit
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 from tests.support.gateworld import CORE, PATCH_B, gate_ledger
 from tests.support.localindex import LocalIndex
 from tests.support.repo import commit_files, git, tree_digest
@@ -32,7 +32,7 @@ from tests.support.text import edit, udiff
 def _gate(ledger: Path, tmp: Path, **kw) -> tuple:
     art = tmp / "art"
     t0 = time.monotonic()
-    r = run_gate(ledger, artifacts=art, **kw)
+    r = run_gate(GateRun(ledger, artifacts=art, **kw))
     return r, time.monotonic() - t0, art
 
 
@@ -100,7 +100,7 @@ def test_series_patch_is_what_rebase_writes(tmp_path, upstream):
 
     twin = tmp_path / "twin"
     shutil.copytree(proj, twin)
-    rep = rebase(twin / "ledgers/demo/patches.toml", c[3], repo=repo)
+    rep = rebase(RebaseRun(twin / "ledgers/demo/patches.toml", c[3], repo=repo))
     assert rep.status == "done"
     shutil.rmtree(twin / "ledgers/demo/.patchset")
 
@@ -187,18 +187,18 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     assert r.exit_code == 2 and "not readable JSON" in r.errors[0] and "remove it" in r.errors[0]
 
     with pytest.raises(Exception, match="--onto REF or --latest"):
-        run_gate(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True)
+        run_gate(GateRun(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True))
 
 
 def test_a_crash_is_exit_2_without_a_traceback(tmp_path, upstream, monkeypatch, capsys):
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    import patchset.ci.refresh
+    import patchset.ci.gate.judge
 
     def broken(ws):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(patchset.ci.refresh, "series_patch", broken)
+    monkeypatch.setattr(patchset.ci.gate.judge, "series_patch", broken)
     r, _, art = _gate(ledger, tmp_path, onto=c[1])
     assert (r.status, r.exit_code) == ("error", 2)
     assert "internal error: RuntimeError: disk on fire" in r.errors[0]

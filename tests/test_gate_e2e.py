@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.ci.gate import run_gate
+from patchset.ci.gate import GateRun, run_gate
 from patchset.upstream import cache
 from patchset.upstream.history import ReleaseHistory
 from tests.support.localindex import LocalIndex
@@ -108,7 +108,7 @@ def test_gate_across_real_vllm_releases(history, tmp_path, monkeypatch):
     v31, v32, v33 = (history.resolve(f"vllm=={v}") for v in VERSIONS[1:])
 
     # 0.30.0 -> 0.31.0: green; the KDA patches follow the file to common/; the cpu tier passes
-    r = run_gate(ledger, onto="vllm==0.31.0", artifacts=art, tags=["cpu"])
+    r = run_gate(GateRun(ledger, onto="vllm==0.31.0", artifacts=art, tags=["cpu"]))
     assert (r.status, r.exit_code, r.commit) == ("green", 0, v31), r.to_json()
     verdicts = {p["id"]: (p["verdict"], p["how"]) for p in r.rebase["patches"]}
     assert verdicts["kda-note"] == ("carried", "moved") and verdicts["metrics-note"] == ("carried", "clean")
@@ -125,7 +125,7 @@ def test_gate_across_real_vllm_releases(history, tmp_path, monkeypatch):
 
     # asked again: upstream has not moved, nothing to do
     t0 = time.monotonic()
-    r = run_gate(ledger, onto="vllm==0.31.0", artifacts=art, tags=["cpu"])
+    r = run_gate(GateRun(ledger, onto="vllm==0.31.0", artifacts=art, tags=["cpu"]))
     took = time.monotonic() - t0
     assert (r.status, r.exit_code) == ("unchanged", 0) and took < 1.0, took
 
@@ -136,7 +136,7 @@ def test_gate_across_real_vllm_releases(history, tmp_path, monkeypatch):
         (served / f"vllm-{v}.tar.gz").symlink_to(cache.dist_dir() / f"vllm-{v}.tar.gz")
     with LocalIndex(served) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
-        r = run_gate(ledger, latest=True, artifacts=art, tags=["cpu"])
+        r = run_gate(GateRun(ledger, latest=True, artifacts=art, tags=["cpu"]))
         assert (r.status, r.exit_code, r.onto, r.commit) == ("red", 1, "vllm==0.33.0", v33), r.to_json()
         assert sorted(r.conflicts) == ["kda-ssm-dtype", "kv-blocks-cap"]
         ssm, cap = r.first_bad["kda-ssm-dtype"], r.first_bad["kv-blocks-cap"]
@@ -151,5 +151,5 @@ def test_gate_across_real_vllm_releases(history, tmp_path, monkeypatch):
         state = json.loads((ledger.parent / ".patchset/gate-state.json").read_text())["targets"]["vllm"]
         assert (state["verdict"], state["last_clean"], state["last_green_label"]) == ("red", v31, "vllm==0.31.0")
 
-        r = run_gate(ledger, latest=True, artifacts=art, tags=["cpu"])
+        r = run_gate(GateRun(ledger, latest=True, artifacts=art, tags=["cpu"]))
         assert (r.status, r.exit_code, r.previous["verdict"]) == ("unchanged", 0, "red")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from patchset.ci.gate import run_gate
-from patchset.rebase.session import rebase
+from patchset.ci.gate import GateRun, run_gate
+from patchset.rebase.session import RebaseRun, rebase
 from patchset.upstream.nightly import image_for
 from tests.support.gateworld import CORE, PATCH_B, UTIL, build_upstream, gate_ledger
 from tests.support.repo import commit_files, git
@@ -30,7 +30,7 @@ def _files(art: Path) -> dict[str, bytes]:
 def test_red_names_the_newest_safe_commit_and_its_command_works(tmp_path: Path, upstream) -> None:
     repo, c = upstream  # B breaks at c4 (#104); A is upstream from c2
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r = run_gate(ledger, latest=True, artifacts=tmp_path / "art", tags=["cpu"])
+    r = run_gate(GateRun(ledger, latest=True, artifacts=tmp_path / "art", tags=["cpu"]))
     assert (r.status, r.conflicts) == ("red", ["B"])
     safe = r.newest_safe
     assert safe["commit"]["sha"] == c[3] and safe["label"] == c[3], safe
@@ -45,7 +45,7 @@ def test_red_names_the_newest_safe_commit_and_its_command_works(tmp_path: Path, 
     assert "## Newest safe upstream" in md and safe["command"] in md
     assert (tmp_path / "art/logs/newest-safe/rebase.json").is_file()  # its own logs, beside the run's
     # the command does what it says: the series carries there (every patch), and nothing conflicts
-    rep = rebase(Path(argv[2]), c[3], target="demo", repo=repo, dry_run=True)
+    rep = rebase(RebaseRun(Path(argv[2]), c[3], target="demo", repo=repo, dry_run=True))
     assert rep.ok and {p.id: p.verdict for p in rep.patches} == {"A": "already-upstream", "B": "carried"}
 
 
@@ -71,7 +71,7 @@ def _transient_world(root: Path) -> tuple[Path, list[str]]:
 def test_a_patch_that_broke_and_healed_pushes_the_safe_commit_below_it(tmp_path: Path) -> None:
     repo, c = _transient_world(tmp_path / "up")
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r = run_gate(ledger, onto=c[6], artifacts=tmp_path / "art")
+    r = run_gate(GateRun(ledger, onto=c[6], artifacts=tmp_path / "art"))
     assert (r.status, r.conflicts) == ("red", ["B"])  # A carries onto the judged commit
     assert r.first_bad["B"]["commit"]["sha"] == c[5]
     safe = r.newest_safe
@@ -79,15 +79,15 @@ def test_a_patch_that_broke_and_healed_pushes_the_safe_commit_below_it(tmp_path:
     assert "tests" not in safe  # no tags: replayed, not tested
     assert f"--onto {c[2]}" in safe["command"]
     for sha in (c[3], c[4]):
-        assert not rebase(ledger, sha, target="demo", repo=repo, dry_run=True).ok
-    assert rebase(ledger, c[2], target="demo", repo=repo, dry_run=True).ok
+        assert not rebase(RebaseRun(ledger, sha, target="demo", repo=repo, dry_run=True)).ok
+    assert rebase(RebaseRun(ledger, c[2], target="demo", repo=repo, dry_run=True)).ok
 
 
 def test_nothing_newer_than_the_base_carries(tmp_path: Path) -> None:
     (tmp_path / "up").mkdir()
     repo, c = build_upstream(tmp_path / "up")
     ledger = gate_ledger(tmp_path / "proj", repo, c[3])
-    r = run_gate(ledger, onto=c[4], artifacts=tmp_path / "art")
+    r = run_gate(GateRun(ledger, onto=c[4], artifacts=tmp_path / "art"))
     assert r.status == "red" and r.newest_safe["commit"] is None and r.newest_safe["command"] == ""
     assert "stay on the base" in r.newest_safe["why"]
 
@@ -99,12 +99,12 @@ def test_an_unchanged_rerun_keeps_the_red_verdicts_artifacts(tmp_path: Path, ups
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     art = tmp_path / "art"
-    r = run_gate(ledger, latest=True, artifacts=art)
+    r = run_gate(GateRun(ledger, latest=True, artifacts=art))
     assert r.status == "red" and r.judged_at
     red = _files(art)
     assert {"junit.xml", "series.patch", "logs/gate.log", "logs/rebase.json"} <= set(red)
     for _ in range(2):  # twice: an unchanged run keeps what the first unchanged run kept
-        r2 = run_gate(ledger, latest=True, artifacts=art)
+        r2 = run_gate(GateRun(ledger, latest=True, artifacts=art))
         assert (r2.status, r2.exit_code) == ("unchanged", 0)
         now = _files(art)
         for name in ("junit.xml", "series.patch", "logs/gate.log", "logs/rebase.json"):
@@ -121,11 +121,11 @@ def test_artifacts_of_another_run_are_not_kept_as_the_verdicts(tmp_path: Path, u
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     art = tmp_path / "art"
-    run_gate(ledger, latest=True, artifacts=art)
+    run_gate(GateRun(ledger, latest=True, artifacts=art))
     doc = json.loads((art / "report.json").read_text())
     doc["judged_at"] = "1999-01-01T00:00:00Z"  # another run's report
     (art / "report.json").write_text(json.dumps(doc))
-    r = run_gate(ledger, latest=True, artifacts=art)
+    r = run_gate(GateRun(ledger, latest=True, artifacts=art))
     assert r.status == "unchanged" and r.verdict_report == {}
     assert not (art / "junit.xml").exists() and not (art / "series.patch").exists() and not (art / "logs").exists()
     assert "unchanged since the run of" in (art / "report.md").read_text()
@@ -148,7 +148,7 @@ def test_build_overlay_uses_the_judged_commits_image(tmp_path: Path, upstream) -
     repo, c = upstream
     ledger = _image_ledger(tmp_path / "proj", repo, c[0], f"example.invalid/demo:cu130-nightly-{c[0]}")
     art = tmp_path / "art"
-    r = run_gate(ledger, onto=c[3], artifacts=art, build=["overlay"])
+    r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, build=["overlay"]))
     assert r.status == "green", r.to_json()
     assert r.image == {
         "base_image": f"example.invalid/demo:cu130-nightly-{c[0]}",
@@ -167,12 +167,12 @@ def test_build_overlay_refuses_an_image_it_cannot_derive(tmp_path: Path, upstrea
     repo, c = upstream
     ledger = _image_ledger(tmp_path / "proj", repo, c[0], "example.invalid/demo:latest")
     art = tmp_path / "art"
-    r = run_gate(ledger, onto=c[3], artifacts=art, build=["overlay"])
+    r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, build=["overlay"]))
     assert (r.status, r.exit_code) == ("error", 2)
     assert "does not name the base" in r.errors[0] and "--base-image" in r.errors[0]
     assert not (art / "image").exists()
     # without --build overlay the gate is green, and says the image is left as it was
-    r = run_gate(ledger, onto=c[3], artifacts=art, force=True)
+    r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, force=True))
     assert r.status == "green" and any("base_image left as it is" in w for w in r.warnings)
 
 
@@ -186,7 +186,7 @@ def test_a_release_base_image_moves_to_the_judged_release(tmp_path: Path) -> Non
     git(repo, "tag", "v1.1")
     ledger = _image_ledger(tmp_path / "proj", repo, "v1.0", "example.invalid/demo:v1.0")
     art = tmp_path / "art"
-    r = run_gate(ledger, onto="v1.1", artifacts=art, build=["overlay"])
+    r = run_gate(GateRun(ledger, onto="v1.1", artifacts=art, build=["overlay"]))
     assert r.status == "green", r.to_json()
     assert "FROM example.invalid/demo:v1.1\n" in (art / "image/Dockerfile").read_text()
 

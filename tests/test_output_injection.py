@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from patchset.ci.gate import run_gate
+from patchset.ci.gate import GateRun, run_gate
 from patchset.ci.report import render
 from patchset.commands.table import Term
 from patchset.ledger.store import load_ledger
@@ -284,7 +284,7 @@ def test_gate_report_and_junit_with_a_hostile_commit_subject(hostile_upstream, t
     repo, c = hostile_upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     art = tmp_path / "art"
-    r = run_gate(ledger, artifacts=art, onto=c[1])
+    r = run_gate(GateRun(ledger, artifacts=art, onto=c[1]))
     assert (r.status, r.conflicts) == ("red", ["B"]), r.to_json()
     assert r.first_bad["B"]["commit"]["subject"] == SUBJECT  # the data is kept exact ...
 

@@ -67,7 +67,7 @@ def test_the_wheel_carries_every_layer_and_no_test_double(wheel: Path) -> None:
         "patchset/upstream/net/__init__.py",
         "patchset/verify/pertest.py",
         "patchset/verify/baselines/cpu-vllm-0.30.0.json",
-        "patchset/ci/gate.py",
+        "patchset/ci/gate/__init__.py",
         "patchset/ci/workflows/gate.yml",
     ):
         assert module in names, module

@@ -25,7 +25,7 @@ from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import parse_meta
 from patchset.patchfmt.names import is_epoch
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 from tests.support.repo import commit_files, git, new_repo, release_history, tree_digest
 
 needs_gnu = pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
@@ -327,7 +327,7 @@ def test_rebase_carries_diff_ruN_new_files_next_to_a_moved_file(tmp_path: Path) 
     )
     bare = b"--- a/pkg/plain.py\n+++ b/pkg/plain.py\n@@ -0,0 +1 @@\n+no stamp at all\n"
     led = _demo_ledger(tmp_path / "l", up, [("ruN", ruN, ""), ("bare", bare, "")])
-    rep = rebase(led, "v2")
+    rep = rebase(RebaseRun(led, "v2"))
     got = {p.id: (p.verdict, p.how) for p in rep.patches}
     assert got == {"ruN": ("carried", "moved"), "bare": ("carried", "clean")}, rep.to_json()
     body = (led.parent / "patchset/series/demo/ruN.patch").read_bytes()
@@ -352,7 +352,7 @@ def test_rebase_records_a_directory_base_by_what_it_is(tmp_path: Path, monkeypat
         f'base = "{old}"\n[[patch]]\nid = "p"\ntarget = "demo"\ntitle = "p"\norigin = "ours"\n'
     )
     monkeypatch.chdir(tmp_path)
-    rep = rebase(root / "patches.toml", "vllm-9.9.0")  # typed relative to the working directory
+    rep = rebase(RebaseRun(root / "patches.toml", "vllm-9.9.0"))  # typed relative to the working directory
     assert rep.patches[0].verdict == "carried", rep.to_json()
     t = load_ledger(root / "patches.toml").targets["demo"]
     assert t.base == str(new.resolve()) and t.base_version == "9.9.0"
@@ -378,7 +378,7 @@ def test_a_port_whose_pr_is_named_in_an_upstream_subject_is_superseded(tmp_path:
             ("other-repo", other, '[patch.upstream]\nports = ["someone/else#7"]'),
         ],
     )
-    rep = rebase(led, "v2", dry_run=True)
+    rep = rebase(RebaseRun(led, "v2", dry_run=True))
     got = {p.id: p.verdict for p in rep.patches}
     assert got == {"port": "superseded", "pr": "already-upstream", "other-repo": "carried"}, rep.to_json()
     pr = next(p for p in rep.patches if p.id == "pr")
@@ -422,7 +422,7 @@ def test_diff_ruN_series_carries_new_files_across_the_real_0_31_move(tmp_path: P
         'github = "vllm-project/vllm"\nbase = "vllm==0.30.0"\npackage = "vllm"\n'
         '[[patch]]\nid = "gb10"\ntarget = "vllm"\ntitle = "GB10 helpers"\norigin = "ours"\n'
     )
-    rep = rebase(root / "patches.toml", "vllm==0.31.0")
+    rep = rebase(RebaseRun(root / "patches.toml", "vllm==0.31.0"))
     [res] = rep.patches
     assert (res.verdict, res.how) == ("carried", "moved"), rep.to_json()
     where = {f.path: f.new_path for f in res.files}
@@ -451,7 +451,7 @@ def test_rebase_of_a_dataless_binary_creation_upstream_now_has(tmp_path: Path) -
     )
     clash = b"--- /dev/null\n+++ b/t/other.bin\n@@ -0,0 +1 @@\n+text of ours\n"
     led = _demo_ledger(tmp_path / "l", up, [("xt6", stanza, ""), ("clash", clash, "")])
-    rep = rebase(led, "v2", dry_run=True)
+    rep = rebase(RebaseRun(led, "v2", dry_run=True))
     got = {p.id: p.verdict for p in rep.patches}
     assert got == {"xt6": "already-upstream", "clash": "conflict"}, rep.to_json()
     [clash_file] = next(p for p in rep.patches if p.id == "clash").files

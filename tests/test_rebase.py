@@ -31,7 +31,7 @@ from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.report import RebaseReport
 from patchset.rebase.rerere import RRCache, normalize
-from patchset.rebase.session import abort, continue_rebase, rebase, skip
+from patchset.rebase.session import RebaseRun, abort, continue_rebase, rebase, skip
 from tests.support.rebase_demo import ALL, EXPECTED, Demo, bodies, body, build, build_upstream, numbered
 from tests.support.repo import GIT_IDENTITY, commit_files, git, new_repo
 from tests.support.text import edit as sub
@@ -92,7 +92,7 @@ def resolved_series(demo: Demo) -> dict[str, bytes | None]:
 def test_every_class_is_reported_and_a_dry_run_writes_nothing(make):
     demo = make()
     before = digest(demo.root)
-    report = rebase(demo.ledger, "v2", dry_run=True)
+    report = rebase(RebaseRun(demo.ledger, "v2", dry_run=True))
     got = {p.id: (p.verdict, p.how) for p in report.patches}
     assert got == EXPECTED
     assert report.status == "conflicts" and not report.written
@@ -126,7 +126,7 @@ def test_every_class_is_reported_and_a_dry_run_writes_nothing(make):
 def test_rebase_records_everything_in_the_ledger(make):
     demo = make([p for p in ALL if p != "p-conflict"])
     old_bodies = {p: demo.body(p).read_bytes() for p in ALL if p != "p-conflict"}
-    report = rebase(demo.ledger, "v2")
+    report = rebase(RebaseRun(demo.ledger, "v2"))
     assert report.status == "done" and report.written and report.ok
     led = load_ledger(demo.ledger)
     assert led.targets["demo"].base == "v2"
@@ -164,7 +164,7 @@ def test_rebase_records_everything_in_the_ledger(make):
 def test_regenerated_bodies_are_byte_stable(make, tmp_path, monkeypatch):
     include = [p for p in ALL if p != "p-conflict"]
     a, b = make(include), make(include)
-    rebase(a.ledger, "v2")
+    rebase(RebaseRun(a.ledger, "v2"))
     # a user whose git is configured to diff differently gets the same bytes
     hostile = tmp_path / "gitconfig"
     hostile.write_text(
@@ -173,13 +173,13 @@ def test_regenerated_bodies_are_byte_stable(make, tmp_path, monkeypatch):
         "[merge]\n\tconflictStyle = diff3\n"
     )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
-    rebase(b.ledger, "v2")
+    rebase(RebaseRun(b.ledger, "v2"))
     for pid in include:
         assert a.body(pid).read_bytes() == b.body(pid).read_bytes(), pid
     assert a.ledger.with_suffix(".lock").read_bytes() == b.ledger.with_suffix(".lock").read_bytes()
     # rebasing the new series onto the same base again changes no byte
     before = digest(a.root)
-    again = rebase(a.ledger, "v2")
+    again = rebase(RebaseRun(a.ledger, "v2"))
     assert {p.how for p in again.patches} == {"clean"}
     assert {k: v for k, v in digest(a.root).items() if k != "patches.toml"} == {
         k: v for k, v in before.items() if k != "patches.toml"
@@ -201,13 +201,13 @@ def test_interactive_stop_continue_and_recorded_resolution(make, tmp_path):
     pristine = tmp_path / "pristine"
     shutil.copytree(demo.root, pristine)
     before = digest(demo.root)
-    stop = rebase(demo.ledger, "v2", interactive=True)
+    stop = rebase(RebaseRun(demo.ledger, "v2", interactive=True))
     assert stop.status == "stopped" and stop.stopped_at == "p-conflict"
     assert stop.work_files == [".patchset/rebase/work/c.py"]  # only the conflicted file
     assert [p.id for p in stop.patches][-1] == "p-conflict"
     assert digest(demo.root) == before  # nothing recorded yet
     with pytest.raises(InputError, match="in progress"):
-        rebase(demo.ledger, "v2")
+        rebase(RebaseRun(demo.ledger, "v2"))
     with pytest.raises(InputError, match="conflict marker") as err:
         continue_rebase(demo.ledger)
     assert "work/c.py:" in err.value.render()
@@ -222,7 +222,7 @@ def test_interactive_stop_continue_and_recorded_resolution(make, tmp_path):
 
     # the next rebase of the same series meets the same conflict: the resolution replays
     shutil.copytree(demo.root / "patchset" / "rr-cache", pristine / "patchset" / "rr-cache")
-    again = rebase(pristine / "patches.toml", "v2")
+    again = rebase(RebaseRun(pristine / "patches.toml", "v2"))
     assert again.status == "done"
     p = again.get("p-conflict")
     assert (p.verdict, p.how, p.files[0].rerere_id) == ("carried", "resolved", rid)
@@ -232,7 +232,7 @@ def test_interactive_stop_continue_and_recorded_resolution(make, tmp_path):
 def test_skip_holds_the_patch_and_abort_restores_bytes(make):
     demo = make()
     before = digest(demo.root)
-    rebase(demo.ledger, "v2", interactive=True)
+    rebase(RebaseRun(demo.ledger, "v2", interactive=True))
     done = skip(demo.ledger)
     assert done.status == "done"
     led = load_ledger(demo.ledger)
@@ -242,7 +242,7 @@ def test_skip_holds_the_patch_and_abort_restores_bytes(make):
 
     demo2 = make()
     before = digest(demo2.root)
-    rebase(demo2.ledger, "v2", interactive=True)
+    rebase(RebaseRun(demo2.ledger, "v2", interactive=True))
     demo2.ledger.write_text("# someone edited the ledger meanwhile\n")
     demo2.body("p-clean").unlink()
     result = abort(demo2.ledger)
@@ -304,7 +304,7 @@ def test_plain_directories_rebase_the_same_way(tmp_path):
         f'base = "{old}"\n\n[[patch]]\nid = "p1"\ntarget = "plain"\ntitle = "p1"\norigin = "ours"\n\n'
         f'[[patch]]\nid = "p2"\ntarget = "plain"\ntitle = "p2"\norigin = "ours"\n'
     )
-    report = rebase(root / "patches.toml", str(new))
+    report = rebase(RebaseRun(root / "patches.toml", str(new)))
     assert report.status == "done"
     assert {p.id: p.how for p in report.patches} == {"p1": "moved", "p2": "clean"}
     led = load_ledger(root / "patches.toml")
@@ -335,7 +335,7 @@ def test_an_ambiguous_move_is_followed_with_a_warning(tmp_path):
         f'schema = 1\n[targets.t]\nupstream = "{up}"\ngithub = "e/t"\nbase = "v1"\n\n'
         '[[patch]]\nid = "p"\ntarget = "t"\ntitle = "p"\norigin = "ours"\n'
     )
-    report = rebase(root / "patches.toml", "v2", dry_run=True)
+    report = rebase(RebaseRun(root / "patches.toml", "v2", dry_run=True))
     p = report.get("p")
     assert p.verdict == "carried" and p.how == "moved"
     assert len(p.files[0].move_candidates) == 2
@@ -347,14 +347,14 @@ def test_bad_input_is_a_domain_error(make):
     demo = make(["p-clean"])
     before = digest(demo.root)
     with pytest.raises(InputError, match="not a commit, tag or branch"):
-        rebase(demo.ledger, "v9")
+        rebase(RebaseRun(demo.ledger, "v9"))
     with pytest.raises(InputError, match="unknown target"):
-        rebase(demo.ledger, "v2", target="nope")
+        rebase(RebaseRun(demo.ledger, "v2", target="nope"))
     with pytest.raises(InputError, match="no rebase is stopped"):
         continue_rebase(demo.ledger)
     demo.body("p-clean").unlink()
     with pytest.raises(LedgerError, match="not imported"):
-        rebase(demo.ledger, "v2")
+        rebase(RebaseRun(demo.ledger, "v2"))
     assert {k: v for k, v in digest(demo.root).items()} == {k: v for k, v in before.items() if "p-clean" not in k}
 
 
@@ -368,7 +368,7 @@ def test_a_broken_body_is_reported_not_crashed(make):
             ),
         )
     )
-    report = rebase(demo.ledger, "v2", dry_run=True)
+    report = rebase(RebaseRun(demo.ledger, "v2", dry_run=True))
     f = report.get("p-clean").files[0]
     assert report.get("p-clean").verdict == "conflict" and f.how == "broken"
     assert "does not apply to the old base" in f.message
@@ -376,7 +376,7 @@ def test_a_broken_body_is_reported_not_crashed(make):
 
 def test_render_shows_classes_conflicts_and_range_diffs(make):
     demo = make()
-    report = rebase(demo.ledger, "v2", dry_run=True)
+    report = rebase(RebaseRun(demo.ledger, "v2", dry_run=True))
     buf = io.StringIO()
     render_rebase(Term(buf, tty=True, width=200, color=False), report)
     text = buf.getvalue()
@@ -396,8 +396,8 @@ def test_render_shows_classes_conflicts_and_range_diffs(make):
 
 _CHILD = """
 from pathlib import Path
-from patchset.rebase.session import rebase
-rebase(Path({ledger!r}), "v2")
+from patchset.rebase.session import RebaseRun, rebase
+rebase(RebaseRun(Path({ledger!r}), "v2"))
 """
 
 
@@ -425,7 +425,7 @@ def _run_and_kill(demo: Demo, phase: str, tmp_path: Path) -> None:
 def test_sigkill_while_writing_loses_nothing(make, tmp_path, phase):
     include = [p for p in ALL if p != "p-conflict"]
     reference = make(include)
-    rebase(reference.ledger, "v2")
+    rebase(RebaseRun(reference.ledger, "v2"))
     want = digest(reference.root)
 
     demo = make(include)
@@ -436,7 +436,7 @@ def test_sigkill_while_writing_loses_nothing(make, tmp_path, phase):
     else:
         assert digest(demo.root) == want  # killed after the last rename, before clean-up
     with pytest.raises(InputError, match="interrupted while writing"):
-        rebase(demo.ledger, "v2")
+        rebase(RebaseRun(demo.ledger, "v2"))
     assert abort(demo.ledger).was == "committing"
     assert digest(demo.root) == before
 
@@ -470,5 +470,5 @@ def test_sigkill_during_replay_leaves_no_trace(make, tmp_path):
     before = digest(demo.root)
     _run_and_kill(demo, "replay", tmp_path)
     assert digest(demo.root) == before
-    report = rebase(demo.ledger, "v2")  # nothing blocks the next run
+    report = rebase(RebaseRun(demo.ledger, "v2"))  # nothing blocks the next run
     assert report.status == "done"

@@ -27,7 +27,7 @@ import pytest
 from patchset.engine.hunks import apply_file
 from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.session import rebase
+from patchset.rebase.session import RebaseRun, rebase
 from patchset.upstream import releases
 from patchset.upstream.history import ReleaseHistory
 from tests.support.repo import release_history
@@ -135,7 +135,7 @@ def _ledger(root: Path, h: ReleaseHistory, names: list[str]) -> Path:
 @pytest.mark.parametrize("version", ["0.31.0", "0.32.0", "0.33.0"])
 def test_series_from_0_30_classified_on_each_release(history, tmp_path, version):
     ledger = _ledger(tmp_path, history, list(EXPECTED))
-    report = rebase(ledger, f"vllm=={version}", dry_run=True)
+    report = rebase(RebaseRun(ledger, f"vllm=={version}", dry_run=True))
     assert {p.id: (p.verdict, p.how) for p in report.patches} == EXPECTED
     moved = report.get("moved").files[0]
     assert moved.new_path == "vllm/models/glm5next/common/kda.py" and moved.moved_from == FILES["moved"]
@@ -158,16 +158,16 @@ def test_port_without_its_link_is_a_conflict(history, tmp_path):
     ledger = _ledger(tmp_path, history, ["port"])
     text = ledger.read_text()
     ledger.write_text(text[: text.index("[patch.upstream]")])
-    report = rebase(ledger, "vllm==0.31.0", dry_run=True)
+    report = rebase(RebaseRun(ledger, "vllm==0.31.0", dry_run=True))
     assert report.get("port").verdict == "conflict"
 
 
 def test_rebase_onto_0_31_writes_a_series_that_applies(history, tmp_path):
     names = [n for n in EXPECTED if n != "conflict"]
     ledger = _ledger(tmp_path, history, names)
-    rebase(ledger, "vllm==0.31.0", dry_run=True)  # warm the blob reads once, as a second run would be
+    rebase(RebaseRun(ledger, "vllm==0.31.0", dry_run=True))  # warm the blob reads once, as a second run would be
     t0 = time.monotonic()
-    report = rebase(ledger, "vllm==0.31.0")
+    report = rebase(RebaseRun(ledger, "vllm==0.31.0"))
     elapsed = time.monotonic() - t0
     assert report.status == "done" and report.written
     assert elapsed < 10  # the benchmark holds the real budget (3 s for ~15 patches); this catches regressions
@@ -197,7 +197,7 @@ def test_plain_directories_of_real_releases(history, tmp_path):
     ledger = _ledger(tmp_path / "led", history, list(EXPECTED))
     ledger.write_text(ledger.read_text().replace('base = "vllm==0.30.0"', f'base = "{trees["0.30.0"]}"'))
     t0 = time.monotonic()
-    report = rebase(ledger, str(trees["0.31.0"]), dry_run=True)
+    report = rebase(RebaseRun(ledger, str(trees["0.31.0"]), dry_run=True))
     assert time.monotonic() - t0 < 10  # only the touched and the added/removed files are imported
     got = {p.id: (p.verdict, p.how) for p in report.patches}
     # the port's recorded merge commit lives in the release history, not in the throwaway one

@@ -172,12 +172,12 @@ def test_foreign_state_is_an_input_error_exit_2() -> None:
 def test_a_shipped_gate_state_cannot_turn_a_red_commit_green(tmp_path: Path, upstream) -> None:
     """A gate state that says "judged green" for the very commit and series the gate is asked about.
     Before: ``nothing to do`` (status unchanged, exit 0) for a commit whose replay conflicts."""
-    from patchset.ci.gate import run_gate
+    from patchset.ci.gate import GateRun, run_gate
     from tests.support.gateworld import gate_ledger
 
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r = run_gate(ledger, artifacts=tmp_path / "a1", latest=True)
+    r = run_gate(GateRun(ledger, artifacts=tmp_path / "a1", latest=True))
     assert (r.status, r.exit_code) == ("red", 1)
     path = ledger.parent / ".patchset" / "gate-state.json"
     doc = json.loads(path.read_text())
@@ -185,7 +185,7 @@ def test_a_shipped_gate_state_cannot_turn_a_red_commit_green(tmp_path: Path, ups
     doc["targets"]["demo"].update(verdict="green", failing=[], judged_label="v9\x1b[31m")
     path.write_text(json.dumps(doc))
     shipped = path.read_bytes()
-    r = run_gate(ledger, artifacts=tmp_path / "a2", latest=True)
+    r = run_gate(GateRun(ledger, artifacts=tmp_path / "a2", latest=True))
     assert (r.status, r.exit_code) == ("error", 2), r.to_json()
     assert "gate-state.json" in r.errors[0] and "not written by this installation" in r.errors[0]
     assert "'demo'" in r.errors[0] and "\x1b" not in r.errors[0]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchset.ci.gate import run_gate
+from patchset.ci.gate import GateRun, run_gate
 from tests.support.fakehub.server import FakeHub
 from tests.support.gateworld import gate_ledger
 from tests.support.repo import REPO_ROOT
@@ -319,10 +319,12 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):
     )
     work = tmp_path / "run"
     work.mkdir()
-    plan = run_gate(ledger, onto=c[1], artifacts=work / "gate-artifacts")
+    plan = run_gate(GateRun(ledger, onto=c[1], artifacts=work / "gate-artifacts"))
     assert plan.status == "green"
     for pid in ("A", "B"):
-        r = run_gate(ledger, onto=c[1], artifacts=work / f"tests-{pid}", tags=["cpu"], patches=[pid], force=True)
+        r = run_gate(
+            GateRun(ledger, onto=c[1], artifacts=work / f"tests-{pid}", tags=["cpu"], patches=[pid], force=True)
+        )
         assert r.status == "green" and {t["patch"] for t in r.tests} == {pid}
     proc, out = _script(
         "patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final", cwd=work
@@ -332,7 +334,9 @@ def test_combine_plan_and_test_jobs(tmp_path, upstream):
     md = (work / "final/report.md").read_text()
     assert "| `A` | util-patched | passed (proven)" in md and "**Verdict: green**" in md
 
-    r = run_gate(ledger, onto=c[1], artifacts=work / "tests-B", tags=["cpu", "never"], patches=["B"], force=True)
+    r = run_gate(
+        GateRun(ledger, onto=c[1], artifacts=work / "tests-B", tags=["cpu", "never"], patches=["B"], force=True)
+    )
     assert r.status == "red"
     proc, out = _script(
         "patchset.ci.scripts.combine", "--plan", "gate-artifacts", "--tests", "tests-*", "--out", "final", cwd=work

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.text import terminal
+from patchset.text import markdown_text, terminal
 from patchset.upstream import net
 from patchset.upstream.net import command_budget
 
@@ -54,8 +54,6 @@ class Done:
 def _body(text: str) -> str:
     """The report as an issue or PR body: control and bidi characters shown (``\\x1b``,
     ``<U+202E>``), newlines and tabs kept; cut to GitHub's limit outside any code fence."""
-    from patchset.text import terminal
-
     text = terminal(text, block=True)
     if len(text) <= MAX_BODY:
         return text
@@ -68,15 +66,11 @@ def _body(text: str) -> str:
 
 def _title(text: str) -> str:
     """One line of plain text (controls and newlines shown), within GitHub's limit."""
-    from patchset.text import terminal
-
     return terminal(text)[:MAX_TITLE]
 
 
 def _headline(body: str) -> str:
     """The report's first line, as plain Markdown text (no link, HTML or mention markup of its own)."""
-    from patchset.text import markdown_text
-
     for line in body.splitlines():
         if line.strip():
             return markdown_text(line.lstrip("# ").strip())

@@ -20,11 +20,10 @@ from patchset.ci.gate import split_tags
 from patchset.ci.scripts._common import main_guard, set_output
 from patchset.ci.upstream import is_release
 from patchset.ledger.store import load_ledger
+from patchset.verify.selection import selected
 
 
 def tests_matrix(ledger_path: Path, tags: list[str], target: str | None = None) -> dict:
-    from patchset.verify.selection import selected
-
     ledger = load_ledger(ledger_path)
     wanted = [] if "all" in tags else tags
     include = []

@@ -33,7 +33,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +214,25 @@ def _extract(zf: zipfile.ZipFile, names: set[str], wanted: list[str], into: Path
                 shutil.copyfileobj(src, out, _BLOCK)
 
 
+@dataclass
+class _Job:
+    """One wheel being rebuilt: the stock wheel, its names old and new, and what the series made of it."""
+
+    source: Path
+    old_info: str  # the stock wheel's .dist-info directory
+    version: str
+    new_version: str
+    new_file: str
+    dist_name: str
+    changed: dict[str, str | None] = field(default_factory=dict)  # installed path -> sha256 after (None: removed)
+    contents: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int | None] = field(default_factory=dict)
+
+    @property
+    def new_info(self) -> str:
+        return f"{self.dist_name}-{self.new_version}.dist-info"
+
+
 def build_wheel(
     ledger: Ledger,
     target: Target,
@@ -240,14 +259,41 @@ def build_wheel(
     check_members(wheel_path)
     version, new_version, new_file, dist_name = new_names(wheel_path.name, facts.label)
     report = WheelBuild(target.name, str(wheel_path), "failed", "", version, new_version, facts.label)
+    job = _Job(wheel_path, "", version, new_version, new_file, dist_name)
+    say(f"apply {target.name} ({len(facts.touched)} files)", 0)
+    if not _apply(ledger, target, job, facts, report):
+        return report
+    final = _write_checked(job, out_dir, facts, report, say)
+    if final is None:
+        return report
+    report.wheel = str(final)
+    report.outcome = "built"
+    report.patched = [
+        {
+            "path": p,
+            "sha256": sha,
+            "size": len(job.contents[p]) if sha else None,
+            "op": "removed" if sha is None else "patched",
+        }
+        for p, sha in sorted(job.changed.items())
+    ]
+    report.message = (
+        f"{final.name}: {len(ledger.series(target.name))} patches, {len(job.changed)} file(s) changed, "
+        "every patched file matches the lock"
+    )
+    return report
+
+
+def _apply(ledger: Ledger, target: Target, job: _Job, facts: SeriesFacts, report: WheelBuild) -> bool:
+    """The series onto the files of the wheel it touches, in a scratch directory: what it changed
+    goes into ``job``; False (and the reason in ``report``) when it does not apply."""
     with tempfile.TemporaryDirectory(prefix="patchset-wheel-") as scratch:
         tree = Path(scratch) / "tree"
         tree.mkdir()
-        with _source(wheel_path) as zf:
+        with _source(job.source) as zf:
             names = set(zf.namelist())
-            old_info = zf.dist_info_path
+            job.old_info = zf.dist_info_path
             _extract(zf, names, facts.touched, tree)
-        say(f"apply {target.name} ({len(facts.touched)} files)", 0)
         applied = apply_to_tree(ApplyRun(ledger), target, tree, "installed", TreeKind.WHEEL)
         if applied.outcome != "applied":
             report.outcome = applied.outcome if applied.outcome in ("mismatch", "already", "partial") else "failed"
@@ -256,22 +302,30 @@ def build_wheel(
             detail = applied.result.patches if applied.result else []
             failed = next((p.describe() for p in detail if p.status == "failed"), "")
             report.message = (
-                f"{wheel_path.name}: {applied.message}" + (f"\n{failed}" if failed else "") + "; no wheel was written"
+                f"{job.source.name}: {applied.message}" + (f"\n{failed}" if failed else "") + "; no wheel was written"
             )
-            return report
+            return False
         assert applied.result is not None
-        changed = applied.result.files  # installed path -> sha256 after (None: removed)
-        modes = applied.result.modes
-        contents = {p: (tree / p).read_bytes() for p, sha in changed.items() if sha is not None}
+        job.changed = applied.result.files
+        job.modes = applied.result.modes
+        job.contents = {p: (tree / p).read_bytes() for p, sha in job.changed.items() if sha is not None}
+    return True
+
+
+def _write_checked(
+    job: _Job, out_dir: Path, facts: SeriesFacts, report: WheelBuild, say: Callable[[str, int], None]
+) -> Path | None:
+    """The new wheel written under a temporary name in ``out_dir``, validated, read back against the
+    lock and only then renamed into place; None (the reason in ``report``) when it does not match."""
     created_out = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / new_file
+    final = out_dir / job.new_file
     work = Path(tempfile.mkdtemp(prefix=".patchset-build-", dir=out_dir))
     try:
-        tmp = work / new_file  # WheelFile derives the dist-info name from the file name
-        say(f"write {new_file}", 1)
-        _write(wheel_path, tmp, old_info, new_version, version, dist_name, changed, contents, modes, report)
-        say(f"check {new_file}", 2)
+        tmp = work / job.new_file  # WheelFile derives the dist-info name from the file name
+        say(f"write {job.new_file}", 1)
+        _write(job, tmp, report)
+        say(f"check {job.new_file}", 2)
         new_info = _validate(tmp, "the patched wheel")
         _check_against_lock(tmp, facts, report)
         if report.mismatched:
@@ -279,10 +333,9 @@ def build_wheel(
             report.message = (
                 f"{len(report.mismatched)} file(s) in the written wheel do not match the lock; no wheel was written"
             )
-            return report
-        expected_info = f"{dist_name}-{new_version}.dist-info"
-        if new_info != expected_info:  # pragma: no cover - guards the renaming above
-            raise EnvironmentFailure(f"wrote {new_info}, expected {expected_info}")
+            return None
+        if new_info != job.new_info:  # pragma: no cover - guards the renaming above
+            raise EnvironmentFailure(f"wrote {new_info}, expected {job.new_info}")
         atomic.fsync_path(tmp)
         os.replace(tmp, final)
         atomic.fsync_path(final.parent, directory=True)
@@ -291,41 +344,15 @@ def build_wheel(
         shutil.rmtree(work, ignore_errors=True)
         if created_out and not final.exists():
             shutil.rmtree(out_dir, ignore_errors=True)
-    report.wheel = str(final)
-    report.outcome = "built"
-    report.patched = [
-        {
-            "path": p,
-            "sha256": sha,
-            "size": len(contents[p]) if sha else None,
-            "op": "removed" if sha is None else "patched",
-        }
-        for p, sha in sorted(changed.items())
-    ]
-    report.message = (
-        f"{final.name}: {len(ledger.series(target.name))} patches, {len(changed)} file(s) changed, "
-        "every patched file matches the lock"
-    )
-    return report
+    return final
 
 
-def _write(
-    src_path: Path,
-    dest: Path,
-    old_info: str,
-    new_version: str,
-    version: str,
-    dist_name: str,
-    changed: dict[str, str | None],
-    contents: dict[str, bytes],
-    modes: dict[str, int | None],
-    report: WheelBuild,
-) -> None:
+def _write(job: _Job, dest: Path, report: WheelBuild) -> None:
     """Write the new archive to ``dest``: member order kept, new files just before the
     ``.dist-info`` members, RECORD last (written by ``WheelFile`` on close)."""
-    new_info = f"{dist_name}-{new_version}.dist-info"
+    old_info, new_info, changed, contents, modes = job.old_info, job.new_info, job.changed, job.contents, job.modes
     prefix = old_info + "/"
-    with _source(src_path) as zin, _Writer(dest, "w") as out:
+    with _source(job.source) as zin, _Writer(dest, "w") as out:
         infos = zin.infolist()
         have = {i.filename for i in infos}
         pending = sorted(p for p, sha in changed.items() if sha is not None and p not in have)
@@ -353,7 +380,8 @@ def _write(
                 if changed[name] is not None:  # None: the series removes it
                     out.writestr(_member_info(info, new_name, modes.get(name)), contents[name])
             elif name == prefix + "METADATA":
-                data = _rewrite_metadata(zin.read(info), version, new_version, f"{src_path.name}: {name}")
+                where = f"{job.source.name}: {name}"
+                data = _rewrite_metadata(zin.read(info), job.version, job.new_version, where)
                 out.writestr(_member_info(info, new_name), data)
             else:
                 out.copy_member(zin, info, _member_info(info, new_name))
@@ -384,6 +412,6 @@ def fetch_wheel(spec: str, platform: str | None = None, *, progress: Progress | 
     """The release's wheel from the package index (cached): a pure wheel, else the wheel of
     ``platform`` (default this machine's, see ``releases.download_wheel``). ``progress`` gets
     the bytes of a download."""
-    from patchset.upstream.releases import download_wheel
+    from patchset.upstream.releases import download_wheel  # the index client (~10 ms): only a download loads it
 
     return download_wheel(spec, platform, progress=progress)

@@ -71,22 +71,20 @@ def gate(
     Exit codes: 0 green (or nothing new), 1 regression (conflict, broken test, failed check),
     2 infrastructure failure (network, disk, tool crash).
     """
-    from patchset.ci.gate import run_gate, split_tags
+    from patchset.ci.gate import GateRun, run_gate, split_tags
     from patchset.ci.report import render
     from patchset.ledger import consent
 
     if not reused["plan_only"]:  # its replay runs the edit scripts; --tags runs the tests and their engines
         consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_tags(list(tags)) else ())])
     with progress_bar() as bar:
-        progress = bar.callback("gate")
-        report = run_gate(
+        job = GateRun(
             c.ledger_path,
             onto=onto,
             latest=latest,
             artifacts=artifacts.resolve(),
             tags=split_tags(list(tags)),
             state_file=state_file,
-            progress=progress,
             target=target,
             upstream=upstream,
             patches=[*only, *old_patches] or None,
@@ -95,7 +93,9 @@ def gate(
             build=list(builds),
             engine=engine,
             **opt.reused_args(reused),
+            progress=bar.callback("gate"),
         )
+        report = run_gate(job)
     if as_json:
         emit_json(report.to_json())
     else:

@@ -61,14 +61,16 @@ def rebase(
             report = rb.skip(c.ledger_path, progress=progress)
         else:
             report = rb.rebase(
-                c.ledger_path,
-                onto,
-                target=target,
-                repo=upstream_clone(upstream or old_repo, onto),
-                interactive=interactive,
-                dry_run=dry_run,
-                progress=progress,
-                download_progress=bar.callback("", unit="bytes"),
+                rb.RebaseRun(
+                    c.ledger_path,
+                    onto,
+                    target=target,
+                    repo=upstream_clone(upstream or old_repo, onto),
+                    interactive=interactive,
+                    dry_run=dry_run,
+                    progress=progress,
+                    download_progress=bar.callback("", unit="bytes"),
+                )
             )
     if as_json:
         emit_json(report.to_json())

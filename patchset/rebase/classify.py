@@ -30,7 +30,7 @@ from patchset.patchfmt.filepatch import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
 from patchset.rebase.replay import BlobStore, Move, Tree
 from patchset.upstream.git import run_git
-from patchset.upstream.repo import GitRepo
+from patchset.upstream.repo import GitRepo, RenameCandidate, ambiguous, similarity
 
 MAX_PATCH_ID_COMMITS = 400
 
@@ -334,8 +334,6 @@ def moves_for(
     gone paths against the added files (a pathspec), not every deletion of the release against
     every addition: on a vLLM release that is the difference between ~0.05 s and ~0.2 s.
     """
-    from patchset.upstream.repo import RenameCandidate, ambiguous, similarity
-
     out: dict[str, Move] = {p: Move(None) for p in paths}
     if not paths:
         return out

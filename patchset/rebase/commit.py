@@ -17,7 +17,7 @@ from patchset.errors import LedgerError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import render_lock, sha256_bytes
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.context import Session, ledger_rels, report_of, strip_of
+from patchset.rebase.context import Session, strip_of
 from patchset.rebase.report import ALREADY_UPSTREAM, CARRIED, SKIPPED, SUPERSEDED, RebaseReport
 from patchset.rebase.state import State, new_backup_dir, pause_point
 
@@ -64,8 +64,8 @@ def _apply_to_doc(s: Session, e: ledger_mod.Edit) -> None:
                         tl.files[key] = sha256_bytes(final)
 
 
-def commit(s: Session, state: State) -> RebaseReport:
-    report = report_of(s, "done")
+def commit(s: Session, state: State, report: RebaseReport) -> RebaseReport:
+    """Write the run's result (``report``, status done) in one journaled ledger edit."""
     backup = new_backup_dir(s.root, s.target.name)
     with ledger_mod.edit(s.ledger.path) as e:
         _apply_to_doc(s, e)
@@ -78,7 +78,7 @@ def commit(s: Session, state: State) -> RebaseReport:
         for path, data in e.files.items():
             pending[path.relative_to(s.root).as_posix()] = data
         report.written, report.backup = True, str(backup.relative_to(s.root))
-        state.backup(backup, sorted(set(pending) | set(ledger_rels(s))), _report_files(report))
+        state.backup(backup, sorted(set(pending) | set(s.ledger_files)), _report_files(report))
         state.journal(backup, pending)
         pause_point("journal")
     pause_point("written")

@@ -9,7 +9,7 @@ a new base is for (the gate uses it too); ``report_of`` turns a run into its rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from patchset.rebase.report import PatchResult, RebaseReport
 from patchset.upstream.bases import Bases
 
 __all__ = [
+    "Series",
     "Session",
-    "ledger_rels",
     "load_series",
     "open_session",
     "pick_target",
@@ -61,6 +61,7 @@ class Session:
     merger: Merger = field(default_factory=Merger)
     started: float = field(default_factory=time.monotonic)
     workspace: Any = None  # a generate.Workspace of the new base, made when a generated patch needs it
+    ledger_files: list[str] = field(default_factory=list)  # the ledger, lock and bodies, relative to its root
 
     @property
     def root(self) -> Path:
@@ -79,52 +80,11 @@ class Session:
             self.moves[path] = m
         return m
 
-    def generate_workspace(self) -> Any:
-        """The ``generate.Workspace`` of the new base (made once, on the first generated patch)."""
-        if self.workspace is None:
-            from patchset.rebase.generate import Workspace
-
-            self.workspace = Workspace(_new_base_maker(self), _new_base_reader(self), self.target)
-        return self.workspace
-
     def close(self) -> None:
         self.merger.close()
         if self.workspace is not None:
             self.workspace.close()
         self.bases.close()
-
-
-def _new_base_maker(s: Session) -> Callable[[Path], None]:
-    """Writes the whole new base into a directory (a plain-directory base is copied as it is: its
-    throwaway history holds only the files the series touches)."""
-    from patchset.rebase.generate import copy_tree
-    from patchset.upstream.stock import materialise_commit
-
-    b = s.bases
-    if b.kind == "dirs":
-        return lambda dest: copy_tree(Path(b.location["new"]), dest)
-    return lambda dest: materialise_commit(b.repo, b.new, dest)
-
-
-def _new_base_reader(s: Session) -> Callable[[str], bytes | None]:
-    """A file of the new base by its (source-layout) path: from the directory itself for a
-    plain-directory base (its history holds only the series' files), else from the commit."""
-    b = s.bases
-    if b.kind != "dirs":
-        return lambda key: s.new_base.get(key)[0]
-    from patchset.confine import confine, regular_file
-    from patchset.errors import UnsafePathError
-
-    root = Path(b.location["new"])
-
-    def read(key: str) -> bytes | None:  # the directory is in the patches' layout, as the rebase reads it
-        try:
-            f = confine(root, key, what=f"file {key!r} of the new base")
-        except UnsafePathError:
-            return None
-        return f.read_bytes() if regular_file(f) else None
-
-    return read
 
 
 def pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
@@ -149,8 +109,22 @@ def pick_target(ledger: Ledger, target: str | None, onto: str) -> Target:
     )
 
 
-def load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]]:
-    patches = ledger.series(target.name)
+@dataclass
+class Series:
+    """The target's active series as read once: the target, its patches, their bodies, the bodies
+    parsed, and every path they name (as written), which the bases read."""
+
+    target: Target
+    patches: list[Patch]
+    bodies: dict[str, bytes]
+    parsed: dict[str, list[FilePatch]]
+    paths: list[str]
+
+
+def load_series(ledger: Ledger, target: str | None, onto: str) -> Series:
+    """The series a move onto ``onto`` is for (``pick_target``), its bodies read and parsed."""
+    t = pick_target(ledger, target, onto)
+    patches = ledger.series(t.name)
     bodies: dict[str, bytes] = {}
     parsed: dict[str, list[FilePatch]] = {}
     for p in patches:
@@ -162,8 +136,8 @@ def load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, 
                 hint="import or fetch it first: rebase needs every active body",
             )
         bodies[p.id] = path.read_bytes()
-        parsed[p.id] = parse_patch(bodies[p.id], strip_of(p, target), source=p.body_path)
-    return patches, bodies, parsed
+        parsed[p.id] = parse_patch(bodies[p.id], strip_of(p, t), source=p.body_path)
+    return Series(t, patches, bodies, parsed, touched_paths(parsed))
 
 
 def source_named(fp: FilePatch, target: Target) -> FilePatch:
@@ -194,14 +168,9 @@ def touched_paths(parsed: dict[str, list[FilePatch]]) -> list[str]:
 
 
 def open_session(
-    ledger: Ledger,
-    target: Target,
-    bases: Bases,
-    pr_merges: Mapping[str, str] | None,
-    interactive: bool,
-    series: tuple[list[Patch], dict[str, bytes], dict[str, list[FilePatch]]],
+    ledger: Ledger, series: Series, bases: Bases, pr_merges: Mapping[str, str] | None, interactive: bool
 ) -> Session:
-    patches, bodies, parsed = series
+    target, patches, bodies, parsed = series.target, series.patches, series.bodies, series.parsed
     if bases.kind != "dirs":  # a commit or a release: the source layout, as the lock's keys
         parsed = {pid: [source_named(fp, target) for fp in fps] for pid, fps in parsed.items()}
     old_store = BlobStore(bases.repo, bases.old)
@@ -236,14 +205,9 @@ def open_session(
     s.patch_ids = patch_id_signals(bases.repo, bases.old, bases.new, wanted)
     if any(p.upstream.prs or p.upstream.ports for p in patches):
         s.subject_prs = subject_prs(bases.repo, bases.old, bases.new)
+    s.ledger_files = [ledger.path.name, ledger.lock_path.name]
+    s.ledger_files += [ledger.body_file(p).relative_to(ledger.root).as_posix() for p in patches]
     return s
-
-
-def ledger_rels(s: Session) -> list[str]:
-    root = s.root
-    rels = [s.ledger.path.name, s.ledger.lock_path.name]
-    rels += [s.ledger.body_file(p).relative_to(root).as_posix() for p in s.patches]
-    return rels
 
 
 def report_of(s: Session, status: str) -> RebaseReport:

@@ -33,11 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.confine import check_relative
+from patchset.confine import check_relative, confine, regular_file
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import GENERATE_PLACEHOLDERS, Generate, Target
 from patchset.rebase.regen import FileChange
 from patchset.text import terminal
+from patchset.upstream.bases import Bases
+from patchset.upstream.stock import materialise_commit
 
 ROOT, LEDGER = (f"{{{name}}}" for name in GENERATE_PLACEHOLDERS)  # checked at load (ledger.schema)
 MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
@@ -66,14 +68,6 @@ class Generated:
 
 def expand(command: list[str], root: Path, ledger: Path) -> list[str]:
     return [a.replace(ROOT, str(root)).replace(LEDGER, str(ledger)) for a in command]
-
-
-def script_path(command: list[str], ledger: Path) -> Path | None:
-    """The script a recorded command runs (``{ledger}/…`` in its arguments), if any."""
-    for a in command:
-        if a.startswith(LEDGER + "/"):
-            return ledger / a[len(LEDGER) + 1 :]
-    return None
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -421,3 +415,21 @@ def _diff(
 def copy_tree(src: Path, dest: Path) -> None:
     """A private copy of a directory base (symlinks kept as links, ``.git`` left out)."""
     shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+
+
+def base_workspace(bases: Bases, new_base: Callable[[str], bytes | None], target: Target) -> Workspace:
+    """The ``Workspace`` of a rebase's new base. A plain-directory base is copied and read as it is
+    (in the patches' layout, as the rebase reads it; its throwaway history holds only the files the
+    series touches); any other is written from its commit, and a file read through ``new_base``."""
+    if bases.kind != "dirs":
+        return Workspace(lambda dest: materialise_commit(bases.repo, bases.new, dest), new_base, target)
+    root = Path(bases.location["new"])
+
+    def read(key: str) -> bytes | None:
+        try:
+            f = confine(root, key, what=f"file {key!r} of the new base")
+        except UnsafePathError:
+            return None
+        return f.read_bytes() if regular_file(f) else None
+
+    return Workspace(lambda dest: copy_tree(root, dest), read, target)

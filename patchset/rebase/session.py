@@ -26,8 +26,8 @@ from patchset.errors import InputError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.progress import Progress
 from patchset.rebase.commit import commit, finish_interrupted
-from patchset.rebase.context import Session, load_series, open_session, pick_target, report_of, touched_paths
-from patchset.rebase.replay import BROKEN
+from patchset.rebase.context import Session, load_series, open_session, pick_target, report_of
+from patchset.rebase.replay import BROKEN, PatchReplay
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
 from patchset.rebase.report import CONFLICT, SKIPPED, RebaseReport
 from patchset.rebase.rerere import RRCache, has_markers
@@ -36,11 +36,14 @@ from patchset.rebase.step import carry, flush_bodies, step
 from patchset.rebase.stop import replay_from, resume, stop
 from patchset.upstream.bases import open_bases
 
-__all__ = ["AbortResult", "RebaseReport", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
+__all__ = ["AbortResult", "RebaseReport", "RebaseRun", "abort", "continue_rebase", "pick_target", "rebase", "skip"]
 
 
 def _run(s: Session, start: int, progress: Progress | None, dry_run: bool, state: State) -> RebaseReport:
+    """Step through the series from ``start``; the report is made once, at the end: stopped at a
+    conflict (interactive), conflicts, a dry run, or done (written)."""
     total = len(s.patches)
+    stopped: tuple[int, PatchReplay] | None = None
     for i in range(start, total):
         patch = s.patches[i]
         if progress:
@@ -50,41 +53,51 @@ def _run(s: Session, start: int, progress: Progress | None, dry_run: bool, state
         if i == start:
             pause_point("replay")
         if res.verdict == CONFLICT and s.interactive and not dry_run:
-            return stop(s, state, i, rep)
+            stopped = (i, rep)
+            break
     flush_bodies(s)
-    if any(r.verdict == CONFLICT for r in s.results):
-        return report_of(s, "conflicts")
-    if dry_run:
-        return report_of(s, "dry-run")
-    return commit(s, state)
+    if stopped is not None:
+        status = "stopped"
+    else:
+        status = "conflicts" if any(r.verdict == CONFLICT for r in s.results) else "dry-run" if dry_run else "done"
+    report = report_of(s, status)
+    if stopped is not None:
+        return stop(s, state, *stopped, report)
+    return commit(s, state, report) if status == "done" else report
 
 
-def rebase(
-    ledger_path: Path,
-    onto: str,
-    *,
-    target: str | None = None,
-    repo: Path | str | None = None,
-    interactive: bool = False,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-    pr_merges: Mapping[str, str] | None = None,
-    old_base: str | None = None,
-    download_progress: Progress | None = None,
-) -> RebaseReport:
-    """Rebase the active series of ``target`` onto ``onto`` (commit, tag, branch, ``vllm==X.Y.Z``,
-    a directory).
+@dataclass(frozen=True)
+class RebaseRun:
+    """One ``patchset rebase --onto``: the target's active series onto ``onto`` (commit, tag, branch,
+    ``vllm==X.Y.Z``, a directory).
 
     ``repo``: a local git repository holding both bases (default: the target's ``upstream`` when it
     is a local path, else the release history of the target's package). ``pr_merges`` maps a PR
     (``owner/repo#N``) to its merge commit (fresher than the ledger's recorded status).
     ``old_base`` overrides the base recorded in the ledger. ``download_progress`` hears the bytes
-    of a release downloaded for the bases. Nothing is written when ``dry_run``,
-    nor when a patch conflicts outside ``interactive`` mode (the report says what to read).
-    """
-    ledger_path = Path(ledger_path)
+    of a release downloaded for the bases. Nothing is written when ``dry_run``, nor when a patch
+    conflicts outside ``interactive`` mode (the report says what to read)."""
+
+    ledger_path: Path
+    onto: str
+    target: str | None = None
+    repo: Path | str | None = None
+    interactive: bool = False
+    dry_run: bool = False
+    progress: Progress | None = None
+    pr_merges: Mapping[str, str] | None = None
+    old_base: str | None = None
+    download_progress: Progress | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ledger_path", Path(self.ledger_path))
+
+
+def rebase(job: RebaseRun) -> RebaseReport:
+    """Rebase the active series of ``job.target`` onto ``job.onto``; see ``RebaseRun``."""
+    ledger_path = job.ledger_path
     if ledger_mod.pending_edit(ledger_path.parent):
-        if dry_run:
+        if job.dry_run:
             raise InputError(
                 "a ledger edit was interrupted: the ledger, lock and bodies may be half old, half new",
                 hint="run `patchset recover` to finish it (or `--back` to undo it), then rebase again",
@@ -94,24 +107,23 @@ def rebase(
     state = State(ledger.root)
     if state.in_progress():
         state.refuse_if_in_progress()
-    t = pick_target(ledger, target, onto)
-    series = load_series(ledger, t)
+    series = load_series(ledger, job.target, job.onto)
     bases = open_bases(
         ledger.root,
-        t,
-        onto,
-        repo=repo,
-        old_base=old_base,
-        paths=touched_paths(series[2]),
-        download_progress=download_progress,
+        series.target,
+        job.onto,
+        repo=job.repo,
+        old_base=job.old_base,
+        paths=series.paths,
+        download_progress=job.download_progress,
     )
     try:
-        s = open_session(ledger, t, bases, pr_merges, interactive, series)
+        s = open_session(ledger, series, bases, job.pr_merges, job.interactive)
     except BaseException:
         bases.close()
         raise
     try:
-        return _run(s, 0, progress, dry_run, state)
+        return _run(s, 0, job.progress, job.dry_run, state)
     finally:
         s.close()
 

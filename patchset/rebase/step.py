@@ -22,7 +22,7 @@ from patchset.rebase.classify import (
     subject_signals,
 )
 from patchset.rebase.context import Session, strip_of
-from patchset.rebase.regen import FileChange, range_diff, regenerate_many
+from patchset.rebase.regen import FileChange, range_diff, regenerate_many, render_changes
 from patchset.rebase.replay import BROKEN, FileReplay, PatchReplay, replay_patch
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
 from patchset.rebase.report import (
@@ -165,12 +165,13 @@ def _regenerate(s: Session, patch: Patch, rep: PatchReplay, res: PatchResult) ->
     """Run a generated patch's command on the new world: the same diff is carried, another one
     refreshes the body (its range-diff in the report), a failing command is a conflict with the
     command's own message, a command that changes nothing means the change is upstream."""
-    from patchset.rebase.generate import ScriptFailed, run_generate
-    from patchset.rebase.regen import render_changes
+    from patchset.rebase.generate import ScriptFailed, base_workspace, run_generate  # only a generated patch loads it
 
     assert patch.generate is not None
     label = s.label
-    workspace = s.generate_workspace()
+    if s.workspace is None:  # made once, on the first generated patch
+        s.workspace = base_workspace(s.bases, lambda key: s.new_base.get(key)[0], s.target)
+    workspace = s.workspace
     workspace.set_world(dict(s.new.changes))
     try:
         gen = run_generate(patch.generate, s.root, workspace, label=label)

@@ -16,12 +16,11 @@ from pathlib import Path
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
-from patchset.rebase.context import Session, ledger_rels, load_series, open_session, report_of, touched_paths
+from patchset.rebase.context import Session, load_series, open_session
 from patchset.rebase.replay import BROKEN, BlobStore, FileReplay, PatchReplay, Tree
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
 from patchset.rebase.report import PatchResult, RebaseReport
 from patchset.rebase.state import State
-from patchset.rebase.step import flush_bodies
 from patchset.upstream.bases import reopen
 
 __all__ = ["replay_from", "resume", "stop"]
@@ -74,12 +73,12 @@ def replay_from(state: State, d: list[dict]) -> PatchReplay:
     )
 
 
-def stop(s: Session, state: State, index: int, rep: PatchReplay) -> RebaseReport:
-    """Save the session and write the conflicted files out for editing."""
-    flush_bodies(s)
+def stop(s: Session, state: State, index: int, rep: PatchReplay, report: RebaseReport) -> RebaseReport:
+    """Save the session and write the conflicted files out for editing; ``report`` (status stopped)
+    says where they are."""
     if not state.stopped:
         state.clear()
-        state.backup(state.dir / "backup", ledger_rels(s))
+        state.backup(state.dir / "backup", s.ledger_files)
     res = s.results[index]
     work = []
     for f in rep.files:
@@ -117,7 +116,6 @@ def stop(s: Session, state: State, index: int, rep: PatchReplay) -> RebaseReport
             "ledger_sha256": sha256_bytes(s.ledger.path.read_bytes()),
         }
     )
-    report = report_of(s, "stopped")
     report.stopped_at, report.work_files, report.state_dir = res.id, work, str(state.dir.relative_to(s.root))
     return report
 
@@ -134,8 +132,7 @@ def resume(ledger_path: Path) -> tuple[State, dict, Session]:
             f"{ledger_path.name} changed since the rebase stopped",
             hint="run `patchset rebase --abort` (it restores the ledger as it was) and start again",
         )
-    t = ledger.targets[d["target"]]
-    series = load_series(ledger, t)
+    series = load_series(ledger, d["target"], d["onto"])
     bases = reopen(
         d["location"],
         d["old"],
@@ -144,10 +141,10 @@ def resume(ledger_path: Path) -> tuple[State, dict, Session]:
         d["onto"],
         d["new_label"],
         d["new_version"],
-        touched_paths(series[2]),
+        series.paths,
     )
     try:
-        s = open_session(ledger, t, bases, d["pr_merges"], d["interactive"], series)
+        s = open_session(ledger, series, bases, d["pr_merges"], d["interactive"])
     except BaseException:
         bases.close()
         raise

@@ -355,14 +355,14 @@ def check_rebase(old: Source, new: Source, work: Path) -> RebaseCheck:
     from patchset.engine.tree import apply_series
     from patchset.ledger.store import load_ledger
     from patchset.patchfmt.diffs import files_touched
-    from patchset.rebase.session import rebase, skip
+    from patchset.rebase.session import RebaseRun, rebase, skip
 
     check = RebaseCheck(old.pkg, old.version, new.version)
     led = import_series(old, work / "ledger", base=old.upstream)
     ids = {p.id: Path(p.body_path).relative_to("patchset/series/deb").as_posix() for p in load_ledger(led).patches}
     t0 = time.perf_counter()
     # stop at each conflict and set it aside (`rebase --skip`: held), carrying the rest, as a human would
-    rep = rebase(led, str(new.upstream), target="deb", interactive=True)
+    rep = rebase(RebaseRun(led, str(new.upstream), target="deb", interactive=True))
     while rep.status == "stopped":
         rep = skip(led)
     verdicts = {r.id: ("conflict" if r.verdict == "skipped" else r.verdict) for r in rep.patches}

@@ -229,7 +229,7 @@ def run_nights(world: World, *, log: Callable[[str], None] | None = None, nights
     """The gate on each night, planned then full (see the module docstring)."""
     import time
 
-    from patchset.ci.gate import run_gate
+    from patchset.ci.gate import GateRun, run_gate
 
     out: list[Night] = []
     planned_state = world.root / "state-planned" / "gate-state.json"
@@ -237,17 +237,21 @@ def run_nights(world: World, *, log: Callable[[str], None] | None = None, nights
     for i, (name, sha) in enumerate(world.nights[: nights if nights is not None else len(world.nights)]):
         t0 = time.monotonic()
         r = run_gate(
-            world.ledger, onto=sha, artifacts=world.root / f"art-{i}", tags=world.tags, state_file=planned_state
+            GateRun(
+                world.ledger, onto=sha, artifacts=world.root / f"art-{i}", tags=world.tags, state_file=planned_state
+            )
         )
         t1 = time.monotonic()
         f = run_gate(
-            world.ledger,
-            onto=sha,
-            artifacts=world.root / f"art-full-{i}",
-            tags=world.tags,
-            state_file=full_state,
-            all_=True,
-            use_cache=False,
+            GateRun(
+                world.ledger,
+                onto=sha,
+                artifacts=world.root / f"art-full-{i}",
+                tags=world.tags,
+                state_file=full_state,
+                all_=True,
+                use_cache=False,
+            )
         )
         t2 = time.monotonic()
         plan = (r.plan or {}).get("plan") or {}

@@ -15,55 +15,38 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from patchset.ci.gate.run import GateRun, proofs_path, serving_figures_path, short_label
+from patchset.ci.refresh import make_workspace
 from patchset.ci.report import ERROR, PLANNED, GateReport
-from patchset.ci.state import default_state_path, load_state
+from patchset.ci.state import load_state
+from patchset.ci.upstream import open_upstream
 from patchset.errors import PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
-from patchset.progress import Progress
-from patchset.text import split_list
+from patchset.rebase.session import RebaseRun, pick_target, rebase
 
 if TYPE_CHECKING:  # verify is loaded only by a run that plans
     from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import TargetHistory
 
 
-def plan_gate(
-    ledger_path: Path,
-    *,
-    onto: str | None,
-    latest: bool,
-    tags: Sequence[str],
-    state_file: Path | None,
-    target: str | None,
-    upstream: str | None,
-    patches: Sequence[str] | None,
-    engine: str | None,
-    all_: bool,
-    full_every: int,
-    progress: Progress | None = None,
-) -> GateReport:
+def plan_gate(job: GateRun) -> GateReport:
     """The plan (``report.plan``); the report's status is ``planned`` (exit 0), or ``error`` (exit 2)
     with the reason when it cannot be made (bad input, a foreign state or history, the network)."""
-    from patchset.ci.gate import proofs_path, serving_figures_path
     from patchset.verify.plan.decide import PlanOptions, VerifyPlan
     from patchset.verify.proofs import load_history
 
-    tag_list = split_list(tags)
-    only = list(patches or [])
-    report = GateReport(status=PLANNED, asked=onto or ("--latest" if latest else ""), tags=tag_list)
+    tag_list, only = job.tag_list, job.only
+    report = GateReport(status=PLANNED, asked=job.asked, tags=tag_list)
     scratch = Path(tempfile.mkdtemp(prefix="patchset-gate-plan-"))
     try:
-        ledger = ledger_mod.load_ledger(Path(ledger_path))
-        from patchset.rebase.session import pick_target
-
-        t = pick_target(ledger, target, onto or "")
+        ledger = ledger_mod.load_ledger(Path(job.ledger_path))
+        t = pick_target(ledger, job.target, job.onto or "")
         report.target, report.base = t.name, t.base
-        state_path = Path(state_file) if state_file is not None else default_state_path(ledger)
+        state_path = job.state_path(ledger)
         load_state(state_path)  # a foreign state is refused here, as a judging run refuses it
         proofs = proofs_path(state_path)
         past = load_history(proofs).get(t.name)
@@ -73,13 +56,13 @@ def plan_gate(
             return report
         wanted = [] if "all" in tag_list else tag_list
         figures = serving_figures_path(state_path, t.name)
-        opts = PlanOptions(all_, only, full_every, str(proofs))
+        opts = PlanOptions(job.all_, only, job.full_every, str(proofs))
         proven = past is not None and any(pid in past.proofs for pid in (only or list(past.proofs)))
-        if not proven or not (onto or latest):
-            plan = _ledger_plan(ledger, t.name, wanted, only, past, opts, onto or "", engine, figures)
+        if not proven or not (job.onto or job.latest):
+            plan = _ledger_plan(job, ledger, t, wanted, past, opts, figures)
             report.plan = {"plan": plan.to_json(), "engine_starts": plan.starts}
             return report
-        _tonight(report, ledger, t, onto, latest, upstream, wanted, only, engine, figures, proofs, opts, scratch)
+        _tonight(job, report, ledger, t, wanted, opts, scratch)
         if report.plan.get("plan") is None and not report.errors:
             report.plan = {"plan": None, "engine_starts": 0}
     except PatchsetError as exc:
@@ -91,14 +74,12 @@ def plan_gate(
 
 
 def _ledger_plan(
+    job: GateRun,
     ledger: Ledger,
-    target: str,
+    t: Target,
     wanted: list[str],
-    only: list[str],
     past: TargetHistory | None,
     opts: PlanOptions,
-    base: str,
-    engine: str | None,
     figures: Path,
 ) -> VerifyPlan:
     """The plan from the ledger alone: tonight's upstream unknown, or no proof to compare with."""
@@ -109,39 +90,25 @@ def _ledger_plan(
     if past is not None and past.proofs:
         opts.unknown = "tonight's upstream is not named (--onto REF or --latest): what moved cannot be told"
     stored = set(load_serving_baseline(figures)) if figures.is_file() else set()
-    run = VerifyRun(ledger.path, tags=wanted, target=target, engine=engine, base_label=base or "(upstream not named)")
+    run = VerifyRun(
+        ledger.path, tags=wanted, target=t.name, engine=job.engine, base_label=job.onto or "(upstream not named)"
+    )
     return plan_ledger(run, past, opts, stored)
 
 
 def _tonight(
-    report: GateReport,
-    ledger: Ledger,
-    t: Target,
-    onto: str | None,
-    latest: bool,
-    upstream: str | None,
-    wanted: list[str],
-    only: list[str],
-    engine: str | None,
-    figures: Path,
-    proofs: Path,
-    opts: PlanOptions,
-    scratch: Path,
+    job: GateRun, report: GateReport, ledger: Ledger, t: Target, wanted: list[str], opts: PlanOptions, scratch: Path
 ) -> None:
     """The plan on tonight's upstream: replay, a pristine tree, the planner (no engine)."""
-    from patchset.ci.gate import short_label
-    from patchset.ci.refresh import make_workspace
-    from patchset.ci.upstream import open_upstream
-    from patchset.rebase.session import rebase
     from patchset.verify.pertest import VerifyRun, run_verify
 
-    up = open_upstream(ledger.root, t, upstream)
+    up = open_upstream(ledger.root, t, job.upstream)
     try:
         report.upstream = {"kind": up.kind, "location": up.location}
-        sha, label = up.latest() if latest else up.resolve(onto or "")
+        sha, label = up.latest() if job.latest else up.resolve(job.onto or "")
         report.commit, report.onto = sha, label
         ws = make_workspace(ledger, scratch / "series")
-        rr = rebase(ws.work_ledger, label, target=t.name, repo=up.git_dir)
+        rr = rebase(RebaseRun(ws.work_ledger, label, target=t.name, repo=up.git_dir))
         report.rebase = rr.to_json()
         if report.conflicts:
             report.warnings.append(
@@ -152,22 +119,24 @@ def _tonight(
         if not refreshed.series(t.name):
             report.warnings.append("no active patch is left: every patch is upstream now")
             return
-        if only:
+        if job.only:
             with ledger_mod.edit(ws.work_ledger) as e:
                 for table in e.patch_tables():
-                    if table.get("id") not in only and "tests" in table:
+                    if table.get("id") not in job.only and "tests" in table:
                         del table["tests"]
         tree = up.archive(sha, scratch / "pristine")
+        state_path = job.state_path(ledger)
+        figures = serving_figures_path(state_path, t.name)
         vr = run_verify(
             VerifyRun(
                 ws.work_ledger,
                 tree=tree,
                 tags=wanted,
                 target=t.name,
-                engine=engine,
+                engine=job.engine,
                 baseline=figures if figures.is_file() else None,
                 ledger_dir=ledger.root.resolve(),
-                history=proofs,
+                history=proofs_path(state_path),
                 plan_only=True,
                 all_=opts.all_,
                 full_every=opts.full_every,
