@@ -32,15 +32,8 @@ __all__ = ["VERBATIM_ORIGINS", "analyse"]
 VERBATIM_ORIGINS = ("upstream", "upstream-partial", "revert")
 
 
-def _strip(ledger: Ledger, p: Patch) -> int:
-    if p.source.strip is not None:
-        return p.source.strip
-    t = ledger.targets.get(p.target)
-    return t.strip if t else 1
-
-
 def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> bytes:
-    strip = _strip(ledger, p)
+    strip = ledger.strip_of(p)
     from patchset.patchfmt.filters import filter_diff, split_sections
 
     if p.source.kind == "pr":
@@ -100,7 +93,7 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
             row.notes.append(f"upstream diff: {exc.row}")
         return None
     body = body_path.read_bytes()
-    strip = _strip(ledger, p)
+    strip = ledger.strip_of(p)
     from patchset.patchfmt.filters import patch_id
 
     try:

@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.commands.apply.target import path_mapper, series_items
+from patchset.commands.apply.target import series_items
 from patchset.engine.detect import detect_state
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
@@ -242,7 +242,7 @@ def run_verify(
             label = base_label or spec
         report = VerifyReport(str(ledger.path), tgt.name, base_desc, wanted, jobs, untested=untested)
         report.history = str(history) if history is not None else ""
-        mapper = path_mapper(tgt, layout)
+        mapper = tgt.mapper(layout)
         full = _dry_run(base, items, mapper)
         if not full.ok:
             state = detect_state(base, items, path_for=mapper)

@@ -17,7 +17,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.commands.apply.target import path_mapper
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure
@@ -93,7 +92,7 @@ class Verifier:
         self.ledger, self.target, self.base, self.layout, self.work = ledger, target, base, layout, work
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
         self.base_is_cache = base_is_cache
-        self.mapper = path_mapper(target, layout)
+        self.mapper = target.mapper(layout)
         self.snapshot = Snapshot.take(base)
         self.lock = threading.Lock()
         self.done = 0

@@ -149,7 +149,7 @@ def build_overlay(
         )
     outdir.check(out, option="--out")
     facts = series_facts(ledger, target)
-    layout = layout or target.layout
+    layout = target.layout_or(layout)
     report = OverlayBuild(
         target.name,
         str(tree),
@@ -164,7 +164,7 @@ def build_overlay(
     data: dict[str, bytes] = {}
     modes: dict[str, int] = {}
     for inst, sha in facts.expected.items():
-        rel = inst if layout == "installed" else target.path_map.to_source(inst)
+        rel = target.from_installed(inst, layout)
         f = confine(tree, rel, what=f"--tree {tree}: the locked file")
         if not f.is_file():
             report.missing.append(rel)

@@ -6,7 +6,7 @@ the real files turn up — a quilt directory with its ``series``, numbered patch
 file is, the order of the ``series`` file against the ledger's, the files each body changes against
 the files its entry declares, bodies the ledger lacks and entries with no body, and the lock's
 hashes against the files. Nothing is written; every path comparison goes through
-``inspection.canonical_path`` (the target's path map), so a layout-only difference is no finding.
+``Target.canonical`` (the target's path map), so a layout-only difference is no finding.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.commands.importer import PATCH_SUFFIXES
-from patchset.commands.inspection import canonical_path, diffstat
+from patchset.commands.inspection import diffstat
 from patchset.errors import InputError
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Patch
@@ -190,14 +190,14 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
         f = root / rel
         dir_target[f.parent][p.target] += 1
         data = f.read_bytes()
-        stats = diffstat(data, p.source.strip if p.source.strip is not None else t.strip)
+        stats = diffstat(data, p.strip_on(t))
         if not stats:
             rep.findings.append(Finding("no-diff", rel, f"{pid}: contains no unified diff", patch=pid))
             continue
-        actual = {canonical_path(t, s.path) for s in stats}
+        actual = {t.canonical(s.path) for s in stats}
         if p.active:
             touched[p.target] |= actual
-        declared = {canonical_path(t, x) for x in p.files}
+        declared = {t.canonical(x) for x in p.files}
         if declared and declared != actual:  # an entry that declares none has nothing to disagree with
             parts = []
             if declared - actual:
@@ -366,8 +366,8 @@ def _split_expected(
     for name in names:
         t = ledger.targets[name]
         for path in (*sorted(touched.get(name, set())), *ledger.lock.target(name).files):
-            key = canonical_path(t, path)
-            for spelling in (path, key, t.path_map.to_installed(key)):
+            key = t.canonical(path)
+            for spelling in t.spellings(path, key):
                 keys.setdefault(spelling, (name, key))
     fallback = _expected_target(ledger, folder, raw, dir_target, touched, only)
     out: dict[str, dict[str, tuple[str, str]]] = {}
@@ -375,7 +375,7 @@ def _split_expected(
     for written, digest in raw.items():
         owner = _owner(written, keys) or _owner(written.lstrip("/"), keys)
         if owner is None and fallback is not None:
-            owner = (fallback, canonical_path(ledger.targets[fallback], written))
+            owner = (fallback, ledger.targets[fallback].canonical(written))
         if owner is None:
             unowned.append(written)
         else:
@@ -394,7 +394,7 @@ def _expected_findings(
     erel: str,
     rep: AuditReport,
 ) -> None:
-    lock_files = {canonical_path(ledger.targets[tname], k): v for k, v in ledger.lock.target(tname).files.items()}
+    lock_files = {ledger.targets[tname].canonical(k): v for k, v in ledger.lock.target(tname).files.items()}
     for path, (digest, written) in sorted(want.items()):
         line = lines.get(written)
         if path in lock_files and lock_files[path] != digest:
@@ -434,8 +434,8 @@ def _expected_target(
     best = None
     score = 0
     for name, t in ledger.targets.items():
-        declared = {canonical_path(t, f) for p in ledger.series(name) for f in p.files} | touched.get(name, set())
-        n = sum(1 for k in raw if canonical_path(t, k) in declared)
+        declared = {t.canonical(f) for p in ledger.series(name) for f in p.files} | touched.get(name, set())
+        n = sum(1 for k in raw if t.canonical(k) in declared)
         if n > score:
             best, score = name, n
     return best

@@ -298,13 +298,6 @@ class _Refused(Exception):
     pass
 
 
-def _strip_of(ledger: Ledger, patch: Patch) -> int:
-    if patch.source.strip is not None:
-        return patch.source.strip
-    t = ledger.targets.get(patch.target)
-    return t.strip if t else 1
-
-
 def _pr_states(client: GitHubReader, specs: Iterable[SourceRef]) -> dict[tuple[str, int], PRState | RowError]:
     """Current head of every PR source: one batched request per repository, never from cache."""
     from patchset.upstream.refs import PRRef
@@ -399,7 +392,7 @@ def _download_url(url: str) -> _Download:
 
 def _prepare(ledger: Ledger, patch: Patch, dl: _Download) -> FilterResult:
     """Filter a download and check it is a patch worth storing; raises ``_Refused``."""
-    strip = _strip_of(ledger, patch)
+    strip = ledger.strip_of(patch)
     src = patch.source
     try:
         res = filter_diff(dl.data, src.include, src.exclude, strip, source=f"{patch.id} ({patch.source.ref})")
@@ -672,7 +665,7 @@ def check(
             row.status = UNCHANGED if spec.kind != "pr" else MOVED_SAME
             row.message = "same bytes" + (" (head moved)" if spec.kind == "pr" else "")
             continue
-        strip = _strip_of(ledger, p)
+        strip = ledger.strip_of(p)
         try:
             same = patch_id(res.data, strip) == patch_id(stored, strip)
         except PatchFormatError:

@@ -501,7 +501,7 @@ def _read_names(
             against = "the base's files" if base_files is not None else "the target's package"
             result.inferred[pid] = f"{chosen.describe()}: the reading that fits {against}"
     if item.root:
-        body = reroot(body, item.strip if item.strip is not None else target.strip, item.root)
+        body = reroot(body, target.strip_for(item.strip), item.root)
     return body
 
 
@@ -573,7 +573,7 @@ def _import_items(
             result.added.append(pid)
         e.write_file(rel, body)
         e.lock.bodies[pid] = digest
-        level = item.strip if item.strip is not None else target.strip
+        level = target.strip_for(item.strip)
         result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, level))
 
 
@@ -649,7 +649,7 @@ def patched_keys(targets: dict[str, Target], files: dict[str, list[str]]) -> dic
         t = targets[name]
         for f in paths:
             key = t.lock_key(f)
-            for spelling in (f, key, t.path_map.to_installed(key)):
+            for spelling in t.spellings(f, key):
                 keys.setdefault(spelling, (name, key))
     return keys
 

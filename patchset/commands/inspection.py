@@ -15,7 +15,7 @@ from typing import Any
 from patchset.commands.interrupted import interruptions
 from patchset.errors import PatchFormatError
 from patchset.ledger.lock import sha256_bytes
-from patchset.ledger.model import Ledger, Patch, Target
+from patchset.ledger.model import Ledger, Patch
 
 BODY_PRESENT = "present"
 BODY_MISSING = "not imported"
@@ -65,24 +65,6 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
             )
         )
     return out
-
-
-def canonical_path(target: Target, path: str) -> str:
-    """The one spelling of a file path that every comparison uses: the source layout.
-
-    Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
-    written in the source layout (``include/x.cuh``) or the installed one
-    (``flashinfer/data/include/x.cuh``, possibly under the target's ``installed_root``); they name
-    the same file when their canonical paths are equal. A leading ``./`` and the installed root
-    are dropped, then the target's path map takes installed prefixes back to source prefixes.
-    """
-    path = path.strip()
-    while path.startswith("./"):
-        path = path[2:]
-    root = target.installed_root.strip("/")
-    if root and path.lstrip("/").startswith(root + "/"):
-        path = path.lstrip("/")[len(root) + 1 :]
-    return target.path_map.to_source(path)
 
 
 def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
@@ -202,8 +184,8 @@ def validate(ledger: Ledger) -> ValidateReport:
             elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
             # compared through the path map: a layout-only difference is no difference
-            declared = {canonical_path(tgt, name) for name in p.files}
-            actual = {canonical_path(tgt, s.path) for s in stats}
+            declared = {tgt.canonical(name) for name in p.files}
+            actual = {tgt.canonical(s.path) for s in stats}
             if declared and actual and declared != actual:
                 rep.warnings.append(
                     f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
@@ -211,7 +193,7 @@ def validate(ledger: Ledger) -> ValidateReport:
                 )
         if p.state == "active":
             for name in patch_files(ledger, p, body, stats):
-                touched[(p.target, canonical_path(tgt, name))].append(p.id)
+                touched[(p.target, tgt.canonical(name))].append(p.id)
             if not p.tests:
                 # a warning, not a problem: a ledger without tests is valid, only less proven
                 rep.untested.append(p.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,54 @@ class Target:
     def tree_path(self, key: str, layout: str) -> str:
         """Where the file a lock key names lives in a tree of ``layout``."""
         return self.path_map.to_installed(key) if layout == "installed" else key
+
+    def spellings(self, path: str, key: str) -> tuple[str, str, str]:
+        """Every way a file may be written (``EXPECTED.sha256`` lines, bodies): as given, as its lock
+        key, as its installed path."""
+        return path, key, self.path_map.to_installed(key)
+
+    def strip_for(self, own: int | None) -> int:
+        """The ``-p`` level of a body: its own when it has one, else the target's."""
+        return own if own is not None else self.strip
+
+    def key_in(self, path: str, layout: str) -> str:
+        """The lock key of ``path`` as a tree of ``layout`` names it (a source tree's names are keys)."""
+        return self.lock_key(path) if layout == "installed" else path
+
+    def from_installed(self, path: str, layout: str) -> str:
+        """Where a file named in the installed layout (``EXPECTED.sha256``, an overlay) lives in a
+        tree of ``layout``."""
+        return path if layout == "installed" else self.path_map.to_source(path)
+
+    def mapper(self, layout: str) -> Callable[[str], str] | None:
+        """How the engine renames a body's source paths for a tree of ``layout`` (None: as written)."""
+        return self.path_map.to_installed if layout == "installed" and self.path_map.prefixes else None
+
+    def layout_or(self, layout: str | None) -> str:
+        """The layout asked for (``--layout``), else the ledger's."""
+        return layout or self.layout
+
+    @property
+    def root_rel(self) -> str:
+        """``installed_root`` without its slashes: where the installed layout sits in an image or overlay."""
+        return self.installed_root.strip("/")
+
+    def canonical(self, path: str) -> str:
+        """The one spelling of a file path that every comparison uses: the source layout.
+
+        Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
+        written in the source layout (``include/x.cuh``) or the installed one
+        (``flashinfer/data/include/x.cuh``, possibly under ``installed_root``); they name the same file
+        when their canonical paths are equal. A leading ``./`` and the installed root are dropped,
+        then the path map takes installed prefixes back to source prefixes.
+        """
+        path = path.strip()
+        while path.startswith("./"):
+            path = path[2:]
+        root = self.root_rel
+        if root and path.lstrip("/").startswith(root + "/"):
+            path = path.lstrip("/")[len(root) + 1 :]
+        return self.path_map.to_source(path)
 
 
 @dataclass
@@ -257,6 +306,13 @@ class Patch:
     def active(self) -> bool:
         return self.state == "active"
 
+    def strip_on(self, target: Target | None) -> int:
+        """The ``-p`` level its body is read with: its own (a quilt series line ``x.patch -p0``),
+        else its target's, else 1 (a patch naming a target the ledger lacks)."""
+        if target is None:
+            return self.source.strip if self.source.strip is not None else 1
+        return target.strip_for(self.source.strip)
+
     @property
     def kind(self) -> PatchKind:
         """What makes the body: a command, an overlay, an upstream commit or PR, or the body itself."""
@@ -334,3 +390,7 @@ class Ledger:
 
     def body_file(self, patch: Patch) -> Path:
         return self.root / patch.body_path
+
+    def strip_of(self, patch: Patch) -> int:
+        """``patch.strip_on`` its target, as this ledger defines it."""
+        return patch.strip_on(self.targets.get(patch.target))

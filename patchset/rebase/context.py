@@ -32,7 +32,6 @@ __all__ = [
     "pick_target",
     "report_of",
     "source_named",
-    "strip_of",
     "touched_paths",
 ]
 
@@ -162,7 +161,7 @@ def load_series(ledger: Ledger, target: Target) -> tuple[list[Patch], dict[str, 
                 hint="import or fetch it first: rebase needs every active body",
             )
         bodies[p.id] = path.read_bytes()
-        parsed[p.id] = parse_patch(bodies[p.id], strip_of(p, target), source=p.body_path)
+        parsed[p.id] = parse_patch(bodies[p.id], p.strip_on(target), source=p.body_path)
     return patches, bodies, parsed
 
 
@@ -176,11 +175,6 @@ def source_named(fp: FilePatch, target: Target) -> FilePatch:
     if (old, new) == (fp.old_path, fp.new_path):
         return fp
     return replace(fp, old_path=old, new_path=new)
-
-
-def strip_of(p: Patch, target: Target) -> int:
-    """The patch's own ``-p`` level (a quilt series line ``x.patch -p0``), else the target's."""
-    return p.source.strip if p.source.strip is not None else target.strip
 
 
 def touched_paths(parsed: dict[str, list[FilePatch]]) -> list[str]:

@@ -21,7 +21,7 @@ from patchset.rebase.classify import (
     reverse_apply_signal,
     subject_signals,
 )
-from patchset.rebase.context import Session, strip_of
+from patchset.rebase.context import Session
 from patchset.rebase.regen import FileChange, range_diff, regenerate_many
 from patchset.rebase.replay import BROKEN, FileReplay, PatchReplay, replay_patch
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
@@ -104,7 +104,7 @@ def flush_bodies(s: Session) -> None:
     if not ids:
         return
     by_patch = {p.id: p for p in s.patches}
-    strips = [strip_of(by_patch[k], s.target) for k in ids]
+    strips = [by_patch[k].strip_on(s.target) for k in ids]
     new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], strips)
     by_id = {r.id: r for r in s.results}
     for k, body in zip(ids, new, strict=True):

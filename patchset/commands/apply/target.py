@@ -105,7 +105,7 @@ class TreeArg:
         object.__setattr__(self, "kind", TreeKind(self.kind))
 
     def layout_of(self, target: Target) -> str:
-        return self.layout or target.layout
+        return target.layout_or(self.layout)
 
 
 def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:
@@ -201,7 +201,7 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
             changed.append(p.id)
             continue
         assert body is not None
-        items.append(SeriesItem(p.id, body, p.source.strip if p.source.strip is not None else target.strip))
+        items.append(SeriesItem(p.id, body, p.strip_on(target)))
     if missing:
         raise InputError(
             f"target {target.name}: body not imported for {len(missing)} patch(es): " + ", ".join(missing),
@@ -215,10 +215,6 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
     if not items:
         raise InputError(f"target {target.name} has no active patches")
     return items
-
-
-def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
-    return target.path_map.to_installed if layout == "installed" and target.path_map.prefixes else None
 
 
 def series_files(
@@ -235,9 +231,8 @@ def series_files(
     for p in ledger.series(target.name):
         if p.id in skip or not ledger.body_file(p).is_file():
             continue
-        strip = p.source.strip if p.source.strip is not None else target.strip
         try:
-            fps = parse_patch(ledger.body_file(p).read_bytes(), strip, source=p.body_path)
+            fps = parse_patch(ledger.body_file(p).read_bytes(), p.strip_on(target), source=p.body_path)
         except PatchFormatError:
             continue  # validate reports an unreadable body; it changes nothing here
         for fp in fps:

@@ -22,7 +22,6 @@ from patchset.commands.apply.target import (
     TargetReport,
     TreeArg,
     TreeKind,
-    path_mapper,
     refuse_ledger_tree,
     series_items,
 )
@@ -48,7 +47,7 @@ def apply_to_tree(
     refuse_ledger_tree(job.ledger, root, kind.flag)
     items = series_items(job.ledger, target)
     report = TargetReport(target.name, str(root), kind, layout, Outcome.FAILED, "", fuzz=job.fuzz)
-    with job.tree_pass(root, path_mapper(target, layout)) as tree, OnePass(job, target, tree, report) as one:
+    with job.tree_pass(root, target.mapper(layout)) as tree, OnePass(job, target, tree, report) as one:
         if tree.recovered:
             report.message = f"finished an interrupted earlier apply ({tree.recovered}); "
         trial = one.apply(items)
