@@ -27,9 +27,7 @@ from patchset.tracker.report import (
 )
 from patchset.upstream.refs import NO_NETWORK, OFFLINE, FetchError, PRRef
 
-__all__ = ["VERBATIM_ORIGINS", "analyse"]
-
-VERBATIM_ORIGINS = ("upstream", "upstream-partial", "revert")
+__all__ = ["analyse"]
 
 
 def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> bytes:
@@ -45,7 +43,7 @@ def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> by
 def analyse(ledger: Ledger, p: Patch, row: StatusRow, client: Any, mode: str) -> None:
     """The drift class of a verbatim upstream patch."""
     pr = row.pr
-    if pr is None or p.origin not in VERBATIM_ORIGINS or p.state == "dropped":
+    if pr is None or not p.origin.verbatim or p.state == "dropped":
         return
     row.vendored_head = ledger.lock.heads.get(p.id) or p.status.head or None
     if pr.head and row.vendored_head:

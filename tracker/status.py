@@ -42,7 +42,7 @@ from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Patch
 from patchset.tracker.actions import decide
-from patchset.tracker.drift import VERBATIM_ORIGINS, analyse
+from patchset.tracker.drift import analyse
 from patchset.tracker.histories import open_histories, place_merge
 from patchset.tracker.recording import record_status
 from patchset.tracker.report import RefRow, StatusReport, StatusRow
@@ -109,7 +109,7 @@ def _recorded_into(row: RefRow, p: Patch) -> None:
     row.merge_commit = st.merge_commit or row.merge_commit
     if row.error and row.error.get("error") == OFFLINE:
         row.error = None  # not a failure: offline is what was asked for
-    if p.authors and p.origin in VERBATIM_ORIGINS:
+    if p.authors and p.origin.verbatim:
         row.author = row.author or p.authors[0]
 
 

@@ -13,13 +13,79 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset.text import Word
+
 SCHEMA_VERSION = 1
 
-ORIGINS = ("upstream", "upstream-partial", "port", "ours", "revert")
-STATES = ("active", "held", "dropped")
-LAYOUTS = ("source", "installed")
-PR_STATES = ("open", "draft", "merged", "closed", "unknown")
-SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
+
+class Origin(Word):
+    """Where a patch's change comes from."""
+
+    UPSTREAM = "upstream"  # an upstream PR or commit, taken as it is
+    UPSTREAM_PARTIAL = "upstream-partial"  # part of one
+    PORT = "port"  # an upstream change rewritten for this base
+    OURS = "ours"  # written here
+    REVERT = "revert"  # the reverse of an upstream commit
+
+    @property
+    def verbatim(self) -> bool:
+        """Is the body upstream's own diff (so it can drift from upstream and names their authors)?"""
+        return self in (Origin.UPSTREAM, Origin.UPSTREAM_PARTIAL, Origin.REVERT)
+
+
+class PatchState(Word):
+    ACTIVE = "active"
+    HELD = "held"
+    DROPPED = "dropped"
+
+
+class Layout(Word):
+    """How a tree lays out a target's files: as its source repository or as installed (site-packages)."""
+
+    SOURCE = "source"
+    INSTALLED = "installed"
+
+    @property
+    def artifact(self) -> str:
+        """The release file a base of this layout is unpacked from."""
+        return "sdist" if self is Layout.SOURCE else "wheel"
+
+
+class PullState(Word):
+    """An upstream PR's state, as last recorded."""
+
+    OPEN = "open"
+    DRAFT = "draft"
+    MERGED = "merged"
+    CLOSED = "closed"
+    UNKNOWN = "unknown"
+
+
+class SourceKind(Word):
+    """Where ``patchset fetch`` takes a body from."""
+
+    PR = "pr"
+    COMMIT = "commit"
+    REPO_FILE = "repo-file"
+    URL = "url"
+    LOCAL = "local"
+
+
+class TestKind(Word):
+    """What a per-patch test runs: a command, long-context checks or serving measurements."""
+
+    __test__ = False  # not a pytest class
+
+    COMMAND = "command"
+    LONGCTX = "longctx"
+    SERVING = "serving"
+
+
+ORIGINS = tuple(o.value for o in Origin)
+STATES = tuple(s.value for s in PatchState)
+LAYOUTS = tuple(x.value for x in Layout)
+PR_STATES = tuple(s.value for s in PullState)
+SOURCE_KINDS = tuple(k.value for k in SourceKind)
 # Engines: how a test's server is started from a build tree (docs/engines.md).
 ENGINE_PRESETS = ("vllm-cpu", "docker", "command")
 DELIVERS = ("pythonpath", "overlay", "tree")
@@ -42,7 +108,7 @@ ENGINE_PLACEHOLDERS = (
     "ledger",  # the ledger's directory
 )
 SPLICED_PLACEHOLDERS = ("args", "mounts")
-TEST_KINDS = ("command", "longctx", "serving")
+TEST_KINDS = tuple(k.value for k in TestKind)
 SERVING_CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 
 
@@ -76,12 +142,15 @@ class Target:
     base: str = ""
     base_version: str = ""
     strip: int = 1
-    layout: str = "source"
+    layout: Layout = Layout.SOURCE
     package: str = ""
     installed_root: str = ""
     base_image: str = ""  # the stock image the installed layout comes from (build overlay)
     path_map: PathMap = field(default_factory=PathMap)
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        self.layout = Layout(self.layout)
 
     @property
     def series_dir(self) -> str:
@@ -165,7 +234,7 @@ class Upstream:
 class Source:
     """Where a patch body comes from, for ``patchset fetch``."""
 
-    kind: str = "local"
+    kind: SourceKind = SourceKind.LOCAL
     ref: str = ""
     pin: str = ""
     include: list[str] = field(default_factory=list)
@@ -173,6 +242,9 @@ class Source:
     strip: int | None = None
     sha256: str = ""
     root: str = ""  # the directory the original diff's paths were relative to (import re-rooted them)
+
+    def __post_init__(self) -> None:
+        self.kind = SourceKind(self.kind)
 
 
 @dataclass
@@ -193,7 +265,7 @@ class TestSpec:
     an engine started from the build tree (``engine``: a name from ``[engines]`` or a preset)."""
 
     command: str = ""
-    kind: str = "command"
+    kind: TestKind = TestKind.COMMAND
     checks: list[str] = field(default_factory=list)
     model: str = ""
     mode: str = "fixed"
@@ -212,12 +284,15 @@ class TestSpec:
     tolerance: float = 0.03  # serving: a ratio within 1 +- tolerance is never a regression
     tolerances: dict[str, float] = field(default_factory=dict)  # per check
 
+    def __post_init__(self) -> None:
+        self.kind = TestKind(self.kind)
+
 
 @dataclass
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
-    pr_state: str = "unknown"
+    pr_state: PullState = PullState.UNKNOWN
     recorded: dt.date | None = None
     merged_at: dt.date | None = None
     merge_commit: str = ""
@@ -226,6 +301,9 @@ class RecordedStatus:
     # later upstream work naming the patch's PRs, as `status --refresh` last read it:
     # "<class> <their ref> of <our ref>" (class: reverted, follow-up-merged, follow-up-open)
     followups: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pr_state = PullState(self.pr_state)
 
 
 # ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
@@ -277,13 +355,13 @@ class Patch:
     id: str
     target: str
     title: str
-    origin: str
+    origin: Origin
     body: str = ""
     description: str = ""
     files: list[str] = field(default_factory=list)
     authors: list[str] = field(default_factory=list)
     porter: str = ""
-    state: str = "active"
+    state: PatchState = PatchState.ACTIVE
     reason: str = ""
     optional: bool = False
     upstream: Upstream = field(default_factory=Upstream)
@@ -298,13 +376,16 @@ class Patch:
     overlay: OverlayOrigin | None = None
     line: int = 0
 
+    def __post_init__(self) -> None:
+        self.origin, self.state = Origin(self.origin), PatchState(self.state)
+
     @property
     def body_path(self) -> str:
         return self.body or f"patchset/series/{self.target}/{self.id}.patch"
 
     @property
     def active(self) -> bool:
-        return self.state == "active"
+        return self.state is PatchState.ACTIVE
 
     def strip_on(self, target: Target | None) -> int:
         """The ``-p`` level its body is read with: its own (a quilt series line ``x.patch -p0``),
@@ -320,9 +401,9 @@ class Patch:
             return PatchKind.GENERATED
         if self.overlay is not None:
             return PatchKind.OVERLAY
-        if self.origin == "revert":
+        if self.origin is Origin.REVERT:
             return PatchKind.REVERT
-        if self.source.kind == "pr":
+        if self.source.kind is SourceKind.PR:
             return PatchKind.PR
         return PatchKind.DIFF
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
@@ -27,18 +26,7 @@ from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.model import Ledger, Target
 from patchset.patchfmt.diffs import parse_patch
 from patchset.progress import Progress
-
-
-class Word(str, Enum):
-    """A closed set of words: each member is its word (compared, printed and written to JSON as it)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-    __hash__ = str.__hash__  # finds its word's entry in a dict keyed by words
+from patchset.text import Word
 
 
 class TreeKind(Word):

@@ -28,7 +28,7 @@ from patchset.commands.apply.target import (
 from patchset.engine.detect import SeriesState
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.errors import InputError
-from patchset.ledger.model import Target
+from patchset.ledger.model import Layout, Target
 from patchset.progress import Progress
 
 
@@ -187,7 +187,7 @@ def fetch_release_tree(
             f"--into {into} exists and is not empty",
             hint="choose a new directory; apply --tree DIR patches an existing tree",
         )
-    kind = "sdist" if layout == "source" else "wheel"
+    kind = Layout(layout).artifact
     if kind == "wheel":
         archive = download_wheel(spec, platform, progress=progress)
     else:
