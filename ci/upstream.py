@@ -202,11 +202,11 @@ class Upstream:
 def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
     from patchset.upstream import releases
-    from patchset.upstream.indexes import shown
+    from patchset.upstream.indexes import index_urls, shown
 
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
-        where = ", ".join(shown(url) for url in releases.index_urls())
+        where = ", ".join(shown(url) for url in index_urls())
         raise InputError(f"the package index {where} lists no release of {project} with an sdist")
     return str(versions[-1])
 

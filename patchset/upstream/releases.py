@@ -37,27 +37,23 @@ from patchset.errors import EnvironmentFailure, HashMismatch, InputError, Unsafe
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
 from patchset.upstream import cache, net
-from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
-from patchset.upstream.indexes import DEFAULT_INDEX_URL, INDEX_ENV, index_urls, shown, skipped_indexes
+from patchset.upstream.indexes import INDEX_ENV, index_urls, shown, skipped_indexes
 
 if TYPE_CHECKING:  # requests is imported where it is used: start-up stays fast
     import requests
 
 __all__ = [
-    "DEFAULT_INDEX_URL",
     "DistFile",
     "ReleaseSpec",
     "cached_path",
     "download",
     "index_url",
-    "index_urls",
     "is_spec_like",
     "list_versions",
     "parse_spec",
     "probe_index",
     "release_files",
     "select_file",
-    "unpack",
     "verify_file",
 ]
 
