@@ -37,9 +37,15 @@ from patchset.confine import confine
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
+from patchset.text import Word
 
 EXPECTED = "EXPECTED.sha256"
 IMAGE_SUMS = "opt/patchset"  # under the image root
+
+
+class OverlayOutcome(Word):
+    BUILT = "built"
+    MISMATCH = "mismatch"
 
 
 @dataclass
@@ -49,7 +55,7 @@ class OverlayBuild(BuildReport):
     target: str
     tree: str
     out: str
-    outcome: str  # built | mismatch
+    outcome: OverlayOutcome
     message: str
     label: str = ""
     base_image: str = ""
@@ -154,7 +160,7 @@ def build_overlay(
         target.name,
         str(tree),
         str(out),
-        "mismatch",
+        OverlayOutcome.MISMATCH,
         "",
         facts.label,
         image,
@@ -194,7 +200,7 @@ def build_overlay(
     files["build.sh"] = (build_script(ledger, target, facts, image).encode(), 0o755)
     files[outdir.MARKER] = (outdir.marker_text("build overlay").encode(), 0o644)
     _write_dir(out, files)
-    report.outcome = "built"
+    report.outcome = OverlayOutcome.BUILT
     report.written = sorted(files)
     report.message = (
         f"{len(data)} patched file(s) under {target.installed_root}, {EXPECTED}, Dockerfile and build.sh "

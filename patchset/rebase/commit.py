@@ -18,7 +18,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import render_lock, sha256_bytes
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.context import Session, ledger_rels, report_of
-from patchset.rebase.report import ALREADY_UPSTREAM, CARRIED, SKIPPED, SUPERSEDED, RebaseReport
+from patchset.rebase.report import ALREADY_UPSTREAM, CARRIED, SKIPPED, SUPERSEDED, RebaseReport, RebaseStatus
 from patchset.rebase.state import State, new_backup_dir, pause_point
 
 __all__ = ["commit", "finish_interrupted"]
@@ -65,7 +65,7 @@ def _apply_to_doc(s: Session, e: ledger_mod.Edit) -> None:
 
 
 def commit(s: Session, state: State) -> RebaseReport:
-    report = report_of(s, "done")
+    report = report_of(s, RebaseStatus.DONE)
     backup = new_backup_dir(s.root, s.target.name)
     with ledger_mod.edit(s.ledger.path) as e:
         _apply_to_doc(s, e)
@@ -101,7 +101,9 @@ def finish_interrupted(state: State) -> RebaseReport:
     try:
         report = RebaseReport.from_json(json.loads((backup / "report.json").read_text()))
     except (OSError, ValueError):
-        report = RebaseReport(target="", onto="", old_base="", old_commit="", new_commit="", new_base="", status="done")
+        report = RebaseReport(
+            target="", onto="", old_base="", old_commit="", new_commit="", new_base="", status=RebaseStatus.DONE
+        )
     report.written, report.backup = True, j["backup"]
     state.clear()
     return report

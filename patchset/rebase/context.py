@@ -21,7 +21,7 @@ from patchset.patchfmt.filepatch import FilePatch
 from patchset.rebase.classify import Signal, moves_for, patch_id_signals, subject_prs
 from patchset.rebase.regen import FileChange
 from patchset.rebase.replay import BlobStore, Merger, Move, Tree
-from patchset.rebase.report import PatchResult, RebaseReport
+from patchset.rebase.report import PatchResult, RebaseReport, RebaseStatus
 from patchset.upstream.bases import Bases
 
 __all__ = [
@@ -240,7 +240,7 @@ def ledger_rels(s: Session) -> list[str]:
     return rels
 
 
-def report_of(s: Session, status: str) -> RebaseReport:
+def report_of(s: Session, status: RebaseStatus) -> RebaseReport:
     return RebaseReport(
         target=s.target.name,
         onto=s.bases.onto,

@@ -25,11 +25,27 @@ from pathlib import Path
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.filepatch import FilePatch, as_creation, creates_missing
+from patchset.text import Word
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
-CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN = "clean", "offset", "merged", "already", "conflict", "broken"
+
+
+class How(Word):
+    """How one file of a patch went onto the new base."""
+
+    CLEAN = "clean"
+    OFFSET = "offset"
+    MERGED = "merged"
+    ALREADY = "already"
+    CONFLICT = "conflict"
+    BROKEN = "broken"
+    RESOLVED = "resolved"  # a conflict resolved (rerere, or by hand)
+    EDITED = "edited"  # edited by hand after a stop
+
+
+CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN, RESOLVED, EDITED = How
 _RANK = {ALREADY: 0, CLEAN: 1, OFFSET: 2, MERGED: 3, CONFLICT: 4, BROKEN: 5}
 
 
@@ -173,7 +189,7 @@ class FileReplay:
 
     path: str  # the path the patch names (old side; new side for a created file)
     new_path: str | None  # where the result lives on the new base (None: deleted)
-    how: str  # clean | offset | merged | already | conflict | broken
+    how: How
     result: bytes | None = None  # new content (None: deleted); for a conflict: the text with markers
     mode: str | None = None
     ours: bytes | None = None  # the new world's content before this patch
@@ -233,7 +249,7 @@ class PatchReplay:
                 tree.write(f.new_path, f.result, f.mode)
 
 
-def _hunk_how(out: FileOutcome) -> str:
+def _hunk_how(out: FileOutcome) -> How:
     return OFFSET if any(h.offset for h in out.hunks) else CLEAN
 
 

@@ -27,9 +27,9 @@ from patchset.ledger import store as ledger_mod
 from patchset.progress import Progress
 from patchset.rebase.commit import commit, finish_interrupted
 from patchset.rebase.context import Session, load_series, open_session, pick_target, report_of, touched_paths
-from patchset.rebase.replay import BROKEN
+from patchset.rebase.replay import BROKEN, How
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
-from patchset.rebase.report import CONFLICT, SKIPPED, RebaseReport
+from patchset.rebase.report import CONFLICT, SKIPPED, RebaseReport, RebaseStatus
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, pause_point
 from patchset.rebase.step import carry, flush_bodies, step
@@ -53,9 +53,9 @@ def _run(s: Session, start: int, progress: Progress | None, dry_run: bool, state
             return stop(s, state, i, rep)
     flush_bodies(s)
     if any(r.verdict == CONFLICT for r in s.results):
-        return report_of(s, "conflicts")
+        return report_of(s, RebaseStatus.CONFLICTS)
     if dry_run:
-        return report_of(s, "dry-run")
+        return report_of(s, RebaseStatus.DRY_RUN)
     return commit(s, state)
 
 
@@ -146,7 +146,7 @@ def continue_rebase(ledger_path: Path, *, progress: Progress | None = None) -> R
                 )
             if f.how == F_CONFLICT and f.result is not None:
                 fr.rerere_id = rr.record(f.result, edited) or ""
-            f.how, f.result = "edited", edited
+            f.how, f.result = How.EDITED, edited
             fr.how, fr.new_path, fr.message = "edited", rel, "resolved by hand"
         res.how = "edited"
         carry(s, patch, rep, res)

@@ -19,7 +19,7 @@ from patchset.ledger.lock import sha256_bytes
 from patchset.rebase.context import Session, ledger_rels, load_series, open_session, report_of, touched_paths
 from patchset.rebase.replay import BROKEN, BlobStore, FileReplay, PatchReplay, Tree
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
-from patchset.rebase.report import PatchResult, RebaseReport
+from patchset.rebase.report import PatchResult, RebaseReport, RebaseStatus
 from patchset.rebase.state import State
 from patchset.rebase.step import flush_bodies
 from patchset.upstream.bases import reopen
@@ -117,7 +117,7 @@ def stop(s: Session, state: State, index: int, rep: PatchReplay) -> RebaseReport
             "ledger_sha256": sha256_bytes(s.ledger.path.read_bytes()),
         }
     )
-    report = report_of(s, "stopped")
+    report = report_of(s, RebaseStatus.STOPPED)
     report.stopped_at, report.work_files, report.state_dir = res.id, work, str(state.dir.relative_to(s.root))
     return report
 

@@ -22,10 +22,19 @@ from packaging.version import InvalidVersion, Version
 from patchset.errors import InputError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
+from patchset.text import Word
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
+
+
+class BaseKind(Word):
+    """Where the old and new base come from: a local repository, release archives or two directories."""
+
+    REPO = "repo"
+    RELEASES = "releases"
+    DIRS = "dirs"
 
 
 @dataclass
@@ -33,7 +42,7 @@ class Bases:
     """The old and new base of one target as commits of ``repo``."""
 
     repo: GitRepo
-    kind: str  # "repo" | "releases" | "dirs"
+    kind: BaseKind
     old: str
     new: str
     old_ref: str  # the base as the ledger recorded it
@@ -151,7 +160,17 @@ def open_bases(
         old, _ = _resolve_in_repo(g, old_ref, "the old base")
         new, label = _resolve_in_repo(g, onto, "--onto")
         version = parse_spec(onto).version if is_spec_like(onto) else (version_like(onto) or "")
-        return Bases(g, "repo", old, new, old_ref, onto, label, version, {"kind": "repo", "path": str(local.resolve())})
+        return Bases(
+            g,
+            BaseKind.REPO,
+            old,
+            new,
+            old_ref,
+            onto,
+            label,
+            version,
+            {"kind": BaseKind.REPO, "path": str(local.resolve())},
+        )
     return _releases(target, old_ref, onto, download_progress)
 
 
@@ -189,7 +208,7 @@ def _releases(target: Target, old_ref: str, onto: str, progress: Progress | None
     spec = parse_spec(new_spec)
     return Bases(
         history,
-        "releases",
+        BaseKind.RELEASES,
         old,
         new,
         old_ref,
@@ -224,7 +243,7 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     label, version = dir_identity(new_dir)
     return Bases(
         GitRepo(Path(tmp) / "dirs.git"),
-        "dirs",
+        BaseKind.DIRS,
         old,
         new,
         old_ref,
@@ -249,12 +268,14 @@ def reopen(
     """The same bases again (after ``--interactive`` stopped), checked to be the same commits."""
     kind = location.get("kind")
     if kind == "repo":
-        b = Bases(GitRepo(Path(location["path"])), "repo", old, new, old_ref, onto, new_label, new_version, location)
+        b = Bases(
+            GitRepo(Path(location["path"])), BaseKind.REPO, old, new, old_ref, onto, new_label, new_version, location
+        )
     elif kind == "releases":
         h = ReleaseHistory.for_project(location["project"])
         b = Bases(
             h,
-            "releases",
+            BaseKind.RELEASES,
             h.resolve(location["old"]),
             h.resolve(location["new"]),
             old_ref,
