@@ -190,7 +190,7 @@ class Verifier:
     def run(self, runs: list[Run], *, cache: ResultCache, stored: dict[str, ServingSamples] | None = None) -> None:
         """Run every test: command runs on their own trees, engine runs grouped one engine per tree and
         configuration (``verify.engine_runs``), results from the cache where the tree did not change."""
-        from patchset.verify.engine_runs import Context, Group, Pair, QuietLock, Scheduler
+        from patchset.verify.engine_runs import Context, EngineBatch, Pair, QuietLock, Scheduler
 
         self.total, self.done = len(runs), 0
         quiet = QuietLock()
@@ -210,7 +210,7 @@ class Verifier:
             damaged=self._changed,
         )
         sched = Scheduler(ctx, quiet)
-        groups: dict[tuple, Group] = {}
+        groups: dict[tuple, EngineBatch] = {}
         commands: list[Run] = []
         by_test: dict[tuple[str, str], dict[str, Run]] = {}
         for r in runs:
@@ -228,7 +228,7 @@ class Verifier:
                 er = EngineRun(label, r.variant, left_out, str(spec.model), list(spec.engine_args))
                 er.engine = spec.engine.name if spec.engine else ""
                 er.tree_hash = r.tree_hash[:16]
-                groups[key] = Group(key, r.items, spec, er)
+                groups[key] = EngineBatch(key, r.items, spec, er)
                 sched.groups.append(groups[key])
                 self.engines.append(er)
             g = groups[key]

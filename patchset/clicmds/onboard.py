@@ -66,16 +66,8 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     from patchset.commands.targets import add_targets, parse_maps
     from patchset.ledger.presets import describe, target_values
 
-    values = target_values(
-        name,
-        upstream=upstream,
-        github=github,
-        package=package,
-        layout=layout,
-        maps=parse_maps(maps),
-        base=base,
-        preset=not no_preset,
-    )
+    given = {"upstream": upstream, "github": github, "package": package, "layout": layout, "base": base}
+    values = target_values(name, {**given, "path_map": parse_maps(maps)}, preset=not no_preset)
     add_targets(c.ledger_path, {name: values})
     if as_json:
         emit_json({"target": name, "values": values})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,18 @@ class Bases:
     new_version: str = ""  # what ``base_version`` becomes ("" leaves it)
     location: dict[str, Any] = field(default_factory=dict)
     _tmp: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What a stopped rebase keeps to ``reopen`` these bases."""
+        return {
+            "onto": self.onto,
+            "old_ref": self.old_ref,
+            "old": self.old,
+            "new": self.new,
+            "new_label": self.new_label,
+            "new_version": self.new_version,
+            "location": self.location,
+        }
 
     def close(self) -> None:
         self.repo.close()
@@ -255,17 +268,11 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     )
 
 
-def reopen(
-    location: dict[str, Any],
-    old: str,
-    new: str,
-    old_ref: str,
-    onto: str,
-    new_label: str,
-    new_version: str,
-    paths: list[str] | None = None,
-) -> Bases:
-    """The same bases again (after ``--interactive`` stopped), checked to be the same commits."""
+def reopen(recorded: Mapping[str, Any], paths: list[str] | None = None) -> Bases:
+    """The same bases again (after ``--interactive`` stopped; ``recorded`` holds ``Bases.record``),
+    checked to be the same commits."""
+    location, old, new = recorded["location"], recorded["old"], recorded["new"]
+    old_ref, onto, new_label, new_version = (recorded[k] for k in ("old_ref", "onto", "new_label", "new_version"))
     kind = location.get("kind")
     if kind == "repo":
         b = Bases(
