@@ -247,7 +247,7 @@ def import_(
     pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
     from patchset import errors
-    from patchset.commands.importer import build_folders, import_build, import_sources
+    from patchset.commands.importer import Naming, build_folders, import_build, import_sources
 
     modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
     if len(modes) > 1:
@@ -290,7 +290,7 @@ def import_(
             _print_build_import(rep)
         return 0
     res = import_sources(
-        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, strip=strip, root=root
+        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, naming=Naming(strip, root)
     )
     if as_json:
         emit_json(res.to_json())

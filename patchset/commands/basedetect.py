@@ -182,17 +182,16 @@ def _open_repo(upstream: str | None, root: Path) -> GitRepo | None:
 
 def detect(
     target: Target,
+    ledger_path: Path,
     *,
-    root: Path,
-    ledger_name: str = "patches.toml",
     tree: Path | None = None,
     image: str | None = None,
     upstream: str | None = None,
     docker: str | None = None,
-    layout: str = "",
 ) -> BaseCheck:
     """Read the clues of ``tree`` and/or ``image``, resolve the commit (``upstream``: a clone to
-    resolve it in; else only the ledger's base), and compare it with the target's base."""
+    resolve it in; else only the ledger's base), and compare it with the target's base (of the
+    ledger at ``ledger_path``, whose name the suggested commands use)."""
     if tree is None and not image:
         raise InputError("name what to detect: --tree DIR (a build tree) or --image REF (an image)")
     clues: list[Clue] = []
@@ -215,7 +214,7 @@ def detect(
             f"{' and '.join(where)} names no version and no commit (looked at: {looked})",
             hint="point --tree at the top of the tree (the directory holding the package), or pass --image",
         )
-    repo = _open_repo(upstream, root)
+    repo = _open_repo(upstream, ledger_path.parent)
     try:
         if isinstance(repo, UpstreamClone) and not repo.cloned:
             repo.sync()
@@ -241,7 +240,7 @@ def detect(
         message,
         base_commit=base_commit,
     )
-    check.suggest = _suggest(target, check, ledger_name)
+    check.suggest = _suggest(target, check, ledger_path.name)
     return check
 
 

@@ -344,6 +344,14 @@ def _choose_target(ledger: Ledger, target: str | None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Naming:
+    """How the user says the bodies' file names are read (``--strip N``, ``--root DIR``); None: as fits."""
+
+    strip: int | None = None
+    root: str | None = None
+
+
 def import_sources(
     ledger_path: Path,
     sources: list[Path],
@@ -352,13 +360,13 @@ def import_sources(
     *,
     base: str | None = None,
     base_tree: Path | None = None,
-    strip: int | None = None,
-    root: str | None = None,
+    naming: Naming = Naming(),
 ) -> ImportResult:
     """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
     one patch imported (instead of the one its file name gives). Each body's file names are read
     the way that fits the base (``base``/``base_tree``, else the target's recorded base when it is
-    at hand, else its package: ``diffroot``) unless ``strip``/``root`` (or a series' ``-pN``) say."""
+    at hand, else its package: ``diffroot``) unless ``naming`` (or a series' ``-pN``) says."""
+    strip, root = naming.strip, naming.root
     ledger = ledger_mod.load_ledger(ledger_path)
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
