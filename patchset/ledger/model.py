@@ -1,7 +1,11 @@
 """The ledger model: plain data classes for targets, patches, tests and the lock.
 
 Every capability (apply, rebase, status, verify, gate) reads these classes and nothing else; the
-TOML reading and writing live in ``ledger`` and ``lock``.
+TOML reading and writing live in ``store`` and ``lock``. The rules that follow from the data live
+here too, once, and the commands ask for them: a patch's ``-p`` level (``Patch.strip_on``,
+``Ledger.strip_of``), how a target's paths map between the source and the installed layout
+(``Target.lock_key``, ``tree_path``, ``key_in``, ``from_installed``, ``mapper``, ``canonical``),
+how a patch's body is made (``Patch.kind``). Closed sets of words are ``Word`` enums.
 """
 
 from __future__ import annotations

@@ -260,6 +260,7 @@ def replay_patch(
 
     ``labels`` are (upstream label, patch label) for conflict markers.
     """
+    onto = _Onto(new, moves, merger, labels)
     out: list[FileReplay] = []
     for fp in files:
         if creates_missing(fp) and old.read(fp.path) is None:
@@ -286,20 +287,23 @@ def replay_patch(
             old.write(src, None)
         if fp.target is not None:
             old.write(fp.target, theirs, theirs_mode)
-        out.append(_replay_file(fp, base, theirs, theirs_mode, new, moves, merger, labels))
+        out.append(_replay_file(fp, base, theirs, theirs_mode, onto))
     return PatchReplay(out)
 
 
-def _replay_file(
-    fp: FilePatch,
-    base: bytes | None,
-    theirs: bytes | None,
-    theirs_mode: str,
-    new: Tree,
-    moves: Callable[[str], Move],
-    merger: Merger,
-    labels: tuple[str, str],
-) -> FileReplay:
+@dataclass(frozen=True)
+class _Onto:
+    """What every file of a patch is replayed onto: the new base, its moves, the merger, the labels."""
+
+    new: Tree
+    moves: Callable[[str], Move]
+    merger: Merger
+    labels: tuple[str, str]
+
+
+def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs_mode: str, onto: _Onto) -> FileReplay:
+    """One file: ``base`` its old content, ``theirs`` (``theirs_mode``) it with the patch applied."""
+    new, moves, merger, labels = onto.new, onto.moves, onto.merger, onto.labels
     src = fp.path
     if fp.op == "create":
         created = fp.new_path or src
