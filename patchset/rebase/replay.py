@@ -25,24 +25,11 @@ from pathlib import Path
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.filepatch import FilePatch, as_creation, creates_missing
-from patchset.text import Word
+from patchset.rebase.report import How
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
-
-
-class How(Word):
-    """How one file of a patch went onto the new base."""
-
-    CLEAN = "clean"
-    OFFSET = "offset"
-    MERGED = "merged"
-    ALREADY = "already"
-    CONFLICT = "conflict"
-    BROKEN = "broken"
-    RESOLVED = "resolved"  # a conflict resolved (rerere, or by hand)
-    EDITED = "edited"  # edited by hand after a stop
 
 
 CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN, RESOLVED, EDITED = How

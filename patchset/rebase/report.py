@@ -24,6 +24,21 @@ class Verdict(Word):
 
 CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = Verdict
 VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
+
+
+class How(Word):
+    """How one file of a patch went onto the new base."""
+
+    CLEAN = "clean"
+    OFFSET = "offset"
+    MERGED = "merged"
+    ALREADY = "already"
+    CONFLICT = "conflict"
+    BROKEN = "broken"
+    RESOLVED = "resolved"  # a conflict resolved (rerere, or by hand)
+    EDITED = "edited"  # edited by hand after a stop
+
+
 # how a carried patch got there
 HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited", "regenerated", "refreshed")
 
@@ -44,7 +59,7 @@ class FileResult:
 
     path: str  # as the patch names it
     new_path: str | None  # where it is on the new base
-    how: str  # clean | offset | merged | already | conflict | broken | resolved | edited
+    how: How
     moved_from: str | None = None
     move_candidates: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""

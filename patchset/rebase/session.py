@@ -27,9 +27,9 @@ from patchset.ledger import store as ledger_mod
 from patchset.progress import Progress
 from patchset.rebase.commit import commit, finish_interrupted
 from patchset.rebase.context import Session, load_series, open_session, pick_target, report_of, touched_paths
-from patchset.rebase.replay import BROKEN, How
+from patchset.rebase.replay import BROKEN
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
-from patchset.rebase.report import CONFLICT, SKIPPED, RebaseReport, RebaseStatus
+from patchset.rebase.report import CONFLICT, SKIPPED, How, RebaseReport, RebaseStatus
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, pause_point
 from patchset.rebase.step import carry, flush_bodies, step

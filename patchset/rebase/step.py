@@ -24,7 +24,7 @@ from patchset.rebase.classify import (
 )
 from patchset.rebase.context import Session
 from patchset.rebase.regen import FileChange, range_diff, regenerate_many
-from patchset.rebase.replay import BROKEN, FileReplay, How, PatchReplay, replay_patch
+from patchset.rebase.replay import BROKEN, FileReplay, PatchReplay, replay_patch
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
 from patchset.rebase.report import (
     ALREADY_UPSTREAM,
@@ -32,6 +32,7 @@ from patchset.rebase.report import (
     CONFLICT,
     SUPERSEDED,
     FileResult,
+    How,
     HunkConflict,
     PatchResult,
 )
@@ -225,6 +226,6 @@ def _rerere(s: Session, rep: PatchReplay, res: PatchResult) -> bool:
         found.append((f, fr, hit[0], hit[1]))
     for f, fr, rid, data in found:
         f.how, f.result = How.RESOLVED, data
-        fr.how, fr.rerere_id = "resolved", rid
+        fr.how, fr.rerere_id = How.RESOLVED, rid
         fr.message = f"resolved by the recorded resolution {rid[:12]} (patchset/rr-cache)"
     return bool(found)
