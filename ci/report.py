@@ -19,8 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
+from patchset.text import Word
 
-GREEN, RED, ERROR, UNCHANGED, PLANNED = "green", "red", "error", "unchanged", "planned"
+
+class GateStatus(Word):
+    """The gate's verdict on a run (``EXIT`` maps it to the exit code)."""
+
+    GREEN = "green"
+    RED = "red"
+    ERROR = "error"
+    UNCHANGED = "unchanged"
+    PLANNED = "planned"
+
+
+GREEN, RED, ERROR, UNCHANGED, PLANNED = GateStatus
 EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2, PLANNED: 0}
 
 
@@ -28,7 +40,7 @@ EXIT = {GREEN: 0, UNCHANGED: 0, RED: 1, ERROR: 2, PLANNED: 0}
 class GateReport:
     """The gate's verdict: each stage's outcome and the exit code."""
 
-    status: str  # green | red | error | unchanged
+    status: GateStatus
     target: str = ""
     upstream: dict[str, str] = field(default_factory=dict)  # kind, location
     asked: str = ""  # --onto REF as given, or "--latest"

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset.ci.report import GateStatus
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger
 from patchset.sealed import read_sealed, shown_path, write_sealed
@@ -44,7 +45,7 @@ class Judgement:
     upstream: str  # where upstream came from ("releases:vllm", a path or a URL)
     judged: str  # the upstream commit judged last
     judged_label: str
-    verdict: str  # green | red
+    verdict: GateStatus  # green or red
     ledger_digest: str
     tags: list[str] = field(default_factory=list)
     last_clean: str = ""  # the newest judged commit the whole series replayed onto without conflict

@@ -21,12 +21,13 @@ from packaging.version import Version
 
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger.model import Target
+from patchset.text import Word
 from patchset.upstream import releases
 from patchset.upstream.bases import local_repo, version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.git import popen_git
 from patchset.upstream.history import ReleaseHistory
-from patchset.upstream.indexes import shown
+from patchset.upstream.indexes import index_urls, shown
 from patchset.upstream.releases import is_spec_like
 from patchset.upstream.repo import GitRepo
 
@@ -56,11 +57,19 @@ def is_release(ref: str) -> bool:
     return bool(is_spec_like(ref) or version_like(ref))
 
 
+class UpstreamKind(Word):
+    """Where the history the gate judges comes from."""
+
+    RELEASES = "releases"
+    REPO = "repo"
+    CLONE = "clone"
+
+
 @dataclass
 class Upstream:
     """The upstream the gate judges: where its history comes from (releases, a repo, a clone) and the repository."""
 
-    kind: str  # releases | repo | clone
+    kind: UpstreamKind
     repo: GitRepo
     location: str  # shown in reports; part of the gate state key
     branch: str = "main"
@@ -234,7 +243,7 @@ def newest_release(project: str) -> str:
     """The newest final release of ``project`` with an sdist the package index lists (asks the index)."""
     versions = releases.list_versions(project, kind="sdist", final=True)  # always asks the index
     if not versions:
-        where = ", ".join(shown(url) for url in releases.index_urls())
+        where = ", ".join(shown(url) for url in index_urls())
         raise InputError(f"the package index {where} lists no release of {project} with an sdist")
     return str(versions[-1])
 
@@ -243,17 +252,21 @@ def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Up
     """The upstream the gate judges ``target`` against (see the module docstring)."""
     if upstream:
         if "://" in upstream or upstream.startswith("git@"):  # a URL (file:// too) is cloned and fetched
-            return Upstream("clone", UpstreamClone(upstream), upstream, target.branch, target.package)
+            return Upstream(UpstreamKind.CLONE, UpstreamClone(upstream), upstream, target.branch, target.package)
         local = local_repo(upstream) or local_repo(root / upstream)
         if local is not None:
-            return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
+            return Upstream(
+                UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package
+            )
         raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
     local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
     if local is not None:
-        return Upstream("repo", GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package)
+        return Upstream(
+            UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package
+        )
     if target.package:
         return Upstream(
-            "releases",
+            UpstreamKind.RELEASES,
             ReleaseHistory.for_project(target.package),
             f"releases of {target.package}",
             target.branch,

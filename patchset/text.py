@@ -21,14 +21,35 @@ They exist once here so that ``verify``, the gate, the status dashboard and the 
 * ``html_text(text)``: ``terminal``'s replacements, then HTML-escaped (quotes included);
   ``html_inline`` the same on one line, for raw HTML inside Markdown (a ``<summary>``).
 * ``safe_url(url)``: the URL when it is an http(s) URL without spaces or controls, else None.
+
+``Word`` is the base of every closed set of words (a layout, an origin, an outcome): an ``Enum``
+whose members are their words, so ledgers, JSON and messages read as before.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from enum import Enum
+
+
+class Word(str, Enum):
+    """A closed set of words: each member is its word (compared, printed and written to JSON as it)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    def __repr__(self) -> str:
+        return repr(str(self.value))  # a message quoting a value (``{x!r}``) reads as it did for the word
+
+    __hash__ = str.__hash__  # finds its word's entry in a dict keyed by words
+
 
 __all__ = [
+    "Word",
     "html_inline",
     "html_text",
     "markdown_block",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from patchset.commands.audit import audit
-from patchset.commands.inspection import canonical_path, validate
+from patchset.commands.inspection import validate
 from patchset.ledger.store import load_ledger
 from tests.support.repo import REPO_ROOT, commit_files, git_bytes, new_repo
 
@@ -154,7 +154,7 @@ def test_installed_layout_body_under_source_layout_declaration(world) -> None:
         "./flashinfer/data/include/flashinfer/attention/mla.cuh",
         "usr/local/lib/python3.12/dist-packages/flashinfer/data/include/flashinfer/attention/mla.cuh",
     ):
-        assert canonical_path(fi, spelling) == "include/flashinfer/attention/mla.cuh"
+        assert fi.canonical(spelling) == "include/flashinfer/attention/mla.cuh"
 
 
 def test_validate_still_reports_a_real_file_difference(world) -> None:

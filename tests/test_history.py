@@ -17,6 +17,7 @@ import pytest
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.upstream import releases
+from patchset.upstream.archives import unpack
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.history import ReleaseHistory, ReleaseId, build_history
 from patchset.upstream.repo import RenameCandidate, ambiguous, similarity
@@ -119,7 +120,7 @@ def repo(tmp_path):
 def naive_tree(tmp_path: Path, archive: Path) -> str:
     """The tree sha plain ``git add`` gives for the unpacked archive (the reference)."""
     work = tmp_path / f"naive-{archive.name}"
-    releases.unpack(archive, work)
+    unpack(archive, work)
     git(work, "init", "-q")
     git(work, "add", "-A")
     return git(work, "write-tree").strip()

@@ -80,7 +80,7 @@ def test_pip_conf_is_used(env, served, tmp_path):
     conf = tmp_path / "pip.conf"
     conf.write_text(f"[global]\nindex-url = {served.url}\n")
     env.setenv("PIP_CONFIG_FILE", str(conf))
-    assert releases.index_urls() == (served.url,)
+    assert indexes.index_urls() == (served.url,)
     assert releases.download(SPEC).name == SDIST
     assert listing_hits(served) == 1
 
@@ -99,7 +99,7 @@ def test_patchset_index_url_wins_over_pip_settings(env, served, tmp_path):
     env.setenv("PIP_INDEX_URL", DEAD)
     env.setenv("PIP_EXTRA_INDEX_URL", DEAD)
     env.setenv("PATCHSET_INDEX_URL", served.url + "/")
-    assert releases.index_urls() == (served.url,)
+    assert indexes.index_urls() == (served.url,)
     assert releases.download(SPEC).name == SDIST
 
 

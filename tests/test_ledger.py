@@ -334,3 +334,59 @@ def test_validate_refuses_a_body_whose_paths_leave_the_tree(run, ledger_dir: Pat
     assert len(problems) == 1 and "evil: patchset/series/demo/evil.patch:9" in problems[0], r.stdout
     r = run("validate", cwd=ledger_dir)
     assert r.code != 0 and said in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+# ---- the rules the model owns -----------------------------------------------------------------
+
+
+def test_strip_is_the_patchs_own_else_its_targets_else_one():
+    from patchset.ledger.model import Ledger, Lock, Patch, Source, Target
+
+    t = Target("fi", strip=2)
+    own = Patch("a", "fi", "A", "ours", source=Source(strip=0))
+    inherits = Patch("b", "fi", "B", "ours")
+    orphan = Patch("c", "gone", "C", "ours")
+    led = Ledger(Path("patches.toml"), {"fi": t}, [own, inherits, orphan], Lock())
+    assert [led.strip_of(p) for p in (own, inherits, orphan)] == [0, 2, 1]
+    assert own.strip_on(t) == 0 and inherits.strip_on(t) == 2 and inherits.strip_on(None) == 1
+
+
+def test_target_maps_paths_between_layouts():
+    from patchset.ledger.model import Layout, PathMap, Target
+
+    t = Target(
+        "fi",
+        installed_root="/usr/lib/python3/dist-packages/",
+        path_map=PathMap([("include/", "flashinfer/data/include/")]),
+        layout="installed",
+    )
+    assert t.layout is Layout.INSTALLED and t.layout == "installed"
+    inst = "flashinfer/data/include/x.cuh"
+    assert t.key_in(inst, "installed") == "include/x.cuh" and t.key_in(inst, "source") == inst
+    assert t.from_installed(inst, "source") == "include/x.cuh" and t.from_installed(inst, "installed") == inst
+    assert t.tree_path("include/x.cuh", "installed") == inst
+    mapper = t.mapper("installed")
+    assert mapper is not None and mapper("include/x.cuh") == inst
+    assert t.mapper("source") is None and Target("v").mapper("installed") is None  # no prefixes: as written
+    assert t.canonical("./usr/lib/python3/dist-packages/" + inst) == "include/x.cuh"
+    assert t.canonical(" " + inst) == "include/x.cuh"
+    assert t.layout_or(None) == "installed" and t.layout_or("source") == "source"
+    assert Layout.SOURCE.artifact == "sdist" and Layout.INSTALLED.artifact == "wheel"
+
+
+def test_closed_sets_read_and_write_as_their_words():
+    import tomlkit
+
+    from patchset.ledger.model import Origin, Patch, PatchState
+
+    p = Patch("a", "v", "A", "revert", state="held")
+    assert p.origin is Origin.REVERT and p.state is PatchState.HELD and p.origin.verbatim
+    assert not Origin.PORT.verbatim and Origin.UPSTREAM_PARTIAL.verbatim
+    assert json.dumps({"origin": p.origin, p.state: 1}) == '{"origin": "revert", "held": 1}'
+    doc = tomlkit.document()
+    doc["origin"] = p.origin
+    assert tomlkit.dumps(doc) == 'origin = "revert"\n'
+    assert f"{p.state:>6}|{p.state}|{p.state!r}" == "  held|held|'held'"
+    assert {"held": 1}[p.state] == 1 and p.state in ("active", "held")
+    with pytest.raises(ValueError):
+        Patch("b", "v", "B", "borrowed")

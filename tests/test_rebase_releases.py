@@ -29,6 +29,7 @@ from patchset.ledger.store import load_ledger
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.session import RebaseRun, rebase
 from patchset.upstream import releases
+from patchset.upstream.archives import unpack
 from patchset.upstream.history import ReleaseHistory
 from tests.support.repo import release_history
 from tests.support.text import edit, udiff
@@ -193,7 +194,7 @@ def test_plain_directories_of_real_releases(history, tmp_path):
     trees = {}
     for v in ("0.30.0", "0.31.0"):
         trees[v] = tmp_path / f"vllm-{v}"
-        releases.unpack(releases.download(f"vllm=={v}"), trees[v])
+        unpack(releases.download(f"vllm=={v}"), trees[v])
     ledger = _ledger(tmp_path / "led", history, list(EXPECTED))
     ledger.write_text(ledger.read_text().replace('base = "vllm==0.30.0"', f'base = "{trees["0.30.0"]}"'))
     t0 = time.monotonic()

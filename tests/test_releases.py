@@ -24,8 +24,8 @@ import pytest
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.upstream import cache, releases
-from patchset.upstream.archives import ArchiveReader
-from patchset.upstream.releases import DistFile, ReleaseSpec, parse_spec, select_file, unpack
+from patchset.upstream.archives import ArchiveReader, unpack
+from patchset.upstream.releases import DistFile, ReleaseSpec, parse_spec, select_file
 from tests.support.localindex import LocalIndex
 
 # -- crafted archives ----------------------------------------------------------------------

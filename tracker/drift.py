@@ -27,20 +27,11 @@ from patchset.tracker.report import (
 )
 from patchset.upstream.refs import NO_NETWORK, OFFLINE, FetchError, PRRef
 
-__all__ = ["VERBATIM_ORIGINS", "analyse"]
-
-VERBATIM_ORIGINS = ("upstream", "upstream-partial", "revert")
-
-
-def _strip(ledger: Ledger, p: Patch) -> int:
-    if p.source.strip is not None:
-        return p.source.strip
-    t = ledger.targets.get(p.target)
-    return t.strip if t else 1
+__all__ = ["analyse"]
 
 
 def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> bytes:
-    strip = _strip(ledger, p)
+    strip = ledger.strip_of(p)
     from patchset.patchfmt.filters import filter_diff, split_sections
 
     if p.source.kind == "pr":
@@ -52,7 +43,7 @@ def _upstream_filtered(ledger: Ledger, p: Patch, diff: bytes, body: bytes) -> by
 def analyse(ledger: Ledger, p: Patch, row: StatusRow, client: Any, mode: str) -> None:
     """The drift class of a verbatim upstream patch."""
     pr = row.pr
-    if pr is None or p.origin not in VERBATIM_ORIGINS or p.state == "dropped":
+    if pr is None or not p.origin.verbatim or p.state == "dropped":
         return
     row.vendored_head = ledger.lock.heads.get(p.id) or p.status.head or None
     if pr.head and row.vendored_head:
@@ -100,7 +91,7 @@ def _same_change(ledger: Ledger, p: Patch, row: StatusRow, client: Any) -> bool 
             row.notes.append(f"upstream diff: {exc.row}")
         return None
     body = body_path.read_bytes()
-    strip = _strip(ledger, p)
+    strip = ledger.strip_of(p)
     from patchset.patchfmt.filters import patch_id
 
     try:

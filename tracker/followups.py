@@ -32,10 +32,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-REVERTED = "reverted"
-FOLLOWUP_MERGED = "follow-up-merged"
-FOLLOWUP_OPEN = "follow-up-open"
-MENTIONED = "mentioned"
+from patchset.text import Word
+
+
+class FollowUpClass(Word):
+    """What the later work does to the patch."""
+
+    REVERTED = "reverted"
+    FOLLOW_UP_MERGED = "follow-up-merged"
+    FOLLOW_UP_OPEN = "follow-up-open"
+    MENTIONED = "mentioned"
+
+
+REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED = FollowUpClass
 CLASSES = (REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED)
 RANK = {REVERTED: 0, FOLLOWUP_MERGED: 1, FOLLOWUP_OPEN: 2, MENTIONED: 3}
 
@@ -59,8 +68,34 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\
 _SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}", re.ASCII)
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?", re.ASCII)
-_PR_STATES = {"OPEN": "open", "CLOSED": "closed", "MERGED": "merged"}
-_ISSUE_STATES = {"OPEN": "open", "CLOSED": "closed"}
+
+
+class WorkRef(Word):
+    """What names the patch: a pull request, an issue or a commit."""
+
+    PR = "pr"
+    ISSUE = "issue"
+    COMMIT = "commit"
+
+
+class WorkState(Word):
+    """The state of the later work (a commit on the branch: merged)."""
+
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"
+
+
+class Via(Word):
+    """How it was found: the PR timeline, a commit message, or the ledger."""
+
+    TIMELINE = "timeline"
+    COMMIT = "commit"
+    RECORDED = "recorded"
+
+
+_PR_STATES = {"OPEN": WorkState.OPEN, "CLOSED": WorkState.CLOSED, "MERGED": WorkState.MERGED}
+_ISSUE_STATES = {"OPEN": WorkState.OPEN, "CLOSED": WorkState.CLOSED}
 
 # a title that says it reverts: `Revert "…"`, `[Revert] …`, `Reverts #123`, `[Bugfix] Revert …`
 _REVERT = re.compile(r"^\s*(?:\[[^\]]{0,40}\]\s*)*\[?\s*re(?:vert(?:s|ing|ed)?)\b", re.IGNORECASE)
@@ -81,17 +116,17 @@ class FollowUp:
 
     of: str  # the patch's ref it names: "vllm-project/vllm#57632"
     ref: str  # "vllm-project/vllm#58999"; a commit: "vllm-project/vllm@<sha>"
-    kind: str  # pr | issue | commit
-    klass: str  # reverted | follow-up-merged | follow-up-open | mentioned
+    kind: WorkRef
+    klass: FollowUpClass
     why: str  # what decided the class
     title: str = ""
     url: str | None = None
-    state: str = "open"  # open | merged | closed (a commit on the branch: merged)
+    state: WorkState = WorkState.OPEN
     created_at: str | None = None
     merged_at: str | None = None
     merge_commit: str | None = None
     author: str | None = None
-    via: str = "timeline"  # timeline | commit | recorded
+    via: Via = Via.TIMELINE
     in_base: bool | None = None  # its merge commit is in the target's base (a clone tells)
 
     @property
@@ -115,17 +150,17 @@ class FollowUp:
         f = cls(
             of=_text(kw["of"], "of"),
             ref=_text(kw["ref"], "ref"),
-            kind=_choice(kw["kind"], "kind", ("pr", "issue", "commit")),
-            klass=klass,
+            kind=WorkRef(_choice(kw["kind"], "kind", tuple(WorkRef))),
+            klass=FollowUpClass(klass),
             why=_text(kw["why"], "why"),
             title=_text(kw["title"] or "", "title"),
             url=_url(kw["url"]),
-            state=_choice(kw["state"], "state", ("open", "merged", "closed")),
+            state=WorkState(_choice(kw["state"], "state", tuple(WorkState))),
             created_at=_date(d.get("created_at"), "created_at"),
             merged_at=_date(d.get("merged_at"), "merged_at"),
             merge_commit=_sha(d.get("merge_commit"), "merge_commit"),
             author=_login(d.get("author"), "author"),
-            via=_choice(kw["via"] or "timeline", "via", ("timeline", "commit", "recorded")),
+            via=Via(_choice(kw["via"] or Via.TIMELINE, "via", tuple(Via))),
             in_base=d.get("in_base") if isinstance(d.get("in_base"), bool) else None,
         )
         return f
@@ -188,7 +223,7 @@ def _obj(value: Any, field: str) -> Mapping[str, Any]:
 
 
 # ---- classification --------------------------------------------------------------------------
-def classify(title: str, kind: str, state: str, number: int, *, same_repo: bool = True) -> tuple[str, str]:
+def classify(title: str, kind: str, state: str, number: int, *, same_repo: bool = True) -> tuple[FollowUpClass, str]:
     """``(class, why)`` for an item naming PR ``number``: see the module docstring."""
     if kind == "issue":
         return MENTIONED, "an issue names it"
@@ -251,7 +286,7 @@ def _cross_reference(repo: str, number: int, of: str, item: Mapping[str, Any]) -
         raise BadItem("source.repository.nameWithOwner: not OWNER/NAME")
     if where.lower() == repo.lower() and n == number:
         return None  # the PR naming itself
-    kind = "pr" if typename == "PullRequest" else "issue"
+    kind = WorkRef.PR if typename == "PullRequest" else WorkRef.ISSUE
     if kind == "pr":
         state = _PR_STATES[_choice(source.get("state"), "source.state", _PR_STATES)]
     else:
@@ -329,13 +364,13 @@ def commit_mentions(
             FollowUp(
                 of=of,
                 ref=ref,
-                kind="pr" if own else "commit",
+                kind=WorkRef.PR if own else WorkRef.COMMIT,
                 klass=klass,
                 why=why,
                 title=title,
-                state="merged",
+                state=WorkState.MERGED,
                 merge_commit=sha,
-                via="commit",
+                via=Via.COMMIT,
             )
         )
     return out
@@ -380,8 +415,16 @@ def from_recorded(text: str) -> FollowUp | None:
     if not m:
         return None
     klass, ref, of = m.group(1), m.group(2), m.group(3)
-    state = "merged" if klass in (REVERTED, FOLLOWUP_MERGED) else "open"
-    return FollowUp(of=of, ref=ref, kind="pr", klass=klass, why="recorded in the ledger", state=state, via="recorded")
+    state = WorkState.MERGED if klass in (REVERTED, FOLLOWUP_MERGED) else WorkState.OPEN
+    return FollowUp(
+        of=of,
+        ref=ref,
+        kind=WorkRef.PR,
+        klass=FollowUpClass(klass),
+        why="recorded in the ledger",
+        state=state,
+        via=Via.RECORDED,
+    )
 
 
 RECORDED_PATTERN = _RECORDED

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patchset.commands.interrupted import Interruption
+from patchset.ledger.model import Origin, PatchState, PullState
 from patchset.upstream.refs import NO_NETWORK, OFFLINE
 
 __all__ = ["RefRow", "StatusReport", "StatusRow", "age_seconds", "error_text"]
@@ -50,7 +51,7 @@ class RefRow:
     ref: str
     role: str
     kind: str = "pr"
-    state: str = "unknown"  # open | draft | merged | closed | unknown
+    state: PullState = PullState.UNKNOWN
     title: str = ""
     author: str | None = None
     merged_at: str | None = None
@@ -82,8 +83,8 @@ class StatusRow:
     id: str
     target: str
     title: str
-    origin: str
-    state: str  # active | held | dropped
+    origin: Origin
+    state: PatchState
     optional: bool = False
     files: list[str] = field(default_factory=list)  # the files the ledger says the patch touches
     pr: RefRow | None = None

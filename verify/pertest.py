@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.commands.apply.target import path_mapper, series_items
+from patchset.commands.apply.target import series_items
 from patchset.engine.detect import detect_state
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
@@ -291,7 +291,7 @@ def _series_trees(sel: _Selection, base: _Base) -> SeriesTrees:
     """The dry runs: the whole series (ApplyFailed, or InputError on a tree that carries it already),
     and the series without each patch whose tests were chosen."""
     tgt, items = sel.target, sel.items
-    mapper = path_mapper(tgt, tgt.layout)
+    mapper = tgt.mapper(tgt.layout)
     full = apply_series(base.path, items, path_for=mapper, dry_run=True)
     if not full.ok:
         state = detect_state(base.path, items, path_for=mapper)

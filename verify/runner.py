@@ -17,7 +17,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.commands.apply.target import path_mapper
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure
@@ -27,7 +26,7 @@ from patchset.progress import Progress
 from patchset.upstream import cache
 from patchset.verify.engines.launch import EngineFactory
 from patchset.verify.engines.process import ledger_engine
-from patchset.verify.engines.scheduler import Context, Group, Pair, QuietLock, Scheduler
+from patchset.verify.engines.scheduler import Context, EngineBatch, Pair, QuietLock, Scheduler
 from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, TestOutcome, Variant
 from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, remove_tree
@@ -98,7 +97,7 @@ class Verifier:
         self.layout = place.target.layout
         self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
         self.base_is_cache = place.base_is_cache
-        self.mapper = path_mapper(self.target, self.layout)
+        self.mapper = self.target.mapper(self.layout)
         self.snapshot = Snapshot.take(self.base)
         self.lock = threading.Lock()
         self.done = 0
@@ -214,7 +213,7 @@ class Verifier:
             damaged=self._changed,
         )
         sched = Scheduler(ctx, quiet)
-        groups: dict[tuple, Group] = {}
+        groups: dict[tuple, EngineBatch] = {}
         by_test: dict[tuple[str, str], dict[str, Run]] = {}
         commands = [r for r in runs if r.longctx is None]
         for r in runs:
@@ -242,7 +241,7 @@ class Verifier:
         judge_serving(by_test, stored)
         self._store(runs, cache)
 
-    def _to_group(self, r: Run, groups: dict[tuple, Group], sched: Scheduler, cache: ResultCache) -> None:
+    def _to_group(self, r: Run, groups: dict[tuple, EngineBatch], sched: Scheduler, cache: ResultCache) -> None:
         """An engine run into the group of its tree and engine configuration (a new group: a new
         engine record), or its result back from the cache."""
         assert r.longctx is not None
@@ -257,7 +256,7 @@ class Verifier:
             er = EngineRun(label, Variant(r.variant), left_out, str(spec.model), list(spec.engine_args))
             er.engine = spec.engine.name if spec.engine else ""
             er.tree_hash = r.tree_hash[:16]
-            groups[key] = Group(key, r.items, spec, er)
+            groups[key] = EngineBatch(key, r.items, spec, er)
             sched.groups.append(groups[key])
             self.engines.append(er)
         g = groups[key]
@@ -271,7 +270,7 @@ class Verifier:
             g.runs.append(r)
 
     def _serving_sides(
-        self, by_test: dict[tuple[str, str], dict[str, Run]], groups: dict[tuple, Group], sched: Scheduler
+        self, by_test: dict[tuple[str, str], dict[str, Run]], groups: dict[tuple, EngineBatch], sched: Scheduler
     ) -> None:
         """Serving runs: paired when both sides need measuring and the engine allows two at once,
         else each measured on its engine alone."""

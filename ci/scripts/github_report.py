@@ -32,7 +32,7 @@ from pathlib import Path
 
 from patchset.ci.scripts._common import main_guard, read_text, set_output
 from patchset.errors import EnvironmentFailure, InputError
-from patchset.text import markdown_text, terminal
+from patchset.text import Word, markdown_text, terminal
 from patchset.upstream import net
 from patchset.upstream.net import command_budget
 
@@ -41,12 +41,28 @@ MAX_TITLE = 256  # and titles longer than this
 DEFAULT_LABEL = "patchset-gate"
 
 
+class DoneKind(Word):
+    """What the report script opened, updated or closed."""
+
+    PR = "pr"
+    ISSUE = "issue"
+
+
+class Action(Word):
+    """What it did to it."""
+
+    OPENED = "opened"
+    UPDATED = "updated"
+    CLOSED = "closed"
+    NOTHING = "nothing"
+
+
 @dataclass
 class Done:
     """What the report script did on GitHub: opened, updated or closed a PR or issue (or nothing)."""
 
-    kind: str  # pr | issue
-    action: str  # opened | updated | closed | nothing
+    kind: DoneKind
+    action: Action
     number: int | None
     url: str = ""
 
@@ -185,9 +201,9 @@ def open_or_update_pr(repo, head: str, base: str, title: str, body: str) -> Done
     with _guard(f"pull request {head} -> {base}"):
         for pr in repo.get_pulls(state="open", head=f"{owner}:{head}", base=base):
             pr.edit(title=_title(title), body=_body(body))
-            return Done("pr", "updated", pr.number, pr.html_url)
+            return Done(DoneKind.PR, Action.UPDATED, pr.number, pr.html_url)
         pr = repo.create_pull(base=base, head=head, title=_title(title), body=_body(body))
-        return Done("pr", "opened", pr.number, pr.html_url)
+        return Done(DoneKind.PR, Action.OPENED, pr.number, pr.html_url)
 
 
 def _open_issue(repo, label: str):
@@ -203,15 +219,15 @@ def report_issue(repo, state: str, title: str, body: str, label: str = DEFAULT_L
         if state == "red":
             if issue is None:
                 issue = repo.create_issue(title=_title(title), body=_body(body), labels=[label])
-                return Done("issue", "opened", issue.number, issue.html_url)
+                return Done(DoneKind.ISSUE, Action.OPENED, issue.number, issue.html_url)
             issue.edit(title=_title(title), body=_body(body))
             issue.create_comment(f"Still red: {_headline(body)}")
-            return Done("issue", "updated", issue.number, issue.html_url)
+            return Done(DoneKind.ISSUE, Action.UPDATED, issue.number, issue.html_url)
         if issue is None:
-            return Done("issue", "nothing", None)
+            return Done(DoneKind.ISSUE, Action.NOTHING, None)
         issue.create_comment(f"Green again: {_headline(body)}")
         issue.edit(state="closed", state_reason="completed")
-        return Done("issue", "closed", issue.number, issue.html_url)
+        return Done(DoneKind.ISSUE, Action.CLOSED, issue.number, issue.html_url)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,9 +37,15 @@ from patchset.confine import confine
 from patchset.errors import InputError
 from patchset.ledger.lock import render_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Target
+from patchset.text import Word
 
 EXPECTED = "EXPECTED.sha256"
 IMAGE_SUMS = "opt/patchset"  # under the image root
+
+
+class OverlayOutcome(Word):
+    BUILT = "built"
+    MISMATCH = "mismatch"
 
 
 @dataclass
@@ -49,7 +55,7 @@ class OverlayBuild(BuildReport):
     target: str
     tree: str
     out: str
-    outcome: str  # built | mismatch
+    outcome: OverlayOutcome
     message: str
     label: str = ""
     base_image: str = ""
@@ -149,12 +155,12 @@ def build_overlay(
         )
     outdir.check(out, option="--out")
     facts = series_facts(ledger, target)
-    layout = layout or target.layout
+    layout = target.layout_or(layout)
     report = OverlayBuild(
         target.name,
         str(tree),
         str(out),
-        "mismatch",
+        OverlayOutcome.MISMATCH,
         "",
         facts.label,
         image,
@@ -164,7 +170,7 @@ def build_overlay(
     data: dict[str, bytes] = {}
     modes: dict[str, int] = {}
     for inst, sha in facts.expected.items():
-        rel = inst if layout == "installed" else target.path_map.to_source(inst)
+        rel = target.from_installed(inst, layout)
         f = confine(tree, rel, what=f"--tree {tree}: the locked file")
         if not f.is_file():
             report.missing.append(rel)
@@ -193,7 +199,7 @@ def build_overlay(
     files["Dockerfile"] = (dockerfile(target, facts, image, ledger.path.name).encode(), 0o644)
     files["build.sh"] = (build_script(ledger, target, facts, image).encode(), 0o755)
     _write_dir(out, files)
-    report.outcome = "built"
+    report.outcome = OverlayOutcome.BUILT
     report.written = sorted([*files, outdir.MARKER])
     report.message = (
         f"{len(data)} patched file(s) under {target.installed_root}, {EXPECTED}, Dockerfile and build.sh "

@@ -56,9 +56,7 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
         name = names[0]
     if name not in led.targets:
         raise errors.InputError(f"unknown target {name!r}", hint=opt.target_hint(led.targets))
-    check = do_detect(
-        led.targets[name], root=led.root, ledger_name=led.path.name, tree=tree, image=image, upstream=upstream
-    )
+    check = do_detect(led.targets[name], led.path, tree=tree, image=image, upstream=upstream)
     if as_json:
         emit_json(check.to_json())
     else:

@@ -93,7 +93,7 @@ def build_overlay(c: Ctx, target, tree, layout, base_image, out_dir, as_json) ->
     tgt = pick_target(led, target)
     root = opt.tree_dir(value, tree)
     rep = do_build(led, tgt, root, out_dir.resolve(), layout=layout, base_image=base_image)
-    hashes = {} if rep.ok else _refused_hashes(tgt, layout or tgt.layout, root, rep)
+    hashes = {} if rep.ok else _refused_hashes(tgt, tgt.layout_or(layout), root, rep)
     if as_json:
         emit_json({**rep.to_json(), "hashes": hashes})
     elif rep.ok:
@@ -118,7 +118,7 @@ def _refused_hashes(tgt: Any, layout: str, tree: Path, rep: Any) -> dict[str, di
     refused = {*rep.mismatched, *rep.missing}
     out: dict[str, dict[str, str | None]] = {}
     for inst, expected in rep.files.items():
-        rel = inst if layout == "installed" else tgt.path_map.to_source(inst)
+        rel = tgt.from_installed(inst, layout)
         if rel not in refused:
             continue
         try:

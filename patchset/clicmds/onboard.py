@@ -59,16 +59,8 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
     from patchset.commands.targets import add_targets, parse_maps
     from patchset.ledger.presets import describe, target_values
 
-    values = target_values(
-        name,
-        upstream=upstream,
-        github=github,
-        package=package,
-        layout=layout,
-        maps=parse_maps(maps),
-        base=base,
-        preset=not no_preset,
-    )
+    given = {"upstream": upstream, "github": github, "package": package, "layout": layout, "base": base}
+    values = target_values(name, {**given, "path_map": parse_maps(maps)}, preset=not no_preset)
     add_targets(c.ledger_path, {name: values})
     if as_json:
         emit_json({"target": name, "values": values})
@@ -227,7 +219,7 @@ def import_(
     pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
     from patchset import errors
-    from patchset.commands.importer import build_folders, import_build, import_sources
+    from patchset.commands.importer import Naming, build_folders, import_build, import_sources
 
     modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
     if len(modes) > 1:
@@ -270,7 +262,7 @@ def import_(
             _print_build_import(rep)
         return 0
     res = import_sources(
-        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, strip=strip, root=root
+        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, naming=Naming(strip, root)
     )
     if as_json:
         emit_json(res.to_json())

@@ -6,7 +6,7 @@ the real files turn up — a quilt directory with its ``series``, numbered patch
 file is, the order of the ``series`` file against the ledger's, the files each body changes against
 the files its entry declares, bodies the ledger lacks and entries with no body, and the lock's
 hashes against the files. Nothing is written; every path comparison goes through
-``inspection.canonical_path`` (the target's path map), so a layout-only difference is no finding.
+``Target.canonical`` (the target's path map), so a layout-only difference is no finding.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.commands.importer import PATCH_SUFFIXES
-from patchset.commands.inspection import canonical_path, diffstat
+from patchset.commands.inspection import diffstat
 from patchset.errors import InputError
 from patchset.ledger.lock import parse_expected, sha256_bytes
 from patchset.ledger.model import Ledger, Patch
@@ -136,21 +136,41 @@ def _match(name: str, patches: list[Patch]) -> list[Patch]:
     return []
 
 
+@dataclass
+class _Audit:
+    """One audit's state, as its steps fill it in."""
+
+    ledger: Ledger
+    root: Path
+    rep: AuditReport
+    by_name: dict[str, Patch] = field(default_factory=dict)  # a matched body's file name -> its entry
+    touched: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # target -> canonical paths
+    dir_target: dict[Path, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+
+
 def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditReport:
     """Compare the ledger with the bodies, series files and EXPECTED.sha256 files under ``directory``."""
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory", hint="pass the directory holding the bodies")
     if target is not None and target not in ledger.targets:
         raise InputError(f"unknown target {target!r}", hint=f"one of: {', '.join(ledger.targets)}")
-    root = directory
-    rep = AuditReport(directory=str(directory), ledger=str(ledger.path))
-    patches = [p for p in ledger.patches if target is None or p.target == target]
+    run = _Audit(ledger, directory, AuditReport(directory=str(directory), ledger=str(ledger.path)))
     bodies, series_list, expected_files = _scan(directory)
-    ledger_name = ledger.path.name
+    _match_bodies(run, bodies, target)
+    _check_bodies(run)
+    _check_series(run, series_list)
+    _check_numbered(run, {s.path.parent for s in series_list})
+    _check_expected(run, expected_files, target)
+    run.rep.findings.sort(key=lambda f: (f.file != ledger.path.name, f.file, f.line or 0))
+    return run.rep
 
-    # 1. ids matched to files
+
+def _match_bodies(run: _Audit, bodies: list[Path], target: str | None) -> None:
+    """Each body file matched to the entry whose id or file name it has."""
+    ledger, root, rep, by_name = run.ledger, run.root, run.rep, run.by_name
+    patches = [p for p in ledger.patches if target is None or p.target == target]
+    ledger_name, directory = ledger.path.name, root
     by_id: dict[str, list[Path]] = defaultdict(list)
-    by_name: dict[str, Patch] = {}
     for f in bodies:
         found = _match(f.name, patches)
         if not found:
@@ -181,23 +201,24 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                 Finding("no-body", ledger_name, f"{p.id}: no body for this entry in {directory}", p.line, p.id)
             )
 
-    # 2. declared files vs each body's files, and the lock's body hashes
-    touched: dict[str, set[str]] = defaultdict(set)  # target -> canonical paths the bodies change
-    dir_target: dict[Path, Counter[str]] = defaultdict(Counter)
+
+def _check_bodies(run: _Audit) -> None:
+    """Declared files against each body's files, and the lock's body hashes."""
+    ledger, root, rep, touched, dir_target = run.ledger, run.root, run.rep, run.touched, run.dir_target
     for pid, rel in rep.matched.items():
         p = ledger.get(pid)
         t = ledger.targets[p.target]
         f = root / rel
         dir_target[f.parent][p.target] += 1
         data = f.read_bytes()
-        stats = diffstat(data, p.source.strip if p.source.strip is not None else t.strip)
+        stats = diffstat(data, p.strip_on(t))
         if not stats:
             rep.findings.append(Finding("no-diff", rel, f"{pid}: contains no unified diff", patch=pid))
             continue
-        actual = {canonical_path(t, s.path) for s in stats}
+        actual = {t.canonical(s.path) for s in stats}
         if p.active:
             touched[p.target] |= actual
-        declared = {canonical_path(t, x) for x in p.files}
+        declared = {t.canonical(x) for x in p.files}
         if declared and declared != actual:  # an entry that declares none has nothing to disagree with
             parts = []
             if declared - actual:
@@ -218,7 +239,10 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                 )
             )
 
-    # 3. order vs each series file
+
+def _check_series(run: _Audit, series_list: list[_Series]) -> None:
+    """The order of each series file against the ledger's."""
+    ledger, root, rep, by_name = run.ledger, run.root, run.rep, run.by_name
     for s in series_list:
         srel = _rel(s.path, root)
         rep.series_files.append(srel)
@@ -245,8 +269,11 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                 continue
             order.append((lineno, entry))
         _order_findings(ledger, order, srel, rep)
-    # numbered patches without a series file: their numbers are the order
-    seen_dirs = {s.path.parent for s in series_list}
+
+
+def _check_numbered(run: _Audit, seen_dirs: set[Path]) -> None:
+    """Numbered patches without a series file: their numbers are the order."""
+    ledger, root, rep, by_name = run.ledger, run.root, run.rep, run.by_name
     numbered: dict[Path, list[tuple[int, Patch, str]]] = defaultdict(list)
     for name, p in by_name.items():
         f = root / rep.matched[p.id]
@@ -267,8 +294,11 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
                     )
                 )
 
-    # 4. EXPECTED.sha256 vs the lock and vs the files the series changes, line by line for the
-    # target that owns each file (one shared file may list several targets' files, as import reads it)
+
+def _check_expected(run: _Audit, expected_files: list[Path], target: str | None) -> None:
+    """EXPECTED.sha256 against the lock and the files the series changes, line by line for the
+    target that owns each file (one shared file may list several targets' files, as import reads it)."""
+    ledger, root, rep, touched, dir_target = run.ledger, run.root, run.rep, run.touched, run.dir_target
     for ef in expected_files:
         erel = _rel(ef, root)
         rep.expected_files.append(erel)
@@ -285,8 +315,6 @@ def audit(ledger: Ledger, directory: Path, target: str | None = None) -> AuditRe
             )
         for tname, want in per_target.items():
             _expected_findings(ledger, tname, want, lines, touched, erel, rep)
-    rep.findings.sort(key=lambda f: (f.file != ledger_name, f.file, f.line or 0))
-    return rep
 
 
 def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, rep: AuditReport) -> None:
@@ -362,15 +390,15 @@ def _split_expected(
     for name in names:
         t = ledger.targets[name]
         for path in (*sorted(touched.get(name, set())), *ledger.lock.target(name).files):
-            key = canonical_path(t, path)
-            for spelling in (path, key, t.path_map.to_installed(key)):
+            key = t.canonical(path)
+            for spelling in t.spellings(path, key):
                 keys.setdefault(spelling, (name, key))
     out: dict[str, dict[str, tuple[str, str]]] = {}
     unowned: list[str] = []
     for written, digest in raw.items():
         owner = _owner(written, keys) or _owner(written.lstrip("/"), keys)
         if owner is None and fallback is not None:
-            owner = (fallback, canonical_path(ledger.targets[fallback], written))
+            owner = (fallback, ledger.targets[fallback].canonical(written))
         if owner is None:
             unowned.append(written)
         else:
@@ -389,7 +417,7 @@ def _expected_findings(
     erel: str,
     rep: AuditReport,
 ) -> None:
-    lock_files = {canonical_path(ledger.targets[tname], k): v for k, v in ledger.lock.target(tname).files.items()}
+    lock_files = {ledger.targets[tname].canonical(k): v for k, v in ledger.lock.target(tname).files.items()}
     for path, (digest, written) in sorted(want.items()):
         line = lines.get(written)
         if path in lock_files and lock_files[path] != digest:
@@ -429,8 +457,8 @@ def _expected_target(
     best = None
     score = 0
     for name, t in ledger.targets.items():
-        declared = {canonical_path(t, f) for p in ledger.series(name) for f in p.files} | touched.get(name, set())
-        n = sum(1 for k in raw if canonical_path(t, k) in declared)
+        declared = {t.canonical(f) for p in ledger.series(name) for f in p.files} | touched.get(name, set())
+        n = sum(1 for k in raw if t.canonical(k) in declared)
         if n > score:
             best, score = name, n
     return best

@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchset.errors import InputError
 from patchset.ledger.model import Target
+from patchset.text import Word
 from patchset.upstream.bases import version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.nightly import (
@@ -34,7 +35,17 @@ from patchset.upstream.nightly import (
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
 
-SAME, DIFFERENT, UNKNOWN, INCONSISTENT = "same", "different", "unknown", "inconsistent"
+
+class BaseVerdict(Word):
+    """A tree's commit against the recorded base."""
+
+    SAME = "same"
+    DIFFERENT = "different"
+    UNKNOWN = "unknown"
+    INCONSISTENT = "inconsistent"
+
+
+SAME, DIFFERENT, UNKNOWN, INCONSISTENT = BaseVerdict
 
 
 @dataclass
@@ -47,7 +58,7 @@ class BaseCheck:
     where: str  # what was read: the tree's path, the image reference
     detected: Detected
     resolved: Resolved
-    verdict: str  # same | different | unknown | inconsistent
+    verdict: BaseVerdict
     message: str
     base_commit: str = ""  # the base as a full commit, when it is one or a clone resolved it
     suggest: list[str] = field(default_factory=list)  # what to run next, one command or edit per line
@@ -101,7 +112,7 @@ def _full(text: str) -> str:
     return t if len(t) == 40 and all(c in "0123456789abcdef" for c in t) else ""
 
 
-def compare(target: Target, detected: Detected, resolved: Resolved, base_commit: str = "") -> tuple[str, str]:
+def compare(target: Target, detected: Detected, resolved: Resolved, base_commit: str = "") -> tuple[BaseVerdict, str]:
     """``(verdict, message)`` for what the clues say against the target's base."""
     if detected.disagree:
         return INCONSISTENT, (
@@ -171,17 +182,16 @@ def _open_repo(upstream: str | None, root: Path) -> GitRepo | None:
 
 def detect(
     target: Target,
+    ledger_path: Path,
     *,
-    root: Path,
-    ledger_name: str = "patches.toml",
     tree: Path | None = None,
     image: str | None = None,
     upstream: str | None = None,
     docker: str | None = None,
-    layout: str = "",
 ) -> BaseCheck:
     """Read the clues of ``tree`` and/or ``image``, resolve the commit (``upstream``: a clone to
-    resolve it in; else only the ledger's base), and compare it with the target's base."""
+    resolve it in; else only the ledger's base), and compare it with the target's base (of the
+    ledger at ``ledger_path``, whose name the suggested commands use)."""
     if tree is None and not image:
         raise InputError("name what to detect: --tree DIR (a build tree) or --image REF (an image)")
     clues: list[Clue] = []
@@ -204,7 +214,7 @@ def detect(
             f"{' and '.join(where)} names no version and no commit (looked at: {looked})",
             hint="point --tree at the top of the tree (the directory holding the package), or pass --image",
         )
-    repo = _open_repo(upstream, root)
+    repo = _open_repo(upstream, ledger_path.parent)
     try:
         if isinstance(repo, UpstreamClone) and not repo.cloned:
             repo.sync()
@@ -230,7 +240,7 @@ def detect(
         message,
         base_commit=base_commit,
     )
-    check.suggest = _suggest(target, check, ledger_name)
+    check.suggest = _suggest(target, check, ledger_path.name)
     return check
 
 

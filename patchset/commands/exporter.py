@@ -142,7 +142,7 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
                 name = _unique(portable_name(quilt_name(ledger, p), p.id), taken, taken_dirs)
                 writes[out / name] = body
                 series.append(name)
-                strip = p.source.strip if p.source.strip is not None else ledger.targets[t].strip
+                strip = p.strip_on(ledger.targets[t])
                 lines.append(name if strip == 1 else f"{name} -p{strip}")  # quilt's default is -p1
             writes[out / "series"] = ("".join(f"{n}\n" for n in lines)).encode()
             written[t] = series

@@ -308,13 +308,6 @@ class _Refused(Exception):
     pass
 
 
-def _strip_of(ledger: Ledger, patch: Patch) -> int:
-    if patch.source.strip is not None:
-        return patch.source.strip
-    t = ledger.targets.get(patch.target)
-    return t.strip if t else 1
-
-
 def _pr_states(client: GitHubReader, specs: Iterable[SourceRef]) -> dict[tuple[str, int], PRState | RowError]:
     """Current head of every PR source: one batched request per repository, never from cache."""
     from patchset.upstream.refs import PRRef
@@ -409,7 +402,7 @@ def _download_url(url: str) -> _Download:
 
 def _prepare(ledger: Ledger, patch: Patch, dl: _Download) -> FilterResult:
     """Filter a download and check it is a patch worth storing; raises ``_Refused``."""
-    strip = _strip_of(ledger, patch)
+    strip = ledger.strip_of(patch)
     src = patch.source
     try:
         res = filter_diff(dl.data, src.include, src.exclude, strip, source=f"{patch.id} ({patch.source.ref})")
@@ -493,36 +486,8 @@ def _run(
         spec = parse_source(ledger, p)
         row = FetchRow(p.id, p.target, str(spec), PRESENT, path=p.body_path)
         rows.append(row)
-        if spec.kind == "local":
-            row.status, row.message = LOCAL, "local body: nothing to fetch"
-            _describe_stored(ledger, p, row)
-            continue
-        locked = ledger.lock.bodies.get(p.id)
-        data = _stored_body(ledger, p)
-        digest = sha256_bytes(data) if data is not None else None
-        pin = p.source.pin or None
-        head = ledger.lock.heads.get(p.id)
-        matches = data is not None and locked == digest and (not p.source.sha256 or p.source.sha256 == digest)
-        if matches and not take_new and (not pin or _same_sha(pin, head)):
-            row.status, row.sha256, row.bytes, row.head = PRESENT, digest, len(data or b""), head
-            row.message = "stored body matches the lock"
-            continue
-        if data is not None and digest is not None and locked is not None and locked != digest and not take_new:
-            row.status = REFUSED
-            row.message = (
-                f"{p.body_path} was changed locally (sha256 {digest[:12]}…, the lock says "
-                f"{locked[:12]}…); not overwritten: `patchset fetch --update {p.id}` replaces it"
-            )
-            continue
-        if offline:
-            row.status = MISSING if data is None else REFUSED
-            row.message = (
-                "offline: no stored body"
-                if data is None
-                else "offline: the stored body is not the pinned one and cannot be fetched"
-            )
-            continue
-        todo.append((p, spec, row))
+        if not _settled_here(ledger, p, spec, row, offline, take_new):
+            todo.append((p, spec, row))
 
     warnings: list[str] = []
     if todo:
@@ -556,25 +521,9 @@ def _run(
             digest = sha256_bytes(res.data)
             row.head, row.sha256, row.bytes, row.via = dl.head, digest, len(res.data), dl.via
             row.kept, row.dropped = res.kept, res.dropped
-            if p.source.sha256 and p.source.sha256 != digest and not take_new:
-                row.status = REFUSED
-                row.message = (
-                    f"downloaded body has sha256 {digest[:12]}…, the ledger pins "
-                    f"{p.source.sha256[:12]}… (source.sha256): refused, not stored"
-                )
-                continue
-            stored = ledger.body_file(p)
-            if (
-                stored.is_file()
-                and p.id not in ledger.lock.bodies
-                and not take_new
-                and sha256_bytes(stored.read_bytes()) != digest
-            ):
-                row.status = REFUSED
-                row.message = (
-                    f"{p.body_path} exists, is not in the lock and differs from the download: "
-                    f"not overwritten (`patchset fetch --update {p.id}` replaces it)"
-                )
+            refusal = None if take_new else _refusal(ledger, p, digest)
+            if refusal:
+                row.status, row.message = REFUSED, refusal
                 continue
             row.status = STORED
             row.message = f"{len(res.data)} bytes" + (f", dropped {len(res.dropped)} file(s)" if res.dropped else "")
@@ -585,6 +534,58 @@ def _run(
         for _, row, _, _ in writes:
             row.message += " (not written: another source failed; nothing was changed)"
     return FetchReport(rows, False, offline, warnings)
+
+
+def _settled_here(ledger: Ledger, p: Patch, spec: SourceRef, row: FetchRow, offline: bool, take_new: bool) -> bool:
+    """Is ``row`` settled without the network (a local body, the stored body matches the lock, a
+    locally changed body, offline)? False: the body is to be fetched."""
+    if spec.kind == "local":
+        row.status, row.message = LOCAL, "local body: nothing to fetch"
+        _describe_stored(ledger, p, row)
+        return True
+    locked = ledger.lock.bodies.get(p.id)
+    data = _stored_body(ledger, p)
+    digest = sha256_bytes(data) if data is not None else None
+    pin = p.source.pin or None
+    head = ledger.lock.heads.get(p.id)
+    matches = data is not None and locked == digest and (not p.source.sha256 or p.source.sha256 == digest)
+    if matches and not take_new and (not pin or _same_sha(pin, head)):
+        row.status, row.sha256, row.bytes, row.head = PRESENT, digest, len(data or b""), head
+        row.message = "stored body matches the lock"
+        return True
+    if data is not None and digest is not None and locked is not None and locked != digest and not take_new:
+        row.status = REFUSED
+        row.message = (
+            f"{p.body_path} was changed locally (sha256 {digest[:12]}…, the lock says "
+            f"{locked[:12]}…); not overwritten: `patchset fetch --update {p.id}` replaces it"
+        )
+        return True
+    if offline:
+        row.status = MISSING if data is None else REFUSED
+        row.message = (
+            "offline: no stored body"
+            if data is None
+            else "offline: the stored body is not the pinned one and cannot be fetched"
+        )
+        return True
+    return False
+
+
+def _refusal(ledger: Ledger, p: Patch, digest: str) -> str | None:
+    """Why a downloaded body (sha256 ``digest``) is not stored: the ledger pins another, or a body
+    not in the lock is already there and differs. None: store it."""
+    if p.source.sha256 and p.source.sha256 != digest:
+        return (
+            f"downloaded body has sha256 {digest[:12]}…, the ledger pins "
+            f"{p.source.sha256[:12]}… (source.sha256): refused, not stored"
+        )
+    stored = ledger.body_file(p)
+    if stored.is_file() and p.id not in ledger.lock.bodies and sha256_bytes(stored.read_bytes()) != digest:
+        return (
+            f"{p.body_path} exists, is not in the lock and differs from the download: "
+            f"not overwritten (`patchset fetch --update {p.id}` replaces it)"
+        )
+    return None
 
 
 def _describe_stored(ledger: Ledger, p: Patch, row: FetchRow) -> None:
@@ -682,7 +683,7 @@ def check(
             row.status = UNCHANGED if spec.kind != "pr" else MOVED_SAME
             row.message = "same bytes" + (" (head moved)" if spec.kind == "pr" else "")
             continue
-        strip = _strip_of(ledger, p)
+        strip = ledger.strip_of(p)
         try:
             same = patch_id(res.data, strip) == patch_id(stored, strip)
         except PatchFormatError:

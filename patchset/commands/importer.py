@@ -348,6 +348,14 @@ def _choose_target(ledger: Ledger, target: str | None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Naming:
+    """How the user says the bodies' file names are read (``--strip N``, ``--root DIR``); None: as fits."""
+
+    strip: int | None = None
+    root: str | None = None
+
+
 def import_sources(
     ledger_path: Path,
     sources: list[Path],
@@ -356,13 +364,13 @@ def import_sources(
     *,
     base: str | None = None,
     base_tree: Path | None = None,
-    strip: int | None = None,
-    root: str | None = None,
+    naming: Naming = Naming(),
 ) -> ImportResult:
     """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
     one patch imported (instead of the one its file name gives). Each body's file names are read
     the way that fits the base (``base``/``base_tree``, else the target's recorded base when it is
-    at hand, else its package: ``diffroot``) unless ``strip``/``root`` (or a series' ``-pN``) say."""
+    at hand, else its package: ``diffroot``) unless ``naming`` (or a series' ``-pN``) says."""
+    strip, root = naming.strip, naming.root
     ledger = ledger_mod.load_ledger(ledger_path)
     tname = _choose_target(ledger, target)
     items, expected_files = collect(sources)
@@ -505,7 +513,7 @@ def _read_names(
             against = "the base's files" if base_files is not None else "the target's package"
             result.inferred[pid] = f"{chosen.describe()}: the reading that fits {against}"
     if item.root:
-        body = reroot(body, item.strip if item.strip is not None else target.strip, item.root)
+        body = reroot(body, target.strip_for(item.strip), item.root)
     return body
 
 
@@ -577,7 +585,7 @@ def _import_items(
             result.added.append(pid)
         e.write_file(rel, body)
         e.lock.bodies[pid] = digest
-        level = item.strip if item.strip is not None else target.strip
+        level = target.strip_for(item.strip)
         result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, level))
 
 
@@ -653,7 +661,7 @@ def patched_keys(targets: dict[str, Target], files: dict[str, list[str]]) -> dic
         t = targets[name]
         for f in paths:
             key = t.lock_key(f)
-            for spelling in (f, key, t.path_map.to_installed(key)):
+            for spelling in t.spellings(f, key):
                 keys.setdefault(spelling, (name, key))
     return keys
 

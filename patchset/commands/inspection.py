@@ -67,24 +67,6 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     return out
 
 
-def canonical_path(target: Target, path: str) -> str:
-    """The one spelling of a file path that every comparison uses: the source layout.
-
-    Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
-    written in the source layout (``include/x.cuh``) or the installed one
-    (``flashinfer/data/include/x.cuh``, possibly under the target's ``installed_root``); they name
-    the same file when their canonical paths are equal. A leading ``./`` and the installed root
-    are dropped, then the target's path map takes installed prefixes back to source prefixes.
-    """
-    path = path.strip()
-    while path.startswith("./"):
-        path = path[2:]
-    root = target.installed_root.strip("/")
-    if root and path.lstrip("/").startswith(root + "/"):
-        path = path.lstrip("/")[len(root) + 1 :]
-    return target.path_map.to_source(path)
-
-
 def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
     path = ledger.body_file(patch)
     if not path.is_file():
@@ -204,8 +186,8 @@ def validate(ledger: Ledger) -> ValidateReport:
             else:
                 rep.problems.extend(unsafe_paths(p, tgt, body))
             # compared through the path map: a layout-only difference is no difference
-            declared = {canonical_path(tgt, name) for name in p.files}
-            actual = {canonical_path(tgt, s.path) for s in stats}
+            declared = {tgt.canonical(name) for name in p.files}
+            actual = {tgt.canonical(s.path) for s in stats}
             if declared and actual and declared != actual:
                 rep.warnings.append(
                     f"{p.id}: files declared in the ledger {sorted(declared - actual)} differ from the "
@@ -213,7 +195,7 @@ def validate(ledger: Ledger) -> ValidateReport:
                 )
         if p.state == "active":
             for name in patch_files(ledger, p, body, stats):
-                touched[(p.target, canonical_path(tgt, name))].append(p.id)
+                touched[(p.target, tgt.canonical(name))].append(p.id)
             if not p.tests:
                 # a warning, not a problem: a ledger without tests is valid, only less proven
                 rep.untested.append(p.id)
@@ -243,7 +225,7 @@ def unsafe_paths(patch: Patch, target: Target, body: bytes) -> list[str]:
     from patchset.confine import check_relative
     from patchset.patchfmt.diffs import parse_patch
 
-    strip = patch.source.strip if patch.source.strip is not None else target.strip
+    strip = patch.strip_on(target)
     try:
         files = parse_patch(body, strip, source=patch.body_path)
     except PatchFormatError:

@@ -15,13 +15,21 @@ from pathlib import Path
 from typing import Any
 
 from patchset.ledger.store import edit_journal, pending_edit
+from patchset.text import Word
 
 APPLYING_DIR = ".patchset/applying"  # one note per tree an apply is committing to (commands.apply.lock)
 REBASE_DIR = ".patchset/rebase"  # patchset.rebase.state.STATE_DIR
 
-APPLY = "apply"
-REBASE = "rebase"
-LEDGER_EDIT = "ledger-edit"
+
+class WorkKind(Word):
+    """The piece of work that was interrupted."""
+
+    APPLY = "apply"
+    REBASE = "rebase"
+    LEDGER_EDIT = "ledger-edit"
+
+
+APPLY, REBASE, LEDGER_EDIT = WorkKind
 
 
 @dataclass
@@ -30,7 +38,7 @@ class Interruption:
     finished (``validate`` fails, ``apply`` refuses); otherwise a state the user is in on purpose
     (a rebase stopped at a conflict) or harmless leftovers."""
 
-    kind: str  # apply | rebase | ledger-edit
+    kind: WorkKind
     where: str  # the tree (apply) or the ledger directory
     problem: bool
     message: str

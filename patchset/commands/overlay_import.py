@@ -528,6 +528,40 @@ def _describe(plan: _Planned, stock: StockBase, root: str) -> tuple[str, str]:
     return title, "\n".join(lines)
 
 
+def _record_targets(
+    e: ledger_mod.Edit,
+    ledger: Ledger,
+    rep: OverlayReport,
+    stocks: dict[str, StockBase],
+    data: dict[str, Any],
+    base_given: bool,
+) -> None:
+    """What the import learnt about its target, recorded where the ledger lacks it: the base (when
+    given), the manifest's base image and site-packages root."""
+    root = data.get("site_packages_root") or ""
+    for name, stock in stocks.items():
+        t = ledger.targets[name]
+        rep.base[name] = stock.label
+        tdoc = e.doc["targets"][name]
+        set_here: dict[str, str] = {}
+        if not t.base and base_given and name == rep.target:
+            set_here["base"] = stock.label
+            if stock.version:
+                set_here["base_version"] = stock.version
+        if name == rep.target:
+            image = data.get("base_image") or ""
+            if image and not t.base_image:
+                set_here["base_image"] = image
+            elif image and image != t.base_image:
+                rep.notes.append(f"the manifest's base_image {image!r} differs from target {name}'s {t.base_image!r}")
+            if root and not t.installed_root:
+                set_here["installed_root"] = root
+        for k, v in set_here.items():
+            tdoc[k] = v
+        if set_here:
+            rep.recorded[name] = set_here
+
+
 def _write(
     ledger: Ledger,
     rep: OverlayReport,
@@ -538,29 +572,7 @@ def _write(
 ) -> OverlayReport:
     root = data.get("site_packages_root") or ""
     with ledger_mod.edit(ledger.path) as e:
-        for name, stock in stocks.items():
-            t = ledger.targets[name]
-            rep.base[name] = stock.label
-            tdoc = e.doc["targets"][name]
-            set_here: dict[str, str] = {}
-            if not t.base and base_given and name == rep.target:
-                set_here["base"] = stock.label
-                if stock.version:
-                    set_here["base_version"] = stock.version
-            if name == rep.target:
-                image = data.get("base_image") or ""
-                if image and not t.base_image:
-                    set_here["base_image"] = image
-                elif image and image != t.base_image:
-                    rep.notes.append(
-                        f"the manifest's base_image {image!r} differs from target {name}'s {t.base_image!r}"
-                    )
-                if root and not t.installed_root:
-                    set_here["installed_root"] = root
-            for k, v in set_here.items():
-                tdoc[k] = v
-            if set_here:
-                rep.recorded[name] = set_here
+        _record_targets(e, ledger, rep, stocks, data, base_given)
         for plan in plans:
             t = ledger.targets[plan.target]
             stock = stocks[plan.target]

@@ -97,32 +97,8 @@ def import_script(
     bind: str | None = None,
 ) -> ScriptReport:
     """Run the edit script and record its result as the generated patch ``patch_id``."""
-    try:
-        argv = shlex.split(command_text)
-    except ValueError as exc:
-        raise InputError(f"--script {command_text!r}: {exc}", hint="quote it as a shell would") from None
-    if not argv:
-        raise InputError("--script is empty", hint="give the command, e.g. 'python3 patch_x.py {root}/vllm/x.py'")
-    if patch_id is None or not ID_RE.match(patch_id):
-        raise InputError(
-            "--script needs --id ID (letters, digits, '.', '_', '-')", hint="the id of the generated patch"
-        )
-    if base is not None and base_tree is not None:
-        raise InputError("give one of --base SPEC or --base-tree DIR")
-    if not any(ROOT in a for a in argv) and not bind:
-        raise InputError(
-            f"--script {command_text!r} names no {ROOT}: it would edit the real files, not patchset's copy",
-            hint=f"write {ROOT}/PATH where the script takes its file (e.g. 'python3 patch_x.py {ROOT}/vllm/x.py'), "
-            "or pass --bind PATH when the script hard-codes where it edits",
-        )
-    if bind and (not bind.startswith("/") or ".." in bind.split("/")):
-        raise InputError(f"--bind {bind!r}: an absolute path without '..'")
-    problem = system_bind_problem(bind) if bind else None
-    if problem:
-        raise InputError(f"--bind {bind!r}: {problem}", hint=BIND_HINT)
-    problem = generate_problem(argv)  # what the ledger would refuse when it loads, said before anything runs
-    if problem:
-        raise InputError(f"--script {command_text!r}: {problem}", hint="nothing was run or imported")
+    argv = _command(command_text, patch_id, bind, two_bases=base is not None and base_tree is not None)
+    assert patch_id is not None  # _command refuses a missing id
     ledger = ledger_mod.load_ledger(ledger_path)
     if target is None:
         if len(ledger.targets) != 1:
@@ -172,6 +148,38 @@ def import_script(
     # the user typed this command on this machine: that act allows it (patchset.ledger.consent)
     consent.allow(ledger_mod.load_ledger(ledger_path), keys=[f"generate {patch_id}"])
     return rep
+
+
+def _command(command_text: str, patch_id: str | None, bind: str | None, *, two_bases: bool) -> list[str]:
+    """The script's argv, once the options it came with are checked (an id, one base, ``{root}``
+    or a safe ``--bind``)."""
+    try:
+        argv = shlex.split(command_text)
+    except ValueError as exc:
+        raise InputError(f"--script {command_text!r}: {exc}", hint="quote it as a shell would") from None
+    if not argv:
+        raise InputError("--script is empty", hint="give the command, e.g. 'python3 patch_x.py {root}/vllm/x.py'")
+    if patch_id is None or not ID_RE.match(patch_id):
+        raise InputError(
+            "--script needs --id ID (letters, digits, '.', '_', '-')", hint="the id of the generated patch"
+        )
+    if two_bases:
+        raise InputError("give one of --base SPEC or --base-tree DIR")
+    if not any(ROOT in a for a in argv) and not bind:
+        raise InputError(
+            f"--script {command_text!r} names no {ROOT}: it would edit the real files, not patchset's copy",
+            hint=f"write {ROOT}/PATH where the script takes its file (e.g. 'python3 patch_x.py {ROOT}/vllm/x.py'), "
+            "or pass --bind PATH when the script hard-codes where it edits",
+        )
+    if bind and (not bind.startswith("/") or ".." in bind.split("/")):
+        raise InputError(f"--bind {bind!r}: an absolute path without '..'")
+    problem = system_bind_problem(bind) if bind else None
+    if problem:
+        raise InputError(f"--bind {bind!r}: {problem}", hint=BIND_HINT)
+    problem = generate_problem(argv)  # what the ledger would refuse when it loads, said before anything runs
+    if problem:
+        raise InputError(f"--script {command_text!r}: {problem}", hint="nothing was run or imported")
+    return argv
 
 
 def _run(

@@ -375,7 +375,6 @@ class Term:
             shown.sort()
             if need() > width:
                 shown.remove(i)
-        moved = [i for i in range(n) if i not in shown]
         widths = {i: comfort(i) for i in shown}
         spare = width - (sum(widths.values()) + 2 * (len(shown) - 1))
         for i in [k for k in shown if cols[k].grow]:  # too narrow even so: a grow column gives back its comfort
@@ -399,6 +398,14 @@ class Term:
                 extra = min(share, natural(i) - widths[i], spare)
                 widths[i] += extra
                 spare -= extra
+        self._render(cols, cells, shown, widths, width)
+
+    def _render(
+        self, cols: Sequence[Col], cells: list[list[Cell]], shown: list[int], widths: dict[int, int], width: int
+    ) -> None:
+        """The table as laid out: the ``shown`` columns at their ``widths``, each row's other
+        columns on a line of their own below it."""
+        moved = [i for i in range(len(cols)) if i not in shown]
         header = "  ".join(
             self.paint(cols[i].name.rjust(widths[i]) if cols[i].right else cols[i].name.ljust(widths[i]), "bold")
             for i in shown

@@ -63,31 +63,8 @@ def _apply_one(
         status="failed",
         old_path=src if fp.op in ("rename", "copy") else None,
     )
-    if fp.op in ("rename", "copy") and dst is not None and dst != src:
-        if old is None:
-            there, _ = state.get(dst)
-            if there is not None:
-                # the source is gone and the target exists: looks like a done rename
-                probe = apply_file(there, _as_modify(fp), fuzz)
-                if probe.status == "already_applied" or not fp.hunks:
-                    res.status, res.message = (
-                        "already_applied",
-                        (f"{fp.op} {fp.old_path} -> {fp.new_path}: source missing, target present"),
-                    )
-                    return res
-            res.message = f"{fp.op} source {fp.old_path} does not exist"
-            return res
-        there = state.get(dst)[0]
-        if there is not None:
-            probe = apply_file(old, fp, fuzz)
-            if fp.op == "copy" and probe.ok and probe.new == there:
-                res.status, res.message = (
-                    "already_applied",
-                    (f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content"),
-                )
-            else:
-                res.message = f"{fp.op} target {fp.new_path} already exists"
-            return res
+    if fp.op in ("rename", "copy") and dst is not None and dst != src and _move_settled(state, fp, old, dst, fuzz, res):
+        return res
     outcome: FileOutcome = apply_file(old, fp, fuzz)
     res.status, res.hunks, res.message = outcome.status, outcome.hunks, outcome.message
     if not outcome.ok:
@@ -114,6 +91,36 @@ def _apply_one(
     state.set(dst, outcome.new, mode)
     res.sha256 = sha256_bytes(outcome.new)
     return res
+
+
+def _move_settled(state: TreeState, fp: FilePatch, old: bytes | None, dst: str, fuzz: int, res: FileResult) -> bool:
+    """A rename or copy whose source is gone or whose target exists is settled here: ``res`` says
+    already applied, or why it fails. False: neither, the move goes ahead."""
+    if old is None:
+        there, _ = state.get(dst)
+        if there is not None:
+            # the source is gone and the target exists: looks like a done rename
+            probe = apply_file(there, _as_modify(fp), fuzz)
+            if probe.status == "already_applied" or not fp.hunks:
+                res.status, res.message = (
+                    "already_applied",
+                    (f"{fp.op} {fp.old_path} -> {fp.new_path}: source missing, target present"),
+                )
+                return True
+        res.message = f"{fp.op} source {fp.old_path} does not exist"
+        return True
+    there = state.get(dst)[0]
+    if there is None:
+        return False
+    probe = apply_file(old, fp, fuzz)
+    if fp.op == "copy" and probe.ok and probe.new == there:
+        res.status, res.message = (
+            "already_applied",
+            (f"copy {fp.old_path} -> {fp.new_path}: target already has the copied content"),
+        )
+    else:
+        res.message = f"{fp.op} target {fp.new_path} already exists"
+    return True
 
 
 def _as_modify(fp: FilePatch) -> FilePatch:

@@ -1,24 +1,95 @@
 """The ledger model: plain data classes for targets, patches, tests and the lock.
 
 Every capability (apply, rebase, status, verify, gate) reads these classes and nothing else; the
-TOML reading and writing live in ``ledger`` and ``lock``.
+TOML reading and writing live in ``store`` and ``lock``. The rules that follow from the data live
+here too, once, and the commands ask for them: a patch's ``-p`` level (``Patch.strip_on``,
+``Ledger.strip_of``), how a target's paths map between the source and the installed layout
+(``Target.lock_key``, ``tree_path``, ``key_in``, ``from_installed``, ``mapper``, ``canonical``),
+how a patch's body is made (``Patch.kind``). Closed sets of words are ``Word`` enums.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset.text import Word
+
 SCHEMA_VERSION = 1
 
-ORIGINS = ("upstream", "upstream-partial", "port", "ours", "revert")
-STATES = ("active", "held", "dropped")
-LAYOUTS = ("source", "installed")
-PR_STATES = ("open", "draft", "merged", "closed", "unknown")
-SOURCE_KINDS = ("pr", "commit", "repo-file", "url", "local")
+
+class Origin(Word):
+    """Where a patch's change comes from."""
+
+    UPSTREAM = "upstream"  # an upstream PR or commit, taken as it is
+    UPSTREAM_PARTIAL = "upstream-partial"  # part of one
+    PORT = "port"  # an upstream change rewritten for this base
+    OURS = "ours"  # written here
+    REVERT = "revert"  # the reverse of an upstream commit
+
+    @property
+    def verbatim(self) -> bool:
+        """Is the body upstream's own diff (so it can drift from upstream and names their authors)?"""
+        return self in (Origin.UPSTREAM, Origin.UPSTREAM_PARTIAL, Origin.REVERT)
+
+
+class PatchState(Word):
+    ACTIVE = "active"
+    HELD = "held"
+    DROPPED = "dropped"
+
+
+class Layout(Word):
+    """How a tree lays out a target's files: as its source repository or as installed (site-packages)."""
+
+    SOURCE = "source"
+    INSTALLED = "installed"
+
+    @property
+    def artifact(self) -> str:
+        """The release file a base of this layout is unpacked from."""
+        return "sdist" if self is Layout.SOURCE else "wheel"
+
+
+class PullState(Word):
+    """An upstream PR's state, as last recorded."""
+
+    OPEN = "open"
+    DRAFT = "draft"
+    MERGED = "merged"
+    CLOSED = "closed"
+    UNKNOWN = "unknown"
+
+
+class SourceKind(Word):
+    """Where ``patchset fetch`` takes a body from."""
+
+    PR = "pr"
+    COMMIT = "commit"
+    REPO_FILE = "repo-file"
+    URL = "url"
+    LOCAL = "local"
+
+
+class TestKind(Word):
+    """What a per-patch test runs: a command, long-context checks or serving measurements."""
+
+    __test__ = False  # not a pytest class
+
+    COMMAND = "command"
+    LONGCTX = "longctx"
+    SERVING = "serving"
+
+
+ORIGINS = tuple(o.value for o in Origin)
+STATES = tuple(s.value for s in PatchState)
+LAYOUTS = tuple(x.value for x in Layout)
+PR_STATES = tuple(s.value for s in PullState)
+SOURCE_KINDS = tuple(k.value for k in SourceKind)
 # Engines: how a test's server is started from a build tree (docs/engines.md).
 ENGINE_PRESETS = ("vllm-cpu", "docker", "command")
 DELIVERS = ("pythonpath", "overlay", "tree")
@@ -46,7 +117,7 @@ GENERATE_PLACEHOLDERS = (
     "root",  # a private copy of the base tree
     "ledger",  # the ledger's directory
 )
-TEST_KINDS = ("command", "longctx", "serving")
+TEST_KINDS = tuple(k.value for k in TestKind)
 SERVING_CHECKS = ("decode", "concurrent", "ttft-resume", "cache-hits", "spec-accept")
 
 
@@ -80,12 +151,15 @@ class Target:
     base: str = ""
     base_version: str = ""
     strip: int = 1
-    layout: str = "source"
+    layout: Layout = Layout.SOURCE
     package: str = ""
     installed_root: str = ""
     base_image: str = ""  # the stock image the installed layout comes from (build overlay)
     path_map: PathMap = field(default_factory=PathMap)
     notes: str = ""
+
+    def __post_init__(self) -> None:
+        self.layout = Layout(self.layout)
 
     @property
     def series_dir(self) -> str:
@@ -100,6 +174,54 @@ class Target:
     def tree_path(self, key: str, layout: str) -> str:
         """Where the file a lock key names lives in a tree of ``layout``."""
         return self.path_map.to_installed(key) if layout == "installed" else key
+
+    def spellings(self, path: str, key: str) -> tuple[str, str, str]:
+        """Every way a file may be written (``EXPECTED.sha256`` lines, bodies): as given, as its lock
+        key, as its installed path."""
+        return path, key, self.path_map.to_installed(key)
+
+    def strip_for(self, own: int | None) -> int:
+        """The ``-p`` level of a body: its own when it has one, else the target's."""
+        return own if own is not None else self.strip
+
+    def key_in(self, path: str, layout: str) -> str:
+        """The lock key of ``path`` as a tree of ``layout`` names it (a source tree's names are keys)."""
+        return self.lock_key(path) if layout == "installed" else path
+
+    def from_installed(self, path: str, layout: str) -> str:
+        """Where a file named in the installed layout (``EXPECTED.sha256``, an overlay) lives in a
+        tree of ``layout``."""
+        return path if layout == "installed" else self.path_map.to_source(path)
+
+    def mapper(self, layout: str) -> Callable[[str], str] | None:
+        """How the engine renames a body's source paths for a tree of ``layout`` (None: as written)."""
+        return self.path_map.to_installed if layout == "installed" and self.path_map.prefixes else None
+
+    def layout_or(self, layout: str | None) -> str:
+        """The layout asked for (``--layout``), else the ledger's."""
+        return layout or self.layout
+
+    @property
+    def root_rel(self) -> str:
+        """``installed_root`` without its slashes: where the installed layout sits in an image or overlay."""
+        return self.installed_root.strip("/")
+
+    def canonical(self, path: str) -> str:
+        """The one spelling of a file path that every comparison uses: the source layout.
+
+        Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
+        written in the source layout (``include/x.cuh``) or the installed one
+        (``flashinfer/data/include/x.cuh``, possibly under ``installed_root``); they name the same file
+        when their canonical paths are equal. A leading ``./`` and the installed root are dropped,
+        then the path map takes installed prefixes back to source prefixes.
+        """
+        path = path.strip()
+        while path.startswith("./"):
+            path = path[2:]
+        root = self.root_rel
+        if root and path.lstrip("/").startswith(root + "/"):
+            path = path.lstrip("/")[len(root) + 1 :]
+        return self.path_map.to_source(path)
 
 
 @dataclass
@@ -121,7 +243,7 @@ class Upstream:
 class Source:
     """Where a patch body comes from, for ``patchset fetch``."""
 
-    kind: str = "local"
+    kind: SourceKind = SourceKind.LOCAL
     ref: str = ""
     pin: str = ""
     include: list[str] = field(default_factory=list)
@@ -129,6 +251,9 @@ class Source:
     strip: int | None = None
     sha256: str = ""
     root: str = ""  # the directory the original diff's paths were relative to (import re-rooted them)
+
+    def __post_init__(self) -> None:
+        self.kind = SourceKind(self.kind)
 
 
 @dataclass
@@ -149,7 +274,7 @@ class TestSpec:
     an engine started from the build tree (``engine``: a name from ``[engines]`` or a preset)."""
 
     command: str = ""
-    kind: str = "command"
+    kind: TestKind = TestKind.COMMAND
     checks: list[str] = field(default_factory=list)
     model: str = ""
     mode: str = "fixed"
@@ -168,12 +293,15 @@ class TestSpec:
     tolerance: float = 0.03  # serving: a ratio within 1 +- tolerance is never a regression
     tolerances: dict[str, float] = field(default_factory=dict)  # per check
 
+    def __post_init__(self) -> None:
+        self.kind = TestKind(self.kind)
+
 
 @dataclass
 class RecordedStatus:
     """The last upstream status a human or ``patchset status --refresh`` recorded."""
 
-    pr_state: str = "unknown"
+    pr_state: PullState = PullState.UNKNOWN
     recorded: dt.date | None = None
     merged_at: dt.date | None = None
     merge_commit: str = ""
@@ -182,6 +310,9 @@ class RecordedStatus:
     # later upstream work naming the patch's PRs, as `status --refresh` last read it:
     # "<class> <their ref> of <our ref>" (class: reverted, follow-up-merged, follow-up-open)
     followups: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pr_state = PullState(self.pr_state)
 
 
 # ---- onboarding: generated patches and overlays (issue #25) -----------------------------------
@@ -233,13 +364,13 @@ class Patch:
     id: str
     target: str
     title: str
-    origin: str
+    origin: Origin
     body: str = ""
     description: str = ""
     files: list[str] = field(default_factory=list)
     authors: list[str] = field(default_factory=list)
     porter: str = ""
-    state: str = "active"
+    state: PatchState = PatchState.ACTIVE
     reason: str = ""
     optional: bool = False
     upstream: Upstream = field(default_factory=Upstream)
@@ -254,13 +385,23 @@ class Patch:
     overlay: OverlayOrigin | None = None
     line: int = 0
 
+    def __post_init__(self) -> None:
+        self.origin, self.state = Origin(self.origin), PatchState(self.state)
+
     @property
     def body_path(self) -> str:
         return self.body or f"patchset/series/{self.target}/{self.id}.patch"
 
     @property
     def active(self) -> bool:
-        return self.state == "active"
+        return self.state is PatchState.ACTIVE
+
+    def strip_on(self, target: Target | None) -> int:
+        """The ``-p`` level its body is read with: its own (a quilt series line ``x.patch -p0``),
+        else its target's, else 1 (a patch naming a target the ledger lacks)."""
+        if target is None:
+            return self.source.strip if self.source.strip is not None else 1
+        return target.strip_for(self.source.strip)
 
     @property
     def kind(self) -> PatchKind:
@@ -269,9 +410,9 @@ class Patch:
             return PatchKind.GENERATED
         if self.overlay is not None:
             return PatchKind.OVERLAY
-        if self.origin == "revert":
+        if self.origin is Origin.REVERT:
             return PatchKind.REVERT
-        if self.source.kind == "pr":
+        if self.source.kind is SourceKind.PR:
             return PatchKind.PR
         return PatchKind.DIFF
 
@@ -339,3 +480,7 @@ class Ledger:
 
     def body_file(self, patch: Patch) -> Path:
         return self.root / patch.body_path
+
+    def strip_of(self, patch: Patch) -> int:
+        """``patch.strip_on`` its target, as this ledger defines it."""
+        return patch.strip_on(self.targets.get(patch.target))

@@ -13,6 +13,7 @@ Any other name gets a generic target: only what the user passes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -41,21 +42,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 ORDER = ("upstream", "github", "branch", "base", "layout", "package", "path_map")
 
 
-def target_values(
-    name: str,
-    *,
-    upstream: str | None = None,
-    github: str | None = None,
-    package: str | None = None,
-    layout: str | None = None,
-    maps: dict[str, str] | None = None,
-    base: str | None = None,
-    preset: bool = True,
-) -> dict[str, Any]:
-    """The ``[targets.<name>]`` values: the preset of ``name`` (if any and wanted), then the options
-    given. Keys in a stable order; nothing empty."""
+def target_values(name: str, given: Mapping[str, Any] | None = None, *, preset: bool = True) -> dict[str, Any]:
+    """The ``[targets.<name>]`` values: the preset of ``name`` (if any and wanted), then the values
+    ``given`` (``upstream``, ``github``, ``package``, ``layout``, ``base``; ``path_map`` entries are
+    added to the preset's). Keys in a stable order; nothing empty."""
     values: dict[str, Any] = dict(PRESETS.get(name, {})) if preset else {}
-    given = {"upstream": upstream, "github": github, "package": package, "layout": layout, "base": base}
+    given = dict(given or {})
+    maps = given.pop("path_map", None)
     values.update({k: v for k, v in given.items() if v})
     if maps:
         values["path_map"] = {**values.get("path_map", {}), **maps}

@@ -65,11 +65,6 @@ def pending_edit(root: Path) -> bool:
     return os.path.lexists(root / EDIT_TXN)
 
 
-def describe_pending_edit(root: Path) -> str:
-    """What an interrupted ledger edit in ``root`` left, in words (reads only)."""
-    return edit_journal(root).describe()
-
-
 def _tidy(root: Path) -> None:
     """Leave no empty ``.patchset`` directory behind a journal."""
     try:

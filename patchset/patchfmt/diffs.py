@@ -82,20 +82,24 @@ class FileHeader:
     where: Location
 
 
-def file_header(
-    info: list[str],
-    names: tuple[str | None, str | None, str | None, str | None],
-    modes: tuple[str | None, str | None],
-    binary: bool,
-    shapes: tuple[bool, bool],
-    line_no: int,
-    strip: int,
-    source: str,
-) -> FileHeader:
-    """Decide a file section's identity from its header: ``info`` the lines before ``---`` (CR/LF
-    stripped), ``names`` (source name, its timestamp, target name, its timestamp), ``modes``
-    (source, target), ``binary`` as the reader saw it, ``shapes`` (every hunk's old side empty,
-    every new side empty), ``line_no`` where the reader numbered the section."""
+@dataclass(frozen=True)
+class SectionHead:
+    """A file section's header as a reader saw it, before anything is decided: ``info`` the lines
+    before ``---`` (CR/LF stripped), ``names`` (source name, its timestamp, target name, its
+    timestamp), ``modes`` (source, target), ``binary`` as the reader saw it, ``shapes`` (every
+    hunk's old side empty, every new side empty), ``line_no`` where the reader numbered it."""
+
+    info: list[str]
+    names: tuple[str | None, str | None, str | None, str | None]
+    modes: tuple[str | None, str | None]
+    binary: bool
+    shapes: tuple[bool, bool]
+    line_no: int
+
+
+def file_header(seen: SectionHead, strip: int, source: str) -> FileHeader:
+    """Decide a file section's identity from its header as a reader saw it."""
+    info, names, modes, binary, line_no = seen.info, seen.names, seen.modes, seen.binary, seen.line_no
     where = Location(source, line_no or None)
     git = any(x.startswith("diff --git ") for x in info)
     if not git and line_no > 1:
@@ -115,7 +119,7 @@ def file_header(
     dataless = binary and any(x.startswith(("Binary files ", "Binary file ")) for x in info)
     if dataless:
         binary = False
-    created_shape, deleted_shape = shapes
+    created_shape, deleted_shape = seen.shapes
 
     def name(raw: str | None, ts: str | None, rel_strip: int, shape: bool) -> str | None:
         if raw is None:
@@ -135,27 +139,10 @@ def file_header(
     if deleted:
         new = None
 
-    op: Op
     similarity: int | None = None
     if "similarity index" in extra:
         similarity = int(extra["similarity index"].rstrip("%") or 0)
-    if "rename from" in extra or "copy from" in extra:
-        kind = "rename" if "rename from" in extra else "copy"
-        frm, to = extra.get(f"{kind} from"), extra.get(f"{kind} to")
-        if frm is None or to is None:
-            raise PatchFormatError(f"'{kind} from' without '{kind} to'", where=where)
-        # git writes rename/copy names without the a/ b/ prefix: strip one level less (as git does)
-        old = to_path(strip_path(clean_name(frm), max(strip - 1, 0), where=where))
-        new = to_path(strip_path(clean_name(to), max(strip - 1, 0), where=where))
-        op = kind  # type: ignore[assignment]
-    elif old is None and new is None:
-        raise PatchFormatError("diff has /dev/null on both sides", where=where)
-    elif old is None:
-        op = "create"
-    elif new is None:
-        op = "delete"
-    else:
-        op = "modify"
+    old, new, op = _operation(extra, old, new, strip, where)
 
     old_mode = modes[0] if not new_file else None
     new_mode = modes[1] if not deleted else None
@@ -165,6 +152,28 @@ def file_header(
         if new_file or deleted:
             old_mode = new_mode = None
     return FileHeader(old, new, op, old_mode, new_mode, similarity, binary, dataless, git, line_no, where)
+
+
+def _operation(
+    extra: dict[str, str], old: str | None, new: str | None, strip: int, where: Location
+) -> tuple[str | None, str | None, Op]:
+    """The paths and the operation: git's ``rename``/``copy from``/``to`` lines name both paths."""
+    if "rename from" in extra or "copy from" in extra:
+        kind = "rename" if "rename from" in extra else "copy"
+        frm, to = extra.get(f"{kind} from"), extra.get(f"{kind} to")
+        if frm is None or to is None:
+            raise PatchFormatError(f"'{kind} from' without '{kind} to'", where=where)
+        # git writes rename/copy names without the a/ b/ prefix: strip one level less (as git does)
+        old = to_path(strip_path(clean_name(frm), max(strip - 1, 0), where=where))
+        new = to_path(strip_path(clean_name(to), max(strip - 1, 0), where=where))
+        return old, new, kind  # type: ignore[return-value]
+    if old is None and new is None:
+        raise PatchFormatError("diff has /dev/null on both sides", where=where)
+    if old is None:
+        return old, new, "create"
+    if new is None:
+        return old, new, "delete"
+    return old, new, "modify"
 
 
 def finish_file(h: FileHeader, hunks: Sequence[Hunk]) -> FilePatch:
@@ -189,16 +198,15 @@ def finish_file(h: FileHeader, hunks: Sequence[Hunk]) -> FilePatch:
 
 
 def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
-    h = file_header(
+    seen = SectionHead(
         [x.rstrip("\r\n") for x in pf.info],
         (pf.source, pf.source_stamp, pf.target, pf.target_stamp),
         (pf.source_mode, pf.target_mode),
         pf.binary,
         (pf.all_old_empty, pf.all_new_empty),
         pf.line_no,
-        strip,
-        source,
     )
+    h = file_header(seen, strip, source)
     line_no = h.line_no
     if pf.too_large:
         number, at = pf.too_large

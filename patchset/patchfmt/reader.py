@@ -156,33 +156,8 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             cur = RawFile(info, m["source"], m["target"], line_no=no, hunks=HunkIndex(size))
             files.append(cur)
             continue
-        m = _NEW_FILE.match(line) if c == "n" else _DELETED_FILE.match(line) if c == "d" else None
-        if m:  # "new file mode" / "deleted file mode": the side that is /dev/null, the other's mode
-            if cur is None or info is None:
-                raise ReadError(f"Unexpected {'new' if c == 'n' else 'deleted'} file found: {line}", no)
-            if c == "n":
-                cur.source, cur.target_mode = DEV_NULL, m[1]
-            else:
-                cur.target, cur.source_mode = DEV_NULL, m[1]
-            info.append(line)
+        if c in "dnoi" and _extended(line, c, cur, info, no):
             continue
-        if cur is not None and info is not None and c in "oni":
-            m = _OLD_MODE.match(line)
-            if m:
-                cur.source_mode = m[1]
-                info.append(line)
-                continue
-            m = _NEW_MODE.match(line)
-            if m:
-                cur.target_mode = m[1]
-                info.append(line)
-                continue
-            m = _INDEX.match(line)
-            if m:
-                cur.source_mode = cur.source_mode if cur.source_mode is not None else m[1]
-                cur.target_mode = cur.target_mode if cur.target_mode is not None else m[1]
-                info.append(line)
-                continue
         m = _SOURCE.match(line) if c == "-" else None
         if m:
             source, source_stamp = m["name"], m["stamp"]
@@ -215,13 +190,7 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             pos, no = _hunk(body, start, pos, no, m, cur)
             continue
         if c == "\\" and _MARKER.match(line):
-            if cur is None:
-                raise ReadError(f"Unexpected marker: {line}", no)
-            n = len(cur.hunks)
-            if not n:
-                raise ReadError("Unexpected marker: No newline at end of file", no)
-            cur.hunks.marks[n - 1] = cur.hunks.marks.get(n - 1, 0) + 1
-            cur.markers += 1
+            _marker(line, cur, no)
             continue
         if line == "\n" and cur is not None and len(cur.hunks):
             continue  # a blank line after a hunk
@@ -229,23 +198,74 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
             cur = None
             info = []
         m = _BINARY.match(line) if c == "B" else None
-        if m:
-            source = m["source"]
-            info.append(line)
-            if cur is not None:
-                cur.binary = True
-            else:
-                files.append(RawFile(info, source, m["target"] or source, binary=True, line_no=no))
-            info, cur = None, None
-            continue
-        if line == "GIT binary patch\n":
-            if cur is None:
-                raise ReadError(f"Unexpected binary patch marker: {line}", no)
-            cur.binary = True
+        if m or line == "GIT binary patch\n":
+            _binary(line, m, cur, info, files, no)
+            source = m["source"] if m else source
             info, cur = None, None
             continue
         info.append(line)
     return files
+
+
+def _extended(line: str, c: str, cur: RawFile | None, info: list[str] | None, no: int) -> bool:
+    """A git extended header line (``new file mode``, ``deleted file mode``, ``old mode``, ``new
+    mode``, ``index``) taken into ``cur``: False when ``line`` is none of them."""
+    m = _NEW_FILE.match(line) if c == "n" else None
+    if m:
+        if cur is None or info is None:
+            raise ReadError(f"Unexpected new file found: {line}", no)
+        cur.source, cur.target_mode = DEV_NULL, m[1]
+        info.append(line)
+        return True
+    m = _DELETED_FILE.match(line) if c == "d" else None
+    if m:
+        if cur is None or info is None:
+            raise ReadError(f"Unexpected deleted file found: {line}", no)
+        cur.target, cur.source_mode = DEV_NULL, m[1]
+        info.append(line)
+        return True
+    if cur is None or info is None or c not in "oni":
+        return False
+    m = _OLD_MODE.match(line)
+    if m:
+        cur.source_mode = m[1]
+    elif m := _NEW_MODE.match(line):
+        cur.target_mode = m[1]
+    elif m := _INDEX.match(line):
+        cur.source_mode = cur.source_mode if cur.source_mode is not None else m[1]
+        cur.target_mode = cur.target_mode if cur.target_mode is not None else m[1]
+    else:
+        return False
+    info.append(line)
+    return True
+
+
+def _binary(
+    line: str, m: re.Match[str] | None, cur: RawFile | None, info: list[str], files: list[RawFile], no: int
+) -> None:
+    """A ``Binary files a and b differ`` line (``m``) or git's ``GIT binary patch``: the file it
+    belongs to is binary (a ``Binary`` line outside a git header is a file of its own)."""
+    if m is None:
+        if cur is None:
+            raise ReadError(f"Unexpected binary patch marker: {line}", no)
+        cur.binary = True
+        return
+    info.append(line)
+    if cur is not None:
+        cur.binary = True
+    else:
+        files.append(RawFile(info, m["source"], m["target"] or m["source"], binary=True, line_no=no))
+
+
+def _marker(line: str, cur: RawFile | None, no: int) -> None:
+    """A ``\\ No newline at end of file`` line: counted against the hunk it follows."""
+    if cur is None:
+        raise ReadError(f"Unexpected marker: {line}", no)
+    n = len(cur.hunks)
+    if not n:
+        raise ReadError("Unexpected marker: No newline at end of file", no)
+    cur.hunks.marks[n - 1] = cur.hunks.marks.get(n - 1, 0) + 1
+    cur.markers += 1
 
 
 def _number(text: str | None, default: int, no: int) -> int:

@@ -29,17 +29,30 @@ from patchset.ledger.model import Patch
 from patchset.patchfmt.filepatch import FilePatch, split_lines
 from patchset.patchfmt.headers import split_header
 from patchset.rebase.replay import BlobStore, Move, Tree
+from patchset.text import Word
 from patchset.upstream.git import run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate, ambiguous, similarity
 
 MAX_PATCH_ID_COMMITS = 400
 
 
+class Evidence(Word):
+    """What a signal tells about a patch."""
+
+    PR_MERGED = "pr-merged"
+    PORT_MERGED = "port-merged"
+    PATCH_ID = "patch-id"
+    REVERSE_APPLY = "reverse-apply"
+    EMPTY_REPLAY = "empty-replay"
+    NOTE = "note"
+    EMPTY_REGENERATION = "empty-regeneration"
+
+
 @dataclass
 class Signal:
     """One piece of evidence about a patch."""
 
-    name: str  # pr-merged | port-merged | patch-id | reverse-apply | empty-replay | note
+    name: Evidence
     detail: str
     decisive: bool = True
 
@@ -65,7 +78,7 @@ def merge_signals(
 ) -> list[Signal]:
     """For ``upstream.prs`` (ports=False) or ``upstream.ports`` (ports=True): is the PR in ``new``?"""
     refs = patch.upstream.ports if ports else patch.upstream.prs
-    name = "port-merged" if ports else "pr-merged"
+    name = Evidence.PORT_MERGED if ports else Evidence.PR_MERGED
     out: list[Signal] = []
     for ref in refs:
         sha, source = _merge_of(ref, patch, pr_merges)
@@ -73,7 +86,7 @@ def merge_signals(
             if patch.status.pr_state == "merged" and not ports:
                 out.append(
                     Signal(
-                        "note",
+                        Evidence.NOTE,
                         f"{ref} is recorded merged but no merge commit is recorded: cannot tell "
                         f"whether {label} contains it",
                         decisive=False,
@@ -84,7 +97,7 @@ def merge_signals(
         if full is None:
             out.append(
                 Signal(
-                    "note",
+                    Evidence.NOTE,
                     f"{ref} merged as {sha[:12]} ({source}), but that commit is not in the "
                     "local upstream history: cannot tell",
                     decisive=False,
@@ -94,7 +107,9 @@ def merge_signals(
             what = "ported PR" if ports else "PR"
             out.append(Signal(name, f"{what} {ref} merged as {full[:12]} ({source}), which {label} contains"))
         else:
-            out.append(Signal("note", f"{ref} merged as {full[:12]} ({source}), not yet in {label}", decisive=False))
+            out.append(
+                Signal(Evidence.NOTE, f"{ref} merged as {full[:12]} ({source}), not yet in {label}", decisive=False)
+            )
     return out
 
 
@@ -130,7 +145,7 @@ def subject_signals(
         if hit is None:
             continue
         sha, subject = hit
-        what, name = ("ported PR", "port-merged") if ports else ("PR", "pr-merged")
+        what, name = ("ported PR", Evidence.PORT_MERGED) if ports else ("PR", Evidence.PR_MERGED)
         out.append(Signal(name, f"{what} {ref} is upstream commit {sha[:12]} ({subject}), which {label} contains"))
     return out
 
@@ -235,7 +250,9 @@ def patch_id_signals(
             continue
         for ci, (sha, subject, _) in enumerate(commits):
             if ids.get((k, ci)) == mine:
-                out[k] = Signal("patch-id", f"patch-id {mine[:12]} matches upstream commit {sha[:12]} ({subject})")
+                out[k] = Signal(
+                    Evidence.PATCH_ID, f"patch-id {mine[:12]} matches upstream commit {sha[:12]} ({subject})"
+                )
                 break
     return out
 
@@ -263,7 +280,7 @@ def reverse_apply_signal(files: list[FilePatch], new: Tree, moves, label: str) -
         if not out.ok:
             return None
         where.append(path)
-    return Signal("reverse-apply", f"the patch reverse-applies with zero fuzz on {label} ({', '.join(where)})")
+    return Signal(Evidence.REVERSE_APPLY, f"the patch reverse-applies with zero fuzz on {label} ({', '.join(where)})")
 
 
 # --------------------------------------------------------------------------- conflicts

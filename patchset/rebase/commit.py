@@ -17,8 +17,8 @@ from patchset.errors import LedgerError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import render_lock, sha256_bytes
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.context import Session, strip_of
-from patchset.rebase.report import ALREADY_UPSTREAM, CARRIED, SKIPPED, SUPERSEDED, RebaseReport
+from patchset.rebase.context import Session
+from patchset.rebase.report import ALREADY_UPSTREAM, CARRIED, SKIPPED, SUPERSEDED, RebaseReport, RebaseStatus
 from patchset.rebase.state import State, new_backup_dir, pause_point
 
 __all__ = ["commit", "finish_interrupted"]
@@ -54,7 +54,7 @@ def _apply_to_doc(s: Session, e: ledger_mod.Edit) -> None:
                 for f in table["files"]:
                     arr.append(moved.get(str(f), str(f)))
                 table["files"] = arr
-            for fp in parse_patch(body, strip_of(patch, s.target), source=patch.body_path):
+            for fp in parse_patch(body, patch.strip_on(s.target), source=patch.body_path):
                 for path in fp.paths():
                     key = s.target.lock_key(path)
                     base, final = s.new_base.get(path)[0], s.new.read(path)
@@ -101,7 +101,9 @@ def finish_interrupted(state: State) -> RebaseReport:
     try:
         report = RebaseReport.from_json(json.loads((backup / "report.json").read_text()))
     except (OSError, ValueError):
-        report = RebaseReport(target="", onto="", old_base="", old_commit="", new_commit="", new_base="", status="done")
+        report = RebaseReport(
+            target="", onto="", old_base="", old_commit="", new_commit="", new_base="", status=RebaseStatus.DONE
+        )
     report.written, report.backup = True, j["backup"]
     state.clear()
     return report

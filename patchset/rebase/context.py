@@ -21,7 +21,7 @@ from patchset.patchfmt.filepatch import FilePatch
 from patchset.rebase.classify import Signal, moves_for, patch_id_signals, subject_prs
 from patchset.rebase.regen import FileChange
 from patchset.rebase.replay import BlobStore, Merger, Move, Tree
-from patchset.rebase.report import PatchResult, RebaseReport
+from patchset.rebase.report import PatchResult, RebaseReport, RebaseStatus
 from patchset.upstream.bases import Bases
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "pick_target",
     "report_of",
     "source_named",
-    "strip_of",
     "touched_paths",
 ]
 
@@ -136,7 +135,7 @@ def load_series(ledger: Ledger, target: str | None, onto: str) -> Series:
                 hint="import or fetch it first: rebase needs every active body",
             )
         bodies[p.id] = path.read_bytes()
-        parsed[p.id] = parse_patch(bodies[p.id], strip_of(p, t), source=p.body_path)
+        parsed[p.id] = parse_patch(bodies[p.id], p.strip_on(t), source=p.body_path)
     return Series(t, patches, bodies, parsed, touched_paths(parsed))
 
 
@@ -150,11 +149,6 @@ def source_named(fp: FilePatch, target: Target) -> FilePatch:
     if (old, new) == (fp.old_path, fp.new_path):
         return fp
     return replace(fp, old_path=old, new_path=new)
-
-
-def strip_of(p: Patch, target: Target) -> int:
-    """The patch's own ``-p`` level (a quilt series line ``x.patch -p0``), else the target's."""
-    return p.source.strip if p.source.strip is not None else target.strip
 
 
 def touched_paths(parsed: dict[str, list[FilePatch]]) -> list[str]:
@@ -210,7 +204,7 @@ def open_session(
     return s
 
 
-def report_of(s: Session, status: str) -> RebaseReport:
+def report_of(s: Session, status: RebaseStatus) -> RebaseReport:
     return RebaseReport(
         target=s.target.name,
         onto=s.bases.onto,

@@ -221,7 +221,7 @@ class Workspace:
         return self.target.tree_path(key, self.target.layout)
 
     def _key(self, rel: str) -> str:
-        return self.target.lock_key(rel) if self.target.layout == "installed" else rel
+        return self.target.key_in(rel, self.target.layout)
 
     def _put(self, rel: str, data: bytes | None, mode: str | None) -> None:
         f = self.root / rel
@@ -398,7 +398,7 @@ def _diff(
             raise InputError(
                 exc.message, hint="a patch carries files with plain names; rename it in the script"
             ) from None
-        key = target.lock_key(posix) if layout == "installed" else posix
+        key = target.key_in(posix, layout)
         was = before(key)
         now = (root / rel).read_bytes() if new is not None else None
         if was == now:

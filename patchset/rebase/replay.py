@@ -25,11 +25,14 @@ from pathlib import Path
 from patchset.engine.hunks import FileOutcome, HunkResult, apply_file
 from patchset.errors import EnvironmentFailure
 from patchset.patchfmt.filepatch import FilePatch, as_creation, creates_missing
+from patchset.rebase.report import How
 from patchset.upstream.git import ls_tree_blobs, run_git
 from patchset.upstream.repo import GitRepo, RenameCandidate
 
 # how one file replayed, from best to worst
-CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN = "clean", "offset", "merged", "already", "conflict", "broken"
+
+
+CLEAN, OFFSET, MERGED, ALREADY, CONFLICT, BROKEN, RESOLVED, EDITED = How
 _RANK = {ALREADY: 0, CLEAN: 1, OFFSET: 2, MERGED: 3, CONFLICT: 4, BROKEN: 5}
 
 
@@ -173,7 +176,7 @@ class FileReplay:
 
     path: str  # the path the patch names (old side; new side for a created file)
     new_path: str | None  # where the result lives on the new base (None: deleted)
-    how: str  # clean | offset | merged | already | conflict | broken
+    how: How
     result: bytes | None = None  # new content (None: deleted); for a conflict: the text with markers
     mode: str | None = None
     ours: bytes | None = None  # the new world's content before this patch
@@ -233,7 +236,7 @@ class PatchReplay:
                 tree.write(f.new_path, f.result, f.mode)
 
 
-def _hunk_how(out: FileOutcome) -> str:
+def _hunk_how(out: FileOutcome) -> How:
     return OFFSET if any(h.offset for h in out.hunks) else CLEAN
 
 
@@ -244,6 +247,7 @@ def replay_patch(
 
     ``labels`` are (upstream label, patch label) for conflict markers.
     """
+    onto = _Onto(new, moves, merger, labels)
     out: list[FileReplay] = []
     for fp in files:
         if creates_missing(fp) and old.read(fp.path) is None:
@@ -270,20 +274,23 @@ def replay_patch(
             old.write(src, None)
         if fp.target is not None:
             old.write(fp.target, theirs, theirs_mode)
-        out.append(_replay_file(fp, base, theirs, theirs_mode, new, moves, merger, labels))
+        out.append(_replay_file(fp, base, theirs, theirs_mode, onto))
     return PatchReplay(out)
 
 
-def _replay_file(
-    fp: FilePatch,
-    base: bytes | None,
-    theirs: bytes | None,
-    theirs_mode: str,
-    new: Tree,
-    moves: Callable[[str], Move],
-    merger: Merger,
-    labels: tuple[str, str],
-) -> FileReplay:
+@dataclass(frozen=True)
+class _Onto:
+    """What every file of a patch is replayed onto: the new base, its moves, the merger, the labels."""
+
+    new: Tree
+    moves: Callable[[str], Move]
+    merger: Merger
+    labels: tuple[str, str]
+
+
+def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs_mode: str, onto: _Onto) -> FileReplay:
+    """One file: ``base`` its old content, ``theirs`` (``theirs_mode``) it with the patch applied."""
+    new, moves, merger, labels = onto.new, onto.moves, onto.merger, onto.labels
     src = fp.path
     if fp.op == "create":
         created = fp.new_path or src

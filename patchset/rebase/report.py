@@ -9,14 +9,36 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = (
-    "carried",
-    "already-upstream",
-    "superseded",
-    "conflict",
-    "skipped",
-)
+from patchset.text import Word
+
+
+class Verdict(Word):
+    """What became of a patch in a rebase."""
+
+    CARRIED = "carried"
+    ALREADY_UPSTREAM = "already-upstream"
+    SUPERSEDED = "superseded"
+    CONFLICT = "conflict"
+    SKIPPED = "skipped"
+
+
+CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED = Verdict
 VERDICTS = (CARRIED, ALREADY_UPSTREAM, SUPERSEDED, CONFLICT, SKIPPED)
+
+
+class How(Word):
+    """How one file of a patch went onto the new base."""
+
+    CLEAN = "clean"
+    OFFSET = "offset"
+    MERGED = "merged"
+    ALREADY = "already"
+    CONFLICT = "conflict"
+    BROKEN = "broken"
+    RESOLVED = "resolved"  # a conflict resolved (rerere, or by hand)
+    EDITED = "edited"  # edited by hand after a stop
+
+
 # how a carried patch got there
 HOWS = ("clean", "offset", "merged", "moved", "resolved", "edited", "regenerated", "refreshed")
 
@@ -37,7 +59,7 @@ class FileResult:
 
     path: str  # as the patch names it
     new_path: str | None  # where it is on the new base
-    how: str  # clean | offset | merged | already | conflict | broken | resolved | edited
+    how: How
     moved_from: str | None = None
     move_candidates: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
@@ -50,7 +72,7 @@ class PatchResult:
     """One patch in a rebase: its classification and its files."""
 
     id: str
-    verdict: str  # carried | already-upstream | superseded | conflict | skipped
+    verdict: Verdict
     how: str = ""  # for carried: clean | offset | merged | moved | resolved | edited | regenerated | refreshed
     files: list[FileResult] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
@@ -78,6 +100,16 @@ class PatchResult:
         return cls(**{**d, "files": files})
 
 
+class RebaseStatus(Word):
+    """How a whole rebase ended."""
+
+    DONE = "done"
+    DRY_RUN = "dry-run"
+    CONFLICTS = "conflicts"
+    STOPPED = "stopped"
+    NOTHING_TO_DO = "nothing-to-do"
+
+
 @dataclass
 class RebaseReport:
     """A whole rebase: every patch's fate, the new base, what stopped it."""
@@ -88,7 +120,7 @@ class RebaseReport:
     old_commit: str
     new_commit: str
     new_base: str  # what the ledger records now (or would)
-    status: str  # done | dry-run | conflicts | stopped | nothing-to-do
+    status: RebaseStatus
     patches: list[PatchResult] = field(default_factory=list)
     written: bool = False
     backup: str = ""  # where the previous series was kept
@@ -98,7 +130,7 @@ class RebaseReport:
     seconds: float = 0.0
 
     def counts(self) -> dict[str, int]:
-        out = {v: 0 for v in VERDICTS}
+        out: dict[str, int] = {v: 0 for v in VERDICTS}
         for p in self.patches:
             out[p.verdict] = out.get(p.verdict, 0) + 1
         return out

@@ -29,7 +29,7 @@ from patchset.rebase.commit import commit, finish_interrupted
 from patchset.rebase.context import Session, load_series, open_session, pick_target, report_of
 from patchset.rebase.replay import BROKEN, PatchReplay
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
-from patchset.rebase.report import CONFLICT, SKIPPED, RebaseReport
+from patchset.rebase.report import CONFLICT, SKIPPED, How, RebaseReport, RebaseStatus
 from patchset.rebase.rerere import RRCache, has_markers
 from patchset.rebase.state import State, pause_point
 from patchset.rebase.step import carry, flush_bodies, step
@@ -57,13 +57,15 @@ def _run(s: Session, start: int, progress: Progress | None, dry_run: bool, state
             break
     flush_bodies(s)
     if stopped is not None:
-        status = "stopped"
+        status = RebaseStatus.STOPPED
+    elif any(r.verdict == CONFLICT for r in s.results):
+        status = RebaseStatus.CONFLICTS
     else:
-        status = "conflicts" if any(r.verdict == CONFLICT for r in s.results) else "dry-run" if dry_run else "done"
+        status = RebaseStatus.DRY_RUN if dry_run else RebaseStatus.DONE
     report = report_of(s, status)
     if stopped is not None:
         return stop(s, state, *stopped, report)
-    return commit(s, state, report) if status == "done" else report
+    return commit(s, state, report) if status == RebaseStatus.DONE else report
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def continue_rebase(ledger_path: Path, *, progress: Progress | None = None) -> R
                 )
             if f.how == F_CONFLICT and f.result is not None:
                 fr.rerere_id = rr.record(f.result, edited) or ""
-            f.how, f.result = "edited", edited
+            f.how, f.result = How.EDITED, edited
             fr.how, fr.new_path, fr.message = "edited", rel, "resolved by hand"
         res.how = "edited"
         carry(s, patch, rep, res)

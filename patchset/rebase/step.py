@@ -14,6 +14,7 @@ from patchset.ledger.model import Patch
 from patchset.patchfmt.diffs import header_text
 from patchset.patchfmt.filepatch import FilePatch
 from patchset.rebase.classify import (
+    Evidence,
     Signal,
     blame_lines,
     map_line,
@@ -21,7 +22,7 @@ from patchset.rebase.classify import (
     reverse_apply_signal,
     subject_signals,
 )
-from patchset.rebase.context import Session, strip_of
+from patchset.rebase.context import Session
 from patchset.rebase.regen import FileChange, range_diff, regenerate_many, render_changes
 from patchset.rebase.replay import BROKEN, FileReplay, PatchReplay, replay_patch
 from patchset.rebase.replay import CONFLICT as F_CONFLICT
@@ -31,6 +32,7 @@ from patchset.rebase.report import (
     CONFLICT,
     SUPERSEDED,
     FileResult,
+    How,
     HunkConflict,
     PatchResult,
 )
@@ -104,7 +106,7 @@ def flush_bodies(s: Session) -> None:
     if not ids:
         return
     by_patch = {p.id: p for p in s.patches}
-    strips = [strip_of(by_patch[k], s.target) for k in ids]
+    strips = [by_patch[k].strip_on(s.target) for k in ids]
     new = regenerate_many([(s.bodies[k], s.pending[k]) for k in ids], strips)
     by_id = {r.id: r for r in s.results}
     for k, body in zip(ids, new, strict=True):
@@ -139,7 +141,7 @@ def step(s: Session, patch: Patch) -> tuple[PatchResult, PatchReplay]:
     if rev:
         signals.append(rev)
     if rep.status == "empty":
-        signals.append(Signal("empty-replay", f"replayed on {label}, the patch changes nothing"))
+        signals.append(Signal(Evidence.EMPTY_REPLAY, f"replayed on {label}, the patch changes nothing"))
     res.evidence = _evidence(signals)
     if any(sig.decisive for sig in signals):
         res.verdict = ALREADY_UPSTREAM
@@ -185,16 +187,18 @@ def _regenerate(s: Session, patch: Patch, rep: PatchReplay, res: PatchResult) ->
         res.verdict = CONFLICT
         return rep
     if not gen.changes:
-        res.evidence.append(Signal("empty-regeneration", f"run on {label}, the command changes nothing").to_json())
+        res.evidence.append(
+            Signal(Evidence.EMPTY_REGENERATION, f"run on {label}, the command changes nothing").to_json()
+        )
         res.verdict = ALREADY_UPSTREAM
         return rep
     files = []
     for ch in gen.changes:
         path = ch.new_path or ch.old_path or ""
         if ch.after is None:
-            files.append(FileReplay(path, None, "clean", ours=ch.before, delete_path=path))
+            files.append(FileReplay(path, None, How.CLEAN, ours=ch.before, delete_path=path))
         else:
-            files.append(FileReplay(path, path, "clean", result=ch.after, mode=ch.new_mode, ours=ch.before))
+            files.append(FileReplay(path, path, How.CLEAN, result=ch.after, mode=ch.new_mode, ours=ch.before))
     new_rep = PatchReplay(files)
     res.files = [_file_result(s, f) for f in files]
     same = header_text(s.bodies[patch.id]) + render_changes(gen.changes) == s.bodies[patch.id]
@@ -222,7 +226,7 @@ def _rerere(s: Session, rep: PatchReplay, res: PatchResult) -> bool:
             return False
         found.append((f, fr, hit[0], hit[1]))
     for f, fr, rid, data in found:
-        f.how, f.result = "resolved", data
-        fr.how, fr.rerere_id = "resolved", rid
+        f.how, f.result = How.RESOLVED, data
+        fr.how, fr.rerere_id = How.RESOLVED, rid
         fr.message = f"resolved by the recorded resolution {rid[:12]} (patchset/rr-cache)"
     return bool(found)

@@ -89,19 +89,12 @@ def stop(s: Session, state: State, index: int, rep: PatchReplay, report: RebaseR
             dest = f.new_path or s.move(f.path).path or f.path
             f.new_path = dest
             work.append(state.write_work(dest, s.new.read(dest) or b""))
-    b = s.bases
     state.save(
         {
             "version": 1,
             "ledger": s.ledger.path.name,
             "target": s.target.name,
-            "onto": b.onto,
-            "old_ref": b.old_ref,
-            "old": b.old,
-            "new": b.new,
-            "new_label": b.new_label,
-            "new_version": b.new_version,
-            "location": b.location,
+            **s.bases.record(),
             "pr_merges": dict(s.pr_merges),
             "interactive": s.interactive,
             "index": index,
@@ -133,16 +126,7 @@ def resume(ledger_path: Path) -> tuple[State, dict, Session]:
             hint="run `patchset rebase --abort` (it restores the ledger as it was) and start again",
         )
     series = load_series(ledger, d["target"], d["onto"])
-    bases = reopen(
-        d["location"],
-        d["old"],
-        d["new"],
-        d["old_ref"],
-        d["onto"],
-        d["new_label"],
-        d["new_version"],
-        series.paths,
-    )
+    bases = reopen(d, series.paths)
     try:
         s = open_session(ledger, series, bases, d["pr_merges"], d["interactive"])
     except BaseException:

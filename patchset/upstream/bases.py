@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,19 @@ from packaging.version import InvalidVersion, Version
 from patchset.errors import InputError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
+from patchset.text import Word
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
+
+
+class BaseKind(Word):
+    """Where the old and new base come from: a local repository, release archives or two directories."""
+
+    REPO = "repo"
+    RELEASES = "releases"
+    DIRS = "dirs"
 
 
 @dataclass
@@ -33,7 +43,7 @@ class Bases:
     """The old and new base of one target as commits of ``repo``."""
 
     repo: GitRepo
-    kind: str  # "repo" | "releases" | "dirs"
+    kind: BaseKind
     old: str
     new: str
     old_ref: str  # the base as the ledger recorded it
@@ -42,6 +52,18 @@ class Bases:
     new_version: str = ""  # what ``base_version`` becomes ("" leaves it)
     location: dict[str, Any] = field(default_factory=dict)
     _tmp: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What a stopped rebase keeps to ``reopen`` these bases."""
+        return {
+            "onto": self.onto,
+            "old_ref": self.old_ref,
+            "old": self.old,
+            "new": self.new,
+            "new_label": self.new_label,
+            "new_version": self.new_version,
+            "location": self.location,
+        }
 
     def close(self) -> None:
         self.repo.close()
@@ -151,7 +173,17 @@ def open_bases(
         old, _ = _resolve_in_repo(g, old_ref, "the old base")
         new, label = _resolve_in_repo(g, onto, "--onto")
         version = parse_spec(onto).version if is_spec_like(onto) else (version_like(onto) or "")
-        return Bases(g, "repo", old, new, old_ref, onto, label, version, {"kind": "repo", "path": str(local.resolve())})
+        return Bases(
+            g,
+            BaseKind.REPO,
+            old,
+            new,
+            old_ref,
+            onto,
+            label,
+            version,
+            {"kind": BaseKind.REPO, "path": str(local.resolve())},
+        )
     return _releases(target, old_ref, onto, download_progress)
 
 
@@ -189,7 +221,7 @@ def _releases(target: Target, old_ref: str, onto: str, progress: Progress | None
     spec = parse_spec(new_spec)
     return Bases(
         history,
-        "releases",
+        BaseKind.RELEASES,
         old,
         new,
         old_ref,
@@ -224,7 +256,7 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     label, version = dir_identity(new_dir)
     return Bases(
         GitRepo(Path(tmp) / "dirs.git"),
-        "dirs",
+        BaseKind.DIRS,
         old,
         new,
         old_ref,
@@ -236,25 +268,21 @@ def _dirs(old_dir: Path, new_dir: Path, old_ref: str, onto: str, paths: list[str
     )
 
 
-def reopen(
-    location: dict[str, Any],
-    old: str,
-    new: str,
-    old_ref: str,
-    onto: str,
-    new_label: str,
-    new_version: str,
-    paths: list[str] | None = None,
-) -> Bases:
-    """The same bases again (after ``--interactive`` stopped), checked to be the same commits."""
+def reopen(recorded: Mapping[str, Any], paths: list[str] | None = None) -> Bases:
+    """The same bases again (after ``--interactive`` stopped; ``recorded`` holds ``Bases.record``),
+    checked to be the same commits."""
+    location, old, new = recorded["location"], recorded["old"], recorded["new"]
+    old_ref, onto, new_label, new_version = (recorded[k] for k in ("old_ref", "onto", "new_label", "new_version"))
     kind = location.get("kind")
     if kind == "repo":
-        b = Bases(GitRepo(Path(location["path"])), "repo", old, new, old_ref, onto, new_label, new_version, location)
+        b = Bases(
+            GitRepo(Path(location["path"])), BaseKind.REPO, old, new, old_ref, onto, new_label, new_version, location
+        )
     elif kind == "releases":
         h = ReleaseHistory.for_project(location["project"])
         b = Bases(
             h,
-            "releases",
+            BaseKind.RELEASES,
             h.resolve(location["old"]),
             h.resolve(location["new"]),
             old_ref,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -302,31 +303,11 @@ class ReleaseHistory(GitRepo):
         known = self._known_blobs()
         errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
         try:
-            proc = popen_git(
-                [
-                    "-c",
-                    f"pack.compression={FAST_IMPORT_COMPRESSION}",
-                    "-c",
-                    f"core.compression={FAST_IMPORT_COMPRESSION}",
-                    "fast-import",
-                    "--quiet",
-                    "--done",
-                    "--depth=0",
-                ],
-                cwd=self.git_dir,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=errlog,
-                bufsize=1 << 20,
-            )
+            proc = self._start_fast_import(errlog)
         except EnvironmentFailure:
             errlog.close()
             raise
         assert proc.stdin is not None
-        try:  # a bigger pipe means fewer context switches between us and fast-import (Linux)
-            fcntl.fcntl(proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-        except OSError:
-            pass
         write = proc.stdin.write
         ok = False
         try:
@@ -367,6 +348,32 @@ class ReleaseHistory(GitRepo):
                 crash.unlink(missing_ok=True)
         if not ok:
             raise EnvironmentFailure(f"git fast-import failed importing {archive} into {self.git_dir}: {err[-2000:]}")
+
+    def _start_fast_import(self, errlog: IO[bytes]) -> subprocess.Popen[bytes]:
+        """``git fast-import`` reading our stream, its messages into ``errlog``."""
+        proc = popen_git(
+            [
+                "-c",
+                f"pack.compression={FAST_IMPORT_COMPRESSION}",
+                "-c",
+                f"core.compression={FAST_IMPORT_COMPRESSION}",
+                "fast-import",
+                "--quiet",
+                "--done",
+                "--depth=0",
+            ],
+            cwd=self.git_dir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            bufsize=1 << 20,
+        )
+        assert proc.stdin is not None
+        try:  # a bigger pipe means fewer context switches between us and fast-import (Linux)
+            fcntl.fcntl(proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass
+        return proc
 
     def _stream_blobs(
         self, reader: ArchiveReader, archive: Path, known: set[bytes], write: Callable[[bytes], object]

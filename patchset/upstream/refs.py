@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from patchset.errors import EnvironmentFailure, InputError
+from patchset.text import Word
 
 # Short names people write in the ledger ("vllm#57632"); facts from the production ledger.
 DEFAULT_ALIASES: dict[str, str] = {
@@ -128,6 +129,24 @@ class PRRef:
         return cls(str(d["repo"]), int(d["number"]), str(d.get("kind", "pr")))
 
 
+class ReviewDecision(Word):
+    """GitHub's ``reviewDecision`` of a pull request."""
+
+    APPROVED = "APPROVED"
+    CHANGES_REQUESTED = "CHANGES_REQUESTED"
+    REVIEW_REQUIRED = "REVIEW_REQUIRED"
+
+
+class CheckState(Word):
+    """GitHub's ``statusCheckRollup.state`` of a head commit."""
+
+    EXPECTED = "EXPECTED"
+    ERROR = "ERROR"
+    FAILURE = "FAILURE"
+    PENDING = "PENDING"
+    SUCCESS = "SUCCESS"
+
+
 @dataclass
 class PRState:
     """What GitHub says about one ref. ``state`` is "open", "closed" or "merged".
@@ -147,11 +166,11 @@ class PRState:
     head_sha: str | None = None
     updated_at: str | None = None
     closed_at: str | None = None
-    review_decision: str | None = None  # APPROVED | CHANGES_REQUESTED | REVIEW_REQUIRED | None
-    ci: str | None = None  # statusCheckRollup.state of the head: SUCCESS | FAILURE | PENDING | ERROR | EXPECTED
+    review_decision: ReviewDecision | None = None
+    ci: CheckState | None = None  # statusCheckRollup.state of the head
     url: str | None = None
     is_pull: bool = True
-    state_reason: str | None = None  # issues: COMPLETED | NOT_PLANNED | REOPENED
+    state_reason: str | None = None  # issues: COMPLETED, NOT_PLANNED, REOPENED or a word GitHub adds later
     created_at: str | None = None
     # later upstream work naming it (``tracker.followups.FollowUp.to_json()``, checked where it is
     # used); None: not asked (no token: the REST path reads no timeline)

@@ -36,28 +36,25 @@ from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, HashMismatch, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
 from patchset.progress import Progress
+from patchset.text import Word
 from patchset.upstream import cache, net
-from patchset.upstream.archives import unpack  # re-exported: releases.unpack is the public name
-from patchset.upstream.indexes import DEFAULT_INDEX_URL, INDEX_ENV, index_urls, shown, skipped_indexes
+from patchset.upstream.indexes import INDEX_ENV, index_urls, shown, skipped_indexes
 
 if TYPE_CHECKING:  # requests is imported where it is used: start-up stays fast
     import requests
 
 __all__ = [
-    "DEFAULT_INDEX_URL",
     "DistFile",
     "ReleaseSpec",
     "cached_path",
     "download",
     "index_url",
-    "index_urls",
     "is_spec_like",
     "list_versions",
     "parse_spec",
     "probe_index",
     "release_files",
     "select_file",
-    "unpack",
     "verify_file",
 ]
 
@@ -90,6 +87,13 @@ class ReleaseSpec:
         return f"{self.project}=={self.version}"
 
 
+class DistKind(Word):
+    """A release file: the source distribution or a wheel."""
+
+    SDIST = "sdist"
+    WHEEL = "wheel"
+
+
 @dataclass(frozen=True)
 class DistFile:
     """One file of a release as the index lists it."""
@@ -98,7 +102,7 @@ class DistFile:
     url: str
     sha256: str
     size: int | None
-    kind: str  # "sdist" | "wheel"
+    kind: DistKind
     version: str
     yanked: bool = False
     requires_python: str | None = None
@@ -259,13 +263,13 @@ def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
         except InvalidWheelFilename:
             return None
         plats = tuple(sorted({t.platform for t in tags}))
-        return DistFile(kind="wheel", version=str(ver), platforms=plats, **common)
+        return DistFile(kind=DistKind.WHEEL, version=str(ver), platforms=plats, **common)
     if filename.endswith((".tar.gz", ".zip")):
         try:
             _, ver = parse_sdist_filename(filename)
         except InvalidSdistFilename:
             return None
-        return DistFile(kind="sdist", version=str(ver), **common)
+        return DistFile(kind=DistKind.SDIST, version=str(ver), **common)
     return None
 
 

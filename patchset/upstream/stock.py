@@ -18,12 +18,14 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from patchset.confine import confine, regular_file
 from patchset.errors import InputError, UnsafePathError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
+from patchset.text import Word
 from patchset.upstream.bases import dir_identity, local_repo, version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
@@ -31,24 +33,27 @@ from patchset.upstream.repo import GitRepo
 MAX_STOCK_FILES = 200_000  # a base directory with more files than this is refused (not a package)
 
 
-class StockBase:
-    """One base, readable file by file. ``label`` is what the ledger records as the target's base."""
+class StockKind(Word):
+    RELEASES = "releases"  # a release from the cached release history
+    REPO = "repo"  # a commit of a local upstream clone
+    DIR = "dir"  # a plain directory
 
-    def __init__(
-        self,
-        target: Target,
-        kind: str,  # "releases" | "repo" | "dir"
-        label: str,
-        version: str = "",
-        *,
-        repo: GitRepo | None = None,
-        commit: str = "",
-        directory: Path | None = None,
-        spec: str = "",
-    ) -> None:
-        self.target, self.kind, self.label, self.version = target, kind, label, version
-        self.repo, self.commit, self.directory, self.spec = repo, commit, directory, spec
-        self._files: list[str] | None = None
+
+@dataclass(repr=False, eq=False)  # identity, as before: a base is one open reader
+class StockBase:
+    """One base, readable file by file. ``label`` is what the ledger records as the target's base;
+    a release or a commit is read from ``repo`` at ``commit``, a plain directory from ``directory``."""
+
+    target: Target
+    kind: StockKind
+    label: str
+    version: str = ""
+    _: KW_ONLY
+    repo: GitRepo | None = None
+    commit: str = ""
+    directory: Path | None = None
+    spec: str = ""
+    _files: list[str] | None = field(default=None, init=False)
 
     def __repr__(self) -> str:
         return f"StockBase({self.kind} {self.label})"
@@ -197,7 +202,7 @@ def open_stock(
         if sha is None:
             g.close()
             raise InputError(f"base {ref!r} is not a commit, tag or branch of {local}")
-        return StockBase(target, "repo", ref, version_like(ref) or "", repo=g, commit=sha)
+        return StockBase(target, StockKind.REPO, ref, version_like(ref) or "", repo=g, commit=sha)
     if is_spec_like(ref):
         spec = parse_spec(ref)
     elif version_like(ref) and target.package:
@@ -213,7 +218,7 @@ def open_stock(
 
     history = ReleaseHistory.for_project(spec.project)
     sha = history.resolve(str(spec), progress=progress)
-    return StockBase(target, "releases", str(spec), spec.version, repo=history, commit=sha, spec=str(spec))
+    return StockBase(target, StockKind.RELEASES, str(spec), spec.version, repo=history, commit=sha, spec=str(spec))
 
 
 def _dir_base(target: Target, tree: Path) -> StockBase:
@@ -224,4 +229,4 @@ def _dir_base(target: Target, tree: Path) -> StockBase:
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(f"base tree {tree}: not a directory")
     label, version = dir_identity(tree)
-    return StockBase(target, "dir", label, version, directory=Path(label))
+    return StockBase(target, StockKind.DIR, label, version, directory=Path(label))

@@ -17,7 +17,7 @@ from unidiff.constants import LINE_TYPE_ADDED, LINE_TYPE_CONTEXT, LINE_TYPE_NO_N
 from unidiff.errors import UnidiffParseError
 
 from patchset.errors import Location, PatchFormatError
-from patchset.patchfmt.diffs import file_header, finish_file
+from patchset.patchfmt.diffs import SectionHead, file_header, finish_file
 from patchset.patchfmt.filepatch import NO_NEWLINE_MARKER, FilePatch, Hunk, split_lines
 
 MAX_LINE_NUMBER = 2**63 - 1
@@ -81,16 +81,15 @@ def parse_patch(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list
 
 def _convert(pf: PatchedFile, strip: int, source: str, start: int) -> FilePatch:
     info = [str(x).rstrip("\r\n") for x in (pf.patch_info or [])]
-    head = file_header(
+    seen = SectionHead(
         info,
         (pf.source_file, pf.source_timestamp, pf.target_file, pf.target_timestamp),
         (pf.source_mode, pf.target_mode),
         bool(pf.is_binary_file) or any(x == "GIT binary patch" for x in info),
         (all(hk.source_length == 0 for hk in pf), all(hk.target_length == 0 for hk in pf)),
         (pf.diff_line_no or 1) + start,
-        strip,
-        source,
     )
+    head = file_header(seen, strip, source)
     line_no = head.line_no
     hunks: list[Hunk] = []
     for h in pf:

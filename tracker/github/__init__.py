@@ -63,6 +63,8 @@ class GitHubClient:
     5xx and connection errors (never on a read timeout, never on a rate limit).
     """
 
+    # keyword options with defaults, as PyGithub's and requests' clients take them: callers name the
+    # one or two they set (27 call sites), which an options object would only make longer
     def __init__(
         self,
         base_url: str | None = None,

@@ -19,11 +19,11 @@ import math
 import re
 import reprlib
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from patchset.text import safe_url, terminal
+from patchset.text import Word, safe_url, terminal
 from patchset.tracker.followups import BadItem, FollowUp
-from patchset.upstream.refs import MALFORMED, PRRef, PRState, RowError
+from patchset.upstream.refs import MALFORMED, CheckState, PRRef, PRState, ReviewDecision, RowError
 
 __all__ = [
     "Unreadable",
@@ -45,8 +45,8 @@ _ENUM_WORD = re.compile(r"[A-Z][A-Z_]{0,39}", re.ASCII)
 PR_STATES = {"OPEN": "open", "CLOSED": "closed", "MERGED": "merged"}
 ISSUE_STATES = {"OPEN": "open", "CLOSED": "closed"}
 REST_STATES = ("open", "closed")
-REVIEW_DECISIONS = ("APPROVED", "CHANGES_REQUESTED", "REVIEW_REQUIRED")
-CI_STATES = ("EXPECTED", "ERROR", "FAILURE", "PENDING", "SUCCESS")
+REVIEW_DECISIONS = tuple(ReviewDecision)
+CI_STATES = tuple(CheckState)
 STATES = ("open", "closed", "merged")  # PRState.state
 
 _shorten = reprlib.Repr()
@@ -131,6 +131,14 @@ def _choice(value: Any, field: str, choices: Any) -> Any:
     return _optional(value, field, choices.__contains__)
 
 
+W = TypeVar("W", bound=Word)
+
+
+def _word(kind: type[W], value: str | None) -> W | None:
+    """A word ``_choice`` accepted, as its member of ``kind``."""
+    return None if value is None else kind(value)
+
+
 def _enum_word(value: Any, field: str) -> str | None:
     """An enum value the client only passes on (an issue's state reason): a short upper-case word."""
     return _optional(value, field, _ENUM_WORD.fullmatch)
@@ -197,8 +205,8 @@ def pr_from_graphql(ref: PRRef, n: Any, now: float) -> PRState:
             updated_at=_date(n.get("updatedAt"), "updatedAt"),
             closed_at=_date(n.get("closedAt"), "closedAt"),
             created_at=_date(n.get("createdAt"), "createdAt"),
-            review_decision=_choice(n.get("reviewDecision"), "reviewDecision", REVIEW_DECISIONS),
-            ci=_choice(rollup.get("state"), "statusCheckRollup.state", CI_STATES),
+            review_decision=_word(ReviewDecision, _choice(n.get("reviewDecision"), "reviewDecision", REVIEW_DECISIONS)),
+            ci=_word(CheckState, _choice(rollup.get("state"), "statusCheckRollup.state", CI_STATES)),
             url=_url(n.get("url"), "url"),
             is_pull=True,
             fetched_at=now,

@@ -93,7 +93,7 @@ class _Held:
 
 
 @dataclass
-class Group:
+class EngineBatch:
     """Engine runs sharing one tree and one engine configuration."""
 
     key: tuple
@@ -122,8 +122,8 @@ class Pair:
 
     with_run: Any
     without_run: Any
-    with_group: Group
-    without_group: Group
+    with_group: EngineBatch
+    without_group: EngineBatch
     released: bool = False  # the hold on the with-tree's engine was given back
 
 
@@ -152,14 +152,14 @@ class Scheduler:
     def __init__(self, ctx: Context, quiet: QuietLock) -> None:
         self.ctx = ctx
         self.quiet = quiet
-        self.groups: list[Group] = []
+        self.groups: list[EngineBatch] = []
         self.pairs: list[Pair] = []
         self._limits: dict[str, threading.BoundedSemaphore] = {}
         self._limits_lock = threading.Lock()
 
     # -- limits
 
-    def _limit(self, group: Group) -> threading.BoundedSemaphore:
+    def _limit(self, group: EngineBatch) -> threading.BoundedSemaphore:
         engine = group.spec.engine
         name = engine.name if engine else "(factory)"
         n = engine.max_parallel if engine else max(1, self.ctx.jobs)
@@ -170,7 +170,7 @@ class Scheduler:
 
     # -- one engine
 
-    def _build_tree(self, group: Group, tree: Path) -> tuple[Path | None, str]:
+    def _build_tree(self, group: EngineBatch, tree: Path) -> tuple[Path | None, str]:
         """The group's tree (and its overlay directory, when the engine takes one); an error text."""
         make_overlay(self.ctx.base, tree)
         files: dict[str, str | None] = {}
@@ -198,7 +198,7 @@ class Scheduler:
         overlay.mkdir(parents=True, exist_ok=True)
         return overlay, ""
 
-    def acquire(self, group: Group) -> Engine | None:
+    def acquire(self, group: EngineBatch) -> Engine | None:
         """The group's engine, started on first use; None when it did not start (``group.failure``)."""
         with group.lock:
             if group.engine is not None or group.failure:
@@ -258,7 +258,7 @@ class Scheduler:
             group.record.vllm_origin = engine.vllm_origin or ""
             return engine
 
-    def release(self, group: Group) -> None:
+    def release(self, group: EngineBatch) -> None:
         """One user fewer; the last one stops the engine and removes the tree."""
         with group.lock:
             group.refs -= 1
@@ -267,7 +267,7 @@ class Scheduler:
             engine, group.engine = group.engine, None
             self._end(group, engine)
 
-    def _end(self, group: Group, engine: Engine | None) -> None:
+    def _end(self, group: EngineBatch, engine: Engine | None) -> None:
         """Stop the engine, give its max_parallel slot back, remove its tree (each at most once)."""
         try:
             if engine is not None:
@@ -288,13 +288,13 @@ class Scheduler:
 
     # -- the work of a group
 
-    def _fail_all(self, group: Group) -> None:
+    def _fail_all(self, group: EngineBatch) -> None:
         index = self.groups.index(group)
         for r in [*group.runs, *group.alone]:
             r.result = _copy_failure(group, index)
             self.ctx.done(r)
 
-    def work(self, group: Group) -> None:
+    def work(self, group: EngineBatch) -> None:
         """Start (or reuse) the group's engine, run its checks and measurements, let it go."""
         try:
             if not group.has_work():
@@ -376,7 +376,7 @@ class Scheduler:
         finally:
             self.release_pair(pair)
 
-    def _after(self, group: Group, run: Any) -> None:
+    def _after(self, group: EngineBatch, run: Any) -> None:
         changed = self.ctx.damaged()
         if changed and run.result is not None:
             run.result = CommandResult(
@@ -394,7 +394,7 @@ class Scheduler:
         """Phases first: each with-tree whose engine paired measurements need is started (and does its
         own work), then the trees paired with it run on ``jobs`` threads, then it stops. Then every
         other unit (groups, and command runs via ``other``) on ``jobs`` threads."""
-        leaders: list[Group] = []
+        leaders: list[EngineBatch] = []
         for pair in self.pairs:
             if pair.with_group not in leaders:
                 leaders.append(pair.with_group)
@@ -403,7 +403,7 @@ class Scheduler:
                 self.work(w)  # starts it; the pairs' holds keep it up
             else:
                 self.acquire(w)
-            followers: list[Group] = []
+            followers: list[EngineBatch] = []
             for pair in self.pairs:
                 if pair.with_group is w and pair.without_group not in followers:
                     followers.append(pair.without_group)
@@ -418,7 +418,7 @@ class Scheduler:
 
     def _pool(self, units: list[Any], other: Callable[[Any], None]) -> None:
         def unit(u: Any) -> None:
-            if isinstance(u, Group):
+            if isinstance(u, EngineBatch):
                 self.work(u)
             else:
                 other(u)
@@ -457,7 +457,7 @@ def _measure(fn: Callable[[], Any]) -> tuple[Any, str]:
 
 
 def _set_samples(
-    run: Any, samples: ServingSamples | None, error: str, engine: Engine, index: int, group: Group
+    run: Any, samples: ServingSamples | None, error: str, engine: Engine, index: int, group: EngineBatch
 ) -> None:
     run.engine_index = index
     run.startup = engine.startup_seconds
@@ -475,7 +475,7 @@ def _tail(engine: Engine) -> str:
     return fn() if callable(fn) else ""
 
 
-def _copy_failure(group: Group, index: int) -> LongctxResult:
+def _copy_failure(group: EngineBatch, index: int) -> LongctxResult:
     base = group.failure_result
     if base is None:
         return LongctxResult(ERROR, None, 0.0, group.failure or "the engine did not start", "", group.record.log, index)

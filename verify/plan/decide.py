@@ -132,7 +132,7 @@ class Decision:
 
 
 @dataclass
-class Group:
+class WithoutPool:
     """Patches whose without-runs are tried on one tree without all of them."""
 
     engine: str
@@ -162,7 +162,7 @@ class VerifyPlan:
     night: int  # the number tonight's run gets in the history
     history: str
     decisions: list[Decision] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)
+    groups: list[WithoutPool] = field(default_factory=list)
     trees: list[EngineTree] = field(default_factory=list)
     full_starts: int = 0  # what a full run (every tree, nothing cached) costs
     notes: list[str] = field(default_factory=list)
@@ -313,7 +313,7 @@ def make_plan(
         plan.notes += notes
         name = next(t.engine_name for p in patches for t in p.tests if t.engine == engine)
         for members in groups:
-            plan.groups.append(Group(engine, name, members))
+            plan.groups.append(WithoutPool(engine, name, members))
             for pid in members:
                 next(d for d in plan.decisions if d.patch == pid).groups[engine] = len(plan.groups) - 1
     for g in plan.groups:
@@ -372,7 +372,7 @@ def plan_from_json(doc: dict[str, Any]) -> VerifyPlan:
             )
         )
     for g in doc.get("groups", []):
-        plan.groups.append(Group("", str(g.get("engine", "")), [str(x) for x in g.get("patches", [])]))
+        plan.groups.append(WithoutPool("", str(g.get("engine", "")), [str(x) for x in g.get("patches", [])]))
     for t in doc.get("trees", []):
         plan.trees.append(
             EngineTree(

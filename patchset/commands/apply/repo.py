@@ -19,7 +19,6 @@ from patchset.commands.apply.target import (
     TargetReport,
     TreeArg,
     TreeKind,
-    path_mapper,
     series_items,
 )
 from patchset.commands.apply.tree import apply_to_tree
@@ -78,7 +77,7 @@ def _commit_each(job: ApplyRun, target: Target, repo: Any, repo_dir: Path, branc
     report = TargetReport(target.name, str(repo_dir), TreeKind.REPO, layout, Outcome.FAILED, "", fuzz=job.fuzz)
     got: dict[str, str] = {}
     try:
-        with TreePass(repo_dir, path_mapper(target, layout), job.fuzz) as tree:
+        with TreePass(repo_dir, target.mapper(layout), job.fuzz) as tree:
             for i, item in enumerate(items, 1):
                 if job.progress:
                     job.progress(item.patch_id, i, len(items))

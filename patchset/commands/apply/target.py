@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
@@ -27,18 +26,7 @@ from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.model import Ledger, Target
 from patchset.patchfmt.diffs import parse_patch
 from patchset.progress import Progress
-
-
-class Word(str, Enum):
-    """A closed set of words: each member is its word (compared, printed and written to JSON as it)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-    __hash__ = str.__hash__  # finds its word's entry in a dict keyed by words
+from patchset.text import Word
 
 
 class TreeKind(Word):
@@ -105,7 +93,7 @@ class TreeArg:
         object.__setattr__(self, "kind", TreeKind(self.kind))
 
     def layout_of(self, target: Target) -> str:
-        return self.layout or target.layout
+        return target.layout_or(self.layout)
 
 
 def parse_tree_args(values: tuple[str, ...], kind: str, targets: list[str]) -> dict[str, str]:
@@ -201,7 +189,7 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
             changed.append(p.id)
             continue
         assert body is not None
-        items.append(SeriesItem(p.id, body, p.source.strip if p.source.strip is not None else target.strip))
+        items.append(SeriesItem(p.id, body, p.strip_on(target)))
     if missing:
         raise InputError(
             f"target {target.name}: body not imported for {len(missing)} patch(es): " + ", ".join(missing),
@@ -215,10 +203,6 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
     if not items:
         raise InputError(f"target {target.name} has no active patches")
     return items
-
-
-def path_mapper(target: Target, layout: str) -> Callable[[str], str] | None:
-    return target.path_map.to_installed if layout == "installed" and target.path_map.prefixes else None
 
 
 def series_files(
@@ -235,9 +219,8 @@ def series_files(
     for p in ledger.series(target.name):
         if p.id in skip or not ledger.body_file(p).is_file():
             continue
-        strip = p.source.strip if p.source.strip is not None else target.strip
         try:
-            fps = parse_patch(ledger.body_file(p).read_bytes(), strip, source=p.body_path)
+            fps = parse_patch(ledger.body_file(p).read_bytes(), p.strip_on(target), source=p.body_path)
         except PatchFormatError:
             continue  # validate reports an unreadable body; it changes nothing here
         for fp in fps:

@@ -22,14 +22,13 @@ from patchset.commands.apply.target import (
     TargetReport,
     TreeArg,
     TreeKind,
-    path_mapper,
     refuse_ledger_tree,
     series_items,
 )
 from patchset.engine.detect import SeriesState
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.errors import InputError
-from patchset.ledger.model import Target
+from patchset.ledger.model import Layout, Target
 from patchset.progress import Progress
 
 
@@ -48,7 +47,7 @@ def apply_to_tree(
     refuse_ledger_tree(job.ledger, root, kind.flag)
     items = series_items(job.ledger, target)
     report = TargetReport(target.name, str(root), kind, layout, Outcome.FAILED, "", fuzz=job.fuzz)
-    with job.tree_pass(root, path_mapper(target, layout)) as tree, OnePass(job, target, tree, report) as one:
+    with job.tree_pass(root, target.mapper(layout)) as tree, OnePass(job, target, tree, report) as one:
         if tree.recovered:
             report.message = f"finished an interrupted earlier apply ({tree.recovered}); "
         trial = one.apply(items)
@@ -188,7 +187,7 @@ def fetch_release_tree(
             f"--into {into} exists and is not empty",
             hint="choose a new directory; apply --tree DIR patches an existing tree",
         )
-    kind = "sdist" if layout == "source" else "wheel"
+    kind = Layout(layout).artifact
     if kind == "wheel":
         archive = download_wheel(spec, platform, progress=progress)
     else:

@@ -206,6 +206,8 @@ def _timeout(s: Scope, timeout: Any) -> tuple[float | None, float | None]:
     return bounded(connect), bounded(read)
 
 
+# stream and request keep requests' own shape (method, url, keyword options, the rest passed on):
+# every keyword is optional and named where it is used, so a dataclass would only wrap the same words
 @contextmanager
 def stream(
     http: requests.Session,
