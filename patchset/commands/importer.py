@@ -388,7 +388,7 @@ def import_sources(
     else:
         ids = unique_ids(items)
     with ledger_mod.edit(ledger_path) as e:
-        _import_items(e, ledger.targets[tname], items, result, ids, base_files)
+        import_items(e, ledger.targets[tname], items, result, ids, base_files)
         tgt = ledger.targets[tname]
         if (base is not None or base_tree is not None) and not tgt.base and label:
             e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
@@ -505,7 +505,7 @@ def _read_names(
     return body
 
 
-def _import_items(
+def import_items(
     e: ledger_mod.Edit,
     target: Target,
     items: list[ImportItem],
@@ -595,6 +595,18 @@ def build_folders(src: Path) -> dict[str, Path] | None:
     return None
 
 
+def is_repository(src: Path, folders: dict[str, Path] | None) -> bool:
+    """``src`` is a repository to survey: a directory that is not a patch folder (a series, only
+    patches at its top) nor a build repository whose folders all name known targets (``patches/vllm/``)."""
+    from patchset.ledger.presets import PRESETS
+
+    if not src.is_dir() or (src / "series").is_file() or (src / "EXPECTED.sha256").is_file():
+        return False
+    if _has_patches(src):  # patches at the top: a patch folder, unless folders beside them hold more
+        return any(d.is_dir() and not d.name.startswith(".") for d in src.iterdir())
+    return not folders or any(name not in PRESETS for name in folders)
+
+
 @dataclass
 class BuildImport:
     """What ``patchset import DIR`` inferred from a build repository, and what it did."""
@@ -677,7 +689,7 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
         for name, folder in folders.items():
             items, _ = collect([folder])
             base_files = known_base_files(ledger, targets[name])[0] if targets[name].base else None
-            _import_items(e, targets[name], items, rep.result, None, base_files)
+            import_items(e, targets[name], items, rep.result, None, base_files)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
         keys = patched_keys(targets, rep.result.files)
         for ef, only in _expected_files(src, folders):

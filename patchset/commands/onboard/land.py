@@ -1,0 +1,95 @@
+"""Write what a survey found into the ledger: each diff that is a patch of a target, in the
+survey's order (a recipe's diffs in the script's order), its names read as the survey read them,
+all in one atomic edit; a target the ledger lacks is created from its preset. Refused files are
+left out and counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchset.commands.importer import ImportItem, ImportResult, import_items, unique_ids
+from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
+from patchset.commands.targets import check_name
+from patchset.errors import InputError
+from patchset.ledger import store as ledger_mod
+from patchset.ledger.model import Ledger, Target
+from patchset.ledger.presets import PRESETS, target_values
+from patchset.upstream.stock import open_stock
+
+
+@dataclass
+class Onboarding:
+    """One ``import REPO``: what it was asked, the survey, and what it wrote."""
+
+    ledger_path: Path
+    repo: Path
+    target: str | None = None  # the target the user named (it may be created)
+    base: str | None = None
+    base_tree: Path | None = None
+    dry_run: bool = False
+    survey: Survey | None = None
+    result: ImportResult = field(default_factory=ImportResult)
+    recorded_base: str = ""
+
+
+def _base_target(ob: Onboarding, known: dict[str, Target]) -> str:
+    if ob.target:
+        return ob.target
+    if len(known) == 1:
+        return next(iter(known))
+    return "vllm"
+
+
+def run(ob: Onboarding) -> Onboarding:
+    """Survey ``ob.repo`` and, unless a dry run, write its patches; nothing found is an error that
+    writes nothing."""
+    ledger = ledger_mod.load_ledger(ob.ledger_path)
+    if ob.target and ob.target not in ledger.targets:
+        check_name(ob.target)
+    targets = candidate_targets(ledger.targets, ob.target)
+    if ob.target:  # the user named it: its files and no other target's
+        targets = {ob.target: targets[ob.target]}
+    with_base = ob.base is not None or ob.base_tree is not None
+    stock = open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree) if with_base else None
+    label = ""
+    try:
+        s = survey(Survey(ob.repo, targets, set(ledger.targets), stock))
+    finally:
+        if stock is not None:
+            label = stock.label
+            stock.close()
+    ob.survey = s
+    if not s.imported:
+        if ob.dry_run:
+            return ob
+        names = ", ".join(sorted(set(ledger.targets) | set(PRESETS) - {"nccl"}))
+        raise InputError(
+            f"{ob.repo}: no changes to vllm (or any target) found; nothing was written",
+            hint=f"the survey looked for diffs of {names} (`--dry-run` lists what it saw)"
+            + (f"; {len(s.refused)} file(s) were refused" if s.refused else ""),
+        )
+    if ob.dry_run:
+        return ob
+    _write(ob, s, ledger, label)
+    return ob
+
+
+def _write(ob: Onboarding, s: Survey, ledger: Ledger, label: str) -> None:
+    by_target: dict[str, list[Finding]] = {}
+    for f in s.imported:
+        by_target.setdefault(f.target, []).append(f)
+    with ledger_mod.edit(ob.ledger_path) as e:
+        for name in by_target:
+            if name not in ledger.targets:
+                e.add_target(name, target_values(name))
+        for name, found in by_target.items():
+            t = s.targets[name]
+            items = []
+            for f in found:
+                assert f.reading is not None
+                items.append(ImportItem(path=s.repo / f.path, name=f.path, strip=f.reading.strip, root=f.reading.root))
+            import_items(e, t, items, ob.result, unique_ids(items), None)
+        base_target = _base_target(ob, ledger.targets)
+        if label and base_target in by_target and not s.targets[base_target].base:
+            e.doc["targets"][base_target]["base"] = ob.recorded_base = label
