@@ -245,6 +245,23 @@ def _expected(path: Path, *, relative: bool = False) -> dict[str, str]:
 def nothing_importable(src: Path) -> InputError:
     """The error for a directory without a series, a patch or an EXPECTED.sha256: what it holds
     (by kind, a few names) and which import fits it."""
+    total, found, scripts, counts = holdings(src)
+    if not total:
+        return InputError(f"{src}: the directory is empty: nothing to import")
+    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
+    if scripts:
+        hint = _SCRIPT_HINT.format(name=scripts[0])
+    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
+        hint = _OVERLAY_HINT.replace("DIR", str(src))
+    return InputError(
+        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; {found}",
+        hint=hint + "; nothing was imported",
+    )
+
+
+def holdings(src: Path) -> tuple[int, str, list[str], dict[str, int]]:
+    """(how many files ``src`` holds, "it holds N file(s) (kinds: names)", edit-script-like names,
+    the count per suffix)."""
     counts: dict[str, int] = {}
     names: list[str] = []
     scripts: list[str] = []
@@ -262,19 +279,9 @@ def nothing_importable(src: Path) -> InputError:
                 scripts.append(rel)
         if total > 10000:
             break
-    if not total:
-        return InputError(f"{src}: the directory is empty: nothing to import")
     found = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
-    if scripts:
-        hint = _SCRIPT_HINT.format(name=scripts[0])
-    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
-        hint = _OVERLAY_HINT.replace("DIR", str(src))
-    return InputError(
-        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; "
-        f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})",
-        hint=hint + "; nothing was imported",
-    )
+    said = f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})"
+    return total, said, scripts, counts
 
 
 def split_mails(item: ImportItem) -> list[ImportItem]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.commands.importer import ImportItem, ImportResult, import_items, unique_ids
+from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
 from patchset.commands.targets import check_name
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
-from patchset.ledger.presets import PRESETS, target_values
+from patchset.ledger.presets import target_values
 from patchset.upstream.stock import open_stock
 
 
@@ -41,6 +41,19 @@ def _base_target(ob: Onboarding, known: dict[str, Target]) -> str:
     return "vllm"
 
 
+def nothing_found(repo: Path, s: Survey) -> InputError:
+    """No diff of any target: what the repository holds and what the survey made of it (no
+    suggestion to import a repository without a change as an overlay)."""
+    total, said, _, _ = holdings(repo)
+    if not total:
+        return InputError(f"{repo}: the directory is empty: nothing to import")
+    listed = [f"{f.path}: {f.becomes()}" for f in s.findings[:6]] + (["…"] if len(s.findings) > 6 else [])
+    return InputError(
+        f"{repo}: nothing to import: no changes to vllm (or any target) found as diffs; {said}",
+        hint="; ".join([*listed, "nothing was imported"]),
+    )
+
+
 def run(ob: Onboarding) -> Onboarding:
     """Survey ``ob.repo`` and, unless a dry run, write its patches; nothing found is an error that
     writes nothing."""
@@ -63,12 +76,7 @@ def run(ob: Onboarding) -> Onboarding:
     if not s.imported:
         if ob.dry_run:
             return ob
-        names = ", ".join(sorted(set(ledger.targets) | set(PRESETS) - {"nccl"}))
-        raise InputError(
-            f"{ob.repo}: no changes to vllm (or any target) found; nothing was written",
-            hint=f"the survey looked for diffs of {names} (`--dry-run` lists what it saw)"
-            + (f"; {len(s.refused)} file(s) were refused" if s.refused else ""),
-        )
+        raise nothing_found(ob.repo, s)
     if ob.dry_run:
         return ob
     _write(ob, s, ledger, label)

@@ -346,12 +346,13 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
     files = set(s.stock.files()) if s.stock is not None else None
     kits: dict[tuple[str, str], list[str]] = {}
     taken: set[Path] = set()
+    checkout = any((s.repo / n).is_file() for n in ("setup.py", "pyproject.toml"))  # vllm/ at the top: a fork
     for p in sources:
         rel = p.relative_to(s.repo).as_posix()
         parts = rel.split("/")
         for t in s.targets.values():
             roots = {r.rstrip("/") for r in bodies.package_roots(t) if "/" not in r.rstrip("/")}
-            hit = next((i for i, part in enumerate(parts[:-1]) if i > 0 and part in roots), None)
+            hit = next((i for i, part in enumerate(parts[:-1]) if (i > 0 or not checkout) and part in roots), None)
             if hit is None:
                 continue
             key = "/".join(parts[hit:])
@@ -363,9 +364,9 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
     for (folder, t), keys in kits.items():
         shown = ", ".join(keys[:2]) + (", …" if len(keys) > 2 else "")
         s.findings.append(Finding(
-            Kind.OVERLAY, f"{folder}/",
+            Kind.OVERLAY, f"{folder}/" if folder else "./",
             reason=f"{len(keys)} whole file(s) of {t} ({shown}): import them with "
-            f"`patchset import --overlay {folder} --target {t} --base SPEC`",
+            f"`patchset import --overlay {s.repo / folder if folder else s.repo} --target {t} --base SPEC`",
         ))
     return taken
 
