@@ -44,7 +44,7 @@ def _edit(data: bytes, at: int, text: bytes) -> bytes:
     while not lines[k].strip():
         k += 1
     indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
-    return b"".join(lines[:k] + [indent + b"# " + text + b"\n"] + lines[k:])
+    return b"".join([*lines[:k], indent + b"# " + text + b"\n", *lines[k:]])
 
 
 def _diff(old: bytes, new: bytes, a: str, b: str) -> bytes:
@@ -71,15 +71,16 @@ def _repo(root: Path, stock: dict[str, bytes]) -> tuple[Path, dict[str, bytes]]:
         "mods/kv-prefix/kv.patch": _diff(stock[KV], want[KV], f"a/{KV}", f"b/{KV}"),
         # patches two levels down, hotfix scripts beside them
         "container/patches/device.diff": _diff(stock[DEVICE], want[DEVICE], f"a/{DEVICE}", f"b/{DEVICE}"),
-        "container/patches/hotfix-01-flags.sh": "#!/bin/sh\nsed -i 's/x/y/' "
-        f"/{SITE}vllm/envs.py\n",
+        "container/patches/hotfix-01-flags.sh": f"#!/bin/sh\nsed -i 's/x/y/' /{SITE}vllm/envs.py\n",
         "container/patches/hotfix-02-moe.py": "import pathlib\np = pathlib.Path('/"
         f"{SITE}vllm/model_executor/layers/fused_moe/layer.py')\n"
         "p.write_text(p.read_text().replace('a', 'b'))\n",
         "container/patches/hotfix-03-env.sh": "#!/bin/sh\nexport VLLM_USE_V1=1\n",
         # bodies GNU patch rejects, and one rooted at the repository's own overlay folder
         "container/patches/bad-header.diff": b"--- a/vllm/config/cache.py\n+++ b/vllm/config/cache.py\n@@ @@\n"
-        + b" " + stock[CACHE].splitlines(keepends=True)[0] + b"+# x\n",
+        + b" "
+        + stock[CACHE].splitlines(keepends=True)[0]
+        + b"+# x\n",
         "container/patches/bad-length.diff": b"--- a/vllm/config/cache.py\n+++ b/vllm/config/cache.py\n"
         b"@@ -1,5 +1,6 @@\n " + stock[CACHE].splitlines(keepends=True)[0] + b"+# x\n",
         "container/patches/stale.diff": _diff(

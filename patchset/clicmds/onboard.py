@@ -308,7 +308,10 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
     if as_json:
         emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else ob.result.to_json())})
         return 0
-    out.line(f"repository {ob.repo}: {len(s.findings)} thing(s) found" + (" (dry run: nothing written)" if ob.dry_run else ""))
+    out.line(
+        f"repository {ob.repo}: {len(s.findings)} thing(s) found"
+        + (" (dry run: nothing written)" if ob.dry_run else "")
+    )
     for f in s.findings:
         out.line(f"{f.kind} {f.path}: {f.becomes()}", indent="  ")
         if f.note:

@@ -64,7 +64,9 @@ def run(ob: Onboarding) -> Onboarding:
     if ob.target:  # the user named it: its files and no other target's
         targets = {ob.target: targets[ob.target]}
     with_base = ob.base is not None or ob.base_tree is not None
-    stock = open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree) if with_base else None
+    stock = (
+        open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree) if with_base else None
+    )
     label = ""
     try:
         s = survey(Survey(ob.repo, targets, set(ledger.targets), stock))

@@ -204,8 +204,16 @@ def add_diff(s: Survey, p: Path, note: str = "") -> None:
         return
     r = fits[0]
     f.target, f.reading = r.target, r
-    f.note = "; ".join(x for x in (note, f"read as -p{r.strip}" + (f" under {r.root}" if r.root else "")
-                                   + f" ({', '.join(r.paths[:2])}{', …' if len(r.paths) > 2 else ''})") if x)
+    f.note = "; ".join(
+        x
+        for x in (
+            note,
+            f"read as -p{r.strip}"
+            + (f" under {r.root}" if r.root else "")
+            + f" ({', '.join(r.paths[:2])}{', …' if len(r.paths) > 2 else ''})",
+        )
+        if x
+    )
     folder = _repo_folder(s, r)
     if folder:
         f.reason = (
@@ -234,14 +242,19 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     if steps:
         ok = [st for st in steps if st.diff]
         s.findings.append(
-            Finding(Kind.RECIPE, rel, reason="" if ok else "its diffs are not in the repository",
-                    target="", note=f"applies {len(steps)} diff(s): imported as those diffs, in its order")
+            Finding(
+                Kind.RECIPE,
+                rel,
+                reason="" if ok else "its diffs are not in the repository",
+                target="",
+                note=f"applies {len(steps)} diff(s): imported as those diffs, in its order",
+            )
         )
         for st in steps:
             if st.diff and st.diff not in s.claimed:
                 s.claimed.add(st.diff)
                 how = f"applied by {rel}:{st.line}" + (f" (-p{st.strip}" if st.strip is not None else " (")
-                how += (f" -d {st.directory})" if st.directory else ")")
+                how += f" -d {st.directory})" if st.directory else ")"
                 add_diff(s, s.repo / st.diff, how.replace(" ()", ""))
             elif st.problem:
                 s.findings.append(Finding(Kind.DIFF, f"{rel}:{st.line}", reason=st.problem))
@@ -250,11 +263,14 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     if _EDITS.search(text):
         t = _script_target(s, text) or "vllm"
         run = "python3" if p.suffix == ".py" else "bash"
-        s.findings.append(Finding(
-            Kind.SCRIPT, rel,
-            reason=f"an edit script of {t}: make it a generated patch with "
-            f"`patchset import --script '{run} {rel} {{root}}/…' --id ID --target {t} --base SPEC`",
-        ))
+        s.findings.append(
+            Finding(
+                Kind.SCRIPT,
+                rel,
+                reason=f"an edit script of {t}: make it a generated patch with "
+                f"`patchset import --script '{run} {rel} {{root}}/…' --id ID --target {t} --base SPEC`",
+            )
+        )
     elif p.suffix != ".py" or any(part in ("patches", "mods", "hotfixes") for part in Path(rel).parts):
         s.findings.append(Finding(Kind.SCRIPT, rel, reason="it neither applies a diff nor edits a file (read it)"))
 
@@ -268,16 +284,23 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
         if _EDITS.search(block):
             line = text.count("\n", 0, m.start()) + 1
             t = _script_target(s, block) or "vllm"
-            s.findings.append(Finding(
-                Kind.HEREDOC, f"{rel}:{line}",
-                reason=f"an edit of {t} inside the image build: copy the heredoc into a script and "
-                f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
-            ))
+            s.findings.append(
+                Finding(
+                    Kind.HEREDOC,
+                    f"{rel}:{line}",
+                    reason=f"an edit of {t} inside the image build: copy the heredoc into a script and "
+                    f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
+                )
+            )
     for m in _FORK_REF.finditer(text):
-        s.findings.append(Finding(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", reason=_fork_reason(text, m.group(2))))
+        s.findings.append(
+            Finding(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", reason=_fork_reason(text, m.group(2)))
+        )
     if not _FORK_REF.search(text):
         for m in _CHECKOUT.finditer(text):
-            s.findings.append(Finding(Kind.FORK, f"{rel}: git checkout {m.group(1)}", reason=_fork_reason(text, m.group(1))))
+            s.findings.append(
+                Finding(Kind.FORK, f"{rel}: git checkout {m.group(1)}", reason=_fork_reason(text, m.group(1)))
+            )
     add_pr_list(s, p, text)
     for st in recipes.steps(s.repo, p):
         if st.diff and st.diff not in s.claimed:
@@ -303,10 +326,13 @@ def add_pr_list(s: Survey, p: Path, text: str) -> None:
         return
     rel = p.relative_to(s.repo).as_posix()
     shown = ", ".join(f"#{r.number}" for r in refs[:5]) + (", …" if len(refs) > 5 else "")
-    s.findings.append(Finding(
-        Kind.PR_LIST, rel,
-        reason=f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {rel} --target vllm`",
-    ))
+    s.findings.append(
+        Finding(
+            Kind.PR_LIST,
+            rel,
+            reason=f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {rel} --target vllm`",
+        )
+    )
 
 
 def add_submodules(s: Survey, p: Path, head: bytes) -> None:
@@ -331,7 +357,10 @@ def _gitlink(repo: Path, path: str) -> str:
     try:
         r = subprocess.run(
             ["git", "-C", str(repo), "ls-tree", "HEAD", "--", path],
-            capture_output=True, text=True, timeout=10, check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -361,13 +390,16 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
             kits.setdefault(("/".join(parts[:hit]), t.name), []).append(key)
             taken.add(p)
             break
-    for (folder, t), keys in kits.items():
+    for (folder, name), keys in kits.items():
         shown = ", ".join(keys[:2]) + (", …" if len(keys) > 2 else "")
-        s.findings.append(Finding(
-            Kind.OVERLAY, f"{folder}/" if folder else "./",
-            reason=f"{len(keys)} whole file(s) of {t} ({shown}): import them with "
-            f"`patchset import --overlay {s.repo / folder if folder else s.repo} --target {t} --base SPEC`",
-        ))
+        s.findings.append(
+            Finding(
+                Kind.OVERLAY,
+                f"{folder}/" if folder else "./",
+                reason=f"{len(keys)} whole file(s) of {name} ({shown}): import them with "
+                f"`patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} --base SPEC`",
+            )
+        )
     return taken
 
 
@@ -398,4 +430,3 @@ def survey(s: Survey) -> Survey:
     rest = sorted((f for f in s.findings if f.kind not in (Kind.RECIPE, Kind.DIFF)), key=lambda f: order[f.kind])
     s.findings = recipe_first + rest
     return s
-
