@@ -77,7 +77,7 @@ def test_a_directory_with_nothing_importable_says_what_it_found(run, led: Path, 
     scripts.mkdir()
     (scripts / "patch_cuda.py").write_text(EDIT_SCRIPT)
     r = run("import", scripts, cwd=led)
-    assert r.code == 2 and "--script 'python3 patch_cuda.py" in r.stderr, r.stderr
+    assert r.code == 2 and f"--script 'python3 {scripts / 'patch_cuda.py'} {{root}}/" in r.stderr, r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run("import", empty, cwd=led)

@@ -100,13 +100,13 @@ def read_as(written: list[str], t: Target, base_files: set[str] | None) -> Readi
     return fits[0] if fits else None
 
 
-def refusal(body: bytes, reading: Reading, t: Target, stock: StockBase | None) -> str:
+def refusal(body: bytes, reading: Reading, t: Target, stock: StockBase | None, source: str = "<patch>") -> str:
     """Why ``apply`` would refuse this body ("" when it would not): the reader's own words for a
     malformed diff, the hunk that does not match the base (zero fuzz) when a base is at hand."""
     try:
         if reading.root:
             body = reroot(body, reading.strip, reading.root)
-        fps = parse_patch(body, reading.strip)
+        fps = parse_patch(body, reading.strip, source=source)
     except (PatchFormatError, InputError) as exc:
         return exc.message
     if stock is None or stock.target.name != t.name:

@@ -34,6 +34,7 @@ SKIP_DIRS = {"docs", "doc", "node_modules", "__pycache__", "images", "img"}
 SKIP_SUFFIXES = {".md", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ico", ".webp", ".pdf", ".pyc", ".whl"}
 SCRIPT_SUFFIXES = (".sh", ".bash", ".py")
 SOURCE_SUFFIXES = (".py", ".pyi", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp")
+_BIND = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
 _EDITS = re.compile(r"\.replace\(|re\.sub\(|\bsed\s+-i\b|write_text\(|os\.replace\(|open\([^)]*['\"][wa]")
 _HEREDOC = re.compile(r"^RUN\b.*<<-?\s*['\"]?(\w+)['\"]?", re.M)
 _PR_MARK = re.compile(r"/pull/\d+|(?<![\w/])#\d{3,7}\b|\bPRS?\b", re.I)
@@ -68,6 +69,8 @@ class Finding:
     refused: bool = False  # a diff of a target whose body apply would refuse
 
     def becomes(self) -> str:
+        if self.kind == Kind.RECIPE and not self.reason:
+            return "its diffs, as below"
         if self.target and not self.reason:
             return f"a patch of {self.target}"
         return ("refused: " if self.refused else "not imported: ") + self.reason
@@ -222,7 +225,7 @@ def add_diff(s: Survey, p: Path, note: str = "") -> None:
         )
         f.refused = True
         return
-    why = bodies.refusal(body, r, s.targets[r.target], s.stock)
+    why = bodies.refusal(body, r, s.targets[r.target], s.stock, rel)
     if why:
         f.reason, f.refused = why, True
 
@@ -263,12 +266,18 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     if _EDITS.search(text):
         t = _script_target(s, text) or "vllm"
         run = "python3" if p.suffix == ".py" else "bash"
+        bind = _BIND.search(text)
         s.findings.append(
             Finding(
                 Kind.SCRIPT,
                 rel,
                 reason=f"an edit script of {t}: make it a generated patch with "
-                f"`patchset import --script '{run} {rel} {{root}}/…' --id ID --target {t} --base SPEC`",
+                + (
+                    f"`patchset import --script '{run} {p}' --bind {bind.group(0)} --id ID --target {t} --base SPEC` "
+                    "(it hard-codes the install path)"
+                    if bind
+                    else f"`patchset import --script '{run} {p} {{root}}/…' --id ID --target {t} --base SPEC`"
+                ),
             )
         )
     elif p.suffix != ".py" or any(part in ("patches", "mods", "hotfixes") for part in Path(rel).parts):
@@ -330,7 +339,7 @@ def add_pr_list(s: Survey, p: Path, text: str) -> None:
         Finding(
             Kind.PR_LIST,
             rel,
-            reason=f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {rel} --target vllm`",
+            reason=f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {p} --target vllm`",
         )
     )
 
