@@ -226,3 +226,36 @@ def test_a_repository_without_a_change_writes_nothing_and_says_so(run, stock, tm
     assert r.code == 2 and "no changes to vllm (or any target) found" in r.stderr, r
     assert "--overlay" not in r.stderr
     assert tree_digest(led) == before
+
+
+EDIT = """import pathlib, sys
+p = pathlib.Path(sys.argv[1])
+t = p.read_text()
+assert t.count("import torch\\n") == 1, "anchor"
+p.write_text(t.replace("import torch\\n", "import torch  # sm_121\\n"))
+"""
+
+
+def test_diffs_mixed_with_overlay_and_script_imports_leave_a_complete_lock(run, stock, tmp_path: Path) -> None:
+    """Issue 33, Why 6: a diff imported before an overlay and one after a script: the first apply
+    exits 0 without --update-lock, every patched file checked against the lock."""
+    repo, want = _repo(tmp_path / "spark-build", stock)
+    led = _ledger(run, tmp_path / "led", "--target", "vllm")
+    (led / "edit.py").write_text(EDIT)
+    steps = [
+        ("import", repo / "container/patches/device.diff", "--base", V30),
+        ("import", "--overlay", repo / "overlays", "--target", "vllm", "--base", V30),
+        ("import", "--script", "python3 edit.py {root}/" + CUDA, "--id", "cuda-edit", "--target", "vllm"),
+        ("import", repo / "mods/kv-prefix/kv.patch"),
+    ]
+    for args in steps:
+        r = run(*args, cwd=led)
+        assert r.code == 0, r
+    lock = load_ledger(led / "patches.toml").lock.targets["vllm"].files
+    assert {DEVICE, KV, CACHE, CUDA} <= set(lock), sorted(lock)
+    tree = tmp_path / "tree"
+    r = run("apply", "--from-index", V30, "--into", tree, "--json", cwd=led)
+    assert r.code == 0, r
+    assert (tree / DEVICE).read_bytes() == want[DEVICE] and (tree / KV).read_bytes() == want[KV]
+    assert (tree / CACHE).read_bytes() == (repo / "overlays" / CACHE).read_bytes()
+    assert b"import torch  # sm_121\n" in (tree / CUDA).read_bytes()

@@ -20,6 +20,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.commands.apply.lock import complete_lock
 from patchset.commands.inspection import diffstat
 from patchset.confine import check_relative, confine
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
@@ -407,6 +408,10 @@ def import_sources(
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
+    if not expected_files and (
+        base is not None or base_tree is not None or _base_at_hand(ledger, ledger.targets[tname])
+    ):
+        complete_lock(ledger_path, tname, base, base_tree)  # beside an overlay's or a script's files
     return result
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.commands.apply.lock import complete_lock
 from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
 from patchset.commands.targets import check_name
@@ -103,3 +104,7 @@ def _write(ob: Onboarding, s: Survey, ledger: Ledger, label: str) -> None:
         base_target = _base_target(ob, ledger.targets)
         if label and base_target in by_target and not s.targets[base_target].base:
             e.doc["targets"][base_target]["base"] = ob.recorded_base = label
+    if base_target in by_target and (
+        label or s.targets[base_target].base
+    ):  # beside an overlay's or a script's files already locked
+        complete_lock(ob.ledger_path, base_target, ob.base, ob.base_tree)
