@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
-from patchset.commands.inspection import diffstat
+from patchset.commands.inspection import body_problem, diffstat
 from patchset.confine import check_relative, confine
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
@@ -532,6 +532,13 @@ def import_items(
         body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
         body = _read_names(item, body, target, base_files, pid, result)
+        why = body_problem(body, item.strip if item.strip is not None else target.strip, item.name)
+        if why:
+            raise InputError(
+                f"{why}: apply would refuse this body",
+                where=Location(item.path),
+                hint="fix the diff (or regenerate it with `git diff`/`diff -u`); nothing was imported",
+            )
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{body_name(item.name, pid)}"
         digest = sha256_bytes(body)

@@ -96,6 +96,17 @@ def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
     return (BODY_PRESENT if locked == sha256_bytes(data) else BODY_MISMATCH), data
 
 
+def body_problem(body: bytes, strip: int, source: str) -> str:
+    """What the reader ``apply`` uses says of a body it cannot read ("" when it reads it)."""
+    from patchset.patchfmt.diffs import parse_patch  # as in diffstat: list starts faster
+
+    try:
+        parse_patch(body, strip, source=source)
+    except PatchFormatError as exc:
+        return exc.message
+    return ""
+
+
 def effective_strip(ledger: Ledger, patch: Patch) -> int:
     """The ``-pN`` the patch's body is read with: its source's, else its target's."""
     return patch.source.strip if patch.source.strip is not None else ledger.targets[patch.target].strip
@@ -204,6 +215,8 @@ def validate(ledger: Ledger) -> ValidateReport:
             stats = diffstat(body, effective_strip(ledger, p))
             if not body.strip():
                 rep.problems.append(f"{p.id}: {p.body_path} is empty: not a diff (import the patch again)")
+            elif why := body_problem(body, effective_strip(ledger, p), p.body_path):
+                rep.problems.append(f"{p.id}: {why} (apply refuses it; import the patch again)")
             elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
             # compared through the path map: a layout-only difference is no difference
