@@ -259,3 +259,69 @@ def test_diffs_mixed_with_overlay_and_script_imports_leave_a_complete_lock(run, 
     assert (tree / DEVICE).read_bytes() == want[DEVICE] and (tree / KV).read_bytes() == want[KV]
     assert (tree / CACHE).read_bytes() == (repo / "overlays" / CACHE).read_bytes()
     assert b"import torch  # sm_121\n" in (tree / CUDA).read_bytes()
+
+
+def _spark_fork_repo(root: Path, stock: dict[str, bytes]) -> tuple[Path, dict[str, bytes], str]:
+    """A second shape: diffs re-rooted three ways (a source checkout at /workspace/vllm, a venv's
+    site-packages, names inside the package), a vLLM fork as a git submodule at a commit, a
+    Dockerfile checking out a commit and listing PRs, a launcher script that changes nothing."""
+    want = {
+        DEVICE: _edit(stock[DEVICE], 6, b"spark: pin the device order"),
+        KV: _edit(stock[KV], 2, b"spark: larger block table"),
+        CUDA: _edit(stock[CUDA], 7, b"spark: GB10 capability 12.1"),
+    }
+    files = {
+        "container/0001-device.patch": _diff(
+            stock[DEVICE], want[DEVICE], f"/workspace/vllm/{DEVICE}", f"/workspace/vllm/{DEVICE}"
+        ),
+        "fixes/venv-kv.diff": _diff(
+            stock[KV],
+            want[KV],
+            f"a/opt/venv/lib/python3.12/site-packages/{KV}",
+            f"b/opt/venv/lib/python3.12/site-packages/{KV}",
+        ),
+        "fixes/inside-package.diff": _diff(stock[CUDA], want[CUDA], "a/platforms/cuda.py", "b/platforms/cuda.py"),
+        "Dockerfile": 'FROM nvcr.io/nvidia/pytorch:25.09-py3\nARG PRS="31000 31001"\nARG MAX_JOBS=8\n'
+        "RUN git clone https://github.com/someone/vllm.git /workspace/vllm && cd /workspace/vllm "
+        "&& git checkout 1a2b3c4d5e6f\n",
+        "scripts/launch.sh": '#!/bin/sh\nexec python -m vllm.entrypoints.openai.api_server "$@"\n',
+        ".gitmodules": '[submodule "vllm"]\n\tpath = vllm-fork\n\turl = https://github.com/someone/vllm.git\n',
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data if isinstance(data, bytes) else data.encode())
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(root), "update-index", "--add", "--cacheinfo", f"160000,{sha},vllm-fork"], check=True
+    )
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "x"],
+        check=True,
+    )
+    return root, want, sha
+
+
+def test_names_re_rooted_every_way_and_a_fork_at_its_commit(run, stock, tmp_path: Path) -> None:
+    repo, want, sha = _spark_fork_repo(tmp_path / "spark-fork", stock)
+    led = _ledger(run, tmp_path / "led")
+    r = run("import", repo, "--base", V30, "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    by = {f["path"]: f for f in json.loads(r.stdout)["findings"]}
+    assert "-p3 (vllm/config/device.py)" in by["container/0001-device.patch"]["note"]  # /workspace/vllm/
+    assert "-p6 (vllm/v1/core/kv_cache_utils.py)" in by["fixes/venv-kv.diff"]["note"]  # a venv's site-packages
+    assert "-p1 under vllm/ (vllm/platforms/cuda.py)" in by["fixes/inside-package.diff"]["note"]  # inside the package
+    assert f"someone/vllm.git at {sha}" in by["vllm-fork"]["reason"]  # the submodule's commit, from git
+    fork = next(f for f in by.values() if f["kind"] == "fork")
+    assert "1a2b3c4d5e6f" in fork["reason"] and "someone/vllm.git" in fork["reason"]
+    pr = next(f for f in by.values() if f["kind"] == "PR list")
+    assert "2 upstream PR(s) (#31000, #31001)" in pr["reason"]
+    assert "scripts/launch.sh" not in by  # a launcher is not a change
+    r = run("import", repo, "--base", V30, cwd=led)
+    assert r.code == 0 and "added 3" in r.stdout, r
+    tree = tmp_path / "tree"
+    r = run("apply", "--from-index", V30, "--into", tree, cwd=led)
+    assert r.code == 0, r
+    for rel, data in want.items():
+        assert (tree / rel).read_bytes() == data, rel

@@ -33,6 +33,7 @@ MAX_READ = 1 << 20  # bytes read from a file that is not a diff, to tell what it
 SKIP_DIRS = {"docs", "doc", "node_modules", "__pycache__", "images", "img"}
 SKIP_SUFFIXES = {".md", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ico", ".webp", ".pdf", ".pyc", ".whl"}
 SCRIPT_SUFFIXES = (".sh", ".bash", ".py")
+CHANGE_DIRS = {"patches", "mods", "hotfixes", "fixes"}  # a script here is a change or is said not to be one
 SOURCE_SUFFIXES = (".py", ".pyi", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp")
 _BIND = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
 _EDITS = re.compile(r"\.replace\(|re\.sub\(|\bsed\s+-i\b|write_text\(|os\.replace\(|open\([^)]*['\"][wa]")
@@ -280,7 +281,7 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
                 ),
             )
         )
-    elif p.suffix != ".py" or any(part in ("patches", "mods", "hotfixes") for part in Path(rel).parts):
+    elif re.match(r"(?:hot)?fix|patch", p.name) or any(part in CHANGE_DIRS for part in Path(rel).parts[:-1]):
         s.findings.append(Finding(Kind.SCRIPT, rel, reason="it neither applies a diff nor edits a file (read it)"))
 
 
