@@ -272,7 +272,7 @@ def import_(
     plain = patch_id is None and base is None and base_tree is None and strip is None and root is None
     folders = build_folders(sources[0]) if len(sources) == 1 and target is None and plain else None
     one_dir = len(sources) == 1 and sources[0].is_dir() and patch_id is None and strip is None and not root
-    if one_dir and (dry_run or is_repository(sources[0], folders)):
+    if one_dir and (dry_run or is_repository(sources[0], folders, set(c.load().targets))):
         ob = Onboarding(c.ledger_path, sources[0], target, base, base_tree, dry_run)
         return _import_repository(ob, as_json)
     if dry_run:

@@ -614,16 +614,17 @@ def build_folders(src: Path) -> dict[str, Path] | None:
     return None
 
 
-def is_repository(src: Path, folders: dict[str, Path] | None) -> bool:
+def is_repository(src: Path, folders: dict[str, Path] | None, known: set[str]) -> bool:
     """``src`` is a repository to survey: a directory that is not a patch folder (a series, only
-    patches at its top) nor a build repository whose folders all name known targets (``patches/vllm/``)."""
+    patches at its top) nor a build repository whose folders all name presets or the ledger's
+    targets (``known``: ``patches/vllm/``)."""
     from patchset.ledger.presets import PRESETS
 
     if not src.is_dir() or (src / "series").is_file() or (src / "EXPECTED.sha256").is_file():
         return False
     if _has_patches(src):  # patches at the top: a patch folder, unless folders beside them hold more
         return any(d.is_dir() and not d.name.startswith(".") for d in src.iterdir())
-    return not folders or any(name not in PRESETS for name in folders)
+    return not folders or any(name not in PRESETS and name not in known for name in folders)
 
 
 @dataclass
