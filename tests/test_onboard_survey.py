@@ -202,7 +202,8 @@ def test_import_writes_the_diffs_in_order_and_they_apply_byte_exact(run, stock, 
     assert "target vllm: created from its preset" in r.stdout
     ledger = load_ledger(led / "patches.toml")
     assert set(ledger.targets) == {"vllm"}  # never a target named after a folder (mods, container, patches)
-    assert [p.id for p in ledger.series("vllm")] == ["fix", "kv", "device"]
+    # the diffs in the recipes' order, then the overlay folder read against the base (one patch per file)
+    assert [p.id for p in ledger.series("vllm")] == ["fix", "kv", "device", "overlay-vllm-config-cache.py"]
     assert ledger.targets["vllm"].base == V30
     r = run("list", "--json", cwd=led)
     rows = {row["id"]: row for row in json.loads(r.stdout)}
@@ -212,6 +213,7 @@ def test_import_writes_the_diffs_in_order_and_they_apply_byte_exact(run, stock, 
     assert r.code == 0, r  # the lock is complete: no --update-lock
     for rel, data in want.items():
         assert (tree / rel).read_bytes() == data, rel
+    assert (tree / CACHE).read_bytes() == (repo / "overlays" / CACHE).read_bytes()
 
 
 def test_a_repository_without_a_change_writes_nothing_and_says_so(run, stock, tmp_path: Path) -> None:

@@ -306,7 +306,8 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
     run(ob)
     s = ob.survey
     if as_json:
-        emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else ob.result.to_json())})
+        done = {**ob.result.to_json(), "overlays": [o.to_json() for o in ob.overlays]}
+        emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else done)})
         return 0
     out.line(
         f"repository {ob.repo}: {len(s.findings)} thing(s) found"
@@ -320,7 +321,7 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
         out.line(f"{s.unread} file(s) past the survey's bounds were not read", indent="  ")
     for name in s.created:
         out.line(f"target {name}: {'would be ' if ob.dry_run else ''}created from its preset")
-    counts = f"{len(s.imported)} patch(es), {len(s.refused)} file(s) refused"
+    counts = f"{len(s.imported)} patch(es), {len(s.overlays)} overlay folder(s), {len(s.refused)} file(s) refused"
     if ob.dry_run:
         out.line(f"would import {counts}")
         if not s.imported:
@@ -330,6 +331,8 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
     out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}; {counts}")
     if ob.recorded_base:
         out.line(f"target base recorded: {ob.recorded_base}", indent="  ")
+    for rep in ob.overlays:
+        _print_overlay_import(rep)
     return 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
+from patchset.commands.overlay_import import OverlayReport, import_overlay
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
 from patchset.commands.targets import check_name
 from patchset.errors import InputError
@@ -31,6 +32,7 @@ class Onboarding:
     dry_run: bool = False
     survey: Survey | None = None
     result: ImportResult = field(default_factory=ImportResult)
+    overlays: list[OverlayReport] = field(default_factory=list)
     recorded_base: str = ""
 
 
@@ -76,13 +78,20 @@ def run(ob: Onboarding) -> Onboarding:
             label = stock.label
             stock.close()
     ob.survey = s
-    if not s.imported:
+    if not s.imported and not s.overlays:
         if ob.dry_run:
             return ob
         raise nothing_found(ob.repo, s)
     if ob.dry_run:
         return ob
-    _write(ob, s, ledger, label)
+    if s.imported:
+        _write(ob, s, ledger, label)
+    for f in s.overlays:  # after the diffs: each overlay file's diff is taken on top of them
+        if f.target not in ledger_mod.load_ledger(ob.ledger_path).targets:
+            with ledger_mod.edit(ob.ledger_path) as e:
+                e.add_target(f.target, target_values(f.target))
+        folder = ob.repo / f.path.rstrip("/") if f.path != "./" else ob.repo
+        ob.overlays.append(import_overlay(ob.ledger_path, folder, f.target, base=ob.base, base_tree=ob.base_tree))
     return ob
 
 

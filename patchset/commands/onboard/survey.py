@@ -109,19 +109,29 @@ class Survey:
         return [f for f in self.diffs if f.target and not f.reason]
 
     @property
+    def overlays(self) -> list[Finding]:
+        """Overlay folders read against the base given: imported after the diffs."""
+        return [f for f in self.findings if f.kind == Kind.OVERLAY and f.target and not f.reason]
+
+    @property
     def refused(self) -> list[Finding]:
         return [f for f in self.findings if f.refused]
 
     @property
     def created(self) -> list[str]:
-        return sorted({f.target for f in self.imported if f.target not in self.known})
+        return sorted({f.target for f in self.imported + self.overlays if f.target not in self.known})
 
     def to_json(self) -> dict[str, object]:
         return {
             "repository": str(self.repo),
             "findings": [f.to_json() for f in self.findings],
             "created": self.created,
-            "counts": {"imported": len(self.imported), "refused": len(self.refused), "found": len(self.findings)},
+            "counts": {
+                "imported": len(self.imported),
+                "overlays": len(self.overlays),
+                "refused": len(self.refused),
+                "found": len(self.findings),
+            },
             "unread": self.unread,
         }
 
@@ -402,12 +412,20 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
             break
     for (folder, name), keys in kits.items():
         shown = ", ".join(keys[:2]) + (", …" if len(keys) > 2 else "")
+        against = s.stock is not None and s.stock.target.name == name
         s.findings.append(
             Finding(
                 Kind.OVERLAY,
                 f"{folder}/" if folder else "./",
-                reason=f"{len(keys)} whole file(s) of {name} ({shown}): import them with "
-                f"`patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} --base SPEC`",
+                target=name,
+                note=f"{len(keys)} whole file(s) ({shown}): one patch per file, the diff from {s.stock.label}"
+                if against and s.stock is not None
+                else "",
+                reason=""
+                if against
+                else f"{len(keys)} whole file(s) of {name} ({shown}): an overlay is read against a base: give "
+                f"--base, or `patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} "
+                "--base SPEC`",
             )
         )
     return taken
