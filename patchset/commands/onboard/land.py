@@ -10,8 +10,8 @@ from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
-from patchset.commands.overlay_import import OverlayReport, import_overlay
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
+from patchset.commands.overlay_import import OverlayReport, import_overlay
 from patchset.commands.targets import check_name
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
