@@ -59,7 +59,7 @@ def _patch_args(args: str) -> tuple[str | None, int | None, str]:
         if t == "<" or t in ("-i", "--input"):
             src, i = nxt, i + 2
             continue
-        if m := re.fullmatch(r"-p(\d+)|--strip=(\d+)", t):
+        if m := re.fullmatch(r"-[A-Za-oq-z]*p(\d+)|--strip=(\d+)", t):  # -p1, -Np1, --strip=1
             strip = int(m.group(1) or m.group(2))
         elif t == "-p" and nxt.isdigit():
             strip, i = int(nxt), i + 1
