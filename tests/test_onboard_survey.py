@@ -327,3 +327,18 @@ def test_names_re_rooted_every_way_and_a_fork_at_its_commit(run, stock, tmp_path
     assert r.code == 0, r
     for rel, data in want.items():
         assert (tree / rel).read_bytes() == data, rel
+
+
+def test_base_auto_records_the_newest_release_the_diffs_fit(run, stock, tmp_path: Path) -> None:
+    repo, _ = _repo(tmp_path / "spark-build", stock)
+    (repo / "container/patches/stale.diff").unlink()  # a diff of no release at all
+    led = _ledger(run, tmp_path / "led")
+    r = run("import", repo, "--base", "auto", "--json", cwd=led)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    fits = rep["base_search"]["fits"]
+    assert "0.30.0" in fits and rep["base"] == f"vllm=={fits[0]}", rep["base_search"]
+    assert load_ledger(led / "patches.toml").targets["vllm"].base == rep["base"]
+    tree = tmp_path / "tree"
+    r = run("apply", "--from-index", rep["base"], "--into", tree, cwd=led)
+    assert r.code == 0, r

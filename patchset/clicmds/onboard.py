@@ -133,7 +133,8 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     metavar="DIR",
 )
 @opt.base(
-    "The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none."
+    "The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none. "
+    "A repository: `auto` records the newest release its diffs fit (`base find`)."
 )
 @opt.path("--base-tree", "The base as a directory (an unpacked release, a site-packages copy).", metavar="DIR")
 @opt.path(
@@ -301,12 +302,15 @@ def import_(
 
 
 def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.onboard.land.Onboarding
+    from patchset.commands.onboard.bases import fitting
     from patchset.commands.onboard.land import run
 
     run(ob)
     s = ob.survey
     if as_json:
-        done = {**ob.result.to_json(), "overlays": [o.to_json() for o in ob.overlays]}
+        done = {**ob.result.to_json(), "overlays": [o.to_json() for o in ob.overlays], "base": ob.recorded_base}
+        if ob.base_search is not None:
+            done["base_search"] = ob.base_search.to_json()
         emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else done)})
         return 0
     out.line(
@@ -329,6 +333,10 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
         return 0
     r = ob.result
     out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}; {counts}")
+    if ob.base_search is not None:
+        f = ob.base_search
+        fit = ", ".join(fitting(f)) or "none"
+        out.line(f"--base auto: checked {len(f.verdicts)} of {len(f.versions)} release(s); the series fits {fit}")
     if ob.recorded_base:
         out.line(f"target base recorded: {ob.recorded_base}", indent="  ")
     for rep in ob.overlays:

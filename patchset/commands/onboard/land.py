@@ -10,6 +10,7 @@ from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
+from patchset.commands.onboard.bases import Find, fitting, releases, search
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
 from patchset.commands.overlay_import import OverlayReport, import_overlay
 from patchset.commands.targets import check_name
@@ -34,6 +35,7 @@ class Onboarding:
     result: ImportResult = field(default_factory=ImportResult)
     overlays: list[OverlayReport] = field(default_factory=list)
     recorded_base: str = ""
+    base_search: Find | None = None  # --base auto: the search that found it
 
 
 def _base_target(ob: Onboarding, known: dict[str, Target]) -> str:
@@ -61,6 +63,9 @@ def run(ob: Onboarding) -> Onboarding:
     """Survey ``ob.repo`` and, unless a dry run, write its patches; nothing found is an error that
     writes nothing."""
     ledger = ledger_mod.load_ledger(ob.ledger_path)
+    auto = ob.base == "auto"
+    if auto:  # found after the diffs are in: `base find` on the series they make
+        ob.base = None
     if ob.target and ob.target not in ledger.targets:
         check_name(ob.target)
     targets = candidate_targets(ledger.targets, ob.target)
@@ -86,6 +91,8 @@ def run(ob: Onboarding) -> Onboarding:
         return ob
     if s.imported:
         _write(ob, s, ledger, label)
+        if auto:
+            _auto_base(ob, _base_target(ob, ledger.targets))
     for f in s.overlays:  # after the diffs: each overlay file's diff is taken on top of them
         if f.target not in ledger_mod.load_ledger(ob.ledger_path).targets:
             with ledger_mod.edit(ob.ledger_path) as e:
@@ -117,3 +124,17 @@ def _write(ob: Onboarding, s: Survey, ledger: Ledger, label: str) -> None:
         label or s.targets[base_target].base
     ):  # beside an overlay's or a script's files already locked
         complete_lock(ob.ledger_path, base_target, ob.base, ob.base_tree)
+
+
+def _auto_base(ob: Onboarding, name: str) -> None:
+    """``--base auto``: the newest release the imported series fits, recorded when the target has
+    no base (a target with one keeps it: the search is still reported)."""
+    ledger = ledger_mod.load_ledger(ob.ledger_path)
+    if name not in ledger.targets:
+        return
+    t = ledger.targets[name]
+    ob.base_search = search(Find(ledger, t, releases(t, None)))
+    fit = fitting(ob.base_search)
+    if fit and not t.base:
+        with ledger_mod.edit(ob.ledger_path) as e:
+            e.doc["targets"][name]["base"] = ob.recorded_base = f"{t.package}=={fit[0]}"
