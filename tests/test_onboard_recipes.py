@@ -83,3 +83,19 @@ def test_links_are_not_followed(run, tmp_path: Path) -> None:
     r = run("import", repo, "--dry-run", "--json", cwd=led)
     assert r.code == 0, r
     assert json.loads(r.stdout)["findings"] == []
+
+
+def test_a_nested_quilt_series_gives_the_order(run, tmp_path: Path) -> None:
+    repo = tmp_path / "build"
+    (repo / "docker/patches").mkdir(parents=True)
+    for n in ("a-first", "b-second"):
+        (repo / f"docker/patches/{n}.patch").write_text(f"--- a/vllm/{n}.py\n+++ b/vllm/{n}.py\n@@ -1 +1 @@\n-a\n+b\n")
+    (repo / "docker/patches/series").write_text("# applied by quilt push -a\nb-second.patch\na-first.patch -p1\n")
+    (repo / "docker/Dockerfile").write_text("FROM vllm/vllm-openai\n")
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", repo, "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    diffs = [f["path"] for f in json.loads(r.stdout)["findings"] if f["kind"] == "diff"]
+    assert diffs == ["docker/patches/b-second.patch", "docker/patches/a-first.patch"], diffs  # the series' order

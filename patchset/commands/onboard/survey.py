@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.apply.target import Word
-from patchset.commands.importer import PATCH_SUFFIXES, read_source
+from patchset.commands.importer import PATCH_SUFFIXES, read_series_file, read_source
 from patchset.commands.onboard import bodies, recipes
 from patchset.commands.upstream_import import pr_refs
 from patchset.errors import InputError
@@ -241,6 +241,22 @@ def add_diff(s: Survey, p: Path, note: str = "") -> None:
         f.reason, f.refused = why, True
 
 
+def add_series(s: Survey, p: Path) -> None:
+    """A quilt ``series`` file below the top: its diffs in its order (names confined to its folder)."""
+    rel = p.relative_to(s.repo).as_posix()
+    try:
+        items = read_series_file(p)
+    except InputError as exc:
+        s.findings.append(Finding(Kind.DIFF, rel, reason=exc.message))
+        return
+    top = os.path.realpath(s.repo)
+    for item in items:
+        diff = Path(os.path.relpath(item.path, top)).as_posix()
+        if diff not in s.claimed and not diff.startswith(".."):
+            s.claimed.add(diff)
+            add_diff(s, s.repo / diff, f"in the order of {rel}")
+
+
 def _script_target(s: Survey, text: str) -> str:
     for t in s.targets.values():
         for root in bodies.package_roots(t):
@@ -450,6 +466,9 @@ def survey(s: Survey) -> Survey:
             add_submodules(s, p, heads[p])
         elif p.suffix in (".txt", "") and p not in diffs and re.search(r"pr", p.name, re.I):
             add_pr_list(s, p, heads[p].decode("utf-8", "replace"))
+    for p in files:
+        if p.name == "series":
+            add_series(s, p)
     for p in diffs:
         if p.relative_to(s.repo).as_posix() not in s.claimed:
             add_diff(s, p)
