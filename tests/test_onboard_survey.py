@@ -342,3 +342,15 @@ def test_base_auto_records_the_newest_release_the_diffs_fit(run, stock, tmp_path
     tree = tmp_path / "tree"
     r = run("apply", "--from-index", rep["base"], "--into", tree, cwd=led)
     assert r.code == 0, r
+
+
+def test_import_file_with_base_refuses_a_hunk_that_does_not_match(run, stock, tmp_path: Path) -> None:
+    """Issue 33: `import FILE --base` refused a stale hunk only at apply; now at import, in apply's words."""
+    repo, _ = _repo(tmp_path / "spark-build", stock)
+    led = _ledger(run, tmp_path / "led", "--target", "vllm")
+    before = tree_digest(led)
+    r = run("import", repo / "container/patches/stale.diff", "--base", V30, cwd=led)
+    assert r.code == 2 and "hunk #1 FAILED" in r.stderr and f"{CACHE}:" in r.stderr, r
+    assert "nothing was imported" in r.stderr and tree_digest(led) == before
+    r = run("import", repo / "container/patches/device.diff", "--base", V30, cwd=led)
+    assert r.code == 0, r

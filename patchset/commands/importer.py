@@ -17,12 +17,14 @@ import os
 import re
 import shlex
 import stat
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.inspection import body_problem, diffstat
 from patchset.confine import check_relative, confine
+from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
@@ -32,6 +34,7 @@ from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import is_mbox_start, mail_file_name, parse_meta, split_mbox
 from patchset.patchfmt.reader import diff_start
+from patchset.upstream.stock import StockBase, open_stock
 
 PATCH_SUFFIXES = (".patch", ".diff")
 MAX_PATCH_BYTES = 64 << 20  # a patch, series or EXPECTED.sha256 file larger than this is refused
@@ -395,8 +398,12 @@ def import_sources(
         ids = [patch_id]
     else:
         ids = unique_ids(items)
-    with ledger_mod.edit(ledger_path) as e:
-        import_items(e, ledger.targets[tname], items, result, ids, base_files)
+    given = base is not None or base_tree is not None
+    with (
+        open_stock(ledger.root, ledger.targets[tname], base, base_tree) if given else nullcontext() as stock,
+        ledger_mod.edit(ledger_path) as e,
+    ):
+        import_items(e, ledger.targets[tname], items, result, ids, base_files, stock)
         tgt = ledger.targets[tname]
         if (base is not None or base_tree is not None) and not tgt.base and label:
             e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
@@ -456,14 +463,24 @@ def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
             )
 
 
+def base_problem(body: bytes, strip: int, target: Target, stock: StockBase) -> str:
+    """The first file whose hunks do not match ``stock`` with zero fuzz, as apply words it ("" when
+    every one does). ``body`` must parse (``body_problem`` first)."""
+    for fp in parse_patch(body, strip):
+        key = target.lock_key(fp.path)
+        got = apply_file(stock.read(key) if fp.op != "create" else None, fp, fuzz=0)
+        if not got.ok and got.status != "already_applied":
+            failed = [h.describe() for h in got.hunks if h.status == "failed"]
+            return f"{key}: " + ("; ".join(failed) or got.message) + f" on {stock.label}"
+    return ""
+
+
 def known_base_files(
     ledger: Ledger, target: Target, base: str | None = None, base_tree: Path | None = None
 ) -> tuple[set[str] | None, str]:
     """(the base's file list, its label) for reading diff names: the base given, else the target's
     recorded base when it is at hand without a download (a directory, a local clone, a release
     already in the history); ``(None, "")`` otherwise (the target's package directories are used)."""
-    from patchset.upstream.stock import open_stock
-
     if base is None and base_tree is None and (not target.base or not _base_at_hand(ledger, target)):
         return None, ""
     with open_stock(ledger.root, target, base, base_tree) as stock:
@@ -524,15 +541,17 @@ def import_items(
     result: ImportResult,
     ids: list[str] | None = None,
     base_files: set[str] | None = None,
+    stock: StockBase | None = None,
 ) -> None:
     """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated);
-    ``ids`` default to ``unique_ids(items)``."""
+    ``ids`` default to ``unique_ids(items)``; with ``stock`` (``--base``) each hunk must match it."""
     tname = target.name
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
         body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
         body = _read_names(item, body, target, base_files, pid, result)
-        why = body_problem(body, item.strip if item.strip is not None else target.strip, item.name)
+        level = item.strip if item.strip is not None else target.strip
+        why = body_problem(body, level, item.name) or (base_problem(body, level, target, stock) if stock else "")
         if why:
             raise InputError(
                 f"{why}: apply would refuse this body",

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from patchset.commands.diffroot import package_roots, reroot
-from patchset.engine.hunks import apply_file
+from patchset.commands.importer import base_problem
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.model import Target
 from patchset.patchfmt.diffs import parse_patch
@@ -109,12 +109,6 @@ def refusal(body: bytes, reading: Reading, t: Target, stock: StockBase | None, s
         fps = parse_patch(body, reading.strip, source=source)
     except (PatchFormatError, InputError) as exc:
         return exc.message
-    if stock is None or stock.target.name != t.name:
+    if stock is None or stock.target.name != t.name or not fps:
         return ""
-    for fp in fps:
-        key = t.lock_key(fp.path)
-        got = apply_file(stock.read(key) if fp.op != "create" else None, fp, fuzz=0)
-        if not got.ok and got.status != "already_applied":
-            failed = [h.describe() for h in got.hunks if h.status == "failed"]
-            return f"{key}: " + ("; ".join(failed) or got.message) + f" on {stock.label}"
-    return ""
+    return base_problem(body, reading.strip, t, stock)
