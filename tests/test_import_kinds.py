@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_a_directory_with_nothing_importable_says_what_it_found(run, led: Path, 
     scripts.mkdir()
     (scripts / "patch_cuda.py").write_text(EDIT_SCRIPT)
     r = run("import", scripts, cwd=led)
-    assert r.code == 2 and "--script 'python3 patch_cuda.py" in r.stderr, r.stderr
+    assert r.code == 2 and f"--script 'python3 {scripts / 'patch_cuda.py'} {{root}}/" in r.stderr, r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run("import", empty, cwd=led)
@@ -210,3 +211,38 @@ def test_two_readings_that_fit_are_a_question(run, led: Path, tmp_path: Path) ->
     shutil.copytree(base, tree)
     assert run("apply", "--tree", tree, cwd=led).code == 0
     assert "w5 = 5" in (tree / "vllm/config.py").read_text() and "w5" not in (tree / "config.py").read_text()
+
+
+BAD_BODIES = {
+    # a hunk header without line numbers, a hunk shorter than its header says: GNU patch rejects both
+    "no-numbers.diff": b"--- a/vllm/x.py\n+++ b/vllm/x.py\n@@ @@\n a = 1\n+b = 2\n",
+    "short-hunk.diff": b"--- a/vllm/x.py\n+++ b/vllm/x.py\n@@ -1,5 +1,6 @@\n a = 1\n+b = 2\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BODIES))
+def test_a_malformed_body_is_refused_at_import_in_the_words_validate_uses(run, led: Path, tmp_path: Path, name) -> None:
+    """Issue 33: import, validate and apply read a body with one reader and say the same thing."""
+    body = BAD_BODIES[name]
+    tree = tmp_path / "tree"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm/x.py").write_text("a = 1\n")
+    if shutil.which("patch"):
+        gnu = subprocess.run(["patch", "--dry-run", "-p1", "-d", str(tree)], input=body, capture_output=True)
+        assert gnu.returncode != 0, gnu.stdout  # the oracle refuses it too
+    f = tmp_path / name
+    f.write_bytes(body)
+    before = tree_digest(led)
+    r = run("import", f, cwd=led)
+    assert r.code == 2 and "apply would refuse this body" in r.stderr and "nothing was imported" in r.stderr, r
+    assert tree_digest(led) == before
+    words = r.stderr.split(f"{name}: ", 1)[1].split(": apply would refuse", 1)[0]
+    # the same body put in the ledger by hand: validate names it in the same words
+    (led / "patchset/series/vllm").mkdir(parents=True, exist_ok=True)
+    (led / "patchset/series/vllm" / name).write_bytes(body)
+    with open(led / "patches.toml", "a") as fh:
+        fh.write(
+            f'\n[[patch]]\nid = "bad"\ntarget = "vllm"\ntitle = "bad"\norigin = "ours"\nbody = "patchset/series/vllm/{name}"\n'
+        )
+    r = run("validate", cwd=led)
+    assert r.code == 1 and words in r.stdout + r.stderr, (words, r)

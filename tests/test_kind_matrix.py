@@ -396,7 +396,8 @@ NOT_PER_KIND = {
     "init": "it makes an empty ledger",
     "allow": "it records consent for a ledger's commands, no patch (tests/test_consent.py)",
     "target": "it edits [targets.NAME], no patch",
-    "base": "it reads or records a target's base, no patch",
+    "base": "detect reads a tree's version, no patch; find applies every body with apply's series_files "
+    "(a PR not fetched has none), tests/test_base_find.py",
     "check": "it checks a running server, no patch",
     "recover": "it finishes an interrupted apply or ledger edit (tests/test_durability.py)",
 }

@@ -158,3 +158,37 @@ def test_a_revert_is_the_reverse_of_the_upstream_commit(run, led: Path, tmp_path
     # a sha the clone does not have
     r = run("import", "--revert", "deadbeef", "--upstream", world.root, "--target", "demo", cwd=led)
     assert r.code == 2 and "is not in" in r.stderr, r
+
+
+def test_a_build_script_given_to_pr_yields_only_its_prs(run, led: Path, tmp_path: Path):
+    """Issue 33: a Dockerfile's settings (``ARG MAX_JOBS=4``, ``head_ready=0``) are not PRs and do not
+    abort the import; PR URLs, ``#N``, ``OWNER/REPO#N`` and numbers alone on a line (or under a
+    variable named for PRs) are."""
+    listing = tmp_path / "Dockerfile"
+    listing.write_text(
+        "FROM nvcr.io/nvidia/pytorch:25.09-py3\n"
+        "ARG MAX_JOBS=4\n"
+        "ARG CUDA_ARCH=121\n"
+        "RUN head_ready=0; until [ $head_ready = 1 ]; do sleep 1; done\n"
+        "ENV NCCL_IB_DISABLE=1\n"
+        "RUN curl -L https://github.com/acme/demo/pull/102.diff | git apply\n"
+        "# carried: acme/demo#103\n"
+        "RUN git fetch origin pull/104/head  # #105\n"
+        "106\n"
+        'ARG VLLM_PRS="107 108"\n'
+        "EXPOSE 8000\n"
+    )
+    r = run("import", "--pr", listing, "--target", "demo", "--json", cwd=led)
+    assert r.code == 0, r
+    assert json.loads(r.stdout)["added"] == ["pr-102", "pr-104", "pr-105", "pr-106", "pr-107", "pr-108"], r
+
+
+def test_pr_after_init_without_a_target_names_the_choices(run, tmp_path: Path):
+    d = tmp_path / "bare"
+    d.mkdir()
+    assert run("init", cwd=d).code == 0
+    r = run("import", "--pr", "31000", cwd=d)
+    assert r.code == 2 and "one of: )" not in r.stderr and "patchset target add" in r.stderr, r
+    assert run("target", "add", "vllm", cwd=d).code == 0 and run("target", "add", "nccl", cwd=d).code == 0
+    r = run("import", "--pr", "31000", cwd=d)
+    assert r.code == 2 and "one of: nccl, vllm" in r.stderr, r

@@ -125,6 +125,18 @@ def test_select_file_prefers_sdist_tarball_and_pure_wheel():
     assert select_file(files, "wheel", platform="x86_64").filename.endswith("x86_64.whl")
 
 
+def test_a_release_without_an_sdist_points_at_the_installed_layout():
+    """Issue 33: "the release has no sdist" says how to use its wheels."""
+    wheels = [_df("vllm-1.0-cp38-abi3-manylinux_2_28_aarch64.whl", "wheel", ("manylinux_2_28_aarch64",))]
+    with pytest.raises(InputError) as err:
+        select_file(wheels, "sdist")
+    said = err.value.render()
+    assert "the release has no sdist" in said and "--layout installed" in said and "--platform" in said
+    with pytest.raises(InputError) as err:
+        select_file([_df("p-1.0.tar.gz", "sdist")], "wheel")
+    assert "--layout installed" not in err.value.render()  # nothing to point at when it has no wheel
+
+
 def test_select_file_platform_wheels_only_when_asked():
     files = [
         _df("vllm-1.0-cp38-abi3-manylinux_2_28_aarch64.whl", "wheel", ("manylinux_2_28_aarch64",)),

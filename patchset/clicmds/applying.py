@@ -33,7 +33,7 @@ from patchset.clicmds import options as opt
     "--fuzz", type=int, default=0, show_default=True, metavar="N", help="Allow fuzz (recorded in the report)."
 )
 @click.option("--update-lock", is_flag=True, help="Record the resulting file hashes in the lock.")
-@click.option("--dry-run", is_flag=True, help="Check that everything applies and matches; write nothing.")
+@opt.dry_run("Check that everything applies and matches; write nothing.")
 @click.option(
     "--skip-applied", is_flag=True, help="On a --tree that carries part of the series, apply only the missing patches."
 )

@@ -62,3 +62,42 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
     else:
         render(out, check)
     return check.exit_code
+
+
+@base.command("find")
+@opt.target("search for", "default: the only target")
+@click.option(
+    "--since",
+    default=None,
+    metavar="VERSION",
+    help="The oldest release to search (default: the 12 newest final releases).",
+)
+@opt.json
+@click.pass_obj
+@guarded
+def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
+    """The releases the target's series applies to with zero fuzz, newest first.
+
+    \b
+    From the package index, probed by release order (galloping from the newest, then bisecting
+    each edge of the run that fits), not one by one; verdicts cached per series and release.
+    Exit 0 when some release fits, 1 when none of those checked does, 2 bad input.
+    """
+    from patchset.commands.onboard.bases import Find, choose, fitting, releases, search
+
+    led = c.load()
+    t = choose(led, target)
+    f = Find(led, t, releases(t, since))
+    if not as_json:
+        f.heard = lambda v, ok: out.line(f"{t.package}=={v}: {'applies' if ok else 'does not apply'}", indent="  ")
+    search(f)
+    fit = fitting(f)
+    if as_json:
+        emit_json(f.to_json())
+    elif fit:
+        out.line(f"target {t.name} applies with zero fuzz to: " + ", ".join(f"{t.package}=={v}" for v in fit))
+        out.line(f"checked {len(f.verdicts)} of {len(f.versions)} release(s) ({f.cached} from the cache)")
+        out.line(f"next: patchset target set {t.name} --base {t.package}=={fit[0]}")
+    else:
+        out.line(f"target {t.name}: no release checked fits ({len(f.verdicts)} of {len(f.versions)} checked)")
+    return 0 if fit else 1

@@ -125,7 +125,8 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     metavar="DIR",
 )
 @opt.base(
-    "The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none."
+    "The base overlays, scripts and diff names are read against (vllm==0.30.0); recorded when the target has none. "
+    "A repository: `auto` records the newest release its diffs fit (`base find`)."
 )
 @opt.path("--base-tree", "The base as a directory (an unpacked release, a site-packages copy).", metavar="DIR")
 @opt.path(
@@ -174,6 +175,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     show_default=True,
     help="Overlays: one patch per file, or one per manifest set.",
 )
+@opt.dry_run("A repository: print the inventory of what it carries and what each becomes; write nothing.")
 @opt.json
 @click.pass_obj
 @guarded
@@ -194,6 +196,7 @@ def import_(
     revert: str | None,
     upstream: str | None,
     group: str,
+    dry_run: bool,
     as_json: bool,
 ) -> int:
     """Import a quilt directory, patch files / format-patch mails, EXPECTED.sha256 files, or overlays.
@@ -203,6 +206,12 @@ def import_(
     and an EXPECTED.sha256) is imported whole: missing targets are created (presets for vllm,
     flashinfer, nccl), each folder becomes that target's series in file order, and the expected
     hashes go into the lock under the target whose patches touch each file.
+
+    \b
+    Any other repository is surveyed first (bounded; .git, docs and images left out): every diff,
+    recipe (a script applying diffs beside it), overlay candidate, edit script, PR list,
+    submodule and fork is listed with what it becomes (a patch of target T) or why it is not
+    imported, then its diffs are imported in one edit; --dry-run prints the inventory alone.
 
     \b
     --overlay DIR --target T (--base SPEC | --base-tree DIR) [--manifest FILE] [--group file|set]:
@@ -219,7 +228,8 @@ def import_(
     pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
     from patchset import errors
-    from patchset.commands.importer import Naming, build_folders, import_build, import_sources
+    from patchset.commands.importer import Naming, build_folders, import_build, import_sources, is_repository
+    from patchset.commands.onboard.land import Onboarding
 
     modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
     if len(modes) > 1:
@@ -254,6 +264,12 @@ def import_(
 
     plain = patch_id is None and base is None and base_tree is None and strip is None and root is None
     folders = build_folders(sources[0]) if len(sources) == 1 and target is None and plain else None
+    one_dir = len(sources) == 1 and sources[0].is_dir() and patch_id is None and strip is None and not root
+    if one_dir and (dry_run or is_repository(sources[0], folders, set(c.load().targets))):
+        ob = Onboarding(c.ledger_path, sources[0], target, base, base_tree, dry_run)
+        return _import_repository(ob, as_json)
+    if dry_run:
+        raise errors.InputError("--dry-run surveys a repository: pass one directory")
     if folders:
         rep = import_build(c.ledger_path, sources[0], folders)
         if as_json:
@@ -274,6 +290,49 @@ def import_(
             out.line(f"target base recorded: {res.recorded_base}", indent="  ")
         for f, n in res.expected.items():
             out.line(f"expected hashes: {n} from {f}")
+    return 0
+
+
+def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.onboard.land.Onboarding
+    from patchset.commands.onboard.bases import fitting
+    from patchset.commands.onboard.land import run
+
+    run(ob)
+    s = ob.survey
+    if as_json:
+        done = {**ob.result.to_json(), "overlays": [o.to_json() for o in ob.overlays], "base": ob.recorded_base}
+        if ob.base_search is not None:
+            done["base_search"] = ob.base_search.to_json()
+        emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else done)})
+        return 0
+    out.line(
+        f"repository {ob.repo}: {len(s.findings)} thing(s) found"
+        + (" (dry run: nothing written)" if ob.dry_run else "")
+    )
+    for f in s.findings:
+        out.line(f"{f.kind} {f.path}: {f.becomes()}", indent="  ")
+        if f.note:
+            out.line(f.note, indent="      ")
+    if s.unread:
+        out.line(f"{s.unread} file(s) past the survey's bounds were not read", indent="  ")
+    for name in s.created:
+        out.line(f"target {name}: {'would be ' if ob.dry_run else ''}created from its preset")
+    counts = f"{len(s.imported)} patch(es), {len(s.overlays)} overlay folder(s), {len(s.refused)} file(s) refused"
+    if ob.dry_run:
+        out.line(f"would import {counts}")
+        if not s.imported:
+            out.line("no changes to vllm (or any target) found")
+        return 0
+    r = ob.result
+    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}; {counts}")
+    if ob.base_search is not None:
+        f = ob.base_search
+        fit = ", ".join(fitting(f)) or "none"
+        out.line(f"--base auto: checked {len(f.verdicts)} of {len(f.versions)} release(s); the series fits {fit}")
+    if ob.recorded_base:
+        out.line(f"target base recorded: {ob.recorded_base}", indent="  ")
+    for rep in ob.overlays:
+        _print_overlay_import(rep)
     return 0
 
 

@@ -91,6 +91,11 @@ json = click.option(
 )
 
 
+def dry_run(help: str) -> Decorator:
+    """``--dry-run``: say what would be done, write nothing."""
+    return click.option("--dry-run", is_flag=True, help=help)
+
+
 def target(what: str, default: str, *, multiple: bool = False) -> Decorator:
     """``--target NAME``: the ledger's target NAME, in every command ("The target NAME to WHAT
     (DEFAULT)."); completes from the ledger."""

@@ -19,7 +19,7 @@ from patchset.clicmds import options as opt
 @opt.upstream("the target's upstream when it is a local clone, else its release history")
 @opt.deprecated("--repo", "old_repo", "rebase --repo", "--upstream (--repo names a build checkout in apply)")
 @click.option("--interactive", is_flag=True, help="Stop at a conflict with the conflicted files written out.")
-@click.option("--dry-run", is_flag=True, help="Classify every patch; write nothing.")
+@opt.dry_run("Classify every patch; write nothing.")
 @click.option("--continue", "cont", is_flag=True, help="Resume after resolving a conflict.")
 @click.option("--skip", "skip_", is_flag=True, help="Set the conflicting patch aside (held) and go on.")
 @click.option("--abort", "abort_", is_flag=True, help="Restore the ledger, series and lock byte for byte.")

@@ -17,11 +17,14 @@ import os
 import re
 import shlex
 import stat
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.commands.inspection import diffstat
+from patchset.commands.apply.lock import complete_lock
+from patchset.commands.inspection import body_problem, diffstat
 from patchset.confine import check_relative, confine
+from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import parse_expected, sha256_bytes
@@ -31,6 +34,7 @@ from patchset.ledger.schema import ID_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.headers import is_mbox_start, mail_file_name, parse_meta, split_mbox
 from patchset.patchfmt.reader import diff_start
+from patchset.upstream.stock import StockBase, open_stock
 
 PATCH_SUFFIXES = (".patch", ".diff")
 MAX_PATCH_BYTES = 64 << 20  # a patch, series or EXPECTED.sha256 file larger than this is refused
@@ -249,6 +253,23 @@ def _expected(path: Path, *, relative: bool = False) -> dict[str, str]:
 def nothing_importable(src: Path) -> InputError:
     """The error for a directory without a series, a patch or an EXPECTED.sha256: what it holds
     (by kind, a few names) and which import fits it."""
+    total, found, scripts, counts = holdings(src)
+    if not total:
+        return InputError(f"{src}: the directory is empty: nothing to import")
+    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
+    if scripts:
+        hint = _SCRIPT_HINT.format(name=scripts[0])
+    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
+        hint = _OVERLAY_HINT.replace("DIR", str(src))
+    return InputError(
+        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; {found}",
+        hint=hint + "; nothing was imported",
+    )
+
+
+def holdings(src: Path) -> tuple[int, str, list[str], dict[str, int]]:
+    """(how many files ``src`` holds, "it holds N file(s) (kinds: names)", edit-script-like names,
+    the count per suffix)."""
     counts: dict[str, int] = {}
     names: list[str] = []
     scripts: list[str] = []
@@ -266,19 +287,9 @@ def nothing_importable(src: Path) -> InputError:
                 scripts.append(rel)
         if total > 10000:
             break
-    if not total:
-        return InputError(f"{src}: the directory is empty: nothing to import")
     found = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    hint = "a patch directory holds *.patch / *.diff files or a quilt series"
-    if scripts:
-        hint = _SCRIPT_HINT.format(name=scripts[0])
-    elif counts.get(".py") or counts.get(".cuh") or counts.get(".h"):
-        hint = _OVERLAY_HINT.replace("DIR", str(src))
-    return InputError(
-        f"{src}: nothing to import: no series file, no *.patch or *.diff, no EXPECTED.sha256; "
-        f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})",
-        hint=hint + "; nothing was imported",
-    )
+    said = f"it holds {total} file(s) ({found}: {', '.join(names)}{', …' if total > len(names) else ''})"
+    return total, said, scripts, counts
 
 
 def split_mails(item: ImportItem) -> list[ImportItem]:
@@ -399,8 +410,12 @@ def import_sources(
         ids = [patch_id]
     else:
         ids = unique_ids(items)
-    with ledger_mod.edit(ledger_path) as e:
-        _import_items(e, ledger.targets[tname], items, result, ids, base_files)
+    given = base is not None or base_tree is not None
+    with (
+        open_stock(ledger.root, ledger.targets[tname], base, base_tree) if given else nullcontext() as stock,
+        ledger_mod.edit(ledger_path) as e,
+    ):
+        import_items(e, ledger.targets[tname], items, result, ids, base_files, stock)
         tgt = ledger.targets[tname]
         if (base is not None or base_tree is not None) and not tgt.base and label:
             e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
@@ -412,6 +427,10 @@ def import_sources(
             tl = e.lock.target(tname)
             tl.files.update(hashes)
             result.expected[str(ef)] = len(hashes)
+    if not expected_files and (
+        base is not None or base_tree is not None or _base_at_hand(ledger, ledger.targets[tname])
+    ):
+        complete_lock(ledger_path, tname, base, base_tree)  # beside an overlay's or a script's files
     return result
 
 
@@ -456,14 +475,24 @@ def _refuse_shared_body(e: ledger_mod.Edit, item: ImportItem, rel: str) -> None:
             )
 
 
+def base_problem(body: bytes, strip: int, target: Target, stock: StockBase) -> str:
+    """The first file whose hunks do not match ``stock`` with zero fuzz, as apply words it ("" when
+    every one does). ``body`` must parse (``body_problem`` first)."""
+    for fp in parse_patch(body, strip):
+        key = target.lock_key(fp.path)
+        got = apply_file(stock.read(key) if fp.op != "create" else None, fp, fuzz=0)
+        if not got.ok and got.status != "already_applied":
+            failed = [h.describe() for h in got.hunks if h.status == "failed"]
+            return f"{key}: " + ("; ".join(failed) or got.message) + f" on {stock.label}"
+    return ""
+
+
 def known_base_files(
     ledger: Ledger, target: Target, base: str | None = None, base_tree: Path | None = None
 ) -> tuple[set[str] | None, str]:
     """(the base's file list, its label) for reading diff names: the base given, else the target's
     recorded base when it is at hand without a download (a directory, a local clone, a release
     already in the history); ``(None, "")`` otherwise (the target's package directories are used)."""
-    from patchset.upstream.stock import open_stock
-
     if base is None and base_tree is None and (not target.base or not _base_at_hand(ledger, target)):
         return None, ""
     with open_stock(ledger.root, target, base, base_tree) as stock:
@@ -517,21 +546,30 @@ def _read_names(
     return body
 
 
-def _import_items(
+def import_items(
     e: ledger_mod.Edit,
     target: Target,
     items: list[ImportItem],
     result: ImportResult,
     ids: list[str] | None = None,
     base_files: set[str] | None = None,
+    stock: StockBase | None = None,
 ) -> None:
     """Bodies into ``patchset/series/<target>/`` and entries into the ledger (new or updated);
-    ``ids`` default to ``unique_ids(items)``."""
+    ``ids`` default to ``unique_ids(items)``; with ``stock`` (``--base``) each hunk must match it."""
     tname = target.name
     for item, pid in zip(items, ids if ids is not None else unique_ids(items), strict=True):
         body = item.data if item.data is not None else read_source(item.path)
         _check_text(item, body)
         body = _read_names(item, body, target, base_files, pid, result)
+        level = item.strip if item.strip is not None else target.strip
+        why = body_problem(body, level, item.name) or (base_problem(body, level, target, stock) if stock else "")
+        if why:
+            raise InputError(
+                f"{why}: apply would refuse this body",
+                where=Location(item.path),
+                hint="fix the diff (or regenerate it with `git diff`/`diff -u`); nothing was imported",
+            )
         existing = e.patch_table(pid)
         rel = f"patchset/series/{tname}/{body_name(item.name, pid)}"
         digest = sha256_bytes(body)
@@ -605,6 +643,19 @@ def build_folders(src: Path) -> dict[str, Path] | None:
             if found:
                 return found
     return None
+
+
+def is_repository(src: Path, folders: dict[str, Path] | None, known: set[str]) -> bool:
+    """``src`` is a repository to survey: a directory that is not a patch folder (a series, only
+    patches at its top) nor a build repository whose folders all name presets or the ledger's
+    targets (``known``: ``patches/vllm/``)."""
+    from patchset.ledger.presets import PRESETS
+
+    if not src.is_dir() or (src / "series").is_file() or (src / "EXPECTED.sha256").is_file():
+        return False
+    if _has_patches(src):  # patches at the top: a patch folder, unless folders beside them hold more
+        return any(d.is_dir() and not d.name.startswith(".") for d in src.iterdir())
+    return not folders or any(name not in PRESETS and name not in known for name in folders)
 
 
 @dataclass
@@ -689,7 +740,7 @@ def import_build(ledger_path: Path, src: Path, folders: dict[str, Path]) -> Buil
         for name, folder in folders.items():
             items, _ = collect([folder])
             base_files = known_base_files(ledger, targets[name])[0] if targets[name].base else None
-            _import_items(e, targets[name], items, rep.result, None, base_files)
+            import_items(e, targets[name], items, rep.result, None, base_files)
             rep.patches[name] = [patch_id_for(i.name) for i in items]
         keys = patched_keys(targets, rep.result.files)
         for ef, only in _expected_files(src, folders):

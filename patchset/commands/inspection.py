@@ -78,6 +78,22 @@ def body_state(ledger: Ledger, patch: Patch) -> tuple[str, bytes | None]:
     return (BODY_PRESENT if locked == sha256_bytes(data) else BODY_MISMATCH), data
 
 
+def body_problem(body: bytes, strip: int, source: str) -> str:
+    """What the reader ``apply`` uses says of a body it cannot read ("" when it reads it)."""
+    from patchset.patchfmt.diffs import parse_patch  # as in diffstat: list starts faster
+
+    try:
+        parse_patch(body, strip, source=source)
+    except PatchFormatError as exc:
+        return exc.message
+    return ""
+
+
+def effective_strip(ledger: Ledger, patch: Patch) -> int:
+    """The ``-pN`` the patch's body is read with: its source's, else its target's."""
+    return patch.source.strip if patch.source.strip is not None else ledger.targets[patch.target].strip
+
+
 def patch_files(
     ledger: Ledger, patch: Patch, body: bytes | None = None, stats: list[FileStat] | None = None
 ) -> list[str]:
@@ -86,7 +102,7 @@ def patch_files(
     if stats is None:
         if body is None:
             _, body = body_state(ledger, patch)
-        stats = diffstat(body) if body else []
+        stats = diffstat(body, effective_strip(ledger, patch)) if body else []
     if stats:
         return [s.path for s in stats]
     return list(patch.files)
@@ -178,9 +194,11 @@ def validate(ledger: Ledger) -> ValidateReport:
         tgt = ledger.targets[p.target]
         stats: list[FileStat] = []
         if body is not None:
-            stats = diffstat(body)
+            stats = diffstat(body, effective_strip(ledger, p))
             if not body.strip():
                 rep.problems.append(f"{p.id}: {p.body_path} is empty: not a diff (import the patch again)")
+            elif why := body_problem(body, effective_strip(ledger, p), p.body_path):
+                rep.problems.append(f"{p.id}: {why} (apply refuses it; import the patch again)")
             elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")
             else:

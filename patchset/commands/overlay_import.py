@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patchset.commands.apply.lock import complete_lock
 from patchset.commands.apply.target import series_files
 from patchset.commands.importer import patch_id_for, read_source
 from patchset.confine import check_relative, confine, regular_file
@@ -432,10 +433,13 @@ def import_overlay(
                 "first: every patch of a target applies to one base",
             )
         plans = _plan(ledger, rep, entries, target, stocks, group)
-        return _write(ledger, rep, plans, stocks, data, given is not None)
+        _write(ledger, rep, plans, stocks, data, given is not None)
     finally:
         for s in stocks.values():
             s.close()
+    if rep.patches:  # the diffs imported before (or beside) the overlay: their files into the lock too
+        complete_lock(ledger_path, target, base, base_tree)
+    return rep
 
 
 def _plan(

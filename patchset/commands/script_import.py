@@ -20,6 +20,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from patchset.commands.apply.lock import complete_lock
 from patchset.commands.apply.target import series_files
 from patchset.commands.importer import read_source
 from patchset.commands.overlay_import import _same_base
@@ -147,6 +148,7 @@ def import_script(
         _record(ledger, rep, gen, body, generated, stock, script_data if external else None, given)
     # the user typed this command on this machine: that act allows it (patchset.ledger.consent)
     consent.allow(ledger_mod.load_ledger(ledger_path), keys=[f"generate {patch_id}"])
+    complete_lock(ledger_path, rep.target, base, base_tree)  # the series' other files, beside the script's
     return rep
 
 

@@ -38,8 +38,12 @@ _PULL = re.compile(
     r"(?P<repo>[\w.-]+/[\w.-]+?)(?:\.git)?/)?\bpulls?/(?P<n>\d{1,7})\b"
 )
 _TOKEN = re.compile(r"(?<![\w/.#-])(?:(?P<repo>[\w.-]+/[\w.-]+)#|#)(?P<n>\d{1,7})(?![\w.])")
+# a line of bare numbers, or a variable named for PRs holding them (ARG PRS="1 2", VLLM_PRS=(1 2)):
+# a number under any other name (ARG MAX_JOBS=4, head_ready=0) is a setting, not a PR
 _NUMBER_LIST = re.compile(
-    r"^\s*(?:(?:[A-Za-z]+\s+)?[A-Za-z_]\w*=)?[\s\"'(),;]*\d{1,7}(?:[\s\"'(),;]+\d{1,7})*[\s\"'(),;]*$"
+    r"^\s*(?:(?:[A-Za-z]+\s+)?(?:[A-Za-z]\w*_)?PRS?(?:_\w*)?=)?[\s\"'(),;]*[1-9]\d{0,6}"
+    r"(?:[\s\"'(),;]+[1-9]\d{0,6})*[\s\"'(),;]*$",
+    re.IGNORECASE,
 )
 _SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
 
@@ -47,7 +51,12 @@ _SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
 def _target(ledger: Any, target: str | None) -> Target:
     if target is None:
         if len(ledger.targets) != 1:
-            raise InputError("which target?", hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})")
+            raise InputError(
+                "which target?",
+                hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets))})"
+                if ledger.targets
+                else "the ledger has no target yet: `patchset target add vllm` (vllm, flashinfer, nccl have presets)",
+            )
         target = next(iter(ledger.targets))
     if target not in ledger.targets:
         raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")

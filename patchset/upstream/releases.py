@@ -354,7 +354,14 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
     pool = live or pool
     if not pool:
         have = ", ".join(sorted(f.filename for f in files)) or "nothing"
-        raise InputError(f"the release has no {kind}; the index has: {have}")
+        wheels_only = kind == "sdist" and any(f.kind == "wheel" for f in files)
+        raise InputError(
+            f"the release has no {kind}; the index has: {have}",
+            hint="it ships wheels only: read it in the installed layout (`patchset target set NAME --layout installed`, "
+            "then `--from-index SPEC --platform native|aarch64|x86_64`)"
+            if wheels_only
+            else None,
+        )
     if kind == "sdist":
         pool.sort(key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
         return pool[0]

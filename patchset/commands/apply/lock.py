@@ -18,15 +18,16 @@ from pathlib import Path
 from types import TracebackType
 
 from patchset import atomic
-from patchset.commands.apply.target import ApplyRun, Outcome, TargetReport
+from patchset.commands.apply.target import ApplyRun, Outcome, TargetReport, series_files
 from patchset.commands.interrupted import APPLYING_DIR
 from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import TreePass
-from patchset.errors import UnsafePathError
+from patchset.errors import InputError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
+from patchset.upstream.stock import open_stock
 
 
 def file_digest(f: Path) -> str | None:
@@ -183,3 +184,31 @@ def fill_lock(
 def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:
     with ledger_mod.edit(ledger.path) as e:
         fill_lock(e, ledger, target, files, base_files)
+
+
+def complete_lock(ledger_path: Path, target: str, base: str | None = None, base_tree: Path | None = None) -> list[str]:
+    """Each import records the patched files it made itself (an overlay's, a script's result); once
+    a target's lock holds any, every file its series patches must be there, or the first apply
+    stops on "not in the lock". The missing hashes come from the series applied to the base in
+    memory (zero fuzz); the caller knows the base is at hand. Returns the keys added (none when the
+    series does not apply there: apply says so)."""
+    ledger = ledger_mod.load_ledger(ledger_path)
+    t = ledger.targets[target]
+    tl = ledger.lock.targets.get(target)
+    if tl is None or not tl.files:
+        return []  # an empty lock is recorded whole by the first apply
+    try:
+        with open_stock(ledger.root, t, base, base_tree) as stock:
+            state = series_files(ledger, t, stock.read)
+            missing = {t.lock_key(k): v for k, v in state.items() if v is not None and t.lock_key(k) not in tl.files}
+            originals = {k: stock.read(k) for k in missing}
+    except InputError:
+        return []  # the series does not apply to that base: apply says so, naming the patch
+    if missing:
+        with ledger_mod.edit(ledger_path) as e:
+            lk = e.lock.target(target)
+            for key, data in missing.items():
+                lk.files[key] = sha256_bytes(data)
+                if originals[key] is not None and key not in lk.base_files:
+                    lk.base_files[key] = sha256_bytes(originals[key] or b"")
+    return sorted(missing)
