@@ -75,7 +75,9 @@ def test_every_command_has_a_row() -> None:
 def test_a_row_names_exactly_the_commands_options(name: str) -> None:
     cmd = commands()[name]
     documented = set(OPTION.findall(rows()[name][len(name) :]))
-    assert documented == options(cmd), f"{name}: docs/commands.md has {sorted(documented)}, click {sorted(options(cmd))}"
+    assert documented == options(cmd), (
+        f"{name}: docs/commands.md has {sorted(documented)}, click {sorted(options(cmd))}"
+    )
     assert {"--json", "-h", "--help"} <= {o for p in cmd.params for o in p.opts} | {"-h", "--help"}
 
 
