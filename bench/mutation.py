@@ -59,9 +59,15 @@ class Mutant:
         return (self.file, self.operator.removeprefix("core/"), self.before.strip())
 
     def survivor(self) -> dict[str, object]:
-        return {"file": self.file, "line": self.line, "operator": self.operator.removeprefix("core/"),
-                "before": self.before.strip(), "after": self.after.strip(), "outcome": self.outcome,
-                "reason": self.reason}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "operator": self.operator.removeprefix("core/"),
+            "before": self.before.strip(),
+            "after": self.after.strip(),
+            "outcome": self.outcome,
+            "reason": self.reason,
+        }
 
 
 @dataclasses.dataclass
@@ -75,8 +81,13 @@ class Config:
 
 def load_config() -> Config:
     data = tomli.loads((ROOT / "pyproject.toml").read_text())["tool"]["patchset"]["mutation"]
-    return Config(packages=data["packages"], operators=data["operators"], bar=float(data["bar"]),
-                  markers=data["markers"], seed=int(data.get("seed", 0)))
+    return Config(
+        packages=data["packages"],
+        operators=data["operators"],
+        bar=float(data["bar"]),
+        markers=data["markers"],
+        seed=int(data.get("seed", 0)),
+    )
 
 
 def load_equivalents() -> list[dict[str, str]]:
@@ -84,7 +95,9 @@ def load_equivalents() -> list[dict[str, str]]:
     for n, e in enumerate(entries, 1):
         missing = {"file", "operator", "line", "reason"} - e.keys()
         if missing or not e.get("reason", "").strip():
-            raise SystemExit(f"error: {EQUIVALENTS.relative_to(ROOT)}: entry {n} needs file, operator, line and a reason")
+            raise SystemExit(
+                f"error: {EQUIVALENTS.relative_to(ROOT)}: entry {n} needs file, operator, line and a reason"
+            )
     return entries
 
 
@@ -93,7 +106,7 @@ def installed_name(path: str) -> str:
     mapping = tomli.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     for package, folder in sorted(mapping.items(), key=lambda kv: -len(kv[1])):
         if path == folder or path.startswith(folder.rstrip("/") + "/"):
-            return package.replace(".", "/") + path[len(folder):]
+            return package.replace(".", "/") + path[len(folder) :]
     return path
 
 
@@ -102,8 +115,9 @@ def build_mirror(dest: Path) -> None:
 
     The tests run from the copy, so its ``patchset`` comes first on ``sys.path`` and the checkout is
     never touched (nor are the tests' own writes, if any, let into it)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
     for rel in filter(None, files):
         if (ROOT / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +145,9 @@ def enumerate_mutants(rel: str, source: str, operators: list[str]) -> list[Mutan
     out: list[Mutant] = []
     for name in operators:
         operator = cosmic_ray.plugins.get_operator(name)()
-        positions = [(node, start) for node in ast_nodes(get_ast(source)) for start, _ in operator.mutation_positions(node)]
+        positions = [
+            (node, start) for node in ast_nodes(get_ast(source)) for start, _ in operator.mutation_positions(node)
+        ]
         for occurrence, (node, (line, _col)) in enumerate(positions):
             if in_signature_types(node):
                 continue
@@ -144,10 +160,14 @@ def enumerate_mutants(rel: str, source: str, operators: list[str]) -> list[Mutan
     return out
 
 
-def in_signature_types(node) -> bool:  # noqa: ANN001 (a parso node)
+def in_signature_types(node) -> bool:
     """Annotations and the bare ``*`` of a signature: mutating them changes no behaviour the tests could see."""
-    if node.type == "operator" and node.value in ("*", "/") and node.parent is not None \
-            and node.parent.type in ("param", "parameters", "typedargslist"):
+    if (
+        node.type == "operator"
+        and node.value in ("*", "/")
+        and node.parent is not None
+        and node.parent.type in ("param", "parameters", "typedargslist")
+    ):
         return True
     child, parent = node, node.parent
     while parent is not None:
@@ -163,8 +183,9 @@ def in_signature_types(node) -> bool:  # noqa: ANN001 (a parso node)
 
 def changed_lines(base: str, files: list[str]) -> dict[str, set[int]]:
     """The lines of ``files`` a ``git diff base`` adds or changes (new-side numbers)."""
-    diff = subprocess.run(["git", "diff", "-U0", "--no-color", base, "--", *files], cwd=ROOT,
-                          capture_output=True, text=True)
+    diff = subprocess.run(
+        ["git", "diff", "-U0", "--no-color", base, "--", *files], cwd=ROOT, capture_output=True, text=True
+    )
     if diff.returncode != 0:
         raise SystemExit(f"error: git diff {base} failed: {diff.stderr.strip()} (give a commit, e.g. HEAD~1)")
     out: dict[str, set[int]] = {}
@@ -194,9 +215,21 @@ def covering_tests(pkg: str, cfg: Config, mirror: Path, work: Path, modules: lis
 
     cov_file, junit = work / f".coverage.{pkg}", work / f"{pkg}.xml"
     targets = [str(mirror / installed_name(m)) for m in modules]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", cfg.markers,
-           *[f"--cov={Path(t).parent}" for t in targets], "--cov-context=test", "--cov-report=",
-           f"--junitxml={junit}", *cfg.packages[pkg]["tests"]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        cfg.markers,
+        *[f"--cov={Path(t).parent}" for t in targets],
+        "--cov-context=test",
+        "--cov-report=",
+        f"--junitxml={junit}",
+        *cfg.packages[pkg]["tests"],
+    ]
     env = pytest_env(mirror) | {"COVERAGE_FILE": str(cov_file)}
     env.pop("PYTHONDONTWRITEBYTECODE")  # the baseline compiles the copy once; each mutant recompiles its module
     run = subprocess.run(cmd, cwd=mirror, env=env, capture_output=True, text=True)
@@ -207,7 +240,7 @@ def covering_tests(pkg: str, cfg: Config, mirror: Path, work: Path, modules: lis
     data = CoverageData(basename=str(cov_file))
     data.read()
     by_line: dict[str, dict[int, list[str]]] = {}
-    for rel, target in zip(modules, targets):
+    for rel, target in zip(modules, targets, strict=True):
         if target not in data.measured_files():
             raise SystemExit(f"error: coverage of {pkg} did not measure {rel}: is the copy first on the path?")
         found = data.contexts_by_lineno(target)
@@ -230,9 +263,27 @@ def run_mutant(m: Mutant, mirror: Path, cfg: Config, seconds: dict[str, float]) 
     budget = 20 + 4 * sum(seconds.get(t, 1.0) for t in order)
     target.write_text(m.code)
     try:
-        run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", cfg.markers,
-                              "-o", "addopts=", *order], cwd=mirror, env=pytest_env(mirror),
-                             capture_output=True, text=True, timeout=budget)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                cfg.markers,
+                "-o",
+                "addopts=",
+                *order,
+            ],
+            cwd=mirror,
+            env=pytest_env(mirror),
+            capture_output=True,
+            text=True,
+            timeout=budget,
+        )
         if run.returncode == 0:
             m.outcome = "survived"
         elif run.returncode in (1, 2):  # a test failed, or the mutant broke the import
@@ -260,8 +311,10 @@ def mark_equivalents(mutants: list[Mutant], entries: list[dict[str, str]]) -> li
 
 
 def score(mutants: list[Mutant]) -> dict[str, object]:
-    count = {k: sum(m.outcome == k for m in mutants)
-             for k in ("killed", "timeout", "survived", "uncovered", "equivalent", "error", "not-run")}
+    count = {
+        k: sum(m.outcome == k for m in mutants)
+        for k in ("killed", "timeout", "survived", "uncovered", "equivalent", "error", "not-run")
+    }
     judged = count["killed"] + count["timeout"] + count["survived"] + count["uncovered"]
     killed = count["killed"] + count["timeout"]
     return {**count, "mutants": len(mutants), "score": round(killed / judged, 4) if judged else None}
@@ -272,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("packages", nargs="*", metavar="PACKAGE", help=f"of: {', '.join(cfg.packages)} (default: all)")
     ap.add_argument("--changed", metavar="BASE", help="only the core lines a git diff against BASE adds or changes")
-    ap.add_argument("--budget", type=float, metavar="SECONDS", help="start no mutant after this long (the rest: not-run)")
+    ap.add_argument(
+        "--budget", type=float, metavar="SECONDS", help="start no mutant after this long (the rest: not-run)"
+    )
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = ap.parse_args(argv)
     unknown = [p for p in args.packages if p not in cfg.packages]
@@ -295,8 +350,12 @@ def main(argv: list[str] | None = None) -> int:
         for pkg in packages:
             t0 = time.monotonic()
             modules = cfg.packages[pkg]["modules"]
-            mutants = [m for rel in modules for m in enumerate_mutants(rel, (ROOT / rel).read_text(), operators)
-                       if lines is None or m.line in lines.get(rel, set())]
+            mutants = [
+                m
+                for rel in modules
+                for m in enumerate_mutants(rel, (ROOT / rel).read_text(), operators)
+                if lines is None or m.line in lines.get(rel, set())
+            ]
             if not mutants:
                 continue
             err.print(f"{pkg}: {len(mutants)} mutants; measuring which tests run each line ...", markup=False)
@@ -315,13 +374,22 @@ def main(argv: list[str] | None = None) -> int:
                     bar.advance(task)
             stale_all += mark_equivalents(mutants, [e for e in equivalents if e["file"] in modules])
             mutants.sort(key=lambda m: (m.file, m.line, m.operator))
-            report[pkg] = {**score(mutants), "seconds": round(time.monotonic() - t0, 1),
-                           "survivors": [m.survivor() for m in mutants if m.outcome in ("survived", "uncovered")],
-                           "equivalents": [m.survivor() for m in mutants if m.outcome == "equivalent"],
-                           "errors": [m.survivor() for m in mutants if m.outcome == "error"]}
+            report[pkg] = {
+                **score(mutants),
+                "seconds": round(time.monotonic() - t0, 1),
+                "survivors": [m.survivor() for m in mutants if m.outcome in ("survived", "uncovered")],
+                "equivalents": [m.survivor() for m in mutants if m.outcome == "equivalent"],
+                "errors": [m.survivor() for m in mutants if m.outcome == "error"],
+            }
     under = [p for p, r in report.items() if r["score"] is not None and r["score"] < cfg.bar]
-    doc = {"bar": cfg.bar, "seconds": round(time.monotonic() - started, 1), "changed": args.changed,
-           "packages": report, "under_bar": under, "stale_equivalents": stale_all}
+    doc = {
+        "bar": cfg.bar,
+        "seconds": round(time.monotonic() - started, 1),
+        "changed": args.changed,
+        "packages": report,
+        "under_bar": under,
+        "stale_equivalents": stale_all,
+    }
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -335,19 +403,26 @@ def print_report(doc: dict) -> None:
         out.print("mutation: no core line to mutate" + (f" changed since {doc['changed']}" if doc["changed"] else ""))
     for pkg, r in doc["packages"].items():
         pct = "n/a" if r["score"] is None else f"{100 * r['score']:.1f}%"
-        out.print(f"{pkg}: {pct} killed ({r['killed'] + r['timeout']} of {r['mutants'] - r['equivalent'] - r['not-run'] - r['error']};"
-                  f" {r['equivalent']} equivalent, {r['not-run']} not run, {r['error']} errors) in {r['seconds']}s",
-                  markup=False)
+        out.print(
+            f"{pkg}: {pct} killed ({r['killed'] + r['timeout']} of {r['mutants'] - r['equivalent'] - r['not-run'] - r['error']};"
+            f" {r['equivalent']} equivalent, {r['not-run']} not run, {r['error']} errors) in {r['seconds']}s",
+            markup=False,
+        )
         for s in r["survivors"] + r["errors"]:
             tag = "" if s["outcome"] == "survived" else f" [{s['outcome']}]"
             out.print(f"  {s['file']}:{s['line']} {s['operator']}{tag}: {s['before']}  ->  {s['after']}", markup=False)
     for e in doc["stale_equivalents"]:
-        out.print(f"error: {EQUIVALENTS.relative_to(ROOT)}: {e['file']} `{e['line']}` {e['operator']} is killed now;"
-                  " remove the entry", markup=False)
+        out.print(
+            f"error: {EQUIVALENTS.relative_to(ROOT)}: {e['file']} `{e['line']}` {e['operator']} is killed now;"
+            " remove the entry",
+            markup=False,
+        )
     if doc["under_bar"]:
-        out.print(f"error: under the bar of {100 * doc['bar']:.0f}%: {', '.join(doc['under_bar'])}"
-                  " (kill the survivors above, or list a truly equivalent one in docs/mutation-equivalent.toml)",
-                  markup=False)
+        out.print(
+            f"error: under the bar of {100 * doc['bar']:.0f}%: {', '.join(doc['under_bar'])}"
+            " (kill the survivors above, or list a truly equivalent one in docs/mutation-equivalent.toml)",
+            markup=False,
+        )
     out.print(f"mutation tier: {doc['seconds']}s", markup=False)
 
 

@@ -13,6 +13,8 @@ from patchset import cli
 from tests.support.repo import REPO_ROOT, git, tree_digest
 from tests.support.tiers import ci_verdict
 
+pytest_plugins = ["tests.support.checkout"]  # fails the session when a test wrote into the checkout
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _journal_key_dir(tmp_path_factory) -> None:

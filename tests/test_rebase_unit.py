@@ -9,8 +9,19 @@ import pytest
 
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.classify import map_line
-from patchset.rebase.replay import ALREADY, BROKEN, CLEAN, CONFLICT, MERGED, OFFSET, FileReplay, Merger, Move, \
-    PatchReplay, replay_patch
+from patchset.rebase.replay import (
+    ALREADY,
+    BROKEN,
+    CLEAN,
+    CONFLICT,
+    MERGED,
+    OFFSET,
+    FileReplay,
+    Merger,
+    Move,
+    PatchReplay,
+    replay_patch,
+)
 
 
 class MemTree:
@@ -55,8 +66,9 @@ def test_map_line_unchanged_or_unknown() -> None:
 def _replay(files: dict[str, bytes], new: dict[str, bytes], diff: bytes) -> PatchReplay:
     merger = Merger()
     try:
-        return replay_patch(parse_patch(diff), MemTree(files), MemTree(new), lambda p: Move(None), merger,
-                            ("upstream", "patch"))
+        return replay_patch(
+            parse_patch(diff), MemTree(files), MemTree(new), lambda p: Move(None), merger, ("upstream", "patch")
+        )
     finally:
         merger.close()
 
@@ -65,22 +77,31 @@ BASE = b"".join(b"line %d\n" % i for i in range(1, 21))
 
 
 def _edit(path: str, n: int) -> bytes:
-    return (f"--- a/{path}\n+++ b/{path}\n@@ -{n},3 +{n},3 @@\n line {n}\n-line {n + 1}\n+LINE {n + 1}\n"
-            f" line {n + 2}\n").encode()
+    return (
+        f"--- a/{path}\n+++ b/{path}\n@@ -{n},3 +{n},3 @@\n line {n}\n-line {n + 1}\n+LINE {n + 1}\n line {n + 2}\n"
+    ).encode()
 
 
 def test_the_worst_file_ranks_a_multi_file_patch() -> None:
     shifted = b"new 1\nnew 2\n" + BASE  # the hunk applies two lines lower: offset
     upstream_edit = BASE.replace(b"line 14\n", b"upstream 14\n")  # the context changed: only a merge carries it
-    wide = (b"--- a/merged.txt\n+++ b/merged.txt\n@@ -8,7 +8,7 @@\n line 8\n line 9\n line 10\n-line 11\n+LINE 11\n"
-            b" line 12\n line 13\n line 14\n")
+    wide = (
+        b"--- a/merged.txt\n+++ b/merged.txt\n@@ -8,7 +8,7 @@\n line 8\n line 9\n line 10\n-line 11\n+LINE 11\n"
+        b" line 12\n line 13\n line 14\n"
+    )
     diff = _edit("clean.txt", 5) + _edit("offset.txt", 5) + wide
-    r = _replay({"clean.txt": BASE, "offset.txt": BASE, "merged.txt": BASE},
-                {"clean.txt": BASE, "offset.txt": shifted, "merged.txt": upstream_edit}, diff)
+    r = _replay(
+        {"clean.txt": BASE, "offset.txt": BASE, "merged.txt": BASE},
+        {"clean.txt": BASE, "offset.txt": shifted, "merged.txt": upstream_edit},
+        diff,
+    )
     assert [f.how for f in r.files] == [CLEAN, OFFSET, MERGED]
     assert (r.status, r.how) == ("carried", MERGED)
-    r = _replay({"clean.txt": BASE, "offset.txt": BASE}, {"clean.txt": BASE, "offset.txt": shifted},
-                _edit("offset.txt", 5) + _edit("clean.txt", 5))
+    r = _replay(
+        {"clean.txt": BASE, "offset.txt": BASE},
+        {"clean.txt": BASE, "offset.txt": shifted},
+        _edit("offset.txt", 5) + _edit("clean.txt", 5),
+    )
     assert (r.status, r.how) == ("carried", OFFSET)
     r = _replay({"clean.txt": BASE}, {"clean.txt": BASE}, _edit("clean.txt", 5))
     assert (r.status, r.how) == ("carried", CLEAN)
@@ -102,12 +123,14 @@ def test_status_and_how_of_a_patch() -> None:
 
 def test_apply_to_stacks_only_carried_files() -> None:
     tree = MemTree({"gone": b"x"})
-    PatchReplay([
-        FileReplay("a", "a", CLEAN, result=b"A"),
-        FileReplay("b", "b", CONFLICT, result=b"<<<"),
-        FileReplay("c", "c", ALREADY, result=b"C"),
-        FileReplay("d", "e", MERGED, result=b"E", delete_path="gone"),
-    ]).apply_to(tree)
+    PatchReplay(
+        [
+            FileReplay("a", "a", CLEAN, result=b"A"),
+            FileReplay("b", "b", CONFLICT, result=b"<<<"),
+            FileReplay("c", "c", ALREADY, result=b"C"),
+            FileReplay("d", "e", MERGED, result=b"E", delete_path="gone"),
+        ]
+    ).apply_to(tree)
     assert tree.writes == [("a", b"A"), ("gone", None), ("e", b"E")]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchset.verify.server import REPO_ROOT, cache_dir, engine_missing_reason
+from tests.support.checkout import example_copy
 
 EXAMPLE = REPO_ROOT / "examples" / "serving-cpu"
 pytestmark = pytest.mark.engine
@@ -45,7 +47,9 @@ def _report(name: str, data: dict) -> None:
 def _verify(*args: str) -> tuple[int, dict]:
     from patchset.cli import main
 
-    result = CliRunner().invoke(main, ["-C", str(EXAMPLE), "verify", *args, "--json"], catch_exceptions=False)
+    with tempfile.TemporaryDirectory(prefix="serving-cpu-") as tmp:  # verify keeps its proofs beside the ledger
+        example = example_copy("serving-cpu", Path(tmp))
+        result = CliRunner().invoke(main, ["-C", str(example), "verify", *args, "--json"], catch_exceptions=False)
     return result.exit_code, json.loads(result.output)
 
 
