@@ -114,7 +114,7 @@ def test_list(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> No
     assert "unknown" not in (line + block).split("01-pdl-sm12x", 1)[1].split("02-")[0]
     if mode == "piped":  # cut -f2 gives the ids, in series order
         col2 = [ln.split("\t")[1] for ln in r.stdout.splitlines()[1:]]
-        assert col2 == [p.id for p in load_ledger(prod / "patches.toml").patches if col2 and p.id in col2]
+        assert col2 == [p.id for p in load_ledger(prod / "patches.toml").patches]
         assert "\tno PR\t" in line
 
 
@@ -472,7 +472,7 @@ def test_fetch_check(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch
     env_for(monkeypatch, mode)
     led = load_ledger(prod / "patches.toml")
     r = run("fetch", "--check", "--offline", cwd=prod)
-    assert r.code in (0, 1, 2), r
+    assert r.code == 0, r  # offline, nothing fetched yet: every row says so, nothing is out of date
     pinned = [p for p in led.patches if p.source.ref]
     assert pinned
     check(r.stdout, mode, [p.id for p in pinned] + [p.source.ref for p in pinned])
