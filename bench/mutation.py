@@ -51,6 +51,8 @@ class Mutant:
     before: str  # the source line
     after: str  # the same line mutated
     code: str  # the whole mutated module
+    function: str = ""  # the def it is in ("" at module level)
+    above: str = ""  # the line before it (stripped): tells apart equal lines of one function
     tests: list[str] = dataclasses.field(default_factory=list)
     outcome: str = "pending"  # killed | survived | uncovered | equivalent | timeout | error | not-run
     reason: str = ""
@@ -62,6 +64,7 @@ class Mutant:
         return {
             "file": self.file,
             "line": self.line,
+            "function": self.function,
             "operator": self.operator.removeprefix("core/"),
             "before": self.before.strip(),
             "after": self.after.strip(),
@@ -156,7 +159,19 @@ def enumerate_mutants(rel: str, source: str, operators: list[str]) -> list[Mutan
                 continue
             mutated = code.splitlines()
             after = mutated[line - 1] if line - 1 < len(mutated) else ""
-            out.append(Mutant(rel, line, name, occurrence, lines[line - 1], after, code))
+            out.append(
+                Mutant(
+                    rel,
+                    line,
+                    name,
+                    occurrence,
+                    lines[line - 1],
+                    after,
+                    code,
+                    enclosing(lines, line),
+                    lines[line - 2].strip() if line > 1 else "",
+                )
+            )
     return out
 
 
@@ -179,6 +194,16 @@ def in_signature_types(node) -> bool:
             return True
         child, parent = parent, parent.parent
     return False
+
+
+def enclosing(lines: list[str], line: int) -> str:
+    """The name of the innermost ``def`` around 1-based ``line``."""
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for text in reversed(lines[: line - 1]):
+        m = re.match(r"(\s*)(?:async\s+)?def\s+(\w+)", text)
+        if m and len(m.group(1)) < indent:
+            return m.group(2)
+    return ""
 
 
 def changed_lines(base: str, files: list[str]) -> dict[str, set[int]]:
@@ -301,7 +326,13 @@ def mark_equivalents(mutants: list[Mutant], entries: list[dict[str, str]]) -> li
     stale = []
     for e in entries:
         key = (e["file"], e["operator"].removeprefix("core/"), e["line"].strip())
-        hits = [m for m in mutants if m.key() == key]
+        hits = [
+            m
+            for m in mutants
+            if m.key() == key
+            and e.get("function", m.function) == m.function
+            and e.get("above", m.above).strip() == m.above
+        ]
         for m in hits:
             if m.outcome in ("survived", "uncovered"):
                 m.outcome, m.reason = "equivalent", e["reason"]
@@ -410,7 +441,10 @@ def print_report(doc: dict) -> None:
         )
         for s in r["survivors"] + r["errors"]:
             tag = "" if s["outcome"] == "survived" else f" [{s['outcome']}]"
-            out.print(f"  {s['file']}:{s['line']} {s['operator']}{tag}: {s['before']}  ->  {s['after']}", markup=False)
+            out.print(
+                f"  {s['file']}:{s['line']} ({s['function'] or 'module'}) {s['operator']}{tag}: {s['before']}  ->  {s['after']}",
+                markup=False,
+            )
     for e in doc["stale_equivalents"]:
         out.print(
             f"error: {EQUIVALENTS.relative_to(ROOT)}: {e['file']} `{e['line']}` {e['operator']} is killed now;"

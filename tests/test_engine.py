@@ -17,7 +17,7 @@ import pytest
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
 from patchset.patchfmt.diffs import files_touched, header_text, parse_patch
-from patchset.patchfmt.filepatch import FilePatch, split_lines
+from patchset.patchfmt.filepatch import split_lines
 from patchset.patchfmt.names import strip_path
 from tests.support.diffgen import unified_diff
 from tests.support.repo import git_bytes
