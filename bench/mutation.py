@@ -139,7 +139,7 @@ def operator_names(patterns: list[str]) -> list[str]:
     return [n for n in cosmic_ray.plugins.operator_names() if any(w.fullmatch(n) for w in wanted)]
 
 
-def enumerate_mutants(rel: str, source: str, operators: list[str]) -> list[Mutant]:
+def enumerate_mutants(rel: str, source: str, operators: list[str], keep: set[int] | None = None) -> list[Mutant]:
     import cosmic_ray.plugins
     from cosmic_ray.ast import ast_nodes, get_ast
     from cosmic_ray.mutating import mutate_code
@@ -152,7 +152,7 @@ def enumerate_mutants(rel: str, source: str, operators: list[str]) -> list[Mutan
             (node, start) for node in ast_nodes(get_ast(source)) for start, _ in operator.mutation_positions(node)
         ]
         for occurrence, (node, (line, _col)) in enumerate(positions):
-            if in_signature_types(node):
+            if (keep is not None and line not in keep) or in_signature_types(node):
                 continue
             code = mutate_code(source, operator, occurrence)
             if code is None or code == source:
@@ -384,8 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             mutants = [
                 m
                 for rel in modules
-                for m in enumerate_mutants(rel, (ROOT / rel).read_text(), operators)
-                if lines is None or m.line in lines.get(rel, set())
+                for m in enumerate_mutants(
+                    rel, (ROOT / rel).read_text(), operators, None if lines is None else lines.get(rel, set())
+                )
             ]
             if not mutants:
                 continue
