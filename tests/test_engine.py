@@ -97,7 +97,14 @@ def test_git_format_patch_is_parsed_with_extended_headers(format_patch: bytes) -
     assert "caf\u00e9.txt" in fps  # git's "caf\303\251.txt" quoting undone
     # the `diff --git a/X b/Y` headers' order, both sides of the copy and the rename, each path once
     assert files_touched(format_patch) == [
-        "caf\u00e9.txt", "src.py", "copy.py", "keep.py", "kept.py", "new file.txt", "x", "z.bin"
+        "caf\u00e9.txt",
+        "src.py",
+        "copy.py",
+        "keep.py",
+        "kept.py",
+        "new file.txt",
+        "x",
+        "z.bin",
     ]
     touched = files_touched(format_patch)
     assert {"keep.py", "kept.py", "src.py", "copy.py", "x", "z.bin"} <= set(touched)
@@ -369,8 +376,7 @@ def test_misordered_hunks_are_refused() -> None:
     """A hunk that would change a line before one an earlier hunk changed is refused (GNU patch's
     "misordered hunks"), never applied out of order into garbled output."""
     old = nums(*range(1, 11))
-    patch = (b"--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n 5\n-6\n+SIX\n 7\n"
-             b"@@ -2,3 +2,3 @@\n 2\n-3\n+THREE\n 4\n")
+    patch = b"--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n 5\n-6\n+SIX\n 7\n@@ -2,3 +2,3 @@\n 2\n-3\n+THREE\n 4\n"
     out = apply_file(old, parse_patch(patch)[0])
     assert not out.ok and out.new is None
     assert [(h.status, h.misordered) for h in out.hunks] == [("clean", False), ("failed", True)]

@@ -402,8 +402,9 @@ def test_bisection_starts_at_the_base_after_upstream_rewrote_history(tmp_path, u
     git(up, "reset", "-q", "--hard", c[1])
     commit_files(up, "Docs, rewritten (#203)", {"README": "demo, rewritten\n"})
     core = (up / "pkg/core.py").read_text()
-    core = core.replace("def limit_5(x):\n    return x + 5\n",
-                        "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
+    core = core.replace(
+        "def limit_5(x):\n    return x + 5\n", "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n"
+    )
     rework = commit_files(up, "[Core] Rework limit_5 with a cap (#204)", {"pkg/core.py": core})
     commit_files(up, "Unrelated change (#205)", {"docs/n205.md": "205\n"})
     r, _, _ = _gate(ledger, tmp_path, latest=True)

@@ -39,7 +39,9 @@ def test_first_bad_finds_the_first_broken_commit(first: int) -> None:
 
 def test_first_bad_of_an_empty_range() -> None:
     assert first_bad(["a", "b"], GOOD, [], prober({})) == {
-        "a": FirstBad("a", None, GOOD, 0), "b": FirstBad("b", None, GOOD, 0)}
+        "a": FirstBad("a", None, GOOD, 0),
+        "b": FirstBad("b", None, GOOD, 0),
+    }
 
 
 def test_newest_clean_below_the_first_bad_commit() -> None:

@@ -13,8 +13,9 @@ from patchset.tracker.report import DROP, DROPPED, FOLLOW_UP, HELD, NOTHING, REV
 FOLLOWUPS = {
     "follow-up": [{"role": "prs", "class": "follow-up-merged", "ref": "vllm-project/vllm#2", "in_base": False}],
     "reverted": [{"role": "prs", "class": "reverted", "ref": "vllm-project/vllm#3", "merged_at": "2026-11-02T00:00"}],
-    "revert-reverted": [{"role": "reverts", "class": "reverted", "of": "vllm-project/vllm#4",
-                         "ref": "vllm-project/vllm#5"}],
+    "revert-reverted": [
+        {"role": "reverts", "class": "reverted", "of": "vllm-project/vllm#4", "ref": "vllm-project/vllm#5"}
+    ],
 }
 
 

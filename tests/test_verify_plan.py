@@ -213,7 +213,9 @@ def test_a_change_of_either_series_digest_is_noticed(which: int) -> None:
     a[which] = "9" * 16
     d = decide(_patch(digests={"pkg/a.py": tuple(a), "pkg/b.py": ("3" * 16,) * 3}), _history(), OPTS, 4, "v")
     assert d.action == RUN
-    assert d.reasons == ["the series around it changed pkg/a.py (patched) since run 3 (2026-10-01T02:00:00Z on vllm==0.31.0)"]
+    assert d.reasons == [
+        "the series around it changed pkg/a.py (patched) since run 3 (2026-10-01T02:00:00Z on vllm==0.31.0)"
+    ]
 
 
 # --------------------------------------------------------------------------- watched files
