@@ -404,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         run_mutant(m, mirror, cfg, seconds)
                     bar.advance(task)
+            err.print(f"{pkg}: done in {time.monotonic() - t0:.0f}s", markup=False)
             stale_all += mark_equivalents(mutants, [e for e in equivalents if e["file"] in modules])
             mutants.sort(key=lambda m: (m.file, m.line, m.operator))
             report[pkg] = {
