@@ -32,7 +32,7 @@ class Client:
     def __init__(self, diff: bytes | Exception) -> None:
         self.diff = diff
 
-    def pr_diff(self, ref):  # noqa: ANN001 - PRRef
+    def pr_diff(self, ref):
         if isinstance(self.diff, Exception):
             raise self.diff
         return self.diff
