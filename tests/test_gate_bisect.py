@@ -79,3 +79,13 @@ def test_a_first_bad_commit_gone_from_a_rewritten_history_is_ignored() -> None:
     safe = newest_clean(GOOD, COMMITS, stale, probe)
     assert (safe.index, safe.sha) == (6, COMMITS[6].sha)
     assert safe.probes == [COMMITS[6].sha]
+
+
+def test_short_label_shortens_only_a_full_sha() -> None:
+    from patchset.ci.gate import short_label
+
+    sha = "0123456789abcdef" * 2 + "01234567"
+    assert short_label(sha) == "0123456789ab"
+    assert short_label(sha[:39]) == sha[:39]  # not a full sha: kept as written
+    assert short_label(sha.upper()) == sha.upper()  # git writes lower-case hex; anything else is a label
+    assert short_label("vllm==0.31.0") == "vllm==0.31.0"
