@@ -448,3 +448,9 @@ def test_gate_plan_on_the_production_ledger_prints_a_plan_from_a_fresh_clone(iso
     r = run("gate", "--plan", "--target", "vllm", "--tags", "spark", "--json", cwd=clone)
     data = json.loads(r.stdout)
     assert data["status"] == "planned" and data["plan"]["plan"]["full_run_engine_starts"] == 19
+
+
+def test_broken_last_time_comes_first_among_the_reasons() -> None:
+    d = decide(_patch(body="c" * 16), _history(last=BROKEN), OPTS, 4, "vllm==0.32.0")
+    assert d.action == AFTER_WITH and len(d.reasons) == 2
+    assert d.reasons[0].startswith("it was broken in run 3") and d.reasons[1].startswith("its body changed")
