@@ -337,6 +337,7 @@ def mark_equivalents(mutants: list[Mutant], entries: list[dict[str, str]]) -> li
             if m.key() == key
             and e.get("function", m.function) == m.function
             and e.get("above", m.above).strip() == m.above
+            and e.get("after", m.after).strip() == m.after.strip()
         ]
         for m in hits:
             if m.outcome in ("survived", "uncovered"):
