@@ -18,6 +18,7 @@ import pytest
 from patchset.commands.audit import audit
 from patchset.commands.inspection import canonical_path, validate
 from patchset.ledger.store import load_ledger
+from tests.support.checkout import example_copy
 from tests.support.repo import REPO_ROOT, commit_files, git_bytes, new_repo
 
 LEDGER = """\
@@ -322,7 +323,7 @@ def test_real_ledger_validate_with_an_installed_layout_flashinfer_body(run, tmp_
     rep = audit(load_ledger(d / "patches.toml"), d / "patchset/series", "flashinfer")
     assert [f.kind for f in rep.findings] == ["no-body"]  # fi-01 is not there; fi-02 matches
     out = tmp_path / "export"
-    ex = REPO_ROOT / "examples/flashinfer-sm12x"
+    ex = example_copy("flashinfer-sm12x", tmp_path)
     assert run("export", "--format", "quilt", out, cwd=ex).code == 0
     assert run("export", "--format", "expected", out, cwd=ex).code == 0
     r = run("audit", out, cwd=ex)

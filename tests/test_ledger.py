@@ -124,7 +124,13 @@ BAD = {
         'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
         '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\n',
         11,
-        "needs a reason",
+        "a held patch needs a reason",
+    ),
+    "dropped-no-reason": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "dropped"\n',
+        11,
+        "a dropped patch needs a reason",
     ),
     "bad-ref": (
         'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
