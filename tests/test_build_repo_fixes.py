@@ -278,3 +278,9 @@ def test_a_pure_wheel_needs_no_platform(run, tmp_path: Path, monkeypatch) -> Non
             cwd=demo["ledger"],
         )
         assert r.code == 0, r
+        # the pure wheel applies as it does without --platform: the same patched files as the locked tree
+        from tests.support.repo import tree_digest
+
+        got = {k: v for k, v in tree_digest(tmp_path / "D").items() if k.startswith("demo/")}
+        want = {k: v for k, v in tree_digest(demo["tree"]).items() if k.startswith("demo/")}
+        assert got and got == want

@@ -17,7 +17,7 @@ import pytest
 from patchset.engine.hunks import apply_file, reverse_file_patch
 from patchset.errors import PatchFormatError
 from patchset.patchfmt.diffs import files_touched, header_text, parse_patch
-from patchset.patchfmt.filepatch import FilePatch, split_lines
+from patchset.patchfmt.filepatch import split_lines
 from patchset.patchfmt.names import strip_path
 from tests.support.diffgen import unified_diff
 from tests.support.repo import git_bytes
@@ -95,7 +95,17 @@ def test_git_format_patch_is_parsed_with_extended_headers(format_patch: bytes) -
     z = fps["z.bin"]
     assert z.op == "delete" and z.binary
     assert "caf\u00e9.txt" in fps  # git's "caf\303\251.txt" quoting undone
-    assert files_touched(format_patch) == [fp for fp in files_touched(format_patch)]  # stable order, no repeats
+    # the `diff --git a/X b/Y` headers' order, both sides of the copy and the rename, each path once
+    assert files_touched(format_patch) == [
+        "caf\u00e9.txt",
+        "src.py",
+        "copy.py",
+        "keep.py",
+        "kept.py",
+        "new file.txt",
+        "x",
+        "z.bin",
+    ]
     touched = files_touched(format_patch)
     assert {"keep.py", "kept.py", "src.py", "copy.py", "x", "z.bin"} <= set(touched)
     assert len(touched) == len(set(touched))
@@ -304,7 +314,7 @@ def test_several_patches_in_order_on_one_file() -> None:
     assert mid.ok
     assert apply_file(mid.new, p2).new == v2
     assert apply_file(v0, p2).ok  # independent hunks also apply out of order
-    assert isinstance(p1, FilePatch)
+    assert (p1.op, p1.old_path, p1.new_path, len(p1.hunks)) == ("modify", "f", "f", 1)
 
 
 def test_outcome_json_is_plain() -> None:
@@ -348,3 +358,30 @@ def test_the_line_index_agrees_with_a_plain_split(seed: int, monkeypatch: pytest
         if i < len(lines):
             assert text.line(i) == lines[i]
     assert list(text.lines()) == lines
+
+
+@pytest.mark.parametrize(("expected", "nearest"), [(11, 10), (12, 13)])
+def test_nearest_region_tie_goes_to_the_closest(expected: int, nearest: int) -> None:
+    """Two regions match a failed hunk equally well (2 of its 3 old lines): the one closest to
+    where the hunk expected to be is reported."""
+    target = nums(*range(1, 10)) + b"alpha\nbeta\ngamma\n" * 2 + nums(*range(16, 30))
+    patch = f"--- a/f\n+++ b/f\n@@ -{expected},3 +{expected},3 @@\n alpha\n-beta\n+BETA\n delta\n".encode()
+    out = apply_file(target, parse_patch(patch)[0])
+    assert out.status == "failed"
+    near = out.hunks[0].nearest
+    assert near is not None and (near.line, near.similarity) == (nearest, pytest.approx(2 / 3, abs=0.001))
+
+
+def test_misordered_hunks_are_refused() -> None:
+    """A hunk that would change a line before one an earlier hunk changed is refused (GNU patch's
+    "misordered hunks"), never applied out of order into garbled output."""
+    old = nums(*range(1, 11))
+    patch = b"--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n 5\n-6\n+SIX\n 7\n@@ -2,3 +2,3 @@\n 2\n-3\n+THREE\n 4\n"
+    out = apply_file(old, parse_patch(patch)[0])
+    assert not out.ok and out.new is None
+    assert [(h.status, h.misordered) for h in out.hunks] == [("clean", False), ("failed", True)]
+    assert "misordered hunks" in out.hunks[1].describe()
+    # hunks that touch only each other's context are in order
+    ok = b"--- a/f\n+++ b/f\n@@ -4,3 +4,3 @@\n 4\n-5\n+FIVE\n 6\n@@ -5,3 +5,3 @@\n 5\n-6\n+SIX\n 7\n"
+    out = apply_file(old, parse_patch(ok)[0])
+    assert out.ok and out.new == old.replace(b"5\n", b"FIVE\n", 1).replace(b"6\n", b"SIX\n", 1)

@@ -422,3 +422,27 @@ ready_timeout = 60
     (engine,) = verify_json["engines"]
     assert engine["started"] and engine["variant"] == "with"
     assert figures.read_bytes() == stored  # a red run keeps the last green figures
+
+
+def test_bisection_starts_at_the_base_after_upstream_rewrote_history(tmp_path, upstream):
+    """The last clean commit of the previous run is no longer on upstream's history (a force-push):
+    the bisection's lower bound falls back to the ledger's base, not to the vanished commit."""
+    repo, c = upstream
+    up = tmp_path / "up"
+    shutil.copytree(repo, up)
+    ledger = gate_ledger(tmp_path / "proj", up, c[0])
+    r, _, _ = _gate(ledger, tmp_path, onto=c[3])
+    assert r.status == "green"
+    git(up, "reset", "-q", "--hard", c[1])
+    commit_files(up, "Docs, rewritten (#203)", {"README": "demo, rewritten\n"})
+    core = (up / "pkg/core.py").read_text()
+    core = core.replace(
+        "def limit_5(x):\n    return x + 5\n", "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n"
+    )
+    rework = commit_files(up, "[Core] Rework limit_5 with a cap (#204)", {"pkg/core.py": core})
+    commit_files(up, "Unrelated change (#205)", {"docs/n205.md": "205\n"})
+    r, _, _ = _gate(ledger, tmp_path, latest=True)
+    assert (r.status, r.conflicts) == ("red", ["B"]), r.to_json()
+    fb = r.first_bad["B"]
+    assert fb["commit"]["sha"] == rework
+    assert fb["range_size"] == 4  # c1 and the three rewritten commits: c0 (the base) .. the new head

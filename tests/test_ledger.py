@@ -124,7 +124,13 @@ BAD = {
         'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
         '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "held"\n',
         11,
-        "needs a reason",
+        "a held patch needs a reason",
+    ),
+    "dropped-no-reason": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
+        '[[patch]]\nid = "a"\ntarget = "demo"\ntitle = "t"\norigin = "ours"\nstate = "dropped"\n',
+        11,
+        "a dropped patch needs a reason",
     ),
     "bad-ref": (
         'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = "a/b"\n\n'
@@ -209,7 +215,7 @@ def test_write_keeps_comments_and_order(run, ledger_dir: Path, tmp_path: Path) -
     assert (ledger_dir / "patches.lock").read_text().startswith("# Written by patchset")
 
 
-# ---- the production ledger's facts (shared/ledger-facts.md) and its tests (issue 17, item 3) ------
+# ---- the production ledger's facts (the maintainer's ledger facts) and its tests (issue 17, item 3) ---
 
 
 def test_real_ledger_facts_that_were_guessed_are_corrected() -> None:

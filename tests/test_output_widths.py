@@ -114,7 +114,7 @@ def test_list(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> No
     assert "unknown" not in (line + block).split("01-pdl-sm12x", 1)[1].split("02-")[0]
     if mode == "piped":  # cut -f2 gives the ids, in series order
         col2 = [ln.split("\t")[1] for ln in r.stdout.splitlines()[1:]]
-        assert col2 == [p.id for p in load_ledger(prod / "patches.toml").patches if col2 and p.id in col2]
+        assert col2 == [p.id for p in load_ledger(prod / "patches.toml").patches]
         assert "\tno PR\t" in line
 
 
@@ -123,10 +123,10 @@ def test_validate_and_show(run, prod: Path, mode: str, monkeypatch: pytest.Monke
     env_for(monkeypatch, mode)
     r = run("validate", cwd=prod)
     assert r.code == 0, r
-    ids, _ = prod_tokens()
-    shared = [i for i in ids if i in r.stdout]
-    assert len(shared) >= 5
-    check(r.stdout, mode, ["vllm", "flashinfer", "nccl", *shared])
+    # every patch that declares tests is named in the "tests declared" line (from the ledger, not the output)
+    tested = [p.id for p in load_ledger(prod / "patches.toml").patches if p.tests]
+    assert len(tested) >= 5
+    check(r.stdout, mode, ["vllm", "flashinfer", "nccl", *tested])
     for pid in ("u57632-dflash-context-kv-in-draft-cudagraph", "01-pdl-sm12x"):
         r = run("show", pid, cwd=prod)
         assert r.code == 0, r
@@ -472,7 +472,7 @@ def test_fetch_check(run, prod: Path, mode: str, monkeypatch: pytest.MonkeyPatch
     env_for(monkeypatch, mode)
     led = load_ledger(prod / "patches.toml")
     r = run("fetch", "--check", "--offline", cwd=prod)
-    assert r.code in (0, 1, 2), r
+    assert r.code == 0, r  # offline, nothing fetched yet: every row says so, nothing is out of date
     pinned = [p for p in led.patches if p.source.ref]
     assert pinned
     check(r.stdout, mode, [p.id for p in pinned] + [p.source.ref for p in pinned])

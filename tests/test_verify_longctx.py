@@ -36,6 +36,7 @@ from patchset.verify.junit import render_junit
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import VerifyRun, run_verify
 from patchset.verify.pertest_view import render_verify
+from tests.support.checkout import example_copy
 from tests.support.consent import allow_ledger
 from tests.support.diffgen import unified_diff
 from tests.support.text import joined
@@ -318,10 +319,11 @@ def test_example_on_the_real_cpu_engine(tmp_path: Path) -> None:
     from patchset.cli import main
 
     junit = tmp_path / "junit.xml"
-    allow_ledger(EXAMPLE)
+    example = example_copy("longctx-cpu", tmp_path)  # verify keeps its proofs beside the ledger
+    allow_ledger(example)
     result = CliRunner().invoke(
         main,
-        ["-C", str(EXAMPLE), "verify", "--tags", "cpu", "--all", "--junit", str(junit), "--json"],  # no verdict carried
+        ["-C", str(example), "verify", "--tags", "cpu", "--all", "--junit", str(junit), "--json"],  # no verdict carried
         catch_exceptions=False,
     )
     data = json.loads(result.output)

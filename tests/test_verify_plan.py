@@ -197,6 +197,28 @@ def test_a_patch_broken_last_time_waits_for_the_series() -> None:
     assert decide(_patch(), _history(), PlanOptions(history="x", full_every=0), 40, "v").action == CARRY
 
 
+def test_only_runs_a_patch_broken_last_time_tonight() -> None:
+    d = decide(_patch(), _history(last=BROKEN), PlanOptions(only=["p"], history="x"), 4, "v")
+    assert d.action == RUN and "asked for (--only)" in d.reasons
+    assert decide(_patch(), _history(last=BROKEN), PlanOptions(only=["q"], history="x"), 4, "v").action == AFTER_WITH
+    patch = _patch()
+    patch.minus_error = "the series without it does not apply"
+    assert decide(patch, _history(last=BROKEN), OPTS, 4, "v").action == RUN  # an error, no engine start
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_a_change_of_either_series_digest_is_noticed(which: int) -> None:
+    """The watch keeps three digests per file (base, with the series, without the patch): the base
+    is upstream's, the other two the series' around the patch; each one moving is a reason."""
+    a = ["1" * 16, "2" * 16, "1" * 16]
+    a[which] = "9" * 16
+    d = decide(_patch(digests={"pkg/a.py": tuple(a), "pkg/b.py": ("3" * 16,) * 3}), _history(), OPTS, 4, "v")
+    assert d.action == RUN
+    assert d.reasons == [
+        "the series around it changed pkg/a.py (patched) since run 3 (2026-10-01T02:00:00Z on vllm==0.31.0)"
+    ]
+
+
 # --------------------------------------------------------------------------- watched files
 
 
@@ -430,3 +452,9 @@ def test_gate_plan_on_the_production_ledger_prints_a_plan_from_a_fresh_clone(iso
     r = run("gate", "--plan", "--target", "vllm", "--tags", "spark", "--json", cwd=clone)
     data = json.loads(r.stdout)
     assert data["status"] == "planned" and data["plan"]["plan"]["full_run_engine_starts"] == 19
+
+
+def test_broken_last_time_comes_first_among_the_reasons() -> None:
+    d = decide(_patch(body="c" * 16), _history(last=BROKEN), OPTS, 4, "vllm==0.32.0")
+    assert d.action == AFTER_WITH and len(d.reasons) == 2
+    assert d.reasons[0].startswith("it was broken in run 3") and d.reasons[1].startswith("its body changed")

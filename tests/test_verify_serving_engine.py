@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchset.verify.engines.vllm_cpu import REPO_ROOT, engine_missing_reason
+from tests.support.checkout import example_copy
 from tests.support.consent import allow_ledger
 from tests.support.ownstate import material_root
 
@@ -48,8 +50,10 @@ def _report(name: str, data: dict) -> None:
 def _verify(*args: str) -> tuple[int, dict]:
     from patchset.cli import main
 
-    allow_ledger(EXAMPLE)  # its launcher is a command the ledger carries
-    result = CliRunner().invoke(main, ["-C", str(EXAMPLE), "verify", *args, "--json"], catch_exceptions=False)
+    with tempfile.TemporaryDirectory(prefix="serving-cpu-") as tmp:  # verify keeps its proofs beside the ledger
+        example = example_copy("serving-cpu", Path(tmp))
+        allow_ledger(example)  # its launcher is a command the ledger carries
+        result = CliRunner().invoke(main, ["-C", str(example), "verify", *args, "--json"], catch_exceptions=False)
     return result.exit_code, json.loads(result.output)
 
 

@@ -202,3 +202,30 @@ def test_the_interval_alone_keeps_false_alarms_below_5_percent(paired: bool, rep
         c, b = 100 * np.exp(e[0]), 100 * np.exp(e[1])
         alarms += ratio_verdict("decode", c, b, paired=paired, tolerance=0.0).verdict != NOISE
     assert alarms / trials <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / trials), alarms
+
+
+def _power_by_enumeration(n: int, p0: float, p1: float, alpha: float) -> float:
+    """The one-sided Fisher test's power, every outcome of both arms enumerated (the oracle)."""
+
+    def pmf(k: int, p: float) -> float:
+        return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+    return sum(
+        pmf(k1, p1) * pmf(k0, p0)
+        for k1 in range(n + 1)
+        for k0 in range(n + 1)
+        if _hypergeom_tail(k1, n, k0, n) <= alpha * (1 + 1e-9)
+    )
+
+
+def test_drift_power_with_unequal_arms_counts_the_smaller_arm() -> None:
+    # 200 clean trials against a control of 5: the control arm limits what the test can see
+    lopsided = drift_verdict(0, 200, 0, 5)
+    assert lopsided.power == pytest.approx(_power_by_enumeration(5, 0.0, 0.125, 0.05), abs=1e-12)
+    assert lopsided.power < 0.8 and lopsided.verdict == INCONCLUSIVE
+    assert lopsided.more_trials is not None and lopsided.more_trials >= 1
+    assert drift_verdict(0, 5, 0, 200).power == lopsided.power
+    assert drift_verdict(0, 200, 0, 200).verdict == DRIFT_NOISE
+    # the target rate is capped at 1 (a control that always exceeds)
+    full = drift_verdict(5, 5, 5, 5)
+    assert full.verdict != BUG and full.power == pytest.approx(_power_by_enumeration(5, 1.0, 1.0, 0.05), abs=1e-12)

@@ -27,6 +27,7 @@ from patchset.verify import overlay, vllm_env
 from patchset.verify.base_tree import index_base
 from patchset.verify.outcomes import BROKEN, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import VerifyRun, run_verify
+from tests.support.checkout import example_copy
 
 pytestmark = pytest.mark.network
 
@@ -54,7 +55,7 @@ def vllm_ready() -> Path:
 
 def test_example_series_is_proven_not_needed_and_broken(vllm_ready: Path, tmp_path: Path) -> None:
     junit = tmp_path / "verify.xml"
-    rep = run_verify(VerifyRun(EXAMPLE, tags=["cpu"], jobs=2, junit=junit))
+    rep = run_verify(VerifyRun(example_copy("verify-kv", tmp_path) / "patches.toml", tags=["cpu"], jobs=2, junit=junit))
     got = {p.patch_id: p.klass for p in rep.patches}
     assert got == {
         "01-kv-popleft-n-valueerror": PROVEN,

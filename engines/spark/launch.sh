@@ -1,8 +1,8 @@
 #!/bin/sh
 # The production engine for `patchset verify` ([engines.spark] in patches.toml), in the shape of the
-# maintainer's launcher (facts: /work/shared/ledger-facts.md, "How the production engine is started"):
-# one container per node, workers first (ranks 3, 2, 1), the head (rank 0) last; the OpenAI server
-# listens on the head, port 8000.
+# maintainer's launcher (the facts, from the maintainer's ledger facts: docs/engines.md, "The
+# production engine"): one container per node, workers first (ranks 3, 2, 1), the head (rank 0)
+# last; the OpenAI server listens on the head, port 8000.
 #
 #   launch.sh NAME OVERLAY ROOT IMAGE LOGDIR [EXTRA SERVER ARGS...]
 #
