@@ -63,6 +63,23 @@ def foreign(path: Path | str, what: str, why: str, names: list[object] | None = 
     return ForeignState(message + "; it was left alone, nothing was changed", hint=hint)
 
 
+def read_fd(fd: int, limit: int) -> bytes | None:
+    """The bytes of the open file ``fd`` (closed here), or None when it is not a regular file of
+    at most ``limit`` bytes, also when it grew past that while read."""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data if len(data) <= limit else None
+
+
 def read_sealed(
     path: Path,
     kind: str,
@@ -84,20 +101,9 @@ def read_sealed(
     except OSError as exc:
         why = "it is a symbolic link" if os.path.islink(path) else f"it cannot be read: {exc.strerror}"
         raise foreign(path, what, why, hint=hint) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            raise foreign(path, what, f"not a regular file of at most {max_bytes >> 20} MiB", hint=hint)
-        chunks = []
-        left = max_bytes + 1
-        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
-    if len(raw) > max_bytes:  # it grew while read
-        raise foreign(path, what, f"larger than {max_bytes >> 20} MiB", hint=hint)
+    raw = read_fd(fd, max_bytes)
+    if raw is None:
+        raise foreign(path, what, f"not a regular file of at most {max_bytes >> 20} MiB", hint=hint)
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

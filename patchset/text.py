@@ -28,9 +28,11 @@ whose members are their words, so ledgers, JSON and messages read as before.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from enum import Enum
+from pathlib import Path
 
 
 class Word(str, Enum):
@@ -239,3 +241,16 @@ def html_text(text: object) -> str:
     import html
 
     return html.escape(terminal(text, block=True), quote=True)
+
+
+def read_tail(path: Path, limit: int) -> tuple[str, bool]:
+    """The last ``limit`` bytes of the file ``path`` as text, and whether there was more before them
+    (``("", False)`` when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return "", False
+    return data.decode("utf-8", "replace"), size > limit

@@ -210,18 +210,14 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
 def _extended(line: str, c: str, cur: RawFile | None, info: list[str] | None, no: int) -> bool:
     """A git extended header line (``new file mode``, ``deleted file mode``, ``old mode``, ``new
     mode``, ``index``) taken into ``cur``: False when ``line`` is none of them."""
-    m = _NEW_FILE.match(line) if c == "n" else None
+    m = _NEW_FILE.match(line) if c == "n" else _DELETED_FILE.match(line) if c == "d" else None
     if m:
         if cur is None or info is None:
-            raise ReadError(f"Unexpected new file found: {line}", no)
-        cur.source, cur.target_mode = DEV_NULL, m[1]
-        info.append(line)
-        return True
-    m = _DELETED_FILE.match(line) if c == "d" else None
-    if m:
-        if cur is None or info is None:
-            raise ReadError(f"Unexpected deleted file found: {line}", no)
-        cur.target, cur.source_mode = DEV_NULL, m[1]
+            raise ReadError(f"Unexpected {'new' if c == 'n' else 'deleted'} file found: {line}", no)
+        if c == "n":
+            cur.source, cur.target_mode = DEV_NULL, m[1]
+        else:
+            cur.target, cur.source_mode = DEV_NULL, m[1]
         info.append(line)
         return True
     if cur is None or info is None or c not in "oni":

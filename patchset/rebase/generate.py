@@ -37,7 +37,7 @@ from patchset.confine import check_relative, confine, regular_file
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import GENERATE_PLACEHOLDERS, Generate, Target
 from patchset.rebase.regen import FileChange
-from patchset.text import terminal
+from patchset.text import read_tail, terminal
 from patchset.upstream.bases import Bases
 from patchset.upstream.stock import materialise_commit
 
@@ -172,18 +172,8 @@ def _isolated(argv: list[str], bound: bool) -> tuple[list[str], str]:
 
 
 def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - MAX_OUTPUT))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return ("…" if size > MAX_OUTPUT else "") + "\n".join(
-        terminal(ln, block=True) for ln in text.rstrip("\n").splitlines()
-    )
+    text, cut = read_tail(path, MAX_OUTPUT)
+    return ("…" if cut else "") + "\n".join(terminal(ln, block=True) for ln in text.rstrip("\n").splitlines())
 
 
 def _normalise_times(root: Path) -> None:

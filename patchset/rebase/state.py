@@ -38,7 +38,6 @@ import io
 import os
 import re
 import shutil
-import stat
 import tarfile
 import time
 from pathlib import Path
@@ -49,7 +48,7 @@ from patchset.confine import check_relative, confine, real_directories
 from patchset.errors import ForeignState, InputError, PatchsetError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.store import write_files
-from patchset.sealed import read_sealed, sealed_json, shown_path, write_sealed
+from patchset.sealed import read_fd, read_sealed, sealed_json, shown_path, write_sealed
 
 STATE_DIR = ".patchset/rebase"
 BACKUPS_DIR = ".patchset/rebase-backups"
@@ -138,19 +137,9 @@ def _read_file(path: Path, limit: int, what: str) -> bytes:
         ) from None
     except OSError as exc:
         raise _damaged(path, f"cannot be read ({exc.strerror}: a link?)") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise _damaged(path, f"is not a regular file of at most {limit} bytes ({what})")
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise _damaged(path, f"is larger than {limit} bytes ({what})")
+    data = read_fd(fd, limit)
+    if data is None:
+        raise _damaged(path, f"is not a regular file of at most {limit} bytes ({what})")
     return data
 
 
