@@ -1,21 +1,12 @@
 """A local upstream git history, built from release archives.
 
-These machines cannot reach GitHub, but the package index has every vLLM release as a complete
-source tree. ``ReleaseHistory`` turns releases into a git repository with one commit per release
-(0.30.0 -> 0.31.0 -> ...), which is what the rebaser and the gate need to see "upstream moved on".
-Archives are streamed straight into ``git fast-import`` (no unpacking, no ``git add``), files
-already stored by an earlier release are referenced by their blob id instead of being sent again,
-and the commit is deterministic: the same archive on the same parent always gives the same sha.
-
-One identity per release: a commit id hashes its parent, so a release's synthetic commit depends on
-the releases the history held below it when it was imported (0.30.0 on 0.29.0 is not 0.30.0 on
-nothing), and no parent rule can change that without giving up the ancestry the gate's bisection
-and the rebaser's blame walk (``log old..new``, ``log -L``). What names a release beyond one
-history is therefore ``ReleaseId``: its spec and its tree id, a function of the archive alone (whose
-sha256 the index publishes); ``release_id`` reads it off a commit and ``find`` maps it back. Within
-one history the chain is kept in version order (a release's parent is the closest older release,
-never a newer one, whatever order they are asked in), which is what makes ``old..new`` the
-releases between.
+These machines cannot reach GitHub, but the package index has every vLLM release as a source tree.
+``ReleaseHistory`` makes them one commit per release, streamed into ``git fast-import`` (blobs an
+earlier release stored are referenced, not sent again), deterministic for the same archive on the
+same parent. A commit id hashes its parent, so what names a release beyond one history is
+``ReleaseId``: its spec and its tree id, a function of the archive alone (``release_id``,
+``find``). Within a history the chain is kept in version order, so ``old..new`` is the releases
+between.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """The GitHub client of the tracker: upstream PR/issue state in one request per repository,
 PR and commit diffs, file contents; cached on disk, honest about failures.
 
-This module is the client's face, what a command asks for; modules outside the package import
-only this one (an import-linter contract in pyproject.toml). The parts underneath, one idea each:
-``auth`` (the token, never printed), ``transport`` (PyGithub's requester over
-``patchset.upstream.net``: exact bytes, same-origin redirects, rate limits), ``failures`` (every
-failure classified into a ``RowError``, so one bad row never hides the others), ``reads``
-(conditional GETs with a disk cache, ``httpcache``; a 304 costs no rate limit with a token; an
-offline mode), ``graphql`` (one batched query per repository that passes GitHub's validation
-rules; without a token the states are read over REST, here), ``statecache`` (the states recorded
-between runs), ``prdiff`` (the refused-diff fallbacks). Every state read, from GitHub or from
-the cache, is checked field by field (``payloads``), so one malformed value marks its own row.
-What it asks GitHub for, and what that costs: docs/github.md.
-
-    client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
-    states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
-    diff = client.pr_diff(PRRef.parse("vllm#58704"))    # bytes
-
-The token is held in a ``auth.Secret`` and never printed, logged, cached or put in an exception.
+This module is the client's face; modules outside the package import only it (an import-linter
+contract). Every state read is checked field by field (``payloads``), so one malformed value marks
+its own row; the token lives in an ``auth.Secret`` and is never printed, logged or cached. What
+it asks GitHub for, and what that costs: docs/github.md.
 """
 
 from __future__ import annotations
