@@ -1,19 +1,12 @@
 """Recorded state that patchset trusts again later only when this installation wrote it.
 
-A ledger directory is often a git repository, and a clone carries whatever its ``.patchset/``
-held: a rebase stopped at a conflict or killed while writing (``rebase/state.json``,
-``rebase/commit.json``, the backups), the gate's memory (``gate-state.json``). Replaying such a
-file would write bytes someone else chose into the ledger, restore a backup over it, remove
-directories it names, or answer "nothing to do" for a commit nobody here judged.
-
-So every such file is written as JSON carrying this installation's seal (``owner``: the HMAC
-that journals carry, ``patchset.journal.seal.seal_of``, over the body and the *kind* of state, so
-one kind is never taken for another) and read back through :func:`read_sealed`, which takes only a
-regular file (no link) of bounded size, valid JSON, a JSON object, and a seal that verifies.
-Anything else is :class:`~patchset.errors.ForeignState` (exit 2): the file, why, a few of the
-values it holds (quoted, control characters escaped) and what to do; the file is left alone.
-A sealed file is still checked for shape by its reader: a seal says who wrote it, not that the
-writer had no bug.
+A ledger directory is often a git repository, and a clone carries its ``.patchset/``: a rebase in
+progress, its backups, the gate's memory. Replaying such a file would write bytes someone else
+chose. So each is JSON carrying this installation's seal (``owner``: the journals' HMAC over the
+body and the *kind* of state) and is read back by :func:`read_sealed` only as a bounded regular
+file holding a JSON object whose seal verifies; anything else is
+:class:`~patchset.errors.ForeignState` (exit 2) and left alone. A seal says who wrote a file, not
+that it is well-formed: its reader still checks its shape.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Apply a patch series to a directory tree: all patches or none, crash-safe, with hashes.
 
-``TreePass`` is a build tree held for one pass: its lock taken (a second apply waits, then sees
-this one's result) and an interrupted commit finished first (refused in a dry run), once, whatever
-the pass then does: apply a series (``TreePass.apply``), ask which patches the tree carries
-(``TreePass.detect``, ``patchset.engine.detect``), apply the rest. ``apply_series`` is a pass with one
-series. Applying parses every patch, checks every path is safe (``patchset.engine.paths``), reads
-only the touched files, applies the series in memory (``patchset.engine.treestate``,
-``patchset.engine.patching``: a file touched by several patches sees them in order) and, only if
-every hunk of every patch applied, commits all resulting files at once through
-``patchset.engine.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
-interrupted commit). What it returns is in ``patchset.engine.results``.
+``TreePass`` holds a build tree for one pass: its lock taken and an interrupted commit finished
+first (refused in a dry run), once, whatever the pass then does (``apply``, ``detect``).
+``apply_series`` is a pass with one series. The series is parsed, its paths checked
+(``patchset.engine.paths``), applied in memory (``treestate``, ``patching``) and, only if every
+hunk applied, committed at once through ``patchset.engine.txn``; results are in
+``patchset.engine.results``.
 """
 
 from __future__ import annotations

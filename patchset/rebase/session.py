@@ -1,18 +1,11 @@
 """``patchset rebase``: carry a target's series onto a newer upstream and drop what landed there.
 
-Each active patch is replayed in order, in memory (``replay``), onto the new base; every patch is
-tried and classified (``classify``): carried (clean, with offset, merged 3-way, across a file
-move), already upstream, superseded, or in conflict. A conflicting patch is set aside and the rest
-go on top of the others. Without conflicts the result is recorded in one ``ledger.edit`` step:
-bodies regenerated against the new base (``regen``), dropped patches marked with their evidence,
-the target's base and the lock updated, the previous series kept in a backup. ``interactive``
-stops at a conflict with only the conflicted files written out; ``continue_rebase``, ``skip`` and
-``abort`` carry on from the saved state (``state``); resolutions are recorded in git's
-rerere format (``rerere``) and replay on the next rebase.
-
-This module is the main flow and the public API; the parts, one idea each: ``context`` (the run in
-memory), ``step`` (one patch), ``stop`` (saving at a conflict and resuming), ``commit`` (writing
-the result).
+Each active patch is replayed in order, in memory (``replay``), and classified (``classify``):
+carried, already upstream, superseded, or in conflict (set aside; the rest go on). Without
+conflicts the result is one ``ledger.edit``: bodies regenerated (``regen``), dropped patches
+marked with their evidence, base and lock updated, the previous series backed up.
+``interactive`` stops at a conflict; ``continue_rebase``, ``skip`` and ``abort`` carry on from the
+saved state (``state``), and resolutions replay on the next rebase (``rerere``).
 """
 
 from __future__ import annotations

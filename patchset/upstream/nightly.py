@@ -1,19 +1,11 @@
 """Which upstream commit a build tree or an image says it was built from (vLLM nightlies).
 
-Every vLLM main commit is published as wheels and as the image ``vllm/vllm-openai:nightly-<commit>``;
-the version setuptools-scm writes into the build (``0.30.1rc1.dev48+g7f1a539``) names a *prefix*
-of that commit after ``+g``. This module reads those clues from a tree (``<package>/_version.py``,
-a dist-info ``METADATA`` and ``direct_url.json``, an sdist's ``PKG-INFO``), from an image
-reference (``…:nightly-<commit>``) and from ``docker image inspect`` (the label
-``ai.vllm.build.commit``, the variable ``VLLM_BUILD_COMMIT``), and resolves a prefix to a full
-commit: as a prefix of the ledger's recorded base, or in an upstream clone (``git rev-parse``).
-Never from the version numbers: ``devN`` counts commits since a tag on some branch, and the
-version shown is only a guess at the next release.
-
-Tree data is untrusted: every file is reached through ``confine`` (no link out of the tree), read
-only when it is a regular file of at most ``MAX_READ`` bytes (opened without blocking, so a FIFO
-cannot hang the read), and every value kept must match a strict pattern (a version, hex digits):
-what is printed can carry no control character, whatever the tree holds.
+Each vLLM main commit is published as wheels and as ``vllm/vllm-openai:nightly-<commit>``; the
+build's version (``0.30.1rc1.dev48+g7f1a539``) names a commit prefix after ``+g``. The clues are
+read from a tree (``_version.py``, dist-info, ``PKG-INFO``), an image reference and ``docker image
+inspect``, and a prefix is resolved against the recorded base or an upstream clone; never from
+version numbers (``devN`` counts commits on some branch). Tree data is untrusted: files through
+``confine``, regular and at most ``MAX_READ`` bytes, every value matched by a strict pattern.
 """
 
 from __future__ import annotations
