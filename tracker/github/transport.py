@@ -1,14 +1,10 @@
 """The wire to GitHub: one request in, one ``Resp`` (exact bytes) or one ``Failure`` out.
 
-Every request goes through PyGithub's ``Requester.requestJson`` (auth header, user agent, base
-URL and GraphQL URL, a debug log with the token masked) over a connection object of this module
-(``Wire``, on the transport's own ``requests`` session with its retries and timeout), because
-PyGithub's own connection decodes bodies to text and follows a 301 without its query string. On
-top of it ``Transport.send`` follows redirects with the full URL (same origin only: the token
-stays with the configured API), keeps GitHub's rate-limit headers, remembers a host that cannot
-be reached, and turns every transport error into a ``Failure`` (``failures``). The cache
-(``reads``), the queries (``graphql``) and the client (``tracker.github``) sit on top; the
-tests' other side of this interface is the GitHub-shaped server of ``tests/support/fakehub``.
+Requests go through PyGithub's ``Requester.requestJson`` over ``Wire``, this module's connection
+on ``patchset.upstream.net``, because PyGithub's own decodes bodies to text and follows a 301
+without its query string. ``Transport.send`` follows redirects itself (same origin only: the
+token stays with the API), keeps the rate-limit headers, remembers an unreachable host and turns
+every transport error into a ``Failure``. The tests' other side is ``tests/support/fakehub``.
 """
 
 from __future__ import annotations
