@@ -28,7 +28,7 @@ class FollowUpClass(Word):
 
 
 REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED = FollowUpClass
-CLASSES = (REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED)
+CLASSES = tuple(FollowUpClass)
 RANK = {REVERTED: 0, FOLLOWUP_MERGED: 1, FOLLOWUP_OPEN: 2, MENTIONED: 3}
 
 TIMELINE_LAST = 25  # the newest cross-references asked for per PR (GitHub counts them in totalCount)

@@ -204,10 +204,6 @@ class RatioVerdict:
     candidate: list[float]
     baseline: list[float]
 
-    @property
-    def is_regression(self) -> bool:
-        return self.verdict == REGRESSION
-
     def text(self) -> str:
         return (
             f"{self.metric}: {self.verdict}, ratio {fmt_ratio(self.ratio)} "

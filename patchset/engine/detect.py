@@ -32,7 +32,7 @@ class PatchState:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
+        return dict(self.__dict__)
 
 
 @dataclass

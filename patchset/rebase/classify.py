@@ -57,7 +57,7 @@ class Signal:
     decisive: bool = True
 
     def to_json(self) -> dict:
-        return {"name": self.name, "detail": self.detail, "decisive": self.decisive}
+        return dict(self.__dict__)
 
 
 # --------------------------------------------------------------------------- PR merges
@@ -294,7 +294,7 @@ class Blame:
     subject: str
 
     def to_json(self) -> dict:
-        return {"sha": self.sha, "subject": self.subject}
+        return dict(self.__dict__)
 
 
 def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:

@@ -182,7 +182,7 @@ class AbortResult:
     was: str  # stopped | committing
 
     def to_json(self) -> dict:
-        return {"restored": self.restored, "was": self.was}
+        return dict(self.__dict__)
 
 
 def abort(ledger_path: Path) -> AbortResult:

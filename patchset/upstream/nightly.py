@@ -59,7 +59,7 @@ class Clue:
     note: str = ""  # why the place was not used, or a remark (a dirty build)
 
     def to_json(self) -> dict[str, str]:
-        return {"source": self.source, "version": self.version, "commit": self.commit, "note": self.note}
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Resolved:
     candidates: list[str] = field(default_factory=list)  # an ambiguous prefix: every commit it names
 
     def to_json(self) -> dict[str, Any]:
-        return {"commit": self.commit, "how": self.how, "candidates": self.candidates}
+        return dict(self.__dict__)
 
 
 # ---- versions ------------------------------------------------------------------------------------

@@ -104,29 +104,12 @@ class GitHubClient:
         return self._wire.timeout
 
     @property
-    def retries(self) -> int:
-        return self._wire.retries
-
-    @property
-    def backoff(self) -> float:
-        return self._wire.backoff
-
-    @property
     def _token(self) -> Secret:
         return self._wire.token
 
     @property
     def round_trips(self) -> int:
         return self._wire.round_trips
-
-    @property
-    def rate(self) -> dict[str, RateInfo]:
-        return self._wire.rate
-
-    @property
-    def down(self) -> dict[str, str]:
-        """host -> why it cannot be reached: asked no more by this client."""
-        return self._wire.down
 
     @property
     def redirects(self) -> list[tuple[str, str]]:
@@ -159,9 +142,6 @@ class GitHubClient:
         self.close()
 
     # ---- public API ----------------------------------------------------------------------
-    def parse_ref(self, text: str, kind: str | None = None) -> PRRef:
-        return PRRef.parse(text, self.aliases, kind)
-
     def pull_states(self, refs: Iterable[PRRef], *, max_age: float | None = None) -> dict[PRRef, PRState | RowError]:
         """State of every ref: one GraphQL request per repository (for up to 100 refs), or none
         when every ref of a repository was fetched less than ``max_age`` seconds ago."""

@@ -48,13 +48,7 @@ class RateInfo:
     used: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "resource": self.resource,
-            "limit": self.limit,
-            "remaining": self.remaining,
-            "reset": self.reset,
-            "used": self.used,
-        }
+        return dict(self.__dict__)
 
 
 class Wire:
