@@ -112,6 +112,10 @@ class GitHubClient:
         return self._wire.round_trips
 
     @property
+    def rate(self) -> dict[str, RateInfo]:
+        return self._wire.rate
+
+    @property
     def redirects(self) -> list[tuple[str, str]]:
         """(asked, followed to), for the caller to report."""
         return self._wire.redirects
