@@ -20,7 +20,7 @@ from typing import Any
 from patchset.ci.report import GateStatus
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger
-from patchset.sealed import read_sealed, shown_path, write_sealed
+from patchset.sealed import read_sealed, shown_path, target_names, write_sealed
 
 STATE_VERSION = 1
 DEFAULT_STATE = ".patchset/gate-state.json"
@@ -63,15 +63,7 @@ def default_state_path(ledger: Ledger) -> Path:
 
 def _names(doc: dict[str, Any]) -> list[object]:
     """What a foreign state names, for the refusal: each target with its judged commit and verdict."""
-    targets = doc.get("targets")
-    if not isinstance(targets, dict):
-        return list(doc)
-    out: list[object] = []
-    for name, d in targets.items():
-        out.append(name)
-        if isinstance(d, dict):
-            out.extend(d.get(k) for k in ("judged", "verdict") if isinstance(d.get(k), str))
-    return out
+    return target_names(doc, lambda d: [d[k] for k in ("judged", "verdict") if isinstance(d.get(k), str)])
 
 
 def _judgement(path: Path, name: object, d: object) -> Judgement:

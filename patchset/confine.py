@@ -156,18 +156,12 @@ def resolve_links(
 ) -> str:
     """``name`` with every symlink on its way expanded, inside a tree that ``readlink`` describes.
 
-    ``readlink(rel)`` gets a normalised relative path whose every prefix is a real directory
-    (links already expanded) and returns the target of the symlink at ``rel``, or ``None`` when
-    ``rel`` is not a link; the tree may be on disk, in memory or both (the apply engine's state).
-    ``..`` in ``name`` or in a target is applied after the links before it are expanded, as the
-    kernel does. ``root`` (a real absolute path) lets an absolute target that names a place under
-    it through; without it, or for any other absolute target, the name is refused. With
-    ``follow_last=False`` the last component is not followed (the path of a link itself).
-
-    Returns the normalised relative path (``""`` for the root itself); raises
-    :class:`UnsafePathError` when a step leaves the root, a target is empty or absolute, or the
-    links loop.
-    """
+    ``readlink(rel)`` returns the target of the symlink at ``rel`` (a normalised path whose prefixes
+    are real directories), or ``None``; the tree may be on disk, in memory or both. ``..`` applies
+    after the links before it are expanded, as the kernel does. An absolute target is let through
+    only when it names a place under ``root``. ``follow_last=False`` keeps the last component
+    unfollowed. Returns the normalised relative path (``""`` for the root); raises
+    :class:`UnsafePathError` when a step leaves the root, a target is empty, or the links loop."""
     shown = repr(name)
     done: list[str] = []
     todo = [p for p in reversed(name.split("/")) if p not in ("", ".")]

@@ -73,6 +73,20 @@ def read_fd(fd: int, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
+def target_names(doc: dict[str, Any], detail: Callable[[dict[str, Any]], list[object]]) -> list[object]:
+    """What a foreign state of per-target records names, for the refusal: each target and what
+    ``detail`` picks from its record (all the keys when there is no ``targets`` table)."""
+    targets = doc.get("targets")
+    if not isinstance(targets, dict):
+        return list(doc)
+    out: list[object] = []
+    for name, record in targets.items():
+        out.append(name)
+        if isinstance(record, dict):
+            out.extend(detail(record))
+    return out
+
+
 def read_sealed(
     path: Path,
     kind: str,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.errors import InputError
-from patchset.sealed import read_sealed, shown_path, write_sealed
+from patchset.sealed import read_sealed, shown_path, target_names, write_sealed
 from patchset.verify.outcomes import CLASSES
 from patchset.verify.testrun import FAIL, PASS
 
@@ -211,15 +211,7 @@ def _is_digest(value: object) -> bool:
 
 def _names(doc: dict[str, Any]) -> list[object]:
     """What a foreign history names, for the refusal: its targets and their patches."""
-    targets = doc.get("targets")
-    if not isinstance(targets, dict):
-        return list(doc)
-    out: list[object] = []
-    for name, t in targets.items():
-        out.append(name)
-        if isinstance(t, dict) and isinstance(t.get("proofs"), dict):
-            out.extend(list(t["proofs"])[:3])
-    return out
+    return target_names(doc, lambda t: list(t["proofs"])[:3] if isinstance(t.get("proofs"), dict) else [])
 
 
 def load_history(path: Path) -> dict[str, TargetHistory]:

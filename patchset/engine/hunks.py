@@ -179,11 +179,9 @@ _BLOCK = 1 << 14  # bytes per block of the line index
 class _Text:
     """A file's bytes and where its lines start, found only where they are asked for.
 
-    The file is cut into blocks of about ``_BLOCK`` bytes at line ends; each block's newlines
-    are counted up front (``bytes.count``, no object per line) and its line offsets are listed on
-    first use. A hunk that applies where its header says touches a block or two, so a patch to a
-    large file reads the rest of it only to copy it (``bench/cli.py``: the index was a sixth of
-    ``apply``'s work when every line's offset was listed). ``start(n)`` is the end of the data."""
+    Blocks of about ``_BLOCK`` bytes, cut at line ends, have their newlines counted up front and
+    their line offsets listed on first use, so a hunk that applies where its header says touches a
+    block or two (``bench/cli.py``). ``start(n)`` is the end of the data."""
 
     __slots__ = ("_bounds", "_first", "_offsets", "data", "n")
 

@@ -66,12 +66,9 @@ class RebaseRun:
     """One ``patchset rebase --onto``: the target's active series onto ``onto`` (commit, tag, branch,
     ``vllm==X.Y.Z``, a directory).
 
-    ``repo``: a local git repository holding both bases (default: the target's ``upstream`` when it
-    is a local path, else the release history of the target's package). ``pr_merges`` maps a PR
-    (``owner/repo#N``) to its merge commit (fresher than the ledger's recorded status).
-    ``old_base`` overrides the base recorded in the ledger. ``download_progress`` hears the bytes
-    of a release downloaded for the bases. Nothing is written when ``dry_run``, nor when a patch
-    conflicts outside ``interactive`` mode (the report says what to read)."""
+    ``repo`` holds both bases (default: the target's local ``upstream``, else the release history);
+    ``pr_merges`` maps a PR to its merge commit; ``old_base`` overrides the recorded base. Nothing is
+    written when ``dry_run``, nor when a patch conflicts outside ``interactive`` mode."""
 
     ledger_path: Path
     onto: str

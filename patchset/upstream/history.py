@@ -225,12 +225,10 @@ class ReleaseHistory(GitRepo):
     ) -> str:
         """Import one release as one commit on ``branch``; return the commit sha.
 
-        ``source`` is a spec (``"vllm==0.30.0"``, downloaded through the cache) or a path to a
-        release archive (the release is read from its file name). The commit's parent is
-        ``parent`` when given, else the tip of ``branch``; the tree is the archive's (sdist top
-        directory stripped, executable bits kept, symlinks kept). The tag (default ``v<version>``,
-        ``v<version>-wheel`` for wheels) makes it idempotent: a tag that exists is returned as-is.
-        """
+        ``source`` is a spec (downloaded through the cache) or a release archive's path. The parent is
+        ``parent``, else the tip of ``branch``; the tree is the archive's (top directory stripped,
+        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel``) makes it
+        idempotent."""
         archive: Path | None = None
         if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
             spec = as_spec(source)
@@ -425,13 +423,9 @@ def build_history(
 ) -> list[tuple[str, str]]:
     """Import ``versions`` of ``project``: ``[(version, sha)]`` in the order given.
 
-    Releases already imported are kept (idempotent). Source releases are imported in version
-    order, each on the closest older release (``ReleaseHistory.resolve``), so 0.30.0, 0.31.0,
-    0.32.0 make a straight line on ``main`` whatever order they are listed in, and a release older
-    than the tip starts its own branch instead of sitting on a newer one. Wheels extend ``main``.
-    ``progress`` hears the bytes of each download and import, ``what`` naming the release:
-    ``vllm 2/3: download vllm-0.31.0.tar.gz``.
-    """
+    Idempotent. Source releases go in version order, each on the closest older release, so they make
+    a straight line on ``main`` whatever order they are listed in; wheels extend ``main``.
+    ``progress`` hears each download and import (``vllm 2/3: download vllm-0.31.0.tar.gz``)."""
     history = history or ReleaseHistory.for_project(project)
     order = sorted(versions, key=Version) if kind == "sdist" else list(versions)
     shas: dict[str, str] = {}

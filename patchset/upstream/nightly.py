@@ -423,12 +423,9 @@ def image_for(
     """The stock image of another base, derived from the target's ``base_image`` when its tag names
     the recorded base: ``(image, "")``, or ``("", why not)``.
 
-    ``…:nightly-<base commit>`` (also ``cu130-nightly-…``) becomes ``…:nightly-<commit>`` for a
-    commit of the branch; ``…:v<base version>`` (or ``…:<base version>``) becomes
-    ``…:v<version>`` for a release. Anything else is refused with the reason: a moving tag
-    (``nightly``, ``latest``), a digest (it pins the old image's bytes), a tag that does not name
-    the base, a nightly tag for a release, a release tag for a commit between releases.
-    ``version`` is the new base's release version ("" for a commit), ``commit`` its commit."""
+    ``…:nightly-<base commit>`` becomes ``…:nightly-<commit>``, ``…:v<base version>`` becomes
+    ``…:v<version>``; a moving tag, a digest, a tag that does not name the base, or a tag of the
+    other kind (nightly for a release, release for a commit) is refused with the reason."""
     if not base_image:
         return "", "the target names no base_image"
     same_commit = bool(commit and base_commit and commit == base_commit)

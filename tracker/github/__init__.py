@@ -40,15 +40,11 @@ AUTH_NOTICE = (
 class GitHubClient:
     """Reads upstream state from GitHub (or a GitHub-compatible ``base_url``).
 
-    ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``).
-    ``offline``: never touch the network; serve from the cache and report its age.
-    ``timeout``: seconds one read may wait (default ``$PATCHSET_NET_READ_TIMEOUT``); each request
-    as a whole is bounded by ``patchset.upstream.net`` (``$PATCHSET_NET_REQUEST_DEADLINE``, the
-    command's budget) and so is what it keeps in memory. ``max_age``: how long a PR state fetched by GraphQL is
-    served from the cache without asking again (GitHub's GraphQL has no conditional requests;
-    REST reads are always revalidated with ``If-None-Match`` instead). ``retries``: retries on
-    5xx and connection errors (never on a read timeout, never on a rate limit).
-    """
+    ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``); ``offline``: serve
+    from the cache only, with its age; ``timeout``: seconds one read may wait (each request as a
+    whole is bounded by ``patchset.upstream.net``); ``max_age``: how long a GraphQL state is served
+    from the cache (GraphQL has no conditional requests; REST reads are revalidated instead);
+    ``retries``: on 5xx and connection errors only."""
 
     # keyword options with defaults, as PyGithub's and requests' clients take them: callers name the
     # one or two they set (27 call sites), which an options object would only make longer

@@ -53,12 +53,9 @@ class RateInfo:
 
 class Wire:
     """One HTTP exchange in the shape PyGithub's ``requestJson(cnx=...)`` expects, over the
-    transport's own ``requests`` session and ``patchset.upstream.net`` (deadlines, a size cap). It
-    exists for two things PyGithub's own connection gets wrong for this client: the body is kept
-    as the exact bytes received (PyGithub hands back ``response.text``, which turns a non-UTF-8
-    byte of a diff into U+FFFD), and a redirect's ``Location`` is hidden from PyGithub (which
-    follows a 301 with the path only, dropping the query string, and raises ``RuntimeError`` for
-    another host) so the transport follows it itself."""
+    transport's session and ``patchset.upstream.net``. PyGithub's own connection would turn a
+    non-UTF-8 byte of a diff into U+FFFD and follow a 301 without its query string: here the body
+    stays the exact bytes and a redirect's ``Location`` is hidden, for the transport to follow."""
 
     def __init__(self, session: requests.Session, origin: str, timeout: float, cap: str = net.JSON) -> None:
         self.session = session
