@@ -90,12 +90,10 @@ def regular_file(path: Path | str) -> bool:
 def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> Path:
     """The on-disk path for ``name`` under ``root``, refusing anything that leaves ``root``.
 
-    Every existing prefix is resolved in turn, so a symlink at any step (also one a link chain
-    reaches) that points outside ``root`` is refused; the final component may be a link only if
-    it too resolves inside ``root``. The path returned is ``realpath(root)`` joined with the
-    normalised name (links inside the root are not expanded, so callers replace a link, not its
-    target).
-    """
+    Every existing prefix is resolved in turn, so a symlink at any step (or a chain of them) that
+    points outside is refused; the last component may be a link that resolves inside. Returns
+    ``realpath(root)`` joined with the normalised name (links inside are not expanded: callers
+    replace a link, not its target)."""
     rel = check_relative(name, what=what, allow_state=allow_state, allow_git=allow_git)
     base = Path(os.path.realpath(root))
     current = base

@@ -107,9 +107,6 @@ def commit(
 def recover(root: Path, direction: Direction = "auto") -> str | None:
     """Finish or undo an interrupted commit under ``root``.
 
-    Returns ``None`` (nothing to do), ``"discarded"`` (crash before the journal was complete:
-    tree untouched), ``"rolled forward"`` or ``"rolled back"``. ``auto`` rolls a complete
-    journal forward; ``back`` undoes it from the saved old files. A journal this installation
-    did not write raises ``ForeignJournal`` and is left as it is.
-    """
+    Returns ``None`` (nothing to do), ``"discarded"`` (the journal was incomplete: tree untouched),
+    ``"rolled forward"`` or ``"rolled back"`` (``back``). A foreign journal raises ``ForeignJournal``."""
     return journal(root).recover(direction)

@@ -133,11 +133,8 @@ class ReleaseHistory(GitRepo):
     def resolve(self, ref: str | ReleaseSpec, *, import_missing: bool = True, progress: Progress | None = None) -> str:
         """A commit sha for a sha, tag, branch, ``PROJECT==VERSION`` (or a bare version).
 
-        A release spec maps to its tag and is imported (downloaded if needed) when missing, on
-        ``main`` if it is newer than every imported release, else on ``releases/<version>``
-        branching from the closest older release; ``progress`` hears the bytes of that download
-        and import.
-        """
+        A missing release is imported (downloaded if needed): on ``main`` when newer than every imported
+        one, else on ``releases/<version>`` from the closest older release."""
         if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
             spec = as_spec(ref)
             self._check_project(spec)

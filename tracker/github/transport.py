@@ -132,11 +132,8 @@ def failure(resp: Resp) -> Failure:
 class Transport:
     """Requests to one GitHub API (``base_url``), with ``token``; ``offline``: none at all.
 
-    ``timeout``: seconds one read may wait; ``retries``: retries on 5xx and connection errors
-    (never on a read timeout, never on a rate limit), ``backoff`` apart. What it saw is kept for
-    the caller: ``round_trips``, ``rate`` (per resource), ``down`` (host -> why it cannot be
-    reached: asked no more), ``redirects`` ((asked, followed to), to report).
-    """
+    ``retries`` on 5xx and connection errors only, ``backoff`` apart. Kept for the caller:
+    ``round_trips``, ``rate`` (per resource), ``down`` (unreachable hosts) and ``redirects``."""
 
     def __init__(
         self, base_url: str, token: Secret, *, offline: bool, timeout: float, retries: int, backoff: float
