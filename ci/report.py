@@ -1,16 +1,9 @@
 """What one gate run found: the report's data, its JSON form, and how it prints in a terminal.
 
-Exit codes (``GateReport.exit_code``):
-
-* 0 green (the series replays onto the new upstream, applies to a fresh tree with every file
-  matching the refreshed lock, and every selected test passes), or nothing new to judge;
-* 1 a regression: a patch conflicts, the refreshed series does not apply or does not match its
-  lock, or a selected test fails;
-* 2 the gate could not judge: the network, the disk, a missing tool, bad input, or a crash.
-
-Per-patch tests are listed next to the replay of each patch; long-context tests (``kind = "longctx"``)
-also get their own rows: the checks, each run's outcome, engine start-up and check seconds, and the
-engine log (``longctx_rows``, used by the terminal view and by ``report.md``).
+Exit codes (``GateReport.exit_code``): 0 green (the series replays, applies to a fresh tree
+matching the refreshed lock, and every selected test passes) or nothing new; 1 a regression; 2 the
+gate could not judge (network, disk, a missing tool, bad input, a crash). Long-context tests also
+get rows of their own (``longctx_rows``, for the terminal and ``report.md``).
 """
 
 from __future__ import annotations
@@ -99,34 +92,9 @@ class GateReport:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
-            "target": self.target,
-            "upstream": self.upstream,
-            "asked": self.asked,
-            "onto": self.onto,
-            "commit": self.commit,
-            "base": self.base,
-            "base_commit": self.base_commit,
-            "previous": self.previous,
+            **self.__dict__,
             "conflicts": self.conflicts,
-            "first_bad": self.first_bad,
             "reasons": self.reasons(),
-            "rebase": self.rebase,
-            "apply": self.apply,
-            "tags": self.tags,
-            "tests": self.tests,
-            "upstream_status": self.upstream_status,
-            "series_patch": self.series_patch,
-            "build": self.build,
-            "image": self.image,
-            "newest_safe": self.newest_safe,
-            "plan": self.plan,
-            "judged_at": self.judged_at,
-            "verdict_report": self.verdict_report,
-            "artifacts": self.artifacts,
-            "errors": self.errors,
-            "warnings": self.warnings,
-            "timings": self.timings,
-            "seconds": self.seconds,
         }
 
 

@@ -1,19 +1,11 @@
 """What the gate remembers between runs: the last upstream commit it judged, per target.
 
-The gate does nothing when upstream has not moved since the last run (same commit, same series,
-same test selection), so a nightly job costs a ``git rev-parse`` when there is nothing new. The
-state also keeps the last commit where the series replayed cleanly (``last_clean``), the lower
-bound when a later commit breaks a patch and the gate looks for the first bad commit.
-
-Kept as JSON in the repository (``.patchset/gate-state.json`` beside the ledger by default) or
-wherever the workflow caches it; written atomically.
-
-The state decides whether the gate judges at all, so it is trusted only when this installation
-wrote it (``patchset.sealed``: sealed with the journal key, like every recorded state): a state
-that came with a cloned ledger, another user or another machine cannot answer "nothing to do"
-for a commit nobody here judged. A foreign state is ``ForeignState`` (the gate ends with exit 2,
-naming it); a workflow that keeps the state between runs keeps the key with it (the directory
-``$PATCHSET_STATE``, see ci/workflows/gate.yml). Even a sealed state is checked field by field.
+The gate does nothing when upstream has not moved (same commit, series and test selection), and
+keeps the last commit where the series replayed cleanly (``last_clean``), the lower bound of a
+bisection. JSON beside the ledger (``.patchset/gate-state.json``) or wherever the workflow caches
+it, written atomically and sealed (``patchset.sealed``): a state this installation did not write
+cannot answer "nothing to do" and is ``ForeignState`` (exit 2). A workflow keeps the key with the
+state (``$PATCHSET_STATE``, ci/workflows/gate.yml).
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from typing import Any
 from patchset.ci.report import GateStatus
 from patchset.errors import InputError
 from patchset.ledger.model import Ledger
-from patchset.sealed import read_sealed, shown_path, write_sealed
+from patchset.sealed import read_sealed, shown_path, target_names, write_sealed
 
 STATE_VERSION = 1
 DEFAULT_STATE = ".patchset/gate-state.json"
@@ -71,15 +63,7 @@ def default_state_path(ledger: Ledger) -> Path:
 
 def _names(doc: dict[str, Any]) -> list[object]:
     """What a foreign state names, for the refusal: each target with its judged commit and verdict."""
-    targets = doc.get("targets")
-    if not isinstance(targets, dict):
-        return list(doc)
-    out: list[object] = []
-    for name, d in targets.items():
-        out.append(name)
-        if isinstance(d, dict):
-            out.extend(d.get(k) for k in ("judged", "verdict") if isinstance(d.get(k), str))
-    return out
+    return target_names(doc, lambda d: [d[k] for k in ("judged", "verdict") if isinstance(d.get(k), str)])
 
 
 def _judgement(path: Path, name: object, d: object) -> Judgement:

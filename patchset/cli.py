@@ -1,15 +1,10 @@
 """patchset's command line: parse arguments, call the packages, print the result.
 
-This module is the plumbing every command shares (the ledger context, error mapping, JSON, the
-one ``Term``, progress bars) and the top-level group; the commands live in ``patchset.clicmds``
-and load only when they run (``COMMANDS``), so ``patchset list`` pays for no other command; the
-options they share are declared once, in ``patchset.clicmds.options``.
-
-Exit codes (every command): 0 ok; 1 a finding (a patch that fails, a check that fails, a hash
-mismatch, a regression); 2 bad input or environment (malformed ledger, missing file, network, a
-usage error); 130 interrupted. Under ``--json`` an error is also ``{"error": {"kind", "message",
-"hint", "exit"}}`` on stdout. Shell completion is click's (``_PATCHSET_COMPLETE``); patch ids and
-target names complete from the ledger.
+The plumbing every command shares (the ledger context, error mapping, JSON, the one ``Term``,
+progress bars) and the top-level group; commands live in ``patchset.clicmds`` and load only when
+they run (``COMMANDS``), their shared options in ``patchset.clicmds.options``. Exit codes: 0 ok;
+1 a finding; 2 bad input or environment; 130 interrupted. Under ``--json`` an error is also
+``{"error": {"kind", "message", "hint", "exit"}}`` on stdout.
 """
 
 from __future__ import annotations

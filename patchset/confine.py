@@ -90,12 +90,10 @@ def regular_file(path: Path | str) -> bool:
 def confine(root: Path | str, name: str, *, what: str, allow_state: bool = False, allow_git: bool = False) -> Path:
     """The on-disk path for ``name`` under ``root``, refusing anything that leaves ``root``.
 
-    Every existing prefix is resolved in turn, so a symlink at any step (also one a link chain
-    reaches) that points outside ``root`` is refused; the final component may be a link only if
-    it too resolves inside ``root``. The path returned is ``realpath(root)`` joined with the
-    normalised name (links inside the root are not expanded, so callers replace a link, not its
-    target).
-    """
+    Every existing prefix is resolved in turn, so a symlink at any step (or a chain of them) that
+    points outside is refused; the last component may be a link that resolves inside. Returns
+    ``realpath(root)`` joined with the normalised name (links inside are not expanded: callers
+    replace a link, not its target)."""
     rel = check_relative(name, what=what, allow_state=allow_state, allow_git=allow_git)
     base = Path(os.path.realpath(root))
     current = base
@@ -156,18 +154,12 @@ def resolve_links(
 ) -> str:
     """``name`` with every symlink on its way expanded, inside a tree that ``readlink`` describes.
 
-    ``readlink(rel)`` gets a normalised relative path whose every prefix is a real directory
-    (links already expanded) and returns the target of the symlink at ``rel``, or ``None`` when
-    ``rel`` is not a link; the tree may be on disk, in memory or both (the apply engine's state).
-    ``..`` in ``name`` or in a target is applied after the links before it are expanded, as the
-    kernel does. ``root`` (a real absolute path) lets an absolute target that names a place under
-    it through; without it, or for any other absolute target, the name is refused. With
-    ``follow_last=False`` the last component is not followed (the path of a link itself).
-
-    Returns the normalised relative path (``""`` for the root itself); raises
-    :class:`UnsafePathError` when a step leaves the root, a target is empty or absolute, or the
-    links loop.
-    """
+    ``readlink(rel)`` returns the target of the symlink at ``rel`` (a normalised path whose prefixes
+    are real directories), or ``None``; the tree may be on disk, in memory or both. ``..`` applies
+    after the links before it are expanded, as the kernel does. An absolute target is let through
+    only when it names a place under ``root``. ``follow_last=False`` keeps the last component
+    unfollowed. Returns the normalised relative path (``""`` for the root); raises
+    :class:`UnsafePathError` when a step leaves the root, a target is empty, or the links loop."""
     shown = repr(name)
     done: list[str] = []
     todo = [p for p in reversed(name.split("/")) if p not in ("", ".")]

@@ -1,18 +1,9 @@
 """The ``PATCHSET_*`` variables that set a limit, read by one set of rules.
 
-Every limit a variable sets is read here: the network's deadlines and caps
-(``patchset.upstream.net.limits``), what one release archive may unpack to
-(``patchset.upstream.limits``) and how long a lock is waited for (``patchset.locking``). The rules:
-
-* unset, empty or blank: the default;
-* **seconds**: a decimal number (``0.5``, ``30``, ``1e3``); ``inf`` lifts the limit; it must be
-  positive, or zero where zero has a meaning (``PATCHSET_LOCK_TIMEOUT=0``: do not wait);
-* **sizes and counts**: a whole number, optionally with a ``K``, ``M``, ``G`` or ``T`` suffix in
-  powers of 1024 (``65536``, ``500M``, ``2G``; ``2GiB`` and ``2gb`` read the same); positive;
-* anything else is an ``EnvironmentFailure`` (exit 2) that names the variable and its value, and
-  says what to give instead.
-
-Limits are read when they are used, not at start-up: a bad value fails only the commands that use it.
+Unset or blank is the default; seconds are a decimal number (``inf`` lifts the limit; zero only
+where it means something); sizes and counts are whole numbers with an optional K/M/G/T suffix in
+powers of 1024 (``2GiB`` and ``2gb`` read the same); anything else is an ``EnvironmentFailure``
+naming the variable. Read when used, so a bad value fails only the commands that use it.
 """
 
 from __future__ import annotations

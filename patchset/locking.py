@@ -1,14 +1,9 @@
 """Advisory locks between patchset processes: one tree, one ledger, one writer at a time.
 
-A lock is an ``flock`` on a *directory* (the build tree's root, the ledger's directory). Locking
-a directory writes nothing, so a dry run can hold the same lock as a real run; the kernel drops
-the lock when the process dies (kill -9 included), so there is no stale lock file to clean up.
-A lock is re-entrant inside one process: ``apply --update-lock`` on a tree that is also the
-ledger's directory takes the same lock twice and must not wait for itself.
-
-A second process waits, says so once on stderr ("another patchset is working on …, waiting"),
-and gives up with ``EnvironmentFailure`` (exit 2) after ``PATCHSET_LOCK_TIMEOUT`` seconds
-(default 300).
+An ``flock`` on a directory: it writes nothing (a dry run can hold it) and dies with the process
+(no stale lock file). Re-entrant inside one process (``apply --update-lock`` on a tree that is the
+ledger's directory). A second process says once that it waits and gives up after
+``PATCHSET_LOCK_TIMEOUT`` seconds (default 300) with exit 2.
 """
 
 from __future__ import annotations

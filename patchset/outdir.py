@@ -1,27 +1,11 @@
 """The one rule for a directory a command writes its results into (``--out``, ``--artifacts``).
 
-A command that writes into a directory the user names must never destroy what it did not create.
-So the directory must be *fresh* (absent, or empty) or *patchset's own*: one that patchset wrote
-before, which it marks with a regular file :data:`MARKER` (``.patchset-output``) naming the
-command. Anything else (a non-empty directory without the marker, a file, a marker that is a
-link or a directory) is refused before anything is written, with what to do (exit 2).
-
-A marker is a plain file: anyone can write one, commit one or copy one along with a directory. So
-it holds a token sealed by this installation (``patchset.journal.seal``, kind ``output
-directory``) for the directory it sits in, by device and inode: a planted marker (no seal, or
-another installation's) and a copied one (sealed for another directory) make the directory no one's,
-and the refusal names the files the command would have replaced or removed there. Renaming a
-directory keeps its inode: a command that fills a scratch directory and renames it into place marks
-the scratch directory.
-
-Usage, in every command that writes an output directory::
-
-    outdir.check(out, option="--out")        # before reading or writing anything else
-    ...                                      # write the results (atomically, as the command does)
-    outdir.mark(out, command="build wheel")  # once the directory holds patchset's results
-
-``check`` only reads. A directory patchset owns may be replaced or added to by the command that
-checks it; the marker says nothing about which files inside are whose.
+A command must never destroy what it did not create, so the directory must be fresh (absent or
+empty) or patchset's own: marked by a regular file :data:`MARKER` (``.patchset-output``) holding a
+token this installation sealed for that directory (device and inode), so a planted or copied
+marker owns nothing. Anything else is refused before anything is written (exit 2), naming the
+files the command would have replaced. ``check(out, option=...)`` comes first and only reads;
+``mark(out, command=...)`` once the directory holds the results (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Recorded state that patchset trusts again later only when this installation wrote it.
 
-A ledger directory is often a git repository, and a clone carries whatever its ``.patchset/``
-held: a rebase stopped at a conflict or killed while writing (``rebase/state.json``,
-``rebase/commit.json``, the backups), the gate's memory (``gate-state.json``). Replaying such a
-file would write bytes someone else chose into the ledger, restore a backup over it, remove
-directories it names, or answer "nothing to do" for a commit nobody here judged.
-
-So every such file is written as JSON carrying this installation's seal (``owner``: the HMAC
-that journals carry, ``patchset.journal.seal.seal_of``, over the body and the *kind* of state, so
-one kind is never taken for another) and read back through :func:`read_sealed`, which takes only a
-regular file (no link) of bounded size, valid JSON, a JSON object, and a seal that verifies.
-Anything else is :class:`~patchset.errors.ForeignState` (exit 2): the file, why, a few of the
-values it holds (quoted, control characters escaped) and what to do; the file is left alone.
-A sealed file is still checked for shape by its reader: a seal says who wrote it, not that the
-writer had no bug.
+A ledger directory is often a git repository, and a clone carries its ``.patchset/``: a rebase in
+progress, its backups, the gate's memory. Replaying such a file would write bytes someone else
+chose. So each is JSON carrying this installation's seal (``owner``: the journals' HMAC over the
+body and the *kind* of state) and is read back by :func:`read_sealed` only as a bounded regular
+file holding a JSON object whose seal verifies; anything else is
+:class:`~patchset.errors.ForeignState` (exit 2) and left alone. A seal says who wrote a file, not
+that it is well-formed: its reader still checks its shape.
 """
 
 from __future__ import annotations
@@ -63,6 +56,37 @@ def foreign(path: Path | str, what: str, why: str, names: list[object] | None = 
     return ForeignState(message + "; it was left alone, nothing was changed", hint=hint)
 
 
+def read_fd(fd: int, limit: int) -> bytes | None:
+    """The bytes of the open file ``fd`` (closed here), or None when it is not a regular file of
+    at most ``limit`` bytes, also when it grew past that while read."""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data if len(data) <= limit else None
+
+
+def target_names(doc: dict[str, Any], detail: Callable[[dict[str, Any]], list[object]]) -> list[object]:
+    """What a foreign state of per-target records names, for the refusal: each target and what
+    ``detail`` picks from its record (all the keys when there is no ``targets`` table)."""
+    targets = doc.get("targets")
+    if not isinstance(targets, dict):
+        return list(doc)
+    out: list[object] = []
+    for name, record in targets.items():
+        out.append(name)
+        if isinstance(record, dict):
+            out.extend(detail(record))
+    return out
+
+
 def read_sealed(
     path: Path,
     kind: str,
@@ -84,20 +108,9 @@ def read_sealed(
     except OSError as exc:
         why = "it is a symbolic link" if os.path.islink(path) else f"it cannot be read: {exc.strerror}"
         raise foreign(path, what, why, hint=hint) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            raise foreign(path, what, f"not a regular file of at most {max_bytes >> 20} MiB", hint=hint)
-        chunks = []
-        left = max_bytes + 1
-        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
-    if len(raw) > max_bytes:  # it grew while read
-        raise foreign(path, what, f"larger than {max_bytes >> 20} MiB", hint=hint)
+    raw = read_fd(fd, max_bytes)
+    if raw is None:
+        raise foreign(path, what, f"not a regular file of at most {max_bytes >> 20} MiB", hint=hint)
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -1,36 +1,19 @@
-"""Small text helpers every layer shares: comma-separated option lists, and one sanitiser per
-output kind for text that came from outside (GitHub, upstream history, trees, other people's
-ledgers and recorded state).
+"""Small text helpers every layer shares: comma-separated option lists, ``Word`` (the base of every
+closed set of words), and one sanitiser per output kind for text that came from outside.
 
-They exist once here so that ``verify``, the gate, the status dashboard and the CLI split
-``--tags cpu,gpu`` the same way, and so that every renderer neutralises hostile text the same way:
-
-* ``terminal(text)``: C0 and C1 controls, DEL, bidirectional overrides and isolates, line and
-  paragraph separators and lone surrogates are *shown* (``\\x1b``, ``\\r``, ``<U+202E>``), never
-  sent to the terminal to interpret. ``patchset.commands.table.Term`` applies it to everything it
-  prints.
-* ``markdown_text(text)`` / ``markdown_cell(text)``: the same, newlines folded into a space, and
-  every character Markdown would read as structure (``|``, ``\\``, ``<``, ``>``, ``[``, ``]``,
-  backticks, emphasis, ``&``, a leading block marker) backslash-escaped: a value stays inside
-  its cell and its row, and carries no HTML, link, image or code span. ``markdown_code`` is a
-  code span and ``markdown_block`` a fenced block that cannot be broken out of;
-  ``markdown_link`` links only http(s) URLs.
-* ``xml_text(text)``: characters XML 1.0 does not allow (most C0 controls, lone surrogates,
-  U+FFFE/U+FFFF) and the ones a reader could be fooled by (C1, DEL, bidi) shown as above, so a
-  document is always well-formed.
-* ``html_text(text)``: ``terminal``'s replacements, then HTML-escaped (quotes included);
-  ``html_inline`` the same on one line, for raw HTML inside Markdown (a ``<summary>``).
-* ``safe_url(url)``: the URL when it is an http(s) URL without spaces or controls, else None.
-
-``Word`` is the base of every closed set of words (a layout, an origin, an outcome): an ``Enum``
-whose members are their words, so ledgers, JSON and messages read as before.
+Once here so that every renderer neutralises hostile text the same way: ``terminal`` shows
+controls, bidi overrides and lone surrogates instead of sending them; ``markdown_*`` also escape
+what Markdown reads as structure; ``xml_text`` keeps a document well-formed; ``html_*`` escape for
+HTML; ``safe_url`` passes only http(s) URLs (docs/security.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from enum import Enum
+from pathlib import Path
 
 
 class Word(str, Enum):
@@ -239,3 +222,16 @@ def html_text(text: object) -> str:
     import html
 
     return html.escape(terminal(text, block=True), quote=True)
+
+
+def read_tail(path: Path, limit: int) -> tuple[str, bool]:
+    """The last ``limit`` bytes of the file ``path`` as text, and whether there was more before them
+    (``("", False)`` when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return "", False
+    return data.decode("utf-8", "replace"), size > limit

@@ -1,28 +1,11 @@
 """What upstream did after a patch's pull request: follow-up fixes, reverts, later mentions.
 
-Two sources, both read without asking anything new of GitHub:
-
-* GitHub's timeline of the PR: its ``CROSS_REFERENCED_EVENT`` items (another PR or issue whose
-  text names this one), asked for inside the same batched GraphQL document as the PR's state
-  (``TIMELINE``, part of ``github.build_query``), parsed and checked here (``parse_timeline``);
-* when a clone of the upstream is at hand, the branch's commit messages that name the PR
-  (``#N``) or its merge commit (``This reverts commit <sha>``): ``commit_mentions``.
-
-Each item is classed (``classify``):
-
-* ``reverted``: a merged upstream change whose title says it reverts (``Revert "…"``, GitHub's
-  revert button writes that title and "Reverts owner/repo#N" in the body), or a commit on the
-  branch that reverts the merge;
-* ``follow-up-merged`` / ``follow-up-open``: a pull request of the same repository whose title
-  names the PR (``#N``) or says it fixes, follows up, relands or reverts something (an open
-  revert is an open follow-up);
-* ``mentioned``: anything else that names it (an issue, a PR of another repository, an
-  unrelated PR, a closed one).
-
-The title is all the timeline gives (bodies are not fetched: they would multiply what every
-refresh costs), so the class is a reading of the title; ``why`` says which words decided it.
-Every field is checked (a bounded string, an ISO date, a 40-hex commit, an http(s) URL, a state
-of the schema), so a malformed item is dropped with a note, never printed as it came.
+Two sources, neither asking anything new of GitHub: the PR's ``CROSS_REFERENCED_EVENT`` timeline
+items, asked for in the same batched query (``TIMELINE``, ``parse_timeline``), and, with a clone,
+the commit messages that name the PR or revert its merge (``commit_mentions``). ``classify`` reads
+each title (bodies are not fetched: every refresh would cost more) as reverted, a follow-up merged
+or open, or a mention, and ``why`` says which words decided it. Every field is checked; a
+malformed item is dropped with a note.
 """
 
 from __future__ import annotations
@@ -45,7 +28,7 @@ class FollowUpClass(Word):
 
 
 REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED = FollowUpClass
-CLASSES = (REVERTED, FOLLOWUP_MERGED, FOLLOWUP_OPEN, MENTIONED)
+CLASSES = tuple(FollowUpClass)
 RANK = {REVERTED: 0, FOLLOWUP_MERGED: 1, FOLLOWUP_OPEN: 2, MENTIONED: 3}
 
 TIMELINE_LAST = 25  # the newest cross-references asked for per PR (GitHub counts them in totalCount)

@@ -1,21 +1,11 @@
 """The upstream-status dashboard as one static HTML page: no external assets (inline CSS and JS),
 every value escaped, sortable by any column.
 
-Every value on the page is data from outside and goes through ``patchset.text.html_text`` (HTML
-escaped, quotes included; control and bidi characters shown as ``\x1b`` / ``<U+202E>``); a link
-is made only for an http(s) URL (``patchset.text.safe_url``). Only the template is markup.
-
-Sorting: click a column header (again to reverse). Filters: the target, action and upstream
-state menus above the table hide the other rows. The page also reads its URL hash on load and
-when it changes: ``page.html#sort=drift`` sorts by drift ascending, ``#sort=-order`` descending,
-``#action=follow-up&target=vllm`` filters; it does so through the same header clicks and menus,
-so a link (or a headless browser) exercises the same code as a person. Each cell carries a
-``data-sort`` value so numbers and dates sort as such.
-
-Layout: the page never scrolls sideways at 1,280 px: prose wraps anywhere it must, ids (patch
-ids, PR references, commits) never break; every PR, issue, follow-up and merge commit is a link
-(http(s) only: GitHub's own URL, else one built from the reference and the web root of
-``PATCHSET_GITHUB_API``).
+Only the template is markup: every value goes through ``patchset.text.html_text`` and a link is
+made only for an http(s) URL (``safe_url``). Headers sort (``data-sort`` values, so numbers and
+dates sort as such), menus filter, and the URL hash (``#sort=-order``, ``#action=follow-up``)
+drives the same header clicks and menus, so a link or a headless browser exercises the code a
+person does. At 1,280 px the page never scrolls sideways; ids never break.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """``patchset status``: what upstream's state means for every patch of the ledger, and what to do.
 
-For each patch the dashboard reads the state of every pull request and issue the ledger names
-(``[patch.upstream]``) through ``patchset.tracker.github.GitHubClient`` (one batched request per
-repository), then works out what it means:
+For each patch: the states of the PRs and issues it names (one batched request per repository
+through ``patchset.tracker.github``), whether a merged PR is in the base, upstream's branch and
+which release, how a vendored PR's diff drifted from our body, later upstream work naming it
+(``tracker.followups``) and the action that follows.
 
-* a merged PR: is its merge commit in the target's base, in upstream's branch, and which release
-  first contains it (from a local upstream history, when there is one);
-* a PR taken verbatim (``origin`` upstream/revert): has its head moved since it was vendored
-  (``lock.heads[id]``, else ``status.head``), and does its current diff, filtered like the body
-  (``[patch.source]`` globs, else the files our body touches), still have our body's patch id;
-  giving a drift class: unchanged, revised, merged-as-vendored, merged-with-changes,
-  closed-unmerged (or head-moved / unknown when the diff cannot be read);
-* later upstream work naming each PR (``tracker.followups``: GitHub's cross-references, read in
-  the same batched query, and the commit messages of a local clone): reverted upstream, a
-  follow-up merged or open, a mention;
-* an action: drop at the next rebase, refresh from the PR, take upstream's follow-up, keep a patch
-  whose PR upstream reverted, upstream it, held, nothing to do.
-
-Offline first. Without ``--refresh`` nothing touches the network: states come from the client's
-on-disk cache (with their age) or, on a fresh clone with no cache, from the state recorded in
-the ledger (``[patch.status]``, with its date). ``--refresh`` asks GitHub and records the new
-states in the ledger (one atomic edit; human notes and the vendored head are kept). A failure
-(401, rate limit, 404, 5xx, timeout, malformed answer) marks its rows and falls back to the
-recorded state; the dashboard always renders. So does a malformed value in an answer or in the
-recorded states (a date that is not one, a merge commit that is not a sha, a state outside the
-schema's enum): the client checks every field (``tracker.github.payloads``) and that one row says
-"unreadable upstream data: <field>: <value>" (exit 2, as for any row that could not be read).
+Offline first: without ``--refresh`` states come from the client's cache or the ledger's
+``[patch.status]``; ``--refresh`` asks GitHub and records them in one atomic edit. A failed or
+malformed answer marks its row and falls back to the recorded state: the dashboard always
+renders (docs/github.md).
 """
 
 from __future__ import annotations

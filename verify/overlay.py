@@ -1,18 +1,11 @@
 """Cheap build trees for ``patchset verify``: hard-linked overlays of one pristine base.
 
-``verify`` runs every test on the tree *with* the series and on the tree *without* one patch, so it
-needs many copies of an 8,000-file source tree. An overlay is a new directory tree whose files are
-hard links to the base's (a vLLM tree links in ~0.2 s, a full copy takes seconds and 130 MB);
-applying the series through ``patchset.engine.tree`` then replaces only the touched files (its commit
-renames new files into place, so the link to the base is broken for exactly those files).
-
-The one hazard of hard links: a test that rewrites an *existing* file in place (``open(f, "w")``,
-``cp`` onto an existing name) writes through to the base and to every other overlay. Creating new
-files (``__pycache__``, copied-in tests, ``.pytest_cache``) is safe, and so is anything that
-replaces files by rename (``sed -i``, editors, git). ``Snapshot`` catches the hazard: it records
-(inode, size, mtime) of every base file and ``changed()`` names the files a run altered, so that
-run is reported as an error and a damaged cached base is thrown away. A user's ``--tree`` is
-therefore never linked to directly: ``private_copy`` copies it once per verify run.
+``verify`` needs many copies of an 8,000-file tree (with the series, without each patch). An
+overlay's files are hard links to the base's (~0.2 s for vLLM); applying the series replaces only
+the touched files, by rename. The hazard: a test that rewrites an existing file in place writes
+through to the base and every overlay. ``Snapshot`` records (inode, size, mtime) of every base
+file and ``changed()`` names what a run altered, so that run is an error and a damaged cached base
+is thrown away; a user's ``--tree`` is never linked to (``private_copy``).
 """
 
 from __future__ import annotations

@@ -74,34 +74,8 @@ def render_verify(term: Term, report: VerifyReport) -> None:
         )
     for n in report.notes:
         term.line(f"note: {n}", indent="  ")
-    if report.engines:  # lines, not a table: a log path or a patch id must never be broken across lines
-        term.line("engines (one per tree and configuration, shared by the tests on it):")
-        for e in report.engines:
-            up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
-            on = f" on {e.engine}" if e.engine else ""
-            if not e.started:
-                term.line(
-                    f"{e.label}{on}: not started, every result reused from the cache; tests {', '.join(e.tests)}",
-                    indent="  ",
-                )
-                continue
-            term.line(
-                f"{e.label}{on}: start-up {up}, checks {e.check_seconds:.1f} s; tests {', '.join(e.tests)}", indent="  "
-            )
-            if e.reused:
-                term.line(f"reused from the cache: {', '.join(e.reused)}", indent="    ")
-            if e.error:
-                term.line(Styled(f"did not serve: {e.error}", "magenta"), indent="    ")
-            term.line(f"log {e.log}", indent="    ")
-        n_reused = len(report.reused)
-        planned = ""
-        if report.plan is not None:
-            planned = f" (planned {report.plan.starts}; a full run: {report.plan.full_starts})"
-        term.line(
-            f"{report.engine_starts} engine start(s){planned}"
-            + (f"; {n_reused} result(s) reused from the cache (trees unchanged)" if n_reused else ""),
-            indent="  ",
-        )
+    if report.engines:
+        _engine_lines(term, report)
     c = report.counts()
     parts: list[str | Styled] = [f"{len(report.patches)} patch(es): "]
     for i, k in enumerate((PROVEN, NOT_NEEDED, BROKEN, ERROR)):
@@ -110,6 +84,38 @@ def render_verify(term: Term, report: VerifyReport) -> None:
     term.line(*parts)
     if report.work_dir:
         term.line(f"trees and logs kept in {report.work_dir}")
+
+
+def _engine_lines(term: Term, report: VerifyReport) -> None:
+    """The engines a run started, as lines, not a table: a log path or a patch id must never be
+    broken across lines."""
+    term.line("engines (one per tree and configuration, shared by the tests on it):")
+    for e in report.engines:
+        up = "-" if e.startup_seconds is None else f"{e.startup_seconds:.1f} s"
+        on = f" on {e.engine}" if e.engine else ""
+        if not e.started:
+            term.line(
+                f"{e.label}{on}: not started, every result reused from the cache; tests {', '.join(e.tests)}",
+                indent="  ",
+            )
+            continue
+        term.line(
+            f"{e.label}{on}: start-up {up}, checks {e.check_seconds:.1f} s; tests {', '.join(e.tests)}", indent="  "
+        )
+        if e.reused:
+            term.line(f"reused from the cache: {', '.join(e.reused)}", indent="    ")
+        if e.error:
+            term.line(Styled(f"did not serve: {e.error}", "magenta"), indent="    ")
+        term.line(f"log {e.log}", indent="    ")
+    n_reused = len(report.reused)
+    planned = ""
+    if report.plan is not None:
+        planned = f" (planned {report.plan.starts}; a full run: {report.plan.full_starts})"
+    term.line(
+        f"{report.engine_starts} engine start(s){planned}"
+        + (f"; {n_reused} result(s) reused from the cache (trees unchanged)" if n_reused else ""),
+        indent="  ",
+    )
 
 
 def _proof_lines(term: Term, report: VerifyReport) -> None:

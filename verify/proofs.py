@@ -1,16 +1,11 @@
 """The proofs verify remembers between runs: when each patch's without-run last proved its verdict.
 
-Why this module exists: an engine start costs up to an hour on the production cluster, and most
-nights nothing a patch rests on moved. The planner (``verify.plan``) carries a verdict to tonight
-only from a proof recorded here: the night and base it was made on, the patch's body, each test's
-parameters and its without-run result, and the digests of the files the patch watches
-(``verify.watch``). The history also keeps each patch's last class (a patch broken or in error
-last time is looked at again) and counts the nights (rotation: ``--full-every``).
-
-This state decides what is *not* tested tonight, so it is trusted only when this installation wrote
-it (``patchset.sealed``, kind ``verify proofs``): a history that came with a cloned ledger, a CI
-cache without its key or another machine is ``ForeignState`` (exit 2), never read. A sealed history
-is still checked field by field, with bounds on every size; a malformed one is ``InputError``.
+An engine start costs up to an hour on the cluster, and most nights nothing a patch rests on
+moved. The planner (``verify.plan``) carries a verdict only from a proof recorded here (night,
+base, body, each test's parameters and without-run result, digests of the watched files), with
+each patch's last class and the night count (``--full-every``). It decides what is *not* tested,
+so it is trusted only when sealed by this installation (kind ``verify proofs``; else
+``ForeignState``), and still checked field by field (a malformed one is ``InputError``).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.errors import InputError
-from patchset.sealed import read_sealed, shown_path, write_sealed
+from patchset.sealed import read_sealed, shown_path, target_names, write_sealed
 from patchset.verify.outcomes import CLASSES
 from patchset.verify.testrun import FAIL, PASS
 
@@ -216,15 +211,7 @@ def _is_digest(value: object) -> bool:
 
 def _names(doc: dict[str, Any]) -> list[object]:
     """What a foreign history names, for the refusal: its targets and their patches."""
-    targets = doc.get("targets")
-    if not isinstance(targets, dict):
-        return list(doc)
-    out: list[object] = []
-    for name, t in targets.items():
-        out.append(name)
-        if isinstance(t, dict) and isinstance(t.get("proofs"), dict):
-            out.extend(list(t["proofs"])[:3])
-    return out
+    return target_names(doc, lambda t: list(t["proofs"])[:3] if isinstance(t.get("proofs"), dict) else [])
 
 
 def load_history(path: Path) -> dict[str, TargetHistory]:

@@ -1,27 +1,12 @@
 """The result cache of ``verify``: engine-test results by (tree content, test, engine).
 
-Why this module exists: an engine start costs a minute on a laptop and up to an hour on the
-production cluster, and most of a re-run asks what the last run answered: the trees did not change.
-A long-context or serving result is stored under the sha256 of
-
-* the tree's content: the base tree's fingerprint and the digest of every file the series (or the
-  series minus one patch) wrote — known from a dry run, before any tree is built;
-* the test: its kind, checks and parameters, the model's files (``LongctxSpec.fingerprint``);
-* the engine: its resolved definition, arguments and environment (``LongctxSpec.engine_key``), and
-  the content of the scripts beside the ledger its commands name (``engines.command_files_digest``).
-
-A re-run on unchanged trees therefore starts no engine; adding one patch starts only the trees whose
-content changed (the tree without the new patch is the old tree with the series: its results are
-reused). Only results that measured something are kept (pass or fail, serving samples), never an
-error. Entries live in ``<cache>/verify-results/`` as JSON written atomically; an unreadable, oversized
-or malformed entry is a miss, never an error (the cache is a convenience, and its files are data).
-
-A cached result decides a verdict without an engine start, and the cache directory is anyone's to
-write (a shared CI cache, a restored archive, a hand edit). So each entry carries this
-installation's seal (``patchset.sealed``, kind ``verify result``) over its key and result: an entry
-without it, or whose seal does not verify (tampered, another machine's), is ignored, re-measured
-and listed in :attr:`ResultCache.ignored`, so the report can say so. It is left in place; the
-re-measured result replaces it.
+An engine start costs a minute on a laptop and up to an hour on the cluster, and most re-runs ask
+what the last run answered. A result is stored under the sha256 of the tree's content (known from
+a dry run), the test (kind, checks, parameters, model files) and the engine (its resolved
+definition and the scripts its commands name), so a re-run on unchanged trees starts no engine.
+Only measured results are kept, never an error. An unreadable or malformed entry is a miss; an
+entry without this installation's seal (``patchset.sealed``, kind ``verify result``) is ignored,
+re-measured and listed in :attr:`ResultCache.ignored` (docs/engines.md, docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Serving checks: the figures users watch, measured on an engine and compared with a baseline.
 
-Why this module exists: the maintainer's A/B harness measures, by hand, single-stream tok/s per
-prompt kind, aggregate tok/s at 8 and 32 streams, speculative-decoding acceptance from ``/metrics``,
-prefix-cache hits of agent sessions and how much sooner a resumed session answers, and he rejects
-runs in which someone else's traffic moved the server's counters. ``kind = "serving"`` tests make
-that a per-patch regression test. The checks (token-id prompts against ``/v1/completions``):
-
-* ``decode``      — single-stream decode tok/s (streamed: tokens after the first over the time
-  between the first and the last) for a few prompt shapes (``SHAPES``);
-* ``concurrent``  — aggregate completion tok/s of N simultaneous streams over the wall time;
-* ``ttft-resume`` — time to the first token of a resumed long session (its history is in the prefix
-  cache) and of the same prompt cold (a fresh ``cache_salt``), and the speed-up cold / resumed;
-* ``cache-hits``  — prefix-cache hit % of a scripted agent session: a long system prompt with six
-  tools, short user turns and tool results, greedy replies appended to the history, two sessions
-  interleaved and each resumed after the other ran; from ``usage.prompt_tokens_details.cached_tokens``
-  and, where the server has ``/metrics``, from ``vllm:prefix_cache_hits`` / ``..._queries``;
-* ``spec-accept`` — speculative-decoding acceptance (accepted / draft tokens, and the mean accepted
-  length) from the ``/metrics`` counters over a decode run; skipped when the server exposes none.
-
-Every repeat uses its own ``cache_salt``, so repeats never read each other's cache. Around each
-check of each repeat ``/metrics`` is read twice (when present): when ``vllm:request_success`` or
-``vllm:generation_tokens`` moved more than the check's own requests explain, that repeat carries
-**foreign traffic**; it is reported and left out of the statistics (``ServingSamples.clean``).
-Verdicts (``compare``) come from ``patchset.verify.stats``.
+The maintainer's A/B harness, made a per-patch regression test (``kind = "serving"``): decode and
+concurrent tok/s, time to the first token of a resumed session, prefix-cache hits of an agent
+session and speculative-decoding acceptance, each repeat with its own ``cache_salt``. A repeat in
+which ``/metrics`` moved more than its own requests explain carries **foreign traffic** and is
+left out of the statistics (``ServingSamples.clean``). Verdicts come from
+``patchset.verify.stats``; docs/serving.md describes every check.
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
 """Verdicts that know noise: exact intervals of serving ratios and an exact test for drift counts.
 
-Why this module exists: a serving figure (tok/s, time to first token, prefix-cache hit %) moves from
-run to run on the same code, on a shared CI machine by 10% and more, so "slower than the baseline"
-says nothing until the noise is measured. Two rules, both small enough to check by hand:
+A serving figure moves from run to run on the same code by 10% and more, so "slower than the
+baseline" says nothing until the noise is measured (docs/serving.md):
 
-* **ratios** (``ratio_verdict``): candidate / baseline per metric, from R repeats of each, on log
-  ratios: a Hodges-Lehmann estimate and its distribution-free 95% interval (paired repeats: the
-  Wilcoxon signed-rank interval of the per-repeat ratios; unpaired: the Mann-Whitney interval of
-  every candidate/baseline ratio). Both are exact by counting: on two sides of the same code the
-  interval excludes 1 in at most 5% of comparisons, whatever the noise's size or shape (a percentile
-  bootstrap of 5 paired repeats, used before, is their [min, max]: 2/32 = 6.25% at any noise). The
-  price is a floor: fewer than 6 pairs admit no 95% interval at all (``reaches``). A metric is a
-  ``regression`` (or an ``improvement``) only when the whole interval lies beyond the tolerance
-  (default 3%) on the bad (good) side, else ``within noise``.
-* **drift counts** (``drift_verdict``): for a check repeated N times against a control (the
-  long-context ``resume`` in control mode: each trial measures the resumed drift and the control's),
-  the number of trials whose drift exceeds the bar against the number of control measurements that
-  do. A one-sided Fisher exact test gives ``bug`` when the excess is significant (p <= alpha); ``noise``
-  when the trials had at least 80% power to see an excess of ``min_effect`` (one resume in eight, the
-  production's rate) and the observed excess is smaller; else ``inconclusive: K more trials``, K being
-  the trials per arm that would reach that power at the larger of the observed and the minimal effect.
+* ratios (``ratio_verdict``): a Hodges-Lehmann estimate of the log ratio and its distribution-free
+  95% interval (Wilcoxon signed-rank for paired repeats, Mann-Whitney otherwise); a regression or
+  improvement only when the whole interval lies beyond the tolerance. Fewer than 6 pairs admit no
+  95% interval (``reaches``).
+* drift counts (``drift_verdict``): trials whose drift exceeds the bar against control
+  measurements that do; a one-sided Fisher exact test says ``bug``, 80% power to see
+  ``min_effect`` says ``noise``, else ``inconclusive: K more trials``.
 
-The distributions are scipy's (``scipy.stats``: Fisher's exact test, the hypergeometric and binomial
-laws, the exact signed-rank and rank-sum nulls); what scipy lacks is built here on top: the
-Hodges-Lehmann estimate and its distribution-free interval, and the power of Fisher's test.
-scipy.stats is imported inside the functions that need it: it costs about half a second, which
-every ``patchset`` start would pay otherwise (``verify/serving.py`` imports this module).
+The distributions are ``scipy.stats``'; the Hodges-Lehmann interval and Fisher's power are built
+here. scipy is imported inside the functions (half a second every start would pay otherwise).
 """
 
 from __future__ import annotations
@@ -216,10 +203,6 @@ class RatioVerdict:
     paired: bool
     candidate: list[float]
     baseline: list[float]
-
-    @property
-    def is_regression(self) -> bool:
-        return self.verdict == REGRESSION
 
     def text(self) -> str:
         return (

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.text import read_tail
 from patchset.verify import Word
 
 
@@ -66,16 +67,8 @@ class CommandResult:
 
 
 def _tail(path: Path, limit: int = TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return text if size <= limit else "..." + text[text.find("\n") + 1 :] if "\n" in text else text
+    text, cut = read_tail(path, limit)
+    return "..." + text[text.find("\n") + 1 :] if cut and "\n" in text else text
 
 
 def _last_line(text: str) -> str:

@@ -1,28 +1,13 @@
 """The CPU environment in which vLLM's own unit tests run from a (patched) source tree.
 
-vLLM's unit tests under ``tests/v1/core/`` need no GPU: they run on CPU with vLLM's Python
-dependencies and the CPU torch, installed once by ``ci/setup_vllm_tests.sh`` into a clean venv in
-the patchset cache (``$PATCHSET_VLLM_TESTS_VENV`` or ``<cache>/vllm-tests-venv``). What this module
-adds on top:
-
-* ``test_env(tree)``: the variables a run needs: ``VLLM_TARGET_DEVICE=cpu``, the Hub offline
-  (``HF_HUB_OFFLINE=1``; no usage stats), ``PYTHONPATH=<tree>`` so that the tree's ``vllm/``
-  shadows the copy installed in the venv, and ``VLLM_MODEL_REDIRECT_PATH`` pointing model names the
-  tests use (``ModelConfig()`` defaults to ``Qwen/Qwen3-0.6B``) at config-only directories this
-  module writes (``MODEL_CONFIGS``; published architecture facts, no weights: the tests read
-  shapes, never run the model).
-* an origin check inside the pytest process (a small plugin, ``-p patchset_vllm_origin``) that
-  prints where ``import vllm`` came from and stops the run when it is not the tree: the point is
-  testing the patched source, not the copy installed in the venv.
-* ``python -m patchset.verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS``: the wrapper a ledger's test
-  command calls inside the build tree (``$PATCHSET_TREE`` or the current directory). It copies the
-  ``--add`` files in (by rename, never writing through a hard link), checks the import origin,
-  runs pytest in the venv, and maps pytest's exit status onto ``verify.testrun``'s convention:
-  0 pass; 1 and 2 (failures, collection errors such as a missing symbol) fail; 3, 4, 5 (internal
-  error, usage error, no test collected) and a missing venv are errors (exit 99 / 77).
-
-PyPI's torchvision does not import beside this torch, so the setup removes it; multimodal tests
-must be deselected (``-k 'not multimodal'`` or by choosing files that do not import it).
+The venv is made once by ``ci/setup_vllm_tests.sh``. ``test_env(tree)`` gives a run's variables
+(CPU device, the Hub offline, the tree first on ``PYTHONPATH``, model names redirected to the
+config-only directories of ``MODEL_CONFIGS``: the tests read shapes, never weights). A small
+pytest plugin stops the run unless ``import vllm`` comes from the tree. ``python -m
+patchset.verify.vllm_env [--add SRC:DEST] -- PYTEST_ARGS`` is the wrapper a ledger's test command
+calls: it copies the ``--add`` files in, runs pytest in the venv and maps its exit status onto
+``verify.testrun``'s convention (1, 2 fail; 3, 4, 5 and a missing venv are errors: 99 / 77).
+PyPI's torchvision does not import beside this torch: deselect multimodal tests.
 """
 
 from __future__ import annotations

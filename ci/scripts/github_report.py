@@ -5,22 +5,11 @@
     python -m patchset.ci.scripts.github_report --repo OWNER/NAME issue --state red|green \
         --title TITLE --body-file report.md [--label patchset-gate]
 
-``pr``: the open pull request from ``BRANCH`` into ``--base`` gets the new title and body, or
-one is opened. ``issue``: red opens the gate's issue (the open issue carrying ``--label``) or
-updates its body and comments the new headline; green comments and closes it, when one is open.
-One issue, one pull request, however many nights in a row.
-
-The token comes from ``$GITHUB_TOKEN``; the API from ``--api`` or ``$GITHUB_API_URL`` (set by
-GitHub Actions; GitHub Enterprise and a local GitHub-shaped server work the same way). Exit 0
-done, 2 GitHub refused or could not be reached (one line on stderr).
-
-PyGithub's requests go through ``patchset.upstream.net`` (``_Connection``), not PyGithub's own
-connection, which has only a per-read timeout: each request has net's connect and read timeouts,
-a total deadline (``PATCHSET_NET_REQUEST_DEADLINE``) and an answer cap, and all of them share one
-budget (``PATCHSET_NET_COMMAND_DEADLINE``), so a server that answers a byte at a time ends the
-script with exit 2 naming the variable. What it writes is sanitised (``patchset.text``): the body
-(a report quoting test names and errors of upstream code) has its control and bidi characters
-shown, not sent; the comment's headline is plain Markdown text; the title is one line.
+One issue, one pull request, however many nights in a row: red opens or updates the issue
+carrying ``--label``, green comments and closes it. The token comes from ``$GITHUB_TOKEN``, the
+API from ``--api`` or ``$GITHUB_API_URL``. Exit 0 done, 2 GitHub refused or could not be reached.
+Requests go through ``patchset.upstream.net`` (``_Connection``: deadlines, caps, one budget); what
+is written is sanitised (``patchset.text``).
 """
 
 from __future__ import annotations

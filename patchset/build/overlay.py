@@ -1,25 +1,10 @@
 """``patchset build overlay``: the patched files as a copy-only image layer over a stock image.
 
-The maintainer's flow, generated from the ledger: copy only the files the series patches out of
-the base image, apply with zero fuzz, refuse unless every patched file matches ``EXPECTED.sha256``,
-and build a layer that copies them over the image's ``site-packages``. This module writes, into
-``--out``:
-
-- ``overlay/<installed_root>/<path>``: the patched files of the tree, in the installed layout;
-- ``overlay/opt/patchset/<target>.sha256``: the same hashes with absolute image paths, which the
-  image keeps so its files can be re-checked at any time (``sha256sum -c`` needs no ``cd``, so the
-  base image's working directory is left alone);
-- ``EXPECTED.sha256``: ``<sha256>  <path>`` relative to ``installed_root`` (what ``patchset export
-  --format expected`` writes for the target; ``sha256sum -c`` passes inside a copy of the tree);
-- ``Dockerfile``: ``FROM`` the target's ``base_image``, ``COPY overlay/ /``, ``RUN sha256sum -c``;
-- ``build.sh``: the whole flow from the image (``docker create``/``docker cp``, ``patchset apply``,
-  ``patchset build overlay``, ``docker build``).
-
-The tree is checked against the lock before anything is written; the result is assembled in a
-scratch directory beside ``--out`` and renamed into place, so a refusal leaves nothing behind.
-Every file is read through ``patchset.confine.confine(tree, path)`` (no ``..``, no link out of the
-tree at any step) and written through ``confine(scratch, path)``; ``--out`` follows
-``patchset.outdir``'s rule (absent, empty, or an overlay patchset wrote before, which is replaced).
+The maintainer's flow, generated from the ledger: into ``--out`` go the patched files in the
+installed layout, their hashes (``EXPECTED.sha256`` and one the image keeps), a ``Dockerfile``
+and a ``build.sh`` (docs/build.md). The tree is checked against the lock first; every file is read
+and written through ``patchset.confine``; the result is assembled in a scratch directory and
+renamed into place (``patchset.outdir``'s rule), so a refusal leaves nothing behind.
 """
 
 from __future__ import annotations

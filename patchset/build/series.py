@@ -1,14 +1,9 @@
 """What a deployable artifact needs to know about a target's series: its label and its files.
 
-A patched wheel and an image overlay both name the series they carry (``ps.<short hash>``, a
-PEP 440 local version label) and both must carry exactly the files the lock records. The label
-hashes the target's part of the lock — the base, every active body's sha256 in series order and
-every patched file's sha256 — so it changes when, and only when, what gets deployed changes
-(another target's patches do not move it).
-
-Every path it hands on (what the bodies touch, what the lock records, both through the ledger's
-path map) is checked with ``patchset.confine.check_relative`` here, before a build reads a wheel
-member or a tree file or writes anything: a hostile body, lock or path map stops the build at once.
+A patched wheel and an image overlay both carry the label ``ps.<short hash>`` (a PEP 440 local
+version) of the target's part of the lock (base, bodies, patched files), which changes when, and
+only when, what gets deployed changes; and exactly the files the lock records, each checked with
+``patchset.confine.check_relative`` here, before a build reads or writes anything.
 """
 
 from __future__ import annotations

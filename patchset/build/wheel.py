@@ -1,28 +1,12 @@
 """``patchset build wheel``: a wheel with the series applied, that pip installs and can undo.
 
-Patching files after ``pip install`` leaves a RECORD that no longer matches and is silently undone
-by ``pip install --force-reinstall``. This module writes a new wheel instead: the target's series
-applied (through the path map) to the files the wheel installs, the version given a local label
-naming the series (``0.6.18.post1+ps.<short hash of the lock>``), the ``.dist-info`` directory
-renamed to match, RECORD rewritten with the new hashes and sizes, every other member unchanged.
-
-The wheel format is handled by PyPA's libraries, not by hand: ``wheel``'s ``WheelFile`` reads the
-input (checking every member against its RECORD line as it is read), writes the archive and
-computes RECORD as members are added; ``installer`` validates the result against its RECORD
-before it is renamed into place (an independent reader of what we write); ``packaging`` parses
-and builds the names. The series is applied with the project's own engine to a scratch directory
-holding only the files it touches, checked against the lock, and the wheel is written to a
-temporary name in ``--out`` and renamed into place only when every check passed.
-
-The input wheel is data: before anything is extracted or written, every member name is checked
-with ``patchset.confine.check_relative`` and every member must be a regular file or a directory;
-one hostile member (``../x``, ``/x``, ``.patchset-txn/…``, a symlink) refuses the wheel whole. Its
-size is bounded as ``apply --from-index`` bounds a release (``patchset.upstream.limits``, through
-``archives.check_zip``: members, bytes per member, bytes in all, refused before a byte is
-inflated), and the members the series does not change are streamed to the new wheel a block at a
-time, never held whole in memory. ``--out`` follows ``patchset.outdir``'s rule: absent, empty, or
-written by patchset before. A file that does not match the lock is reported with the sha256 the
-lock expects and the one the wheel has (``hashes``).
+Patching files after ``pip install`` leaves a RECORD that no longer matches. This writes a new
+wheel: the series applied to the files the wheel installs, a local version label naming the series
+(``+ps.<short hash of the lock>``), RECORD rewritten, every other member unchanged. PyPA's
+libraries handle the format (``wheel`` reads and writes, ``installer`` checks the result,
+``packaging`` the names). The input wheel is data: member names are confined, links refused and
+sizes bounded (``archives.check_zip``) before a byte is inflated; unchanged members are streamed
+(docs/build.md).
 """
 
 from __future__ import annotations

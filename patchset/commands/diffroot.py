@@ -1,18 +1,11 @@
 """Which reading of a diff's file names fits the target: the strip level, an install prefix, ``-p0``,
 paths rooted inside the package.
 
-Diffs in build repositories name their files every way: git's ``a/vllm/x.py``, ``-p0``'s
-``vllm/x.py``, an image's ``a/usr/local/lib/python3.12/dist-packages/vllm/x.py`` (applied with
-``patch -p1 -d /``), or paths rooted inside the package (``b/v1/attention/x.py`` for
-``vllm/v1/attention/x.py``). ``infer`` tries each strip level, and each package root put in front
-of what is left, against the base's files (a file the patch changes must exist there; a file it
-creates must land in an existing directory) or, without a base, against the target's package
-directories (strip levels only: without the base's file list a root cannot be told). The target's
-own reading wins when it fits and nothing else does; one other reading that fits is taken and
-said; two that fit are a question for the user (``--strip``/``--root``).
-
-A reading with a root cannot be expressed as a strip level: the body's file names are then
-re-rooted (``reroot``: only the header lines outside the hunks change) and the ledger records it.
+``infer`` tries each strip level, and each package root in front of what is left, against the
+base's files (or, without a base, the target's package directories: strip levels only). The
+target's own reading wins when it fits and nothing else does; one other fitting reading is taken
+and said; two are a question for the user (``--strip``/``--root``). A reading with a root is no
+strip level: the body's names are re-rooted (``reroot``) and the ledger records it.
 """
 
 from __future__ import annotations

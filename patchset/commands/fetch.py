@@ -1,19 +1,10 @@
 """``patchset fetch``: bring patch bodies from where the ledger says they come from, pinned.
 
-Each ``[patch.source]`` names an upstream pull request (``owner/repo#N``, optional ``pin`` head),
-a commit (``owner/repo@sha``), a file in another repository at a ref (``owner/repo@ref:path``) or
-a URL, with ``include``/``exclude`` globs and a strip level (``patchset.patchfmt.filters``). A download is
-filtered, checked (it must parse as a patch; it must match ``source.sha256`` when that is set)
-and stored in the entry's body path, and the lock records its sha256 and the head it came from.
-
-Fetching is one transaction: the bodies and the lock are written together (``ledger.edit``) and
-only when every selected source succeeded, so a failure of any kind (network, rate limit, 404,
-a refused hash) leaves every stored body and the lock as they were and names what failed. A body
-already stored that matches its lock is not downloaded again; ``--offline`` downloads nothing.
-
-``check`` asks upstream whether a stored body's source moved: unchanged, moved with the same
-change (patch id), changed (with an interdiff), or gone. ``update`` takes the new revision
-deliberately and records it (body, lock, and ``source.pin``/``source.sha256`` when set).
+A ``[patch.source]`` names a PR, a commit, a file at a ref or a URL, with globs and a strip level
+(``patchset.patchfmt.filters``). A download is filtered, must parse (and match ``source.sha256``
+when set) and is stored with its sha256 and head in the lock. One transaction: bodies and lock are
+written together and only when every source succeeded. ``check`` says whether a source moved
+(unchanged, same change, changed with an interdiff, gone); ``update`` takes the new revision.
 """
 
 from __future__ import annotations

@@ -18,12 +18,9 @@ def recover_trees(trees: list[Path], ledger_path: Path | None, back: bool = Fals
     """``patchset recover``: finish (or ``back``: undo) an interrupted ledger edit and the
     interrupted apply of each tree.
 
-    The ledger edit first (when one is pending beside ``ledger_path``: ``{"ledger", "done"}``).
-    Without trees: the trees the ledger's notes name (``commands.interrupted``), else (nothing else
-    to do) the current directory. Returns one ``{"tree", "done"}`` per tree, ``done`` being
-    ``rolled forward``, ``rolled back``, ``discarded`` (killed while staging: the files were never
-    touched) or ``nothing to recover``.
-    """
+    The ledger edit first (``{"ledger", "done"}``). Without trees: those the ledger's notes name,
+    else the current directory. One ``{"tree", "done"}`` per tree: ``rolled forward``, ``rolled
+    back``, ``discarded`` (killed while staging) or ``nothing to recover``."""
     out = []
     if ledger_path is not None and ledger_mod.pending_edit(ledger_path.parent):
         done = ledger_mod.recover_edit(ledger_path.parent, "back" if back else "auto")

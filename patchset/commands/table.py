@@ -1,26 +1,10 @@
 """Terminal output that reads at any width and in pipes, shared by every command that prints a table.
 
-Rules (one place, so ``list``, ``validate``, ``show``, ``apply``, ``status``, ``fetch``, ``verify``
-and the gate report all behave alike):
-
-- A cell is cut into tokens that are never broken: an id, a PR reference, a path, a word. A column
-  never gets narrower than its longest token, so nothing is squeezed to nothing.
-- Paths are whole, always: no component is dropped, nothing is cut with ``…``. A path longer than
-  the room it has wraps at ``/`` boundaries, continuation lines indented (read them joined).
-- When a table does not fit the terminal, the least important columns move to a second line under
-  the row (``name: value``), wrapped at token boundaries (a long path at ``/``).
-- When stdout is not a terminal, a table is plain text without box drawing or colour, one line per
-  row with the fields separated by a tab (as ``gh`` does), so ``grep`` and ``cut -f`` see stable
-  fields. ``--json`` stays the machine format.
-
-- Text is data, never terminal control: every cell, title and line goes through
-  ``patchset.text.terminal`` (an escape sequence, a carriage return or a bidi override from an
-  upstream title, a path or another person's ledger is shown as ``\x1b``, ``\r``, ``<U+202E>``);
-  prose folds its newlines and tabs into spaces, so one logical line stays one line.
-
-No rich here: printing a table must not pay for importing it (``patchset list`` starts fast).
-``PATCHSET_TTY=1``/``0`` forces the terminal or the piped layout (tests; ``| less -R``); the width
-comes from ``COLUMNS`` or the terminal; ``NO_COLOR`` turns colour off.
+Tokens (an id, a path, a word) are never broken and paths never cut; a table too wide moves its
+least important columns to a second line under the row; piped, a table is one tab-separated line
+per row (as ``gh`` does). Every cell goes through ``patchset.text.terminal``. No rich here, so
+``patchset list`` starts fast. ``PATCHSET_TTY=1``/``0`` forces the layout; the width comes from
+``COLUMNS`` or the terminal; ``NO_COLOR`` turns colour off.
 """
 
 from __future__ import annotations

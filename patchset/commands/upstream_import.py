@@ -1,19 +1,10 @@
 """``import --pr N`` and ``import --revert SHA``: upstream changes a build carries by reference.
 
-Five of the surveyed build repositories list upstream PR numbers in a Dockerfile and apply
-``…/pull/N.diff`` at build time; two ``git revert`` upstream commits. Here a PR becomes an entry
-of origin ``upstream`` whose source is the PR (``[patch.source] kind = "pr"``): no body yet, so it
-is recorded as not fetched, and ``patchset fetch`` pins it to the PR's head when GitHub is
-reachable. A revert is the reverse of an upstream commit, read from a local clone (``--upstream``
-or the target's) or the release history, written as a body now (origin ``revert``, the commit in
-``upstream.commits``, its ``(#N)`` in ``upstream.reverts``).
-
-A list of PRs can be a file (a Dockerfile fragment, a plain list): the numbers are read from
-``#N``, ``OWNER/REPO#N`` and ``…/pull/N`` anywhere, and bare numbers on lines that hold nothing
-else (``12345 23456``, ``ARG PRS="12345 23456"``); everything else (``EXPOSE 8000``) is ignored.
-
-A pull URL names its host: one on another host than the target's upstream (a fork on another
-forge, a lookalike host) is refused, never recorded as the target's own PR of that number.
+A PR becomes an entry of origin ``upstream`` sourced from the PR, not fetched yet (``patchset
+fetch`` pins it); a revert is the reverse of an upstream commit from a clone or the release
+history, written as a body now (origin ``revert``). A list of PRs can be a file (a Dockerfile
+fragment): ``#N``, ``OWNER/REPO#N``, ``…/pull/N`` and lines of bare numbers count, nothing else.
+A pull URL on another host than the target's upstream is refused.
 """
 
 from __future__ import annotations

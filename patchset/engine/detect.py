@@ -32,7 +32,7 @@ class PatchState:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"patch_id": self.patch_id, "state": self.state, "reason": self.reason}
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -96,13 +96,10 @@ def detect_state(
 ) -> SeriesState:
     """Which patches of ``items`` does the tree at ``root`` carry? Reads, never writes.
 
-    ``expected`` (path -> sha256 after the whole series, ``None`` for an absent file; paths in
-    the patches' layout, mapped through ``path_for`` like the patches' own paths, as in the
-    lock) short-cuts the answer when every file matches. Otherwise: peel patches off the tree from the last to the
-    first (a patch whose reverse applies at its turn is *applied*; the tree is rolled back past
-    it in memory), then replay the rest forward from there (a patch that applies is
-    *not applied*); a patch that fits neither way is *unknown* (conflict or drift).
-    """
+    ``expected`` (path -> sha256 after the whole series, as in the lock) short-cuts the answer when
+    every file matches. Else patches are peeled off from the last (one whose reverse applies is
+    *applied*), then the rest replayed forward (one that applies is *not applied*); one that fits
+    neither way is *unknown*."""
     root = Path(root)
     paths = Paths(root, path_for)
     state = TreeState(paths.root)

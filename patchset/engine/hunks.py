@@ -1,35 +1,17 @@
 """The patch apply engine: old bytes + one file patch -> new bytes, exactly as GNU patch does it.
 
-Pure functions, no file system. The reference is GNU ``patch -p1 -F0 --forward`` (2.7.x); the
-rules reproduced here, from GNU patch's documented behaviour and checked against the real binary
-by ``tests/test_engine_differential.py``:
+Pure functions, no file system. The reference is GNU ``patch -p1 -F0 --forward`` (2.7.x), checked
+against the real binary by ``tests/test_engine_differential.py``: hunks in order, each searched
+outward from its ``@@`` line plus the previous hunk's offset (+0, +1, -1, ...), never before the
+last line a previous hunk changed nor past the end; a hunk with less leading (trailing) context
+than trailing (leading) matches only at the start (end); bytes compared exactly, line endings
+included; fuzz only when asked; ``--forward`` refuses a file whose first hunk applies reversed.
+A failed hunk still yields the partial result (``FileOutcome.partial``) for comparison, but
+``FileOutcome.ok`` is false and nothing is written.
 
-* Hunks are tried in order. A hunk's expected position is its ``@@ -N`` line plus the offset at
-  which the previous successful hunk applied (``in_offset``); a hunk with no old lines
-  (``-N,0``) means "after line N".
-* The search goes outward from there: +0, then +1, -1, +2, -2 ... never before the last line a
-  previous hunk changed (its trailing context may be reused), never before line 1 and never
-  where the hunk would run past the end of the file.
-* A hunk with less leading than trailing context that starts at line 1 can only match at the
-  start of the file; a hunk with less trailing than leading context can only match at the end.
-* Lines are compared byte for byte, line endings included (CRLF is not LF; a last line without
-  newline is not the same line with one).
-* Fuzz F (only when asked) drops up to F context lines at the hunk edges, trying F = 0, 1, ...
-  up to the hunk's context; context lines that did not match keep the file's text.
-* ``--forward``: if the first hunk does not apply but applies reversed, the file is refused as
-  "already applied / reversed" and nothing is changed.
-* Output: lines are copied from the input and hunk lines inserted; a newline is inserted when
-  something follows a line that had none.
-
-GNU patch writes a file even when some hunks failed (and a ``.rej``); this engine reports the
-failed hunks and still computes that partial result (``FileOutcome.partial``) so the two can be
-compared, but ``FileOutcome.ok`` is false and the tree applier writes nothing.
-
-Memory: a file is its bytes plus at most one integer per line (``_Text``), hunks are built one at a time
-from the patch body (``filepatch.HunkList``), a hunk's old side is compared with one ``startswith``
-on the file's bytes, and the result is written into one growing buffer handed out without a copy
-(``io.BytesIO.getvalue``). So applying a 100 MB patch to a 100 MB file holds about the body, the
-old file and the new file, not an object per line of any of them.
+Memory: a file is its bytes plus one integer per line (``_Text``), hunks come one at a time from
+the body (``filepatch.HunkList``) and the result is one growing buffer, so a 100 MB patch on a
+100 MB file holds about the body, the old file and the new one.
 """
 
 from __future__ import annotations
@@ -197,11 +179,9 @@ _BLOCK = 1 << 14  # bytes per block of the line index
 class _Text:
     """A file's bytes and where its lines start, found only where they are asked for.
 
-    The file is cut into blocks of about ``_BLOCK`` bytes at line ends; each block's newlines
-    are counted up front (``bytes.count``, no object per line) and its line offsets are listed on
-    first use. A hunk that applies where its header says touches a block or two, so a patch to a
-    large file reads the rest of it only to copy it (``bench/cli.py``: the index was a sixth of
-    ``apply``'s work when every line's offset was listed). ``start(n)`` is the end of the data."""
+    Blocks of about ``_BLOCK`` bytes, cut at line ends, have their newlines counted up front and
+    their line offsets listed on first use, so a hunk that applies where its header says touches a
+    block or two (``bench/cli.py``). ``start(n)`` is the end of the data."""
 
     __slots__ = ("_bounds", "_first", "_offsets", "data", "n")
 

@@ -1,15 +1,11 @@
 """Apply a patch series to a directory tree: all patches or none, crash-safe, with hashes.
 
-``TreePass`` is a build tree held for one pass: its lock taken (a second apply waits, then sees
-this one's result) and an interrupted commit finished first (refused in a dry run), once, whatever
-the pass then does: apply a series (``TreePass.apply``), ask which patches the tree carries
-(``TreePass.detect``, ``patchset.engine.detect``), apply the rest. ``apply_series`` is a pass with one
-series. Applying parses every patch, checks every path is safe (``patchset.engine.paths``), reads
-only the touched files, applies the series in memory (``patchset.engine.treestate``,
-``patchset.engine.patching``: a file touched by several patches sees them in order) and, only if
-every hunk of every patch applied, commits all resulting files at once through
-``patchset.engine.txn`` (journal + staged files + renames; ``recover`` finishes or undoes an
-interrupted commit). What it returns is in ``patchset.engine.results``.
+``TreePass`` holds a build tree for one pass: its lock taken and an interrupted commit finished
+first (refused in a dry run), once, whatever the pass then does (``apply``, ``detect``).
+``apply_series`` is a pass with one series. The series is parsed, its paths checked
+(``patchset.engine.paths``), applied in memory (``treestate``, ``patching``) and, only if every
+hunk applied, committed at once through ``patchset.engine.txn``; results are in
+``patchset.engine.results``.
 """
 
 from __future__ import annotations
@@ -38,14 +34,10 @@ from patchset.progress import Progress
 class TreePass:
     """A build tree held for one pass (``with TreePass(root) as tree:``), and how series go onto it.
 
-    Entering checks ``root`` is a directory, takes the tree lock (held to the last write) and
-    finishes an interrupted earlier commit (``recovered`` says what was done), or in a dry run
-    raises ``interrupted_error``: a dry run writes nothing, not even to finish one.
-
-    ``path_for`` maps the patches' paths onto the tree's (an installed layout); ``remove_empty``:
-    like GNU ``patch -E``, a file left empty by a patch is removed; ``durable``: every step of a
-    commit is fsynced against power loss (default ``$PATCHSET_FSYNC``).
-    """
+    Entering takes the tree lock (held to the last write) and finishes an interrupted earlier commit
+    (``recovered``), or in a dry run raises ``interrupted_error``. ``path_for`` maps the patches'
+    paths onto the tree's; ``remove_empty`` removes a file a patch leaves empty (GNU ``patch -E``);
+    ``durable`` fsyncs every step (default ``$PATCHSET_FSYNC``)."""
 
     root: Path
     path_for: Callable[[str], str] | None = None
@@ -85,16 +77,10 @@ class TreePass:
     ) -> SeriesResult:
         """Apply ``items`` in order, all or nothing.
 
-        ``before_commit`` sees the whole result (applied in memory, nothing written yet) and may
-        veto the commit by returning False: one pass checks a result and writes it (apply's lock
-        check). ``before_finish`` is passed to ``txn.commit`` (called with every file in place;
-        raising rolls the tree back).
-
-        Raises ``PatchFormatError`` (a malformed patch), ``UnsafePathError`` (a path escaping the
-        tree) before reading or writing anything, ``EnvironmentFailure`` (an unreadable tree). A
-        patch that does not apply is *returned*: ``ok=False``, ``committed=False``, the tree
-        untouched; call ``raise_for_failure()`` to turn it into ``ApplyFailed``.
-        """
+        ``before_commit`` sees the whole result in memory and may veto the commit by returning False;
+        ``before_finish`` goes to ``txn.commit`` (raising rolls the tree back). A malformed patch or an
+        escaping path raises before anything is read or written; a patch that does not apply is
+        *returned* (``ok=False``, tree untouched; ``raise_for_failure()`` makes it ``ApplyFailed``)."""
         paths = Paths(self.root, self.path_for)
         state = TreeState(paths.root)
         parsed = parse_all(items, paths, state)

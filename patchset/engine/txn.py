@@ -1,15 +1,10 @@
 """Crash-safe multi-file commit into a build tree (``apply``): the shared journal of
 ``patchset.journal`` with its transaction directory ``<tree>/.patchset-txn``.
 
-``commit(root, changes)`` replaces many files so that a crash or SIGKILL at any instant leaves
-either the old tree or the new tree once ``recover(root)`` has run (``apply_series`` runs it
-first thing); the protocol (staged files, journal, renames, cleanup), durability and the
-crash-test hook ``PATCHSET_TEST_CRASH_AFTER`` are described in ``patchset.journal``. Ctrl-C (and
-TERM/HUP) is held from the journal to the end of the commit, so an interrupted apply leaves the
-new tree. A tree commit fsyncs only when asked (``apply --durable``, ``PATCHSET_FSYNC=1``), like
-``git checkout`` and GNU ``patch``, which fsync no work-tree file. A ``.patchset-txn`` this
-installation did not write (a tree or an archive can carry one) is never replayed:
-``ForeignJournal`` (see ``patchset.journal``, "Ownership").
+After a crash at any instant ``recover(root)`` leaves the old tree or the new one. Ctrl-C (and
+TERM/HUP) is held from the journal to the end of the commit. A tree commit fsyncs only when asked
+(``apply --durable``, ``PATCHSET_FSYNC=1``), like ``git checkout`` and GNU ``patch``. A foreign
+``.patchset-txn`` is never replayed (``ForeignJournal``).
 """
 
 from __future__ import annotations
@@ -112,9 +107,6 @@ def commit(
 def recover(root: Path, direction: Direction = "auto") -> str | None:
     """Finish or undo an interrupted commit under ``root``.
 
-    Returns ``None`` (nothing to do), ``"discarded"`` (crash before the journal was complete:
-    tree untouched), ``"rolled forward"`` or ``"rolled back"``. ``auto`` rolls a complete
-    journal forward; ``back`` undoes it from the saved old files. A journal this installation
-    did not write raises ``ForeignJournal`` and is left as it is.
-    """
+    Returns ``None`` (nothing to do), ``"discarded"`` (the journal was incomplete: tree untouched),
+    ``"rolled forward"`` or ``"rolled back"`` (``back``). A foreign journal raises ``ForeignJournal``."""
     return journal(root).recover(direction)

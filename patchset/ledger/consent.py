@@ -1,20 +1,13 @@
 """Consent for the commands a ledger carries, direnv-style: nothing a ledger says to run runs until
 the user allowed exactly that.
 
-A ledger is cloned, forked and received in pull requests, and it carries commands, not only data:
-``[patch.generate]`` edit scripts (``rebase``, ``gate``), ``[engines.NAME]`` start/stop/logs
-templates (``verify``, ``gate``) and per-patch test commands. As direnv refuses an ``.envrc``
-until ``direnv allow`` (keyed by its content hash, recorded outside the repository), patchset
-keeps, per ledger path (resolved), the digest of each command and of every file under the ledger
-it names (``{ledger}/…``, ``$PATCHSET_LEDGER_DIR/…``) in the user's state directory
-(``$PATCHSET_STATE``, else ``$XDG_STATE_HOME/patchset``, else ``~/.local/state/patchset``:
-``consent/<sha256 of the path>.json``, sealed like every other state patchset trusts again).
-A command that is new, or whose text or named files changed since, is refused before anything
-runs or is written (:func:`require`, exit 2), naming each and what changed.
-
-Also here: what a ledger's command is given. :func:`without_credentials` is the environment less
-the user's credentials (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*_KEY``, ``GITHUB_*``,
-``AWS_*`` …) that engine commands get unless the engine lists a variable in ``pass_env``.
+A ledger is cloned, forked and received in pull requests, and it carries commands (edit scripts,
+engine templates, test commands). As direnv does for an ``.envrc``, patchset keeps per ledger path
+the digest of each command and of every ledger file it names, sealed in the user's state directory
+(``consent/<sha256 of the path>.json``). A command that is new or changed since is refused before
+anything runs (:func:`require`, exit 2), naming what changed. :func:`without_credentials` is the
+environment less the user's credentials, which engine commands get unless listed in ``pass_env``
+(docs/security.md).
 """
 
 from __future__ import annotations

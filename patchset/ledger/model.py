@@ -209,12 +209,9 @@ class Target:
     def canonical(self, path: str) -> str:
         """The one spelling of a file path that every comparison uses: the source layout.
 
-        Declared ``files``, the paths a body names, lock keys and ``EXPECTED.sha256`` lines may each be
-        written in the source layout (``include/x.cuh``) or the installed one
-        (``flashinfer/data/include/x.cuh``, possibly under ``installed_root``); they name the same file
-        when their canonical paths are equal. A leading ``./`` and the installed root are dropped,
-        then the path map takes installed prefixes back to source prefixes.
-        """
+        Declared files, body paths, lock keys and ``EXPECTED.sha256`` lines may be in the source or the
+        installed layout; the leading ``./`` and the installed root are dropped, then the path map takes
+        installed prefixes back to source prefixes."""
         path = path.strip()
         while path.startswith("./"):
             path = path[2:]

@@ -1,14 +1,9 @@
 """Target presets: what this project knows about the upstreams it patches, so ``patchset init
---target vllm`` and ``patchset target add flashinfer`` write a complete ``[targets.<name>]`` table
-without the user learning the schema.
+--target vllm`` and ``target add flashinfer`` write a complete ``[targets.<name>]`` table.
 
-Sources of the facts: the production ledger's targets (``patches.toml`` at the repository root:
-repository URLs, GitHub names, branches, the FlashInfer ``include/`` map) and the package index
-(vLLM ships as ``vllm``, FlashInfer as ``flashinfer-python``; the flashinfer-python 0.6.18.post1
-wheel keeps the headers under ``flashinfer/data/include/``, see ``examples/flashinfer-sm12x``).
-NCCL is not on the package index as source, so its preset has no package.
-
-Any other name gets a generic target: only what the user passes.
+The facts come from the production ledger's targets (``patches.toml``) and the package index
+(``vllm``, ``flashinfer-python`` with its headers under ``flashinfer/data/include/``). NCCL has no
+source on the index, so its preset has no package; any other name gets a generic target.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Parse patch bodies (unified diffs, git diffs, mails) into typed file patches, byte-exact.
 
-Reading is split in three: ``patchset.patchfmt.reader`` walks the body once in bytes and says
-where files and hunks are (it reproduces unidiff's grammar without keeping an object per line, so
-a 100 MB body stays about its own size in memory); this module decides what each file section
-means and makes the typed file patches of ``patchset.patchfmt.filepatch`` (their hunk lines are
-slices of the body, made when used); ``patchset.patchfmt.names`` reads each file name. Together
-they add what a bare diff grammar does not say:
-  * byte exactness: names are read as latin-1 text (a 1:1 byte mapping, so ``\\r`` and any
-    non-UTF-8 byte survive); hunk lines keep every content byte (``filepatch``);
-  * git extended headers: ``rename from/to``, ``copy from/to``, ``similarity index``/
-    ``dissimilarity index``; git's C-style quoted path names (``names``);
-  * which line a ``\\ No newline at end of file`` marker strips the newline from (``filepatch``);
-  * ``-p`` strip levels, ``/dev/null`` and epoch-timestamp (``diff -N``) creations and deletions;
-  * GNU patch's name rule outside git diffs (a name ends at the first whitespace unless a tab
-    separates it from the timestamp; ``names``) and data-less ``Binary files ... differ`` stanzas
-    (passed over);
-  * the mail / DEP-3 / commit-message header before the first diff (``header_text``);
-  * GNU patch's rule that a patch whose file headers end in CRLF has its trailing CRs stripped;
-  * error positions: every ``PatchFormatError`` names the line of the body where parsing stopped.
+``patchset.patchfmt.reader`` walks the body once and says where files and hunks are; this module
+decides what each file section means and makes the typed file patches of
+``patchset.patchfmt.filepatch``; ``patchset.patchfmt.names`` reads each file name. Beyond a bare
+diff grammar they keep every byte (names as latin-1), read git's extended headers and quoted
+names, ``-p`` strips, ``/dev/null`` and epoch-stamp creations, GNU patch's name and CRLF rules,
+the mail header before the first diff (``header_text``), and name the line where parsing stopped
+in every ``PatchFormatError``.
 """
 
 from __future__ import annotations

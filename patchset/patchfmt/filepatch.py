@@ -124,11 +124,8 @@ class LazySequence(Sequence[T]):
 class HunkList(LazySequence[Hunk]):
     """The hunks of one file patch, made one at a time from the body when used.
 
-    Holds the body and a ``HunkIndex`` (a few integers per hunk in arrays): a body of 400,000
-    small hunks costs a few MB here instead of one ``Hunk`` and one ``bytes`` per line. Each
-    access builds a fresh ``Hunk`` (equal to the last one, not the same object); nothing is
-    cached, so walking the hunks of a big patch keeps one hunk's lines alive at a time.
-    """
+    A ``HunkIndex`` holds a few integers per hunk, so 400,000 small hunks cost a few MB. Each access
+    builds a fresh, equal ``Hunk``; nothing is cached, so a walk keeps one hunk's lines alive."""
 
     __slots__ = ("_body", "_crlf", "_fallback_line", "_index", "_reverse", "added", "removed", "sizes")
 

@@ -1,20 +1,12 @@
 """Diff filters and comparisons for fetched patch bodies: include/exclude globs, a normalised
 patch id, and a readable interdiff.
 
-Why a module of its own: ``patchset fetch`` keeps only some files of an upstream diff (vLLM's own
-hunks, not its tests), ``fetch --check`` must tell "the head moved but the change is the same"
-from "the change changed", and ``patchset status`` asks the same question of a PR we vendored.
-All three need the same split of a diff into per-file sections that keeps every byte of the
-sections it keeps.
-
-Splitting is done on bytes and counts hunk lines, so a removed line that reads ``--- x`` inside a
-hunk is never taken for a file header. Text around the file sections (a commit message, the mail
-headers between ``git format-patch`` commits, a signature) is kept as it is.
-
-Globs are anchored at the repository root (after ``-p`` stripping): ``*`` and ``?`` stay inside one
-path component, ``**`` crosses components (``vllm/**`` is everything under ``vllm/``; ``**/test_*.py``
-is a test file at any depth). A pattern without ``/`` matches the file name at any depth, as in
-``.gitignore``.
+``fetch`` keeps only some files of an upstream diff, ``fetch --check`` and ``status`` must tell
+"the head moved, the change is the same" from "the change changed": all need one split of a diff
+into per-file sections that keeps every byte. It splits on bytes and counts hunk lines (a removed
+``--- x`` line is no header) and keeps the text around the sections. Globs are anchored at the
+root after ``-p``: ``*`` stays in a component, ``**`` crosses them, a pattern without ``/``
+matches the name at any depth, as in ``.gitignore``.
 """
 
 from __future__ import annotations

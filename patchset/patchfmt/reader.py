@@ -1,21 +1,10 @@
 """A streaming reader of unified and git diffs: the files of a body and where each hunk lies in it.
 
-Why not ``unidiff`` here (it did this job before, and stays the reference in
-``tests/test_diff_reader.py``): unidiff reads the whole body into one ``Line`` object per line
-(five attributes and a ``str`` each) and keeps them all, so a 100 MB patch cost about 1.1 GB and
-37 s before a single hunk was applied; it has no way to hand out one hunk at a time. This reader
-walks the body once, in bytes, and keeps per file only its header lines and, per hunk, three
-integers (where its ``@@`` line starts, where its last line ends, its line number) in compact
-arrays: the hunk lines themselves are sliced out of the body when a hunk is used
-(``patchset.patchfmt.filepatch.HunkList``).
-
-What it accepts and how it fails is unidiff's grammar, reproduced rule for rule (and compared with
-unidiff on real patches by that test): which lines start a file (``diff --git``, ``---``/``+++``,
-``Binary files ... differ``), git extended headers (``new file mode``, ``deleted file mode``,
-``old mode``/``new mode``, ``index a..b MODE``), hunk line counting ("Hunk is longer/shorter than
-expected", "Hunk diff line expected"), a blank line inside a hunk as a context line, a
-``\\ No newline at end of file`` marker after a complete hunk, blank separator lines. Errors carry
-the 1-based line of the body where reading stopped.
+Not ``unidiff`` (still the reference in ``tests/test_diff_reader.py``): it keeps one object per
+line, so a 100 MB patch cost about 1.1 GB and 37 s. This reader walks the body once, in bytes, and
+keeps per hunk three integers in compact arrays; hunk lines are sliced out of the body when used
+(``patchset.patchfmt.filepatch.HunkList``). Its grammar and errors are unidiff's, rule for rule,
+and errors carry the 1-based line where reading stopped.
 """
 
 from __future__ import annotations
@@ -210,18 +199,14 @@ def read(body: bytes, pos: int = 0, first_line: int = 1) -> list[RawFile]:
 def _extended(line: str, c: str, cur: RawFile | None, info: list[str] | None, no: int) -> bool:
     """A git extended header line (``new file mode``, ``deleted file mode``, ``old mode``, ``new
     mode``, ``index``) taken into ``cur``: False when ``line`` is none of them."""
-    m = _NEW_FILE.match(line) if c == "n" else None
+    m = _NEW_FILE.match(line) if c == "n" else _DELETED_FILE.match(line) if c == "d" else None
     if m:
         if cur is None or info is None:
-            raise ReadError(f"Unexpected new file found: {line}", no)
-        cur.source, cur.target_mode = DEV_NULL, m[1]
-        info.append(line)
-        return True
-    m = _DELETED_FILE.match(line) if c == "d" else None
-    if m:
-        if cur is None or info is None:
-            raise ReadError(f"Unexpected deleted file found: {line}", no)
-        cur.target, cur.source_mode = DEV_NULL, m[1]
+            raise ReadError(f"Unexpected {'new' if c == 'n' else 'deleted'} file found: {line}", no)
+        if c == "n":
+            cur.source, cur.target_mode = DEV_NULL, m[1]
+        else:
+            cur.target, cur.source_mode = DEV_NULL, m[1]
         info.append(line)
         return True
     if cur is None or info is None or c not in "oni":

@@ -57,7 +57,7 @@ class Signal:
     decisive: bool = True
 
     def to_json(self) -> dict:
-        return {"name": self.name, "detail": self.detail, "decisive": self.decisive}
+        return dict(self.__dict__)
 
 
 # --------------------------------------------------------------------------- PR merges
@@ -294,7 +294,7 @@ class Blame:
     subject: str
 
     def to_json(self) -> dict:
-        return {"sha": self.sha, "subject": self.subject}
+        return dict(self.__dict__)
 
 
 def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:
@@ -347,10 +347,8 @@ def moves_for(
     """Where each path (gone from ``new``) went: git's rename pick, plus added files with the same
     name scoring at least 50%; best first, ambiguity flagged.
 
-    Same answer as ``GitRepo.renames`` for these paths, but git's rename detection only weighs the
-    gone paths against the added files (a pathspec), not every deletion of the release against
-    every addition: on a vLLM release that is the difference between ~0.05 s and ~0.2 s.
-    """
+    As ``GitRepo.renames``, but git weighs only these paths against the additions (a pathspec):
+    ~0.05 s instead of ~0.2 s on a vLLM release."""
     out: dict[str, Move] = {p: Move(None) for p in paths}
     if not paths:
         return out

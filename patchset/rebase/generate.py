@@ -1,24 +1,16 @@
 """Generated patches: an anchored edit script run on a private copy of a base, its result a diff.
 
-Most DGX Spark build repositories carry part of their vLLM changes as Python scripts that read an
-installed file, replace an exact anchor and write it back. ``[patch.generate]`` keeps such a
-script as what it is: ``command`` (argv; ``{root}`` is a private copy of the base tree, ``{ledger}``
-the ledger directory) is run here, never on the user's tree, and the files it changed under
-``{root}`` become the patch body. On a rebase the command runs again on the new base: the same
-diff is carried, a different one refreshes the body, a failure (the anchor is gone) is a conflict
-with the script's own message.
+Many Spark build repositories carry vLLM changes as scripts that replace an exact anchor in an
+installed file. ``[patch.generate]`` keeps such a script as it is: ``command`` runs on a private
+copy of the base (``{root}``), never on the user's tree, and the files it changed become the body.
+On a rebase it runs again on the new base; a failure (the anchor is gone) is a conflict with the
+script's own message.
 
-The command is untrusted code: it runs only when the user allowed it (``patchset.ledger.consent``,
-checked by the commands that run it), with a minimal environment (PATH, HOME, the locale and the
-placeholders: none of the user's secrets) and in a network namespace of its own where ``unshare
--rn`` works (else its output says it ran with the network). What is checked besides: it runs in a scratch
-directory (its working directory must stay empty), the ledger directory is snapshotted before and
-compared after (a command that touched it is refused, and the changed paths are named), it is
-bounded in time (its process group is killed), its output is bounded, ``__pycache__`` and ``.pyc``
-files are not part of the diff, symlinks it leaves under ``{root}`` are refused. ``bind`` mounts
-the copy at an absolute path inside a private mount namespace (bubblewrap or ``unshare``), for
-scripts that hard-code an install path: without either tool that is a clear error, never a run
-against the real path.
+The command is untrusted code: it runs only with the user's consent (``patchset.ledger.consent``),
+with a minimal environment, in a network namespace of its own where ``unshare -rn`` works, in an
+empty scratch directory, bounded in time and output; a command that touched the ledger directory
+or left a symlink under ``{root}`` is refused. ``bind`` mounts the copy at an absolute path in a
+private mount namespace (bubblewrap or ``unshare``), never the real path (docs/security.md).
 """
 
 from __future__ import annotations
@@ -37,7 +29,7 @@ from patchset.confine import check_relative, confine, regular_file
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.model import GENERATE_PLACEHOLDERS, Generate, Target
 from patchset.rebase.regen import FileChange
-from patchset.text import terminal
+from patchset.text import read_tail, terminal
 from patchset.upstream.bases import Bases
 from patchset.upstream.stock import materialise_commit
 
@@ -172,18 +164,8 @@ def _isolated(argv: list[str], bound: bool) -> tuple[list[str], str]:
 
 
 def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - MAX_OUTPUT))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    return ("…" if size > MAX_OUTPUT else "") + "\n".join(
-        terminal(ln, block=True) for ln in text.rstrip("\n").splitlines()
-    )
+    text, cut = read_tail(path, MAX_OUTPUT)
+    return ("…" if cut else "") + "\n".join(terminal(ln, block=True) for ln in text.rstrip("\n").splitlines())
 
 
 def _normalise_times(root: Path) -> None:

@@ -1,18 +1,11 @@
 """``patchset rebase``: carry a target's series onto a newer upstream and drop what landed there.
 
-Each active patch is replayed in order, in memory (``replay``), onto the new base; every patch is
-tried and classified (``classify``): carried (clean, with offset, merged 3-way, across a file
-move), already upstream, superseded, or in conflict. A conflicting patch is set aside and the rest
-go on top of the others. Without conflicts the result is recorded in one ``ledger.edit`` step:
-bodies regenerated against the new base (``regen``), dropped patches marked with their evidence,
-the target's base and the lock updated, the previous series kept in a backup. ``interactive``
-stops at a conflict with only the conflicted files written out; ``continue_rebase``, ``skip`` and
-``abort`` carry on from the saved state (``state``); resolutions are recorded in git's
-rerere format (``rerere``) and replay on the next rebase.
-
-This module is the main flow and the public API; the parts, one idea each: ``context`` (the run in
-memory), ``step`` (one patch), ``stop`` (saving at a conflict and resuming), ``commit`` (writing
-the result).
+Each active patch is replayed in order, in memory (``replay``), and classified (``classify``):
+carried, already upstream, superseded, or in conflict (set aside; the rest go on). Without
+conflicts the result is one ``ledger.edit``: bodies regenerated (``regen``), dropped patches
+marked with their evidence, base and lock updated, the previous series backed up.
+``interactive`` stops at a conflict; ``continue_rebase``, ``skip`` and ``abort`` carry on from the
+saved state (``state``), and resolutions replay on the next rebase (``rerere``).
 """
 
 from __future__ import annotations
@@ -73,12 +66,9 @@ class RebaseRun:
     """One ``patchset rebase --onto``: the target's active series onto ``onto`` (commit, tag, branch,
     ``vllm==X.Y.Z``, a directory).
 
-    ``repo``: a local git repository holding both bases (default: the target's ``upstream`` when it
-    is a local path, else the release history of the target's package). ``pr_merges`` maps a PR
-    (``owner/repo#N``) to its merge commit (fresher than the ledger's recorded status).
-    ``old_base`` overrides the base recorded in the ledger. ``download_progress`` hears the bytes
-    of a release downloaded for the bases. Nothing is written when ``dry_run``, nor when a patch
-    conflicts outside ``interactive`` mode (the report says what to read)."""
+    ``repo`` holds both bases (default: the target's local ``upstream``, else the release history);
+    ``pr_merges`` maps a PR to its merge commit; ``old_base`` overrides the recorded base. Nothing is
+    written when ``dry_run``, nor when a patch conflicts outside ``interactive`` mode."""
 
     ledger_path: Path
     onto: str
@@ -189,7 +179,7 @@ class AbortResult:
     was: str  # stopped | committing
 
     def to_json(self) -> dict:
-        return {"restored": self.restored, "was": self.was}
+        return dict(self.__dict__)
 
 
 def abort(ledger_path: Path) -> AbortResult:

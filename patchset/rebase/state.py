@@ -1,32 +1,20 @@
 """The on-disk state of a rebase: what lets ``--continue/--skip/--abort`` work and a kill lose nothing.
 
-Layout under the ledger's directory::
+Under the ledger's directory::
 
-    .patchset/rebase/state.json      an interactive rebase stopped at a conflict (session data)
+    .patchset/rebase/state.json      an interactive rebase stopped at a conflict
     .patchset/rebase/blobs/<sha256>  file contents the state refers to
-    .patchset/rebase/backup/         ledger, lock and bodies as they were when the rebase started
-    .patchset/rebase/work/<path>     the conflicted files, written out for a human to edit
-    .patchset/rebase/commit.json     journal: the new bytes, present only while they are being written
+    .patchset/rebase/backup/         ledger, lock and bodies as they were at the start
+    .patchset/rebase/work/<path>     the conflicted files, for a human to edit
+    .patchset/rebase/commit.json     journal: the new bytes, while they are being written
     .patchset/rebase-backups/<stamp>-<target>/   the previous series of every finished rebase
-                                     (previous.tar + manifest.json), the report and the range-diff
 
-The ledger, lock and bodies are written in one ``ledger.edit`` step (itself journaled: a kill while
-its files are renamed is rolled forward by the next ledger-lock holder). Before it starts, the old
-bytes are saved (a backup: one tar and a manifest) and ``commit.json`` holds the new bytes: after
-a SIGKILL, ``--abort`` puts back the old bytes exactly and ``--continue`` finishes writing the new
-ones (both again one journaled write).
-
-Ownership: a ledger directory is often a git repository, and a clone carries its ``.patchset/``.
-``state.json``, ``commit.json`` and every backup's ``manifest.json`` are therefore written sealed
-(``patchset.sealed``: the HMAC journals carry, under this installation's key) and trusted again
-only when the seal verifies; a foreign one is ``ForeignState`` (exit 2), reported with what it
-names and left alone, so ``--continue``/``--skip``/``--abort`` never write bytes, restore a backup
-or remove a directory someone else chose. Even sealed state is checked before use: the state
-directory and ``.patchset`` are real directories (never links), blob names are sha256 digests,
-every path (ledger files, work files, the backup ``commit.json`` names, which must be one
-directory under ``.patchset/rebase-backups/``) is confined (``patchset.confine``), a backup's tar
-is read with the archive limits (``patchset.upstream.limits``) and every file in it must match the
-sha256 of the sealed manifest.
+The new files are written in one journaled ``ledger.edit``, after the old bytes are backed up and
+``commit.json`` holds the new ones: after a SIGKILL ``--abort`` restores the old bytes exactly and
+``--continue`` finishes. A clone carries ``.patchset/``, so ``state.json``, ``commit.json`` and
+every backup's manifest are sealed (``patchset.sealed``); a foreign one is ``ForeignState`` and
+left alone. Even sealed state is checked: real directories, sha256 blob names, every path
+confined, a backup's tar read within the archive limits and matched against its manifest.
 """
 
 from __future__ import annotations
@@ -38,7 +26,6 @@ import io
 import os
 import re
 import shutil
-import stat
 import tarfile
 import time
 from pathlib import Path
@@ -49,7 +36,7 @@ from patchset.confine import check_relative, confine, real_directories
 from patchset.errors import ForeignState, InputError, PatchsetError, UnsafePathError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.store import write_files
-from patchset.sealed import read_sealed, sealed_json, shown_path, write_sealed
+from patchset.sealed import read_fd, read_sealed, sealed_json, shown_path, write_sealed
 
 STATE_DIR = ".patchset/rebase"
 BACKUPS_DIR = ".patchset/rebase-backups"
@@ -138,19 +125,9 @@ def _read_file(path: Path, limit: int, what: str) -> bytes:
         ) from None
     except OSError as exc:
         raise _damaged(path, f"cannot be read ({exc.strerror}: a link?)") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise _damaged(path, f"is not a regular file of at most {limit} bytes ({what})")
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise _damaged(path, f"is larger than {limit} bytes ({what})")
+    data = read_fd(fd, limit)
+    if data is None:
+        raise _damaged(path, f"is not a regular file of at most {limit} bytes ({what})")
     return data
 
 

@@ -105,13 +105,10 @@ def check_symlink(path: str, target: str, archive: Path | str) -> None:
 class ArchiveReader:
     """Iterate the members of a .tar[.gz|.bz2|.xz] or a .zip/.whl, once, in archive order.
 
-    ``strip_top`` drops the single top directory every sdist has (``vllm-0.30.0/``); a member
-    outside it raises InputError. Zip files strip only when all members share one top directory
-    (wheels never do). ``sha256`` holds the archive's digest after a full iteration.
-    ``on_bytes`` is called with the number of compressed bytes consumed (for progress bars).
-    Each pass counts members and bytes against ``limits`` (default: ``ArchiveLimits.from_env()``)
-    and refuses a member before reading it when it would exceed them.
-    """
+    ``strip_top`` drops an sdist's single top directory (a member outside it is an InputError; a
+    zip strips only when all members share one). ``sha256`` is the digest after a full pass;
+    ``on_bytes`` hears the compressed bytes consumed. Each pass counts against ``limits`` and refuses
+    a member before reading it."""
 
     def __init__(
         self,
@@ -395,14 +392,11 @@ def _looks_like_tar(path: Path) -> bool:
 def unpack(
     archive: Path | str, dest: Path | str, *, strip_top: bool = True, limits: ArchiveLimits | None = None
 ) -> int:
-    """Unpack ``archive`` into ``dest`` (which must not exist or be empty); return the file count.
+    """Unpack ``archive`` into ``dest`` (absent or empty); return the file count.
 
-    Sdists lose their top directory (``vllm-0.30.0/``) when ``strip_top``. Executable bits are
-    kept; timestamps are not (build trees do not need them). Members that escape ``dest`` raise
-    UnsafePathError, an archive past ``limits`` InputError, a full disk EnvironmentFailure (naming
-    the directory and the space needed), and nothing is left behind: the tree is built in a
-    temporary sibling and renamed into place only when complete.
-    """
+    Built in a temporary sibling and renamed into place only when complete: an escaping member
+    (UnsafePathError), an archive past ``limits`` (InputError) or a full disk (EnvironmentFailure)
+    leaves nothing behind. Executable bits are kept, timestamps not."""
     archive = Path(archive)
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

@@ -1,21 +1,12 @@
 """A local upstream git history, built from release archives.
 
-These machines cannot reach GitHub, but the package index has every vLLM release as a complete
-source tree. ``ReleaseHistory`` turns releases into a git repository with one commit per release
-(0.30.0 -> 0.31.0 -> ...), which is what the rebaser and the gate need to see "upstream moved on".
-Archives are streamed straight into ``git fast-import`` (no unpacking, no ``git add``), files
-already stored by an earlier release are referenced by their blob id instead of being sent again,
-and the commit is deterministic: the same archive on the same parent always gives the same sha.
-
-One identity per release: a commit id hashes its parent, so a release's synthetic commit depends on
-the releases the history held below it when it was imported (0.30.0 on 0.29.0 is not 0.30.0 on
-nothing), and no parent rule can change that without giving up the ancestry the gate's bisection
-and the rebaser's blame walk (``log old..new``, ``log -L``). What names a release beyond one
-history is therefore ``ReleaseId``: its spec and its tree id, a function of the archive alone (whose
-sha256 the index publishes); ``release_id`` reads it off a commit and ``find`` maps it back. Within
-one history the chain is kept in version order (a release's parent is the closest older release,
-never a newer one, whatever order they are asked in), which is what makes ``old..new`` the
-releases between.
+These machines cannot reach GitHub, but the package index has every vLLM release as a source tree.
+``ReleaseHistory`` makes them one commit per release, streamed into ``git fast-import`` (blobs an
+earlier release stored are referenced, not sent again), deterministic for the same archive on the
+same parent. A commit id hashes its parent, so what names a release beyond one history is
+``ReleaseId``: its spec and its tree id, a function of the archive alone (``release_id``,
+``find``). Within a history the chain is kept in version order, so ``old..new`` is the releases
+between.
 """
 
 from __future__ import annotations
@@ -142,11 +133,8 @@ class ReleaseHistory(GitRepo):
     def resolve(self, ref: str | ReleaseSpec, *, import_missing: bool = True, progress: Progress | None = None) -> str:
         """A commit sha for a sha, tag, branch, ``PROJECT==VERSION`` (or a bare version).
 
-        A release spec maps to its tag and is imported (downloaded if needed) when missing, on
-        ``main`` if it is newer than every imported release, else on ``releases/<version>``
-        branching from the closest older release; ``progress`` hears the bytes of that download
-        and import.
-        """
+        A missing release is imported (downloaded if needed): on ``main`` when newer than every imported
+        one, else on ``releases/<version>`` from the closest older release."""
         if isinstance(ref, ReleaseSpec) or (isinstance(ref, str) and is_spec_like(ref)):
             spec = as_spec(ref)
             self._check_project(spec)
@@ -234,12 +222,10 @@ class ReleaseHistory(GitRepo):
     ) -> str:
         """Import one release as one commit on ``branch``; return the commit sha.
 
-        ``source`` is a spec (``"vllm==0.30.0"``, downloaded through the cache) or a path to a
-        release archive (the release is read from its file name). The commit's parent is
-        ``parent`` when given, else the tip of ``branch``; the tree is the archive's (sdist top
-        directory stripped, executable bits kept, symlinks kept). The tag (default ``v<version>``,
-        ``v<version>-wheel`` for wheels) makes it idempotent: a tag that exists is returned as-is.
-        """
+        ``source`` is a spec (downloaded through the cache) or a release archive's path. The parent is
+        ``parent``, else the tip of ``branch``; the tree is the archive's (top directory stripped,
+        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel``) makes it
+        idempotent."""
         archive: Path | None = None
         if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
             spec = as_spec(source)
@@ -434,13 +420,9 @@ def build_history(
 ) -> list[tuple[str, str]]:
     """Import ``versions`` of ``project``: ``[(version, sha)]`` in the order given.
 
-    Releases already imported are kept (idempotent). Source releases are imported in version
-    order, each on the closest older release (``ReleaseHistory.resolve``), so 0.30.0, 0.31.0,
-    0.32.0 make a straight line on ``main`` whatever order they are listed in, and a release older
-    than the tip starts its own branch instead of sitting on a newer one. Wheels extend ``main``.
-    ``progress`` hears the bytes of each download and import, ``what`` naming the release:
-    ``vllm 2/3: download vllm-0.31.0.tar.gz``.
-    """
+    Idempotent. Source releases go in version order, each on the closest older release, so they make
+    a straight line on ``main`` whatever order they are listed in; wheels extend ``main``.
+    ``progress`` hears each download and import (``vllm 2/3: download vllm-0.31.0.tar.gz``)."""
     history = history or ReleaseHistory.for_project(project)
     order = sorted(versions, key=Version) if kind == "sdist" else list(versions)
     shas: dict[str, str] = {}

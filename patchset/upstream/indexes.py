@@ -1,22 +1,11 @@
 """Which package indexes to ask for releases: the settings a user already has for pip.
 
-``$PATCHSET_INDEX_URL`` names one index and wins over everything (tests, offline mirrors). Else the
-index is pip's: ``PIP_INDEX_URL`` and ``PIP_EXTRA_INDEX_URL`` from the environment, and for a value
-the environment does not set, pip's configuration files as ``python -m pip config list`` reports
-them. Else PyPI. Extra indexes are searched after the main one, in order: the first that lists a
-release wins (pip merges them all; taking the first keeps a mirror's copy ahead of the others').
-
-Why ask pip rather than read ``pip.conf``: pip's files and their order differ per platform, per
-virtual environment (``<venv>/pip.conf``) and with ``PIP_CONFIG_FILE`` (``os.devnull`` turns them
-off); ``pip config list`` is pip's own answer to all of it, so patchset cannot drift from it. It is
-asked only when an environment variable leaves a value open, once per process and per pip
-environment, within ``PIP_CONFIG_TIMEOUT_S``. No pip installed means no configuration; a pip that
-cannot read its configuration (or does not answer) is an EnvironmentFailure that quotes it, not a
-quiet fall-back to PyPI.
-
-patchset speaks the JSON simple API (PEP 691) over http(s): an extra index of another kind
-(``file://``) is skipped and named when a release is not found; a main index of another kind
-fails with its URL in the message.
+``$PATCHSET_INDEX_URL`` wins; else ``PIP_INDEX_URL`` / ``PIP_EXTRA_INDEX_URL``, and for what they
+leave open pip's own answer (``python -m pip config list``: pip's files differ per platform and
+venv, so patchset asks rather than reads them); else PyPI. Extra indexes are searched in order and
+the first that lists a release wins. A pip that cannot read its configuration is an
+EnvironmentFailure, not a quiet fall-back to PyPI. Only the JSON simple API (PEP 691) over
+http(s) is spoken: an extra index of another kind is skipped and named.
 """
 
 from __future__ import annotations

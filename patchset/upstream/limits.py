@@ -1,20 +1,11 @@
 """How much one release archive may unpack to: total bytes, members, bytes per member, mtimes.
 
-Archives come from a package index, and any index (or a tampered mirror) can serve a file that
-unpacks without end: a 2 MB wheel holding a 2 GB member, a tar whose sizes point backwards, a
-million empty files. The readers (``archives``, ``boundedtar``) count every member against one
-:class:`Budget` per pass and refuse a member *before* its bytes are read or held in memory.
-
-The defaults are several times the largest real releases (measured on vLLM 0.30.0 and
-flashinfer-python 0.6.18.post1): the vLLM x86_64 wheel unpacks to 772 MB in 5,098 members, its
-largest member (``_vllm_fa2_C.abi3.so``) is 308 MB; the vLLM sdist has the most members (8,108,
-116 MB); FlashInfer's wheel and sdist unpack to 94 MB (largest member 2.9 MB). They can be set
-(a number of bytes, or with a K/M/G/T suffix, powers of 1024: ``patchset.envlimits``) through:
-
-- ``PATCHSET_ARCHIVE_MAX_BYTES``: all members' contents together (default 4G; tar headers count too),
-- ``PATCHSET_ARCHIVE_MAX_MEMBER_BYTES``: one member's contents (default 1G; also bounds the memory
-  a member takes while it is read),
-- ``PATCHSET_ARCHIVE_MAX_MEMBERS``: files, directories and links (default 50000).
+Any index (or a tampered mirror) can serve an archive that unpacks without end. The readers count
+every member against one :class:`Budget` per pass and refuse it before its bytes are read. The
+defaults are several times the largest real releases (the vLLM x86_64 wheel: 772 MB in 5,098
+members, the largest 308 MB; the sdist: 8,108 members): ``PATCHSET_ARCHIVE_MAX_BYTES`` (4G, tar
+headers included), ``PATCHSET_ARCHIVE_MAX_MEMBER_BYTES`` (1G) and ``PATCHSET_ARCHIVE_MAX_MEMBERS``
+(50000), in ``patchset.envlimits``' syntax.
 """
 
 from __future__ import annotations

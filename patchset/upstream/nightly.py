@@ -1,19 +1,11 @@
 """Which upstream commit a build tree or an image says it was built from (vLLM nightlies).
 
-Every vLLM main commit is published as wheels and as the image ``vllm/vllm-openai:nightly-<commit>``;
-the version setuptools-scm writes into the build (``0.30.1rc1.dev48+g7f1a539``) names a *prefix*
-of that commit after ``+g``. This module reads those clues from a tree (``<package>/_version.py``,
-a dist-info ``METADATA`` and ``direct_url.json``, an sdist's ``PKG-INFO``), from an image
-reference (``…:nightly-<commit>``) and from ``docker image inspect`` (the label
-``ai.vllm.build.commit``, the variable ``VLLM_BUILD_COMMIT``), and resolves a prefix to a full
-commit: as a prefix of the ledger's recorded base, or in an upstream clone (``git rev-parse``).
-Never from the version numbers: ``devN`` counts commits since a tag on some branch, and the
-version shown is only a guess at the next release.
-
-Tree data is untrusted: every file is reached through ``confine`` (no link out of the tree), read
-only when it is a regular file of at most ``MAX_READ`` bytes (opened without blocking, so a FIFO
-cannot hang the read), and every value kept must match a strict pattern (a version, hex digits):
-what is printed can carry no control character, whatever the tree holds.
+Each vLLM main commit is published as wheels and as ``vllm/vllm-openai:nightly-<commit>``; the
+build's version (``0.30.1rc1.dev48+g7f1a539``) names a commit prefix after ``+g``. The clues are
+read from a tree (``_version.py``, dist-info, ``PKG-INFO``), an image reference and ``docker image
+inspect``, and a prefix is resolved against the recorded base or an upstream clone; never from
+version numbers (``devN`` counts commits on some branch). Tree data is untrusted: files through
+``confine``, regular and at most ``MAX_READ`` bytes, every value matched by a strict pattern.
 """
 
 from __future__ import annotations
@@ -67,7 +59,7 @@ class Clue:
     note: str = ""  # why the place was not used, or a remark (a dirty build)
 
     def to_json(self) -> dict[str, str]:
-        return {"source": self.source, "version": self.version, "commit": self.commit, "note": self.note}
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -101,7 +93,7 @@ class Resolved:
     candidates: list[str] = field(default_factory=list)  # an ambiguous prefix: every commit it names
 
     def to_json(self) -> dict[str, Any]:
-        return {"commit": self.commit, "how": self.how, "candidates": self.candidates}
+        return dict(self.__dict__)
 
 
 # ---- versions ------------------------------------------------------------------------------------
@@ -431,12 +423,9 @@ def image_for(
     """The stock image of another base, derived from the target's ``base_image`` when its tag names
     the recorded base: ``(image, "")``, or ``("", why not)``.
 
-    ``…:nightly-<base commit>`` (also ``cu130-nightly-…``) becomes ``…:nightly-<commit>`` for a
-    commit of the branch; ``…:v<base version>`` (or ``…:<base version>``) becomes
-    ``…:v<version>`` for a release. Anything else is refused with the reason: a moving tag
-    (``nightly``, ``latest``), a digest (it pins the old image's bytes), a tag that does not name
-    the base, a nightly tag for a release, a release tag for a commit between releases.
-    ``version`` is the new base's release version ("" for a commit), ``commit`` its commit."""
+    ``…:nightly-<base commit>`` becomes ``…:nightly-<commit>``, ``…:v<base version>`` becomes
+    ``…:v<version>``; a moving tag, a digest, a tag that does not name the base, or a tag of the
+    other kind (nightly for a release, release for a commit) is refused with the reason."""
     if not base_image:
         return "", "the target names no base_image"
     same_commit = bool(commit and base_commit and commit == base_commit)

@@ -122,7 +122,7 @@ class PRRef:
         return f"{self.repo}#{self.number}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"repo": self.repo, "number": self.number, "kind": self.kind}
+        return dict(self.__dict__)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> PRRef:

@@ -431,13 +431,10 @@ def download(
 ) -> Path:
     """Return ``<cache>/dist/<filename>`` for the release, downloading it once.
 
-    ``progress(what, done, total)`` (``patchset.progress``) hears the bytes of a download: ``done``
-    grows from 0 to ``total`` (the size the index lists, else the Content-Length, else None).
-
-    A cached file is re-verified against the index's sha256 each time (about 0.1 s for 45 MB);
-    a corrupt one is logged, removed and downloaded again. A download that does not match the
-    index raises HashMismatch and leaves nothing under the final name.
-    """
+    ``progress(what, done, total)`` hears the bytes (``total``: the index's size, else the
+    Content-Length, else None). A cached file is re-verified against the index's sha256 each time
+    (~0.1 s for 45 MB) and downloaded again when corrupt; a mismatching download raises
+    HashMismatch and leaves nothing under the final name."""
     spec = as_spec(spec)
     dist = select_file(release_files(spec), kind, platform=platform)
     final = cached_path(dist, spec)

@@ -219,12 +219,10 @@ class GitRepo:
     ) -> dict[str, list[RenameCandidate]]:
         """Where each old path went between ``old`` and ``new``.
 
-        For every path (default: every path deleted or renamed between the commits) the list
-        holds candidates, best first: the path itself when it still exists (``same-path``),
-        git's rename pick (``git diff -M<threshold>% -l0``), and added files with the same file
-        name scoring at least ``threshold``. An empty list means the content is gone (or the
-        path never existed). Use ``ambiguous(candidates)`` to see whether a human must choose.
-        """
+        Per path (default: every path deleted or renamed) the candidates, best first: the path itself
+        (``same-path``), git's rename pick (``git diff -M<threshold>% -l0``), added files of the same name
+        scoring at least ``threshold``. Empty: the content is gone. ``ambiguous(candidates)`` says whether
+        a human must choose."""
         so, sn = self.resolve(old), self.resolve(new)
         ns = self._name_status(so, sn, threshold)
         wanted = sorted(ns.gone) if paths is None else [p.strip("/") for p in paths]

@@ -1,15 +1,10 @@
 """The stock files of one target's base: what an overlay file, an edit script or a diff is read against.
 
-``import --overlay``, ``import --script`` and the diff-root inference of ``import`` each need the
-base a target's series applies to, one file at a time (an overlay's stock counterpart), as a list
-of paths (which reading of a diff's names fits) or as a whole private tree (a script's ``{root}``).
-A base is a release (``vllm==0.30.0`` or a bare version of the target's package: the cached
-release history, imported once from the package index), a commit of a local upstream clone, or a
-plain directory (``--base-tree``, an unpacked release or a ``site-packages`` copy).
-
-Paths asked for are the patches' (source-layout) paths; a directory base in the installed layout
-answers for them through the target's path map. Every path read from a directory goes through
-``patchset.confine``, so a hostile tree's symlink cannot make a read leave it.
+``import --overlay``, ``--script`` and the diff-root inference need the base one file at a time,
+as a list of paths or as a private tree. A base is a release (from the cached release history), a
+commit of an upstream clone, or a plain directory (``--base-tree``; in the installed layout it
+answers through the target's path map). Every path read from a directory goes through
+``patchset.confine``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """The GitHub client of the tracker: upstream PR/issue state in one request per repository,
 PR and commit diffs, file contents; cached on disk, honest about failures.
 
-This module is the client's face, what a command asks for; modules outside the package import
-only this one (an import-linter contract in pyproject.toml). The parts underneath, one idea each:
-``auth`` (the token, never printed), ``transport`` (PyGithub's requester over
-``patchset.upstream.net``: exact bytes, same-origin redirects, rate limits), ``failures`` (every
-failure classified into a ``RowError``, so one bad row never hides the others), ``reads``
-(conditional GETs with a disk cache, ``httpcache``; a 304 costs no rate limit with a token; an
-offline mode), ``graphql`` (one batched query per repository that passes GitHub's validation
-rules; without a token the states are read over REST, here), ``statecache`` (the states recorded
-between runs), ``prdiff`` (the refused-diff fallbacks). Every state read, from GitHub or from
-the cache, is checked field by field (``payloads``), so one malformed value marks its own row.
-What it asks GitHub for, and what that costs: docs/github.md.
-
-    client = GitHubClient()                             # token: arg, $GITHUB_TOKEN, `gh auth token`
-    states = client.pull_states([PRRef.parse("vllm#57632"), PRRef.parse("nccl#2334", kind="issue")])
-    diff = client.pr_diff(PRRef.parse("vllm#58704"))    # bytes
-
-The token is held in a ``auth.Secret`` and never printed, logged, cached or put in an exception.
+This module is the client's face; modules outside the package import only it (an import-linter
+contract). Every state read is checked field by field (``payloads``), so one malformed value marks
+its own row; the token lives in an ``auth.Secret`` and is never printed, logged or cached. What
+it asks GitHub for, and what that costs: docs/github.md.
 """
 
 from __future__ import annotations
@@ -53,15 +40,11 @@ AUTH_NOTICE = (
 class GitHubClient:
     """Reads upstream state from GitHub (or a GitHub-compatible ``base_url``).
 
-    ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``).
-    ``offline``: never touch the network; serve from the cache and report its age.
-    ``timeout``: seconds one read may wait (default ``$PATCHSET_NET_READ_TIMEOUT``); each request
-    as a whole is bounded by ``patchset.upstream.net`` (``$PATCHSET_NET_REQUEST_DEADLINE``, the
-    command's budget) and so is what it keeps in memory. ``max_age``: how long a PR state fetched by GraphQL is
-    served from the cache without asking again (GitHub's GraphQL has no conditional requests;
-    REST reads are always revalidated with ``If-None-Match`` instead). ``retries``: retries on
-    5xx and connection errors (never on a read timeout, never on a rate limit).
-    """
+    ``cache_dir``: where responses are kept (default ``$PATCHSET_CACHE/github``); ``offline``: serve
+    from the cache only, with its age; ``timeout``: seconds one read may wait (each request as a
+    whole is bounded by ``patchset.upstream.net``); ``max_age``: how long a GraphQL state is served
+    from the cache (GraphQL has no conditional requests; REST reads are revalidated instead);
+    ``retries``: on 5xx and connection errors only."""
 
     # keyword options with defaults, as PyGithub's and requests' clients take them: callers name the
     # one or two they set (27 call sites), which an options object would only make longer
@@ -117,14 +100,6 @@ class GitHubClient:
         return self._wire.timeout
 
     @property
-    def retries(self) -> int:
-        return self._wire.retries
-
-    @property
-    def backoff(self) -> float:
-        return self._wire.backoff
-
-    @property
     def _token(self) -> Secret:
         return self._wire.token
 
@@ -135,11 +110,6 @@ class GitHubClient:
     @property
     def rate(self) -> dict[str, RateInfo]:
         return self._wire.rate
-
-    @property
-    def down(self) -> dict[str, str]:
-        """host -> why it cannot be reached: asked no more by this client."""
-        return self._wire.down
 
     @property
     def redirects(self) -> list[tuple[str, str]]:
@@ -172,9 +142,6 @@ class GitHubClient:
         self.close()
 
     # ---- public API ----------------------------------------------------------------------
-    def parse_ref(self, text: str, kind: str | None = None) -> PRRef:
-        return PRRef.parse(text, self.aliases, kind)
-
     def pull_states(self, refs: Iterable[PRRef], *, max_age: float | None = None) -> dict[PRRef, PRState | RowError]:
         """State of every ref: one GraphQL request per repository (for up to 100 refs), or none
         when every ref of a repository was fetched less than ``max_age`` seconds ago."""

@@ -1,22 +1,13 @@
 """An on-disk HTTP response cache for GitHub API reads: ETag / Last-Modified, body, and age.
 
-PyGithub keeps no response cache, yet GitHub answers a conditional request (``If-None-Match``)
-with a 304 that costs no rate limit (when the request is authenticated; an anonymous 304 counts). The tracker therefore stores each response body with its
-validators here, sends them back on the next read, and serves the stored body on a 304; offline
-it serves the stored body and says how old it is.
+GitHub answers an authenticated conditional request with a 304 that costs no rate limit, and
+PyGithub keeps no cache: each body is stored here with its validators, which go back on the next
+read; offline the stored body is served with its age. It wraps the client's own connection, not
+PyGithub's process-wide ``injectConnectionClasses``, so caching stays local to one client.
 
-Why a thin layer and not PyGithub's transport: PyGithub's only hook for its HTTP connection is
-``Requester.injectConnectionClasses``, a process-wide class attribute meant for its own replay
-tests; a cache installed there would silently apply to every ``Github`` object in the process.
-The client instead calls ``Requester.requestJson`` with a connection object of its own (PyGithub's
-auth and base_url; the client's session, retries and timeout) and wraps it with this cache, which
-keeps caching explicit and local to one client. An entry is keyed by the URL asked for: a read
-that was redirected (a moved repository) is stored under the original URL, body of the target.
-
-Layout: ``<root>/<key[:2]>/<key>.json`` (metadata) and ``<key>.body`` (exact bytes), where ``key``
-hashes the method, URL, Accept header and request body. Writes are atomic renames (metadata last, and it
-records the body's sha256, so a torn pair reads as a miss). Request headers, and so tokens, are
-never stored.
+Layout: ``<root>/<key[:2]>/<key>.json`` (metadata, written last, with the body's sha256, so a torn
+pair is a miss) and ``<key>.body``; ``key`` hashes method, URL (before redirects), Accept header
+and body. Request headers, and so tokens, are never stored.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """PR and issue states read from GitHub's answers, and from the states recorded in the client's
 cache, checked field by field before anything uses them.
 
-A GitHub answer is untrusted input (a proxy, a GitHub Enterprise install, a local server, a
-truncated body), and so is the state cache on disk. One bad value must not end the dashboard or
-reach the ledger: a date is an ISO 8601 date-time, a commit is 40 lowercase hex digits, a state
-or review decision is one of the schema's enum values, a number is an int (and the one asked for),
-a flag is a bool, a URL is http(s), text is a string of bounded length. A value that is not
-raises ``Unreadable``, which names the field and shows the value sanitised; the client turns it
-into that one row's ``RowError`` ("unreadable upstream data: mergedAt: '…'") and every other row
-renders. Free text (titles, logins) is kept as it is: it is made safe where it is printed
-(``patchset.text``), not here.
+Both are untrusted. A date must be ISO 8601, a commit 40 lowercase hex digits, a state one of the
+schema's values, a URL http(s), text bounded; else ``Unreadable`` names the field and the
+sanitised value, and the client makes it that one row's ``RowError``. Free text is kept as it is
+and made safe where printed (``patchset.text``).
 """
 
 from __future__ import annotations

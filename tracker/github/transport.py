@@ -1,14 +1,10 @@
 """The wire to GitHub: one request in, one ``Resp`` (exact bytes) or one ``Failure`` out.
 
-Every request goes through PyGithub's ``Requester.requestJson`` (auth header, user agent, base
-URL and GraphQL URL, a debug log with the token masked) over a connection object of this module
-(``Wire``, on the transport's own ``requests`` session with its retries and timeout), because
-PyGithub's own connection decodes bodies to text and follows a 301 without its query string. On
-top of it ``Transport.send`` follows redirects with the full URL (same origin only: the token
-stays with the configured API), keeps GitHub's rate-limit headers, remembers a host that cannot
-be reached, and turns every transport error into a ``Failure`` (``failures``). The cache
-(``reads``), the queries (``graphql``) and the client (``tracker.github``) sit on top; the
-tests' other side of this interface is the GitHub-shaped server of ``tests/support/fakehub``.
+Requests go through PyGithub's ``Requester.requestJson`` over ``Wire``, this module's connection
+on ``patchset.upstream.net``, because PyGithub's own decodes bodies to text and follows a 301
+without its query string. ``Transport.send`` follows redirects itself (same origin only: the
+token stays with the API), keeps the rate-limit headers, remembers an unreachable host and turns
+every transport error into a ``Failure``. The tests' other side is ``tests/support/fakehub``.
 """
 
 from __future__ import annotations
@@ -52,23 +48,14 @@ class RateInfo:
     used: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "resource": self.resource,
-            "limit": self.limit,
-            "remaining": self.remaining,
-            "reset": self.reset,
-            "used": self.used,
-        }
+        return dict(self.__dict__)
 
 
 class Wire:
     """One HTTP exchange in the shape PyGithub's ``requestJson(cnx=...)`` expects, over the
-    transport's own ``requests`` session and ``patchset.upstream.net`` (deadlines, a size cap). It
-    exists for two things PyGithub's own connection gets wrong for this client: the body is kept
-    as the exact bytes received (PyGithub hands back ``response.text``, which turns a non-UTF-8
-    byte of a diff into U+FFFD), and a redirect's ``Location`` is hidden from PyGithub (which
-    follows a 301 with the path only, dropping the query string, and raises ``RuntimeError`` for
-    another host) so the transport follows it itself."""
+    transport's session and ``patchset.upstream.net``. PyGithub's own connection would turn a
+    non-UTF-8 byte of a diff into U+FFFD and follow a 301 without its query string: here the body
+    stays the exact bytes and a redirect's ``Location`` is hidden, for the transport to follow."""
 
     def __init__(self, session: requests.Session, origin: str, timeout: float, cap: str = net.JSON) -> None:
         self.session = session
@@ -145,11 +132,8 @@ def failure(resp: Resp) -> Failure:
 class Transport:
     """Requests to one GitHub API (``base_url``), with ``token``; ``offline``: none at all.
 
-    ``timeout``: seconds one read may wait; ``retries``: retries on 5xx and connection errors
-    (never on a read timeout, never on a rate limit), ``backoff`` apart. What it saw is kept for
-    the caller: ``round_trips``, ``rate`` (per resource), ``down`` (host -> why it cannot be
-    reached: asked no more), ``redirects`` ((asked, followed to), to report).
-    """
+    ``retries`` on 5xx and connection errors only, ``backoff`` apart. Kept for the caller:
+    ``round_trips``, ``rate`` (per resource), ``down`` (unreachable hosts) and ``redirects``."""
 
     def __init__(
         self, base_url: str, token: Secret, *, offline: bool, timeout: float, retries: int, backoff: float

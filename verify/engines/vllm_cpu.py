@@ -1,16 +1,11 @@
 """Start and stop a real vLLM CPU server (vLLM 0.30.0) on 127.0.0.1 for the long-context checks.
 
-Why this module exists: the long-context checks are only worth something if they are shown to pass on
-a healthy engine and fail on deliberately broken ones, and ``patchset verify`` runs them on engines
-started from patched build trees. This module owns the engine's life cycle: it finds the engine venv
-made by ``ci/setup_engine.sh``, starts ``vllm.entrypoints.openai.api_server`` in its own process group
-with the environment vLLM's CPU build needs (``LD_PRELOAD`` of the venv's ``libiomp5.so``,
-``VLLM_CPU_KVCACHE_SPACE``), optionally from a build tree (``VllmCpuConfig.tree``: the tree goes first on
-``PYTHONPATH``, so its ``vllm`` package is the one that runs, and start-up refuses to go on when
-Python would import ``vllm`` from anywhere else), optionally turns on a fault of a test-only plugin
-(``PATCHSET_FAULT``, with the plugin's source directory in ``VllmCpuConfig.python_path``), waits until
-``/v1/models`` answers, and always kills the whole process group on stop. It never talks to any
-address but 127.0.0.1.
+The checks are worth something only if shown to pass on a healthy engine and fail on broken ones.
+This owns that engine's life cycle: the venv of ``ci/setup_engine.sh``, the API server in its own
+process group with what vLLM's CPU build needs (``LD_PRELOAD``, ``VLLM_CPU_KVCACHE_SPACE``),
+optionally from a build tree (first on ``PYTHONPATH``; start-up refuses any other ``vllm``) and
+with a test-only fault (``PATCHSET_FAULT``), ready when ``/v1/models`` answers, the whole group
+killed on stop. It talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations

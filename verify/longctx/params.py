@@ -182,12 +182,10 @@ def load_baseline(path: Path | str) -> tuple[dict[str, Any], list[CachedCase]]:
 class LongctxRun:
     """One run of the long-context suite against the server at ``url``.
 
-    ``checks`` defaults to causality, resume, cached, rescore (plus reference when ``reference_model``
-    is given). ``mode`` is "fixed" or "control" (ignored when ``thresholds`` is given). ``baseline``
-    is a JSON file with ``cached`` cases (default: the recorded CPU vLLM 0.30.0 baseline).
-    ``reference_python``: the interpreter of the reference forward pass (default: the engine venv's).
-    ``token_range``: the token ids the document is drawn from; ``top_k``: logprobs compared per token;
-    ``measure_control``: measure the control in fixed mode too. ``timeout``: seconds per request."""
+    ``checks`` default to causality, resume, cached, rescore (and reference with a
+    ``reference_model``); ``mode`` "fixed" or "control" (unless ``thresholds``); ``baseline`` a JSON
+    of ``cached`` cases (default: the recorded CPU vLLM 0.30.0 one); ``reference_python`` the
+    reference pass's interpreter; ``token_range``, ``top_k``, ``measure_control``, ``timeout`` (s)."""
 
     url: str
     model: str | None = None

@@ -1,22 +1,11 @@
 """Long-context tests of ``patchset verify``: one engine per build tree, shared by that tree's checks.
 
-A ``[[patch.tests]]`` table with ``kind = "longctx"`` names long-context checks
-(``patchset.verify.longctx``) instead of a command. ``verify`` builds the same trees as for command
-tests (the series, and the series minus the patch: hard-linked overlays of one base), starts an
-engine from each tree (``patchset.verify.engines.vllm_cpu``: the engine venv's own ``vllm`` replaced by the
-tree's), runs the checks of every test that uses that tree and that engine configuration (model,
-``engine_args``, ``env``), and stops it. The tree with the whole series is the same for every patch,
-so one engine serves every patch's "with" run; each "without P" tree gets its own engine.
-
-A run's outcome:
-
-* every named check passes -> **pass**;
-* a check fails (a drift over its bar, a wrong cached-token count, an HTTP error on a long prompt),
-  or the engine exits during start-up (the tree's code crashed or refused its arguments) -> **fail**;
-* the engine could not be started (no engine venv, start-up timeout) or stopped answering -> **error**.
-
-Engine start-up time, check time and the engine log path go into each run's result and into the
-report's list of engines, so a slow or crashing engine can be read without rerunning.
+``kind = "longctx"`` tests name checks (``patchset.verify.longctx``) instead of a command. An
+engine is started from each tree (the series, and the series minus the patch) and serves every
+test on that tree and engine configuration. A run passes when every check does; fails on a check
+or when the engine exits during start-up (the tree's code crashed); is an error when the engine
+could not be started or stopped answering. Start-up and check times and the log path go into the
+result.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
 """Long-context correctness checks past 2,048 tokens against any OpenAI-compatible completions server.
 
-Why this module exists: three upstream attention/KV-cache bugs in this project's history only showed
-past 2,048 tokens, and the maintainer checked for them by hand. These checks send token-id prompts to
-``/v1/completions`` and compare numbers the server returns with numbers it must agree with:
+Three upstream attention/KV-cache bugs of this project's history showed only past 2,048 tokens,
+and the maintainer checked for them by hand. The checks (``causality``, ``resume``, ``cached``,
+``rescore``, ``reference``, ``copy``; docs/longctx.md) send token-id prompts to
+``/v1/completions`` and compare what the server returns with what it must agree with, against a
+fixed bar or a multiple of a measured control. A server that answers a long prompt with an HTTP
+error fails the check; an unreachable one raises ``ServerUnreachable`` (exit 2).
 
-* ``causality`` — prompt logprobs of the first N tokens of a long prompt equal those of the N-token
-  prompt alone, for N on both sides of 2,048 (a later token must never change an earlier logprob);
-* ``resume``    — the first generated token's top-k logprobs with a cold prefix cache (fresh
-  ``cache_salt``) equal those after warming a prefix of 1,024/2,048/3,072/4,096 tokens (a mid-block
-  resume: the resumed prompt is the prefix plus a few tokens). vLLM never reads the prefix cache for
-  requests that ask for ``prompt_logprobs``, so generated-token logprobs are compared;
-* ``cached``    — ``usage.prompt_tokens_details.cached_tokens`` of those resumes against a recorded
-  baseline (``verify/baselines/*.json``);
-* ``rescore``   — logprobs of a greedy reply that crosses position 2,048 equal those of a clean
-  prefill of the same tokens (decode and prefill must read the same KV);
-* ``reference`` — server prompt logprobs against a transformers float32 forward pass of the same weights;
-* ``copy``      — a long-document probe for trained models: a repeated passage longer than 2,048 tokens
-  must become near-free to predict the second time: mean NLL per token of the second copy over that
-  of the first must stay under 0.25 (SmolLM2-135M on random tokens: ~1.4 / ~9.9 nats).
-
-Thresholds: ``fixed`` compares each drift to a fixed bar (right for a deterministic engine, e.g. vLLM on
-CPU); ``control`` resends the same request, measures the drift between the two sends (the control) and
-fails when drift > multiple x control (the maintainer's "2x the control" rule; the control is the
-largest one measured over the check's cases, and a floor keeps a zero control from making the bar zero). ``reference``, ``copy`` and ``cached`` always use their fixed rule.
-A server that answers a long prompt with an HTTP error FAILS the check; an unreachable server raises
-``ServerUnreachable`` (exit 2).
-
-This module runs the checks asked for (``run_checks``); the checks live in ``verify.longctx.checks``,
-their inputs (lengths, bars, baselines) in ``verify.longctx.params``, the report's records in
-``verify.longctx.report`` and the numbers in ``verify.longctx.measures``.
+This module runs the checks asked for (``run_checks``); they live in ``verify.longctx.checks``,
+their inputs in ``verify.longctx.params``, the report in ``verify.longctx.report``.
 """
 
 from __future__ import annotations

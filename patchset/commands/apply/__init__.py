@@ -1,16 +1,11 @@
 """``patchset apply``: the ledger's series onto a build tree, checked byte for byte against the lock.
 
-Three kinds of tree: a plain directory (``--tree``, located through the target's path map), a
-git checkout (``--repo``: one commit per patch with ``Patch-Id:``/``Origin:``/``Upstream-PR:``
-trailers) and a release from the package index (``--from-index`` + ``--into``). The engine work
-(in-memory application, crash-safe commit) is ``patchset.engine.tree``; this package decides what
-to apply, proves the result against the lock before anything is written, and records the lock.
-
-Here: the checks before anything is read (``--fuzz``, the trees are not the ledger, nothing is
-left half-done around the ledger, the lock is whole) and each target sent to its kind of tree.
-``target`` holds the run (``ApplyRun``), the destination (``TreeArg``), the series and the report;
-``tree`` the pass through a directory (and ``--tree``'s base check, ``--from-index``'s release);
-``lock`` the result proved against the lock and recorded; ``repo`` the git checkout.
+Three kinds of tree: a plain directory (``--tree``), a git checkout (``--repo``: one commit per
+patch, with trailers) and a release from the package index (``--from-index`` + ``--into``). The
+engine work is ``patchset.engine.tree``; this package decides what to apply, proves the result
+against the lock before anything is written, and records the lock. ``target`` holds the run and
+the report, ``tree`` the pass through a directory, ``lock`` the proof and record, ``repo`` the
+git checkout.
 """
 
 from __future__ import annotations

@@ -48,10 +48,9 @@ class OnePass:
     """One engine pass that applies in memory, proves the result against the lock and only then
     commits (``TreePass.apply``'s ``before_commit``): the series is read and applied once.
 
-    Entered, it holds what a commit needs open (the applying note, with ``--update-lock`` the
-    ledger edit staged before the tree is touched and published while the tree's old files are
-    still kept: a full or read-only ledger directory fails before the tree changes, a failure
-    while publishing rolls the tree back, so the tree and the lock never disagree)."""
+    Entered, it holds the applying note and, with ``--update-lock``, the ledger edit staged before the
+    tree is touched and published while the old files are still kept, so the tree and the lock never
+    disagree."""
 
     job: ApplyRun
     target: Target

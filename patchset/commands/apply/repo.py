@@ -112,12 +112,10 @@ def _existing_branch(
 ) -> TargetReport:
     """``apply --repo`` when the branch exists already (the command run again).
 
-    The branch carries the series when its newest commits are one per patch, in series order
-    (their ``Patch-Id:`` trailers), and its files are what the series makes: the tip's version of
-    every file those commits change, checked like a ``--tree`` that already carries the series.
-    Then the report is that tree's ("already carries the series"; nothing changes, exit 0). Any
-    other branch of that name is refused (exit 2) with what to do. Neither the checkout nor its
-    refs are touched either way."""
+    It carries the series when its newest commits are one per patch in series order (their
+    ``Patch-Id:`` trailers) and its files are what the series makes: then the report is "already
+    carries the series" (exit 0). Any other branch of that name is refused (exit 2). Neither the
+    checkout nor its refs are touched."""
     import tempfile
 
     want = [item.patch_id for item in series_items(job.ledger, target)]

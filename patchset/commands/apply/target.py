@@ -208,13 +208,12 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
 def series_files(
     ledger: Ledger, target: Target, read: Callable[[str], bytes | None], skip: set[str] | frozenset[str] = frozenset()
 ) -> dict[str, bytes | None]:
-    """``{path: bytes or None (deleted)}`` for every file the target's active series (patches in
-    ``skip`` left out) changes, applied in order onto the base ``read`` gives.
+    """``{path: bytes or None (deleted)}`` for every file the target's active series (less ``skip``)
+    changes, applied in order onto the base ``read`` gives.
 
-    An overlay file or an edit script's result becomes the last patch of a target's series, so its
-    diff is taken from the base *with the earlier patches applied* (it must not undo an earlier
-    patch's change, nor fail on top of it). In memory, with the engine's own file applier, zero
-    fuzz; a series that does not apply to the base given is an error naming the patch."""
+    An overlay file or a script's result becomes the last patch, so its diff is taken against the
+    base with the earlier patches applied. In memory, zero fuzz; a patch that does not apply is an
+    error naming it."""
     state: dict[str, bytes | None] = {}
     for p in ledger.series(target.name):
         if p.id in skip or not ledger.body_file(p).is_file():

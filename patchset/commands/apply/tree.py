@@ -36,14 +36,11 @@ def apply_to_tree(
     job: ApplyRun, target: Target, root: Path, layout: str, kind: TreeKind = TreeKind.TREE
 ) -> TargetReport:
     """Apply one target's series to a directory in one pass: in memory, checked against the lock,
-    then committed (``job.durable``: fsynced against power loss too; see ``engine.txn``).
+    then committed (``job.durable``: fsynced too).
 
-    A tree that carries part of the series is refused (named precisely) unless ``job.skip_applied``:
-    then only the patches it lacks are applied, and the whole result is still checked.
-
-    The tree lock is held from the first read to the last write (a second apply waits, then
-    sees this one's result). A dry run writes nothing, not even to finish an interrupted apply.
-    """
+    A tree carrying part of the series is refused unless ``job.skip_applied`` (then only the missing
+    patches are applied, the whole result still checked). The tree lock is held from the first read
+    to the last write; a dry run writes nothing."""
     refuse_ledger_tree(job.ledger, root, kind.flag)
     items = series_items(job.ledger, target)
     report = TargetReport(target.name, str(root), kind, layout, Outcome.FAILED, "", fuzz=job.fuzz)

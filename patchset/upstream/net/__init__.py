@@ -1,34 +1,16 @@
 """The one way patchset speaks HTTP: every request gets a connect timeout, a per-read timeout, a
 total deadline, a share of its command's network budget, and a cap on what it keeps in memory.
 
-Why it exists (security issue #23): per-read timeouts alone let a server that sends its headers
-and then one byte every few seconds hold ``status --refresh`` or ``apply --from-index`` forever,
-since every single read succeeds in time. Here a request is a *scope* with a deadline:
+Per-read timeouts alone let a server that sends one byte every few seconds hold a command forever
+(security issue #23). So the body is read chunk by chunk with the deadline checked after each, a
+watchdog shuts the request's own sockets down when the deadline passes (also inside ``requests``
+or PyGithub), and each deadline is at most what is left of the command's budget
+(``command_budget``, opened by ``patchset.cli.guarded``). Running out raises ``DeadlineExceeded``,
+too large an answer ``TooLarge`` (both ``NetLimit``, exit 2); a host found unreachable raises
+``Unreachable`` without being asked again; transport errors stay ``requests`` exceptions.
 
-* the body is read chunk by chunk (``read1``: what has arrived, never "wait for 64 KiB") and the
-  deadline is checked after each chunk;
-* a watchdog timer shuts the request's sockets down when the deadline passes, so a read that
-  blocks inside ``requests``, ``urllib3`` or PyGithub (headers sent byte by byte, retries, a
-  redirect chain) returns at once; the sockets are the ones the scope's own connections opened
-  (this module's adapter registers each connection when it sends a request);
-* each deadline is ``min(the request's own, what is left of the command's budget)``; the budget
-  (``command_budget``, opened once per CLI command by ``patchset.cli.guarded``) is the network
-  time all requests of one command may spend together. Outside a command only the per-request
-  deadlines apply.
-
-A request that runs out raises ``DeadlineExceeded``; an answer larger than its cap raises
-``TooLarge`` (both ``NetLimit``, exit 2, naming the ``PATCHSET_NET_*`` variable that raises the
-limit); a host an earlier request of the command found unreachable raises ``Unreachable``
-without being asked again. Transport errors stay ``requests`` exceptions, for each caller to
-word (``offline.no_network_reason`` says when one means there is no network).
-
-This package's face (this module) makes requests (``request``, ``stream``) and is all a caller
-needs: what to make a request with and what to catch. The parts underneath, one idea each:
-``limits`` (the limits, their variables and errors: docs/security.md), ``budget`` (the
-command's budget), ``offline`` (no network, said once), ``scope`` (a request's deadline and
-watchdog) and ``session`` (sessions the watchdog can stop). Modules outside the package import
-only this one (an import-linter contract in pyproject.toml). Here ``limits``, ``scope`` and
-``session`` name the functions, not the modules: call them as ``net.limits()``, ``net.scope(…)``.
+This module is the package's face (an import-linter contract): ``limits``, ``scope`` and
+``session`` here name functions (``net.limits()``, ``net.scope(…)``), not the modules.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The limits of patchset's HTTP requests, read from the environment, and the errors that name them.
 
-Every request of ``patchset.upstream.net`` is bounded in time and in what it keeps in memory; a
-request stopped by a limit raises ``DeadlineExceeded`` or ``TooLarge`` (both ``NetLimit``, an
-``EnvironmentFailure``: exit 2) whose message names what was fetched, the host (``host_of``:
-without the credentials an index URL may carry), the limit and the variable that raises it.
-A bad value of a variable fails only the commands that use the network. The limits
-(docs/security.md):
-
-==================================  ==========  =============================================
-variable                            default     what it bounds
-==================================  ==========  =============================================
-``PATCHSET_NET_CONNECT_TIMEOUT``    10 s        opening one connection
-``PATCHSET_NET_READ_TIMEOUT``       30 s        one read of the socket (silence)
-``PATCHSET_NET_REQUEST_DEADLINE``   120 s       one API request, whole (GitHub, index listing)
-``PATCHSET_NET_DOWNLOAD_DEADLINE``  3600 s      one release file download, whole (a ~50 MB
-                                                sdist at 15 KB/s)
-``PATCHSET_NET_COMMAND_DEADLINE``   7200 s      every request of one command together
-``PATCHSET_NET_MAX_JSON``           64 MiB      a JSON answer held in memory
-``PATCHSET_NET_MAX_BODY``           512 MiB     a diff or file held in memory
-==================================  ==========  =============================================
-
-Seconds may be fractional; ``inf`` lifts a deadline. Sizes are bytes, or with a K/M/G/T suffix
-(powers of 1024): the rules of every ``PATCHSET_*`` limit, ``patchset.envlimits``.
+A request stopped by a limit raises ``DeadlineExceeded`` or ``TooLarge`` (both ``NetLimit``: exit
+2) whose message names what was fetched, the host (``host_of``: without credentials), the limit
+and the ``PATCHSET_NET_*`` variable that raises it; a bad value fails only the commands that use
+the network. The variables and their defaults are in docs/security.md; their syntax is
+``patchset.envlimits``'.
 """
 
 from __future__ import annotations
