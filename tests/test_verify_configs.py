@@ -8,23 +8,34 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from patchset.errors import InputError
 from patchset.ledger.store import load_ledger
-from patchset.verify.outcomes import PROVEN
+from patchset.verify.longctx.params import Mode
+from patchset.verify.longctx.runs import LongctxSpec
+from patchset.verify import outcomes
+from patchset.verify.outcomes import PROVEN, VerifyReport
+from patchset.verify.plan.carry import engine_digest
 from patchset.verify.plan.configs import SwitchIndex, plan_by_config, set_config
 from patchset.verify.plan.decide import (
+    CARRY,
+    RUN,
+    ConfigGroup,
+    Decision,
     EngineTree,
     PlanInputs,
     PlanOptions,
     PlanPatch,
     PlanTest,
+    VerifyPlan,
     due_by_rotation,
     make_plan,
     plan_from_json,
 )
+from patchset.verify.plan.rounds import Minus, Rounds
 from patchset.verify.plan.simulate import Month, simulate, spread
 from patchset.verify.plan.view import cost_text, starts_line
 from patchset.verify.plan.watch import Watch
@@ -312,3 +323,46 @@ def test_a_history_with_malformed_start_durations_is_refused(tmp_path: Path, mon
     save_history(path, {"vllm": h})
     with pytest.raises(InputError, match="durations in seconds"):
         load_history(path)
+
+
+# --------------------------------------------------------------------------- the runs of a plan by configuration
+
+
+def _round_parts(env: dict[str, str]):
+    ledger = load_ledger(REPO_ROOT / "patches.toml")
+    patch = ledger.get("p2-mla-fused-qkv-a-w8a16")
+    spec = next(t for t in patch.tests if t.kind == "longctx")
+    lc = LongctxSpec(["resume"], "m", Mode.FIXED, None, [], dict(env), 60)
+    outcome = outcomes.TestOutcome(patch.id, "lc", "", "", [], 60)
+    trees = SimpleNamespace(items=[], minus={patch.id: Minus([], None, "", "")}, groups={})
+    proof = _history().proofs["s1"]
+    return patch, spec, lc, outcome, trees, proof
+
+
+def test_a_carried_configuration_s_with_run_is_the_recorded_one_and_nothing_starts() -> None:
+    patch, spec, lc, outcome, trees, proof = _round_parts({"X_SWITCH": "1"})
+    plan = VerifyPlan("vllm", "vllm==0.32.0", 4, "proofs.json")
+    tree = EngineTree("with the series", engine_digest(lc), "cpu", [f"{patch.id}/lc"], production=False)
+    tree.carried = "carried from run 3 (nothing its tests rest on moved)"
+    plan.trees = [tree]
+    plan.decisions = [Decision(patch.id, CARRY, carried_from="run 3", carry_note="quiet", proof=proof)]
+    rounds = Rounds(plan, trees, lambda h, lc: "", None)  # type: ignore[arg-type]
+    rounds.add(patch, spec, outcome, lc, "", VerifyReport("l", "vllm", "b", [], 1))
+    assert rounds.first == []  # no run at all: with the series and without it both carried
+    assert outcome.with_run is not None and outcome.with_run.outcome == "pass"
+    assert outcome.with_run.carried == "run 3" and outcome.without_run.outcome == "fail"  # type: ignore[union-attr]
+
+
+def test_a_grouped_configuration_s_with_run_runs_on_the_merged_configuration_only() -> None:
+    patch, spec, lc, outcome, trees, proof = _round_parts({"X_SWITCH": "1"})
+    plan = VerifyPlan("vllm", "vllm==0.32.0", 4, "proofs.json")
+    ek = engine_digest(lc)
+    plan.config_groups = [
+        ConfigGroup("cpu", [ek, "other"], ["--y-flag", "f32"], {"X_SWITCH": "1"}, "with the series + …")
+    ]
+    plan.decisions = [Decision(patch.id, RUN, ["its body changed"], proof=proof)]
+    rounds = Rounds(plan, trees, lambda h, lc: "", None)  # type: ignore[arg-type]
+    rounds.add(patch, spec, outcome, lc, "", VerifyReport("l", "vllm", "b", [], 1))
+    with_run, without_run = rounds.first
+    assert with_run.longctx.engine_args == ["--y-flag", "f32"] and with_run.longctx.env == {"X_SWITCH": "1"}  # type: ignore[union-attr]
+    assert without_run.longctx.engine_args == [] and without_run.longctx is lc  # the tree without it: its own
