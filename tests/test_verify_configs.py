@@ -14,9 +14,9 @@ import pytest
 
 from patchset.errors import InputError
 from patchset.ledger.store import load_ledger
+from patchset.verify import outcomes
 from patchset.verify.longctx.params import Mode
 from patchset.verify.longctx.runs import LongctxSpec
-from patchset.verify import outcomes
 from patchset.verify.outcomes import PROVEN, VerifyReport
 from patchset.verify.plan.carry import engine_digest
 from patchset.verify.plan.configs import SwitchIndex, plan_by_config, set_config
