@@ -164,12 +164,20 @@ def bench_nights(scratch: Path, double: bool) -> list[dict]:
 RELEASES = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
-def release_changes() -> list[set[str]]:
-    """The files that changed from each release of ``RELEASES`` to the next (sdist digests)."""
-    from patchset.upstream.changes import changed_files, release_digests
+def release_changes(ledger: Path) -> tuple[list[set[str]], dict[str, list[str]]]:
+    """The files that changed from each release of ``RELEASES`` to the next (sdist digests), and
+    what each file the ledger's patches write imports in the first release (the import scan)."""
+    from patchset.ledger.store import load_ledger
+    from patchset.upstream.changes import changed_files, release_digests, release_sources
+    from patchset.verify.plan.watch import imports_of
 
     digests = [release_digests(f"vllm=={v}") for v in RELEASES]
-    return [changed_files(a, b) for a, b in itertools.pairwise(digests)]
+    written = {f for p in load_ledger(ledger).series("vllm") for f in p.files}
+    sources = release_sources(f"vllm=={RELEASES[0]}", written)
+    imports = {
+        f: imports_of(data.decode("utf-8", "replace"), f, [], digests[0].__contains__) for f, data in sources.items()
+    }
+    return [changed_files(a, b) for a, b in itertools.pairwise(digests)], imports
 
 
 def _old_rotation(patch: str, night: int, age: int, every: int) -> bool:
@@ -181,15 +189,16 @@ def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: 
     from patchset.verify.plan import decide
     from patchset.verify.plan.simulate import Month, simulate, spread
 
-    month = spread(release_changes(), nights, seed)
+    changes, imports = release_changes(ledger)
+    month = spread(changes, nights, seed)
     run = VerifyRun(ledger, target="vllm", tags=tags)
 
-    def plan(old_rotation: bool = False, **kw) -> list:
+    def plan(old_rotation: bool = False, scan: bool = True, **kw) -> list:
         opts = decide.PlanOptions(history="simulated", full_every=full_every)
         staggered = decide.due_by_rotation
         decide.due_by_rotation = _old_rotation if old_rotation else staggered
         try:
-            return simulate(Month(run, opts, **kw), month)
+            return simulate(Month(run, opts, imports=imports if scan else {}, **kw), month)
         finally:
             decide.due_by_rotation = staggered
 
@@ -198,6 +207,7 @@ def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: 
         "every configuration every night": plan(by_config=False),
         "switched configurations never grouped": plan(group=False),
         "rotation unstaggered": plan(old_rotation=True),
+        "patched files only (no import scan)": plan(scan=False),
     }
     return {
         "ledger": str(ledger),

@@ -25,6 +25,11 @@ def release_digests(spec: str) -> dict[str, str]:
     return out
 
 
+def release_sources(spec: str, paths: set[str]) -> dict[str, bytes]:
+    """The content of those files of the release's sdist that it has."""
+    return {m.path: m.data for m in ArchiveReader(download(spec), strip_top=True) if m.kind == FILE and m.path in paths}
+
+
 def changed_files(old: dict[str, str], new: dict[str, str]) -> set[str]:
     """Files added, removed or changed from ``old`` to ``new`` (two ``release_digests``)."""
     return {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}

@@ -58,12 +58,16 @@ class Month:
     group: bool = True  # False: switched configurations never share a start
     history: TargetHistory = field(default_factory=TargetHistory)
     versions: dict[str, int] = field(default_factory=dict)  # path -> how often upstream changed it
+    imports: dict[str, list[str]] = field(default_factory=dict)  # patched path -> the files it imports
 
     def watch(self, files: list[str]) -> Watch:
+        """What a patch writing ``files`` watches: them and, when known, the files they import."""
         w = Watch()
         for f in files:
-            d = f"{self.versions.get(f, 0):016x}"
-            w.why[f], w.digests[f] = "patched", (d, d, d)
+            for path, why in [(f, "patched"), *((i, f"imported by {f}") for i in self.imports.get(f, []))]:
+                d = f"{self.versions.get(path, 0):016x}"
+                w.why.setdefault(path, why)
+                w.digests[path] = (d, d, d)
         return w
 
 
