@@ -366,3 +366,12 @@ def test_a_grouped_configuration_s_with_run_runs_on_the_merged_configuration_onl
     with_run, without_run = rounds.first
     assert with_run.longctx.engine_args == ["--y-flag", "f32"] and with_run.longctx.env == {"X_SWITCH": "1"}  # type: ignore[union-attr]
     assert without_run.longctx.engine_args == [] and without_run.longctx is lc  # the tree without it: its own
+
+
+def test_the_month_watches_what_the_patched_files_import() -> None:
+    month = _month(full_every=0)
+    month.imports = {"vllm/v1/core/kv_cache_utils.py": ["vllm/utils/hashing.py"]}
+    nights = simulate(month, [set(), set(), set(), {"vllm/utils/hashing.py"}])
+    why = nights[3].why["without u58021-single-group-prefix-match-unit"]
+    assert any("vllm/utils/hashing.py (imported by vllm/v1/core/kv_cache_utils.py)" in w for w in why), why
+    assert simulate(_month(full_every=0), [set(), set(), set(), {"vllm/utils/hashing.py"}])[3].planned_starts == 1
