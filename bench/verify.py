@@ -18,13 +18,23 @@ touches a patch's file harmlessly, one that breaks a patch's assumption), as pla
 run (``--all``, nothing cached), and prints per night the engine starts planned, made and of the full
 run, and whether both gave the same verdicts (``--double``: on the completions double).
 
+``--simulate`` plans a month on a ledger from real upstream change, starting nothing
+(``patchset.verify.plan.simulate``; the model is in docs/verify-plan.md): the files that changed
+between vLLM 0.30.0, 0.31.0, 0.32.0 and 0.33.0 (their sdists from the package index, cached),
+each release's spread over the nights of its cycle (``--seed``); per night the starts planned and
+of a full run, and why. The same month is planned the old ways too, as the baseline measured in
+the same run: every configuration every night, switched configurations never grouped, and the
+rotation unstaggered (every proof due on the night it is ``--full-every`` runs old).
+
     python bench/verify.py [--example serving-cpu] [--example longctx-cpu] [--double] [--nights] [--json]
+    python bench/verify.py --simulate --ledger patches.toml [--nights 30] [--seed 0] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import json
 import re
 import shutil
@@ -151,18 +161,122 @@ def bench_nights(scratch: Path, double: bool) -> list[dict]:
     ]
 
 
+RELEASES = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
+
+
+def release_changes(ledger: Path) -> tuple[list[set[str]], dict[str, list[str]]]:
+    """The files that changed from each release of ``RELEASES`` to the next (sdist digests), and
+    what each file the ledger's patches write imports in the first release (the import scan)."""
+    from patchset.ledger.store import load_ledger
+    from patchset.upstream.changes import changed_files, release_digests, release_sources
+    from patchset.verify.plan.watch import imports_of
+
+    digests = [release_digests(f"vllm=={v}") for v in RELEASES]
+    written = {f for p in load_ledger(ledger).series("vllm") for f in p.files}
+    sources = release_sources(f"vllm=={RELEASES[0]}", written)
+    imports = {
+        f: imports_of(data.decode("utf-8", "replace"), f, [], digests[0].__contains__) for f, data in sources.items()
+    }
+    return [changed_files(a, b) for a, b in itertools.pairwise(digests)], imports
+
+
+def _old_rotation(patch: str, night: int, age: int, every: int) -> bool:
+    return every > 0 and age >= every  # before the stagger: every proof due when it is N runs old
+
+
+def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: list[str]) -> dict:
+    """The month planned four ways; the figures of each and the nights of the current one."""
+    from patchset.verify.plan import decide
+    from patchset.verify.plan.simulate import Month, simulate, spread
+
+    changes, imports = release_changes(ledger)
+    month = spread(changes, nights, seed)
+    run = VerifyRun(ledger, target="vllm", tags=tags)
+
+    def plan(old_rotation: bool = False, scan: bool = True, **kw) -> list:
+        opts = decide.PlanOptions(history="simulated", full_every=full_every)
+        staggered = decide.due_by_rotation
+        decide.due_by_rotation = _old_rotation if old_rotation else staggered
+        try:
+            return simulate(Month(run, opts, imports=imports if scan else {}, **kw), month)
+        finally:
+            decide.due_by_rotation = staggered
+
+    ways = {
+        "planned": plan(),
+        "every configuration every night": plan(by_config=False),
+        "switched configurations never grouped": plan(group=False),
+        "rotation unstaggered": plan(old_rotation=True),
+        "patched files only (no import scan)": plan(scan=False),
+    }
+    return {
+        "ledger": str(ledger),
+        "releases": list(RELEASES),
+        "seed": seed,
+        "full_every": full_every,
+        "nights": [n.to_json() for n in ways["planned"]],
+        "summary": {k: _summary([n.planned_starts for n in v[1:]]) for k, v in ways.items()},
+        "full_summary": _summary([n.full_starts for n in ways["planned"][1:]]),
+    }
+
+
+def _summary(starts: list[int]) -> dict:
+    import statistics
+
+    if not starts:
+        return {"median": 0, "p90": 0, "max": 0, "total": 0}
+    p90 = statistics.quantiles(starts, n=10, method="inclusive")[-1] if len(starts) > 1 else starts[0]
+    return {"median": statistics.median(starts), "p90": p90, "max": max(starts), "total": sum(starts)}
+
+
+def print_simulation(doc: dict) -> None:
+    print(f"the month on {doc['ledger']} (vLLM {' -> '.join(doc['releases'])}, seed {doc['seed']}), after night 0:")
+    for way, s in doc["summary"].items():
+        print(f"  {way:<40} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
+    f = doc["full_summary"]
+    print(
+        f"  {'a full run each night':<40} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
+    )
+    print("the costliest nights:")
+    for n in sorted(doc["nights"][1:], key=lambda n: -n["planned_starts"])[:3]:
+        print(
+            f"  night {n['night']}: {n['planned_starts']} start(s) of {n['full_starts']}, {n['changed_files']} file(s) changed"
+        )
+        for tree, why in n["why"].items():
+            print(f"    {tree}: {'; '.join(why)[:160]}")
+
+
+def simulate_main(ns: argparse.Namespace) -> int:
+    nights = ns.nights if ns.nights else 30
+    doc = bench_simulate(Path(ns.ledger), nights, ns.seed, ns.full_every, ns.tags.split(","))
+    if ns.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print_simulation(doc)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--example", action="append", default=[], help="examples/<name> (default: both CPU engine examples)"
     )
     ap.add_argument("--double", action="store_true", help="the completions double instead of vLLM (fast)")
-    ap.add_argument("--nights", action="store_true", help="the verify plan night by night, planned and full")
+    ap.add_argument(
+        "--nights", nargs="?", type=int, const=-1, help="the verify plan night by night (--simulate: how many)"
+    )
+    ap.add_argument("--simulate", action="store_true", help="a month planned from real release changes")
+    ap.add_argument("--ledger", default=str(REPO / "patches.toml"), help="--simulate: the ledger")
+    ap.add_argument("--seed", type=int, default=0, help="--simulate: how the changes fall on the nights")
+    ap.add_argument("--full-every", type=int, default=7, help="--simulate: the rotation")
+    ap.add_argument("--tags", default="spark", help="--simulate: the tests (comma-separated tags)")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
+    if ns.simulate:
+        return simulate_main(ns)
     scratch = Path(tempfile.mkdtemp(prefix="patchset-bench-verify-"))
     rows: dict[str, list[dict]] = {}
-    if ns.nights:
+    if ns.nights is not None:
         if not ns.double:
             from patchset.verify.engines.vllm_cpu import engine_missing_reason
 

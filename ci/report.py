@@ -194,9 +194,13 @@ def plan_lines(r: GateReport) -> list[str]:
     if not r.plan or r.status == PLANNED:
         return []
     plan = r.plan.get("plan") or {}
+    from patchset.verify.plan.view import cost_text
+
+    cost = cost_text(plan.get("cost") or {})
     lines = [
         f"per-patch tests: {r.plan.get('engine_starts', 0)} engine start(s) (planned "
         f"{plan.get('engine_starts', '?')}; a full run: {plan.get('full_run_engine_starts', '?')})"
+        + (f"; tonight's cost: {cost}" if cost else "")
     ]
     for x in r.plan.get("proven_tonight", []):
         lines.append(

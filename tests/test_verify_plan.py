@@ -170,7 +170,7 @@ def test_nothing_moved_carries_the_verdict_from_the_run_that_proved_it() -> None
         ),
         (dict(digests={"pkg/a.py": ("1" * 16, "2" * 16, "1" * 16)}), "it no longer watches pkg/b.py"),
         (dict(digests={"pkg/a.py": (UNSAFE,) * 3, "pkg/b.py": ("3" * 16,) * 3}), "cannot read pkg/a.py (patched)"),
-        (dict(night=10), "due by rotation: proven 7 runs ago (--full-every 7)"),
+        (dict(night=17), "due by rotation: its turn of every 7 runs, proven 14 runs ago"),
         (dict(last="error"), "it was in error in run 3"),
         (dict(opts=PlanOptions(all_=True, history="x")), "asked for (--all)"),
         (dict(opts=PlanOptions(only=["p"], history="x")), "asked for (--only)"),

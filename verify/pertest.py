@@ -47,10 +47,11 @@ import datetime as dt
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchset.commands.apply.target import series_items
+from patchset.commands.inspection import body_state
 from patchset.engine.detect import detect_state
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import apply_series
@@ -67,8 +68,10 @@ from patchset.verify.longctx.runs import LongctxSpec, resolve_spec
 from patchset.verify.outcomes import NOT_NEEDED, PatchOutcome, TestOutcome, VerifyReport, classify, patch_class
 from patchset.verify.overlay import private_copy, remove_tree
 from patchset.verify.plan.carry import Tonight, record
+from patchset.verify.plan.configs import SwitchIndex, plan_by_config
 from patchset.verify.plan.decide import PlanOptions, PlanPatch, VerifyPlan, make_plan
 from patchset.verify.plan.inputs import ChosenTest, plan_inputs
+from patchset.verify.plan.ledger import plan_ledger
 from patchset.verify.plan.rounds import Rounds, SeriesTrees
 from patchset.verify.proofs import TargetHistory, load_history, save_history
 from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
@@ -148,6 +151,9 @@ def run_verify(run: VerifyRun) -> VerifyReport:
     t0 = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     run.check()
+    if run.plan_only and (ledger_only := _plan_without_bodies(run)) is not None:
+        ledger_only.wall_seconds = time.monotonic() - t0
+        return ledger_only
     sel = _select(run)
     _engine_ready(run, sel)
     work_root = cache.subdir("verify-work")
@@ -164,10 +170,11 @@ def run_verify(run: VerifyRun) -> VerifyReport:
         keys = _Keys(
             ResultCache(results_root if run.use_cache else None, enabled=run.use_cache), run.use_cache, sel.home
         )
-        inputs = plan_inputs(trees, sel.tests, sel.stored, keys.cached)
+        switches = SwitchIndex.of(sel.ledger.series(tgt.name), sel.ledger.engines)
+        inputs = plan_inputs(trees, sel.tests, sel.stored, keys.cached, switches)
         opts = PlanOptions(run.all_, sel.wanted_ids, run.full_every, report.history)
         past = sel.histories.get(tgt.name)
-        report.plan = make_plan(tgt.name, base.label, inputs, past, opts, trees.applies)
+        report.plan = plan_by_config(make_plan(tgt.name, base.label, inputs, past, opts, trees.applies), past)
         for pp in inputs.patches:
             report.notes += [f"{pp.id}: {n}" for n in pp.watch.notes]
         if run.plan_only:
@@ -197,6 +204,27 @@ def run_verify(run: VerifyRun) -> VerifyReport:
     finally:
         if not run.keep_trees:
             remove_tree(work)
+
+
+def _plan_without_bodies(run: VerifyRun) -> VerifyReport | None:
+    """``--plan`` with bodies not imported: the plan from the ledger alone (``verify.plan.ledger``),
+    each missing body named as a blocker of its patch's run; None when every body is there."""
+    ledger = load_ledger(Path(run.ledger_path))
+    tgt = choose_target(ledger, run.target, parse_tags(run.tags))
+    missing = [p.id for p in ledger.series(tgt.name) if body_state(ledger, p)[1] is None]
+    if not missing:
+        return None
+    histories = load_history(Path(run.history)) if run.history is not None else {}  # a foreign one: refused here
+    only = [ledger.get(pid).id for pid in split_list(run.only)] if run.only else []
+    why = f"no tree with the series can be made tonight (the bodies of {len(missing)} patch(es) are not imported)"
+    opts = PlanOptions(run.all_, only, run.full_every, str(run.history or ""), unknown=why)
+    stored = set(load_serving_baseline(Path(run.baseline))) if run.baseline else None
+    plan = plan_ledger(replace(run, target=tgt.name), histories.get(tgt.name), opts, stored)
+    plan.blockers = {pid: "its body is not imported (`patchset fetch` or `patchset import`)" for pid in missing}
+    plan.notes.append(f"the run is blocked until every body is imported: {', '.join(missing)}")
+    report = VerifyReport(str(ledger.path), tgt.name, "(the ledger alone)", parse_tags(run.tags), run.jobs)
+    report.history, report.plan, report.planned_only = str(run.history or ""), plan, True
+    return report
 
 
 def _select(run: VerifyRun) -> _Selection:
@@ -356,6 +384,9 @@ def _conclude(
     if run.history is not None and run.record_history:
         th = sel.histories.setdefault(tgt.name, past or TargetHistory())
         report.proven_tonight = record(th, tonight, planned, outcomes)
+        for er in report.engines:  # each engine's start durations: tomorrow's cost estimate
+            if er.started and er.startup_seconds is not None and er.engine:
+                th.add_start(er.engine, er.startup_seconds + er.check_seconds)
         save_history(Path(run.history), sel.histories)
     else:
         report.proven_tonight = [po.patch_id for po in outcomes if po.proof.startswith("proven tonight")]

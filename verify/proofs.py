@@ -27,6 +27,7 @@ MAX_TEXT = 4096
 MAX_PATCHES = 4096
 MAX_TESTS = 256
 MAX_WATCH = 4096
+MAX_STARTS = 32  # recorded start durations per engine
 _DIGEST = re.compile(r"^([0-9a-f]{16}|absent|unsafe)$")
 _HINT = (
     "it came with the repository, a CI cache or another machine (or an older patchset wrote it): remove "
@@ -37,7 +38,7 @@ _HINT = (
 
 @dataclass
 class WithoutProof:
-    """One test's without-run, as it proved the verdict."""
+    """One test's without-run, as it proved the verdict (or, in ``with_tests``, its run with the series)."""
 
     spec: str  # digest of what the test measures and where (checks, model, engine)
     outcome: str  # pass | fail
@@ -57,6 +58,8 @@ class PatchProof:
     tests: dict[str, WithoutProof] = field(default_factory=dict)
     watch: dict[str, list[str]] = field(default_factory=dict)  # path -> [base, with, without] digests
     why: dict[str, str] = field(default_factory=dict)  # path -> why it is watched
+    # tests on a switched configuration: their run with the series, carried when nothing moved
+    with_tests: dict[str, WithoutProof] = field(default_factory=dict)
 
     def run_name(self) -> str:
         return run_name(self.night, self.at, self.base)
@@ -79,6 +82,19 @@ class TargetHistory:
     nights: int = 0  # runs recorded so far
     proofs: dict[str, PatchProof] = field(default_factory=dict)
     last: dict[str, LastVerdict] = field(default_factory=dict)
+    starts: dict[str, list[float]] = field(default_factory=dict)  # engine -> seconds of its last starts
+
+    def add_start(self, engine: str, seconds: float) -> None:
+        """One engine start's cluster time (start-up and checks), the last ``MAX_STARTS`` kept."""
+        self.starts[engine] = [*self.starts.get(engine, []), round(float(seconds), 1)][-MAX_STARTS:]
+
+    def start_seconds(self, engine: str) -> float | None:
+        """The median of an engine's recorded starts (None: none recorded)."""
+        times = sorted(self.starts.get(engine, []))
+        if not times:
+            return None
+        mid = len(times) // 2
+        return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
 
 
 def run_name(night: int, at: str, base: str) -> str:
@@ -162,9 +178,10 @@ class _Check:
         )
 
     def proof(self, where: str, value: object) -> PatchProof:
-        known = {"night", "at", "base", "klass", "body", "tests", "watch", "why"}
+        known = {"night", "at", "base", "klass", "body", "tests", "watch", "why", "with_tests"}
         d = self.fields(where, value, known, {"night", "at", "base", "klass", "body"})
         tests = self.table(f"{where} tests", d.get("tests", {}), MAX_TESTS)
+        with_tests = self.table(f"{where} with_tests", d.get("with_tests", {}), MAX_TESTS)
         watch = self.table(f"{where} watch", d.get("watch", {}), MAX_WATCH)
         why = self.table(f"{where} why", d.get("why", {}), MAX_WATCH)
         for path, digests in watch.items():
@@ -182,6 +199,7 @@ class _Check:
             {name: self.test(f"{where} test {name!r}", t) for name, t in tests.items()},
             {path: list(digests) for path, digests in watch.items()},
             {path: self.text(f"{where} why", w) for path, w in why.items()},
+            {name: self.test(f"{where} with-series test {name!r}", t) for name, t in with_tests.items()},
         )
 
     def last(self, where: str, value: object) -> LastVerdict:
@@ -195,14 +213,24 @@ class _Check:
 
     def target(self, name: str, value: object) -> TargetHistory:
         where = f"target {name!r}"
-        d = self.fields(where, value, {"nights", "proofs", "last"}, {"nights"})
+        d = self.fields(where, value, {"nights", "proofs", "last", "starts"}, {"nights"})
         proofs = self.table(f"{where} proofs", d.get("proofs", {}), MAX_PATCHES)
         last = self.table(f"{where} last", d.get("last", {}), MAX_PATCHES)
+        starts = self.table(f"{where} starts", d.get("starts", {}), MAX_PATCHES)
         return TargetHistory(
             self.count(f"{where} nights", d["nights"]),
             {pid: self.proof(f"{where} patch {pid!r}", p) for pid, p in proofs.items()},
             {pid: self.last(f"{where} last {pid!r}", v) for pid, v in last.items()},
+            {name: self.seconds(f"{where} starts {name!r}", v) for name, v in starts.items()},
         )
+
+    def seconds(self, where: str, value: object) -> list[float]:
+        if not isinstance(value, list) or len(value) > MAX_STARTS:
+            raise self.fail(where, f"not a list of at most {MAX_STARTS} durations in seconds")
+        for x in value:
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x < 1e7:
+                raise self.fail(where, f"not a list of at most {MAX_STARTS} durations in seconds")
+        return [float(x) for x in value]
 
 
 def _is_digest(value: object) -> bool:

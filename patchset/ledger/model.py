@@ -259,6 +259,7 @@ class Switches:
 
     env: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    independent: bool = False  # does not interact with other independent switches: may share a start
 
     def __bool__(self) -> bool:
         return bool(self.env or self.flags)

@@ -99,7 +99,9 @@ SOURCE = {
     "sha256": Field("str", check=_pattern(SHA256_RE, "a sha256 (64 hex digits)")),
     "root": Field("str"),
 }
-SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]")}
+# independent = true: the switch does not interact with another independent switch, so tests that
+# turn on only such switches may share one engine start (patchset.verify.plan.configs)
+SWITCHES = {"env": Field("map[str]"), "flags": Field("list[str]"), "independent": Field("bool")}
 LONGCTX_CHECKS = ("causality", "resume", "cached", "rescore", "reference", "copy")
 LONGCTX_MODES = ("fixed", "control")
 ENGINE_TEST_KEYS = ("checks", "model", "mode", "baseline", "engine_args", "engine")
@@ -181,6 +183,9 @@ ENGINE = {
     "model": Field("str"),
     "image": Field("str"),
     "notes": Field("str"),
+    # production = true: this engine's own defaults are the production configuration (the with-series
+    # run on it starts every night; a test that sets arguments or environment on it is a switch)
+    "production": Field("bool"),
     # credential variables (patchset.ledger.consent.is_credential) the engine's commands are given
     "pass_env": Field("list[str]", check=_pattern(ENV_NAME_RE, "an environment variable name")),
 }
@@ -473,6 +478,13 @@ class Validator:
         engines = data.get("engines", {})
         for name, engine in engines.items():
             self.check_engine(name, engine)
+        production = [name for name, engine in engines.items() if engine.get("production")]
+        if len(production) > 1:
+            raise self.fail(
+                ("engines", production[1], "production"),
+                f"engines {production[0]!r} and {production[1]!r} are both marked production",
+                "one engine's defaults are the production configuration: set `production = true` on one only",
+            )
         seen: dict[str, int] = {}
         for i, patch in enumerate(data.get("patch", [])):
             pid = patch["id"]

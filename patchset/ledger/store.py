@@ -208,7 +208,9 @@ def _patch(d: dict[str, Any], line: int) -> Patch:
         notes=d.get("notes", ""),
         upstream=Upstream(**{k: list(v) for k, v in up.items()}),
         source=Source(**src),
-        switches=Switches(env=dict(sw.get("env", {})), flags=list(sw.get("flags", []))),
+        switches=Switches(
+            env=dict(sw.get("env", {})), flags=list(sw.get("flags", [])), independent=bool(sw.get("independent"))
+        ),
         tests=[TestSpec(**t) for t in d.get("tests", [])],
         status=RecordedStatus(**{**st, "followups": list(st.get("followups", []))}),
         dep3=dict(d.get("dep3", {})),

@@ -144,6 +144,7 @@ class EngineDef:
     )  # where the start command runs: the ledger's directory, or the start's log directory
     pass_env: list[str] = field(default_factory=list)  # credential variables its commands are given
     line: int = 0
+    production: bool = False  # its own defaults are the production configuration
 
     def fingerprint(self) -> str:
         """What makes two definitions start the same engine (for sharing and the result cache)."""
@@ -151,6 +152,7 @@ class EngineDef:
         data.pop("line")
         data.pop("ready_timeout")
         data.pop("max_parallel")
+        data.pop("production")  # what the plan does with it, not how it starts
         if not data["pass_env"]:
             data.pop("pass_env")  # the key older definitions were cached under
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -225,6 +227,7 @@ def resolve_engine(ledger: Ledger, name: str, target: Target | None = None) -> E
         cwd=StartDir(base.get("cwd", StartDir.LEDGER)),
         pass_env=list(table.get("pass_env", [])),
         line=line,
+        production=bool(table.get("production")),
     )
     uses = {n for t in [*out.start, *out.stop, *out.logs] for n in _names(t)}
     if "image" in uses and not out.image:

@@ -93,7 +93,12 @@ def record(
         history.last[p.id] = LastVerdict(po.klass, tonight.night, tonight.at, tonight.base)
         tests: dict[str, TestOutcome] = {t.name: t for t in po.tests}
         made: dict[str, WithoutProof] = {}
+        with_made = _with_proofs(p, tests)
         for t in p.tests:
+            if t.with_only:
+                if t.name not in with_made:
+                    break
+                continue
             outcome = tests.get(t.name)
             tp = proof_of(outcome.without_run if outcome else None, t.spec)
             if tp is None:
@@ -109,6 +114,22 @@ def record(
                 made,
                 {path: list(d) for path, d in p.watch.digests.items()},
                 dict(p.watch.why),
+                with_made,
             )
             proven.append(p.id)
+            continue
+        old = history.proofs.get(p.id)
+        if old is not None:  # not proven anew: its switched with-runs that ran tonight still count
+            old.with_tests.update(with_made)
     return proven
+
+
+def _with_proofs(p: PlanPatch, tests: dict[str, TestOutcome]) -> dict[str, WithoutProof]:
+    """The runs with the series of a patch's tests on switched configurations that ran tonight."""
+    out = {}
+    for t in p.tests:
+        outcome = tests.get(t.name)
+        wp = proof_of(outcome.with_run, t.spec) if t.switched and outcome is not None else None
+        if wp is not None:
+            out[t.name] = wp
+    return out

@@ -24,6 +24,7 @@ will cost (trees whose results are all in the result cache start nothing) and wh
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,8 @@ class PlanTest:
     engine_name: str
     cached_without: bool = False  # the tree without its patch has this result in the result cache
     config: str = ""  # the engine's arguments and environment, when the test sets any
+    switched: bool = False  # on a configuration with a switch: its with-run is carried when nothing moved
+    with_only: bool = False  # a serving test on a switched configuration: only its with-run is planned
 
 
 @dataclass
@@ -83,16 +86,42 @@ class EngineTree:
     cached: bool = False
     when: str = TONIGHT  # or the condition it starts on ("if lc-04 passes with the series")
     config: str = ""  # what sets this engine apart from others of the same name (arguments, environment)
+    production: bool = True  # the production configuration (a with-series tree on it starts every night)
+    switches: list[str] = field(default_factory=list)  # the env variables and flags its configuration sets
+    independent: bool = False  # every switch it sets is declared independent (may share a start)
+    carried: str = ""  # its with-series verdicts are carried tonight: from where (no start)
+    why: list[str] = field(default_factory=list)  # why a switched with-series tree starts tonight
+    args: list[str] = field(default_factory=list)  # its configuration's engine arguments
+    env: dict[str, str] = field(default_factory=dict)  # and environment
+    serving: bool = False  # holds a serving test: its figures are compared on this exact configuration
 
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
             "engine": self.engine_name,
             "config": self.config or None,
+            "production": self.production,
             "tests": self.tests,
             "cached": self.cached,
+            "carried": self.carried or None,
+            "why": self.why,
             "when": self.when,
         }
+
+
+@dataclass
+class ConfigGroup:
+    """Switched configurations of one engine whose with-series runs share one start tonight
+    (``verify.plan.configs``): the production configuration plus every one of their switches."""
+
+    engine_name: str
+    members: list[str]  # engine keys of the trees merged
+    args: list[str]
+    env: dict[str, str]
+    label: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"engine": self.engine_name, "label": self.label, "args": self.args, "env": self.env}
 
 
 @dataclass
@@ -166,20 +195,48 @@ class VerifyPlan:
     trees: list[EngineTree] = field(default_factory=list)
     full_starts: int = 0  # what a full run (every tree, nothing cached) costs
     notes: list[str] = field(default_factory=list)
+    config_groups: list[ConfigGroup] = field(default_factory=list)
+    blockers: dict[str, str] = field(default_factory=dict)  # patch -> what keeps its run from running
+    cost: dict[str, Any] = field(default_factory=dict)  # tonight's estimated cluster time (``estimate``)
 
     @property
     def starts(self) -> int:
         """Engine starts tonight, before any condition is known."""
-        return sum(1 for t in self.trees if t.when == TONIGHT and not t.cached)
+        return sum(1 for t in self.trees if t.when == TONIGHT and not t.cached and not t.carried)
 
     @property
     def starts_at_most(self) -> int:
         """Engine starts if every condition comes true (each group split down to single patches)."""
-        extra = sum(1 for t in self.trees if t.when != TONIGHT and not t.cached)
+        extra = sum(1 for t in self.trees if t.when != TONIGHT and not t.cached and not t.carried)
         return self.starts + extra + sum(max(0, 2 * len(g.patches) - 2) for g in self.groups)
+
+    def estimate(self, history: TargetHistory | None) -> None:
+        """Tonight's cost: planned and full starts, and the cluster time the planned ones take at
+        each engine's median recorded start (``None`` when an engine has no recorded start)."""
+        per: dict[str, int] = {}
+        for t in self.trees:
+            if t.when == TONIGHT and not t.cached and not t.carried:
+                per[t.engine_name] = per.get(t.engine_name, 0) + 1
+        each = {e: (history.start_seconds(e) if history else None) for e in per}
+        known = all(v is not None for v in each.values())
+        self.cost = {
+            "planned_starts": self.starts,
+            "full_starts": self.full_starts,
+            "starts_per_engine": per,
+            "seconds_per_start": each,
+            "estimated_seconds": round(sum(n * (each[e] or 0.0) for e, n in per.items()), 1) if known else None,
+        }
 
     def decision(self, patch: str) -> Decision | None:
         return next((d for d in self.decisions if d.patch == patch), None)
+
+    def with_tree(self, engine: str) -> EngineTree | None:
+        """The with-series tree of an engine key (None: it was merged into a group's)."""
+        return next((t for t in self.trees if t.label == "with the series" and t.engine == engine), None)
+
+    def config_group(self, engine: str) -> ConfigGroup | None:
+        """The group a switched configuration's with-series run shares a start with tonight."""
+        return next((g for g in self.config_groups if engine in g.members), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -192,6 +249,9 @@ class VerifyPlan:
             "full_run_engine_starts": self.full_starts,
             "decisions": [d.to_json() for d in self.decisions],
             "groups": [g.to_json() for g in self.groups],
+            "config_groups": [g.to_json() for g in self.config_groups],
+            "blockers": self.blockers,
+            "cost": self.cost,
             "trees": [t.to_json() for t in self.trees],
             "notes": self.notes,
         }
@@ -228,6 +288,20 @@ def _moved(p: PlanPatch, proof: PatchProof, base: str) -> list[str]:
     return out
 
 
+def rotation_slot(patch: str, every: int) -> int:
+    """The night (mod ``every``) a patch comes up by rotation: a stable hash of its id, so about
+    1/``every`` of the patches are re-proven each night and the same patch every ``every`` nights."""
+    return int.from_bytes(hashlib.sha256(patch.encode()).digest()[:8], "big") % every
+
+
+def due_by_rotation(patch: str, night: int, age: int, every: int) -> bool:
+    """Its turn tonight and not proven since its last turn (``every`` nights ago), or two turns old
+    (a proof made for another reason pushes it to its next turn, so a proof is under 2 x ``every``)."""
+    if every <= 0:
+        return False
+    return (age >= every and night % every == rotation_slot(patch, every)) or age >= 2 * every
+
+
 def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night: int, base: str) -> Decision:
     """One patch's decision (see the module docstring)."""
     d = Decision(p.id, RUN, tests=[t.name for t in p.tests])
@@ -255,15 +329,15 @@ def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night
     if p.body != proof.body:
         d.reasons.append(f"its body changed since {name}")
     for t in p.tests:
-        old = proof.tests.get(t.name)
+        old = (proof.with_tests if t.with_only else proof.tests).get(t.name)
         if old is None:
             d.reasons.append(f"its test {t.name} has no earlier proof")
         elif old.spec != t.spec:
             d.reasons.append(f"its test {t.name} changed since {name} (checks, model or engine)")
     d.reasons += _moved(p, proof, base)
     age = night - proof.night
-    if opts.full_every > 0 and age >= opts.full_every:
-        d.reasons.append(f"due by rotation: proven {age} runs ago (--full-every {opts.full_every})")
+    if due_by_rotation(p.id, night, age, opts.full_every):
+        d.reasons.append(f"due by rotation: its turn of every {opts.full_every} runs, proven {age} runs ago")
     broken = last is not None and last.klass == BROKEN
     if last is not None and last.klass == ERROR:
         d.reasons.append(f"it was in error in {run_name(last.night, last.at, last.base)}")
@@ -277,6 +351,11 @@ def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night
     if not d.reasons:
         d.action = CARRY
     return d
+
+
+def _without_side(p: PlanPatch) -> list[PlanTest]:
+    """The tests of a patch that have a without-run to plan (a serving test on a switch has none)."""
+    return [t for t in p.tests if not t.with_only]
 
 
 def make_plan(
@@ -296,11 +375,11 @@ def make_plan(
     for p in patches:
         plan.decisions.append(decide(p, history, opts, night, base))
     # group tries: per engine, patches expected to be not needed with disjoint watched files
-    for engine in dict.fromkeys(t.engine for p in patches for t in p.tests):
+    for engine in dict.fromkeys(t.engine for p in patches for t in _without_side(p)):
         wanted = []
         for d in plan.decisions:
             p = by_id[d.patch]
-            on = [t for t in p.tests if t.engine == engine]
+            on = [t for t in _without_side(p) if t.engine == engine]
             proof = d.proof
             expected = (
                 proof is not None
@@ -311,14 +390,14 @@ def make_plan(
                 wanted.append(p)
         groups, notes = choose_groups([(p.id, p.watch) for p in wanted], applies)
         plan.notes += notes
-        name = next(t.engine_name for p in patches for t in p.tests if t.engine == engine)
+        name = next(t.engine_name for p in patches for t in _without_side(p) if t.engine == engine)
         for members in groups:
             plan.groups.append(WithoutPool(engine, name, members))
             for pid in members:
                 next(d for d in plan.decisions if d.patch == pid).groups[engine] = len(plan.groups) - 1
     for g in plan.groups:
-        tests = [f"{pid}/{t.name}" for pid in g.patches for t in by_id[pid].tests if t.engine == g.engine]
-        config = next((t.config for pid in g.patches for t in by_id[pid].tests if t.engine == g.engine), "")
+        tests = [f"{pid}/{t.name}" for pid in g.patches for t in _without_side(by_id[pid]) if t.engine == g.engine]
+        config = next((t.config for pid in g.patches for t in _without_side(by_id[pid]) if t.engine == g.engine), "")
         plan.trees.append(
             EngineTree(
                 f"without {', '.join(g.patches)} (tried together)", g.engine, g.engine_name, tests, config=config
@@ -328,10 +407,10 @@ def make_plan(
         p = by_id[d.patch]
         if d.action == CARRY or p.minus_error:
             continue
-        for engine in dict.fromkeys(t.engine for t in p.tests):
+        for engine in dict.fromkeys(t.engine for t in _without_side(p)):
             if engine in d.groups:
                 continue
-            on = [t for t in p.tests if t.engine == engine]
+            on = [t for t in _without_side(p) if t.engine == engine]
             when = TONIGHT if d.action == RUN else f"if {p.id} passes with the series"
             tests = [f"{p.id}/{t.name}" for t in on]
             cached = all(t.cached_without for t in on)
@@ -383,6 +462,10 @@ def plan_from_json(doc: dict[str, Any]) -> VerifyPlan:
                 bool(t.get("cached")),
                 str(t.get("when", TONIGHT)),
                 str(t.get("config") or ""),
+                bool(t.get("production", True)),
+                carried=str(t.get("carried") or ""),
+                why=[str(x) for x in t.get("why", [])],
             )
         )
+    plan.cost = dict(doc.get("cost") or {})
     return plan

@@ -16,6 +16,7 @@ from patchset.ledger.model import Patch, TestSpec
 from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import TestOutcome
 from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
+from patchset.verify.plan.configs import Config, SwitchIndex, set_config
 from patchset.verify.plan.decide import EngineTree, PlanInputs, PlanPatch, PlanTest
 from patchset.verify.plan.rounds import SeriesTrees
 from patchset.verify.plan.watch import added_lines, body_digest, watch_for
@@ -39,8 +40,11 @@ def plan_inputs(
     chosen: list[ChosenTest],
     stored: dict[str, ServingSamples] | None,
     cached: Callable[[str, LongctxSpec], bool],
+    switches: SwitchIndex | None = None,
 ) -> PlanInputs:
-    """The planned patches, the trees that start anyway and the engine starts of a full run."""
+    """The planned patches, the trees that start anyway and the engine starts of a full run.
+    ``switches``: the ledger's switches (which configuration is production, which may share a start)."""
+    index = switches or SwitchIndex()
     added = added_lines(trees.items, trees.mapper)
     bodies = {it.patch_id: it.body for it in trees.items}
     minus = trees.minus
@@ -48,10 +52,14 @@ def plan_inputs(
     full_trees: set[tuple[str, str]] = set()
     planned: dict[str, list[PlanTest]] = {}
 
-    def tree(label: str, ek: str, name: str, test: str, hit: bool, config: str) -> None:
-        t = fixed.setdefault((label, ek), EngineTree(label, ek, name, [], True, config=config))
+    def tree(label: str, ek: str, name: str, test: str, hit: bool, lc: LongctxSpec) -> Config:
+        cfg = index.config(name, list(lc.engine_args), dict(lc.env))
+        new = EngineTree(label, ek, name, [], True, config=engine_config(lc))
+        t = fixed.setdefault((label, ek), set_config(new, cfg, list(lc.engine_args), dict(lc.env)))
         t.tests.append(test)
         t.cached = t.cached and hit
+        t.serving = t.serving or lc.kind == "serving"
+        return cfg
 
     for c in chosen:
         if c.lc is None:
@@ -60,17 +68,20 @@ def plan_inputs(
         m = minus[pid]
         ek, name = engine_digest(lc), c.outcome.engine or "(factory)"
         shown, config = f"{pid}/{c.outcome.name}", engine_config(lc)
-        tree(WITH_SERIES, ek, name, shown, cached(trees.full_hash, lc), config)
+        switched = not tree(WITH_SERIES, ek, name, shown, cached(trees.full_hash, lc), lc).production
         full_trees.add(("", ek))
         if lc.kind == "serving":
             if stored is None or shown not in stored:
                 full_trees.add((pid, ek))
                 if not m.error:
-                    tree(f"without {pid}", ek, name, shown, cached(m.hash, lc), config)
+                    tree(f"without {pid}", ek, name, shown, cached(m.hash, lc), lc)
+            if switched and stored is not None and shown in stored:  # its run with the series is planned
+                test = PlanTest(c.outcome.name, spec_digest(lc), ek, name, config=config, switched=True, with_only=True)
+                planned.setdefault(pid, []).append(test)
             continue
         full_trees.add((pid, ek))
         planned.setdefault(pid, []).append(
-            PlanTest(c.outcome.name, spec_digest(lc), ek, name, cached(m.hash, lc), config)
+            PlanTest(c.outcome.name, spec_digest(lc), ek, name, cached(m.hash, lc), config, switched)
         )
     patches = [
         PlanPatch(

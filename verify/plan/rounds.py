@@ -15,7 +15,7 @@ Carried without-runs are the recorded ones (``verify.plan.carry``), marked with 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +130,7 @@ class Rounds:
         report: VerifyReport,
     ) -> None:
         """The runs of one test: its with-run, and its without-run as the plan says."""
-        w = Run(outcome, spec, patch, WITH, self.items, longctx=lc, tree_hash=full_hash)
-        w.cache_key = self.key(full_hash, lc) if lc else ""
-        self.first.append(w)
+        self._with(outcome, spec, patch, lc, full_hash)
         name = f"{patch.id}/{outcome.name}"
         if lc and lc.kind == "serving" and self.stored is not None:
             if name in self.stored:
@@ -163,6 +161,23 @@ class Rounds:
         r.cache_key = self.key(dry.hash, lc)
         t.runs.append(r)
         self.first.append(r)
+
+    def _with(self, outcome: TestOutcome, spec: TestSpec, patch: Patch, lc: LongctxSpec | None, full_hash: str) -> None:
+        """The with-run: carried when its switched configuration is, on a group's configuration when
+        it shares a start (``verify.plan.configs``), else on its own."""
+        ek = engine_digest(lc) if lc else ""
+        tree = self.plan.with_tree(ek) if lc else None
+        d = self.plan.decision(patch.id)
+        if tree is not None and tree.carried and d is not None and d.proof is not None:
+            outcome.with_run = carried_result(d.proof.with_tests[outcome.name], d.carried_from)
+            outcome.carried = tree.carried
+            return
+        group = self.plan.config_group(ek) if lc else None
+        if lc is not None and group is not None:
+            lc = replace(lc, engine_args=list(group.args), env=dict(group.env))
+        w = Run(outcome, spec, patch, WITH, self.items, longctx=lc, tree_hash=full_hash)
+        w.cache_key = self.key(full_hash, lc) if lc else ""
+        self.first.append(w)
 
     def _carry(self, outcome: TestOutcome, d: Decision, text: str) -> None:
         assert d.proof is not None
