@@ -344,19 +344,20 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
     return items, expected
 
 
-def _choose_target(ledger: Ledger, target: str | None) -> str:
-    if target:
-        if target not in ledger.targets:
-            raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
-        return target
-    if len(ledger.targets) == 1:
-        return next(iter(ledger.targets))
-    raise InputError(
-        "which target do these patches belong to?",
-        hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})"
-        if ledger.targets
-        else "add one first: `patchset target add NAME` (vllm, flashinfer and nccl have presets)",
-    )
+def choose_target(ledger: Ledger, name: str | None, question: str = "which target?") -> Target:
+    """The target named, else the ledger's only one."""
+    if name is None and len(ledger.targets) == 1:
+        return next(iter(ledger.targets.values()))
+    if name is None:
+        raise InputError(
+            question,
+            hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets))})"
+            if ledger.targets
+            else "the ledger has no target yet: `patchset target add vllm` (vllm, flashinfer, nccl have presets)",
+        )
+    if name not in ledger.targets:
+        raise InputError(f"unknown target {name!r} in {ledger.path.name}: {offer(name)}")
+    return ledger.targets[name]
 
 
 @dataclass(frozen=True)
@@ -383,7 +384,7 @@ def import_sources(
     at hand, else its package: ``diffroot``) unless ``naming`` (or a series' ``-pN``) says."""
     strip, root = naming.strip, naming.root
     ledger = ledger_mod.load_ledger(ledger_path)
-    tname = _choose_target(ledger, target)
+    tname = choose_target(ledger, target, "which target do these patches belong to?").name
     items, expected_files = collect(sources)
     if strip is not None and strip < 0:
         raise InputError(f"--strip {strip}: a number of leading components (0, 1, ...)")

@@ -377,15 +377,22 @@ def _prove(body: bytes, plan: _Planned) -> str | None:
 # --------------------------------------------------------------------------- the import
 
 
-def _same_base(recorded: str, given: str) -> bool:
+def check_base(t: Target, label: str, what: str) -> None:
+    """Refuse a base given for ``what`` (the overlay, the script) other than the one the target is on."""
+
     def norm(ref: str) -> str:
         if is_spec_like(ref):
             s = parse_spec(ref)
             return f"{s.name}=={version_like(s.version) or s.version}"
         return version_like(ref) or ref.rstrip("/")
 
-    a, b = norm(recorded), norm(given)
-    return a == b or a.split("==")[-1] == b.split("==")[-1]
+    a, b = norm(t.base), norm(label)
+    if t.base and a != b and a.split("==")[-1] != b.split("==")[-1]:
+        raise InputError(
+            f"target {t.name!r} is on base {t.base!r}; {what} was to be read against {label!r}",
+            hint=f"leave out --base (then it is read against {t.base!r}), or rebase the series first: "
+            "every patch of a target applies to one base",
+        )
 
 
 def import_overlay(
@@ -425,13 +432,8 @@ def import_overlay(
     stocks: dict[str, StockBase] = {}
     try:
         stocks[target] = open_stock(ledger.root, primary, base, base_tree)
-        if primary.base and given is not None and not _same_base(primary.base, stocks[target].label):
-            raise InputError(
-                f"target {target!r} is on base {primary.base!r}; the overlay was to be read against "
-                f"{stocks[target].label!r}",
-                hint=f"leave out --base (the diffs are then taken from {primary.base!r}), or rebase the series "
-                "first: every patch of a target applies to one base",
-            )
+        if given is not None:
+            check_base(primary, stocks[target].label, "the overlay")
         plans = _plan(ledger, rep, entries, target, stocks, group)
         _write(ledger, rep, plans, stocks, data, given is not None)
     finally:

@@ -22,12 +22,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.importer import read_source
+from patchset.commands.importer import choose_target, read_source
 from patchset.errors import InputError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Target
-from patchset.ledger.presets import offer
 from patchset.rebase.regen import FileChange, render_changes
 from patchset.upstream.refs import PRRef, pull_hosts, url_host
 from patchset.upstream.repo import GitRepo
@@ -46,22 +45,6 @@ _NUMBER_LIST = re.compile(
     re.IGNORECASE,
 )
 _SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
-
-
-def _target(ledger: Any, target: str | None) -> Target:
-    if target is None:
-        if len(ledger.targets) != 1:
-            raise InputError(
-                "which target?",
-                hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets))})"
-                if ledger.targets
-                else "the ledger has no target yet: `patchset target add vllm` (vllm, flashinfer, nccl have presets)",
-            )
-        target = next(iter(ledger.targets))
-    if target not in ledger.targets:
-        raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
-    t: Target = ledger.targets[target]
-    return t
 
 
 def _pull_hit(
@@ -137,7 +120,7 @@ def pr_refs(values: list[str], github: str, hosts: frozenset[str] = frozenset({"
 def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict[str, Any]:
     """Record one upstream-origin entry per PR (``pr-N``), its source the PR, not fetched yet."""
     ledger = ledger_mod.load_ledger(ledger_path)
-    t = _target(ledger, target)
+    t = choose_target(ledger, target)
     refs = pr_refs(values, t.github, pull_hosts(t.upstream, t.github))
     out: dict[str, Any] = {"target": t.name, "added": [], "unchanged": [], "not_fetched": []}
     with ledger_mod.edit(ledger_path) as e:
@@ -201,7 +184,7 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
     if not re.fullmatch(r"[0-9a-fA-F]{7,40}", sha):
         raise InputError(f"--revert {sha!r}: a commit sha (7-40 hex digits)")
     ledger = ledger_mod.load_ledger(ledger_path)
-    t = _target(ledger, target)
+    t = choose_target(ledger, target)
     with _repo_for(ledger, t, upstream) as repo:
         full = repo.rev(sha.lower())
         if full is None:

@@ -189,15 +189,3 @@ def releases(t: Target, since: str | None) -> list[str]:
     except InvalidVersion:
         raise InputError(f"--since {since!r} is not a version", hint="e.g. --since 0.30.0") from None
     return [v for v in found if Version(v) >= floor]
-
-
-def choose(ledger: Ledger, name: str | None) -> Target:
-    """The target named, else the only one."""
-    if name is None and len(ledger.targets) == 1:
-        return next(iter(ledger.targets.values()))
-    if name is None or name not in ledger.targets:
-        raise InputError(
-            f"unknown target {name!r}" if name else "which target?",
-            hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets)) or 'none yet'})",
-        )
-    return ledger.targets[name]

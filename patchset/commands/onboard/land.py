@@ -37,6 +37,13 @@ class Onboarding:
     recorded_base: str = ""
     base_search: Find | None = None  # --base auto: the search that found it
 
+    def to_json(self) -> dict[str, object]:
+        assert self.survey is not None
+        done = {**self.result.to_json(), "overlays": [o.to_json() for o in self.overlays], "base": self.recorded_base}
+        if self.base_search is not None:
+            done["base_search"] = self.base_search.to_json()
+        return {**self.survey.to_json(), "dry_run": self.dry_run, **({} if self.dry_run else done)}
+
 
 def _base_target(ob: Onboarding, known: dict[str, Target]) -> str:
     if ob.target:
