@@ -1,15 +1,10 @@
 """``patchset import --script 'CMD … {root}/…' --id ID``: an anchored edit script as a generated patch.
 
-The command is run (``patchset.rebase.generate``) on a private copy of the target's base with the
-earlier patches of its series applied; the files it changes become the body, the command goes
-into ``[patch.generate]``, and the script itself is kept in the ledger directory
-(``patchset/scripts/<id>/``, unless it lives there already) with its sha256 in the lock, so
-``validate`` can say when it changed since its body was made and ``rebase`` can run it again on
-the next base.
-
-A command that names no ``{root}`` would edit the real install: it is refused unless ``--bind``
-mounts the copy at the path the script hard-codes. The result is proved before anything is
-written: applied in memory to the files it started from, the body must give what the script left.
+The command runs on a private copy of the base with the series' earlier patches applied; the
+files it changes become the body, the command goes into ``[patch.generate]`` and the script is
+kept in the ledger directory with its sha256 in the lock, so ``rebase`` can run it again. A
+command naming no ``{root}`` would edit the real install: refused unless ``--bind`` mounts the
+copy where the script writes. The body is proved (re-applied, it gives what the script left).
 """
 
 from __future__ import annotations
@@ -246,15 +241,8 @@ def _record(ledger: Ledger, rep: ScriptReport, made: _Made, stock: StockBase, gi
             if gen.script:
                 existing["generate"]["script"] = gen.script
         else:
-            table = e.add_patch(
-                {
-                    "id": rep.id,
-                    "target": rep.target,
-                    "title": made.title,
-                    "origin": "ours",
-                    "files": rep.files,
-                }
-            )
+            values = {"id": rep.id, "target": rep.target, "title": made.title, "origin": "ours", "files": rep.files}
+            table = e.add_patch(values)
             e.set_path(table, "generate.command", gen.command)
             if gen.script:
                 e.set_path(table, "generate.script", gen.script)

@@ -1,19 +1,13 @@
 """``import --pr N`` and ``import --revert SHA``: upstream changes a build carries by reference.
 
-Five of the surveyed build repositories list upstream PR numbers in a Dockerfile and apply
-``…/pull/N.diff`` at build time; two ``git revert`` upstream commits. Here a PR becomes an entry
-of origin ``upstream`` whose source is the PR (``[patch.source] kind = "pr"``): no body yet, so it
-is recorded as not fetched, and ``patchset fetch`` pins it to the PR's head when GitHub is
-reachable. A revert is the reverse of an upstream commit, read from a local clone (``--upstream``
-or the target's) or the release history, written as a body now (origin ``revert``, the commit in
-``upstream.commits``, its ``(#N)`` in ``upstream.reverts``).
+Build repositories list upstream PRs in a Dockerfile and apply ``…/pull/N.diff`` at build time, or
+``git revert`` upstream commits. A PR becomes an ``upstream`` entry whose source is the PR, recorded
+as not fetched (``patchset fetch`` pins it to the PR's head); a revert is the reverse of an
+upstream commit, read from a local clone or the release history and written as a body now.
 
-A list of PRs can be a file (a Dockerfile fragment, a plain list): the numbers are read from
-``#N``, ``OWNER/REPO#N`` and ``…/pull/N`` anywhere, and bare numbers on lines that hold nothing
-else (``12345 23456``, ``ARG PRS="12345 23456"``); everything else (``EXPOSE 8000``) is ignored.
-
-A pull URL names its host: one on another host than the target's upstream (a fork on another
-forge, a lookalike host) is refused, never recorded as the target's own PR of that number.
+A list of PRs can be a file: numbers are read from ``#N``, ``OWNER/REPO#N``, ``…/pull/N`` and lines
+of bare numbers; anything else (``EXPOSE 8000``) is ignored. A pull URL on another host than the
+target's upstream is refused, never recorded as the target's own PR of that number.
 """
 
 from __future__ import annotations
@@ -158,7 +152,7 @@ def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict
 # --------------------------------------------------------------------------- reverts
 
 
-def _repo_for(ledger: Any, t: Target, upstream: Path | None) -> GitRepo:
+def _repo_for(t: Target, upstream: Path | None) -> GitRepo:
     from patchset.upstream.bases import local_repo
 
     if upstream is not None:
@@ -185,7 +179,7 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
         raise InputError(f"--revert {sha!r}: a commit sha (7-40 hex digits)")
     ledger = ledger_mod.load_ledger(ledger_path)
     t = choose_target(ledger, target)
-    with _repo_for(ledger, t, upstream) as repo:
+    with _repo_for(t, upstream) as repo:
         full = repo.rev(sha.lower())
         if full is None:
             raise InputError(
@@ -210,8 +204,8 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
     head = f'Subject: [PATCH] Revert "{subject}"\n\nThis reverts commit {full}.\n\n'
     body = head.encode("utf-8", "surrogateescape") + render_changes(changes)
     rel = f"patchset/series/{t.name}/{pid}.patch"
-    out: dict[str, Any] = {"id": pid, "target": t.name, "commit": full, "subject": subject, "files": []}
-    out["files"] = [ch.new_path or ch.old_path for ch in changes]
+    files = [ch.new_path or ch.old_path for ch in changes]
+    out: dict[str, Any] = {"id": pid, "target": t.name, "commit": full, "subject": subject, "files": files}
     with ledger_mod.edit(ledger_path) as e:
         existing = e.patch_table(pid)
         if existing is not None:
