@@ -342,14 +342,11 @@ def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImpo
 
     out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
     for name, folder in rep.folders.items():
-        how = (
-            ("created from its preset" if name in rep.preset else "created (generic)")
-            if name in rep.created
-            else "already in the ledger"
-        )
-        out.line(
-            f"target {name} ({folder}): {how}" + (f": {describe(rep.created[name])}" if name in rep.created else "")
-        )
+        how = "already in the ledger"
+        if name in rep.created:
+            how = "created from its preset" if name in rep.preset else "created (generic)"
+            how += f": {describe(rep.created[name])}"
+        out.line(f"target {name} ({folder}): {how}")
         ids = rep.patches.get(name, [])
         out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
     out.line(_counts(rep.result))

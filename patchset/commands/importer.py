@@ -74,9 +74,7 @@ def patch_id_for(name: str) -> str:
 
 
 def body_name(name: str, pid: str) -> str:
-    """The file name a body keeps under the series directory: its own, unless a path from data
-    could not hold it (a newline or another control character, see ``patchset.confine``): then
-    ``<id>.patch``."""
+    """The file name a body keeps: its own, unless a path could not hold it (``confine``): ``<id>.patch``."""
     try:
         return check_relative(name, what="body name")
     except UnsafePathError:
@@ -219,10 +217,8 @@ def not_a_diff(path: Path, body: bytes) -> tuple[str, str]:
 
 
 def _check_text(item: ImportItem, body: bytes) -> None:
-    """Refuse a file in which no diff starts (an empty file, a mail without a patch, a source file,
-    a JSON manifest, an edit script), saying which import it belongs to. A NUL byte alone does not
-    make a patch binary (vim's patches carry some in their text, and GNU patch applies them):
-    refuse only a file in which no diff can be found."""
+    """Refuse a file in which no diff starts, saying which import it belongs to. A NUL byte alone
+    does not make a patch binary (vim's patches carry some, and GNU patch applies them)."""
     if diff_start(body)[0] == len(body):
         if b"\x00" in body:
             raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))

@@ -319,23 +319,14 @@ def _file_mode(path: Path) -> str:
     return "100755" if path.stat().st_mode & 0o111 else "100644"
 
 
-def _changes(plan: _Planned) -> list[FileChange]:
-    return [
-        FileChange(
-            f.key if f.old is not None else None,
-            f.key,
-            f.old,
-            read_source(f.entry.path, what="overlay file"),
-            f.mode if f.old is not None else None,
-            f.mode,
-        )
-        for f in plan.files
-    ]
-
-
 def _body(plan: _Planned, title: str, description: str) -> bytes:
     head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
-    return render_changes(_changes(plan), head=head)
+    changes = []
+    for f in plan.files:
+        data = read_source(f.entry.path, what="overlay file")
+        old_mode = f.mode if f.old is not None else None
+        changes.append(FileChange(f.key if f.old is not None else None, f.key, f.old, data, old_mode, f.mode))
+    return render_changes(changes, head=head)
 
 
 def _prove(body: bytes, plan: _Planned) -> str | None:

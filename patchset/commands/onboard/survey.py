@@ -405,22 +405,15 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
             break
     for (folder, name), keys in kits.items():
         shown = ", ".join(keys[:2]) + (", …" if len(keys) > 2 else "")
-        against = s.stock is not None and s.stock.target.name == name
-        s.findings.append(
-            Finding(
-                Kind.OVERLAY,
-                f"{folder}/" if folder else "./",
-                target=name,
-                note=f"{len(keys)} whole file(s) ({shown}): one patch per file, the diff from {s.stock.label}"
-                if against and s.stock is not None
-                else "",
-                reason=""
-                if against
-                else f"{len(keys)} whole file(s) of {name} ({shown}): an overlay is read against a base: give "
-                f"--base, or `patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} "
-                "--base SPEC`",
+        f = Finding(Kind.OVERLAY, f"{folder}/" if folder else "./", target=name)
+        if s.stock is not None and s.stock.target.name == name:
+            f.note = f"{len(keys)} whole file(s) ({shown}): one patch per file, the diff from {s.stock.label}"
+        else:
+            f.reason = (
+                f"{len(keys)} whole file(s) of {name} ({shown}): an overlay is read against a base: give --base, "
+                f"or `patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} --base SPEC`"
             )
-        )
+        s.findings.append(f)
     return taken
 
 
