@@ -120,28 +120,22 @@ def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict
     with ledger_mod.edit(ledger_path) as e:
         for ref in refs:
             pid = f"pr-{ref.number}" if ref.repo == t.github else f"pr-{ref.repo.replace('/', '-')}-{ref.number}"
+            name = f"{ref.repo}#{ref.number}"
             existing = e.patch_table(pid)
             if existing is not None:
                 src = existing.get("source", {})
-                if src.get("kind") == "pr" and src.get("ref") == f"{ref.repo}#{ref.number}":
+                if src.get("kind") == "pr" and src.get("ref") == name:
                     out["unchanged"].append(pid)
                     continue
                 raise InputError(
-                    f"patch {pid!r} exists and is not PR {ref.repo}#{ref.number}; nothing was imported",
-                    hint="rename that patch first",
+                    f"patch {pid!r} exists and is not PR {name}; nothing was imported", hint="rename that patch first"
                 )
-            table = e.add_patch(
-                {
-                    "id": pid,
-                    "target": t.name,
-                    "title": f"Upstream PR {ref.repo}#{ref.number}",
-                    "origin": "upstream",
-                    "notes": "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)",
-                }
-            )
-            e.set_path(table, "upstream.prs", [f"{ref.repo}#{ref.number}"])
+            notes = "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)"
+            values = {"id": pid, "target": t.name, "title": f"Upstream PR {name}", "origin": "upstream", "notes": notes}
+            table = e.add_patch(values)
+            e.set_path(table, "upstream.prs", [name])
             e.set_path(table, "source.kind", "pr")
-            e.set_path(table, "source.ref", f"{ref.repo}#{ref.number}")
+            e.set_path(table, "source.ref", name)
             out["added"].append(pid)
             out["not_fetched"].append(pid)
         if not out["added"]:
@@ -209,23 +203,20 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
     with ledger_mod.edit(ledger_path) as e:
         existing = e.patch_table(pid)
         if existing is not None:
-            same = (ledger.root / (existing.get("body") or rel)).is_file() and e.lock.bodies.get(pid) == sha256_bytes(
-                body
-            )
+            same = e.same_body(pid, existing.get("body") or rel, body)
             out["outcome"] = "unchanged" if same else "updated"
             if same:
                 e.cancelled = True
                 return out
         else:
-            table = e.add_patch(
-                {
-                    "id": pid,
-                    "target": t.name,
-                    "title": f'Revert "{subject}"'[:200],
-                    "origin": "revert",
-                    "files": out["files"],
-                }
-            )
+            values = {
+                "id": pid,
+                "target": t.name,
+                "title": f'Revert "{subject}"'[:200],
+                "origin": "revert",
+                "files": files,
+            }
+            table = e.add_patch(values)
             e.set_path(table, "upstream.commits", [full])
             m = _SUBJECT_PR.search(subject)
             if m and t.github:
