@@ -131,8 +131,8 @@ def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict
                     f"patch {pid!r} exists and is not PR {name}; nothing was imported", hint="rename that patch first"
                 )
             notes = "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)"
-            values = {"id": pid, "target": t.name, "title": f"Upstream PR {name}", "origin": "upstream", "notes": notes}
-            table = e.add_patch(values)
+            entry = {"id": pid, "target": t.name, "title": f"Upstream PR {name}", "origin": "upstream", "notes": notes}
+            table = e.add_patch(entry)
             e.set_path(table, "upstream.prs", [name])
             e.set_path(table, "source.kind", "pr")
             e.set_path(table, "source.ref", name)
