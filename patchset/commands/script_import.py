@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,11 +185,8 @@ def _run(
                 copy = Path(tmp) / script_rel
                 copy.parent.mkdir(parents=True)
                 copy.write_bytes(script_data)
-                shown = Generate(
-                    command=[a.replace(f"{LEDGER}/{script_rel}", str(copy)) for a in gen.command],
-                    script="",
-                    bind=gen.bind,
-                    timeout=gen.timeout,
+                shown = replace(
+                    gen, command=[a.replace(f"{LEDGER}/{script_rel}", str(copy)) for a in gen.command], script=""
                 )
                 out = run_generate(shown, ledger.root, ws, label=stock.label)
         else:

@@ -74,11 +74,9 @@ def run(ob: Onboarding) -> Onboarding:
     targets = candidate_targets(ledger.targets, ob.target)
     if ob.target:  # the user named it: its files and no other target's
         targets = {ob.target: targets[ob.target]}
-    with_base = ob.base is not None or ob.base_tree is not None
-    stock = (
-        open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree) if with_base else None
-    )
-    label = ""
+    stock, label = None, ""
+    if ob.base is not None or ob.base_tree is not None:
+        stock = open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree)
     try:
         s = survey(Survey(ob.repo, targets, set(ledger.targets), stock))
     finally:
@@ -119,9 +117,8 @@ def _write(ob: Onboarding, s: Survey, ledger: Ledger, label: str) -> None:
         base_target = _base_target(ob, ledger.targets)
         if label and base_target in by_target and not s.targets[base_target].base:
             e.doc["targets"][base_target]["base"] = ob.recorded_base = label
-    if base_target in by_target and (
-        label or s.targets[base_target].base
-    ):  # beside an overlay's or a script's files already locked
+    # beside an overlay's or a script's files already locked
+    if base_target in by_target and (label or s.targets[base_target].base):
         complete_lock(ob.ledger_path, base_target, ob.base, ob.base_tree)
 
 

@@ -75,15 +75,8 @@ class Finding:
         return ("refused: " if self.refused else "not imported: ") + self.reason
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "kind": str(self.kind),
-            "path": self.path,
-            "target": self.target,
-            "imported": bool(self.target and not self.reason),
-            "refused": self.refused,
-            "reason": self.reason,
-            "note": self.note,
-        }
+        shown = {k: v for k, v in vars(self).items() if k != "reading"}
+        return {**shown, "kind": str(self.kind), "imported": bool(self.target and not self.reason)}
 
 
 @dataclass
