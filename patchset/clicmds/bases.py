@@ -83,10 +83,11 @@ def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
     each edge of the run that fits), not one by one; verdicts cached per series and release.
     Exit 0 when some release fits, 1 when none of those checked does, 2 bad input.
     """
-    from patchset.commands.onboard.bases import Find, choose, fitting, releases, search
+    from patchset.commands.importer import choose_target
+    from patchset.commands.onboard.bases import Find, fitting, releases, search
 
     led = c.load()
-    t = choose(led, target)
+    t = choose_target(led, target)
     f = Find(led, t, releases(t, since))
     if not as_json:
         f.heard = lambda v, ok: out.line(f"{t.package}=={v}: {'applies' if ok else 'does not apply'}", indent="  ")

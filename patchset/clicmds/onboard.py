@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,26 +180,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
 @opt.json
 @click.pass_obj
 @guarded
-def import_(
-    c: Ctx,
-    sources: tuple[Path, ...],
-    target: str | None,
-    patch_id: str | None,
-    overlay: Path | None,
-    base: str | None,
-    base_tree: Path | None,
-    manifest: Path | None,
-    script: str | None,
-    bind: str | None,
-    strip: int | None,
-    root: str | None,
-    prs: tuple[str, ...],
-    revert: str | None,
-    upstream: str | None,
-    group: str,
-    dry_run: bool,
-    as_json: bool,
-) -> int:
+def import_(c: Ctx, as_json: bool, **given: Any) -> int:
     """Import a quilt directory, patch files / format-patch mails, EXPECTED.sha256 files, or overlays.
 
     \b
@@ -227,88 +209,27 @@ def import_(
     --pr N [--pr M …] (or --pr FILE): upstream PRs, recorded as not fetched (`patchset fetch`
     pins each to its head); --revert SHA [--upstream DIR]: the reverse of an upstream commit.
     """
-    from patchset import errors
-    from patchset.commands.importer import Naming, build_folders, import_build, import_sources, is_repository
-    from patchset.commands.onboard.land import Onboarding
+    from patchset.clicmds.rebasing import upstream_clone
+    from patchset.commands.onboard.request import ImportRequest, Mode, run
 
-    modes = [m for m, v in (("--overlay", overlay), ("--script", script), ("--pr", prs), ("--revert", revert)) if v]
-    if len(modes) > 1:
-        raise errors.InputError(f"give one of {', '.join(modes)} per import")
-    if upstream is not None and revert is None:
-        raise errors.InputError("--upstream goes with --revert")
-    if prs or revert:
-        if sources or patch_id or base or base_tree or manifest or bind or strip is not None or root:
-            raise errors.InputError(f"{modes[0]} takes only --target (and --upstream for --revert)")
-        return _import_upstream(c, prs, revert, upstream, target, as_json)
-    if (strip is not None or root is not None) and (overlay is not None or script is not None):
-        raise errors.InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
-    if overlay is not None:
-        if bind is not None:
-            raise errors.InputError("--bind goes with --script")
-        return _import_overlay(c, sources, target, overlay, base, base_tree, manifest, group, as_json)
-    if script is not None:
-        if sources or manifest is not None:
-            raise errors.InputError("--script runs one command; pass patch files or --manifest in another import")
-        return _import_script(c, script, patch_id, target, base, base_tree, bind, as_json)
-    if bind is not None:
-        raise errors.InputError("--bind goes with --script")
-    if manifest is not None:
-        raise errors.InputError("--manifest goes with --overlay")
-    if group != "file":
-        raise errors.InputError("--group goes with --overlay")
-    if not sources:
-        raise errors.InputError(
-            "nothing to import",
-            hint="pass patch files, a quilt directory or a build repository; or --overlay DIR",
-        )
-
-    plain = patch_id is None and base is None and base_tree is None and strip is None and root is None
-    folders = build_folders(sources[0]) if len(sources) == 1 and target is None and plain else None
-    one_dir = len(sources) == 1 and sources[0].is_dir() and patch_id is None and strip is None and not root
-    if one_dir and (dry_run or is_repository(sources[0], folders, set(c.load().targets))):
-        ob = Onboarding(c.ledger_path, sources[0], target, base, base_tree, dry_run)
-        return _import_repository(ob, as_json)
-    if dry_run:
-        raise errors.InputError("--dry-run surveys a repository: pass one directory")
-    if folders:
-        rep = import_build(c.ledger_path, sources[0], folders)
-        if as_json:
-            emit_json(rep.to_json())
-        else:
-            _print_build_import(rep)
-        return 0
-    res = import_sources(
-        c.ledger_path, list(sources), target, patch_id, base=base, base_tree=base_tree, naming=Naming(strip, root)
-    )
+    req = ImportRequest(**given)
+    mode = req.mode(c.ledger_path)
+    if mode is Mode.UPSTREAM and req.revert is not None and req.upstream is not None:
+        req.upstream = str(upstream_clone(req.upstream, req.revert))
+    rep = run(c.ledger_path, req, mode)
     if as_json:
-        emit_json(res.to_json())
+        emit_json(rep if isinstance(rep, dict) else rep.to_json())
     else:
-        out.line(f"added {len(res.added)}, updated {len(res.updated)}, unchanged {len(res.unchanged)}")
-        for pid, how in res.inferred.items():
-            out.line(f"{pid}: file names read as {how}", indent="  ")
-        if res.recorded_base:
-            out.line(f"target base recorded: {res.recorded_base}", indent="  ")
-        for f, n in res.expected.items():
-            out.line(f"expected hashes: {n} from {f}")
+        PRINTERS[mode.name](rep)
     return 0
 
 
-def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.onboard.land.Onboarding
+def _print_repository(ob: Any) -> None:  # ob: patchset.commands.onboard.land.Onboarding
     from patchset.commands.onboard.bases import fitting
-    from patchset.commands.onboard.land import run
 
-    run(ob)
     s = ob.survey
-    if as_json:
-        done = {**ob.result.to_json(), "overlays": [o.to_json() for o in ob.overlays], "base": ob.recorded_base}
-        if ob.base_search is not None:
-            done["base_search"] = ob.base_search.to_json()
-        emit_json({**s.to_json(), "dry_run": ob.dry_run, **({} if ob.dry_run else done)})
-        return 0
-    out.line(
-        f"repository {ob.repo}: {len(s.findings)} thing(s) found"
-        + (" (dry run: nothing written)" if ob.dry_run else "")
-    )
+    dry = " (dry run: nothing written)" if ob.dry_run else ""
+    out.line(f"repository {ob.repo}: {len(s.findings)} thing(s) found{dry}")
     for f in s.findings:
         out.line(f"{f.kind} {f.path}: {f.becomes()}", indent="  ")
         if f.note:
@@ -322,9 +243,8 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
         out.line(f"would import {counts}")
         if not s.imported:
             out.line("no changes to vllm (or any target) found")
-        return 0
-    r = ob.result
-    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}; {counts}")
+        return
+    out.line(f"{_counts(ob.result)}; {counts}")
     if ob.base_search is not None:
         f = ob.base_search
         fit = ", ".join(fitting(f)) or "none"
@@ -332,90 +252,41 @@ def _import_repository(ob: Any, as_json: bool) -> int:  # ob: patchset.commands.
     if ob.recorded_base:
         out.line(f"target base recorded: {ob.recorded_base}", indent="  ")
     for rep in ob.overlays:
-        _print_overlay_import(rep)
-    return 0
+        _print_overlay(rep)
 
 
-def _import_overlay(
-    c: Ctx,
-    sources: tuple[Path, ...],
-    target: str | None,
-    overlay: Path,
-    base: str | None,
-    base_tree: Path | None,
-    manifest: Path | None,
-    group: str,
-    as_json: bool,
-) -> int:
-    from patchset import errors
-    from patchset.commands.overlay_import import import_overlay
-
-    if sources:
-        raise errors.InputError("--overlay imports a directory of overlay files; pass patch files in another import")
-    if target is None:
-        led = c.load()
-        if len(led.targets) != 1:
-            raise errors.InputError(
-                "which target do these overlays belong to?",
-                hint=f"pass --target NAME (one of: {', '.join(led.targets) or 'none: add one with `patchset target add`'})",
-            )
-        target = next(iter(led.targets))
-    rep = import_overlay(c.ledger_path, overlay, target, base=base, base_tree=base_tree, manifest=manifest, group=group)
-    if as_json:
-        emit_json(rep.to_json())
-        return 0
-    _print_overlay_import(rep)
-    return 0
+def _counts(rep: Any) -> str:
+    return f"added {len(rep.added)}, updated {len(rep.updated)}, unchanged {len(rep.unchanged)}"
 
 
-def _import_upstream(
-    c: Ctx, prs: tuple[str, ...], revert: str | None, upstream: str | None, target: str | None, as_json: bool
-) -> int:
-    from patchset.clicmds.rebasing import upstream_clone
-    from patchset.commands.upstream_import import import_prs, import_revert
-
-    if revert is not None:
-        clone = upstream_clone(upstream, revert) if upstream is not None else None
-        rep = import_revert(c.ledger_path, revert, target, Path(clone) if clone is not None else None)
-        if as_json:
-            emit_json(rep)
-        else:
-            out.line(
-                f"{rep['id']} ({rep['target']}, {rep['outcome']}): the reverse of {rep['commit'][:12]} {rep['subject']}"
-            )
-            for f in rep["files"]:
-                out.line(f"changes {f}", indent="  ")
-        return 0
-    res = import_prs(c.ledger_path, list(prs), target)
-    if as_json:
-        emit_json(res)
-    else:
-        out.line(f"target {res['target']}: added {len(res['added'])}, unchanged {len(res['unchanged'])}")
-        for pid in res["not_fetched"]:
-            out.line(f"{pid}: recorded, not fetched yet", indent="  ")
-        if res["not_fetched"]:
-            out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
-    return 0
+def _print_sources(res: Any) -> None:  # res: patchset.commands.importer.ImportResult
+    out.line(_counts(res))
+    for pid, how in res.inferred.items():
+        out.line(f"{pid}: file names read as {how}", indent="  ")
+    if res.recorded_base:
+        out.line(f"target base recorded: {res.recorded_base}", indent="  ")
+    for f, n in res.expected.items():
+        out.line(f"expected hashes: {n} from {f}")
 
 
-def _import_script(
-    c: Ctx,
-    script: str,
-    patch_id: str | None,
-    target: str | None,
-    base: str | None,
-    base_tree: Path | None,
-    bind: str | None,
-    as_json: bool,
-) -> int:
+def _print_upstream(rep: dict[str, Any]) -> None:
+    if "commit" in rep:  # a revert
+        out.line(
+            f"{rep['id']} ({rep['target']}, {rep['outcome']}): the reverse of {rep['commit'][:12]} {rep['subject']}"
+        )
+        for f in rep["files"]:
+            out.line(f"changes {f}", indent="  ")
+        return
+    out.line(f"target {rep['target']}: added {len(rep['added'])}, unchanged {len(rep['unchanged'])}")
+    for pid in rep["not_fetched"]:
+        out.line(f"{pid}: recorded, not fetched yet", indent="  ")
+    if rep["not_fetched"]:
+        out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
+
+
+def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.ScriptReport
     import shlex
 
-    from patchset.commands.script_import import import_script
-
-    rep = import_script(c.ledger_path, script, patch_id, target, base=base, base_tree=base_tree, bind=bind)
-    if as_json:
-        emit_json(rep.to_json())
-        return 0
     out.line(f"{rep.id} ({rep.target}, {rep.outcome}): generated on {rep.base} by {shlex.join(rep.command)}")
     if rep.recorded_base:
         out.line(f"target {rep.target}: recorded base = {rep.recorded_base}", indent="  ")
@@ -428,10 +299,9 @@ def _import_script(
         out.line(f"left out of the diff: {len(rep.ignored)} bytecode file(s)", indent="  ")
     for n in rep.notes:
         out.line(f"note: {n}", indent="  ")
-    return 0
 
 
-def _print_overlay_import(rep: Any) -> None:  # rep: patchset.commands.overlay_import.OverlayReport
+def _print_overlay(rep: Any) -> None:  # rep: patchset.commands.overlay_import.OverlayReport
     out.line(
         f"overlay {rep.overlay}: {rep.files} file(s) in {len(rep.patches)} patch(es)"
         + (f", against {', '.join(f'{t} {b}' for t, b in rep.base.items())}" if rep.base else "")
@@ -446,7 +316,7 @@ def _print_overlay_import(rep: Any) -> None:  # rep: patchset.commands.overlay_i
             + (f"; new file(s): {', '.join(new)}" if new else ""),
             indent="  ",
         )
-    out.line(f"added {len(rep.added)}, updated {len(rep.updated)}, unchanged {len(rep.unchanged)}")
+    out.line(_counts(rep))
     for f in rep.identical:
         out.line(f"identical to the base, nothing to carry: {f}", indent="  ")
     for m in rep.checksums:
@@ -467,24 +337,20 @@ def _print_overlay_import(rep: Any) -> None:  # rep: patchset.commands.overlay_i
         out.line("next: patchset apply --from-index SPEC --into DIR (reproduces every overlay file), or rebase --onto")
 
 
-def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
     from patchset.ledger.presets import describe
 
     out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
     for name, folder in rep.folders.items():
-        how = (
-            ("created from its preset" if name in rep.preset else "created (generic)")
-            if name in rep.created
-            else "already in the ledger"
-        )
-        out.line(
-            f"target {name} ({folder}): {how}" + (f": {describe(rep.created[name])}" if name in rep.created else "")
-        )
+        how = "already in the ledger"
+        if name in rep.created:
+            how = "created from its preset" if name in rep.preset else "created (generic)"
+            how += f": {describe(rep.created[name])}"
+        out.line(f"target {name} ({folder}): {how}")
         ids = rep.patches.get(name, [])
         out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
-    r = rep.result
-    out.line(f"added {len(r.added)}, updated {len(r.updated)}, unchanged {len(r.unchanged)}")
-    for pid, how in r.inferred.items():
+    out.line(_counts(rep.result))
+    for pid, how in rep.result.inferred.items():
         out.line(f"{pid}: file names read as {how}", indent="  ")
     for f, counts in rep.expected.items():
         per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
@@ -492,6 +358,16 @@ def _print_build_import(rep: Any) -> None:  # rep: patchset.commands.importer.Bu
         for p in rep.unmatched.get(f, []):
             out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
     out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
+
+
+PRINTERS: dict[str, Callable[[Any], None]] = {  # by the name of the import's mode (onboard.request.Mode)
+    "UPSTREAM": _print_upstream,
+    "OVERLAY": _print_overlay,
+    "SCRIPT": _print_script,
+    "REPOSITORY": _print_repository,
+    "BUILD": _print_build,
+    "SOURCES": _print_sources,
+}
 
 
 @click.command()

@@ -1,14 +1,10 @@
-"""``patchset import``: bring a quilt directory, format-patch mails, DEP-3/Yocto patches and
-``EXPECTED.sha256`` files into the ledger.
+"""``patchset import``: a quilt directory, format-patch mails, DEP-3/Yocto patches and
+``EXPECTED.sha256`` files into the ledger, in one atomic edit.
 
-Bodies are copied byte for byte into ``patchset/series/<target>/`` under their original file
-names (so an export gives the same files back); each is matched to an existing entry by id or
-gets a new entry filled from its header. Everything lands in one atomic ledger edit.
-
-Only regular files are read, each up to :data:`MAX_PATCH_BYTES`; a file in which no diff starts
-(an empty file, a mail without a patch) is refused. Two different source names that reduce to one
-id (``my patch.patch`` and ``my-patch.patch``) are a collision, refused with both names: the second
-never replaces the first's body. Re-importing the same file name is an update.
+Bodies are copied byte for byte under their original file names (an export gives the same files
+back). Only regular files are read, each bounded; a file in which no diff starts is refused. Two
+source names that reduce to one id are a collision, refused with both names; re-importing the same
+file name is an update.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ import stat
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.inspection import body_problem, diffstat
@@ -64,14 +61,7 @@ class ImportResult:
     recorded_base: str = ""  # --base recorded as the target's base (it had none)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "expected": self.expected,
-            "inferred": self.inferred,
-            "recorded_base": self.recorded_base,
-        }
+        return {k: v for k, v in vars(self).items() if k != "files"}
 
 
 def patch_id_for(name: str) -> str:
@@ -84,9 +74,7 @@ def patch_id_for(name: str) -> str:
 
 
 def body_name(name: str, pid: str) -> str:
-    """The file name a body keeps under the series directory: its own, unless a path from data
-    could not hold it (a newline or another control character, see ``patchset.confine``): then
-    ``<id>.patch``."""
+    """The file name a body keeps: its own, unless a path could not hold it (``confine``): ``<id>.patch``."""
     try:
         return check_relative(name, what="body name")
     except UnsafePathError:
@@ -229,10 +217,8 @@ def not_a_diff(path: Path, body: bytes) -> tuple[str, str]:
 
 
 def _check_text(item: ImportItem, body: bytes) -> None:
-    """Refuse a file in which no diff starts (an empty file, a mail without a patch, a source file,
-    a JSON manifest, an edit script), saying which import it belongs to. A NUL byte alone does not
-    make a patch binary (vim's patches carry some in their text, and GNU patch applies them):
-    refuse only a file in which no diff can be found."""
+    """Refuse a file in which no diff starts, saying which import it belongs to. A NUL byte alone
+    does not make a patch binary (vim's patches carry some, and GNU patch applies them)."""
     if diff_start(body)[0] == len(body):
         if b"\x00" in body:
             raise InputError("binary file, not a patch (NUL bytes and no diff)", where=Location(item.path))
@@ -344,19 +330,20 @@ def collect(sources: list[Path]) -> tuple[list[ImportItem], list[Path]]:
     return items, expected
 
 
-def _choose_target(ledger: Ledger, target: str | None) -> str:
-    if target:
-        if target not in ledger.targets:
-            raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
-        return target
-    if len(ledger.targets) == 1:
-        return next(iter(ledger.targets))
-    raise InputError(
-        "which target do these patches belong to?",
-        hint=f"pass --target NAME (one of: {', '.join(ledger.targets)})"
-        if ledger.targets
-        else "add one first: `patchset target add NAME` (vllm, flashinfer and nccl have presets)",
-    )
+def choose_target(ledger: Ledger, name: str | None, question: str = "which target?") -> Target:
+    """The target named, else the ledger's only one."""
+    if name is None and len(ledger.targets) == 1:
+        return next(iter(ledger.targets.values()))
+    if name is None:
+        raise InputError(
+            question,
+            hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets))})"
+            if ledger.targets
+            else "the ledger has no target yet: `patchset target add vllm` (vllm, flashinfer, nccl have presets)",
+        )
+    if name not in ledger.targets:
+        raise InputError(f"unknown target {name!r} in {ledger.path.name}: {offer(name)}")
+    return ledger.targets[name]
 
 
 @dataclass(frozen=True)
@@ -378,59 +365,48 @@ def import_sources(
     naming: Naming = Naming(),
 ) -> ImportResult:
     """Import patches and expected hashes into the ledger, atomically. ``patch_id``: the id of the
-    one patch imported (instead of the one its file name gives). Each body's file names are read
-    the way that fits the base (``base``/``base_tree``, else the target's recorded base when it is
-    at hand, else its package: ``diffroot``) unless ``naming`` (or a series' ``-pN``) says."""
+    one patch imported. Each body's names are read the way that fits the base (given, else the
+    target's when at hand, else its package: ``diffroot``) unless ``naming`` (or a ``-pN``) says."""
     strip, root = naming.strip, naming.root
     ledger = ledger_mod.load_ledger(ledger_path)
-    tname = _choose_target(ledger, target)
+    t = choose_target(ledger, target, "which target do these patches belong to?")
     items, expected_files = collect(sources)
     if strip is not None and strip < 0:
         raise InputError(f"--strip {strip}: a number of leading components (0, 1, ...)")
     if root is not None:
         root = check_relative(root, what="--root").rstrip("/") + "/"
     for item in items:
-        if strip is not None:
-            item.strip = strip
-        if root is not None:
-            item.root = root
-    base_files, label = known_base_files(ledger, ledger.targets[tname], base, base_tree)
+        item.strip = strip if strip is not None else item.strip
+        item.root = root if root is not None else item.root
+    base_files, label = known_base_files(ledger, t, base, base_tree)
     result = ImportResult()
-    if patch_id is not None:
-        if not ID_RE.match(patch_id):
-            raise InputError(
-                f"--id {patch_id!r} is not an id",
-                hint="use letters, digits, '.', '_' and '-' (starting with one of the first two)",
-            )
-        if len(items) != 1:
-            raise InputError(
-                f"--id names one patch, and the sources hold {len(items)}",
-                hint="import that one patch file alone with --id",
-            )
-        ids = [patch_id]
-    else:
-        ids = unique_ids(items)
+    if patch_id is not None and not ID_RE.match(patch_id):
+        raise InputError(
+            f"--id {patch_id!r} is not an id",
+            hint="use letters, digits, '.', '_' and '-' (starting with one of the first two)",
+        )
+    if patch_id is not None and len(items) != 1:
+        raise InputError(
+            f"--id names one patch, and the sources hold {len(items)}",
+            hint="import that one patch file alone with --id",
+        )
     given = base is not None or base_tree is not None
     with (
-        open_stock(ledger.root, ledger.targets[tname], base, base_tree) if given else nullcontext() as stock,
+        open_stock(ledger.root, t, base, base_tree) if given else nullcontext() as stock,
         ledger_mod.edit(ledger_path) as e,
     ):
-        import_items(e, ledger.targets[tname], items, result, ids, base_files, stock)
-        tgt = ledger.targets[tname]
-        if (base is not None or base_tree is not None) and not tgt.base and label:
-            e.doc["targets"][tname]["base"] = result.recorded_base = label  # --base: the target had none
+        import_items(e, t, items, result, [patch_id] if patch_id is not None else None, base_files, stock)
+        if given and not t.base and label:
+            e.doc["targets"][t.name]["base"] = result.recorded_base = label  # --base: the target had none
         for ef in expected_files:  # the build tree's layout -> the lock's key space (source layout)
             hashes = {
-                check_relative(tgt.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
+                check_relative(t.lock_key(k), what=f"{ef}: {k!r} as a lock key"): v
                 for k, v in _expected(ef, relative=True).items()
             }
-            tl = e.lock.target(tname)
-            tl.files.update(hashes)
+            e.lock.target(t.name).files.update(hashes)
             result.expected[str(ef)] = len(hashes)
-    if not expected_files and (
-        base is not None or base_tree is not None or _base_at_hand(ledger, ledger.targets[tname])
-    ):
-        complete_lock(ledger_path, tname, base, base_tree)  # beside an overlay's or a script's files
+    if not expected_files and (given or _base_at_hand(ledger, t)):
+        complete_lock(ledger_path, t.name, base, base_tree)  # beside an overlay's or a script's files
     return result
 
 
@@ -590,41 +566,44 @@ def import_items(
                 _refuse_collision(e, target, item, pid, existing.get("body"))
             if "body" not in existing and body_name(item.name, pid) != f"{pid}.patch":
                 existing["body"] = rel = f"patchset/series/{tname}/{item.name}"
-            if pid in result.inferred or item.root:  # a new reading of its names replaces the old one
-                if item.strip is not None and item.strip != target.strip:
-                    e.set_path(existing, "source.strip", item.strip)
-                if item.root:
-                    e.set_path(existing, "source.root", item.root)
+            table = existing
             result.updated.append(pid)
         else:
             _refuse_shared_body(e, item, rel)
-            meta = parse_meta(body)
-            values = {
-                "id": pid,
-                "target": tname,
-                "body": rel,
-                "title": meta.title or pid,
-                "origin": meta.origin or ("upstream" if meta.prs else "ours"),
-                "authors": meta.authors,
-                "description": meta.description[:2000],
-            }
-            table = e.add_patch(values)
-            for key, refs in (("prs", meta.prs), ("issues", meta.issues), ("commits", meta.commits)):
-                if refs:
-                    e.set_path(table, f"upstream.{key}", refs)
-            for name, value in meta.dep3.items():
-                e.set_path(table, f"dep3.{name}", value)
+            table = _add_entry(e, tname, pid, rel, body)
+            result.added.append(pid)
+        if existing is None or pid in result.inferred or item.root:  # a new reading replaces the old one
             if item.strip is not None and item.strip != target.strip:
                 e.set_path(table, "source.strip", item.strip)
             if item.root:
                 e.set_path(table, "source.root", item.root)
-            if meta.upstream_status:
-                table.add("notes", f"Upstream-Status: {meta.upstream_status}")
-            result.added.append(pid)
         e.write_file(rel, body)
         e.lock.bodies[pid] = digest
         level = target.strip_for(item.strip)
         result.files.setdefault(tname, []).extend(s.path for s in diffstat(body, level))
+
+
+def _add_entry(e: ledger_mod.Edit, tname: str, pid: str, rel: str, body: bytes) -> Any:
+    """A new entry for the body ``rel``, filled from its header (subject, authors, DEP-3, PRs)."""
+    meta = parse_meta(body)
+    values = {
+        "id": pid,
+        "target": tname,
+        "body": rel,
+        "title": meta.title or pid,
+        "origin": meta.origin or ("upstream" if meta.prs else "ours"),
+        "authors": meta.authors,
+        "description": meta.description[:2000],
+    }
+    table = e.add_patch(values)
+    for key, refs in (("prs", meta.prs), ("issues", meta.issues), ("commits", meta.commits)):
+        if refs:
+            e.set_path(table, f"upstream.{key}", refs)
+    for name, value in meta.dep3.items():
+        e.set_path(table, f"dep3.{name}", value)
+    if meta.upstream_status:
+        table.add("notes", f"Upstream-Status: {meta.upstream_status}")
+    return table
 
 
 # ---- a build repository: per-target patch folders and an EXPECTED.sha256 ---------------------------
@@ -673,14 +652,9 @@ class BuildImport:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "source": self.source,
-            "folders": self.folders,
-            "created": self.created,
-            "preset": self.preset,
-            "patches": self.patches,
+            **{k: v for k, v in vars(self).items() if k != "result"},
             **self.result.to_json(),
             "expected": self.expected,
-            "unmatched": self.unmatched,
         }
 
 

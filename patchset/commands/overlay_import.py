@@ -1,19 +1,14 @@
 """``patchset import --overlay DIR``: whole-file overlays become patches against the target's base.
 
-An overlay kit keeps modified copies of installed files mirrored at their site-packages paths
-(``overlays/vllm/config/cache.py``), sometimes with a ``MANIFEST.json`` (``site_packages_root``,
-``base_image``, per file ``overlay_file``, ``site_packages_target``, ``md5``/``sha256``, ``sets``,
-``provenance``). Mounted on a newer release, an overlay silently reverts every upstream change to
-its file; carried as a patch (the byte-exact diff from the base's stock file to the overlay file)
-it rebases like any other, keeping upstream's changes and naming real conflicts.
+An overlay kit keeps modified copies of installed files at their site-packages paths, sometimes
+with a ``MANIFEST.json``. Mounted on a newer release, an overlay silently reverts every upstream
+change to its file; carried as a patch (the byte-exact diff from the base's stock file) it rebases
+like any other.
 
-Everything read here is untrusted: the manifest's paths go through ``patchset.confine`` (relative,
-no ``..``, no symlink out of the kit), the kit's symlinks are never followed, sizes and counts are
-bounded, and a manifest checksum that disagrees with its file is reported (file, manifest value,
-actual) while the file itself wins. Each patch is proved before it is written: applied in memory
-to the stock file (with the series' earlier patches of that file) it must give the overlay file
-byte for byte, and the lock records that file's sha256, so ``apply`` onto the base reproduces the
-overlay exactly. Nothing is written unless the whole import is consistent (one ledger edit).
+The kit is untrusted: its paths are confined, its symlinks never followed, sizes bounded; a
+manifest checksum that disagrees with its file is reported while the file wins. Each patch is
+proved before it is written (applied in memory it must give the overlay file byte for byte) and
+the lock records that file's sha256; nothing is written unless the whole import holds.
 """
 
 from __future__ import annotations
@@ -23,20 +18,19 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchset.commands.apply.lock import complete_lock
 from patchset.commands.apply.target import series_files
-from patchset.commands.importer import patch_id_for, read_source
+from patchset.commands.importer import choose_target, patch_id_for, read_source
 from patchset.confine import check_relative, confine, regular_file
 from patchset.engine.hunks import apply_file
 from patchset.errors import InputError, Location, PatchFormatError, UnsafePathError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
-from patchset.ledger.presets import offer
 from patchset.patchfmt.diffs import parse_patch
 from patchset.rebase.regen import FileChange, render_changes
 from patchset.upstream.bases import version_like
@@ -83,6 +77,9 @@ class OverlayReport:
         self.missing: list[dict[str, str]] = []  # manifest entries without their file
         self.notes: list[str] = []
 
+    def skip(self, file: str, reason: str) -> None:
+        self.skipped.append({"file": file, "reason": reason})
+
     @property
     def files(self) -> int:
         return sum(len(v) for v in self.patches.values())
@@ -101,11 +98,10 @@ class OverlayReport:
 # --------------------------------------------------------------------------- the kit
 
 
-def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict[str, str]]]:
+def _walk(root: Path, skip: set[str], rep: OverlayReport) -> list[tuple[str, Path]]:
     """Regular files under ``root`` (relative posix names), never through a symlink; symlinks and
     special files are named as skipped; ``skip``: real paths left out (the manifest)."""
     found: list[tuple[str, Path]] = []
-    skipped: list[dict[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
         keep = []
@@ -113,7 +109,7 @@ def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict
             if d in _SKIP_DIRS or d.startswith("."):
                 continue
             if (here / d).is_symlink():
-                skipped.append({"file": (here / d).relative_to(root).as_posix(), "reason": "a symbolic link"})
+                rep.skip((here / d).relative_to(root).as_posix(), "a symbolic link")
                 continue
             keep.append(d)
         dirnames[:] = keep
@@ -125,13 +121,13 @@ def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict
             try:
                 check_relative(rel, what=f"overlay file {rel!r}")
             except UnsafePathError as exc:
-                skipped.append({"file": rel.encode("unicode_escape").decode(), "reason": f"{exc.message}: refused"})
+                rep.skip(rel.encode("unicode_escape").decode(), f"{exc.message}: refused")
                 continue
             st = full.lstat()
             if stat.S_ISLNK(st.st_mode):
-                skipped.append({"file": rel, "reason": "a symbolic link: an overlay carries files"})
+                rep.skip(rel, "a symbolic link: an overlay carries files")
             elif not stat.S_ISREG(st.st_mode):
-                skipped.append({"file": rel, "reason": "not a regular file"})
+                rep.skip(rel, "not a regular file")
             else:
                 found.append((rel, full))
             if len(found) > MAX_OVERLAY_FILES:
@@ -139,7 +135,7 @@ def _walk(root: Path, skip: set[str]) -> tuple[list[tuple[str, Path]], list[dict
                     f"{root} holds more than {MAX_OVERLAY_FILES} files: not an overlay",
                     hint="pass the directory of overlay files (mirrored at their site-packages paths)",
                 )
-    return found, skipped
+    return found
 
 
 def _text(value: Any, what: str, where: Location) -> str:
@@ -220,13 +216,9 @@ def _from_manifest(
         name = f["overlay_file"]
         try:
             rel = check_relative(name, what=f"{where}: overlay_file")
-        except UnsafePathError as exc:
-            rep.skipped.append({"file": name, "reason": f"{exc.message}: refused"})
-            continue
-        try:
             path = _locate(rel, (manifest.parent, overlay), f"{where}: overlay_file")
         except UnsafePathError as exc:
-            rep.skipped.append({"file": name, "reason": f"{exc.message}: refused"})
+            rep.skip(name, f"{exc.message}: refused")
             continue
         if path is None:
             rep.missing.append({"file": name, "entry": f"files[{i - 1}]"})
@@ -235,24 +227,13 @@ def _from_manifest(
         spt = f.get("site_packages_target") or ""
         installed = _installed_name(spt, root, where) if spt else None
         if spt and installed is None:
-            rep.skipped.append(
-                {"file": name, "reason": f"its site_packages_target {spt!r} is outside site_packages_root {root!r}"}
-            )
+            rep.skip(name, f"its site_packages_target {spt!r} is outside site_packages_root {root!r}")
             continue
-        checksum = None
-        for algo in ("sha256", "md5"):
-            if f.get(algo):
-                checksum = (algo, f[algo].strip().lower())
-                break
+        algo = next((a for a in ("sha256", "md5") if f.get(a)), None)
+        checksum = (algo, f[algo].strip().lower()) if algo else None
+        sets = tuple(f.get("sets") or ())
         entries.append(
-            Entry(
-                name,
-                path,
-                installed or _strip_to_package(rel),
-                tuple(f.get("sets") or ()),
-                f.get("provenance") or "",
-                checksum,
-            )
+            Entry(name, path, installed or _strip_to_package(rel), sets, f.get("provenance") or "", checksum)
         )
     return entries, named
 
@@ -338,23 +319,14 @@ def _file_mode(path: Path) -> str:
     return "100755" if path.stat().st_mode & 0o111 else "100644"
 
 
-def _changes(plan: _Planned) -> list[FileChange]:
-    return [
-        FileChange(
-            f.key if f.old is not None else None,
-            f.key,
-            f.old,
-            read_source(f.entry.path, what="overlay file"),
-            f.mode if f.old is not None else None,
-            f.mode,
-        )
-        for f in plan.files
-    ]
-
-
 def _body(plan: _Planned, title: str, description: str) -> bytes:
     head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
-    return render_changes(_changes(plan), head=head)
+    changes = []
+    for f in plan.files:
+        data = read_source(f.entry.path, what="overlay file")
+        old_mode = f.mode if f.old is not None else None
+        changes.append(FileChange(f.key if f.old is not None else None, f.key, f.old, data, old_mode, f.mode))
+    return render_changes(changes, head=head)
 
 
 def _prove(body: bytes, plan: _Planned) -> str | None:
@@ -377,15 +349,22 @@ def _prove(body: bytes, plan: _Planned) -> str | None:
 # --------------------------------------------------------------------------- the import
 
 
-def _same_base(recorded: str, given: str) -> bool:
+def check_base(t: Target, label: str, what: str) -> None:
+    """Refuse a base given for ``what`` (the overlay, the script) other than the one the target is on."""
+
     def norm(ref: str) -> str:
         if is_spec_like(ref):
             s = parse_spec(ref)
             return f"{s.name}=={version_like(s.version) or s.version}"
         return version_like(ref) or ref.rstrip("/")
 
-    a, b = norm(recorded), norm(given)
-    return a == b or a.split("==")[-1] == b.split("==")[-1]
+    a, b = norm(t.base), norm(label)
+    if t.base and a != b and a.split("==")[-1] != b.split("==")[-1]:
+        raise InputError(
+            f"target {t.name!r} is on base {t.base!r}; {what} was to be read against {label!r}",
+            hint=f"leave out --base (then it is read against {t.base!r}), or rebase the series first: "
+            "every patch of a target applies to one base",
+        )
 
 
 def import_overlay(
@@ -406,12 +385,11 @@ def import_overlay(
     if not overlay.is_dir() or overlay.is_symlink():
         raise InputError(f"--overlay {overlay}: not a directory", hint="pass the directory of overlay files")
     ledger = ledger_mod.load_ledger(ledger_path)
-    if target not in ledger.targets:
-        raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
+    primary = choose_target(ledger, target)
     rep = OverlayReport(str(overlay), str(manifest or ""), target)
     data = read_manifest(manifest) if manifest is not None else {}
     skip_paths = {os.path.realpath(manifest)} if manifest is not None else set()
-    walked, rep.skipped = _walk(overlay, skip_paths)
+    walked = _walk(overlay, skip_paths, rep)
     if manifest is not None:
         entries, named = _from_manifest(overlay, manifest, data, rep)
         for rel, full in walked:
@@ -420,51 +398,50 @@ def import_overlay(
                 entries.append(Entry(rel, full, _strip_to_package(rel)))
     else:
         entries = [Entry(rel, full, _strip_to_package(rel)) for rel, full in walked]
-    primary = ledger.targets[target]
     given = base if base is not None else (str(base_tree) if base_tree is not None else None)
-    stocks: dict[str, StockBase] = {}
+    run = _Run(ledger, rep, data, given is not None)
     try:
-        stocks[target] = open_stock(ledger.root, primary, base, base_tree)
-        if primary.base and given is not None and not _same_base(primary.base, stocks[target].label):
-            raise InputError(
-                f"target {target!r} is on base {primary.base!r}; the overlay was to be read against "
-                f"{stocks[target].label!r}",
-                hint=f"leave out --base (the diffs are then taken from {primary.base!r}), or rebase the series "
-                "first: every patch of a target applies to one base",
-            )
-        plans = _plan(ledger, rep, entries, target, stocks, group)
-        _write(ledger, rep, plans, stocks, data, given is not None)
+        run.stocks[target] = open_stock(ledger.root, primary, base, base_tree)
+        if given is not None:
+            check_base(primary, run.stocks[target].label, "the overlay")
+        _write(run, _plan(run, entries, group))
     finally:
-        for s in stocks.values():
+        for s in run.stocks.values():
             s.close()
     if rep.patches:  # the diffs imported before (or beside) the overlay: their files into the lock too
         complete_lock(ledger_path, target, base, base_tree)
     return rep
 
 
-def _plan(
-    ledger: Ledger, rep: OverlayReport, entries: list[Entry], first: str, stocks: dict[str, StockBase], group: str
-) -> list[_Planned]:
+@dataclass
+class _Run:
+    """One overlay import: the ledger, the report, the manifest, the bases opened (by target)."""
+
+    ledger: Ledger
+    rep: OverlayReport
+    manifest: dict[str, Any]
+    base_given: bool
+    stocks: dict[str, StockBase] = field(default_factory=dict)
+
+
+def _plan(run: _Run, entries: list[Entry], group: str) -> list[_Planned]:
+    ledger, rep, stocks = run.ledger, run.rep, run.stocks
     plans: dict[str, _Planned] = {}
     owners: dict[str, str] = {}  # key -> the overlay file that claimed it
     assigned: list[tuple[_Planned, Entry, str]] = []
     for e in sorted(entries, key=lambda x: x.installed):
-        name = owner_of(ledger, e.installed, first)
+        name = owner_of(ledger, e.installed, rep.target)
         if name is None:
             roots = ", ".join(r for t in ledger.targets.values() for r in _roots(t))
-            rep.skipped.append(
-                {"file": e.overlay, "reason": f"{e.installed} is outside every target's package ({roots})"}
-            )
+            rep.skip(e.overlay, f"{e.installed} is outside every target's package ({roots})")
             continue
         t = ledger.targets[name]
         if name not in stocks:
             if not t.base:
-                rep.skipped.append(
-                    {
-                        "file": e.overlay,
-                        "reason": f"{e.installed} belongs to target {name!r}, which records no base: "
-                        f"`patchset target set {name} --base SPEC`, then import it again",
-                    }
+                rep.skip(
+                    e.overlay,
+                    f"{e.installed} belongs to target {name!r}, which records no base: "
+                    f"`patchset target set {name} --base SPEC`, then import it again",
                 )
                 continue
             stocks[name] = open_stock(ledger.root, t)
@@ -477,7 +454,7 @@ def _plan(
                 rep.checksums.append({"file": e.overlay, "algorithm": algo, "manifest": want, "actual": actual})
         key = t.lock_key(e.installed)
         if key in owners:
-            rep.skipped.append({"file": e.overlay, "reason": f"{owners[key]} is the overlay of {key} already"})
+            rep.skip(e.overlay, f"{owners[key]} is the overlay of {key} already")
             continue
         owners[key] = e.overlay
         pid_file = patch_id_for("overlay/" + key)
@@ -489,9 +466,7 @@ def _plan(
         if plan is None:
             plan = plans[pid] = _Planned(pid, name)
         elif plan.target != name:
-            rep.skipped.append(
-                {"file": e.overlay, "reason": f"set {pid!r} already holds files of target {plan.target!r}"}
-            )
+            rep.skip(e.overlay, f"set {pid!r} already holds files of target {plan.target!r}")
             continue
         del data  # read again below: one overlay file in memory at a time, not the whole kit
         assigned.append((plan, e, key))
@@ -532,23 +507,16 @@ def _describe(plan: _Planned, stock: StockBase, root: str) -> tuple[str, str]:
     return title, "\n".join(lines)
 
 
-def _record_targets(
-    e: ledger_mod.Edit,
-    ledger: Ledger,
-    rep: OverlayReport,
-    stocks: dict[str, StockBase],
-    data: dict[str, Any],
-    base_given: bool,
-) -> None:
+def _record_targets(e: ledger_mod.Edit, run: _Run) -> None:
     """What the import learnt about its target, recorded where the ledger lacks it: the base (when
     given), the manifest's base image and site-packages root."""
+    rep, data = run.rep, run.manifest
     root = data.get("site_packages_root") or ""
-    for name, stock in stocks.items():
-        t = ledger.targets[name]
+    for name, stock in run.stocks.items():
+        t = run.ledger.targets[name]
         rep.base[name] = stock.label
-        tdoc = e.doc["targets"][name]
         set_here: dict[str, str] = {}
-        if not t.base and base_given and name == rep.target:
+        if not t.base and run.base_given and name == rep.target:
             set_here["base"] = stock.label
             if stock.version:
                 set_here["base_version"] = stock.version
@@ -560,32 +528,25 @@ def _record_targets(
                 rep.notes.append(f"the manifest's base_image {image!r} differs from target {name}'s {t.base_image!r}")
             if root and not t.installed_root:
                 set_here["installed_root"] = root
-        for k, v in set_here.items():
-            tdoc[k] = v
         if set_here:
+            e.doc["targets"][name].update(set_here)
             rep.recorded[name] = set_here
 
 
-def _write(
-    ledger: Ledger,
-    rep: OverlayReport,
-    plans: list[_Planned],
-    stocks: dict[str, StockBase],
-    data: dict[str, Any],
-    base_given: bool,
-) -> OverlayReport:
-    root = data.get("site_packages_root") or ""
+def _write(run: _Run, plans: list[_Planned]) -> None:
+    ledger, rep = run.ledger, run.rep
+    root = run.manifest.get("site_packages_root") or ""
     with ledger_mod.edit(ledger.path) as e:
-        _record_targets(e, ledger, rep, stocks, data, base_given)
+        _record_targets(e, run)
         for plan in plans:
             t = ledger.targets[plan.target]
-            stock = stocks[plan.target]
+            stock = run.stocks[plan.target]
             title, description = _describe(plan, stock, root)
             body = _body(plan, title, description)
             problem = _prove(body, plan)
             if problem is not None:
                 for f in plan.files:
-                    rep.skipped.append({"file": f.entry.overlay, "reason": problem})
+                    rep.skip(f.entry.overlay, problem)
                 continue
             rel = f"patchset/series/{plan.target}/{plan.pid}.patch"
             existing = e.patch_of_kind(
@@ -626,4 +587,3 @@ def _write(
                     tl.base_files[f.key] = sha256_bytes(f.stock)
             rep.patches[plan.pid] = [f.key for f in plan.files]
             rep.targets[plan.pid] = plan.target
-    return rep

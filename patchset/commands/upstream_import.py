@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchset.commands.importer import read_source
+from patchset.commands.importer import choose_target, read_source
 from patchset.errors import InputError, Location
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Target
-from patchset.ledger.presets import offer
 from patchset.rebase.regen import FileChange, render_changes
 from patchset.upstream.refs import PRRef, pull_hosts, url_host
 from patchset.upstream.repo import GitRepo
@@ -37,22 +36,6 @@ _NUMBER_LIST = re.compile(
     re.IGNORECASE,
 )
 _SUBJECT_PR = re.compile(r"\(#(\d+)\)\s*$")
-
-
-def _target(ledger: Any, target: str | None) -> Target:
-    if target is None:
-        if len(ledger.targets) != 1:
-            raise InputError(
-                "which target?",
-                hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets))})"
-                if ledger.targets
-                else "the ledger has no target yet: `patchset target add vllm` (vllm, flashinfer, nccl have presets)",
-            )
-        target = next(iter(ledger.targets))
-    if target not in ledger.targets:
-        raise InputError(f"unknown target {target!r} in {ledger.path.name}: {offer(target)}")
-    t: Target = ledger.targets[target]
-    return t
 
 
 def _pull_hit(
@@ -128,34 +111,28 @@ def pr_refs(values: list[str], github: str, hosts: frozenset[str] = frozenset({"
 def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict[str, Any]:
     """Record one upstream-origin entry per PR (``pr-N``), its source the PR, not fetched yet."""
     ledger = ledger_mod.load_ledger(ledger_path)
-    t = _target(ledger, target)
+    t = choose_target(ledger, target)
     refs = pr_refs(values, t.github, pull_hosts(t.upstream, t.github))
     out: dict[str, Any] = {"target": t.name, "added": [], "unchanged": [], "not_fetched": []}
     with ledger_mod.edit(ledger_path) as e:
         for ref in refs:
             pid = f"pr-{ref.number}" if ref.repo == t.github else f"pr-{ref.repo.replace('/', '-')}-{ref.number}"
+            name = f"{ref.repo}#{ref.number}"
             existing = e.patch_table(pid)
             if existing is not None:
                 src = existing.get("source", {})
-                if src.get("kind") == "pr" and src.get("ref") == f"{ref.repo}#{ref.number}":
+                if src.get("kind") == "pr" and src.get("ref") == name:
                     out["unchanged"].append(pid)
                     continue
                 raise InputError(
-                    f"patch {pid!r} exists and is not PR {ref.repo}#{ref.number}; nothing was imported",
-                    hint="rename that patch first",
+                    f"patch {pid!r} exists and is not PR {name}; nothing was imported", hint="rename that patch first"
                 )
-            table = e.add_patch(
-                {
-                    "id": pid,
-                    "target": t.name,
-                    "title": f"Upstream PR {ref.repo}#{ref.number}",
-                    "origin": "upstream",
-                    "notes": "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)",
-                }
-            )
-            e.set_path(table, "upstream.prs", [f"{ref.repo}#{ref.number}"])
+            notes = "recorded from a PR list; the body is not fetched yet (`patchset fetch` pins it to the PR's head)"
+            entry = {"id": pid, "target": t.name, "title": f"Upstream PR {name}", "origin": "upstream", "notes": notes}
+            table = e.add_patch(entry)
+            e.set_path(table, "upstream.prs", [name])
             e.set_path(table, "source.kind", "pr")
-            e.set_path(table, "source.ref", f"{ref.repo}#{ref.number}")
+            e.set_path(table, "source.ref", name)
             out["added"].append(pid)
             out["not_fetched"].append(pid)
         if not out["added"]:
@@ -166,7 +143,7 @@ def import_prs(ledger_path: Path, values: list[str], target: str | None) -> dict
 # --------------------------------------------------------------------------- reverts
 
 
-def _repo_for(ledger: Any, t: Target, upstream: Path | None) -> GitRepo:
+def _repo_for(t: Target, upstream: Path | None) -> GitRepo:
     from patchset.upstream.bases import local_repo
 
     if upstream is not None:
@@ -192,8 +169,8 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
     if not re.fullmatch(r"[0-9a-fA-F]{7,40}", sha):
         raise InputError(f"--revert {sha!r}: a commit sha (7-40 hex digits)")
     ledger = ledger_mod.load_ledger(ledger_path)
-    t = _target(ledger, target)
-    with _repo_for(ledger, t, upstream) as repo:
+    t = choose_target(ledger, target)
+    with _repo_for(t, upstream) as repo:
         full = repo.rev(sha.lower())
         if full is None:
             raise InputError(
@@ -218,28 +195,25 @@ def import_revert(ledger_path: Path, sha: str, target: str | None, upstream: Pat
     head = f'Subject: [PATCH] Revert "{subject}"\n\nThis reverts commit {full}.\n\n'
     body = head.encode("utf-8", "surrogateescape") + render_changes(changes)
     rel = f"patchset/series/{t.name}/{pid}.patch"
-    out: dict[str, Any] = {"id": pid, "target": t.name, "commit": full, "subject": subject, "files": []}
-    out["files"] = [ch.new_path or ch.old_path for ch in changes]
+    files = [ch.new_path or ch.old_path for ch in changes]
+    out: dict[str, Any] = {"id": pid, "target": t.name, "commit": full, "subject": subject, "files": files}
     with ledger_mod.edit(ledger_path) as e:
         existing = e.patch_table(pid)
         if existing is not None:
-            same = (ledger.root / (existing.get("body") or rel)).is_file() and e.lock.bodies.get(pid) == sha256_bytes(
-                body
-            )
+            same = e.same_body(pid, existing.get("body") or rel, body)
             out["outcome"] = "unchanged" if same else "updated"
             if same:
                 e.cancelled = True
                 return out
         else:
-            table = e.add_patch(
-                {
-                    "id": pid,
-                    "target": t.name,
-                    "title": f'Revert "{subject}"'[:200],
-                    "origin": "revert",
-                    "files": out["files"],
-                }
-            )
+            values = {
+                "id": pid,
+                "target": t.name,
+                "title": f'Revert "{subject}"'[:200],
+                "origin": "revert",
+                "files": files,
+            }
+            table = e.add_patch(values)
             e.set_path(table, "upstream.commits", [full])
             m = _SUBJECT_PR.search(subject)
             if m and t.github:

@@ -35,9 +35,16 @@ def example_copy(name: str, dest: Path) -> Path:
     """A private copy of ``examples/<name>`` under ``dest`` (a test's tmp_path): commands that keep
     state beside a ledger (proofs, caches, locks) write there, never into the checkout."""
     out = dest / name
+    if out.is_symlink():  # the link an earlier copy left for this example: now a copy of its own
+        out.unlink()
     shutil.copytree(
         REPO_ROOT / "examples" / name, out, symlinks=True, ignore=shutil.ignore_patterns(".patchset", "__pycache__")
     )
+    # an example may name a sibling's files (serving-cpu serves ../longctx-cpu/model): the siblings
+    # stand beside the copy as links to the checkout, read, never written
+    for sibling in (REPO_ROOT / "examples").iterdir():
+        if sibling.is_dir() and not (dest / sibling.name).exists():
+            (dest / sibling.name).symlink_to(sibling, target_is_directory=True)
     return out
 
 

@@ -1,13 +1,10 @@
 """``patchset base find``: the releases a target's series applies to with zero fuzz, newest first.
 
-Every repository people onboard builds on a main commit, a fork or a custom image, so the release
-its changes fit is unknown. The series is applied in memory (the file applier ``apply`` uses,
-zero fuzz) to releases from the package index, probed by release order rather than one by one:
-galloping from the newest until one fits (then probing the middle of the widest stretch not yet
-probed, for a narrow run the gallop stepped over), then bisecting each edge of the run of releases
-that fit (a series fits a contiguous run: code it changes appears at one release and moves on at a
-later one). Releases between two that fit are taken to fit; the answer says how many were
-checked. Verdicts are cached per series digest and release, so asking again downloads nothing.
+A repository people onboard builds on a main commit, a fork or a custom image: the release its
+changes fit is unknown. The series is applied in memory (zero fuzz) to releases from the index,
+galloping from the newest until one fits, then bisecting each edge of the run that fits (a series
+fits a contiguous run of releases; the releases between two that fit are taken to fit). Verdicts
+are cached per series digest and release, so asking again downloads nothing.
 """
 
 from __future__ import annotations
@@ -78,9 +75,9 @@ def _load_cache() -> dict[str, bool]:
         data = json.loads(_cache_file().read_text())
     except (OSError, ValueError):
         return {}
-    return (
-        {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, bool)} if isinstance(data, dict) else {}
-    )
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, bool)}
 
 
 def fits(f: Find, i: int) -> bool:
@@ -189,15 +186,3 @@ def releases(t: Target, since: str | None) -> list[str]:
     except InvalidVersion:
         raise InputError(f"--since {since!r} is not a version", hint="e.g. --since 0.30.0") from None
     return [v for v in found if Version(v) >= floor]
-
-
-def choose(ledger: Ledger, name: str | None) -> Target:
-    """The target named, else the only one."""
-    if name is None and len(ledger.targets) == 1:
-        return next(iter(ledger.targets.values()))
-    if name is None or name not in ledger.targets:
-        raise InputError(
-            f"unknown target {name!r}" if name else "which target?",
-            hint=f"pass --target NAME (one of: {', '.join(sorted(ledger.targets)) or 'none yet'})",
-        )
-    return ledger.targets[name]

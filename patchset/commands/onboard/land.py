@@ -1,7 +1,6 @@
-"""Write what a survey found into the ledger: each diff that is a patch of a target, in the
-survey's order (a recipe's diffs in the script's order), its names read as the survey read them,
-all in one atomic edit; a target the ledger lacks is created from its preset. Refused files are
-left out and counted."""
+"""Write what a survey found into the ledger, in one atomic edit: each diff that is a patch of a
+target, in the survey's order, its names read as the survey read them; a target the ledger lacks
+is created from its preset; refused files are left out and counted."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.apply.lock import complete_lock
-from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items, unique_ids
+from patchset.commands.importer import ImportItem, ImportResult, holdings, import_items
 from patchset.commands.onboard.bases import Find, fitting, releases, search
 from patchset.commands.onboard.survey import Finding, Survey, candidate_targets, survey
 from patchset.commands.overlay_import import OverlayReport, import_overlay
@@ -37,13 +36,17 @@ class Onboarding:
     recorded_base: str = ""
     base_search: Find | None = None  # --base auto: the search that found it
 
+    def to_json(self) -> dict[str, object]:
+        assert self.survey is not None
+        done = {**self.result.to_json(), "overlays": [o.to_json() for o in self.overlays], "base": self.recorded_base}
+        if self.base_search is not None:
+            done["base_search"] = self.base_search.to_json()
+        return {**self.survey.to_json(), "dry_run": self.dry_run, **({} if self.dry_run else done)}
+
 
 def _base_target(ob: Onboarding, known: dict[str, Target]) -> str:
-    if ob.target:
-        return ob.target
-    if len(known) == 1:
-        return next(iter(known))
-    return "vllm"
+    """The target the base given is of: the one named, else the ledger's only one, else vllm."""
+    return ob.target or (next(iter(known)) if len(known) == 1 else "vllm")
 
 
 def nothing_found(repo: Path, s: Survey) -> InputError:
@@ -71,11 +74,9 @@ def run(ob: Onboarding) -> Onboarding:
     targets = candidate_targets(ledger.targets, ob.target)
     if ob.target:  # the user named it: its files and no other target's
         targets = {ob.target: targets[ob.target]}
-    with_base = ob.base is not None or ob.base_tree is not None
-    stock = (
-        open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree) if with_base else None
-    )
-    label = ""
+    stock, label = None, ""
+    if ob.base is not None or ob.base_tree is not None:
+        stock = open_stock(ledger.root, targets[_base_target(ob, ledger.targets)], ob.base, ob.base_tree)
     try:
         s = survey(Survey(ob.repo, targets, set(ledger.targets), stock))
     finally:
@@ -83,9 +84,7 @@ def run(ob: Onboarding) -> Onboarding:
             label = stock.label
             stock.close()
     ob.survey = s
-    if not s.imported and not s.overlays:
-        if ob.dry_run:
-            return ob
+    if not s.imported and not s.overlays and not ob.dry_run:
         raise nothing_found(ob.repo, s)
     if ob.dry_run:
         return ob
@@ -111,18 +110,15 @@ def _write(ob: Onboarding, s: Survey, ledger: Ledger, label: str) -> None:
             if name not in ledger.targets:
                 e.add_target(name, target_values(name))
         for name, found in by_target.items():
-            t = s.targets[name]
-            items = []
-            for f in found:
-                assert f.reading is not None
-                items.append(ImportItem(path=s.repo / f.path, name=f.path, strip=f.reading.strip, root=f.reading.root))
-            import_items(e, t, items, ob.result, unique_ids(items), None)
+            items = [
+                ImportItem(s.repo / f.path, f.path, f.reading.strip, root=f.reading.root) for f in found if f.reading
+            ]
+            import_items(e, s.targets[name], items, ob.result)
         base_target = _base_target(ob, ledger.targets)
         if label and base_target in by_target and not s.targets[base_target].base:
             e.doc["targets"][base_target]["base"] = ob.recorded_base = label
-    if base_target in by_target and (
-        label or s.targets[base_target].base
-    ):  # beside an overlay's or a script's files already locked
+    # beside an overlay's or a script's files already locked
+    if base_target in by_target and (label or s.targets[base_target].base):
         complete_lock(ob.ledger_path, base_target, ob.base, ob.base_tree)
 
 

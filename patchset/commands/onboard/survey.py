@@ -1,11 +1,9 @@
 """``patchset import REPO``: the inventory of a build repository, before anything is written.
 
-The walk is bounded (depth, file count, bytes read per file), skips ``.git`` and other dot
-folders, docs and images, and never follows a link. Every diff, recipe, overlay candidate, edit
-script, PR list, submodule and fork it meets becomes one ``Finding`` saying what it becomes — a
-patch of target T — or why it is not imported. Files belong to the target whose package their
-paths name (after an install prefix such as ``usr/local/lib/python3.12/dist-packages/``), never to
-a target named after a folder; a target the ledger lacks is created only from a preset.
+The walk is bounded, skips dot folders, docs and images, and never follows a link. Everything it
+meets becomes one ``Finding``: what it becomes (a patch of target T) or why it is not imported.
+Files belong to the target whose package their paths name (after an install prefix), never to a
+target named after a folder; a target the ledger lacks is created only from a preset.
 """
 
 from __future__ import annotations
@@ -77,15 +75,8 @@ class Finding:
         return ("refused: " if self.refused else "not imported: ") + self.reason
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "kind": str(self.kind),
-            "path": self.path,
-            "target": self.target,
-            "imported": bool(self.target and not self.reason),
-            "refused": self.refused,
-            "reason": self.reason,
-            "note": self.note,
-        }
+        shown = {k: v for k, v in vars(self).items() if k != "reading"}
+        return {**shown, "kind": str(self.kind), "imported": bool(self.target and not self.reason)}
 
 
 @dataclass
@@ -99,6 +90,16 @@ class Survey:
     findings: list[Finding] = field(default_factory=list)
     unread: int = 0  # files past the bounds
     claimed: set[str] = field(default_factory=set)  # diffs a recipe applies
+
+    def say(self, kind: Kind, path: str, reason: str) -> None:
+        """A finding that is not imported, and why."""
+        self.findings.append(Finding(kind, path, reason=reason))
+
+    def claim(self, diff: str, note: str) -> None:
+        """The diff ``diff`` (relative to the repository) in a script's or a series' order, once."""
+        if diff not in self.claimed:
+            self.claimed.add(diff)
+            add_diff(self, self.repo / diff, note)
 
     @property
     def diffs(self) -> list[Finding]:
@@ -218,16 +219,9 @@ def add_diff(s: Survey, p: Path, note: str = "") -> None:
         return
     r = fits[0]
     f.target, f.reading = r.target, r
-    f.note = "; ".join(
-        x
-        for x in (
-            note,
-            f"read as -p{r.strip}"
-            + (f" under {r.root}" if r.root else "")
-            + f" ({', '.join(r.paths[:2])}{', …' if len(r.paths) > 2 else ''})",
-        )
-        if x
-    )
+    under = f" under {r.root}" if r.root else ""
+    read = f"read as -p{r.strip}{under} ({', '.join(r.paths[:2])}{', …' if len(r.paths) > 2 else ''})"
+    f.note = f"{note}; {read}" if note else read
     folder = _repo_folder(s, r)
     if folder:
         f.reason = (
@@ -247,14 +241,13 @@ def add_series(s: Survey, p: Path) -> None:
     try:
         items = read_series_file(p)
     except InputError as exc:
-        s.findings.append(Finding(Kind.DIFF, rel, reason=exc.message))
+        s.say(Kind.DIFF, rel, exc.message)
         return
     top = os.path.realpath(s.repo)
     for item in items:
         diff = Path(os.path.relpath(item.path, top)).as_posix()
-        if diff not in s.claimed and not diff.startswith(".."):
-            s.claimed.add(diff)
-            add_diff(s, s.repo / diff, f"in the order of {rel}")
+        if not diff.startswith(".."):
+            s.claim(diff, f"in the order of {rel}")
 
 
 def _script_target(s: Survey, text: str) -> str:
@@ -270,45 +263,31 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     rel = p.relative_to(s.repo).as_posix()
     steps = recipes.steps(s.repo, p)
     if steps:
-        ok = [st for st in steps if st.diff]
-        s.findings.append(
-            Finding(
-                Kind.RECIPE,
-                rel,
-                reason="" if ok else "its diffs are not in the repository",
-                target="",
-                note=f"applies {len(steps)} diff(s): imported as those diffs, in its order",
-            )
-        )
+        s.say(Kind.RECIPE, rel, "" if any(st.diff for st in steps) else "its diffs are not in the repository")
+        s.findings[-1].note = f"applies {len(steps)} diff(s): imported as those diffs, in its order"
         for st in steps:
-            if st.diff and st.diff not in s.claimed:
-                s.claimed.add(st.diff)
+            if st.diff:
                 how = f"applied by {rel}:{st.line}" + (f" (-p{st.strip}" if st.strip is not None else " (")
                 how += f" -d {st.directory})" if st.directory else ")"
-                add_diff(s, s.repo / st.diff, how.replace(" ()", ""))
+                s.claim(st.diff, how.replace(" ()", ""))
             elif st.problem:
-                s.findings.append(Finding(Kind.DIFF, f"{rel}:{st.line}", reason=st.problem))
+                s.say(Kind.DIFF, f"{rel}:{st.line}", st.problem)
         return
     text = head.decode("utf-8", "replace")
     if _EDITS.search(text):
         t = _script_target(s, text) or "vllm"
         run = "python3" if p.suffix == ".py" else "bash"
         bind = _BIND.search(text)
-        s.findings.append(
-            Finding(
-                Kind.SCRIPT,
-                rel,
-                reason=f"an edit script of {t}: make it a generated patch with "
-                + (
-                    f"`patchset import --script '{run} {p}' --bind {bind.group(0)} --id ID --target {t} --base SPEC` "
-                    "(it hard-codes the install path)"
-                    if bind
-                    else f"`patchset import --script '{run} {p} {{root}}/…' --id ID --target {t} --base SPEC`"
-                ),
-            )
+        how = f"'{run} {p}' --bind {bind.group(0)}" if bind else f"'{run} {p} {{root}}/…'"
+        said = " (it hard-codes the install path)" if bind else ""
+        s.say(
+            Kind.SCRIPT,
+            rel,
+            f"an edit script of {t}: make it a generated patch with "
+            f"`patchset import --script {how} --id ID --target {t} --base SPEC`{said}",
         )
     elif re.match(r"(?:hot)?fix|patch", p.name) or any(part in CHANGE_DIRS for part in Path(rel).parts[:-1]):
-        s.findings.append(Finding(Kind.SCRIPT, rel, reason="it neither applies a diff nor edits a file (read it)"))
+        s.say(Kind.SCRIPT, rel, "it neither applies a diff nor edits a file (read it)")
 
 
 def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
@@ -320,28 +299,21 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
         if _EDITS.search(block):
             line = text.count("\n", 0, m.start()) + 1
             t = _script_target(s, block) or "vllm"
-            s.findings.append(
-                Finding(
-                    Kind.HEREDOC,
-                    f"{rel}:{line}",
-                    reason=f"an edit of {t} inside the image build: copy the heredoc into a script and "
-                    f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
-                )
+            s.say(
+                Kind.HEREDOC,
+                f"{rel}:{line}",
+                f"an edit of {t} inside the image build: copy the heredoc into a script and "
+                f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
             )
     for m in _FORK_REF.finditer(text):
-        s.findings.append(
-            Finding(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", reason=_fork_reason(text, m.group(2)))
-        )
+        s.say(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", _fork_reason(text, m.group(2)))
     if not _FORK_REF.search(text):
         for m in _CHECKOUT.finditer(text):
-            s.findings.append(
-                Finding(Kind.FORK, f"{rel}: git checkout {m.group(1)}", reason=_fork_reason(text, m.group(1)))
-            )
+            s.say(Kind.FORK, f"{rel}: git checkout {m.group(1)}", _fork_reason(text, m.group(1)))
     add_pr_list(s, p, text)
     for st in recipes.steps(s.repo, p):
-        if st.diff and st.diff not in s.claimed:
-            s.claimed.add(st.diff)
-            add_diff(s, s.repo / st.diff, f"applied by {rel}:{st.line}")
+        if st.diff:
+            s.claim(st.diff, f"applied by {rel}:{st.line}")
 
 
 def _fork_reason(text: str, ref: str) -> str:
@@ -362,12 +334,10 @@ def add_pr_list(s: Survey, p: Path, text: str) -> None:
         return
     rel = p.relative_to(s.repo).as_posix()
     shown = ", ".join(f"#{r.number}" for r in refs[:5]) + (", …" if len(refs) > 5 else "")
-    s.findings.append(
-        Finding(
-            Kind.PR_LIST,
-            rel,
-            reason=f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {p} --target vllm`",
-        )
+    s.say(
+        Kind.PR_LIST,
+        rel,
+        f"{len(refs)} upstream PR(s) ({shown}): record them with `patchset import --pr {p} --target vllm`",
     )
 
 
@@ -384,7 +354,7 @@ def add_submodules(s: Survey, p: Path, head: bytes) -> None:
             reason = f"a vllm fork: {what}; a fork's commits are not imported yet (give --base the commit it fits)"
         else:
             reason = f"{what}: not a change to a target"
-        s.findings.append(Finding(Kind.SUBMODULE, path.group(1), reason=reason))
+        s.say(Kind.SUBMODULE, path.group(1), reason)
 
 
 def _gitlink(repo: Path, path: str) -> str:
@@ -428,22 +398,15 @@ def add_overlays(s: Survey, sources: list[Path]) -> set[Path]:
             break
     for (folder, name), keys in kits.items():
         shown = ", ".join(keys[:2]) + (", …" if len(keys) > 2 else "")
-        against = s.stock is not None and s.stock.target.name == name
-        s.findings.append(
-            Finding(
-                Kind.OVERLAY,
-                f"{folder}/" if folder else "./",
-                target=name,
-                note=f"{len(keys)} whole file(s) ({shown}): one patch per file, the diff from {s.stock.label}"
-                if against and s.stock is not None
-                else "",
-                reason=""
-                if against
-                else f"{len(keys)} whole file(s) of {name} ({shown}): an overlay is read against a base: give "
-                f"--base, or `patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} "
-                "--base SPEC`",
+        f = Finding(Kind.OVERLAY, f"{folder}/" if folder else "./", target=name)
+        if s.stock is not None and s.stock.target.name == name:
+            f.note = f"{len(keys)} whole file(s) ({shown}): one patch per file, the diff from {s.stock.label}"
+        else:
+            f.reason = (
+                f"{len(keys)} whole file(s) of {name} ({shown}): an overlay is read against a base: give --base, "
+                f"or `patchset import --overlay {s.repo / folder if folder else s.repo} --target {name} --base SPEC`"
             )
-        )
+        s.findings.append(f)
     return taken
 
 
