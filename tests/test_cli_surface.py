@@ -8,6 +8,7 @@ import sys
 import click
 import pytest
 
+from tests.support.cli import leaf_commands
 from tests.support.repo import REPO_ROOT
 
 COMMANDS = [
@@ -64,22 +65,7 @@ def test_unreachable_server_is_exit_2_not_a_traceback(run) -> None:
 
 
 def _leaf_commands() -> dict[str, click.Command]:
-    from patchset import cli
-
-    found: dict[str, click.Command] = {}
-
-    def walk(group: click.Group, prefix: str) -> None:
-        ctx = click.Context(group)
-        for name in group.list_commands(ctx):
-            cmd = group.get_command(ctx, name)
-            assert cmd is not None
-            if isinstance(cmd, click.Group):
-                walk(cmd, f"{prefix}{name} ")
-            else:
-                found[prefix + name] = cmd
-
-    walk(cli.main, "")
-    return found
+    return leaf_commands()
 
 
 def test_an_option_reads_the_same_in_every_command() -> None:

@@ -13,6 +13,7 @@ import click
 import pytest
 
 from patchset import cli
+from tests.support.cli import leaf_commands
 from tests.support.repo import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
@@ -31,20 +32,7 @@ def section(title: str, text: str = COMMANDS) -> str:
 
 
 def commands() -> dict[str, click.Command]:
-    found: dict[str, click.Command] = {}
-
-    def walk(group: click.Group, prefix: str) -> None:
-        ctx = click.Context(group)
-        for name in group.list_commands(ctx):
-            cmd = group.get_command(ctx, name)
-            assert cmd is not None
-            if isinstance(cmd, click.Group):
-                walk(cmd, f"{prefix}{name} ")
-            else:
-                found[prefix + name] = cmd
-
-    walk(cli.main, "")
-    return found
+    return leaf_commands()
 
 
 def options(cmd: click.Command) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from patchset import cli
@@ -30,3 +31,21 @@ def invoke(*args: str | Path, cwd: Path | None = None) -> Result:
     finally:
         os.chdir(here)
     return Result(r.exit_code, r.stdout, r.stderr)
+
+
+def leaf_commands() -> dict[str, click.Command]:
+    """Every command click can run, by its full name (``target add``), from the top-level group."""
+    found: dict[str, click.Command] = {}
+
+    def walk(group: click.Group, prefix: str) -> None:
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            assert cmd is not None
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+            else:
+                found[prefix + name] = cmd
+
+    walk(cli.main, "")
+    return found
