@@ -103,6 +103,24 @@ def test_installed_layout_lock_and_idempotence(run, fi, digest, tmp_path: Path) 
     assert r.code == 0 and "matches the lock" in json.loads(r.stdout)["targets"][0]["message"]
 
 
+def test_the_apply_note_leaves_no_directory_it_made_and_keeps_what_was_there(run, fi, tmp_path: Path) -> None:
+    """The note beside the ledger (.patchset/applying/) goes once the apply is done: the
+    directories it made go with it, and a directory that was there before stays, with its files."""
+    led, tree = fi
+    other = tmp_path / "other"
+    shutil.copytree(tree, other)
+    had_state = (led / ".patchset").exists()
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    assert not (led / ".patchset/applying").exists()
+    assert (led / ".patchset").exists() == had_state
+    (led / ".patchset/applying").mkdir(parents=True, exist_ok=True)
+    (led / ".patchset/applying/mine.txt").write_text("not patchset's\n")
+    r = run("apply", "--tree", other, cwd=led)
+    assert r.code == 0, r
+    assert sorted(p.name for p in (led / ".patchset/applying").iterdir()) == ["mine.txt"]
+
+
 def test_lock_mismatch_writes_nothing(run, fi, digest) -> None:
     led, tree = fi
     assert run("apply", "--tree", tree, "--update-lock", "--dry-run", cwd=led).code == 0

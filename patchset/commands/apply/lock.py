@@ -148,24 +148,30 @@ def applying_marker(ledger: Ledger, root: Path) -> Iterator[None]:
     directory (a cloned ledger may carry one) gets no note: nothing is written through it."""
     name = f"{APPLYING_DIR}/{sha256_bytes(str(root).encode())[:16]}.json"
     mark: Path | None = None
+    made: list[Path] = []  # the directories this note creates: removed again once empty
     try:
         mark = confine(ledger.root, name, what="the apply note", allow_state=True)
+        made = [d for d in (mark.parent, mark.parent.parent) if not d.exists()]
         atomic.write_bytes(mark, json.dumps({"tree": str(root)}).encode(), durable=False)
     except UnsafePathError:
         mark = None
     except OSError:
-        assert mark is not None
-        for empty in (mark.parent, mark.parent.parent):  # leave no empty directories behind
-            try:
-                empty.rmdir()
-            except OSError:
-                break
+        _remove_empty(made)
         mark = None
     try:
         yield
     finally:
         if mark is not None:
             mark.unlink(missing_ok=True)
+            _remove_empty(made)
+
+
+def _remove_empty(made: list[Path]) -> None:
+    for empty in made:  # innermost first; one another process still uses stays
+        try:
+            empty.rmdir()
+        except OSError:
+            break
 
 
 def fill_lock(
