@@ -30,6 +30,7 @@ from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
+from patchset.text import json_fields
 
 if TYPE_CHECKING:
     from patchset.upstream.hub import Connect, GitHubReader
@@ -220,11 +221,7 @@ class FetchReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "written": self.written,
-            "offline": self.offline,
-            "ok": self.ok,
-            "warnings": self.warnings,
+        return json_fields(self, "written offline ok warnings") | {
             "unreachable": self.unreachable(),
             "no_network": self.no_network(),
             "rows": [r.to_json() for r in self.rows],

@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 
 from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
+from patchset.text import json_fields
 from patchset.upstream.repo import GitRepo
 
 MAX_READ = 64 << 10  # bytes of one version file (real ones: _version.py ~700 B, METADATA ~20 KB)
@@ -76,12 +77,7 @@ class Detected:
         return bool(self.version or self.commit)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "commit": self.commit,
-            "disagree": self.disagree,
-            "clues": [c.to_json() for c in self.clues],
-        }
+        return json_fields(self, "version commit disagree clues")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from patchset.text import json_fields
 from patchset.verify.outcomes import PROVEN
 from patchset.verify.plan.configs import plan_by_config
 from patchset.verify.plan.decide import CARRY, PlanInputs, PlanOptions, VerifyPlan, make_plan
@@ -39,13 +40,7 @@ class SimNight:
     why: dict[str, list[str]] = field(default_factory=dict)  # tree started -> why
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "night": self.night,
-            "changed_files": self.changed_files,
-            "planned_starts": self.planned_starts,
-            "full_starts": self.full_starts,
-            "why": self.why,
-        }
+        return json_fields(self, "night changed_files planned_starts full_starts why")
 
 
 @dataclass
