@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,9 +173,6 @@ class FetchRow:
     dropped: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @dataclass
 class FetchReport:
@@ -224,7 +221,7 @@ class FetchReport:
         return json_fields(self, "written offline ok warnings") | {
             "unreachable": self.unreachable(),
             "no_network": self.no_network(),
-            "rows": [r.to_json() for r in self.rows],
+            "rows": [asdict(r) for r in self.rows],
         }
 
 
@@ -240,9 +237,6 @@ class CheckRow:
     message: str = ""
     interdiff: str = ""
     error: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -261,7 +255,7 @@ class CheckReport:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
-        return {"rows": [r.to_json() for r in self.rows]}
+        return {"rows": [asdict(r) for r in self.rows]}
 
 
 # ---- selection -------------------------------------------------------------------------------

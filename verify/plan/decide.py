@@ -101,12 +101,9 @@ class EngineTree:
             "label": self.label,
             "engine": self.engine_name,
             "config": self.config or None,
-            "production": self.production,
-            "tests": self.tests,
-            "cached": self.cached,
+            **json_fields(self, "production tests cached"),
             "carried": self.carried or None,
-            "why": self.why,
-            "when": self.when,
+            **json_fields(self, "why when"),
         }
 
 

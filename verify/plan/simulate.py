@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from patchset.text import json_fields
 from patchset.verify.outcomes import PROVEN
 from patchset.verify.plan.configs import plan_by_config
 from patchset.verify.plan.decide import CARRY, PlanInputs, PlanOptions, VerifyPlan, make_plan
@@ -40,7 +39,7 @@ class SimNight:
     why: dict[str, list[str]] = field(default_factory=dict)  # tree started -> why
 
     def to_json(self) -> dict[str, Any]:
-        return json_fields(self, "night changed_files planned_starts full_starts why")
+        return asdict(self)
 
 
 @dataclass
