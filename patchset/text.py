@@ -76,10 +76,11 @@ def json_fields(obj: object, names: str) -> dict[str, Any]:
 def _json_value(value: Any) -> Any:
     if hasattr(value, "to_json"):
         return value.to_json()
-    items = value if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else ()
-    if any(hasattr(v, "to_json") for v in items):
-        return [v.to_json() for v in items]  # a list, a tuple or a lazy sequence (the engine's hunk results)
-    return value
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        return value
+    if isinstance(value, (list, tuple)) and not any(hasattr(v, "to_json") for v in value):
+        return value
+    return [v.to_json() if hasattr(v, "to_json") else v for v in value]  # records, or a lazy sequence (hunk results)
 
 
 # ---- shown, never interpreted ---------------------------------------------------------------------
