@@ -1,5 +1,6 @@
 """Small text helpers every layer shares: comma-separated option lists, ``Word`` (the base of every
-closed set of words), and one sanitiser per output kind for text that came from outside.
+closed set of words), a record's JSON keys (``json_fields``), and one sanitiser per output kind for
+text that came from outside.
 
 Once here so that every renderer neutralises hostile text the same way: ``terminal`` shows
 controls, bidi overrides and lone surrogates instead of sending them; ``markdown_*`` also escape
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 
 class Word(str, Enum):
@@ -35,6 +37,7 @@ __all__ = [
     "Word",
     "html_inline",
     "html_text",
+    "json_fields",
     "markdown_block",
     "markdown_cell",
     "markdown_code",
@@ -62,6 +65,22 @@ def split_list(values: Iterable[object] | str | None) -> list[str]:
             if part and part not in out:
                 out.append(part)
     return out
+
+
+def json_fields(obj: object, names: str) -> dict[str, Any]:
+    """``{name: value}`` for the space-separated attribute ``names`` of ``obj``, in the order given
+    (the order its JSON document keeps); a value with a ``to_json``, or a list of them, is written by it."""
+    return {name: _json_value(getattr(obj, name)) for name in names.split()}
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        return value
+    if isinstance(value, (list, tuple)) and not any(hasattr(v, "to_json") for v in value):
+        return value
+    return [v.to_json() if hasattr(v, "to_json") else v for v in value]  # records, or a lazy sequence (hunk results)
 
 
 # ---- shown, never interpreted ---------------------------------------------------------------------

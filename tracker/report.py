@@ -16,6 +16,7 @@ from typing import Any
 
 from patchset.commands.interrupted import Interruption
 from patchset.ledger.model import Origin, PatchState, PullState
+from patchset.text import json_fields
 from patchset.upstream.refs import NO_NETWORK, OFFLINE
 
 __all__ = ["RefRow", "StatusReport", "StatusRow", "age_seconds", "error_text"]
@@ -202,18 +203,11 @@ class StatusReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ledger": self.ledger,
-            "exit_code": self.exit_code,
-            "title": self.title,
-            "mode": self.mode,
-            "generated_at": self.generated_at,
+            **json_fields(self, "ledger exit_code title mode generated_at"),
             "data_age": self.oldest(),
-            "warnings": self.warnings,
-            "interrupted": [i.to_json() for i in self.interrupted],
+            **json_fields(self, "warnings interrupted"),
             "errors": self.errors(),
-            "recorded": self.recorded,
-            "round_trips": self.round_trips,
-            "targets": self.targets,
+            **json_fields(self, "recorded round_trips targets"),
             "counts": {
                 "action": self.counts("action"),
                 "drift": self.counts("drift"),

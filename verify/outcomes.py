@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from patchset.text import json_fields
 from patchset.verify import Word
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult
 
@@ -100,13 +101,9 @@ class TestOutcome:
         return {
             "patch": self.patch_id,
             "test": self.name,
-            "kind": self.kind,
-            "checks": self.checks,
+            **json_fields(self, "kind checks"),
             "engine": self.engine or None,
-            "command": self.command,
-            "cwd": self.cwd,
-            "tags": self.tags,
-            "timeout": self.timeout,
+            **json_fields(self, "command cwd tags timeout"),
             "class": self.klass,
             "note": self.note,
             "seconds": round(self.seconds, 3),
@@ -196,31 +193,16 @@ class VerifyReport:
 
     def to_json(self) -> dict:
         return {
-            "ok": self.ok,
-            "exit_code": self.exit_code,
-            "ledger": self.ledger,
-            "target": self.target,
-            "base": self.base,
-            "tags": self.tags,
-            "jobs": self.jobs,
+            **json_fields(self, "ok exit_code ledger target base tags jobs"),
             "wall_seconds": round(self.wall_seconds, 3),
             "counts": self.counts(),
-            "patches": [p.to_json() for p in self.patches],
-            "untested": self.untested,
-            "notes": self.notes,
+            **json_fields(self, "patches untested notes"),
             "work_dir": self.work_dir or None,
-            "engines": [e.to_json() for e in self.engines],
-            "engine_starts": self.engine_starts,
-            "reused": self.reused,
-            "cache_ignored": self.cache_ignored,
+            **json_fields(self, "engines engine_starts reused cache_ignored"),
             "baseline": self.baseline or None,
             "plan": self.plan.to_json() if self.plan is not None else None,
             "history": self.history or None,
-            "proven_tonight": self.proven_tonight,
-            "carried": self.carried,
-            "changed": self.changed,
-            "group_tries": self.group_tries,
-            "planned_only": self.planned_only,
+            **json_fields(self, "proven_tonight carried changed group_tries planned_only"),
         }
 
 

@@ -183,15 +183,7 @@ def run_verify(run: VerifyRun) -> VerifyReport:
             return report
         place = Workspace(sel.ledger, tgt, base.path, work, sel.home, base.is_cache)
         log_dir = run.log_dir or (engine_log_dir() if sel.specs else None)
-        verifier = Verifier(
-            place,
-            jobs=run.jobs,
-            timeout=run.timeout,
-            progress=run.progress,
-            keep=run.keep_trees,
-            engine_factory=run.engine_factory,
-            log_dir=log_dir,
-        )
+        verifier = Verifier(place, run, log_dir)
         rounds = _run_rounds(verifier, report.plan, trees, keys, sel, report)
         _conclude(run, sel, rounds, report, Tonight(report.plan.night, started_at, base.label), inputs.patches)
         _damage_notes(verifier, base, report)

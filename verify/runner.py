@@ -22,15 +22,14 @@ from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure
 from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
-from patchset.progress import Progress
 from patchset.upstream import cache
-from patchset.verify.engines.launch import EngineFactory
 from patchset.verify.engines.process import ledger_engine
 from patchset.verify.engines.scheduler import Context, EngineBatch, Pair, QuietLock, Scheduler
 from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import WITH, WITHOUT, EngineRun, TestOutcome, Variant
 from patchset.verify.overlay import Snapshot, drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.results_cache import ResultCache
+from patchset.verify.run import VerifyRun
 from patchset.verify.serving import ServingSamples
 from patchset.verify.serving_judge import judge_serving
 from patchset.verify.testrun import ERROR, FAIL, PASS, CommandResult, LongctxResult, ServingResult, run_command
@@ -82,20 +81,10 @@ class Workspace:
 class Verifier:
     """Runs the runs of one verify, round after round, keeping its engines and counters."""
 
-    def __init__(
-        self,
-        place: Workspace,
-        *,
-        jobs: int,
-        timeout: int | None,
-        progress: Progress | None,
-        keep: bool,
-        engine_factory: EngineFactory | None = None,
-        log_dir: Path | None = None,
-    ):
+    def __init__(self, place: Workspace, run: VerifyRun, log_dir: Path | None = None):
         self.ledger, self.target, self.base, self.work = place.ledger, place.target, place.base, place.work
         self.layout = place.target.layout
-        self.jobs, self.timeout, self.progress, self.keep = jobs, timeout, progress, keep
+        self.jobs, self.timeout, self.progress, self.keep = run.jobs, run.timeout, run.progress, run.keep_trees
         self.base_is_cache = place.base_is_cache
         self.mapper = self.target.mapper(self.layout)
         self.snapshot = Snapshot.take(self.base)
@@ -104,7 +93,7 @@ class Verifier:
         self.total = 0
         self.counter = 0
         self.damaged: list[str] = []
-        self.engine_factory = engine_factory or ledger_engine
+        self.engine_factory = run.engine_factory or ledger_engine
         self.log_dir = log_dir or self.work / "logs"
         self.engines: list[EngineRun] = []
         self.reused: list[str] = []

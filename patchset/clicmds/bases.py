@@ -17,11 +17,8 @@ def base() -> None:
 @base.command("detect")
 @opt.target("compare with", "default: the only target with active patches")
 @opt.tree("its version files name the commit it was built from (vllm/_version.py, dist-info)")
-@click.option(
-    "--image",
-    default=None,
-    metavar="REF",
-    help="An image: its tag (nightly-<commit>) and, where docker runs, its label ai.vllm.build.commit.",
+@opt.value(
+    "--image", "REF", "An image: its tag (nightly-<commit>) and, where docker runs, its label ai.vllm.build.commit."
 )
 @opt.upstream("none: a commit prefix is resolved only against the target's recorded base")
 @opt.json
@@ -66,12 +63,7 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
 
 @base.command("find")
 @opt.target("search for", "default: the only target")
-@click.option(
-    "--since",
-    default=None,
-    metavar="VERSION",
-    help="The oldest release to search (default: the 12 newest final releases).",
-)
+@opt.value("--since", "VERSION", "The oldest release to search (default: the 12 newest final releases).")
 @opt.json
 @click.pass_obj
 @guarded

@@ -69,9 +69,7 @@ def build_wheel(c: Ctx, target, spec, wheel_file, platform, out_dir, as_json) ->
 @opt.target("build", "default: the only target with active patches")
 @opt.tree("one the series was applied to (apply --tree, --from-index --into)", dest="tree", required=True)
 @opt.layout("Layout of the tree (default: the target's).")
-@click.option(
-    "--base-image", default=None, metavar="IMAGE", help="FROM of the Dockerfile (default: the target's base_image)."
-)
+@opt.value("--base-image", "IMAGE", "FROM of the Dockerfile (default: the target's base_image).")
 @opt.out_dir("A new or empty directory, or an overlay patchset wrote before (replaced whole).")
 @opt.json
 @click.pass_obj

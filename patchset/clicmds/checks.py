@@ -28,9 +28,7 @@ from patchset.text import split_list
     metavar="N",
     help="Test runs at a time.",
 )
-@click.option(
-    "--timeout", type=int, default=None, metavar="SECONDS", help="Seconds per test run, overriding the ledger's."
-)
+@opt.value("--timeout", "SECONDS", "Seconds per test run, overriding the ledger's.", type=int)
 @opt.path("--junit", "Write JUnit XML here.", dir_okay=False)
 @click.option("--keep-trees", is_flag=True, help="Keep the build trees and full logs (path in the report).")
 @opt.engine("[engines.NAME] or a preset")
@@ -126,7 +124,7 @@ def check() -> None:
 @click.option(
     "--url", required=True, metavar="URL", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000."
 )
-@click.option("--model", default=None, metavar="NAME", help="Model name (default: the server's first model).")
+@opt.value("--model", "NAME", "Model name (default: the server's first model).")
 @click.option(
     "--checks",
     "checks",
@@ -134,12 +132,11 @@ def check() -> None:
     metavar="NAME[,NAME]",
     help="causality, resume, cached, rescore, reference, copy (default: the first four).",
 )
-@click.option(
+@opt.choice(
     "--mode",
-    type=click.Choice(["fixed", "control"]),
+    ["fixed", "control"],
+    "fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).",
     default="fixed",
-    show_default=True,
-    help="fixed bars (deterministic engines) or a multiple of a measured control (GPU clusters).",
 )
 @opt.path("--baseline", "Recorded cached-token baseline (JSON) for the `cached` check.", dir_okay=False)
 @opt.path(

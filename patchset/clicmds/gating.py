@@ -11,7 +11,7 @@ from patchset.clicmds import options as opt
 
 
 @click.command()
-@click.option("--onto", default=None, metavar="REF", help="Judge the series against this upstream ref.")
+@opt.value("--onto", "REF", "Judge the series against this upstream ref.")
 @click.option("--latest", is_flag=True, help="Judge against the newest upstream (fetched).")
 @click.option(
     "--artifacts",
@@ -30,12 +30,12 @@ from patchset.clicmds import options as opt
 @opt.deprecated("--patch", "old_patches", "gate --patch", "--only ID (the same as fetch --only)", multiple=True)
 @click.option("--force", is_flag=True, help="Judge even when upstream has not moved.")
 @click.option("--refresh-status", is_flag=True, help="Refresh the upstream PR status (network).")
-@click.option(
+@opt.choice(
     "--build",
-    "builds",
+    ["wheel", "overlay"],
+    "Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
+    dest="builds",
     multiple=True,
-    type=click.Choice(["wheel", "overlay"]),
-    help="Also build the patched wheel (dist/) or the image overlay (overlay/) into the artifacts.",
 )
 @opt.engine("[engines.NAME]")
 @opt.reuse

@@ -40,13 +40,12 @@ def target() -> None:
 
 @target.command("add")
 @click.argument("name")
-@click.option(
+@opt.value(
     "--upstream",
-    default=None,
-    metavar="PATH|URL",
-    help="Its upstream repository, a URL or a local clone (recorded; rebase and gate read a local one).",
+    "PATH|URL",
+    "Its upstream repository, a URL or a local clone (recorded; rebase and gate read a local one).",
 )
-@click.option("--github", default=None, metavar="OWNER/REPO", help="Its GitHub name (for status and fetch).")
+@opt.value("--github", "OWNER/REPO", "Its GitHub name (for status and fetch).")
 @opt.package
 @opt.layout("The layout build trees use.")
 @opt.path_map("A path prefix in the patches and where it lives in an installed tree (repeatable).")
@@ -73,14 +72,9 @@ def target_add(c: Ctx, name, upstream, github, package, layout, maps, base, no_p
 @target.command("set")
 @click.argument("name")
 @opt.base("The upstream base the series applies to (a spec, commit, dir).")
-@click.option("--base-version", default=None, metavar="VERSION", help="The base's version (informational).")
-@click.option(
-    "--installed-root",
-    default=None,
-    metavar="PATH",
-    help="Where the package is installed in the image (site-packages).",
-)
-@click.option("--base-image", default=None, metavar="IMAGE", help="The stock image the installed layout comes from.")
+@opt.value("--base-version", "VERSION", "The base's version (informational).")
+@opt.value("--installed-root", "PATH", "Where the package is installed in the image (site-packages).")
+@opt.value("--base-image", "IMAGE", "The stock image the installed layout comes from.")
 @opt.package
 @opt.layout("The layout build trees use.")
 @opt.path_map("Add or replace a path-map prefix (repeatable).")
@@ -113,13 +107,7 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
 @click.command("import")
 @click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @opt.target("import into", "default: the only target; a build repository's folders name theirs")
-@click.option(
-    "--id",
-    "patch_id",
-    default=None,
-    metavar="ID",
-    help="The id of the one patch imported (default: from its file name).",
-)
+@opt.value("--id", "ID", "The id of the one patch imported (default: from its file name).", dest="patch_id")
 @opt.path(
     "--overlay",
     "Whole-file overlays mirrored at their site-packages paths: one patch per file (or per set).",
@@ -135,30 +123,20 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     "The overlay kit's MANIFEST.json (targets, checksums, sets, provenance, base_image).",
     metavar="FILE",
 )
-@click.option(
+@opt.value(
     "--script",
-    default=None,
-    metavar="'CMD … {root}/…'",
-    help="An edit script as a generated patch (needs --id): run on a private copy of the base ({root}), its diff kept.",
+    "'CMD … {root}/…'",
+    "An edit script as a generated patch (needs --id): run on a private copy of the base ({root}), its diff kept.",
 )
-@click.option(
-    "--bind",
-    default=None,
-    metavar="PATH",
-    help="--script: also mount the copy at PATH (for a script that hard-codes an install path).",
-)
-@click.option(
+@opt.value("--bind", "PATH", "--script: also mount the copy at PATH (for a script that hard-codes an install path).")
+@opt.value(
     "--strip",
+    "N",
+    "Read the diffs' file names with -pN (default: the reading that fits the base or the package).",
     type=int,
-    default=None,
-    metavar="N",
-    help="Read the diffs' file names with -pN (default: the reading that fits the base or the package).",
 )
-@click.option(
-    "--root",
-    default=None,
-    metavar="DIR",
-    help="The package directory the diffs' names start inside (b/v1/x.py for vllm/v1/x.py: --root vllm).",
+@opt.value(
+    "--root", "DIR", "The package directory the diffs' names start inside (b/v1/x.py for vllm/v1/x.py: --root vllm)."
 )
 @click.option(
     "--pr",
@@ -167,15 +145,9 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     metavar="N|OWNER/REPO#N|URL|FILE",
     help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
 )
-@click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
+@opt.value("--revert", "SHA", "The reverse of an upstream commit, as a patch.")
 @opt.upstream("--revert: the target's upstream when it is a local clone, else its release history")
-@click.option(
-    "--group",
-    type=click.Choice(["file", "set"]),
-    default="file",
-    show_default=True,
-    help="Overlays: one patch per file, or one per manifest set.",
-)
+@opt.choice("--group", ["file", "set"], "Overlays: one patch per file, or one per manifest set.", default="file")
 @opt.dry_run("A repository: print the inventory of what it carries and what each becomes; write nothing.")
 @opt.json
 @click.pass_obj
@@ -371,12 +343,12 @@ PRINTERS: dict[str, Callable[[Any], None]] = {  # by the name of the import's mo
 
 
 @click.command()
-@click.option(
+@opt.choice(
     "--format",
-    "fmt",
-    type=click.Choice(["quilt", "mbox", "expected"]),
+    ["quilt", "mbox", "expected"],
+    "quilt (series + patches), mbox (for git am) or expected (EXPECTED.sha256).",
+    dest="fmt",
     required=True,
-    help="quilt (series + patches), mbox (for git am) or expected (EXPECTED.sha256).",
 )
 @opt.target("export", "default: every target")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))

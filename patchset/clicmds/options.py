@@ -135,6 +135,19 @@ def path(name: str, help: str, *, dest: str | None = None, metavar: str | None =
     return click.option(*names, type=click.Path(path_type=Path, **kind), default=None, metavar=metavar, help=help)
 
 
+def value(name: str, metavar: str, help: str, *, dest: str | None = None, **how: Any) -> Decorator:
+    """``--NAME METAVAR``: a value taken as given (none by default); ``how``: click's ``type``."""
+    names = [name, dest] if dest else [name]
+    return click.option(*names, default=None, metavar=metavar, help=help, **how)
+
+
+def choice(name: str, words: list[str], help: str, *, dest: str | None = None, **how: Any) -> Decorator:
+    """``--NAME WORD``: one of ``words``; ``how``: click's ``default`` (shown in ``--help``),
+    ``multiple``, ``required``."""
+    names = [name, dest] if dest else [name]
+    return click.option(*names, type=click.Choice(words), show_default="default" in how, help=help, **how)
+
+
 def out_dir(help: str) -> Decorator:
     """``--out DIR``: where a command writes what it builds (required)."""
     return click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help=help)

@@ -28,12 +28,8 @@ def validate(c: Ctx, as_json: bool) -> int:
 
 @click.command("list")
 @opt.target("list", "default: every target")
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice(["active", "held", "dropped"]),
-    help="Only patches in this state (repeatable).",
+@opt.choice(
+    "--state", ["active", "held", "dropped"], "Only patches in this state (repeatable).", dest="states", multiple=True
 )
 @click.option(
     "--header", is_flag=True, help="Piped output starts with the column names (a terminal always shows them)."

@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchset.errors import InputError
 from patchset.ledger.model import Target
-from patchset.text import Word
+from patchset.text import Word, json_fields
 from patchset.upstream.bases import version_like
 from patchset.upstream.clone import UpstreamClone
 from patchset.upstream.nightly import (
@@ -74,20 +74,11 @@ class BaseCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "target": self.target,
-            "base": self.base,
-            "base_version": self.base_version,
-            "base_commit": self.base_commit,
-            "where": self.where,
-            "verdict": self.verdict,
-            "message": self.message,
+            **json_fields(self, "target base base_version base_commit where verdict message"),
             "version": self.detected.version,
             "prefix": self.detected.commit,
             "commit": self.resolved.commit,
-            "resolved": self.resolved.to_json(),
-            "detected": self.detected.to_json(),
-            "suggest": self.suggest,
-            "exit_code": self.exit_code,
+            **json_fields(self, "resolved detected suggest exit_code"),
         }
 
 

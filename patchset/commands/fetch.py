@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,11 @@ from patchset.errors import (
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch
+from patchset.ledger.schema import SHA_RE
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filters import FilterResult, filter_diff, interdiff, patch_id
+from patchset.text import json_fields
+from patchset.upstream.repo import FULL_SHA
 
 if TYPE_CHECKING:
     from patchset.upstream.hub import Connect, GitHubReader
@@ -48,8 +51,6 @@ __all__ = [
     "update",
 ]
 
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_SHA40 = re.compile(r"^[0-9a-f]{40}$")
 _REPO = r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+"
 _COMMIT = re.compile(rf"^(?P<repo>{_REPO})@(?P<sha>[0-9a-f]{{7,40}})$")
 _FILE = re.compile(rf"^(?P<repo>{_REPO})@(?P<ref>[^:\s]+):(?P<path>\S.*)$")
@@ -130,7 +131,7 @@ def parse_source(ledger: Ledger, patch: Patch) -> SourceRef:
                 hint='a change from another host is a body of its own (kind = "url" or a local file); '
                 'a PR of the upstream is ref = "owner/repo#N"',
             )
-        if src.pin and not _SHA.match(src.pin):
+        if src.pin and not SHA_RE.match(src.pin):
             raise LedgerError(f"pin {src.pin!r} is not a commit sha", where=where)
         return SourceRef("pr", repo=pr.repo, number=pr.number)
     if src.kind == "commit":
@@ -171,9 +172,6 @@ class FetchRow:
     kept: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -220,14 +218,10 @@ class FetchReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "written": self.written,
-            "offline": self.offline,
-            "ok": self.ok,
-            "warnings": self.warnings,
+        return json_fields(self, "written offline ok warnings") | {
             "unreachable": self.unreachable(),
             "no_network": self.no_network(),
-            "rows": [r.to_json() for r in self.rows],
+            "rows": [asdict(r) for r in self.rows],
         }
 
 
@@ -243,9 +237,6 @@ class CheckRow:
     message: str = ""
     interdiff: str = ""
     error: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -264,7 +255,7 @@ class CheckReport:
         return EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
-        return {"rows": [r.to_json() for r in self.rows]}
+        return {"rows": [asdict(r) for r in self.rows]}
 
 
 # ---- selection -------------------------------------------------------------------------------
@@ -346,7 +337,7 @@ def _download(
             return _Download(data, spec.sha, "commit")
         if spec.kind == "repo-file":
             data = client.file_at(spec.repo, spec.ref, spec.path)
-            return _Download(data, spec.ref if _SHA40.match(spec.ref) else None, "file")
+            return _Download(data, spec.ref if FULL_SHA.match(spec.ref) else None, "file")
     except FetchError as exc:
         raise _Unreachable(exc.row) from None
     raise _Refused(f"cannot fetch a source of kind {spec.kind!r}")
@@ -590,7 +581,7 @@ def _write(ledger_path: Path, writes: list[tuple[Patch, FetchRow, bytes, str | N
         for p, row, data, head in writes:
             e.write_file(p.body_path, data)
             e.lock.bodies[p.id] = row.sha256 or sha256_bytes(data)
-            if head and _SHA.match(head):
+            if head and SHA_RE.match(head):
                 e.lock.heads[p.id] = head
             else:
                 e.lock.heads.pop(p.id, None)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from patchset.patchfmt.filepatch import FilePatch, Hunk, HunkList, LazySequence
+from patchset.text import json_fields
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
 FileStatus = Literal["applied", "already_applied", "failed"]
@@ -161,12 +162,7 @@ class FileOutcome:
         return self.status == "applied"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "new_mode": self.new_mode,
-            "message": self.message,
-            "hunks": [h.to_json() for h in self.hunks],
-        }
+        return json_fields(self, "status new_mode message hunks")
 
 
 # --------------------------------------------------------------------------- the file

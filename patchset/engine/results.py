@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from patchset.engine.hunks import HunkResult
 from patchset.errors import ApplyFailed
+from patchset.text import json_fields
 
 PatchStatus = Literal["applied", "already_applied", "failed", "not_reached"]
 
@@ -40,16 +41,7 @@ class FileResult:
     old_path: str | None = None  # tree path read (renames/copies)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "patch_path": self.patch_path,
-            "op": self.op,
-            "old_path": self.old_path,
-            "status": self.status,
-            "message": self.message,
-            "sha256": self.sha256,
-            "hunks": [h.to_json() for h in self.hunks],
-        }
+        return json_fields(self, "path patch_path op old_path status message sha256 hunks")
 
 
 @dataclass
@@ -65,7 +57,7 @@ class PatchResult:
         return self.status == "applied"
 
     def to_json(self) -> dict[str, Any]:
-        return {"patch_id": self.patch_id, "status": self.status, "files": [f.to_json() for f in self.files]}
+        return json_fields(self, "patch_id status files")
 
     def describe(self) -> str:
         lines = [f"{self.patch_id}: {self.status}"]
@@ -92,14 +84,7 @@ class SeriesResult:
     failed_patch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "ok": self.ok,
-            "dry_run": self.dry_run,
-            "committed": self.committed,
-            "recovered": self.recovered,
-            "failed_patch": self.failed_patch,
-            "patches": [p.to_json() for p in self.patches],
+        return json_fields(self, "root ok dry_run committed recovered failed_patch patches") | {
             "files": dict(self.files),
             "modes": {k: (oct(v) if v is not None else None) for k, v in self.modes.items()},
         }

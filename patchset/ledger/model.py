@@ -85,14 +85,30 @@ class TestKind(Word):
     SERVING = "serving"
 
 
+# Engines: how a test's server is started from a build tree (docs/engines.md; patchset.verify.engines).
+class Preset(Word):
+    """The presets an ``[engines.NAME]`` table builds on (``preset = ...``)."""
+
+    VLLM_CPU = "vllm-cpu"
+    DOCKER = "docker"
+    COMMAND = "command"
+
+
+class Delivery(Word):
+    """How the patched code reaches the engine (``delivers = ...``)."""
+
+    PYTHONPATH = "pythonpath"  # the build tree first on PYTHONPATH
+    OVERLAY = "overlay"  # the patched files, bind-mounted over the image's install root
+    TREE = "tree"  # the launcher is given the build tree
+
+
 ORIGINS = tuple(o.value for o in Origin)
 STATES = tuple(s.value for s in PatchState)
 LAYOUTS = tuple(x.value for x in Layout)
 PR_STATES = tuple(s.value for s in PullState)
 SOURCE_KINDS = tuple(k.value for k in SourceKind)
-# Engines: how a test's server is started from a build tree (docs/engines.md).
-ENGINE_PRESETS = ("vllm-cpu", "docker", "command")
-DELIVERS = ("pythonpath", "overlay", "tree")
+ENGINE_PRESETS = tuple(p.value for p in Preset)
+DELIVERS = tuple(d.value for d in Delivery)
 # What an engine's templates may name; {args} and {mounts} stand for several argv elements and must
 # be whole elements of `start`.
 ENGINE_PLACEHOLDERS = (

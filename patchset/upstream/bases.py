@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from patchset.errors import InputError
 from patchset.ledger.model import Target
 from patchset.progress import Progress
-from patchset.text import Word
+from patchset.text import Word, json_fields
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
 from patchset.upstream.releases import is_spec_like, parse_spec
@@ -55,15 +55,7 @@ class Bases:
 
     def record(self) -> dict[str, Any]:
         """What a stopped rebase keeps to ``reopen`` these bases."""
-        return {
-            "onto": self.onto,
-            "old_ref": self.old_ref,
-            "old": self.old,
-            "new": self.new,
-            "new_label": self.new_label,
-            "new_version": self.new_version,
-            "location": self.location,
-        }
+        return json_fields(self, "onto old_ref old new new_label new_version location")
 
     def close(self) -> None:
         self.repo.close()

@@ -37,9 +37,8 @@ from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.upstream.git import fast_import_path, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like
-from patchset.upstream.repo import GitRepo
+from patchset.upstream.repo import FULL_SHA, GitRepo
 
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
 IMPORT_EMAIL = "releases@patchset.invalid"
 FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
@@ -174,7 +173,7 @@ class ReleaseHistory(GitRepo):
     def rev_tree(self, sha: str) -> str | None:
         proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{sha}^{{tree}}", check=False)
         out = proc.stdout.decode().strip()
-        return out if proc.returncode == 0 and _SHA.match(out) else None
+        return out if proc.returncode == 0 and FULL_SHA.match(out) else None
 
     def _check_project(self, spec: ReleaseSpec) -> None:
         if self.project is None:

@@ -25,7 +25,9 @@ from packaging.utils import canonicalize_name
 
 from patchset.confine import confine
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
-from patchset.upstream.repo import GitRepo
+from patchset.ledger.schema import SHA_RE
+from patchset.text import json_fields
+from patchset.upstream.repo import FULL_SHA, GitRepo
 
 MAX_READ = 64 << 10  # bytes of one version file (real ones: _version.py ~700 B, METADATA ~20 KB)
 MAX_ENTRIES = 100_000  # directory entries scanned for dist-info folders (a site-packages has thousands)
@@ -35,8 +37,6 @@ LABEL = "ai.vllm.build.commit"  # vLLM's Dockerfile labels the image with its co
 ENV_COMMIT = "VLLM_BUILD_COMMIT"
 
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.!+_-]{0,127}$")
-_HEX = re.compile(r"^[0-9a-f]{7,40}$")
-_FULL = re.compile(r"^[0-9a-f]{40}$")
 _LOCAL_G = re.compile(r"^g([0-9a-f]{7,40})$")
 _DIRTY = re.compile(r"^d\d{8}$")
 _VERSION_PY = re.compile(
@@ -76,12 +76,7 @@ class Detected:
         return bool(self.version or self.commit)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "commit": self.commit,
-            "disagree": self.disagree,
-            "clues": [c.to_json() for c in self.clues],
-        }
+        return json_fields(self, "version commit disagree clues")
 
 
 @dataclass
@@ -165,12 +160,12 @@ def parse_direct_url(data: bytes) -> str | None:
     if not isinstance(doc, dict):
         return None
     vcs = doc.get("vcs_info")
-    if isinstance(vcs, dict) and isinstance(vcs.get("commit_id"), str) and _FULL.match(vcs["commit_id"].lower()):
+    if isinstance(vcs, dict) and isinstance(vcs.get("commit_id"), str) and FULL_SHA.match(vcs["commit_id"].lower()):
         return str(vcs["commit_id"]).lower()
     url = doc.get("url")
     if isinstance(url, str) and len(url) <= 4096:
         path = url.split("://", 1)[-1].split("?", 1)[0].split("#", 1)[0]
-        folders = [p.lower() for p in path.split("/")[1:-1] if _FULL.match(p.lower())]
+        folders = [p.lower() for p in path.split("/")[1:-1] if FULL_SHA.match(p.lower())]
         if len(folders) == 1:
             return folders[0]
     return None
@@ -316,7 +311,7 @@ def parse_inspect(data: bytes) -> list[Clue]:
         if isinstance(labels, dict) and LABEL in labels:
             value = labels[LABEL]
             value = value.strip().lower() if isinstance(value, str) else ""
-            if _HEX.match(value):
+            if SHA_RE.match(value):
                 clues.append(Clue(f"docker label {LABEL}", commit=value))
             else:
                 clues.append(Clue(f"docker label {LABEL}", note="its value is not a commit"))
@@ -324,7 +319,7 @@ def parse_inspect(data: bytes) -> list[Clue]:
         for item in env if isinstance(env, list) else []:
             if isinstance(item, str) and item.startswith(ENV_COMMIT + "="):
                 value = item.split("=", 1)[1].strip().lower()
-                if _HEX.match(value):
+                if SHA_RE.match(value):
                     clues.append(Clue(f"docker env {ENV_COMMIT}", commit=value))
     return clues
 
@@ -382,7 +377,7 @@ def resolve_prefix(prefix: str, *, base: str = "", repo: GitRepo | None = None) 
     PREFIX^{commit}``; an ambiguous prefix lists its candidates, ``git rev-parse --disambiguate``);
     else the ledger's ``base`` when the prefix is a prefix of it. Never from a version number."""
     prefix = prefix.lower()
-    if not _HEX.match(prefix):
+    if not SHA_RE.match(prefix):
         return Resolved(how=f"{prefix!r} is not a commit prefix")
     if repo is not None:
         sha = repo.rev(prefix)
@@ -393,9 +388,9 @@ def resolve_prefix(prefix: str, *, base: str = "", repo: GitRepo | None = None) 
             return Resolved(how=f"{prefix} is ambiguous in {repo.git_dir}", candidates=candidates)
         if len(candidates) == 1:
             return Resolved(candidates[0], f"git rev-parse --disambiguate={prefix} in {repo.git_dir}")
-    if _FULL.match(prefix):
+    if FULL_SHA.match(prefix):
         return Resolved(prefix, "named in full")
-    if base and _FULL.match(base.lower()) and base.lower().startswith(prefix):
+    if base and FULL_SHA.match(base.lower()) and base.lower().startswith(prefix):
         return Resolved(base.lower(), "a prefix of the target's recorded base")
     where = f"not in {repo.git_dir}" if repo is not None else "no upstream clone given (--upstream PATH|URL)"
     return Resolved(how=f"{prefix} is not a prefix of the recorded base; {where}")
@@ -404,7 +399,7 @@ def resolve_prefix(prefix: str, *, base: str = "", repo: GitRepo | None = None) 
 def _commits_named(repo: GitRepo, prefix: str) -> list[str]:
     """Every commit whose sha starts with ``prefix`` (``git rev-parse --disambiguate``)."""
     proc = repo.git("rev-parse", f"--disambiguate={prefix}", check=False)
-    names = [s for s in proc.stdout.decode(errors="replace").split() if _FULL.match(s)]
+    names = [s for s in proc.stdout.decode(errors="replace").split() if FULL_SHA.match(s)]
     out = []
     for sha in names:
         kind = repo.git("cat-file", "-t", sha, check=False).stdout.decode().strip()

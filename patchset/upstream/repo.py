@@ -20,10 +20,7 @@ from pathlib import Path
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.upstream.git import ls_tree_blobs, popen_git, run_git
 
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-_HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
-IMPORT_EMAIL = "releases@patchset.invalid"
-FAST_IMPORT_COMPRESSION = 1  # zlib level for imported packs: 2x faster than 6, ~10% larger
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")  # a commit named by its whole id
 
 
 @dataclass(frozen=True)
@@ -118,11 +115,11 @@ class GitRepo:
         """The commit sha ``ref`` names, or None."""
         proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}", check=False)
         out = proc.stdout.decode().strip()
-        return out if proc.returncode == 0 and _SHA.match(out) else None
+        return out if proc.returncode == 0 and FULL_SHA.match(out) else None
 
     def resolve(self, ref: str) -> str:
         """A full commit sha for a sha (full or abbreviated), tag, or branch."""
-        if isinstance(ref, str) and _SHA.match(ref) and self.rev(ref):
+        if isinstance(ref, str) and FULL_SHA.match(ref) and self.rev(ref):
             return ref
         sha = self.rev(ref) if ref else None
         if sha is None:

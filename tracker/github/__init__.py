@@ -37,6 +37,11 @@ AUTH_NOTICE = (
 )
 
 
+def _of_transport(name: str) -> Any:
+    """A read-only attribute of the client that is its transport's (``Transport``)."""
+    return property(lambda client: getattr(client._wire, name))
+
+
 class GitHubClient:
     """Reads upstream state from GitHub (or a GitHub-compatible ``base_url``).
 
@@ -87,34 +92,13 @@ class GitHubClient:
         self._states = StateRecords(self.cache, base_url)
 
     # what the transport is and saw, for the caller to report
-    @property
-    def base_url(self) -> str:
-        return self._wire.base_url
-
-    @property
-    def offline(self) -> bool:
-        return self._wire.offline
-
-    @property
-    def timeout(self) -> float:
-        return self._wire.timeout
-
-    @property
-    def _token(self) -> Secret:
-        return self._wire.token
-
-    @property
-    def round_trips(self) -> int:
-        return self._wire.round_trips
-
-    @property
-    def rate(self) -> dict[str, RateInfo]:
-        return self._wire.rate
-
-    @property
-    def redirects(self) -> list[tuple[str, str]]:
-        """(asked, followed to), for the caller to report."""
-        return self._wire.redirects
+    base_url: str = _of_transport("base_url")
+    offline: bool = _of_transport("offline")
+    timeout: float = _of_transport("timeout")
+    _token: Secret = _of_transport("token")
+    round_trips: int = _of_transport("round_trips")
+    rate: dict[str, RateInfo] = _of_transport("rate")
+    redirects: list[tuple[str, str]] = _of_transport("redirects")  # (asked, followed to)
 
     def __repr__(self) -> str:
         return (

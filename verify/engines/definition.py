@@ -21,26 +21,10 @@ from typing import Any
 
 from patchset.confine import confine
 from patchset.errors import InputError, Location, PatchsetError
-from patchset.ledger.model import Ledger, Target
+from patchset.ledger.model import Delivery, Ledger, Preset, Target
 from patchset.verify import Word
 
 DEFAULT_URL = "http://127.0.0.1:{port}"
-
-
-class Preset(Word):
-    """The presets an ``[engines.NAME]`` table builds on (``preset = ...``)."""
-
-    VLLM_CPU = "vllm-cpu"
-    DOCKER = "docker"
-    COMMAND = "command"
-
-
-class Delivery(Word):
-    """How the patched code reaches the engine (``delivers = ...``)."""
-
-    PYTHONPATH = "pythonpath"  # the build tree first on PYTHONPATH
-    OVERLAY = "overlay"  # the patched files, bind-mounted over the image's install root
-    TREE = "tree"  # the launcher is given the build tree
 
 
 class StartDir(Word):

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from patchset.errors import EnvironmentFailure
 
@@ -117,6 +117,21 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def start_group(argv: list[str], log: IO[bytes], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start an engine's command as the leader of a new process group (``end_group`` ends it), with
+    no stdin, its output into ``log``, dying with the process that started it."""
+    return subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=dict(env),
+        cwd=str(cwd),
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
 
 
 def process_group_alive(pgid: int) -> bool:

@@ -29,9 +29,9 @@ from patchset.verify.engines.launch import (
     EngineDied,
     EngineLaunch,
     check_import_origin,
-    die_with_parent,
     end_group,
     free_port,
+    start_group,
 )
 from patchset.verify.engines.vllm_cpu import engine_missing_reason, engine_venv, venv_python, vllm_cpu_engine
 
@@ -174,16 +174,7 @@ class EngineProcess:
             log.write(f"# patchset: engine {self.engine.describe()}: {' '.join(argv)}\n".encode())
             log.flush()
             try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=self.environment(),
-                    cwd=str(cwd),
-                    start_new_session=True,
-                    preexec_fn=die_with_parent,
-                )
+                self.proc = start_group(argv, log, self.environment(), cwd)
             except OSError as exc:
                 raise EngineDied(
                     f"engine {self.engine.name}: cannot run {argv[0]}: {exc.strerror or exc}",

@@ -25,9 +25,9 @@ from patchset.verify.engines.launch import (
     EngineDied,
     EngineLaunch,
     check_import_origin,
-    die_with_parent,
     end_group,
     free_port,
+    start_group,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -170,16 +170,7 @@ class VllmCpuServer:
         cache_dir().mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - the server process owns it until stop()
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.environment(),
-            cwd=str(cache_dir()),
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
+        self.proc = start_group(self.command(), log, self.environment(), cache_dir())
         self.pgid = self.proc.pid
         log.close()
         deadline = t0 + self.config.startup_timeout

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from patchset.errors import EXIT_FINDING, EXIT_OK
+from patchset.text import json_fields
 from patchset.verify.longctx.params import Lengths, Thresholds
 
 
@@ -70,13 +71,9 @@ class LongctxReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "ok": self.ok,
-            "url": self.url,
-            "model": self.model,
-            "mode": self.mode,
+            **json_fields(self, "ok url model mode"),
             "seconds": round(self.seconds, 3),
-            "server": self.server,
-            "baseline": self.baseline,
+            **json_fields(self, "server baseline"),
             "lengths": asdict(self.lengths),
             "thresholds": asdict(self.thresholds),
             "checks": [_clean(asdict(r)) for r in self.results],

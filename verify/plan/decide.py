@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from patchset.text import json_fields
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED
 from patchset.verify.plan.grouping import choose_groups
 from patchset.verify.plan.watch import UNSAFE, Watch
@@ -100,12 +101,9 @@ class EngineTree:
             "label": self.label,
             "engine": self.engine_name,
             "config": self.config or None,
-            "production": self.production,
-            "tests": self.tests,
-            "cached": self.cached,
+            **json_fields(self, "production tests cached"),
             "carried": self.carried or None,
-            "why": self.why,
-            "when": self.when,
+            **json_fields(self, "why when"),
         }
 
 
@@ -150,9 +148,7 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "patch": self.patch,
-            "action": self.action,
-            "reasons": self.reasons,
+            **json_fields(self, "patch action reasons"),
             "carried_from": self.carried_from or None,
             "carry_note": self.carry_note or None,
             "tests": self.tests,
@@ -240,20 +236,12 @@ class VerifyPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "target": self.target,
-            "base": self.base,
-            "night": self.night,
+            **json_fields(self, "target base night"),
             "history": self.history or None,
             "engine_starts": self.starts,
             "engine_starts_at_most": self.starts_at_most,
             "full_run_engine_starts": self.full_starts,
-            "decisions": [d.to_json() for d in self.decisions],
-            "groups": [g.to_json() for g in self.groups],
-            "config_groups": [g.to_json() for g in self.config_groups],
-            "blockers": self.blockers,
-            "cost": self.cost,
-            "trees": [t.to_json() for t in self.trees],
-            "notes": self.notes,
+            **json_fields(self, "decisions groups config_groups blockers cost trees notes"),
         }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from patchset.verify.outcomes import PROVEN
@@ -39,13 +39,7 @@ class SimNight:
     why: dict[str, list[str]] = field(default_factory=dict)  # tree started -> why
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "night": self.night,
-            "changed_files": self.changed_files,
-            "planned_starts": self.planned_starts,
-            "full_starts": self.full_starts,
-            "why": self.why,
-        }
+        return asdict(self)
 
 
 @dataclass
