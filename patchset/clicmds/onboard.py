@@ -148,6 +148,11 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="--script: also mount the copy at PATH (for a script that hard-codes an install path).",
 )
 @click.option(
+    "--keep-diff",
+    is_flag=True,
+    help="--script: keep the diff when the command fails after its edit (a smoke test, an install).",
+)
+@click.option(
     "--strip",
     type=int,
     default=None,

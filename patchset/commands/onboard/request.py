@@ -33,6 +33,7 @@ class ImportRequest:
     manifest: Path | None = None
     script: str | None = None
     bind: str | None = None
+    keep_diff: bool = False
     strip: int | None = None
     root: str | None = None
     prs: tuple[str, ...] = ()
@@ -58,8 +59,8 @@ class ImportRequest:
             return Mode.UPSTREAM
         if naming and (self.overlay is not None or self.script is not None):
             raise InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
-        if self.bind is not None and self.script is None:
-            raise InputError("--bind goes with --script")
+        if (self.bind is not None or self.keep_diff) and self.script is None:
+            raise InputError(f"{'--bind' if self.bind is not None else '--keep-diff'} goes with --script")
         if self.overlay is not None:
             if self.sources:
                 raise InputError("--overlay imports a directory of overlay files; pass patch files in another import")
@@ -101,7 +102,7 @@ class ImportRequest:
 
 def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
     """Make the import ``mode`` says; the report it returns has ``to_json``."""
-    from patchset.commands import importer, overlay_import, script_import, upstream_import
+    from patchset.commands import importer, overlay_import, upstream_import
     from patchset.commands.onboard import land
     from patchset.ledger.store import load_ledger
 
@@ -124,8 +125,17 @@ def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
         )
     if mode is Mode.SCRIPT:
         assert req.script is not None
-        return script_import.import_script(
-            ledger_path, req.script, req.patch_id, req.target, base=req.base, base_tree=req.base_tree, bind=req.bind
+        from patchset.commands.onboard.script import import_real_script
+
+        return import_real_script(
+            ledger_path,
+            req.script,
+            req.patch_id,
+            req.target,
+            base=req.base,
+            base_tree=req.base_tree,
+            bind=req.bind,
+            keep_diff=req.keep_diff,
         )
     if mode is Mode.REPOSITORY:
         return land.run(land.Onboarding(ledger_path, req.sources[0], req.target, req.base, req.base_tree, req.dry_run))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ SKIP_SUFFIXES = {".md", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ico",
 SCRIPT_SUFFIXES = (".sh", ".bash", ".py")
 CHANGE_DIRS = {"patches", "mods", "hotfixes", "fixes"}  # a script here is a change or is said not to be one
 SOURCE_SUFFIXES = (".py", ".pyi", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp")
-_BIND = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
+INSTALL_PATH = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
 _EDITS = re.compile(r"\.replace\(|re\.sub\(|\bsed\s+-i\b|write_text\(|os\.replace\(|open\([^)]*['\"][wa]")
 _HEREDOC = re.compile(r"^RUN\b.*<<-?\s*['\"]?(\w+)['\"]?", re.M)
 _PR_MARK = re.compile(r"/pull/\d+|(?<![\w/])#\d{3,7}\b|\bPRS?\b", re.I)
@@ -277,7 +278,7 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     if _EDITS.search(text):
         t = _script_target(s, text) or "vllm"
         run = "python3" if p.suffix == ".py" else "bash"
-        bind = _BIND.search(text)
+        bind = INSTALL_PATH.search(text)
         how = f"'{run} {p}' --bind {bind.group(0)}" if bind else f"'{run} {p} {{root}}/…'"
         said = " (it hard-codes the install path)" if bind else ""
         s.say(
@@ -302,8 +303,8 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
             s.say(
                 Kind.HEREDOC,
                 f"{rel}:{line}",
-                f"an edit of {t} inside the image build: copy the heredoc into a script and "
-                f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
+                f"an edit of {t} inside the image build: make it a generated patch with "
+                f"`patchset import --script {shlex.quote(str(p) + ':' + str(line))} --id ID --target {t} --base SPEC`",
             )
     for m in _FORK_REF.finditer(text):
         s.say(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", _fork_reason(text, m.group(2)))
