@@ -173,7 +173,15 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
 )
 @click.option("--revert", default=None, metavar="SHA", help="The reverse of an upstream commit, as a patch.")
-@opt.upstream("--revert: the target's upstream when it is a local clone, else its release history")
+@click.option(
+    "--fork",
+    default=None,
+    metavar="URL@SHA",
+    help="A fork at a commit: its commits above the merge base with --upstream (default: the target's) as patches.",
+)
+@opt.upstream(
+    "--revert: the target's upstream when it is a local clone, else its release history; --fork: the target's"
+)
 @click.option(
     "--group",
     type=click.Choice(["file", "set"]),
@@ -209,6 +217,10 @@ def import_(c: Ctx, as_json: bool, **given: Any) -> int:
     --script 'CMD … {root}/…' --id ID --target T --base SPEC: an anchored edit script run on a
     private copy of the base ({root}; {ledger} is the ledger directory); the files it changes
     become the body, the command is kept in [patch.generate] and run again by rebase.
+
+    \b
+    --fork URL@SHA [--upstream CLONE]: a fork at a commit, its commits above the merge base with
+    upstream as patches (one per commit, limited to the target's package).
 
     \b
     --pr N [--pr M …] (or --pr FILE): upstream PRs, recorded as not fetched (`patchset fetch`
@@ -287,6 +299,18 @@ def _print_upstream(rep: dict[str, Any]) -> None:
         out.line(f"{pid}: recorded, not fetched yet", indent="  ")
     if rep["not_fetched"]:
         out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
+
+
+def _print_fork(fi: Any) -> None:  # fi: patchset.commands.onboard.fork.ForkImport
+    out.line(f"fork {fi.url} at {fi.sha[:12]}: {len(fi.commits)} commit(s) above {fi.merge_base[:12]} of {fi.upstream}")
+    for c in fi.commits:
+        out.line(c, indent="  ")
+    _print_sources(fi.result)
+    if fi.outside:
+        shown = ", ".join(fi.outside[:5]) + (", …" if len(fi.outside) > 5 else "")
+        out.line(f"not in the package, not imported: {len(fi.outside)} file(s) ({shown})", indent="  ")
+    if not fi.result.recorded_base:
+        out.line("next: patchset base find (the releases the imported series fits)")
 
 
 def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.ScriptReport
@@ -369,6 +393,7 @@ PRINTERS: dict[str, Callable[[Any], None]] = {  # by the name of the import's mo
     "UPSTREAM": _print_upstream,
     "OVERLAY": _print_overlay,
     "SCRIPT": _print_script,
+    "FORK": _print_fork,
     "REPOSITORY": _print_repository,
     "BUILD": _print_build,
     "SOURCES": _print_sources,

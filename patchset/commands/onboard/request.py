@@ -15,6 +15,7 @@ class Mode(Enum):
     UPSTREAM = "--pr / --revert"
     OVERLAY = "--overlay"
     SCRIPT = "--script"
+    FORK = "--fork"
     REPOSITORY = "a repository"
     BUILD = "a build repository"
     SOURCES = "patch files"
@@ -38,6 +39,7 @@ class ImportRequest:
     root: str | None = None
     prs: tuple[str, ...] = ()
     revert: str | None = None
+    fork: str | None = None
     upstream: str | None = None
     group: str = "file"
     dry_run: bool = False
@@ -46,12 +48,22 @@ class ImportRequest:
     def mode(self, ledger_path: Path) -> Mode:
         """The import the options ask for; a combination that makes no sense is refused before
         anything is read."""
-        given = (("--overlay", self.overlay), ("--script", self.script), ("--pr", self.prs), ("--revert", self.revert))
+        given = (
+            ("--overlay", self.overlay),
+            ("--script", self.script),
+            ("--pr", self.prs),
+            ("--revert", self.revert),
+            ("--fork", self.fork),
+        )
         modes = [m for m, v in given if v]
         if len(modes) > 1:
             raise InputError(f"give one of {', '.join(modes)} per import")
-        if self.upstream is not None and self.revert is None:
-            raise InputError("--upstream goes with --revert")
+        if self.upstream is not None and self.revert is None and self.fork is None:
+            raise InputError("--upstream goes with --revert or --fork")
+        if self.fork is not None:
+            if self.sources or self.patch_id or self.manifest or self.bind or self.keep_diff or self.dry_run:
+                raise InputError("--fork takes --target, --upstream and --base (or --base-tree)")
+            return Mode.FORK
         naming = self.strip is not None or self.root is not None
         if self.prs or self.revert:
             if self.sources or self.patch_id or self.base or self.base_tree or self.manifest or self.bind or naming:
@@ -123,6 +135,11 @@ def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
             manifest=req.manifest,
             group=req.group,
         )
+    if mode is Mode.FORK:
+        from patchset.commands.onboard.fork import import_fork
+
+        assert req.fork is not None
+        return import_fork(ledger_path, req.fork, req.target, req.upstream, base=req.base, base_tree=req.base_tree)
     if mode is Mode.SCRIPT:
         assert req.script is not None
         from patchset.commands.onboard.script import import_real_script

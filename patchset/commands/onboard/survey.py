@@ -320,10 +320,11 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
 def _fork_reason(text: str, ref: str) -> str:
     clone = _CLONE.search(text)
     where = clone.group(1) if clone else "an upstream the file does not name"
-    return (
-        f"vllm built from {where} at {ref}: a fork's commits are not imported yet; "
-        "give the base that commit fits (--base) and import its changes as diffs"
-    )
+    if clone and re.fullmatch(r"[0-9a-f]{7,40}", ref):
+        how = f"`patchset import --fork {shlex.quote(clone.group(1) + '@' + ref)} --target vllm` (needs the fork reachable)"
+    else:
+        how = "`patchset import --fork URL@SHA --target vllm` with the fork's URL and the commit the build takes"
+    return f"vllm built from {where} at {ref}: import its commits above upstream with {how}"
 
 
 def add_pr_list(s: Survey, p: Path, text: str) -> None:
@@ -352,7 +353,8 @@ def add_submodules(s: Survey, p: Path, head: bytes) -> None:
         sha = _gitlink(s.repo, path.group(1))
         what = f"{url.group(1) if url else 'no url'} at {sha or 'a commit this checkout does not record'}"
         if url and "vllm" in url.group(1).lower():
-            reason = f"a vllm fork: {what}; a fork's commits are not imported yet (give --base the commit it fits)"
+            fork = shlex.quote(f"{url.group(1)}@{sha or 'SHA'}")
+            reason = f"a vllm fork: {what}; import its commits above upstream with `patchset import --fork {fork} --target vllm`"
         else:
             reason = f"{what}: not a change to a target"
         s.say(Kind.SUBMODULE, path.group(1), reason)
