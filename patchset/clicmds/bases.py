@@ -70,12 +70,13 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
     "--since",
     default=None,
     metavar="VERSION",
-    help="The oldest release to search (default: the 12 newest final releases).",
+    help="The oldest release (with --upstream: commit) to search (default: the 12 newest final releases, 500 commits).",
 )
+@opt.upstream("none: releases from the package index; a clone: its commits, newest first")
 @opt.json
 @click.pass_obj
 @guarded
-def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
+def find(c: Ctx, target: str | None, since: str | None, upstream: str | None, as_json: bool) -> int:
     """The releases the target's series applies to with zero fuzz, newest first.
 
     \b
@@ -88,6 +89,10 @@ def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
 
     led = c.load()
     t = choose_target(led, target)
+    if upstream is not None:
+        from patchset.clicmds.onboard import find_commits
+
+        return find_commits(led, t, upstream, since, as_json)
     f = Find(led, t, releases(t, since))
     if not as_json:
         f.heard = lambda v, ok: out.line(f"{t.package}=={v}: {'applies' if ok else 'does not apply'}", indent="  ")
