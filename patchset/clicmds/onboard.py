@@ -389,8 +389,10 @@ def _print_overlay(rep: Any) -> None:  # rep: patchset.commands.overlay_import.O
         out.line("next: patchset apply --from-index SPEC --into DIR (reproduces every overlay file), or rebase --onto")
 
 
-def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+def _print_build(built: Any) -> None:  # built: patchset.commands.onboard.request.BuildOnly
     from patchset.ledger.presets import describe
+
+    rep = built.report
 
     out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
     for name, folder in rep.folders.items():
@@ -409,6 +411,12 @@ def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImpo
         out.line(f"expected hashes from {f}: {per}")
         for p in rep.unmatched.get(f, []):
             out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
+    if built.not_surveyed:
+        shown = ", ".join(built.not_surveyed[:4]) + (", …" if len(built.not_surveyed) > 4 else "")
+        out.line(
+            f"not surveyed: {len(built.not_surveyed)} file(s) beside the target folders ({shown}): the folders "
+            f"name what this repository carries; `patchset import {rep.source} --dry-run` lists what the rest holds"
+        )
     out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
 
 

@@ -112,6 +112,18 @@ class ImportRequest:
         return Mode.BUILD if self.folders else Mode.SOURCES
 
 
+@dataclass
+class BuildOnly:
+    """A build repository of preset-named folders: the folders' import, and what it holds beside
+    them that was not surveyed (said, so nothing is skipped without a word)."""
+
+    report: Any  # patchset.commands.importer.BuildImport
+    not_surveyed: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report.to_json(), "not_surveyed": self.not_surveyed}
+
+
 def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
     """Make the import ``mode`` says; the report it returns has ``to_json``."""
     from patchset.commands import importer, overlay_import, upstream_import
@@ -157,8 +169,11 @@ def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
     if mode is Mode.REPOSITORY:
         return land.run(land.Onboarding(ledger_path, req.sources[0], req.target, req.base, req.base_tree, req.dry_run))
     if mode is Mode.BUILD:
+        from patchset.commands.onboard.survey import beside_folders
+
         assert req.folders is not None
-        return importer.import_build(ledger_path, req.sources[0], req.folders)
+        rep = importer.import_build(ledger_path, req.sources[0], req.folders)
+        return BuildOnly(rep, beside_folders(req.sources[0], req.folders))
     naming = importer.Naming(req.strip, req.root)
     return importer.import_sources(
         ledger_path, list(req.sources), req.target, req.patch_id, base=req.base, base_tree=req.base_tree, naming=naming

@@ -443,3 +443,14 @@ def survey(s: Survey) -> Survey:
     rest = sorted((f for f in s.findings if f.kind not in (Kind.RECIPE, Kind.DIFF)), key=lambda f: order[f.kind])
     s.findings = recipe_first + rest
     return s
+
+
+def beside_folders(repo: Path, folders: dict[str, Path]) -> list[str]:
+    """What a build repository of per-target folders holds beside them (not surveyed: the folders
+    say what to import), within the walk's bounds; ``EXPECTED.sha256`` files are the import's own."""
+    inside = [os.path.realpath(d) + os.sep for d in folders.values()]
+    return [
+        p.relative_to(repo).as_posix()
+        for p in walk(repo)
+        if p.name != "EXPECTED.sha256" and not any(os.path.realpath(p).startswith(d) for d in inside)
+    ][:MAX_FILES]
