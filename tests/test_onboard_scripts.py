@@ -107,6 +107,10 @@ def test_a_mod_script_runs_in_a_private_namespace_with_its_files_and_without_its
     assert (tree / KV).read_bytes() == want[KV]  # GNU patch's own result, inside the namespace
     assert (tree / DEVICE).read_bytes() == stock[DEVICE].replace(b"import torch", b"import torch  # gb10", 1)
     assert b"\nimport torch  # sm_121\n" in (tree / CUDA).read_bytes()
+    r = run("rebase", "--onto", "vllm==0.31.0", "--dry-run", "--json", cwd=led)  # the staged copy runs again
+    (got,) = json.loads(r.stdout)["patches"]
+    assert (got["id"], got["verdict"]) == ("gb10", "carried"), got
+    assert sorted(f["path"] for f in got["files"]) == sorted([CUDA, DEVICE, KV]), got  # GNU patch's .orig left out
 
 
 class _Quiet(http.server.BaseHTTPRequestHandler):

@@ -348,7 +348,7 @@ def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.Scr
         how = " (new file)" if f in rep.new_files else " (deleted)" if f in rep.deleted else ""
         out.line(f"changes {f}{how}", indent="  ")
     if rep.ignored:
-        out.line(f"left out of the diff: {len(rep.ignored)} bytecode file(s)", indent="  ")
+        out.line(f"left out of the diff: {len(rep.ignored)} bytecode or .orig backup file(s)", indent="  ")
     for n in rep.notes:
         out.line(f"note: {n}", indent="  ")
 

@@ -37,7 +37,7 @@ ROOT, LEDGER = (f"{{{name}}}" for name in GENERATE_PLACEHOLDERS)  # checked at l
 MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
 MAX_LEDGER_ENTRIES = 200_000  # a ledger directory larger than this is not snapshotted entry by entry
 _IGNORED_DIRS = {"__pycache__"}
-_IGNORED_SUFFIXES = (".pyc", ".pyo")
+_IGNORED_SUFFIXES = (".pyc", ".pyo", ".orig")  # bytecode; the backup GNU patch leaves after a fuzzy hunk
 _EPOCH = 315532800  # 1980-01-01: every file of the copy gets this mtime, so a write always shows
 
 
@@ -55,7 +55,7 @@ class Generated:
 
     changes: list[FileChange]
     output: str  # the tail of what the command printed
-    ignored: list[str]  # bytecode files left out of the diff
+    ignored: list[str]  # bytecode and patch backups (.orig) left out of the diff
 
 
 def expand(command: list[str], root: Path, ledger: Path) -> list[str]:
