@@ -313,29 +313,6 @@ def _print_fork(fi: Any) -> None:  # fi: patchset.commands.onboard.fork.ForkImpo
         out.line("next: patchset base find (the releases the imported series fits)")
 
 
-def find_commits(led: Any, t: Any, upstream: str, since: str | None, as_json: bool) -> int:
-    """``base find --upstream CLONE``: the clone's commits the series applies to, newest first."""
-    from patchset.clicmds.rebasing import upstream_clone
-    from patchset.commands.onboard.bases import Find, commits, fitting, search
-
-    clone = Path(str(upstream_clone(upstream, "HEAD")))
-    f = Find(led, t, commits(clone, since), clone=clone)
-    if not as_json:
-        f.heard = lambda v, ok: out.line(f"{v[:12]}: {'applies' if ok else 'does not apply'}", indent="  ")
-    search(f)
-    fit = fitting(f)
-    if as_json:
-        emit_json(f.to_json())
-    elif fit:
-        span = fit[0][:12] + (f" … {fit[-1][:12]}" if len(fit) > 1 else "")
-        out.line(f"target {t.name} applies with zero fuzz to {len(fit)} commit(s) of {upstream}: {span} (newest first)")
-        out.line(f"checked {len(f.verdicts)} of {len(f.versions)} commit(s) ({f.cached} from the cache)")
-        out.line(f"next: patchset target set {t.name} --base {fit[0]}")
-    else:
-        out.line(f"target {t.name}: no commit checked fits ({len(f.verdicts)} of {len(f.versions)} checked)")
-    return 0 if fit else 1
-
-
 def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.ScriptReport
     import shlex
 

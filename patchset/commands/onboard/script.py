@@ -17,16 +17,17 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchset.commands.importer import MAX_PATCH_BYTES, read_source
 from patchset.commands.onboard.survey import INSTALL_PATH
 from patchset.commands.script_import import ScriptReport, import_script
 from patchset.confine import regular_file
 from patchset.errors import InputError
 from patchset.ledger import store as ledger_mod
+from patchset.ledger.schema import ID_RE
 from patchset.rebase.generate import LEDGER, ScriptFailed
 from patchset.text import terminal
 
 MAX_HELPERS = 50
-MAX_HELPER_BYTES = 1 << 20
 SHELL_SUFFIXES = (".sh", ".bash")
 _NAMED = re.compile(r"[\w.\-/]*[\w\-]\.(?:patch|diff|py|sh|bash|txt|json|ya?ml|toml|cfg|ini|cu|cuh|h|cpp)\b")
 _AFTER_EDIT = re.compile(
@@ -63,11 +64,13 @@ def import_real_script(
     was left out; nothing staged stays behind when the import fails."""
     root = ledger_mod.load_ledger(ledger_path).root.resolve()
     staged = stage(command_text, patch_id, bind, root)
-    undo: dict[Path, bytes | None] = {}
+    undo: dict[Path, bytes | None] = {}  # each file staged: what it held (None: it is new)
+    made: list[Path] = []  # the directories staging made
     try:
         for rel, data in staged.files.items():
             f = root / rel
             undo.setdefault(f, f.read_bytes() if regular_file(f) else None)
+            made += [d for d in [f.parent, *f.parent.parents] if not d.exists()]
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(data)
         rep = import_script(
@@ -81,24 +84,29 @@ def import_real_script(
             keep_diff=keep_diff,
         )
     except ScriptFailed as exc:
-        _take_back(undo)
+        _take_back(undo, made)
         raise InputError(
             exc.message,
             hint="nothing was imported; pass --keep-diff to keep the diff it made before it failed",
         ) from None
     except BaseException:
-        _take_back(undo)
+        _take_back(undo, made)
         raise
     rep.notes = staged.notes + rep.notes
     return rep
 
 
-def _take_back(undo: dict[Path, bytes | None]) -> None:
+def _take_back(undo: dict[Path, bytes | None], made: list[Path]) -> None:
     for f, data in undo.items():
         if data is None:
             f.unlink(missing_ok=True)
         else:
             f.write_bytes(data)
+    for d in sorted(set(made), key=lambda d: len(d.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass  # not empty: something else was put there
 
 
 def stage(command_text: str, patch_id: str | None, bind: str | None, ledger_root: Path) -> Staged:
@@ -108,8 +116,8 @@ def stage(command_text: str, patch_id: str | None, bind: str | None, ledger_root
         argv = shlex.split(command_text)
     except ValueError as exc:
         raise InputError(f"--script {command_text!r}: {exc}", hint="quote it as a shell would") from None
-    if patch_id is None:
-        return Staged(command_text, bind=bind)  # import_script says what is missing
+    if patch_id is None or not ID_RE.match(patch_id):
+        return Staged(command_text, bind=bind)  # import_script says what is wrong
     home = f"patchset/scripts/{patch_id}"
     if len(argv) == 1 and (m := _DOCKER_REF.match(argv[0])) and os.path.isfile(m.group("file")):
         return _heredoc(Path(m.group("file")), int(m.group("line")), home, bind)
@@ -119,7 +127,7 @@ def stage(command_text: str, patch_id: str | None, bind: str | None, ledger_root
         path = Path(a)
         if str(Path(os.path.realpath(path))).startswith(str(ledger_root) + os.sep):
             break  # already in the ledger directory: run where it is
-        data = _read(path, "script")
+        data = read_source(path, what="script")
         st = Staged("", bind=bind)
         if path.suffix in SHELL_SUFFIXES or data.startswith((b"#!/bin/bash", b"#!/bin/sh", b"#!/usr/bin/env bash")):
             data = _checks_left_out(data, path.name, st.notes)
@@ -129,14 +137,6 @@ def stage(command_text: str, patch_id: str | None, bind: str | None, ledger_root
         st.command = shlex.join(argv)
         return st
     return Staged(command_text, bind=bind)
-
-
-def _read(path: Path, what: str) -> bytes:
-    if path.is_symlink() or not path.is_file():
-        raise InputError(f"{what} {terminal(path)}: not a regular file (links are not followed)")
-    if path.stat().st_size > MAX_HELPER_BYTES:
-        raise InputError(f"{what} {terminal(path)}: larger than {MAX_HELPER_BYTES >> 20} MiB", hint="read it")
-    return path.read_bytes()
 
 
 def _helpers(script: Path, data: bytes, dest: str, st: Staged) -> None:
@@ -153,11 +153,11 @@ def _helpers(script: Path, data: bytes, dest: str, st: Staged) -> None:
             continue
         if rel in seen or not str(Path(os.path.realpath(f))).startswith(str(here) + os.sep):
             continue
-        if len(seen) == MAX_HELPERS:
-            st.notes.append(f"{script.name} names more than {MAX_HELPERS} files beside it: the rest were not carried")
+        if len(seen) == MAX_HELPERS or sum(map(len, st.files.values())) + f.stat().st_size > MAX_PATCH_BYTES:
+            st.notes.append(f"{script.name} names more files beside it than are carried: the rest were not")
             break
         seen.add(rel)
-        st.files[dest + rel] = _read(f, "file beside the script")
+        st.files[dest + rel] = read_source(f, what="file beside the script")
     if seen:
         st.notes.append(f"carried beside the script (it reads them): {', '.join(terminal(s) for s in sorted(seen))}")
 
@@ -187,7 +187,7 @@ def _checks_left_out(data: bytes, name: str, notes: list[str]) -> bytes:
 
 def _heredoc(dockerfile: Path, line: int, home: str, bind: str | None) -> Staged:
     """``--script Dockerfile:LINE``: the heredoc of the ``RUN`` at LINE as a script of its own."""
-    text = _read(dockerfile, "Dockerfile").decode("utf-8", "replace")
+    text = read_source(dockerfile, what="Dockerfile").decode("utf-8", "replace")
     lines = text.splitlines()
     where = f"{terminal(dockerfile)}:{line}"
     m = _RUN_HEREDOC.match(lines[line - 1]) if 0 < line <= len(lines) else None
