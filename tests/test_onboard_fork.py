@@ -69,13 +69,13 @@ def test_a_fork_at_a_commit_imports_its_commits_above_the_merge_base(run, stock,
     r = run("import", "--fork", f"file://{fork}@{sha[:10]}", "--upstream", up, "--base", V30, "--json", cwd=led)
     assert r.code == 0, r
     rep = json.loads(r.stdout)
-    assert rep["merge_base"] == forked_at and rep["commit"] == sha, rep
+    assert rep["merge_base"] == forked_at and rep["sha"] == sha, rep
     assert [c.split(" ", 1)[1] for c in rep["commits"]] == [
         "platforms: GB10 is Blackwell",
         "docs: Spark notes",
         "kv: keep the prefix cache",
     ]
-    assert len(rep["added"]) == 2 and sorted(rep["outside_package"]) == ["docs/spark.md", "tests/test_gb10.py"], rep
+    assert len(rep["added"]) == 2 and sorted(rep["outside"]) == ["docs/spark.md", "tests/test_gb10.py"], rep
     tree = tmp_path / "tree"
     r = run("apply", "--from-index", V30, "--into", tree, cwd=led)
     assert r.code == 0, r

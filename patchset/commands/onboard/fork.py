@@ -41,15 +41,7 @@ class ForkImport:
     result: ImportResult = field(default_factory=ImportResult)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "fork": self.url,
-            "commit": self.sha,
-            "upstream": self.upstream,
-            "merge_base": self.merge_base,
-            "commits": self.commits,
-            "outside_package": self.outside,
-            **self.result.to_json(),
-        }
+        return {**{k: v for k, v in vars(self).items() if k != "result"}, **self.result.to_json()}
 
 
 def parse_fork(value: str) -> tuple[str, str]:
