@@ -111,6 +111,10 @@ def test_a_mod_script_runs_in_a_private_namespace_with_its_files_and_without_its
     (got,) = json.loads(r.stdout)["patches"]
     assert (got["id"], got["verdict"]) == ("gb10", "carried"), got
     assert sorted(f["path"] for f in got["files"]) == sorted([CUDA, DEVICE, KV]), got  # GNU patch's .orig left out
+    helper = kept / "anchor_edit.py"  # run by the script: the consent covers it as it covers the script
+    helper.write_text(helper.read_text() + "open('/dev/null', 'w')\n")
+    r = run("rebase", "--onto", "vllm==0.31.0", "--dry-run", cwd=led)
+    assert r.code == 2 and "changed since allowed: file patchset/scripts/gb10/anchor_edit.py" in r.stderr, r
 
 
 class _Quiet(http.server.BaseHTTPRequestHandler):
