@@ -156,16 +156,8 @@ def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
         assert req.script is not None
         from patchset.commands.onboard.script import import_real_script
 
-        return import_real_script(
-            ledger_path,
-            req.script,
-            req.patch_id,
-            req.target,
-            base=req.base,
-            base_tree=req.base_tree,
-            bind=req.bind,
-            keep_diff=req.keep_diff,
-        )
+        opts: dict[str, Any] = {"base": req.base, "base_tree": req.base_tree, "keep_diff": req.keep_diff}
+        return import_real_script(ledger_path, req.script, req.patch_id, req.target, bind=req.bind, **opts)
     if mode is Mode.REPOSITORY:
         return land.run(land.Onboarding(ledger_path, req.sources[0], req.target, req.base, req.base_tree, req.dry_run))
     if mode is Mode.BUILD:

@@ -16,6 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchset.commands.importer import MAX_PATCH_BYTES, read_source
 from patchset.commands.onboard.survey import INSTALL_PATH
@@ -50,15 +51,7 @@ class Staged:
 
 
 def import_real_script(
-    ledger_path: Path,
-    command_text: str,
-    patch_id: str | None,
-    target: str | None,
-    *,
-    base: str | None = None,
-    base_tree: Path | None = None,
-    bind: str | None = None,
-    keep_diff: bool = False,
+    ledger_path: Path, command_text: str, patch_id: str | None, target: str | None, *, bind: str | None, **opts: Any
 ) -> ScriptReport:
     """Stage the script (and what it reads beside it), run it as ``import --script`` does, say what
     was left out; nothing staged stays behind when the import fails."""
@@ -73,16 +66,7 @@ def import_real_script(
             made += [d for d in [f.parent, *f.parent.parents] if not d.exists()]
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(data)
-        rep = import_script(
-            ledger_path,
-            staged.command,
-            patch_id,
-            target,
-            base=base,
-            base_tree=base_tree,
-            bind=staged.bind,
-            keep_diff=keep_diff,
-        )
+        rep = import_script(ledger_path, staged.command, patch_id, target, bind=staged.bind, **opts)
     except ScriptFailed as exc:
         _take_back(undo, made)
         raise InputError(
