@@ -354,3 +354,27 @@ def test_import_file_with_base_refuses_a_hunk_that_does_not_match(run, stock, tm
     assert "nothing was imported" in r.stderr and tree_digest(led) == before
     r = run("import", repo / "container/patches/device.diff", "--base", V30, cwd=led)
     assert r.code == 0, r
+
+
+def test_a_build_repository_of_preset_folders_says_what_it_did_not_survey(run, stock, tmp_path: Path) -> None:
+    """``patches/vllm/`` names what the repository carries: its folder is imported, and the
+    Dockerfile, recipe and overlay beside it are named as not surveyed, not passed over in silence."""
+    repo, want = _repo(tmp_path / "spark-build", stock)
+    (repo / "from-overlay.diff").unlink()  # a diff at the top would make it a patch folder
+    (repo / "patches/vllm").mkdir(parents=True)
+    shutil.copy(repo / "container/patches/device.diff", repo / "patches/vllm/0001-device.patch")
+    led = _ledger(run, tmp_path / "led", "--target", "vllm")
+    r = run("import", repo, "--json", cwd=led)
+    assert r.code == 0, r
+    rep = json.loads(r.stdout)
+    assert list(rep["folders"]) == ["vllm"], rep
+    assert rep["added"] == ["0001-device"], rep
+    skipped = set(rep["not_surveyed"])
+    assert {"container/Dockerfile", "mods/gb10-cuda/run.sh", "overlays/vllm/config/cache.py"} <= skipped, skipped
+    assert not any(p.startswith("patches/vllm/") for p in skipped) and "README.md" not in skipped
+    r = run("import", repo, cwd=led)
+    assert f"not surveyed: {len(skipped)} file(s) beside the target folders" in r.stdout, r
+    assert f"patchset import {repo} --dry-run" in r.stdout
+    tree = tmp_path / "tree"
+    assert run("apply", "--from-index", V30, "--into", tree, cwd=led).code == 0
+    assert (tree / DEVICE).read_bytes() == want[DEVICE]

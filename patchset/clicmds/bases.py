@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from patchset import errors
@@ -63,11 +65,16 @@ def detect(c: Ctx, target: str | None, trees: str | None, image: str | None, ups
 
 @base.command("find")
 @opt.target("search for", "default: the only target")
-@opt.value("--since", "VERSION", "The oldest release to search (default: the 12 newest final releases).")
+@opt.value(
+    "--since",
+    "VERSION",
+    "The oldest release (with --upstream: commit) to search (default: the 12 newest final releases, 500 commits).",
+)
+@opt.upstream("none: releases from the package index; a clone: its commits, newest first")
 @opt.json
 @click.pass_obj
 @guarded
-def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
+def find(c: Ctx, target: str | None, since: str | None, upstream: str | None, as_json: bool) -> int:
     """The releases the target's series applies to with zero fuzz, newest first.
 
     \b
@@ -75,22 +82,32 @@ def find(c: Ctx, target: str | None, since: str | None, as_json: bool) -> int:
     each edge of the run that fits), not one by one; verdicts cached per series and release.
     Exit 0 when some release fits, 1 when none of those checked does, 2 bad input.
     """
+    from patchset.clicmds.rebasing import upstream_clone
     from patchset.commands.importer import choose_target
-    from patchset.commands.onboard.bases import Find, fitting, releases, search
+    from patchset.commands.onboard.bases import Find, commits, fitting, releases, search
 
     led = c.load()
     t = choose_target(led, target)
-    f = Find(led, t, releases(t, since))
+    if upstream is None:
+        f, what, shown = Find(led, t, releases(t, since)), "release(s)", lambda v: f"{t.package}=={v}"
+    else:
+        clone = Path(str(upstream_clone(upstream, "HEAD")))
+        f, what, shown = Find(led, t, commits(clone, since), clone=clone), "commit(s)", lambda v: v[:12]
     if not as_json:
-        f.heard = lambda v, ok: out.line(f"{t.package}=={v}: {'applies' if ok else 'does not apply'}", indent="  ")
+        f.heard = lambda v, ok: out.line(f"{shown(v)}: {'applies' if ok else 'does not apply'}", indent="  ")
     search(f)
     fit = fitting(f)
     if as_json:
         emit_json(f.to_json())
     elif fit:
-        out.line(f"target {t.name} applies with zero fuzz to: " + ", ".join(f"{t.package}=={v}" for v in fit))
-        out.line(f"checked {len(f.verdicts)} of {len(f.versions)} release(s) ({f.cached} from the cache)")
-        out.line(f"next: patchset target set {t.name} --base {t.package}=={fit[0]}")
+        span = (
+            ", ".join(map(shown, fit))
+            if upstream is None
+            else f"{len(fit)} commit(s), {shown(fit[0])} … {shown(fit[-1])}"
+        )
+        out.line(f"target {t.name} applies with zero fuzz to: {span}")
+        out.line(f"checked {len(f.verdicts)} of {len(f.versions)} {what} ({f.cached} from the cache)")
+        out.line(f"next: patchset target set {t.name} --base {fit[0] if upstream else shown(fit[0])}")
     else:
-        out.line(f"target {t.name}: no release checked fits ({len(f.verdicts)} of {len(f.versions)} checked)")
+        out.line(f"target {t.name}: no {what[:-3]} checked fits ({len(f.verdicts)} of {len(f.versions)} checked)")
     return 0 if fit else 1

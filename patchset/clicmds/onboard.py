@@ -129,6 +129,11 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     "An edit script as a generated patch (needs --id): run on a private copy of the base ({root}), its diff kept.",
 )
 @opt.value("--bind", "PATH", "--script: also mount the copy at PATH (for a script that hard-codes an install path).")
+@click.option(
+    "--keep-diff",
+    is_flag=True,
+    help="--script: keep the diff when the command fails after its edit (a smoke test, an install).",
+)
 @opt.value(
     "--strip",
     "N",
@@ -146,7 +151,14 @@ def target_set(c: Ctx, name, base, base_version, installed_root, base_image, pac
     help="An upstream PR to carry (repeatable, or a file listing them): recorded now, fetched by `patchset fetch`.",
 )
 @opt.value("--revert", "SHA", "The reverse of an upstream commit, as a patch.")
-@opt.upstream("--revert: the target's upstream when it is a local clone, else its release history")
+@opt.value(
+    "--fork",
+    "URL@SHA",
+    "A fork at a commit: its commits above the merge base with --upstream (default: the target's) as patches.",
+)
+@opt.upstream(
+    "--revert: the target's upstream when it is a local clone, else its release history; --fork: the target's"
+)
 @opt.choice("--group", ["file", "set"], "Overlays: one patch per file, or one per manifest set.", default="file")
 @opt.dry_run("A repository: print the inventory of what it carries and what each becomes; write nothing.")
 @opt.json
@@ -176,6 +188,10 @@ def import_(c: Ctx, as_json: bool, **given: Any) -> int:
     --script 'CMD … {root}/…' --id ID --target T --base SPEC: an anchored edit script run on a
     private copy of the base ({root}; {ledger} is the ledger directory); the files it changes
     become the body, the command is kept in [patch.generate] and run again by rebase.
+
+    \b
+    --fork URL@SHA [--upstream CLONE]: a fork at a commit, its commits above the merge base with
+    upstream as patches (one per commit, limited to the target's package).
 
     \b
     --pr N [--pr M …] (or --pr FILE): upstream PRs, recorded as not fetched (`patchset fetch`
@@ -256,6 +272,18 @@ def _print_upstream(rep: dict[str, Any]) -> None:
         out.line("next: patchset fetch (pins each to its PR's head; needs GitHub)")
 
 
+def _print_fork(fi: Any) -> None:  # fi: patchset.commands.onboard.fork.ForkImport
+    out.line(f"fork {fi.url} at {fi.sha[:12]}: {len(fi.commits)} commit(s) above {fi.merge_base[:12]} of {fi.upstream}")
+    for c in fi.commits:
+        out.line(c, indent="  ")
+    _print_sources(fi.result)
+    if fi.outside:
+        shown = ", ".join(fi.outside[:5]) + (", …" if len(fi.outside) > 5 else "")
+        out.line(f"not in the package, not imported: {len(fi.outside)} file(s) ({shown})", indent="  ")
+    if not fi.result.recorded_base:
+        out.line("next: patchset base find (the releases the imported series fits)")
+
+
 def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.ScriptReport
     import shlex
 
@@ -268,7 +296,7 @@ def _print_script(rep: Any) -> None:  # rep: patchset.commands.script_import.Scr
         how = " (new file)" if f in rep.new_files else " (deleted)" if f in rep.deleted else ""
         out.line(f"changes {f}{how}", indent="  ")
     if rep.ignored:
-        out.line(f"left out of the diff: {len(rep.ignored)} bytecode file(s)", indent="  ")
+        out.line(f"left out of the diff: {len(rep.ignored)} bytecode or .orig backup file(s)", indent="  ")
     for n in rep.notes:
         out.line(f"note: {n}", indent="  ")
 
@@ -309,8 +337,10 @@ def _print_overlay(rep: Any) -> None:  # rep: patchset.commands.overlay_import.O
         out.line("next: patchset apply --from-index SPEC --into DIR (reproduces every overlay file), or rebase --onto")
 
 
-def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImport
+def _print_build(built: Any) -> None:  # built: patchset.commands.onboard.request.BuildOnly
     from patchset.ledger.presets import describe
+
+    rep = built.report
 
     out.line(f"build repository {rep.source}: {len(rep.folders)} target folder(s)")
     for name, folder in rep.folders.items():
@@ -329,6 +359,12 @@ def _print_build(rep: Any) -> None:  # rep: patchset.commands.importer.BuildImpo
         out.line(f"expected hashes from {f}: {per}")
         for p in rep.unmatched.get(f, []):
             out.line(f"not touched by any patch (left out of the lock): {p}", indent="  ")
+    if built.not_surveyed:
+        shown = ", ".join(built.not_surveyed[:4]) + (", …" if len(built.not_surveyed) > 4 else "")
+        out.line(
+            f"not surveyed: {len(built.not_surveyed)} file(s) beside the target folders ({shown}): the folders "
+            f"name what this repository carries; `patchset import {rep.source} --dry-run` lists what the rest holds"
+        )
     out.line("next: patchset apply --from-index PROJECT==VERSION [--from-index …] --into DIR (or --tree NAME=DIR)")
 
 
@@ -336,6 +372,7 @@ PRINTERS: dict[str, Callable[[Any], None]] = {  # by the name of the import's mo
     "UPSTREAM": _print_upstream,
     "OVERLAY": _print_overlay,
     "SCRIPT": _print_script,
+    "FORK": _print_fork,
     "REPOSITORY": _print_repository,
     "BUILD": _print_build,
     "SOURCES": _print_sources,

@@ -32,6 +32,8 @@ from patchset.rebase.regen import prove, render_changes
 from patchset.upstream.stock import StockBase, open_stock
 
 _HARD_CODED = re.compile(r"/(?:site|dist)-packages/")
+_KEEP_GOING = 's=0; "$@" || s=$?; echo "patchset-keep-diff: exit status $s"'
+_KEPT = re.compile(r"\n?patchset-keep-diff: exit status (\d+)\s*$")
 
 
 class ScriptReport:
@@ -91,8 +93,10 @@ def import_script(
     base: str | None = None,
     base_tree: Path | None = None,
     bind: str | None = None,
+    keep_diff: bool = False,
 ) -> ScriptReport:
-    """Run the edit script and record its result as the generated patch ``patch_id``."""
+    """Run the edit script and record its result as the generated patch ``patch_id`` (with
+    ``keep_diff``, also when it exits non-zero after its edit: the status is a note)."""
     argv = _command(command_text, patch_id, bind, two_bases=base is not None and base_tree is not None)
     assert patch_id is not None  # _command refuses a missing id
     ledger = ledger_mod.load_ledger(ledger_path)
@@ -121,7 +125,15 @@ def import_script(
         if given:
             check_base(t, stock.label, "the script")
         state = series_files(ledger, t, stock.read, skip={patch_id})
-        generated = _run(gen, ledger, stock, state, t, script_data)
+        generated = _run(gen, ledger, stock, state, t, script_data, keep_diff)
+        status = _KEPT.search(generated.output) if keep_diff else None
+        if status is not None and status.group(1) != "0":
+            notes.append(
+                f"the command exited with status {status.group(1)} after its edit; its diff was kept (--keep-diff); "
+                "a rebase runs the command as recorded, so drop the failing step from the script"
+            )
+        if status is not None:
+            generated = replace(generated, output=generated.output[: status.start()].rstrip("\n"))
         made = _Made(gen, generated, b"", script_data if external else None)
         made.body = body_of(made.title, argv, generated.changes)
         problem = prove(made.body, generated.changes, "the script's result")
@@ -171,11 +183,19 @@ def _command(command_text: str, patch_id: str | None, bind: str | None, *, two_b
 
 
 def _run(
-    gen: Generate, ledger: Ledger, stock: StockBase, state: dict[str, bytes | None], t: Target, script_data: bytes
+    gen: Generate,
+    ledger: Ledger,
+    stock: StockBase,
+    state: dict[str, bytes | None],
+    t: Target,
+    script_data: bytes,
+    keep_diff: bool = False,
 ) -> Generated:
     """Run the command; a script not in the ledger directory yet is run from a staged copy."""
     import tempfile
 
+    if keep_diff:  # run, not recorded: its status is printed last and it exits 0
+        gen = replace(gen, command=["sh", "-c", _KEEP_GOING, "sh", *gen.command])
     script_rel = gen.script
     with Workspace(lambda dest: stock.materialise(dest, t.layout), stock.read, t) as ws:
         ws.set_world({key: (data, None) for key, data in state.items()})

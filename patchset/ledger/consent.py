@@ -175,6 +175,8 @@ def _generate_commands(ledger: Ledger, root: Path) -> list[Command]:
         notes: tuple[str, ...] = ()
         if g.script:
             files.update(_file_digest(root, g.script))
+            if g.script.startswith("patchset/scripts/"):  # the files import staged beside it are run too
+                files.update(_file_digest(root, str(Path(g.script).parent)))
             locked = ledger.lock.scripts.get(p.id)
             if locked and files.get(g.script) != locked:
                 notes = (f"{g.script} is not the script its body was made with (the lock has sha256 {locked[:16]})",)

@@ -37,7 +37,7 @@ ROOT, LEDGER = (f"{{{name}}}" for name in GENERATE_PLACEHOLDERS)  # checked at l
 MAX_OUTPUT = 64 << 10  # what is kept of a command's stdout/stderr (the tail)
 MAX_LEDGER_ENTRIES = 200_000  # a ledger directory larger than this is not snapshotted entry by entry
 _IGNORED_DIRS = {"__pycache__"}
-_IGNORED_SUFFIXES = (".pyc", ".pyo")
+_IGNORED_SUFFIXES = (".pyc", ".pyo", ".orig")  # bytecode; the backup GNU patch leaves after a fuzzy hunk
 _EPOCH = 315532800  # 1980-01-01: every file of the copy gets this mtime, so a write always shows
 
 
@@ -55,7 +55,7 @@ class Generated:
 
     changes: list[FileChange]
     output: str  # the tail of what the command printed
-    ignored: list[str]  # bytecode files left out of the diff
+    ignored: list[str]  # bytecode and patch backups (.orig) left out of the diff
 
 
 def expand(command: list[str], root: Path, ledger: Path) -> list[str]:
@@ -91,15 +91,32 @@ def _changed(before: dict[str, tuple[int, int, int, str]], after: dict[str, tupl
 # --------------------------------------------------------------------------- isolation for `bind`
 
 
+# Mounts ``$1`` (the copy) at ``$2`` when ``$2`` does not exist: its deepest existing ancestor ``$3``
+# is covered by a tmpfs holding binds of what ``$3`` held (kept reachable at ``$4``), and ``$2`` is
+# made on that tmpfs. Only in the private mount namespace: the machine's directories are untouched.
+_MAKE_MOUNT_POINT = """set -e
+root=$1 bind=$2 anc=$3 keep=$4; shift 4
+mount --rbind "$anc" "$keep"
+mount -t tmpfs tmpfs "$anc"
+for e in "$keep"/* "$keep"/.[!.]* "$keep"/..?*; do
+  [ -e "$e" ] || [ -L "$e" ] || continue
+  n=${e##*/}
+  if [ -L "$e" ]; then cp -P "$e" "$anc/$n"
+  elif [ -d "$e" ]; then mkdir "$anc/$n"; mount --rbind "$e" "$anc/$n"
+  else : > "$anc/$n"; mount --bind "$e" "$anc/$n"; fi
+done
+mkdir -p "$bind"
+mount --bind "$root" "$bind"
+exec "$@"
+"""
+
+
 def _bind_prefix(root: Path, bind: str) -> list[str]:
-    """argv that runs the rest with ``root`` mounted at ``bind`` in a private mount namespace."""
-    if not os.path.isdir(bind):
-        raise InputError(
-            f"bind = {bind!r}: no such directory on this machine (the copy is mounted over an existing one)",
-            hint="create it, or rewrite the script's path as {root}/… so it needs no bind",
-        )
+    """argv that runs the rest with ``root`` mounted at ``bind`` in a private mount namespace (a
+    ``bind`` the machine lacks is made there, under ``unshare``)."""
+    exists = os.path.isdir(bind)
     net = not network_missing_reason()
-    if shutil.which("bwrap"):
+    if exists and shutil.which("bwrap"):
         return ["bwrap", "--dev-bind", "/", "/", "--bind", str(root), bind, *(["--unshare-net"] if net else []), "--"]
     unshare = shutil.which("unshare")
     if unshare:
@@ -107,11 +124,33 @@ def _bind_prefix(root: Path, bind: str) -> list[str]:
             [unshare, "--user", "--map-root-user", "--mount", "true"], capture_output=True, timeout=30
         )
         if probe.returncode == 0:
-            script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
             flags = ["--user", "--map-root-user", "--mount", *(["--net"] if net else [])]
-            return [unshare, *flags, "--", "sh", "-c", script, "sh", str(root), bind]
+            if exists:
+                script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+                return [unshare, *flags, "--", "sh", "-c", script, "sh", str(root), bind]
+            anc = Path(bind)
+            while not anc.is_dir():
+                anc = anc.parent
+            if anc != Path("/") and not anc.is_symlink():
+                keep = root.parent / "bind-keep"
+                keep.mkdir(exist_ok=True)
+                return [
+                    unshare,
+                    *flags,
+                    "--",
+                    "sh",
+                    "-c",
+                    _MAKE_MOUNT_POINT,
+                    "sh",
+                    str(root),
+                    bind,
+                    str(anc),
+                    str(keep),
+                ]
     raise EnvironmentFailure(
-        f"bind = {bind!r} needs bubblewrap (bwrap) or unshare with user namespaces, and neither works here",
+        f"bind = {bind!r} needs bubblewrap (bwrap) or unshare with user namespaces"
+        + ("" if exists else " (unshare, to make the directory, which this machine lacks, in a private namespace)")
+        + ", and that does not work here",
         hint="install bubblewrap, or rewrite the script's path as {root}/… (patchset never runs it against the real path)",
     )
 

@@ -4,7 +4,8 @@ A repository people onboard builds on a main commit, a fork or a custom image: t
 changes fit is unknown. The series is applied in memory (zero fuzz) to releases from the index,
 galloping from the newest until one fits, then bisecting each edge of the run that fits (a series
 fits a contiguous run of releases; the releases between two that fit are taken to fit). Verdicts
-are cached per series digest and release, so asking again downloads nothing.
+are cached per series digest and release, so asking again downloads nothing. Given an upstream
+clone, the candidates are its commits instead (first parent, newest first), read from git.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from packaging.version import InvalidVersion, Version
 
@@ -24,10 +27,13 @@ from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.upstream import cache
+from patchset.upstream.git import run_git
 from patchset.upstream.releases import list_versions
 from patchset.upstream.stock import open_stock
 
 DEFAULT_WINDOW = 12  # the newest releases searched when --since does not say
+COMMIT_WINDOW = 500  # the newest commits of a clone searched when --since does not say
+MAX_COMMITS = 20000
 
 
 @dataclass
@@ -42,11 +48,13 @@ class Find:
     known: dict[str, bool] = field(default_factory=dict)  # the cache: "digest version" -> fits
     cached: int = 0
     heard: Callable[[str, bool], None] | None = None  # told each release checked (progress)
+    clone: Path | None = None  # with a clone, ``versions`` are its commits (full shas)
 
     def to_json(self) -> dict[str, object]:
         fit = fitting(self)
         return {
             "target": self.target.name,
+            "kind": "commits" if self.clone is not None else "releases",
             "fits": fit,
             "newest": fit[0] if fit else None,
             "searched": len(self.versions),
@@ -90,7 +98,7 @@ def fits(f: Find, i: int) -> bool:
         f.cached += 1
         ok = f.known[key]
     else:
-        with open_stock(f.ledger.root, f.target, f"{f.target.package}=={v}") as stock:  # its errors are errors
+        with _files_of(f, v) as stock:  # its errors are errors
             try:
                 series_files(f.ledger, f.target, stock.read)
                 ok = True
@@ -101,6 +109,43 @@ def fits(f: Find, i: int) -> bool:
     if f.heard is not None:
         f.heard(v, ok)
     return ok
+
+
+@contextmanager
+def _files_of(f: Find, v: str) -> Iterator[SimpleNamespace]:
+    """The files of candidate ``v``: a release from the index, or a commit of the clone."""
+    if f.clone is None:
+        with open_stock(f.ledger.root, f.target, f"{f.target.package}=={v}") as stock:
+            yield SimpleNamespace(read=stock.read)
+        return
+    clone = f.clone
+
+    def read(path: str) -> bytes | None:
+        proc = run_git(["cat-file", "blob", f"{v}:{path}"], cwd=clone, check=False)
+        return proc.stdout if proc.returncode == 0 else None
+
+    yield SimpleNamespace(read=read)
+
+
+def commits(clone: Path, since: str | None) -> list[str]:
+    """The clone's first-parent commits from ``since`` (a commit) to HEAD, newest first (the
+    newest ``COMMIT_WINDOW`` when ``since`` does not say)."""
+    head = run_git(["rev-parse", "--verify", "HEAD^{commit}"], cwd=clone, check=False)
+    if head.returncode != 0:
+        raise InputError(f"--upstream {clone}: not a git repository with commits", hint="give a clone of upstream")
+    args = ["rev-list", "--first-parent", f"--max-count={MAX_COMMITS if since else COMMIT_WINDOW}", "HEAD"]
+    if since is not None:
+        floor = run_git(["rev-parse", "--verify", "--end-of-options", f"{since}^{{commit}}"], cwd=clone, check=False)
+        if floor.returncode != 0:
+            raise InputError(f"--since {since!r}: not a commit of {clone}", hint="a sha or a ref of the clone")
+        sha = floor.stdout.decode().strip()
+        args += [f"^{sha}^@"]
+    found = run_git(args, cwd=clone).stdout.decode().split()
+    if since is not None and sha not in found:
+        raise InputError(
+            f"--since {since!r}: not on the first-parent history of HEAD", hint="a commit HEAD descends from"
+        )
+    return found
 
 
 def _edge(f: Find, good: int, bad: int) -> int:

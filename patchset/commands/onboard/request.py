@@ -15,6 +15,7 @@ class Mode(Enum):
     UPSTREAM = "--pr / --revert"
     OVERLAY = "--overlay"
     SCRIPT = "--script"
+    FORK = "--fork"
     REPOSITORY = "a repository"
     BUILD = "a build repository"
     SOURCES = "patch files"
@@ -33,10 +34,12 @@ class ImportRequest:
     manifest: Path | None = None
     script: str | None = None
     bind: str | None = None
+    keep_diff: bool = False
     strip: int | None = None
     root: str | None = None
     prs: tuple[str, ...] = ()
     revert: str | None = None
+    fork: str | None = None
     upstream: str | None = None
     group: str = "file"
     dry_run: bool = False
@@ -45,12 +48,22 @@ class ImportRequest:
     def mode(self, ledger_path: Path) -> Mode:
         """The import the options ask for; a combination that makes no sense is refused before
         anything is read."""
-        given = (("--overlay", self.overlay), ("--script", self.script), ("--pr", self.prs), ("--revert", self.revert))
+        given = (
+            ("--overlay", self.overlay),
+            ("--script", self.script),
+            ("--pr", self.prs),
+            ("--revert", self.revert),
+            ("--fork", self.fork),
+        )
         modes = [m for m, v in given if v]
         if len(modes) > 1:
             raise InputError(f"give one of {', '.join(modes)} per import")
-        if self.upstream is not None and self.revert is None:
-            raise InputError("--upstream goes with --revert")
+        if self.upstream is not None and self.revert is None and self.fork is None:
+            raise InputError("--upstream goes with --revert or --fork")
+        if self.fork is not None:
+            if self.sources or self.patch_id or self.manifest or self.bind or self.keep_diff or self.dry_run:
+                raise InputError("--fork takes --target, --upstream and --base (or --base-tree)")
+            return Mode.FORK
         naming = self.strip is not None or self.root is not None
         if self.prs or self.revert:
             if self.sources or self.patch_id or self.base or self.base_tree or self.manifest or self.bind or naming:
@@ -58,8 +71,8 @@ class ImportRequest:
             return Mode.UPSTREAM
         if naming and (self.overlay is not None or self.script is not None):
             raise InputError("--strip and --root read the names of imported diffs: not with --overlay or --script")
-        if self.bind is not None and self.script is None:
-            raise InputError("--bind goes with --script")
+        if (self.bind is not None or self.keep_diff) and self.script is None:
+            raise InputError(f"{'--bind' if self.bind is not None else '--keep-diff'} goes with --script")
         if self.overlay is not None:
             if self.sources:
                 raise InputError("--overlay imports a directory of overlay files; pass patch files in another import")
@@ -99,9 +112,21 @@ class ImportRequest:
         return Mode.BUILD if self.folders else Mode.SOURCES
 
 
+@dataclass
+class BuildOnly:
+    """A build repository of preset-named folders: the folders' import, and what it holds beside
+    them that was not surveyed (said, so nothing is skipped without a word)."""
+
+    report: Any  # patchset.commands.importer.BuildImport
+    not_surveyed: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report.to_json(), "not_surveyed": self.not_surveyed}
+
+
 def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
     """Make the import ``mode`` says; the report it returns has ``to_json``."""
-    from patchset.commands import importer, overlay_import, script_import, upstream_import
+    from patchset.commands import importer, overlay_import, upstream_import
     from patchset.commands.onboard import land
     from patchset.ledger.store import load_ledger
 
@@ -122,16 +147,25 @@ def run(ledger_path: Path, req: ImportRequest, mode: Mode) -> Any:
             manifest=req.manifest,
             group=req.group,
         )
+    if mode is Mode.FORK:
+        from patchset.commands.onboard.fork import import_fork
+
+        assert req.fork is not None
+        return import_fork(ledger_path, req.fork, req.target, req.upstream, base=req.base, base_tree=req.base_tree)
     if mode is Mode.SCRIPT:
         assert req.script is not None
-        return script_import.import_script(
-            ledger_path, req.script, req.patch_id, req.target, base=req.base, base_tree=req.base_tree, bind=req.bind
-        )
+        from patchset.commands.onboard.script import import_real_script
+
+        opts: dict[str, Any] = {"base": req.base, "base_tree": req.base_tree, "keep_diff": req.keep_diff}
+        return import_real_script(ledger_path, req.script, req.patch_id, req.target, bind=req.bind, **opts)
     if mode is Mode.REPOSITORY:
         return land.run(land.Onboarding(ledger_path, req.sources[0], req.target, req.base, req.base_tree, req.dry_run))
     if mode is Mode.BUILD:
+        from patchset.commands.onboard.survey import beside_folders
+
         assert req.folders is not None
-        return importer.import_build(ledger_path, req.sources[0], req.folders)
+        rep = importer.import_build(ledger_path, req.sources[0], req.folders)
+        return BuildOnly(rep, beside_folders(req.sources[0], req.folders))
     naming = importer.Naming(req.strip, req.root)
     return importer.import_sources(
         ledger_path, list(req.sources), req.target, req.patch_id, base=req.base, base_tree=req.base_tree, naming=naming

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ SKIP_SUFFIXES = {".md", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ico",
 SCRIPT_SUFFIXES = (".sh", ".bash", ".py")
 CHANGE_DIRS = {"patches", "mods", "hotfixes", "fixes"}  # a script here is a change or is said not to be one
 SOURCE_SUFFIXES = (".py", ".pyi", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp")
-_BIND = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
+INSTALL_PATH = re.compile(r"/(?:usr/(?:local/)?)?lib/python3\.\d+/(?:site|dist)-packages(?=/)")
 _EDITS = re.compile(r"\.replace\(|re\.sub\(|\bsed\s+-i\b|write_text\(|os\.replace\(|open\([^)]*['\"][wa]")
 _HEREDOC = re.compile(r"^RUN\b.*<<-?\s*['\"]?(\w+)['\"]?", re.M)
 _PR_MARK = re.compile(r"/pull/\d+|(?<![\w/])#\d{3,7}\b|\bPRS?\b", re.I)
@@ -277,7 +278,7 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
     if _EDITS.search(text):
         t = _script_target(s, text) or "vllm"
         run = "python3" if p.suffix == ".py" else "bash"
-        bind = _BIND.search(text)
+        bind = INSTALL_PATH.search(text)
         how = f"'{run} {p}' --bind {bind.group(0)}" if bind else f"'{run} {p} {{root}}/…'"
         said = " (it hard-codes the install path)" if bind else ""
         s.say(
@@ -302,8 +303,8 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
             s.say(
                 Kind.HEREDOC,
                 f"{rel}:{line}",
-                f"an edit of {t} inside the image build: copy the heredoc into a script and "
-                f"`patchset import --script 'python3 SCRIPT {{root}}/…' --id ID --target {t} --base SPEC`",
+                f"an edit of {t} inside the image build: make it a generated patch with "
+                f"`patchset import --script {shlex.quote(str(p) + ':' + str(line))} --id ID --target {t} --base SPEC`",
             )
     for m in _FORK_REF.finditer(text):
         s.say(Kind.FORK, f"{rel}: {m.group(1)}={m.group(2)}", _fork_reason(text, m.group(2)))
@@ -319,10 +320,11 @@ def add_dockerfile(s: Survey, p: Path, head: bytes) -> None:
 def _fork_reason(text: str, ref: str) -> str:
     clone = _CLONE.search(text)
     where = clone.group(1) if clone else "an upstream the file does not name"
-    return (
-        f"vllm built from {where} at {ref}: a fork's commits are not imported yet; "
-        "give the base that commit fits (--base) and import its changes as diffs"
-    )
+    if clone and re.fullmatch(r"[0-9a-f]{7,40}", ref):
+        how = f"`patchset import --fork {shlex.quote(clone.group(1) + '@' + ref)} --target vllm` (needs the fork reachable)"
+    else:
+        how = "`patchset import --fork URL@SHA --target vllm` with the fork's URL and the commit the build takes"
+    return f"vllm built from {where} at {ref}: import its commits above upstream with {how}"
 
 
 def add_pr_list(s: Survey, p: Path, text: str) -> None:
@@ -351,7 +353,8 @@ def add_submodules(s: Survey, p: Path, head: bytes) -> None:
         sha = _gitlink(s.repo, path.group(1))
         what = f"{url.group(1) if url else 'no url'} at {sha or 'a commit this checkout does not record'}"
         if url and "vllm" in url.group(1).lower():
-            reason = f"a vllm fork: {what}; a fork's commits are not imported yet (give --base the commit it fits)"
+            fork = shlex.quote(f"{url.group(1)}@{sha or 'SHA'}")
+            reason = f"a vllm fork: {what}; import its commits above upstream with `patchset import --fork {fork} --target vllm`"
         else:
             reason = f"{what}: not a change to a target"
         s.say(Kind.SUBMODULE, path.group(1), reason)
@@ -440,3 +443,14 @@ def survey(s: Survey) -> Survey:
     rest = sorted((f for f in s.findings if f.kind not in (Kind.RECIPE, Kind.DIFF)), key=lambda f: order[f.kind])
     s.findings = recipe_first + rest
     return s
+
+
+def beside_folders(repo: Path, folders: dict[str, Path]) -> list[str]:
+    """What a build repository of per-target folders holds beside them (not surveyed: the folders
+    say what to import), within the walk's bounds; ``EXPECTED.sha256`` files are the import's own."""
+    inside = [os.path.realpath(d) + os.sep for d in folders.values()]
+    return [
+        p.relative_to(repo).as_posix()
+        for p in walk(repo)
+        if p.name != "EXPECTED.sha256" and not any(os.path.realpath(p).startswith(d) for d in inside)
+    ][:MAX_FILES]
