@@ -19,6 +19,7 @@ What is not followed is written in docs/verify-plan.md.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -64,7 +65,28 @@ def _stored(node: ast.AST) -> set[str]:
     return out
 
 
-Binding = tuple[str, str, "ast.AST | None"]  # the conditions around it, the statement's dump, its node
+Binding = tuple[str, str, "ast.AST | None"]  # the conditions around it, an import's text, the statement
+
+
+def shape(node: ast.AST | None) -> str:
+    """What a definition does, as ``ast.dump`` shows it, without what does not run: comments and
+    formatting (not in the AST), docstrings, and the annotations of arguments and return values."""
+    if node is None:
+        return ""
+    node = copy.deepcopy(node)
+    for n in ast.walk(node):
+        if isinstance(n, ast.arg):
+            n.annotation = None
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n.returns = None
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body and _docstring(body[0]):
+            n.body = body[1:] or [ast.Pass()]
+    return ast.dump(node)
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 TYPING = "id='TYPE_CHECKING'"  # a binding under ``if TYPE_CHECKING:`` declares a type, it defines nothing
 
 
@@ -90,7 +112,7 @@ class Module:
         its whole line."""
         for s in stmts:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.binders.setdefault(s.name, []).append((guard, ast.dump(s), s))
+                self.binders.setdefault(s.name, []).append((guard, "", s))
             elif isinstance(s, (ast.Import, ast.ImportFrom)):
                 mod = f"{'.' * (s.level or 0)}{s.module or ''}" if isinstance(s, ast.ImportFrom) else ""
                 for a in s.names:
@@ -102,7 +124,7 @@ class Module:
                     self.imports.setdefault(bound, []).append((s, a))
             elif isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete, ast.Expr)):
                 for name in _stored(s):
-                    self.binders.setdefault(name, []).append((guard, ast.dump(s), s))
+                    self.binders.setdefault(name, []).append((guard, "", s))
             else:  # a compound statement: what its blocks bind, under its header
                 fields = list(ast.iter_fields(s))
                 blocks = [v for _, v in fields if isinstance(v, list) and v and isinstance(v[0], ast.stmt)]
@@ -116,20 +138,20 @@ class Module:
                 )
                 inner = set().union(*(_stored(b) for v in blocks for b in v), *(_stored(h) for h in handlers))
                 for name in _stored(s) - inner:  # a for-target, a with-as
-                    self.binders.setdefault(name, []).append((guard, ast.dump(s), s))
+                    self.binders.setdefault(name, []).append((guard, "", s))
                 for v in blocks:
                     self._bind(v, guard + header + "|")
                 for h in handlers:
                     head = ast.dump(h.type) if isinstance(h, ast.ExceptHandler) and h.type else ""
                     if isinstance(h, ast.ExceptHandler) and h.name:
-                        self.binders.setdefault(h.name, []).append((guard, ast.dump(h), h))
+                        self.binders.setdefault(h.name, []).append((guard, "", h))
                     self._bind(h.body, guard + header + head + "|")
 
     def used_by(self, name: str) -> set[str]:
         """Top-level names of this module the definitions of ``name`` refer to (one level)."""
         if name not in self.uses:
             refs = {
-                n.id for _, _, node in self.binders.get(name, []) if node for n in ast.walk(node) if isinstance(n, ast.Name)
+                n.id for _, _, node in self.binders.get(name, []) if node for n in runtime(node) if isinstance(n, ast.Name)
             }
             self.uses[name] = (refs & self.binders.keys()) - {name}
         return self.uses[name]
@@ -137,31 +159,48 @@ class Module:
     def digest(self, name: str) -> str:
         """The definition of ``name`` and of the names of this module it uses, as one digest. A name
         the module does not define at run time (absent, or only declared under ``TYPE_CHECKING``)
-        is answered by the module's ``__getattr__``, if any: that, and what it uses, is its digest."""
+        is answered by the module's ``__getattr__``, if any: that, and what it uses, is its digest;
+        of a registry it looks names up in (a dict literal with string keys: ``vllm/envs.py``'s
+        ``environment_variables``), only the name's entry."""
         h = hashlib.sha256()
         runtime = any(TYPING not in guard for guard, _, _ in self.binders.get(name, []))
         names = [name, *sorted(self.used_by(name))]
         if not runtime:
             names = ["absent", name, "__getattr__", *sorted(self.used_by("__getattr__"))]
         for n in names:
-            for guard, text, _ in self.binders.get(n, []):
-                h.update(f"{n}\0{guard}\0{text}\0".encode())
-            h.update(f"{n}\0".encode())
+            entry = self._entry(n, name) if not runtime and n not in (name, "__getattr__") else None
+            for guard, text, node in self.binders.get(n, []) if entry is None else []:
+                h.update(f"{n}\0{guard}\0{text or shape(node)}\0".encode())
+            h.update(f"{n}\0{entry or ''}\0".encode())
         return h.hexdigest()[:DIGEST_LEN]
+
+    def _entry(self, registry: str, name: str) -> str | None:
+        """``registry[name]`` when ``registry`` is bound once, to a dict literal with string keys."""
+        bound = self.binders.get(registry, [])
+        node = bound[0][2] if len(bound) == 1 else None
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(value, ast.Dict) or not all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys
+        ):
+            return None
+        found = [v for k, v in zip(value.keys, value.values) if k.value == name]  # type: ignore[union-attr]
+        return bound[0][0] + (shape(found[0]) if found else "missing")
 
     def definitions(self) -> dict[str, str]:
         """Every top-level name's digest (what a release's change is compared by)."""
         return {n: self.digest(n) for n in self.binders}
 
 
-def changed_names(old: str | None, new: str | None) -> set[str] | None:
-    """The top-level names whose digest differs between two versions of a module (None: one of them
-    cannot be parsed or is missing, so the change is the whole file's)."""
+def changed_names(old: str | None, new: str | None, names: Iterable[str] | None = None) -> set[str] | None:
+    """Of ``names`` (default: every top-level name of either version), those whose digest differs
+    between two versions of a module; None when one of them is missing or does not parse (the
+    change is the whole file's)."""
     a, b = parse(old), parse(new)
     if a is None or b is None:
         return None
-    da, db = Module.of("", a).definitions(), Module.of("", b).definitions()
-    return {n for n in da.keys() | db.keys() if da.get(n) != db.get(n)}
+    ma, mb = Module.of("", a), Module.of("", b)
+    wanted = set(names) if names is not None else ma.binders.keys() | mb.binders.keys()
+    return {n for n in wanted if ma.digest(n) != mb.digest(n)}
 
 
 class Tree:
@@ -225,12 +264,25 @@ def absolute(node: ast.ImportFrom, rel: str) -> str:
     return ".".join(package[:keep] + ([node.module] if node.module else []))
 
 
-def _chains(tree: ast.AST) -> list[list[str]]:
+def runtime(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of a module that run: not its annotations, not the body of ``if TYPE_CHECKING:``."""
+    out, todo = [], [tree]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        for f, v in ast.iter_fields(n):
+            if f in ("annotation", "returns") or (isinstance(n, ast.If) and f == "body" and TYPING in ast.dump(n.test)):
+                continue
+            todo += [c for c in (v if isinstance(v, list) else [v]) if isinstance(c, ast.AST)]
+    return out
+
+
+def _chains(nodes: list[ast.AST]) -> list[list[str]]:
     """Every outermost attribute chain rooted at a name, as ``[name, attr, attr, …]`` (a lone name
     is a chain of one)."""
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
     out = []
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, (ast.Attribute, ast.Name)) and id(n) not in inner:
             chain: list[str] = []
             while isinstance(n, ast.Attribute):
@@ -269,9 +321,17 @@ def watched_names(
 ) -> dict[str, str]:
     """What the patched file ``rel`` rests on among the modules it imports: its parsed source, the
     lines the series adds to it (``added``) and their import statements (``extra``, parsed).
-    ``{key: why}``, a key being ``path::NAME`` or a whole file (``path``)."""
+    ``{key: why}``, a key being ``path::NAME`` or a whole file (``path``). Only what runs counts: a
+    name the file uses in annotations only, or imports under ``TYPE_CHECKING``, is not watched
+    (unless the file re-exports it: an ``__init__.py``, ``__all__``)."""
     out: dict[str, str] = {}
-    chains = _chains(tree) + chains_in(added)
+    nodes = runtime(tree)
+    chains = _chains(nodes) + chains_in(added)
+    used = {c[0] for c in chains} | {
+        c.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and "__all__" in _stored(n)
+        for c in ast.walk(n.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+    reexports = rel.endswith("__init__.py")
 
     def module_use(target: str, local: str) -> None:
         names = _read_off(chains, local)
@@ -280,7 +340,7 @@ def watched_names(
         for name in sorted(names or ()):
             modules.watch_name(target, name, why, out)
 
-    for node in [n for t in (tree, *extra) for n in ast.walk(t)]:
+    for node in [*nodes, *(n for t in extra for n in ast.walk(t))]:
         if isinstance(node, ast.ImportFrom):
             src = absolute(node, rel)
             there = modules.resolve(src, rel) if src else None
@@ -289,6 +349,8 @@ def watched_names(
                 if a.name == "*":
                     if there:
                         out.setdefault(there, why)
+                    continue
+                if not reexports and (a.asname or a.name) not in used:
                     continue
                 if sub and sub != rel:  # ``from pkg import mod``: what it reads of mod, and pkg's mod
                     module_use(sub, a.asname or a.name)
