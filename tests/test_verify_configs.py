@@ -243,6 +243,7 @@ def test_verify_plan_plans_the_production_ledger_without_its_bodies(tmp_path: Pa
     assert r.code == 0, r
     assert "body not imported" not in r.stdout + r.stderr
     assert "blocked 05-kpool-indexer-fixes: its body is not imported" in r.stdout
+    assert "verify plan: vllm on the ledger's base 0.30.1rc1.dev48 at 7f1a5398e961 (run 1;" in r.stdout  # not "on  ("
     assert "19 engine start(s) tonight; a full run: 19" in r.stdout
     r = run("verify", "--plan", "--target", "vllm", "--tags", "spark", "--json", cwd=clone)
     plan = json.loads(r.stdout)["plan"]

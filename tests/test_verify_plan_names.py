@@ -22,6 +22,9 @@ import pytest
 
 from patchset.engine.results import SeriesItem
 from patchset.engine.tree import apply_series
+from patchset.errors import LedgerError
+from patchset.ledger.model import WatchScope
+from patchset.ledger.store import load_ledger
 from patchset.verify.outcomes import PROVEN
 from patchset.verify.plan.decide import CARRY, RUN, PlanOptions, PlanPatch, PlanTest, decide
 from patchset.verify.plan.names import Module, Tree, changed_names, parse
@@ -247,3 +250,17 @@ def test_real_vllm_files_watch_the_names_kv_cache_utils_uses(tmp_path: Path) -> 
     assert moved is not None and 0 < len(moved) < len(Module.of("", parse(after)).binders)  # type: ignore[arg-type]
     watched_moved = changed_names(before, after, names)
     assert watched_moved is not None and watched_moved <= set(names) and watched_moved <= moved
+
+
+@pytest.mark.parametrize(("value", "scope"), [(None, WatchScope.NAMES), ('"files"', WatchScope.FILES)])
+def test_the_target_s_watch_scope_is_read_from_the_ledger(tmp_path: Path, value: str | None, scope: WatchScope) -> None:
+    path = tmp_path / "patches.toml"
+    path.write_text('schema = 1\n[targets.demo]\nstrip = 1\n' + (f"watch = {value}\n" if value else ""))
+    assert load_ledger(path).targets["demo"].watch is scope
+
+
+def test_an_unknown_watch_scope_is_refused_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "patches.toml"
+    path.write_text('schema = 1\n[targets.demo]\nwatch = "modules"\n')
+    with pytest.raises(LedgerError, match=r"watch.*(names|files)"):
+        load_ledger(path)
