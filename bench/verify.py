@@ -21,10 +21,12 @@ run, and whether both gave the same verdicts (``--double``: on the completions d
 ``--simulate`` plans a month on a ledger from real upstream change, starting nothing
 (``patchset.verify.plan.simulate``; the model is in docs/verify-plan.md): the files that changed
 between vLLM 0.30.0, 0.31.0, 0.32.0 and 0.33.0 (their sdists from the package index, cached),
-each release's spread over the nights of its cycle (``--seed``); per night the starts planned and
-of a full run, and why. The same month is planned the old ways too, as the baseline measured in
-the same run: every configuration every night, switched configurations never grouped, and the
-rotation unstaggered (every proof due on the night it is ``--full-every`` runs old).
+each release's spread over the nights of its cycle (``--seed``), with the names watched in each
+that changed (both versions compared by AST); per night the starts planned and of a full run, and
+why. The same month is planned the old ways too, as the baseline measured in the same run: imported
+files watched whole, every configuration every night, switched configurations never grouped, the
+rotation unstaggered (every proof due on the night it is ``--full-every`` runs old), and only the
+patched files watched.
 
     python bench/verify.py [--example serving-cpu] [--example longctx-cpu] [--double] [--nights] [--json]
     python bench/verify.py --simulate --ledger patches.toml [--nights 30] [--seed 0] [--json]
@@ -217,7 +219,8 @@ def _old_rotation(patch: str, night: int, age: int, every: int) -> bool:
 
 
 def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: list[str]) -> dict:
-    """The month planned four ways; the figures of each and the nights of the current one."""
+    """The month planned the ways of the module docstring; the figures of each and the nights of the
+    current one."""
     from patchset.verify.plan import decide
     from patchset.verify.plan.simulate import Month, simulate, spread
 
@@ -237,6 +240,7 @@ def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: 
     ways = {
         "planned (imports watched by name)": plan(),
         "imported files watched whole (before)": plan(watches=changes.whole),
+        "imported files whole, every configuration every night": plan(watches=changes.whole, by_config=False),
         "every configuration every night": plan(by_config=False),
         "switched configurations never grouped": plan(group=False),
         "rotation unstaggered": plan(old_rotation=True),
@@ -271,10 +275,10 @@ def _summary(starts: list[int]) -> dict:
 def print_simulation(doc: dict) -> None:
     print(f"the month on {doc['ledger']} (vLLM {' -> '.join(doc['releases'])}, seed {doc['seed']}), after night 0:")
     for way, s in doc["summary"].items():
-        print(f"  {way:<40} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
+        print(f"  {way:<54} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
     f = doc["full_summary"]
     print(
-        f"  {'a full run each night':<40} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
+        f"  {'a full run each night':<54} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
     )
     print("the costliest nights:")
     for n in sorted(doc["nights"][1:], key=lambda n: -n["planned_starts"])[:3]:

@@ -33,7 +33,7 @@ from patchset.verify.plan.watch import Watch, watch_for, watched
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof
 
 PATCHED = "pkg/worker.py"
-WORKER = '''from __future__ import annotations
+WORKER = """from __future__ import annotations
 
 import pkg.envs as envs
 import pkg.util
@@ -52,7 +52,7 @@ def run(cfg: Hint, t: Typed) -> int:
     if envs.FLAG:
         return ops.kernel(Config(cfg)) + pkg.util.helper() + thing
     return getattr(raw, "fallback")()
-'''
+"""
 MODULES = {
     "pkg/__init__.py": "",
     "pkg/envs.py": 'import os\n\nFLAG = os.environ.get("FLAG") == "1"\nOTHER = 2\n',
@@ -110,7 +110,9 @@ def test_each_import_form_watches_the_names_the_patched_file_reads(tmp_path: Pat
     written = watched(WORKER, PATCHED, [], _modules(tmp_path), lambda rel: rel == "pkg/ops.py")
     assert "pkg/ops.py" in written and "pkg/ops.py::kernel" not in written
     # the patched file does not parse: every file it imports, whole (the import scan)
-    assert "pkg/ops.py" in watched("def broken(:\nimport pkg.ops\n", PATCHED, ["import pkg.ops"], _modules(tmp_path), bool)
+    assert "pkg/ops.py" in watched(
+        "def broken(:\nimport pkg.ops\n", PATCHED, ["import pkg.ops"], _modules(tmp_path), bool
+    )
     # by_name off (``watch = "files"`` on the target): each imported file whole, as before
     files = watched(WORKER, PATCHED, [], _modules(tmp_path), lambda rel: False, by_name=False)
     assert "pkg/ops.py" in files and "pkg/hints.py" in files and not any("::" in k for k in files)
@@ -255,7 +257,7 @@ def test_real_vllm_files_watch_the_names_kv_cache_utils_uses(tmp_path: Path) -> 
 @pytest.mark.parametrize(("value", "scope"), [(None, WatchScope.NAMES), ('"files"', WatchScope.FILES)])
 def test_the_target_s_watch_scope_is_read_from_the_ledger(tmp_path: Path, value: str | None, scope: WatchScope) -> None:
     path = tmp_path / "patches.toml"
-    path.write_text('schema = 1\n[targets.demo]\nstrip = 1\n' + (f"watch = {value}\n" if value else ""))
+    path.write_text("schema = 1\n[targets.demo]\nstrip = 1\n" + (f"watch = {value}\n" if value else ""))
     assert load_ledger(path).targets["demo"].watch is scope
 
 

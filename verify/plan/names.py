@@ -87,6 +87,8 @@ def shape(node: ast.AST | None) -> str:
 
 def _docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
 TYPING = "id='TYPE_CHECKING'"  # a binding under ``if TYPE_CHECKING:`` declares a type, it defines nothing
 
 
@@ -151,7 +153,11 @@ class Module:
         """Top-level names of this module the definitions of ``name`` refer to (one level)."""
         if name not in self.uses:
             refs = {
-                n.id for _, _, node in self.binders.get(name, []) if node for n in runtime(node) if isinstance(n, ast.Name)
+                n.id
+                for _, _, node in self.binders.get(name, [])
+                if node
+                for n in runtime(node)
+                if isinstance(n, ast.Name)
             }
             self.uses[name] = (refs & self.binders.keys()) - {name}
         return self.uses[name]
@@ -183,7 +189,7 @@ class Module:
             isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys
         ):
             return None
-        found = [v for k, v in zip(value.keys, value.values) if k.value == name]  # type: ignore[union-attr]
+        found = [v for k, v in zip(value.keys, value.values, strict=True) if k.value == name]  # type: ignore[union-attr]
         return bound[0][0] + (shape(found[0]) if found else "missing")
 
     def definitions(self) -> dict[str, str]:
@@ -328,8 +334,11 @@ def watched_names(
     nodes = runtime(tree)
     chains = _chains(nodes) + chains_in(added)
     used = {c[0] for c in chains} | {
-        c.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and "__all__" in _stored(n)
-        for c in ast.walk(n.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        c.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and "__all__" in _stored(n)
+        for c in ast.walk(n.value)
+        if isinstance(c, ast.Constant) and isinstance(c.value, str)
     }
     reexports = rel.endswith("__init__.py")
 
