@@ -6,14 +6,15 @@ almost every night. What the patched code rests on is narrower: the names it tak
 (``from vllm.config import VllmConfig`` -> ``VllmConfig``; ``import vllm.envs as envs`` and
 ``envs.VLLM_X`` -> ``VLLM_X``). A name is watched as its top-level definition in the module that
 defines it (a re-export, ``from .vllm import VllmConfig`` in a package's ``__init__``, is followed
-to the module it comes from), compared by AST (formatting and comments do not count), together with
-one level of what that definition uses: the top-level definitions of its own module it names
-(a base class, a helper, a constant defined beside it).
+to the module it comes from), compared by AST without what does not run (comments, docstrings,
+annotations), together with one level of what that definition uses: the top-level definitions of
+its own module it names (a base class, a helper, a constant defined beside it). Only names the
+patched file uses at run time count (not in annotations, not under ``TYPE_CHECKING``).
 
 Where the scan cannot tell, it watches the whole file, as the import scan did: a module it cannot
 read or parse, a star import, a module object used other than by ``module.NAME``. A name a module
-does not define at top level is watched as absent (a module ``__getattr__`` counts as part of it).
-What is not followed is written in docs/verify-plan.md.
+does not define at run time is answered by its ``__getattr__``, which is watched instead. What is
+not followed is written in docs/verify-plan.md.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ MAX_HOPS = 4  # re-exports followed from one module to the next
 DIGEST_LEN = 16
 
 Read = Callable[[str], "str | None"]  # tree path -> source text (None: not there or not readable)
-
-
-def key(path: str, name: str = "") -> str:
-    return f"{path}{SEP}{name}" if name else path
 
 
 def file_of(watched: str) -> str:
@@ -192,10 +189,6 @@ class Module:
         found = [v for k, v in zip(value.keys, value.values, strict=True) if k.value == name]  # type: ignore[union-attr]
         return bound[0][0] + (shape(found[0]) if found else "missing")
 
-    def definitions(self) -> dict[str, str]:
-        """Every top-level name's digest (what a release's change is compared by)."""
-        return {n: self.digest(n) for n in self.binders}
-
 
 def changed_names(old: str | None, new: str | None, names: Iterable[str] | None = None) -> set[str] | None:
     """Of ``names`` (default: every top-level name of either version), those whose digest differs
@@ -243,7 +236,7 @@ class Tree:
         if m is None or (m.star and name not in m.binders):
             out.setdefault(path, why)
             return
-        out.setdefault(key(path, name), why)
+        out.setdefault(f"{path}{SEP}{name}", why)
         if hops >= MAX_HOPS:
             return
         for node, a in m.imports.get(name, []):
