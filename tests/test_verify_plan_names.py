@@ -266,3 +266,13 @@ def test_an_unknown_watch_scope_is_refused_naming_the_key(tmp_path: Path) -> Non
     path.write_text('schema = 1\n[targets.demo]\nwatch = "modules"\n')
     with pytest.raises(LedgerError, match=r"watch.*(names|files)"):
         load_ledger(path)
+
+
+def test_patches_watching_one_file_whole_and_by_name_are_not_tried_together() -> None:
+    from patchset.verify.plan.watch import disjoint
+
+    writes = Watch({"pkg/ops.py": "patched"})
+    reads = Watch({"pkg/worker.py": "patched", "pkg/ops.py::kernel": "used by pkg/worker.py"})
+    other = Watch({"pkg/util.py": "patched", "pkg/envs.py::FLAG": "used by pkg/util.py"})
+    assert not disjoint(writes, reads) and not disjoint(reads, writes)  # dropping ops.py's patch moves kernel
+    assert disjoint(writes, other) and disjoint(reads, other)
