@@ -276,3 +276,12 @@ def test_patches_watching_one_file_whole_and_by_name_are_not_tried_together() ->
     other = Watch({"pkg/util.py": "patched", "pkg/envs.py::FLAG": "used by pkg/util.py"})
     assert not disjoint(writes, reads) and not disjoint(reads, writes)  # dropping ops.py's patch moves kernel
     assert disjoint(writes, other) and disjoint(reads, other)
+
+
+def test_a_module_nested_deeper_than_the_walk_goes_is_watched_as_its_whole_file() -> None:
+    from patchset.verify.plan.watch import key_digest
+
+    deep = "x = " + "[" * 180 + "]" * 180 + "\n\n\ndef f():\n    return x\n"
+    assert parse(deep) is not None  # Python parses it; copying or dumping it recurses past the limit
+    assert changed_names(deep, deep + "\n", ["f"]) is None  # the change is the whole file's
+    assert key_digest(Tree(lambda rel: deep, bool), lambda rel: "file digest", "m.py::f") == "file digest"

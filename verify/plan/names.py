@@ -197,9 +197,12 @@ def changed_names(old: str | None, new: str | None, names: Iterable[str] | None 
     a, b = parse(old), parse(new)
     if a is None or b is None:
         return None
-    ma, mb = Module.of("", a), Module.of("", b)
-    wanted = set(names) if names is not None else ma.binders.keys() | mb.binders.keys()
-    return {n for n in wanted if ma.digest(n) != mb.digest(n)}
+    try:
+        ma, mb = Module.of("", a), Module.of("", b)
+        wanted = set(names) if names is not None else ma.binders.keys() | mb.binders.keys()
+        return {n for n in wanted if ma.digest(n) != mb.digest(n)}
+    except RecursionError:  # nested deeper than the walk goes: the whole file's change
+        return None
 
 
 class Tree:
@@ -210,9 +213,14 @@ class Tree:
         self.parsed: dict[str, Module | None] = {}
 
     def module(self, path: str) -> Module | None:
+        """The module at ``path``, or None when it cannot be read, parsed or walked (then it is
+        watched whole)."""
         if path not in self.parsed:
             tree = parse(self.read(path))
-            self.parsed[path] = Module.of(path, tree) if tree is not None else None
+            try:
+                self.parsed[path] = Module.of(path, tree) if tree is not None else None
+            except RecursionError:
+                self.parsed[path] = None
         return self.parsed[path]
 
     def resolve(self, dotted: str, rel: str) -> str | None:

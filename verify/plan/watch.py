@@ -164,7 +164,10 @@ def key_digest(modules: Tree, base: Callable[[str], str], k: str) -> str:
     if SEP not in k:
         return base(k)
     module = modules.module(file_of(k))
-    return module.digest(k.split(SEP, 1)[1]) if module is not None else base(file_of(k))
+    try:
+        return module.digest(k.split(SEP, 1)[1]) if module is not None else base(file_of(k))
+    except RecursionError:  # a definition nested deeper than the walk goes: the file's digest
+        return base(file_of(k))
 
 
 def added_lines(items: list[SeriesItem], mapper: Callable[[str], str] | None) -> dict[str, list[str]]:
