@@ -21,10 +21,12 @@ run, and whether both gave the same verdicts (``--double``: on the completions d
 ``--simulate`` plans a month on a ledger from real upstream change, starting nothing
 (``patchset.verify.plan.simulate``; the model is in docs/verify-plan.md): the files that changed
 between vLLM 0.30.0, 0.31.0, 0.32.0 and 0.33.0 (their sdists from the package index, cached),
-each release's spread over the nights of its cycle (``--seed``); per night the starts planned and
-of a full run, and why. The same month is planned the old ways too, as the baseline measured in
-the same run: every configuration every night, switched configurations never grouped, and the
-rotation unstaggered (every proof due on the night it is ``--full-every`` runs old).
+each release's spread over the nights of its cycle (``--seed``), with the names watched in each
+that changed (both versions compared by AST); per night the starts planned and of a full run, and
+why. The same month is planned the old ways too, as the baseline measured in the same run: imported
+files watched whole, every configuration every night, switched configurations never grouped, the
+rotation unstaggered (every proof due on the night it is ``--full-every`` runs old), and only the
+patched files watched.
 
     python bench/verify.py [--example serving-cpu] [--example longctx-cpu] [--double] [--nights] [--json]
     python bench/verify.py --simulate --ledger patches.toml [--nights 30] [--seed 0] [--json]
@@ -41,6 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -164,20 +167,51 @@ def bench_nights(scratch: Path, double: bool) -> list[dict]:
 RELEASES = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
-def release_changes(ledger: Path) -> tuple[list[set[str]], dict[str, list[str]]]:
-    """The files that changed from each release of ``RELEASES`` to the next (sdist digests), and
-    what each file the ledger's patches write imports in the first release (the import scan)."""
+@dataclass
+class Changes:
+    """Upstream change release by release, and what the ledger's patched files watch of it."""
+
+    files: list[set[str]]  # per release pair, the files whose digest differs
+    names: list[dict[str, set[str]]]  # per release pair, per changed file, the watched names that changed
+    watches: dict[str, dict[str, str]]  # patched file -> {key: why}: the names it uses of its imports
+    whole: dict[str, dict[str, str]]  # patched file -> {file: why}: every file it imports, whole
+
+
+def release_changes(ledger: Path) -> Changes:
+    """The files that changed from each release of ``RELEASES`` to the next (sdist digests); what each
+    file the ledger's patches write uses of its imports in the first release (the planner's scan,
+    ``verify.plan.watch.watched``: by name, and whole files as before); and, per changed file, which
+    of the names watched in it changed (``verify.plan.names.changed_names``, on both versions)."""
     from patchset.ledger.store import load_ledger
     from patchset.upstream.changes import changed_files, release_digests, release_sources
-    from patchset.verify.plan.watch import imports_of
+    from patchset.verify.plan.names import SEP, Tree, changed_names, file_of
+    from patchset.verify.plan.watch import watched
 
     digests = [release_digests(f"vllm=={v}") for v in RELEASES]
     written = {f for p in load_ledger(ledger).series("vllm") for f in p.files}
-    sources = release_sources(f"vllm=={RELEASES[0]}", written)
-    imports = {
-        f: imports_of(data.decode("utf-8", "replace"), f, [], digests[0].__contains__) for f, data in sources.items()
-    }
-    return [changed_files(a, b) for a, b in itertools.pairwise(digests)], imports
+    first = release_sources(f"vllm=={RELEASES[0]}", {f for f in digests[0] if f.endswith(".py")})
+
+    def text(sources: dict[str, bytes], rel: str) -> str | None:
+        return sources[rel].decode("utf-8", "replace") if rel in sources else None
+
+    tree = Tree(lambda rel: text(first, rel), digests[0].__contains__)
+    watches, whole = {}, {}
+    for f in sorted(written & first.keys()):
+        watches[f] = watched(text(first, f), f, [], tree, written.__contains__)
+        whole[f] = watched(text(first, f), f, [], tree, written.__contains__, by_name=False)
+    keys: dict[str, set[str]] = {}
+    for k in {k for w in watches.values() for k in w if SEP in k}:
+        keys.setdefault(file_of(k), set()).add(k.split(SEP, 1)[1])
+    files = [changed_files(a, b) for a, b in itertools.pairwise(digests)]
+    sources = [first] + [release_sources(f"vllm=={v}", set(keys)) for v in RELEASES[1:]]
+    names = []
+    for i, changed in enumerate(files):
+        per: dict[str, set[str]] = {}
+        for f in sorted(changed & keys.keys()):
+            moved = changed_names(text(sources[i], f), text(sources[i + 1], f), keys[f])
+            per[f] = {f"{f}{SEP}{n}" for n in (keys[f] if moved is None else moved)}
+        names.append(per)
+    return Changes(files, names, watches, whole)
 
 
 def _old_rotation(patch: str, night: int, age: int, every: int) -> bool:
@@ -185,38 +219,47 @@ def _old_rotation(patch: str, night: int, age: int, every: int) -> bool:
 
 
 def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: list[str]) -> dict:
-    """The month planned four ways; the figures of each and the nights of the current one."""
+    """The month planned the ways of the module docstring; the figures of each and the nights of the
+    current one."""
     from patchset.verify.plan import decide
     from patchset.verify.plan.simulate import Month, simulate, spread
 
-    changes, imports = release_changes(ledger)
-    month = spread(changes, nights, seed)
+    changes = release_changes(ledger)
+    month = spread(changes.files, nights, seed, changes.names)
     run = VerifyRun(ledger, target="vllm", tags=tags)
 
-    def plan(old_rotation: bool = False, scan: bool = True, **kw) -> list:
+    def plan(old_rotation: bool = False, watches: dict | None = None, **kw) -> list:
         opts = decide.PlanOptions(history="simulated", full_every=full_every)
         staggered = decide.due_by_rotation
         decide.due_by_rotation = _old_rotation if old_rotation else staggered
         try:
-            return simulate(Month(run, opts, imports=imports if scan else {}, **kw), month)
+            return simulate(Month(run, opts, watches=changes.watches if watches is None else watches, **kw), month)
         finally:
             decide.due_by_rotation = staggered
 
     ways = {
-        "planned": plan(),
+        "planned (imports watched by name)": plan(),
+        "imported files watched whole (before)": plan(watches=changes.whole),
+        "imported files whole, every configuration every night": plan(watches=changes.whole, by_config=False),
         "every configuration every night": plan(by_config=False),
         "switched configurations never grouped": plan(group=False),
         "rotation unstaggered": plan(old_rotation=True),
-        "patched files only (no import scan)": plan(scan=False),
+        "patched files only (no import scan)": plan(watches={}),
     }
+    watched = {k for w in changes.watches.values() for k in w}
     return {
         "ledger": str(ledger),
         "releases": list(RELEASES),
         "seed": seed,
         "full_every": full_every,
-        "nights": [n.to_json() for n in ways["planned"]],
+        "watched": {
+            "names": sum(1 for k in watched if "::" in k),
+            "whole_files": sum(1 for k in watched if "::" not in k),
+            "files_before": len({k for w in changes.whole.values() for k in w}),
+        },
+        "nights": [n.to_json() for n in ways["planned (imports watched by name)"]],
         "summary": {k: _summary([n.planned_starts for n in v[1:]]) for k, v in ways.items()},
-        "full_summary": _summary([n.full_starts for n in ways["planned"][1:]]),
+        "full_summary": _summary([n.full_starts for n in ways["planned (imports watched by name)"][1:]]),
     }
 
 
@@ -232,10 +275,10 @@ def _summary(starts: list[int]) -> dict:
 def print_simulation(doc: dict) -> None:
     print(f"the month on {doc['ledger']} (vLLM {' -> '.join(doc['releases'])}, seed {doc['seed']}), after night 0:")
     for way, s in doc["summary"].items():
-        print(f"  {way:<40} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
+        print(f"  {way:<54} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
     f = doc["full_summary"]
     print(
-        f"  {'a full run each night':<40} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
+        f"  {'a full run each night':<54} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
     )
     print("the costliest nights:")
     for n in sorted(doc["nights"][1:], key=lambda n: -n["planned_starts"])[:3]:

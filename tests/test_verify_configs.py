@@ -243,6 +243,7 @@ def test_verify_plan_plans_the_production_ledger_without_its_bodies(tmp_path: Pa
     assert r.code == 0, r
     assert "body not imported" not in r.stdout + r.stderr
     assert "blocked 05-kpool-indexer-fixes: its body is not imported" in r.stdout
+    assert "verify plan: vllm on the ledger's base 0.30.1rc1.dev48 at 7f1a5398e961 (run 1;" in r.stdout  # not "on  ("
     assert "19 engine start(s) tonight; a full run: 19" in r.stdout
     r = run("verify", "--plan", "--target", "vllm", "--tags", "spark", "--json", cwd=clone)
     plan = json.loads(r.stdout)["plan"]
@@ -370,8 +371,14 @@ def test_a_grouped_configuration_s_with_run_runs_on_the_merged_configuration_onl
 
 def test_the_month_watches_what_the_patched_files_import() -> None:
     month = _month(full_every=0)
-    month.imports = {"vllm/v1/core/kv_cache_utils.py": ["vllm/utils/hashing.py"]}
-    nights = simulate(month, [set(), set(), set(), {"vllm/utils/hashing.py"}])
+    used = "used by vllm/v1/core/kv_cache_utils.py"
+    month.watches = {"vllm/v1/core/kv_cache_utils.py": {"vllm/utils/hashing.py::xxhash": used}}
+    nights = simulate(month, [set(), set(), set(), {"vllm/utils/hashing.py", "vllm/utils/hashing.py::xxhash"}])
     why = nights[3].why["without u58021-single-group-prefix-match-unit"]
-    assert any("vllm/utils/hashing.py (imported by vllm/v1/core/kv_cache_utils.py)" in w for w in why), why
+    assert any(f"vllm/utils/hashing.py::xxhash ({used})" in w for w in why), why
+    assert nights[3].changed_files == 1  # the file, not its names
+    month = _month(full_every=0)
+    month.watches = {"vllm/v1/core/kv_cache_utils.py": {"vllm/utils/hashing.py::xxhash": used}}
+    other = simulate(month, [set(), set(), set(), {"vllm/utils/hashing.py", "vllm/utils/hashing.py::sha"}])
+    assert other[3].planned_starts == 1  # another name of the file changed: nothing it watches
     assert simulate(_month(full_every=0), [set(), set(), set(), {"vllm/utils/hashing.py"}])[3].planned_starts == 1

@@ -171,7 +171,7 @@ def run_verify(run: VerifyRun) -> VerifyReport:
             ResultCache(results_root if run.use_cache else None, enabled=run.use_cache), run.use_cache, sel.home
         )
         switches = SwitchIndex.of(sel.ledger.series(tgt.name), sel.ledger.engines)
-        inputs = plan_inputs(trees, sel.tests, sel.stored, keys.cached, switches)
+        inputs = plan_inputs(trees, sel.tests, sel.stored, keys.cached, switches, tgt.watch)
         opts = PlanOptions(run.all_, sel.wanted_ids, run.full_every, report.history)
         past = sel.histories.get(tgt.name)
         report.plan = plan_by_config(make_plan(tgt.name, base.label, inputs, past, opts, trees.applies), past)

@@ -55,6 +55,13 @@ class Layout(Word):
         return "sdist" if self is Layout.SOURCE else "wheel"
 
 
+class WatchScope(Word):
+    """What the verify plan watches of a module a patched file imports (docs/verify-plan.md)."""
+
+    NAMES = "names"  # the definitions of the names the patched file uses from it
+    FILES = "files"  # the whole file
+
+
 class PullState(Word):
     """An upstream PR's state, as last recorded."""
 
@@ -105,6 +112,7 @@ class Delivery(Word):
 ORIGINS = tuple(o.value for o in Origin)
 STATES = tuple(s.value for s in PatchState)
 LAYOUTS = tuple(x.value for x in Layout)
+WATCH_SCOPES = tuple(x.value for x in WatchScope)
 PR_STATES = tuple(s.value for s in PullState)
 SOURCE_KINDS = tuple(k.value for k in SourceKind)
 ENGINE_PRESETS = tuple(p.value for p in Preset)
@@ -173,9 +181,11 @@ class Target:
     base_image: str = ""  # the stock image the installed layout comes from (build overlay)
     path_map: PathMap = field(default_factory=PathMap)
     notes: str = ""
+    watch: WatchScope = WatchScope.NAMES  # of the modules patched files import (the verify plan)
 
     def __post_init__(self) -> None:
         self.layout = Layout(self.layout)
+        self.watch = WatchScope(self.watch)
 
     @property
     def series_dir(self) -> str:

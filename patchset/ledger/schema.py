@@ -28,6 +28,7 @@ from patchset.ledger.model import (
     SPLICED_PLACEHOLDERS,
     STATES,
     TEST_KINDS,
+    WATCH_SCOPES,
 )
 from patchset.ledger.tomlio import KeyPath, Locator
 
@@ -363,6 +364,7 @@ TARGET = {
     "base_image": Field("str"),
     "path_map": Field("map[str]"),
     "notes": Field("str"),
+    "watch": Field("str", choices=WATCH_SCOPES),
 }
 TOP = {
     "schema": Field("int", required=True),

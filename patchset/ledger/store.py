@@ -184,6 +184,7 @@ def target_from(name: str, d: dict[str, Any]) -> Target:
         base_image=d.get("base_image", ""),
         path_map=pm,
         notes=d.get("notes", ""),
+        watch=d.get("watch", "names"),
     )
 
 

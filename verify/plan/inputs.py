@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from patchset.ledger.model import Patch, TestSpec
+from patchset.ledger.model import Patch, TestSpec, WatchScope
 from patchset.verify.longctx.runs import LongctxSpec
 from patchset.verify.outcomes import TestOutcome
 from patchset.verify.plan.carry import engine_config, engine_digest, spec_digest
@@ -41,9 +41,11 @@ def plan_inputs(
     stored: dict[str, ServingSamples] | None,
     cached: Callable[[str, LongctxSpec], bool],
     switches: SwitchIndex | None = None,
+    watch: WatchScope = WatchScope.NAMES,
 ) -> PlanInputs:
     """The planned patches, the trees that start anyway and the engine starts of a full run.
-    ``switches``: the ledger's switches (which configuration is production, which may share a start)."""
+    ``switches``: the ledger's switches (which configuration is production, which may share a start);
+    ``watch``: the target's scope of an imported module (its names used, or the whole file)."""
     index = switches or SwitchIndex()
     added = added_lines(trees.items, trees.mapper)
     bodies = {it.patch_id: it.body for it in trees.items}
@@ -88,7 +90,7 @@ def plan_inputs(
             pid,
             body_digest(bodies[pid]),
             pts,
-            watch_for(trees.base, pid, trees.full, minus[pid].reduced, added),
+            watch_for(trees.base, pid, trees.full, minus[pid].reduced, added, watch is WatchScope.NAMES),
             minus[pid].error,
         )
         for pid, pts in planned.items()

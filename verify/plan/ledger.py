@@ -101,5 +101,12 @@ def plan_ledger(
     patches), named ``run.base_label``. ``stored``: serving tests compared with stored figures (no
     tree without their patch)."""
     inputs, _ = ledger_inputs(run, opts.only, stored)
-    plan = make_plan(str(run.target), run.base_label or "", inputs, history, opts, lambda ids: "")
+    plan = make_plan(str(run.target), run.base_label or _recorded_base(run), inputs, history, opts, lambda ids: "")
     return plan_by_config(plan, history)
+
+
+def _recorded_base(run: VerifyRun) -> str:
+    """What the plan is on when no base is named: the target's base as the ledger records it."""
+    tgt = load_ledger(Path(run.ledger_path)).targets[str(run.target)]
+    version = f" {tgt.base_version} at" if tgt.base_version else ""
+    return f"the ledger's base{version} {tgt.base[:12]}" if tgt.base else "an unknown base (the ledger names none)"

@@ -3,8 +3,9 @@ given sequence of upstream file changes, with the proof history it would have ha
 
 Why this module exists: the planner's cost on the production ledger cannot be measured on the
 cluster a month at a time. Here each night is a set of upstream files that changed since the night
-before (``bench/verify.py --simulate`` draws them from real vLLM releases); each planned patch
-watches the files its ledger entry names (no tree: no import scan). The planner runs on each night
+before, with the top-level names of each that changed (``path::NAME``; ``bench/verify.py
+--simulate`` draws them from real vLLM releases); each planned patch watches the files its ledger
+entry names and what the planner's scan of them found (``watches``: names or whole files). The planner runs on each night
 with the history so far; every run it plans is taken to pass and to confirm the patch's last class
 (a night where a watched file changed is one that needs a proof, and gets it), so the history moves
 on as the gate's would on a quiet month. Serving tests are compared with the figures of the last
@@ -22,6 +23,7 @@ from patchset.verify.outcomes import PROVEN
 from patchset.verify.plan.configs import plan_by_config
 from patchset.verify.plan.decide import CARRY, PlanInputs, PlanOptions, VerifyPlan, make_plan
 from patchset.verify.plan.ledger import ledger_inputs
+from patchset.verify.plan.names import SEP
 from patchset.verify.plan.watch import Watch
 from patchset.verify.proofs import LastVerdict, PatchProof, TargetHistory, WithoutProof
 from patchset.verify.run import VerifyRun
@@ -51,17 +53,17 @@ class Month:
     by_config: bool = True  # False: every configuration's with-series run starts every night (as before)
     group: bool = True  # False: switched configurations never share a start
     history: TargetHistory = field(default_factory=TargetHistory)
-    versions: dict[str, int] = field(default_factory=dict)  # path -> how often upstream changed it
-    imports: dict[str, list[str]] = field(default_factory=dict)  # patched path -> the files it imports
+    versions: dict[str, int] = field(default_factory=dict)  # key (a file, a file's name) -> its changes so far
+    watches: dict[str, dict[str, str]] = field(default_factory=dict)  # patched path -> {key: why} of its imports
 
     def watch(self, files: list[str]) -> Watch:
-        """What a patch writing ``files`` watches: them and, when known, the files they import."""
+        """What a patch writing ``files`` watches: them and, when known, what they use of their imports."""
         w = Watch()
         for f in files:
-            for path, why in [(f, "patched"), *((i, f"imported by {f}") for i in self.imports.get(f, []))]:
-                d = f"{self.versions.get(path, 0):016x}"
-                w.why.setdefault(path, why)
-                w.digests[path] = (d, d, d)
+            for k, why in [(f, "patched"), *self.watches.get(f, {}).items()]:
+                d = f"{self.versions.get(k, 0):016x}"
+                w.why.setdefault(k, why)
+                w.digests[k] = (d, d, d)
         return w
 
 
@@ -109,10 +111,14 @@ def _record(month: Month, plan: VerifyPlan, inputs: PlanInputs) -> None:
         )
 
 
-def spread(releases: list[set[str]], nights: int, seed: int = 0) -> list[set[str]]:
+def spread(
+    releases: list[set[str]], nights: int, seed: int = 0, names: list[dict[str, set[str]]] | None = None
+) -> list[set[str]]:
     """Night 0 (the base, nothing changed) and ``nights - 1`` nights after it: release ``i``'s changed
     files (``releases[i]``: from release ``i`` to ``i + 1``) each fall on one night of its cycle, drawn
-    uniformly (``random.Random(seed)``: repeatable); the nights are split evenly among the cycles."""
+    uniformly (``random.Random(seed)``: repeatable); the nights are split evenly among the cycles.
+    ``names[i][file]``: the keys of that file's names that changed in release ``i`` (``path::NAME``),
+    landing on the night the file does."""
     rng = random.Random(seed)
     after = max(nights - 1, 0)
     out: list[set[str]] = [set() for _ in range(after + 1)]
@@ -122,7 +128,9 @@ def spread(releases: list[set[str]], nights: int, seed: int = 0) -> list[set[str
         first, last = 1 + i * after // len(releases), (i + 1) * after // len(releases)
         for f in sorted(files):
             if last >= first:
-                out[rng.randint(first, last)].add(f)
+                night = out[rng.randint(first, last)]
+                night.add(f)
+                night.update(names[i].get(f, ()) if names else ())
     return out
 
 
@@ -140,7 +148,8 @@ def simulate(month: Month, nights: Iterable[set[str]]) -> list[SimNight]:
         plan = make_plan(str(month.run.target), f"night {i}", inputs, month.history, month.opts, lambda ids: "")
         if month.by_config:
             plan = plan_by_config(plan, month.history, group=month.group)
-        out.append(SimNight(i, len(changed), plan.starts, plan.full_starts, _why(plan)))
+        files_changed = sum(1 for k in changed if SEP not in k)
+        out.append(SimNight(i, files_changed, plan.starts, plan.full_starts, _why(plan)))
         _record(month, plan, inputs)
         stored = {x for t in plan.trees for x in t.tests if t.serving}  # the last green night's figures
     return out

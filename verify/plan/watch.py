@@ -7,6 +7,9 @@ has it, plus the import lines the series adds to it; direct imports only, resolv
 tree), each in three states: the base tree (upstream), the tree with the series and the tree without
 the patch. A change upstream shows in the first, a neighbouring patch's change in the other two.
 
+Of an imported module, what is watched is the names the patched file uses from it
+(``verify.plan.names``: each one's definition, compared by AST), or the whole file where that
+cannot be told (``watch = "files"`` on the target: always the whole file, as the first scan did).
 What the scan cannot see is said in docs/verify-plan.md: a module reached only through another
 import, a plugin loaded by name, a change in a compiled extension or in the engine itself. Rotation
 (``--full-every``) bounds how long such a change can hide.
@@ -25,6 +28,7 @@ from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.errors import PatchsetError, UnsafePathError
 from patchset.patchfmt.diffs import parse_patch
+from patchset.verify.plan.names import SEP, Tree, file_of, parse, watched_names
 
 ABSENT, UNSAFE = "absent", "unsafe"  # digests of a file that is not there / may not be read
 MAX_SCAN = 4 << 20  # bytes of a module parsed for its imports (vLLM's largest is ~300 KB)
@@ -37,8 +41,8 @@ class Watch:
     """A patch's watched files: why each is watched, and its digest in the base, with the series and
     without the patch (``DIGEST_LEN`` hex digits, ``absent`` or ``unsafe``)."""
 
-    why: dict[str, str] = field(default_factory=dict)  # path -> "patched" | "imported by <path>"
-    digests: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # path -> (base, with, without)
+    why: dict[str, str] = field(default_factory=dict)  # key -> "patched" | "imported by P" | "used by P"
+    digests: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # key -> (base, with, without)
     notes: list[str] = field(default_factory=list)  # what the scan could not read
 
 
@@ -123,29 +127,47 @@ def _added_imports(lines: Iterable[str]) -> str:
 def imports_of(source: str, rel: str, added: Iterable[str], exists: Callable[[str], bool]) -> list[str]:
     """Tree paths of the modules the Python file ``rel`` imports directly (its ``source`` and the
     import lines the series adds to it), as far as they are files of the tree."""
-    parts = rel.split("/")
-    package = parts[:-1]
+    package = rel.split("/")[:-1]
     names: list[str] = []
     for text in (source, _added_imports(added)):
-        try:
-            names += _modules(ast.parse(text), package)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+        tree = parse(text)
+        names += _modules(tree, package) if tree is not None else []
+    resolver = Tree(lambda _: None, exists)
     found: list[str] = []
     for name in names:
-        segs = [s for s in name.split(".") if s]
-        if not segs or any(not s.isidentifier() for s in segs):
-            continue
-        roots = [""]
-        if segs[0] in parts[:-1]:  # a package under a prefix (src/, python/): resolve from there
-            roots.append("/".join(parts[: parts.index(segs[0])]))
-        for root in roots:
-            stem = "/".join(([root] if root else []) + segs)
-            hit = next((c for c in (f"{stem}.py", f"{stem}/__init__.py") if exists(c)), None)
-            if hit and hit != rel and hit not in found:
-                found.append(hit)
-                break
+        hit = resolver.resolve(name, rel)
+        if hit and hit != rel and hit not in found:
+            found.append(hit)
     return found
+
+
+def watched(
+    source: str | None, rel: str, added: list[str], modules: Tree, written: Callable[[str], bool], by_name: bool = True
+) -> dict[str, str]:
+    """What the patched Python file ``rel`` watches of the modules it imports: ``{key: why}``, the
+    names it uses (``by_name``; ``path::NAME``) or whole files. A module the series writes is watched
+    whole (its names with the series are not known before the series is applied), and so is every
+    import of a file that does not parse."""
+    tree = parse(source) if by_name and source is not None else None
+    if tree is None:
+        return {dep: f"imported by {rel}" for dep in imports_of(source or "", rel, added, modules.exists)}
+    extra = [t for t in [parse(_added_imports(added))] if t is not None]
+    out: dict[str, str] = {}
+    for k, why in watched_names(tree, rel, modules, f"used by {rel}", added, extra).items():
+        whole = SEP in k and written(file_of(k))
+        out.setdefault(file_of(k) if whole else k, f"imported by {rel}" if whole or SEP not in k else why)
+    return out
+
+
+def key_digest(modules: Tree, base: Callable[[str], str], k: str) -> str:
+    """A watched key's digest in the base tree: a file's, or a name's definition (``names``)."""
+    if SEP not in k:
+        return base(k)
+    module = modules.module(file_of(k))
+    try:
+        return module.digest(k.split(SEP, 1)[1]) if module is not None else base(file_of(k))
+    except RecursionError:  # a definition nested deeper than the walk goes: the file's digest
+        return base(file_of(k))
 
 
 def added_lines(items: list[SeriesItem], mapper: Callable[[str], str] | None) -> dict[str, list[str]]:
@@ -186,8 +208,9 @@ def watch_for(
     full: SeriesResult,
     reduced: SeriesResult | None,
     added: dict[str, list[str]],
+    by_name: bool = True,
 ) -> Watch:
-    """The watched files of ``patch_id`` and their digests (see the module docstring)."""
+    """The watched files and names of ``patch_id`` and their digests (see the module docstring)."""
     w = Watch()
     cache: dict[str, str] = {}
 
@@ -199,6 +222,10 @@ def watch_for(
     def exists(rel: str) -> bool:
         return base_digest(rel) not in (ABSENT, UNSAFE) or rel in full.files
 
+    def written(rel: str) -> bool:
+        return rel in full.files or (reduced is not None and rel in reduced.files)
+
+    modules = Tree(lambda rel: _read_source(base, rel), exists)
     for rel in patched_paths(full, patch_id):
         w.why.setdefault(rel, "patched")
         if not rel.endswith(".py"):
@@ -206,20 +233,20 @@ def watch_for(
         source = _read_source(base, rel)
         if source is None and base_digest(rel) not in (ABSENT,):
             w.notes.append(f"{rel}: not scanned for imports (unreadable or larger than {MAX_SCAN >> 20} MiB)")
-        for dep in imports_of(source or "", rel, added.get(rel, []), exists):
-            w.why.setdefault(dep, f"imported by {rel}")
+        for k, why in watched(source, rel, added.get(rel, []), modules, written, by_name).items():
+            w.why.setdefault(k, why)
     if len(w.why) > MAX_WATCH:
-        w.notes.append(f"watches {len(w.why)} files; only the first {MAX_WATCH} are recorded")
+        w.notes.append(f"watches {len(w.why)} files and names; only the first {MAX_WATCH} are recorded")
         w.why = dict(list(w.why.items())[:MAX_WATCH])
-    for rel in w.why:
-        b = base_digest(rel)
-        with_d = short(full.files[rel]) if rel in full.files else b
-        without = short(reduced.files[rel]) if reduced is not None and rel in reduced.files else b
-        w.digests[rel] = (b, with_d, without)
+    for k in w.why:
+        b = key_digest(modules, base_digest, k)
+        with_d = short(full.files[k]) if k in full.files else b
+        without = short(reduced.files[k]) if reduced is not None and k in reduced.files else b
+        w.digests[k] = (b, with_d, without)
     return w
 
 
 def disjoint(a: Watch, b: Watch) -> bool:
-    """No file watched by both: dropping the two patches together changes each one's files as
-    dropping it alone does."""
-    return not (set(a.why) & set(b.why))
+    """No file watched by both (in whole or by a name of it): dropping the two patches together
+    changes each one's files as dropping it alone does."""
+    return not ({file_of(k) for k in a.why} & {file_of(k) for k in b.why})
