@@ -246,11 +246,6 @@ def prove(body: bytes, changes: list[FileChange], result: str) -> str | None:
     return None
 
 
-def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
-    """The new body of one patch (see ``regenerate_many``)."""
-    return regenerate_many([(old_body, changes)], strip)[0]
-
-
 def range_diff(old_body: bytes, new_body: bytes, name: str) -> str:
     """A unified diff of the two bodies (what changed in the patch itself), '' when equal."""
     if old_body == new_body:

@@ -30,7 +30,6 @@ from patchset.verify.engines.launch import (
     free_port,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VERSION = "0.30.0"
 FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
 
