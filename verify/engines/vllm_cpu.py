@@ -17,10 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import requests
-
 from patchset.errors import EnvironmentFailure
-from patchset.upstream import cache, net
+from patchset.upstream import cache
 from patchset.verify.engines.launch import (
     EngineDied,
     EngineLaunch,
@@ -28,6 +26,7 @@ from patchset.verify.engines.launch import (
     die_with_parent,
     end_group,
     free_port,
+    wait_ready,
 )
 
 VLLM_VERSION = "0.30.0"
@@ -181,35 +180,18 @@ class VllmCpuServer:
         )
         self.pgid = self.proc.pid
         log.close()
-        deadline = t0 + self.config.startup_timeout
-        session = net.session(trust_env=False)
         try:
-            while True:
-                if self.proc.poll() is not None:
-                    raise EngineDied(
-                        f"vLLM server exited with code {self.proc.returncode} during start-up; "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                try:  # a probe that does not answer in full within 2 s is "not ready yet"
-                    probe = net.request(
-                        session,
-                        "GET",
-                        self.url + "/v1/models",
-                        what="readiness probe",
-                        timeout=2,
-                        seconds=2,
-                        charge=False,
-                    )
-                    if probe.status == 200:
-                        break
-                except (requests.RequestException, net.NetLimit):
-                    pass
-                if time.monotonic() > deadline:
-                    raise EnvironmentFailure(
-                        f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                time.sleep(0.5)
+            try:
+                code = wait_ready(self.proc, self.url + "/v1/models", t0 + self.config.startup_timeout)
+            except TimeoutError:
+                raise EnvironmentFailure(
+                    f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                ) from None
+            if code is not None:
+                raise EngineDied(
+                    f"vLLM server exited with code {code} during start-up; log {self.log_path}:\n{self.log_tail()}"
+                )
         except BaseException:
             self.stop()
             raise
