@@ -33,15 +33,10 @@ VLLM_VERSION = "0.30.0"
 FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
 
 
-def cache_dir() -> Path:
-    """patchset's cache root (``$PATCHSET_CACHE`` or ``~/.cache/patchset``)."""
-    return cache.cache_dir(create=False)
-
-
 def engine_venv() -> Path:
     """Where ``ci/setup_engine.sh`` puts the engine: ``$PATCHSET_ENGINE_VENV`` or the cache's engine-venv."""
     env = os.environ.get("PATCHSET_ENGINE_VENV")
-    return Path(env) if env else cache_dir() / "engine-venv"
+    return Path(env) if env else cache.cache_dir(create=False) / "engine-venv"
 
 
 def venv_python(venv: Path | None = None) -> Path:
@@ -97,7 +92,7 @@ class VllmCpuServer:
         self.venv = venv or engine_venv()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = (log_dir or cache_dir() / "engine-logs") / f"vllm-{self.port}.log"
+        self.log_path = (log_dir or cache.cache_dir(create=False) / "engine-logs") / f"vllm-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
         self.startup_seconds: float | None = None
@@ -165,7 +160,7 @@ class VllmCpuServer:
     def start(self) -> VllmCpuServer:
         self.preflight()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cache_dir().mkdir(parents=True, exist_ok=True)
+        home = cache.cache_dir()  # the server runs in the cache root (created if missing)
         log = open(self.log_path, "wb")  # noqa: SIM115 - the server process owns it until stop()
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
@@ -174,7 +169,7 @@ class VllmCpuServer:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=self.environment(),
-            cwd=str(cache_dir()),
+            cwd=str(home),
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
