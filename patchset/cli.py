@@ -9,6 +9,7 @@ they run (``COMMANDS``), their shared options in ``patchset.clicmds.options``. E
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -81,6 +82,7 @@ def report_error(kind: str, message: str, hint: str | None, code: int, as_json: 
 def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body; map domain errors to their exit codes, never a traceback."""
 
+    @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         as_json = bool(kwargs.get("as_json"))
         try:
@@ -115,8 +117,6 @@ def guarded(fn: Callable[..., int | None]) -> Callable[..., None]:
             report_error("internal", message, "set PATCHSET_DEBUG=1 for a traceback", code, as_json)
         sys.exit(code)
 
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
     return wrapper
 
 

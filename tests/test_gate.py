@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from patchset.ci.bisect import first_bad
-from patchset.ci.gate import GateRun, run_gate, split_tags
+from patchset.ci.gate import GateRun, run_gate
 from patchset.ci.report import render
 from patchset.ci.upstream import Commit
 from patchset.rebase.session import RebaseRun, rebase
+from patchset.text import split_list
 from tests.support.gateworld import CORE, PATCH_B, gate_ledger
 from tests.support.localindex import LocalIndex
 from tests.support.repo import commit_files, git, tree_digest
@@ -229,8 +230,8 @@ def test_commit_pr_is_the_last_squash_marker():
 
 
 def test_split_tags():
-    assert split_tags(["cpu,gpu", " spark ", "cpu"]) == ["cpu", "gpu", "spark"]
-    assert split_tags("gpu,spark") == ["gpu", "spark"] and split_tags(None) == []
+    assert split_list(["cpu,gpu", " spark ", "cpu"]) == ["cpu", "gpu", "spark"]
+    assert split_list("gpu,spark") == ["gpu", "spark"] and split_list(None) == []
 
 
 # -- the package-index release history ---------------------------------------------------------

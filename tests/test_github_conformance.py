@@ -211,7 +211,6 @@ def _exercise(hub: FakeHub, tmp_path: Path) -> None:
     c.file_at(VLLM, "main", "vllm/small.py")
     c.file_at(VLLM, "main", "vllm/big.bin")  # 403 too_large -> raw
     c.file_at("old-owner/old-name", "v1", "README")  # 301 -> /repositories/{id}/...
-    c.rate_limit()
     anon = GitHubClient(base_url=hub.base_url, token=None, gh="", cache_dir=tmp_path / "c2", retries=0)
     anon.pull_states([PRRef(VLLM, 58834), PRRef(VLLM, 59102), PRRef("NVIDIA/nccl", 2334, "issue")])
 
@@ -295,6 +294,5 @@ def test_every_rest_call_is_a_documented_operation_and_every_fake_body_matches(o
         "/repos/{owner}/{repo}/pulls/{pull_number}/commits",
         "/repos/{owner}/{repo}/issues/{issue_number}",
         "/repos/{owner}/{repo}/contents/{path}",
-        "/rate_limit",
     } <= templates
     assert ("GET", "/repos/{owner}/{repo}/contents/{path}", 403) in checked  # too_large, documented

@@ -16,6 +16,7 @@ import pytest
 
 from patchset.errors import EnvironmentFailure, InputError, UnsafePathError
 from patchset.ledger.lock import sha256_file
+from patchset.rebase.classify import moves_for
 from patchset.upstream import releases
 from patchset.upstream.archives import unpack
 from patchset.upstream.clone import UpstreamClone
@@ -300,33 +301,17 @@ def test_read_blob_list_files_log_and_ancestry(repo, three):
     assert not repo.is_ancestor(s3, s1)
 
 
-def test_renames_find_moves_edits_deletions_and_ambiguity(repo, three):
+def test_moves_find_renames_and_ambiguity(repo, three):
     s1, s2, _ = three
-    found = repo.renames(
-        s1,
-        s2,
-        ["pkg/nvidia/kda.py", "pkg/nvidia/attention.py", "pkg/core/utils.py", "pkg/util.py", "docs/old.md", "never.py"],
-    )
-    assert found["pkg/nvidia/kda.py"] == [RenameCandidate("pkg/common/kda.py", 100, "git")]
-    (attn,) = found["pkg/nvidia/attention.py"]
+    found = moves_for(repo, s1, s2, ["pkg/nvidia/kda.py", "pkg/nvidia/attention.py", "pkg/util.py", "docs/old.md"])
+    assert found["pkg/nvidia/kda.py"].candidates == [RenameCandidate("pkg/common/kda.py", 100, "git")]
+    (attn,) = found["pkg/nvidia/attention.py"].candidates
     assert attn.path == "pkg/common/attention.py" and attn.how == "git" and 90 <= attn.similarity < 100
-    assert not ambiguous(found["pkg/nvidia/attention.py"])
-    (utils,) = found["pkg/core/utils.py"]
-    assert utils.how == "same-path" and utils.path == "pkg/core/utils.py" and 80 <= utils.similarity < 100
-    split = found["pkg/util.py"]
+    assert not found["pkg/nvidia/attention.py"].ambiguous
+    split = found["pkg/util.py"].candidates
     assert sorted(c.path for c in split) == ["pkg/a/util.py", "pkg/b/util.py"]
-    assert all(c.similarity == 100 for c in split) and ambiguous(split)
-    assert found["docs/old.md"] == [] and found["never.py"] == []
-    everything = repo.renames(s1, s2)  # default: every path that went away
-    assert set(everything) == {
-        "pkg/nvidia/kda.py",
-        "pkg/nvidia/attention.py",
-        "pkg/util.py",
-        "docs/old.md",
-        "pkg/link.py",
-    }
-    strict = repo.renames(s1, s2, ["pkg/nvidia/attention.py"], threshold=100)
-    assert strict["pkg/nvidia/attention.py"] == []
+    assert all(c.similarity == 100 for c in split) and ambiguous(split) and found["pkg/util.py"].ambiguous
+    assert found["docs/old.md"].candidates == [] and found["docs/old.md"].path is None
 
 
 def test_similarity_measure():
@@ -465,7 +450,7 @@ def test_upstream_clone_is_blobless_and_fetches_incrementally(tmp_path, upstream
         clone.resolve("vllm==0.32.0")
     assert clone.resolve("main") == v31
     assert clone.is_ancestor(v30, v31)
-    assert clone.renames(v30, v31, ["vllm/kda.py"])["vllm/kda.py"][0].path == "vllm/common_kda.py"
+    assert moves_for(clone, v30, v31, ["vllm/kda.py"])["vllm/kda.py"].path == "vllm/common_kda.py"
     assert [e.subject for e in clone.log_range(v30, v31)] == ["move kda"]
     with pytest.raises(InputError, match="is a clone of"):
         UpstreamClone(tmp_path.joinpath("elsewhere").as_uri(), clone.git_dir).sync()
@@ -493,7 +478,7 @@ def pypi(monkeypatch):
 
 @pytest.mark.network
 def test_real_vllm_history(pypi, tmp_path):
-    """Four real releases, one commit each, with the glm5next move of 0.31.0 found by renames()."""
+    """Four real releases, one commit each, with the glm5next move of 0.31.0 found by the rebaser's move detection."""
     repo = ReleaseHistory(tmp_path / "vllm.git", project="vllm")
     built = build_history("vllm", VLLM, history=repo)
     shas = [sha for _, sha in built]
@@ -503,11 +488,11 @@ def test_real_vllm_history(pypi, tmp_path):
     assert repo.read_blob(v31, "vllm/models/glm5next/nvidia/kda.py") is None
     assert repo.read_blob(v31, "vllm/models/glm5next/common/kda.py") is not None
     moved = ["vllm/models/glm5next/nvidia/" + n for n in ("attention.py", "kda.py", "model.py")]
-    found = repo.renames("vllm==0.30.0", "vllm==0.31.0", moved)
+    found = moves_for(repo, v30, v31, moved)
     for path in moved:
-        best = found[path][0]
+        best = found[path].candidates[0]
         assert best.path == path.replace("/nvidia/", "/common/") and best.how == "git"
-        assert best.similarity >= 50 and not ambiguous(found[path])
+        assert best.similarity >= 50 and not found[path].ambiguous
     # files that change in every release
     for path in ("vllm/v1/core/kv_cache_utils.py", "vllm/platforms/cuda.py"):
         assert [e.sha for e in repo.log_range(v30, v33, path)] == [v33, v32, v31]

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from patchset.errors import ApplyFailed, InputError
+from patchset.text import split_list
 from patchset.verify import overlay, testrun, vllm_env
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN, classify
 from patchset.verify.pertest import VerifyRun, run_verify
 from patchset.verify.pertest_view import render_verify
-from patchset.verify.selection import parse_tags
 
 CALC = """\
 def add(a, b):
@@ -197,7 +197,7 @@ def test_tags_select_tests_and_unknown_tags_are_bad_input(tmp_path: Path, projec
     with pytest.raises(InputError, match="no test carries the tags tpu") as exc:
         run_verify(VerifyRun(ledger, project, tags=["tpu"]))
     assert "cpu, gpu" in (exc.value.hint or "")
-    assert parse_tags(["cpu,gpu", " cpu", ""]) == ["cpu", "gpu"]
+    assert split_list(["cpu,gpu", " cpu", ""]) == ["cpu", "gpu"]
 
 
 # --------------------------------------------------------------------------- errors

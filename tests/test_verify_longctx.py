@@ -31,7 +31,7 @@ from patchset.ci.report import GREEN, GateReport, longctx_rows, render
 from patchset.commands.table import Term
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.verify.engines.launch import EngineLaunch
-from patchset.verify.engines.vllm_cpu import REPO_ROOT, VllmCpuConfig, VllmCpuServer, engine_missing_reason
+from patchset.verify.engines.vllm_cpu import VllmCpuConfig, VllmCpuServer, engine_missing_reason
 from patchset.verify.junit import render_junit
 from patchset.verify.outcomes import BROKEN, ERROR, NOT_NEEDED, PROVEN
 from patchset.verify.pertest import VerifyRun, run_verify
@@ -39,6 +39,7 @@ from patchset.verify.pertest_view import render_verify
 from tests.support.checkout import example_copy
 from tests.support.consent import allow_ledger
 from tests.support.diffgen import unified_diff
+from tests.support.repo import REPO_ROOT
 from tests.support.text import joined
 
 EXAMPLE = REPO_ROOT / "examples" / "longctx-cpu"

@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchset.verify.engines.vllm_cpu import REPO_ROOT, engine_missing_reason
+from patchset.verify.engines.vllm_cpu import engine_missing_reason
 from tests.support.checkout import example_copy
 from tests.support.consent import allow_ledger
 from tests.support.ownstate import material_root
+from tests.support.repo import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "serving-cpu"
 pytestmark = pytest.mark.engine

@@ -408,6 +408,3 @@ def from_recorded(text: str) -> FollowUp | None:
         state=state,
         via=Via.RECORDED,
     )
-
-
-RECORDED_PATTERN = _RECORDED

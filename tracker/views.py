@@ -173,10 +173,6 @@ def followups_cell(r: StatusRow) -> str:
     return "none" if has_pr else ""
 
 
-def files_cell(r: StatusRow) -> list[str]:
-    return list(r.files)
-
-
 def action_cell(r: StatusRow) -> str:
     """The action word and its text, the word said once (``held: <reason>``)."""
     word = ACTION_WORDS.get(r.action, r.action)
@@ -254,7 +250,7 @@ def render_status(term: Term, report: StatusReport) -> None:
                     Styled(r.drift, DRIFT_STYLE.get(r.drift, "")),
                     Styled(action_cell(r), ACTION_STYLE.get(r.action, "")),
                     followups_cell(r),
-                    files_cell(r),
+                    list(r.files),
                     age_cell(r),
                     detail_cell(r),
                     Styled(r.data, "dim"),

@@ -7,7 +7,8 @@ the series); ``error`` is ``<error>``. Both runs' exit status, time and output t
 runs add the engine's start-up seconds, the check seconds and the engine log path of each tree.
 A verdict carried from an earlier run (``verify.plan``) is not a new pass: its case is
 ``<skipped>`` with the carried class and the run it comes from as properties (a test that fails with
-the series tonight is ``broken`` whatever was carried: a failure, as always).
+the series tonight is ``broken`` whatever was carried: a failure, as always). Every text goes
+through ``patchset.text.xml_text`` (ESC, BEL, lone surrogates shown as escapes): the XML parses.
 """
 
 from __future__ import annotations
@@ -21,12 +22,6 @@ from patchset.text import xml_text
 
 if TYPE_CHECKING:
     from patchset.verify.outcomes import TestOutcome, VerifyReport
-
-
-def _clean(text: str) -> str:
-    """Test output and commands as valid XML 1.0 text (``patchset.text.xml_text``: ESC, BEL, lone
-    surrogates ... shown as escapes), so the report always parses."""
-    return xml_text(text)
 
 
 def _run_text(label: str, run) -> str:
@@ -43,7 +38,7 @@ def _run_text(label: str, run) -> str:
 
 def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
     """One test's ``<testcase>``; returns (failures, errors) it adds."""
-    case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=_clean(t.name), time=f"{t.seconds:.3f}")
+    case = ET.SubElement(suite, "testcase", classname=t.patch_id, name=xml_text(t.name), time=f"{t.seconds:.3f}")
     props = ET.SubElement(case, "properties")
     for k, v in (
         ("class", t.klass),
@@ -52,34 +47,34 @@ def _case(suite: ET.Element, t: TestOutcome) -> tuple[int, int]:
         ("with", t.with_run.outcome if t.with_run else "not run"),
         ("without", t.without_run.outcome if t.without_run else "not run"),
     ):
-        ET.SubElement(props, "property", name=k, value=_clean(v))
+        ET.SubElement(props, "property", name=k, value=xml_text(v))
     if t.kind in ("longctx", "serving"):
-        ET.SubElement(props, "property", name="checks", value=_clean(", ".join(t.checks)))
-        ET.SubElement(props, "property", name="engine", value=_clean(t.engine or ""))
+        ET.SubElement(props, "property", name="checks", value=xml_text(", ".join(t.checks)))
+        ET.SubElement(props, "property", name="engine", value=xml_text(t.engine or ""))
         for label, run in (("with", t.with_run), ("without", t.without_run)):
             if run is None or not hasattr(run, "startup_seconds"):
                 continue
             up = "" if run.startup_seconds is None else f"{run.startup_seconds:.3f}"
             ET.SubElement(props, "property", name=f"{label} engine startup seconds", value=up)
             ET.SubElement(props, "property", name=f"{label} check seconds", value=f"{run.seconds:.3f}")
-            ET.SubElement(props, "property", name=f"{label} engine log", value=_clean(run.log or ""))
+            ET.SubElement(props, "property", name=f"{label} engine log", value=xml_text(run.log or ""))
     if t.carried:
-        ET.SubElement(props, "property", name="carried from", value=_clean(t.carried))
+        ET.SubElement(props, "property", name="carried from", value=xml_text(t.carried))
     if t.without_also:
-        ET.SubElement(props, "property", name="without also", value=_clean(", ".join(t.without_also)))
+        ET.SubElement(props, "property", name="without also", value=xml_text(", ".join(t.without_also)))
     failures = errors = 0
     if t.carried and t.klass in ("proven", "not-needed"):
-        ET.SubElement(case, "skipped", message=_clean(f"{t.klass}, {t.carried}"))
+        ET.SubElement(case, "skipped", message=xml_text(f"{t.klass}, {t.carried}"))
     elif t.klass in ("broken", "not-needed"):
-        el = ET.SubElement(case, "failure", message=_clean(f"{t.klass}: {t.note}"), type=t.klass)
-        el.text = _clean(t.note)
+        el = ET.SubElement(case, "failure", message=xml_text(f"{t.klass}: {t.note}"), type=t.klass)
+        el.text = xml_text(t.note)
         failures = 1
     elif t.klass == "error":
-        el = ET.SubElement(case, "error", message=_clean(t.note), type="error")
-        el.text = _clean(t.note)
+        el = ET.SubElement(case, "error", message=xml_text(t.note), type="error")
+        el.text = xml_text(t.note)
         errors = 1
     out = ET.SubElement(case, "system-out")
-    out.text = _clean(_run_text("with the series", t.with_run) + _run_text("without the patch", t.without_run))
+    out.text = xml_text(_run_text("with the series", t.with_run) + _run_text("without the patch", t.without_run))
     return failures, errors
 
 

@@ -77,7 +77,7 @@ from patchset.verify.proofs import TargetHistory, load_history, save_history
 from patchset.verify.results_cache import ResultCache, base_fingerprint, result_key, tree_hash
 from patchset.verify.run import VerifyRun
 from patchset.verify.runner import PATCHSET_HOME, Verifier, Workspace, describe_failure
-from patchset.verify.selection import check_spec, choose_target, parse_tags, selected, test_name
+from patchset.verify.selection import check_spec, choose_target, selected, test_name
 from patchset.verify.serving import ServingSamples, load_serving_baseline
 from patchset.verify.serving_judge import save_serving_baseline
 
@@ -202,7 +202,7 @@ def _plan_without_bodies(run: VerifyRun) -> VerifyReport | None:
     """``--plan`` with bodies not imported: the plan from the ledger alone (``verify.plan.ledger``),
     each missing body named as a blocker of its patch's run; None when every body is there."""
     ledger = load_ledger(Path(run.ledger_path))
-    tgt = choose_target(ledger, run.target, parse_tags(run.tags))
+    tgt = choose_target(ledger, run.target, split_list(run.tags))
     missing = [p.id for p in ledger.series(tgt.name) if body_state(ledger, p)[1] is None]
     if not missing:
         return None
@@ -214,7 +214,7 @@ def _plan_without_bodies(run: VerifyRun) -> VerifyReport | None:
     plan = plan_ledger(replace(run, target=tgt.name), histories.get(tgt.name), opts, stored)
     plan.blockers = {pid: "its body is not imported (`patchset fetch` or `patchset import`)" for pid in missing}
     plan.notes.append(f"the run is blocked until every body is imported: {', '.join(missing)}")
-    report = VerifyReport(str(ledger.path), tgt.name, "(the ledger alone)", parse_tags(run.tags), run.jobs)
+    report = VerifyReport(str(ledger.path), tgt.name, "(the ledger alone)", split_list(run.tags), run.jobs)
     report.history, report.plan, report.planned_only = str(run.history or ""), plan, True
     return report
 
@@ -224,7 +224,7 @@ def _select(run: VerifyRun) -> _Selection:
     runs (an unknown patch, engine or tag, a test no one could run)."""
     ledger = load_ledger(Path(run.ledger_path))
     home = Path(run.ledger_dir).resolve() if run.ledger_dir else ledger.root.resolve()
-    wanted = parse_tags(run.tags)
+    wanted = split_list(run.tags)
     tgt = choose_target(ledger, run.target, wanted)
     items = series_items(ledger, tgt)
     patches = ledger.series(tgt.name)

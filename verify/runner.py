@@ -14,7 +14,7 @@ import re
 import string
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patchset.engine.results import SeriesItem, SeriesResult
@@ -135,19 +135,14 @@ class Verifier:
                 drop_stale_bytecode(tree, res.files)
             cwd = tree.joinpath(*[p for p in run.spec.cwd.split("/") if p not in ("", ".")])
             run.result = run_command(run.spec.command, cwd, self._env(run, tree), timeout, log)
-            changed = self.snapshot.changed()
+            changed = self._changed()
             if changed:
-                with self.lock:
-                    self.damaged.extend(c for c in changed if c not in self.damaged)
-                run.result = CommandResult(
-                    ERROR,
-                    run.result.exit_code,
-                    run.result.seconds,
-                    f"the test rewrote {len(changed)} file(s) of the build tree in place "
+                run.result = replace(
+                    run.result,
+                    outcome=ERROR,
+                    reason=f"the test rewrote {len(changed)} file(s) of the build tree in place "
                     f"(e.g. {changed[0]}), files shared with the pristine base by hard "
                     "links; replace files by writing a new file and renaming it",
-                    run.result.output,
-                    run.result.log,
                 )
         except EnvironmentFailure as exc:
             run.result = CommandResult(ERROR, None, 0.0, exc.message)

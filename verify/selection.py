@@ -8,12 +8,6 @@ from __future__ import annotations
 
 from patchset.errors import InputError, Location
 from patchset.ledger.model import Ledger, Patch, Target, TestSpec
-from patchset.text import split_list
-
-
-def parse_tags(tags: list[str] | tuple[str, ...] | None) -> list[str]:
-    """``["cpu,fast", "gpu"]`` -> ``["cpu", "fast", "gpu"]`` (order kept, duplicates dropped)."""
-    return split_list(tags)
 
 
 def selected(test: TestSpec, tags: list[str]) -> bool:

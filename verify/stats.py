@@ -38,12 +38,6 @@ MAX_SAMPLES = 1000  # per side: the intervals below sort every pairwise average 
 _EXACT = 200  # exact null distributions up to this many samples (a side), a normal approximation beyond
 
 
-def _ratio(a: float, b: float) -> float:
-    if b == 0:
-        return 1.0 if a == 0 else math.inf
-    return a / b
-
-
 def _logs(values: Sequence[float]) -> np.ndarray:
     x = np.asarray(values, dtype=float)
     if x.size == 0:
@@ -57,7 +51,7 @@ def _logs(values: Sequence[float]) -> np.ndarray:
 
 
 def _diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log(a / b) elementwise, with 0/0 = 1 (a log of 0) as ``_ratio`` has it."""
+    """log(a / b) elementwise, with 0/0 = 1 (a log of 0)."""
     with np.errstate(invalid="ignore"):
         d = a - b
     return np.where(np.isnan(d), 0.0, d)  # inf - inf: both sides 0 (or both inf): the same
@@ -295,16 +289,6 @@ def fisher_one_sided(k1: int, n1: int, k0: int, n0: int) -> float:
     stats = _scipy_stats()
     table = [[k1, n1 - k1], [k0, n0 - k0]]
     return float(min(1.0, stats.fisher_exact(table, alternative="greater").pvalue))
-
-
-def binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p) (exact)."""
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    stats = _scipy_stats()
-    return float(stats.binom.sf(k - 1, n, p))
 
 
 def _binom_pmf(n: int, p: float) -> np.ndarray:

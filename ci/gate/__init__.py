@@ -21,6 +21,6 @@ Exit codes: 0 green or nothing new; 1 a regression; 2 the gate could not judge (
 """
 
 from patchset.ci.gate.night import run_gate
-from patchset.ci.gate.run import GateRun, split_tags
+from patchset.ci.gate.run import GateRun
 
-__all__ = ["GateRun", "run_gate", "split_tags"]
+__all__ = ["GateRun", "run_gate"]

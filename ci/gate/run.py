@@ -26,11 +26,6 @@ from patchset.text import split_list
 BUILDS = ("wheel", "overlay")
 
 
-def split_tags(tags: Sequence[str] | str | None) -> list[str]:
-    """``["cpu,gpu", "spark"]`` -> ``["cpu", "gpu", "spark"]`` (order kept, duplicates dropped)."""
-    return split_list(tags)
-
-
 @dataclass(frozen=True)
 class GateRun:
     """One ``patchset gate``, as asked.
@@ -73,7 +68,7 @@ class GateRun:
 
     @property
     def tag_list(self) -> list[str]:
-        return split_tags(self.tags)
+        return split_list(self.tags)
 
     @property
     def only(self) -> list[str]:

@@ -15,7 +15,9 @@ is written is sanitised (``patchset.text``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,21 +170,18 @@ def _message(exc) -> str:
     return str(data or exc)
 
 
-def _guard(what: str):
+@contextlib.contextmanager
+def _guard(what: str) -> Iterator[None]:
     from github import GithubException
 
-    class _G:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, et, ev, tb):
-            if isinstance(ev, GithubException):
-                raise EnvironmentFailure(f"{what}: GitHub answered {ev.status}: {_message(ev)}") from None
-            if ev is not None and et.__module__.startswith(("requests", "urllib3")):
-                raise EnvironmentFailure(f"{what}: {ev}") from None
-            return False
-
-    return _G()
+    try:
+        yield
+    except GithubException as ev:
+        raise EnvironmentFailure(f"{what}: GitHub answered {ev.status}: {_message(ev)}") from None
+    except Exception as ev:
+        if type(ev).__module__.startswith(("requests", "urllib3")):
+            raise EnvironmentFailure(f"{what}: {ev}") from None
+        raise
 
 
 def open_or_update_pr(repo, head: str, base: str, title: str, body: str) -> Done:

@@ -16,10 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from patchset.ci.gate import split_tags
 from patchset.ci.scripts._common import main_guard, set_output
 from patchset.ci.upstream import is_release
 from patchset.ledger.store import load_ledger
+from patchset.text import split_list
 from patchset.verify.selection import selected
 
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--output", default="")
     args = ap.parse_args(argv)
     if args.cmd == "tests":
-        data = tests_matrix(args.ledger, split_tags(args.tags), args.target)
+        data = tests_matrix(args.ledger, split_list(args.tags), args.target)
     else:
         data = targets_matrix(args.ledger)
     text = json.dumps(data, separators=(",", ":"))

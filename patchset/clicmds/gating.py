@@ -71,19 +71,20 @@ def gate(
     Exit codes: 0 green (or nothing new), 1 regression (conflict, broken test, failed check),
     2 infrastructure failure (network, disk, tool crash).
     """
-    from patchset.ci.gate import GateRun, run_gate, split_tags
+    from patchset.ci.gate import GateRun, run_gate
     from patchset.ci.report import render
     from patchset.ledger import consent
+    from patchset.text import split_list
 
     if not reused["plan_only"]:  # its replay runs the edit scripts; --tags runs the tests and their engines
-        consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_tags(list(tags)) else ())])
+        consent.require_at(c.ledger_path, [consent.Kind.GENERATE, *(consent.TESTS if split_list(tags) else ())])
     with progress_bar() as bar:
         job = GateRun(
             c.ledger_path,
             onto=onto,
             latest=latest,
             artifacts=artifacts.resolve(),
-            tags=split_tags(list(tags)),
+            tags=split_list(tags),
             state_file=state_file,
             target=target,
             upstream=upstream,

@@ -56,14 +56,7 @@ def diffstat(body: bytes, strip: int = 1) -> list[FileStat]:
     for fp in files:
         added, removed = fp.line_counts()  # counted by the reader: no hunk is built
         path = fp.new_path if fp.op in ("rename", "copy") and fp.new_path else fp.path
-        out.append(
-            FileStat(
-                path=path,
-                added=added,
-                removed=removed,
-                op=_STAT_OPS[fp.op],
-            )
-        )
+        out.append(FileStat(path=path, added=added, removed=removed, op=_STAT_OPS[fp.op]))
     return out
 
 
@@ -89,11 +82,6 @@ def body_problem(body: bytes, strip: int, source: str) -> str:
     return ""
 
 
-def effective_strip(ledger: Ledger, patch: Patch) -> int:
-    """The ``-pN`` the patch's body is read with: its source's, else its target's."""
-    return patch.source.strip if patch.source.strip is not None else ledger.targets[patch.target].strip
-
-
 def patch_files(
     ledger: Ledger, patch: Patch, body: bytes | None = None, stats: list[FileStat] | None = None
 ) -> list[str]:
@@ -102,7 +90,7 @@ def patch_files(
     if stats is None:
         if body is None:
             _, body = body_state(ledger, patch)
-        stats = diffstat(body, effective_strip(ledger, patch)) if body else []
+        stats = diffstat(body, ledger.strip_of(patch)) if body else []
     if stats:
         return [s.path for s in stats]
     return list(patch.files)
@@ -194,10 +182,10 @@ def validate(ledger: Ledger) -> ValidateReport:
         tgt = ledger.targets[p.target]
         stats: list[FileStat] = []
         if body is not None:
-            stats = diffstat(body, effective_strip(ledger, p))
+            stats = diffstat(body, ledger.strip_of(p))
             if not body.strip():
                 rep.problems.append(f"{p.id}: {p.body_path} is empty: not a diff (import the patch again)")
-            elif why := body_problem(body, effective_strip(ledger, p), p.body_path):
+            elif why := body_problem(body, ledger.strip_of(p), p.body_path):
                 rep.problems.append(f"{p.id}: {why} (apply refuses it; import the patch again)")
             elif not stats:
                 rep.problems.append(f"{p.id}: {p.body_path} contains no unified diff")

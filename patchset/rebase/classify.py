@@ -345,10 +345,8 @@ def moves_for(
     repo: GitRepo, old: str, new: str, paths: list[str], stores: tuple[BlobStore, BlobStore] | None = None
 ) -> dict[str, Move]:
     """Where each path (gone from ``new``) went: git's rename pick, plus added files with the same
-    name scoring at least 50%; best first, ambiguity flagged.
-
-    As ``GitRepo.renames``, but git weighs only these paths against the additions (a pathspec):
-    ~0.05 s instead of ~0.2 s on a vLLM release."""
+    name scoring at least 50%; best first, ambiguity flagged. Git weighs only these paths against
+    the additions (a pathspec): ~0.05 s instead of ~0.2 s on a whole vLLM release."""
     out: dict[str, Move] = {p: Move(None) for p in paths}
     if not paths:
         return out

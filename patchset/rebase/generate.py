@@ -15,6 +15,7 @@ private mount namespace (bubblewrap or ``unshare``), never the real path (docs/s
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -158,23 +159,20 @@ def _bind_prefix(root: Path, bind: str) -> list[str]:
 # --------------------------------------------------------------------------- what a command is given
 
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
-_network: list[str | None] = []
 
 
+@functools.cache
 def network_missing_reason() -> str | None:
     """None when a command can run in a network namespace of its own (``unshare -rn`` works
     here); else why not, said in the command's output."""
-    if not _network:
-        unshare = shutil.which("unshare")
-        reason: str | None = "unshare is not installed"
-        if unshare:
-            try:
-                probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, timeout=30)
-                reason = None if probe.returncode == 0 else "unshare -rn does not work here (no user namespaces)"
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                reason = f"unshare -rn cannot run: {exc}"
-        _network.append(reason)
-    return _network[0]
+    unshare = shutil.which("unshare")
+    if not unshare:
+        return "unshare is not installed"
+    try:
+        probe = subprocess.run([unshare, "-rn", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare -rn cannot run: {exc}"
+    return None if probe.returncode == 0 else "unshare -rn does not work here (no user namespaces)"
 
 
 def script_environment(root: Path, ledger: Path) -> dict[str, str]:

@@ -156,11 +156,6 @@ def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
     return out
 
 
-def render_file(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> bytes:
-    """One file's git-style diff from its hunks (empty when nothing changed)."""
-    return b"".join(render_parts(ch, hunks, prefix))
-
-
 def render_parts(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> list[bytes]:
     """One file's git-style diff as (header, hunks), for a caller that joins many at once."""
     before, after = ch.before, ch.after
@@ -206,7 +201,7 @@ def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | li
         prefix = ("a/", "b/") if level == 1 else ("", "") if level == 0 else ("a/" * level, "b/" * level)
         style = plain_style(old_body, level)
         if style is None:
-            files = b"".join(render_file(ch, next(hunks), prefix) for ch in changes)
+            files = b"".join(part for ch in changes for part in render_parts(ch, next(hunks), prefix))
             out.append(header_text(old_body) + files)
         else:
             files = b"".join(_plain_file(ch, next(hunks), style) for ch in changes)
@@ -244,11 +239,6 @@ def prove(body: bytes, changes: list[FileChange], result: str) -> str | None:
         if not got.ok or got.new != ch.after:
             return f"{path}: the diff does not reproduce {result} ({got.message or 'differs'})"
     return None
-
-
-def regenerate(old_body: bytes, changes: list[FileChange], strip: int = 1) -> bytes:
-    """The new body of one patch (see ``regenerate_many``)."""
-    return regenerate_many([(old_body, changes)], strip)[0]
 
 
 def range_diff(old_body: bytes, new_body: bytes, name: str) -> str:

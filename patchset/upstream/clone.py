@@ -85,5 +85,4 @@ class UpstreamClone(GitRepo):
                 f"cannot fetch {self.url}: {proc.stderr.decode(errors='replace').strip()}",
                 hint="check the network; the clone is unchanged",
             )
-        self._diff_cache.clear()
         return self

@@ -1,9 +1,9 @@
-"""Read-side git queries over a repository: resolve refs, read blobs, list files, logs, renames.
+"""Read-side git queries over a repository: resolve refs, read blobs, list files, logs.
 
 Shared by the release histories built from the package index (``history``) and by real upstream
 clones (``clone``): the rebaser and the gate ask the same questions of both. Reads go through
-one persistent ``git cat-file --batch`` per repository; rename detection ranks git's own choice,
-the same path, and a same-named added file by how much content each kept.
+one persistent ``git cat-file --batch`` per repository. ``RenameCandidate``, ``ambiguous`` and
+``similarity`` are the rename ranking the rebaser's move detection uses (``rebase.classify``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import re
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchset.errors import EnvironmentFailure, InputError
@@ -28,9 +27,8 @@ class RenameCandidate:
     """Where an old path's content may live in the new commit.
 
     ``similarity`` is a percentage of content kept: git's own rename score when ``how`` is
-    ``"git"``, else the same measure computed here (bytes of shared lines / larger file).
-    ``how``: ``"same-path"`` (the path still exists), ``"git"`` (git's rename detection chose
-    it), ``"same-name"`` (an added file with the same file name, scored here).
+    ``"git"`` (git's rename detection chose it), else the same measure computed here (bytes of
+    shared lines / larger file) for ``"same-name"`` (an added file with the same file name).
     """
 
     path: str
@@ -74,7 +72,6 @@ class GitRepo:
         self.git_dir = Path(git_dir)
         self._batch: subprocess.Popen[bytes] | None = None
         self._batch_lock = threading.Lock()
-        self._diff_cache: dict[tuple[str, str, int], _NameStatus] = {}
 
     @functools.cached_property
     def repository(self) -> Path:
@@ -204,95 +201,3 @@ class GitRepo:
                 sha, ts, subject = entry.split("\x1f", 2)
                 entries.append(LogEntry(sha, int(ts), subject))
         return entries
-
-    def renames(
-        self,
-        old: str,
-        new: str,
-        paths: Iterable[str] | None = None,
-        *,
-        threshold: int = 50,
-        max_candidates: int = 5,
-    ) -> dict[str, list[RenameCandidate]]:
-        """Where each old path went between ``old`` and ``new``.
-
-        Per path (default: every path deleted or renamed) the candidates, best first: the path itself
-        (``same-path``), git's rename pick (``git diff -M<threshold>% -l0``), added files of the same name
-        scoring at least ``threshold``. Empty: the content is gone. ``ambiguous(candidates)`` says whether
-        a human must choose."""
-        so, sn = self.resolve(old), self.resolve(new)
-        ns = self._name_status(so, sn, threshold)
-        wanted = sorted(ns.gone) if paths is None else [p.strip("/") for p in paths]
-        result: dict[str, list[RenameCandidate]] = {}
-        new_by_name: dict[str, list[str]] | None = None
-        for path in wanted:
-            if path not in ns.gone:
-                old_blob = self.read_blob(so, path)
-                new_blob = self.read_blob(sn, path)
-                if new_blob is None:
-                    result[path] = []
-                elif old_blob is None:
-                    result[path] = [RenameCandidate(path, 100, "same-path")]
-                else:
-                    result[path] = [RenameCandidate(path, similarity(old_blob, new_blob), "same-path")]
-                continue
-            cands: dict[str, RenameCandidate] = {}
-            if path in ns.renamed:
-                dst, score = ns.renamed[path]
-                cands[dst] = RenameCandidate(dst, score, "git")
-            if new_by_name is None:
-                new_by_name = {}
-                for added in ns.added:
-                    new_by_name.setdefault(added.rsplit("/", 1)[-1], []).append(added)
-            base = path.rsplit("/", 1)[-1]
-            same_name = [p for p in new_by_name.get(base, []) if p not in cands]
-            if same_name:
-                old_blob = self.read_blob(so, path) or b""
-                for cand in same_name:
-                    score = similarity(old_blob, self.read_blob(sn, cand) or b"")
-                    if score >= threshold:
-                        cands[cand] = RenameCandidate(cand, score, "same-name")
-            ranked = sorted(cands.values(), key=lambda c: (-c.similarity, c.how != "git", c.path))
-            result[path] = ranked[:max_candidates]
-        return result
-
-    def _name_status(self, so: str, sn: str, threshold: int) -> _NameStatus:
-        key = (so, sn, threshold)
-        if key in self._diff_cache:
-            return self._diff_cache[key]
-        out = self.git("diff-tree", "-r", "-z", "--name-status", f"-M{threshold}%", "-l0", so, sn).stdout.decode(
-            "utf-8", "surrogateescape"
-        )
-        fields = out.split("\0")
-        ns = _NameStatus()
-        i = 0
-        while i < len(fields) and fields[i]:
-            status = fields[i]
-            if status[0] in "RC":
-                src, dst = fields[i + 1], fields[i + 2]
-                if status[0] == "R":
-                    ns.renamed[src] = (dst, int(status[1:] or 100))
-                    ns.gone.add(src)
-                ns.added.add(dst)
-                i += 3
-                continue
-            path = fields[i + 1]
-            if status == "D":
-                ns.gone.add(path)
-            elif status == "A":
-                ns.added.add(path)
-            i += 2
-        self._diff_cache[key] = ns
-        return ns
-
-
-@dataclass
-class _NameStatus:
-    """``git diff-tree --name-status -M`` between two commits, parsed."""
-
-    renamed: dict[str, tuple[str, int]] = field(default_factory=dict)  # old -> (new, score)
-    gone: set[str] = field(default_factory=set)  # deleted or renamed away
-    added: set[str] = field(default_factory=set)  # added or renamed to
-
-
-# -- release histories ---------------------------------------------------------------------

@@ -44,7 +44,8 @@ def _models_dir() -> Path:
 
 def _run_in_venv(args: Sequence[str], python: Path | None = None, timeout: float = 900) -> str:
     from patchset.errors import EnvironmentFailure
-    from patchset.verify.engines.vllm_cpu import REPO_ROOT, engine_missing_reason, venv_python
+    from patchset.verify.engines.vllm_cpu import engine_missing_reason, venv_python
+    from tests.support.repo import REPO_ROOT
 
     py = python or venv_python()
     if python is None:

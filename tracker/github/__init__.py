@@ -24,7 +24,7 @@ from patchset.tracker.github.payloads import Unreadable, issue_from_rest, pull_f
 from patchset.tracker.github.prdiff import PRDiff, pr_diff_detail
 from patchset.tracker.github.reads import FULL_SHA, Reads
 from patchset.tracker.github.statecache import StateRecords, state_key
-from patchset.tracker.github.transport import DIFF, JSON, PUBLIC_API, RAW, RateInfo, Transport, failure, short
+from patchset.tracker.github.transport import DIFF, JSON, PUBLIC_API, RAW, RateInfo, Transport, short
 from patchset.upstream import net
 from patchset.upstream.refs import DEFAULT_ALIASES, MALFORMED, OFFLINE, FetchError, PRRef, PRState, RowError
 
@@ -216,23 +216,6 @@ class GitHubClient:
             return get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
         except Failure as f:
             raise FetchError(f.row, what) from None
-
-    def rate_limit(self) -> dict[str, RateInfo]:
-        """GitHub's ``/rate_limit`` (does not count against the limit)."""
-        try:
-            resp = self._wire.send("GET", self._wire.absolute("/rate_limit"), JSON)
-            if resp.status != 200:
-                raise failure(resp)
-            res = resp.json().get("resources", {})
-            return {
-                k: RateInfo(k, int(v["limit"]), int(v["remaining"]), int(v["reset"]), int(v.get("used", 0)))
-                for k, v in res.items()
-                if isinstance(v, dict)
-            }
-        except Failure as f:
-            raise FetchError(f.row, "rate limit") from None
-        except (AttributeError, KeyError, TypeError, ValueError):
-            raise FetchError(RowError(MALFORMED, "unexpected /rate_limit shape"), "rate limit") from None
 
 
 def _rest_states(reads: Reads, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:

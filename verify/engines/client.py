@@ -57,6 +57,17 @@ class Usage:
     completion_tokens: int
     cached_tokens: int | None  # None when the server does not report prompt_tokens_details
 
+    @classmethod
+    def parse(cls, raw: dict[str, Any], prompt_tokens: int = 0, completion_tokens: int = 0) -> Usage:
+        """An answer's ``usage`` object; the counts it lacks default to those given."""
+        details = raw.get("prompt_tokens_details") or None
+        cached = details.get("cached_tokens") if details else None
+        return cls(
+            prompt_tokens=int(raw.get("prompt_tokens", prompt_tokens)),
+            completion_tokens=int(raw.get("completion_tokens", completion_tokens)),
+            cached_tokens=int(cached) if cached is not None else None,
+        )
+
 
 @dataclass
 class Completion:
@@ -156,12 +167,7 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
         usage_raw = body.get("usage") or {}
     except (KeyError, IndexError, TypeError) as exc:
         raise BadResponse(f"response has no choices: {json.dumps(body)[:300]}") from exc
-    details = usage_raw.get("prompt_tokens_details") or None
-    usage = Usage(
-        prompt_tokens=int(usage_raw.get("prompt_tokens", 0)),
-        completion_tokens=int(usage_raw.get("completion_tokens", 0)),
-        cached_tokens=(int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None),
-    )
+    usage = Usage.parse(usage_raw)
     lp = choice.get("logprobs") or {}
     tokens = [_token_id(t) for t in (lp.get("tokens") or [])]
     token_logprobs = [_float(x) for x in (lp.get("token_logprobs") or [])]
@@ -460,14 +466,7 @@ class _Tally:
         total = time.monotonic() - self.t0
         if self.first is None or self.last is None:
             raise BadResponse("the stream carried no token")
-        details = self.usage.get("prompt_tokens_details") or None
-        usage = Usage(
-            prompt_tokens=int(self.usage.get("prompt_tokens", prompt_tokens)),
-            completion_tokens=int(self.usage.get("completion_tokens", self.chunks)),
-            cached_tokens=(
-                int(details["cached_tokens"]) if details and details.get("cached_tokens") is not None else None
-            ),
-        )
+        usage = Usage.parse(self.usage, prompt_tokens, self.chunks)
         return Streamed(
             self.first, self.last, total, self.chunks, usage, self.tokens, self.first_count, self.last_count
         )

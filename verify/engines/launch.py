@@ -1,6 +1,6 @@
 """One start of an engine: what verify asks for (``EngineLaunch``), what it gets back (the ``Engine``
 protocol), and what every kind of start shares — its failure (``EngineDied``), the pre-flight probe of
-where the engine's package is imported from, and the process-group life cycle.
+where the engine's package is imported from, the wait until it is ready, and the process-group life cycle.
 
 Why this module exists: verify starts engines two ways, from the ledger's ``[engines.NAME]``
 (``verify.engines.process``) and as the CPU vLLM server of ``ci/setup_engine.sh``
@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+import requests
+
 from patchset.errors import EnvironmentFailure
+from patchset.upstream import net
 
 if TYPE_CHECKING:
     from patchset.verify.engines.definition import EngineDef
@@ -171,3 +174,26 @@ def end_group(proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 15
     while process_group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], probe: str, deadline: float, *, detach_ok: bool = False) -> int | None:
+    """Ask ``probe`` every 0.5 s until it answers 200 within 2 s (None) or the start command exits
+    first (its exit code; with ``detach_ok`` an exit 0 is a launcher that detached, and the probe
+    goes on). ``TimeoutError`` once ``deadline`` (``time.monotonic``) has passed."""
+    session = net.session(trust_env=False)
+    detached = False
+    while True:
+        code = proc.poll()
+        if code is not None and not detached:
+            if code != 0 or not detach_ok:
+                return code
+            detached = True
+        try:
+            answer = net.request(session, "GET", probe, what="readiness probe", timeout=2, seconds=2, charge=False)
+            if answer.status == 200:
+                return None
+        except (requests.RequestException, net.NetLimit):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(probe)
+        time.sleep(0.5)

@@ -18,8 +18,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import requests
-
 from patchset.errors import EnvironmentFailure
 from patchset.ledger.consent import without_credentials
 from patchset.ledger.model import SPLICED_PLACEHOLDERS
@@ -32,6 +30,7 @@ from patchset.verify.engines.launch import (
     end_group,
     free_port,
     start_group,
+    wait_ready,
 )
 from patchset.verify.engines.vllm_cpu import engine_missing_reason, engine_venv, venv_python, vllm_cpu_engine
 
@@ -72,7 +71,6 @@ class EngineProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
         self.vllm_origin: str | None = None
-        self.detached = False
         self.gathered: Path | None = None
 
     # -- templates
@@ -191,31 +189,21 @@ class EngineProcess:
 
     def _wait_ready(self, t0: float, timeout: float) -> None:
         assert self.proc is not None
-        session = requests.Session()
-        session.trust_env = False
         probe = self.url + self.engine.ready
-        while True:
-            code = self.proc.poll()
-            if code is not None and not self.detached:
-                if code != 0:
-                    self.gather_logs()
-                    raise EngineDied(
-                        f"engine {self.engine.name} exited with code {code} during start-up; "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                self.detached = True  # a launcher that started the server and returned
-            try:
-                if session.get(probe, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if time.monotonic() - t0 > timeout:
-                self.gather_logs()
-                raise EngineDied(
-                    f"engine {self.engine.name} not ready at {probe} after {timeout:.0f} s; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(0.5)
+        try:
+            code = wait_ready(self.proc, probe, t0 + timeout, detach_ok=True)  # exit 0: a launcher that detached
+        except TimeoutError:
+            self.gather_logs()
+            raise EngineDied(
+                f"engine {self.engine.name} not ready at {probe} after {timeout:.0f} s; "
+                f"log {self.log_path}:\n{self.log_tail()}"
+            ) from None
+        if code is not None:
+            self.gather_logs()
+            raise EngineDied(
+                f"engine {self.engine.name} exited with code {code} during start-up; "
+                f"log {self.log_path}:\n{self.log_tail()}"
+            )
 
     def gather_logs(self) -> Path | None:
         """Run the engine's ``logs`` command (e.g. ``docker logs`` on every node) into ``<logdir>/logs.txt``."""

@@ -12,10 +12,11 @@ start, or dies, makes each run it should have served an ``error`` with its log's
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +44,19 @@ class QuietLock:
         self._writer = False
         self._waiting = 0
 
-    def read(self) -> _Held:
-        return _Held(self, write=False)
+    def read(self) -> contextlib.AbstractContextManager[None]:
+        return self._held(write=False)
 
-    def write(self) -> _Held:
-        return _Held(self, write=True)
+    def write(self) -> contextlib.AbstractContextManager[None]:
+        return self._held(write=True)
+
+    @contextlib.contextmanager
+    def _held(self, *, write: bool) -> Iterator[None]:
+        self._acquire(write)
+        try:
+            yield
+        finally:
+            self._release(write)
 
     def _acquire(self, write: bool) -> None:
         with self._cond:
@@ -69,17 +78,6 @@ class QuietLock:
             else:
                 self._readers -= 1
             self._cond.notify_all()
-
-
-class _Held:
-    def __init__(self, lock: QuietLock, *, write: bool) -> None:
-        self.lock, self.write = lock, write
-
-    def __enter__(self) -> None:
-        self.lock._acquire(self.write)
-
-    def __exit__(self, *exc: object) -> None:
-        self.lock._release(self.write)
 
 
 @dataclass

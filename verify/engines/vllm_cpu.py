@@ -17,10 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import requests
-
 from patchset.errors import EnvironmentFailure
-from patchset.upstream import cache, net
+from patchset.upstream import cache
 from patchset.verify.engines.launch import (
     EngineDied,
     EngineLaunch,
@@ -28,22 +26,17 @@ from patchset.verify.engines.launch import (
     end_group,
     free_port,
     start_group,
+    wait_ready,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VERSION = "0.30.0"
 FAULT_NAMES = ("stale-cache-hit", "rope-shift", "stale-decode")
-
-
-def cache_dir() -> Path:
-    """patchset's cache root (``$PATCHSET_CACHE`` or ``~/.cache/patchset``)."""
-    return cache.cache_dir(create=False)
 
 
 def engine_venv() -> Path:
     """Where ``ci/setup_engine.sh`` puts the engine: ``$PATCHSET_ENGINE_VENV`` or the cache's engine-venv."""
     env = os.environ.get("PATCHSET_ENGINE_VENV")
-    return Path(env) if env else cache_dir() / "engine-venv"
+    return Path(env) if env else cache.cache_dir(create=False) / "engine-venv"
 
 
 def venv_python(venv: Path | None = None) -> Path:
@@ -99,7 +92,7 @@ class VllmCpuServer:
         self.venv = venv or engine_venv()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = (log_dir or cache_dir() / "engine-logs") / f"vllm-{self.port}.log"
+        self.log_path = (log_dir or cache.cache_dir(create=False) / "engine-logs") / f"vllm-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.pgid: int | None = None
         self.startup_seconds: float | None = None
@@ -167,41 +160,24 @@ class VllmCpuServer:
     def start(self) -> VllmCpuServer:
         self.preflight()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cache_dir().mkdir(parents=True, exist_ok=True)
+        home = cache.cache_dir()  # the server runs in the cache root (created if missing)
         log = open(self.log_path, "wb")  # noqa: SIM115 - the server process owns it until stop()
         t0 = time.monotonic()
-        self.proc = start_group(self.command(), log, self.environment(), cache_dir())
+        self.proc = start_group(self.command(), log, self.environment(), home)
         self.pgid = self.proc.pid
         log.close()
-        deadline = t0 + self.config.startup_timeout
-        session = net.session(trust_env=False)
         try:
-            while True:
-                if self.proc.poll() is not None:
-                    raise EngineDied(
-                        f"vLLM server exited with code {self.proc.returncode} during start-up; "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                try:  # a probe that does not answer in full within 2 s is "not ready yet"
-                    probe = net.request(
-                        session,
-                        "GET",
-                        self.url + "/v1/models",
-                        what="readiness probe",
-                        timeout=2,
-                        seconds=2,
-                        charge=False,
-                    )
-                    if probe.status == 200:
-                        break
-                except (requests.RequestException, net.NetLimit):
-                    pass
-                if time.monotonic() > deadline:
-                    raise EnvironmentFailure(
-                        f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
-                        f"log {self.log_path}:\n{self.log_tail()}"
-                    )
-                time.sleep(0.5)
+            try:
+                code = wait_ready(self.proc, self.url + "/v1/models", t0 + self.config.startup_timeout)
+            except TimeoutError:
+                raise EnvironmentFailure(
+                    f"vLLM server not ready after {self.config.startup_timeout:.0f} s; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                ) from None
+            if code is not None:
+                raise EngineDied(
+                    f"vLLM server exited with code {code} during start-up; log {self.log_path}:\n{self.log_tail()}"
+                )
         except BaseException:
             self.stop()
             raise
