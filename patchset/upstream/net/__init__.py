@@ -208,10 +208,11 @@ def stream(
     (it is in every message); ``kind`` picks the deadline (``API`` or ``DOWNLOAD``);
     ``timeout``: the per-read timeout in seconds, or ``(connect, read)`` (default from the
     environment); ``seconds``, ``knob``, ``charge``: see ``scope``; other arguments go to
-    ``requests``."""
+    ``requests``. An uncharged request (to an engine the command runs) is not the network: its
+    refusal means "not up yet" or "died", which the caller judges, so it marks no host down."""
     import requests
 
-    why = down(url)
+    why = down(url) if charge else None
     if why is not None:
         raise Unreachable(host_of(url), why)
     with scope(url, what, kind, seconds=seconds, knob=knob, charge=charge) as s:
@@ -222,7 +223,7 @@ def stream(
                 with _as_requests_errors(s):
                     resp = http.request(method, url, stream=True, timeout=_timeout(s, timeout), **kwargs)
             except requests.exceptions.ConnectionError as exc:
-                reason = no_network_reason(exc)
+                reason = no_network_reason(exc) if charge else None
                 if reason:
                     mark_down(url, reason)
                 raise
