@@ -99,3 +99,29 @@ def test_a_nested_quilt_series_gives_the_order(run, tmp_path: Path) -> None:
     assert r.code == 0, r
     diffs = [f["path"] for f in json.loads(r.stdout)["findings"] if f["kind"] == "diff"]
     assert diffs == ["docker/patches/b-second.patch", "docker/patches/a-first.patch"], diffs  # the series' order
+
+
+def test_a_recipe_that_also_edits_says_those_edits_are_not_imported(run, tmp_path: Path) -> None:
+    """A recipe applying a diff and then ``sed -i`` on an installed file: the diff is imported, and
+    the inventory names the edit line as not imported (never silently dropped)."""
+    repo = tmp_path / "build"
+    (repo / "mods/fix").mkdir(parents=True)
+    (repo / "mods/fix/fix.diff").write_text("--- a/vllm/a.py\n+++ b/vllm/a.py\n@@ -1 +1 @@\n-a\n+b\n")
+    (repo / "mods/fix/run.sh").write_text(
+        "#!/bin/bash\n"
+        'patch -p1 -d /usr/local/lib/python3.12/dist-packages < "$(dirname "$0")/fix.diff"\n'
+        "# sed -i 's/x/y/' commented.py\n"
+        "sed -i 's/BLOCK = 16/BLOCK = 32/' /usr/local/lib/python3.12/dist-packages/vllm/b.py\n"
+    )
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", repo, "--dry-run", "--json", cwd=led)
+    assert r.code == 0, r
+    found = {(f["kind"], f["path"]): f for f in json.loads(r.stdout)["findings"]}
+    assert ("diff", "mods/fix/fix.diff") in found, found
+    edit = found.get(("edit script", "mods/fix/run.sh:4"))
+    assert edit, json.dumps(list(found.values()), indent=1)
+    assert "edits files (line 4)" in edit["reason"] and not edit["imported"], edit
+    plain = run("import", repo, "--dry-run", cwd=led)
+    assert "mods/fix/run.sh:4" in plain.stdout + plain.stderr

@@ -259,6 +259,16 @@ def _script_target(s: Survey, text: str) -> str:
     return ""
 
 
+def _edit_lines(p: Path, diff_lines: set[int]) -> list[int]:
+    """The lines of a recipe, other than its ``patch``/``git apply`` lines, that edit files."""
+    text = p.read_bytes()[: recipes.MAX_SCRIPT_BYTES].decode("utf-8", "replace")
+    return [
+        n
+        for n, line in enumerate(text.splitlines(), start=1)
+        if n not in diff_lines and not line.lstrip().startswith("#") and _EDITS.search(line)
+    ]
+
+
 def add_script(s: Survey, p: Path, head: bytes) -> None:
     """A script: a recipe (its diffs are imported), an edit script, or a script said to do neither."""
     rel = p.relative_to(s.repo).as_posix()
@@ -273,6 +283,15 @@ def add_script(s: Survey, p: Path, head: bytes) -> None:
                 s.claim(st.diff, how.replace(" ()", ""))
             elif st.problem:
                 s.say(Kind.DIFF, f"{rel}:{st.line}", st.problem)
+        edits = _edit_lines(p, {st.line for st in steps})
+        if edits:
+            s.say(
+                Kind.SCRIPT,
+                f"{rel}:{edits[0]}",
+                f"besides its diffs it edits files (line {', '.join(map(str, edits))}): those edits are not "
+                "imported; put them in a script of their own and make it a generated patch with "
+                "`patchset import --script ...`",
+            )
         return
     text = head.decode("utf-8", "replace")
     if _EDITS.search(text):
