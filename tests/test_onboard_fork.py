@@ -111,3 +111,25 @@ def test_bad_forks_are_refused_and_write_nothing(run, stock, tmp_path: Path) -> 
     r = run("import", "--fork", f"{fork}@{sha}", "--script", "x", cwd=led)
     assert r.code == 2 and "give one of --script, --fork" in r.stderr, r
     assert tree_digest(led) == before
+
+
+def test_the_merge_base_becomes_the_base_of_a_target_without_one(run, stock, tmp_path: Path) -> None:
+    """Without --base the series applies where the mails were made: the merge base, recorded when
+    it is a commit of the target's own upstream — never a commit of another --upstream."""
+    up, fork, sha, forked_at = _repos(tmp_path, stock)
+    other = tmp_path / "led-other"
+    other.mkdir()
+    assert run("init", "--target", "vllm", cwd=other).code == 0
+    r = run("import", "--fork", f"{fork}@{sha}", "--upstream", up, "--json", cwd=other)
+    assert r.code == 0 and json.loads(r.stdout)["recorded_base"] == "", r  # the preset's upstream is GitHub's
+    assert "base = " not in (other / "patches.toml").read_text().split("[targets.vllm]")[1].split("[")[0]
+    led = tmp_path / "led"
+    led.mkdir()
+    assert run("init", cwd=led).code == 0
+    assert run("target", "add", "vllm", "--upstream", str(up), cwd=led).code == 0
+    r = run("import", "--fork", f"{fork}@{sha}", "--json", cwd=led)
+    assert r.code == 0, r
+    assert json.loads(r.stdout)["recorded_base"] == forked_at, r
+    assert f'base = "{forked_at}"' in (led / "patches.toml").read_text()
+    r = run("validate", cwd=led)
+    assert r.code == 0, r

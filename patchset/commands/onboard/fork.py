@@ -18,8 +18,10 @@ from pathlib import Path
 
 from patchset.commands.diffroot import package_roots
 from patchset.commands.importer import ImportResult, choose_target, import_sources
+from patchset.commands.targets import set_target
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger import store as ledger_mod
+from patchset.ledger.model import Target
 from patchset.text import terminal
 from patchset.upstream.git import git_env
 
@@ -145,6 +147,18 @@ def import_fork(
                 hint="nothing was imported",
             )
         fi.result = import_sources(ledger_path, files, t.name, base=base, base_tree=base_tree)
+        _record_base(ledger_path, t, fi, given=base is not None or base_tree is not None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return fi
+
+
+def _record_base(ledger_path: Path, t: Target, fi: ForkImport, given: bool) -> None:
+    """The merge base becomes the target's base when it has none and nothing else was given: the
+    mails were made from it, so the series applies there. Only when the commit is the target's
+    upstream's (a commit of another ``--upstream`` would name nothing the target can fetch)."""
+    if given or t.base or (t.upstream and fi.upstream != t.upstream):
+        return
+    values = {"base": fi.merge_base, "upstream": None if t.upstream else fi.upstream}
+    if set_target(ledger_path, t.name, values, {}):
+        fi.result.recorded_base = fi.merge_base
