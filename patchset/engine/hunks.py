@@ -248,24 +248,24 @@ class _Prepared:
         plus, minus = (45, 43) if span.swapped != reverse else (43, 45)
         kinds = bytearray()
         self.old_at, self.old_end, self.new_at, self.new_end = (array("q") for _ in range(4))
-        at, end = None, None  # the arrays that hold the line before (for a no-newline marker)
+        last: tuple[array[int], array[int]] | None = None  # the arrays that hold the line before
         begin = 0
         for stop in _line_ends(text):
             kind = text[begin]
-            if kind == 92:  # "\ No newline at end of file": the line before loses its newline
-                _cut(text, at, end)
-            elif kind == plus:
-                kinds.append(43)
-                at, end = self.new_at, self.new_end
+            if kind == 92:  # a no-newline marker: the line before loses its newline
+                _cut(text, last)
             else:
-                kinds.append(45 if kind == minus else kind)
-                at, end = self.old_at, self.old_end
-            if kind != 92:
-                at.append(begin + 1)
-                end.append(stop)
+                if kind == plus:
+                    kinds.append(43)
+                    last = (self.new_at, self.new_end)
+                else:
+                    kinds.append(45 if kind == minus else kind)
+                    last = (self.old_at, self.old_end)
+                last[0].append(begin + 1)
+                last[1].append(stop)
             begin = stop
         if span.marks:
-            _cut(text, at, end)
+            _cut(text, last)
         self.kinds = bytes(kinds)
         start, length = (span.new_start, span.new_len) if reverse else (span.old_start, span.old_len)
         self.first = start + 1 if length == 0 else start  # "-N,0": insert after line N
@@ -289,10 +289,10 @@ def _line_ends(text: memoryview) -> Iterator[int]:
         yield len(text)
 
 
-def _cut(text: memoryview, at: array[int] | None, end: array[int] | None) -> None:
-    """Drop the newline of the last line ``at``/``end`` hold (a no-newline marker follows it)."""
-    if at is not None and end is not None and end[-1] > at[-1] and text[end[-1] - 1] == 10:
-        end[-1] -= 1
+def _cut(text: memoryview, last: tuple[array[int], array[int]] | None) -> None:
+    """Drop the newline of the line ``last`` ends with (a no-newline marker follows it)."""
+    if last is not None and last[1][-1] > last[0][-1] and text[last[1][-1] - 1] == 10:
+        last[1][-1] -= 1
 
 
 def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> bool:

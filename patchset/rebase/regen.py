@@ -194,7 +194,9 @@ class DiffDir:
         return out
 
 
-def render_parts(ch: Staged, hunks: bytes | memoryview, prefix: tuple[str, str] = ("a/", "b/")) -> list[bytes | memoryview]:
+def render_parts(
+    ch: Staged, hunks: bytes | memoryview, prefix: tuple[str, str] = ("a/", "b/")
+) -> list[bytes | memoryview]:
     """One file's git-style diff as (header, hunks), for a caller that joins many at once."""
     before, after = ch.before_id, ch.after_id
     old_name = ch.old_path if ch.old_path is not None else ch.new_path

@@ -25,8 +25,8 @@ from patchset.engine.tree import TreePass
 from patchset.errors import InputError, PatchFormatError
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Patch, Target
-from patchset.patchfmt.filepatch import FilePatch
 from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import FilePatch
 from patchset.progress import Progress
 from patchset.text import Word
 
@@ -207,7 +207,9 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
     return items
 
 
-def _series_patches(ledger: Ledger, target: Target, skip: set[str] | frozenset[str]) -> Iterator[tuple[Patch, FilePatch]]:
+def _series_patches(
+    ledger: Ledger, target: Target, skip: set[str] | frozenset[str]
+) -> Iterator[tuple[Patch, FilePatch]]:
     """Each file patch of the target's active series (less ``skip``), in order, one body read at a
     time; an unreadable body is left out (validate reports it; it changes nothing here)."""
     for p in ledger.series(target.name):
