@@ -10,8 +10,9 @@ A failed hunk still yields the partial result (``FileOutcome.partial``) for comp
 ``FileOutcome.ok`` is false and nothing is written.
 
 Memory: a file is its bytes plus one integer per line (``_Text``), hunks come one at a time from
-the body (``filepatch.HunkList``) and the result is one growing buffer, so a 100 MB patch on a
-100 MB file holds about the body, the old file and the new one.
+the body as offsets into it (``filepatch.HunkSpan``, ``_Prepared``) and the result is one buffer,
+so a 100 MB patch on a 100 MB file holds about the body, the old file and the new one; a caller
+that needs only the result's sha256 (a lock proof) has it hashed instead (``digest_only``).
 """
 
 from __future__ import annotations

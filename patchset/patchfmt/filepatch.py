@@ -3,7 +3,8 @@
 The apply engine must reproduce GNU patch byte for byte, so the parsed form keeps every content
 byte of every hunk line: CR before LF, a missing newline at end of file, non-UTF-8 text. Hunk
 lines are slices of the body, made when a hunk is used (``HunkList``), never all at once, so a
-100 MB body stays about its own size in memory. ``patchset.patchfmt.diffs`` makes these from a
+100 MB body stays about its own size in memory; the engine reads a hunk as a view of the body
+(``HunkSpan``), without a bytes object per line. ``patchset.patchfmt.diffs`` makes these from a
 body; the engine and the rebase read them.
 """
 
