@@ -6,6 +6,7 @@ rules with small readable cases, several of them checked against the real ``patc
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -385,3 +386,37 @@ def test_misordered_hunks_are_refused() -> None:
     ok = b"--- a/f\n+++ b/f\n@@ -4,3 +4,3 @@\n 4\n-5\n+FIVE\n 6\n@@ -5,3 +5,3 @@\n 5\n-6\n+SIX\n 7\n"
     out = apply_file(old, parse_patch(ok)[0])
     assert out.ok and out.new == old.replace(b"5\n", b"FIVE\n", 1).replace(b"6\n", b"SIX\n", 1)
+
+
+BIG = b"".join(b"row %d\n" % i for i in range(300))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"a\nb\nc\n", b"a\nB\nc\n"),  # one changed line
+        (b"a\nb", b"a\nb\nc\n"),  # a missing final newline gained
+        (b"a\nb\n", b"a\nc"),  # and lost
+        (b"a\r\nb\r\nc\r\n", b"a\r\nB\r\nc\r\n"),  # CRLF lines, bytes kept
+        (BIG, BIG.replace(b"row 1", b"ROW 1")),  # many hunks
+        (BIG, b"".join(b"row %d\n" % i if i % 4 else b"new %d\n" % i for i in range(300))),  # one spanning all
+        (b"x\n\n\ny\n", b"x\n\n\nz\n"),  # blank context lines
+        (None, b"hello\n"),  # created
+        (b"bye\n", None),  # deleted
+    ],
+)
+def test_a_hashed_apply_gives_the_sha256_of_the_full_result(old: bytes | None, new: bytes | None) -> None:
+    """What a lock proof relies on: ``digest_only`` hashes exactly the bytes a full apply makes."""
+    fp = parse_patch(unified_diff(old, new, "f"))[0]
+    full, hashed = apply_file(old, fp), apply_file(old, fp, digest_only=True)
+    assert full.ok and hashed.ok and hashed.new is None and full.new == new
+    assert hashed.sha256 == (hashlib.sha256(new).hexdigest() if new is not None else None)
+    assert list(hashed.hunks) == list(full.hunks)
+
+
+def test_a_hashed_apply_that_fails_keeps_nothing_and_says_so() -> None:
+    fp = parse_patch(unified_diff(b"a\nb\nc\n", b"a\nB\nc\n", "f"))[0]
+    full, hashed = apply_file(b"x\ny\nz\n", fp), apply_file(b"x\ny\nz\n", fp, digest_only=True)
+    assert hashed.status == full.status == "failed" and hashed.message == full.message
+    assert full.partial == b"x\ny\nz\n" and hashed.partial is None and hashed.sha256 is None
+    assert [h.status for h in hashed.hunks] == ["failed"]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from patchset.ledger.store import load_ledger
+from tests.support.diffgen import unified_diff
 from tests.support.fuzz import Sentinel
 from tests.support.repo import tree_digest
 
@@ -366,3 +367,35 @@ def test_a_large_overlay_file_is_imported_in_about_three_times_its_size(tmp_path
 
     out = apply_file((base / "vllm/big.py").read_bytes(), parse_patch(body)[0])
     assert out.ok and out.new == (kit / "vllm/big.py").read_bytes()  # and the body still reproduces the file
+
+
+def test_diffs_imported_after_an_overlay_are_locked_through_the_whole_series(run, tmp_path: Path) -> None:
+    """Once an overlay put files in the lock, each later import completes it from the series applied
+    to the base: a file two patches change (the second reads the first's result) and a rename get
+    the series' final bytes, and the first apply checks every file without --update-lock."""
+    base, kit, led, overlay = _world(tmp_path)
+    assert run("init", "--target", "vllm", cwd=led).code == 0
+    r = run("import", "--overlay", kit, "--target", "vllm", "--base-tree", base, cwd=led)
+    assert r.code == 0, r
+    two = LINES.replace("line3 = 3\n", "line3 = 30\n")
+    three = two.replace("line30 = 30\n", "line30 = 3000\n")
+    diffs = {
+        "one.diff": unified_diff(LINES.encode(), two.encode(), "vllm/a.py"),
+        "two.diff": unified_diff(two.encode(), three.encode(), "vllm/a.py"),
+        "move.diff": b"diff --git a/vllm/same.py b/vllm/moved.py\nsimilarity index 100%\n"
+        b"rename from vllm/same.py\nrename to vllm/moved.py\n",
+    }
+    _write(base, {"vllm/a.py": LINES})
+    for name, body in diffs.items():
+        (tmp_path / name).write_bytes(body)
+    r = run("import", *(tmp_path / name for name in diffs), "--target", "vllm", "--base-tree", base, cwd=led)
+    assert r.code == 0, r
+    lock = load_ledger(led / "patches.toml").lock.targets["vllm"].files
+    assert lock["vllm/a.py"] == _sha(three)
+    assert lock["vllm/moved.py"] == _sha("same = 1\n") and "vllm/same.py" not in lock
+    assert lock["vllm/config/cache.py"] == _sha(overlay["vllm/config/cache.py"])
+    tree = tmp_path / "tree"
+    subprocess.run(["cp", "-r", str(base), str(tree)], check=True)
+    r = run("apply", "--tree", tree, cwd=led)
+    assert r.code == 0, r
+    assert (tree / "vllm/a.py").read_text() == three and not (tree / "vllm/same.py").exists()

@@ -32,7 +32,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Ledger, Target
 from patchset.patchfmt.diffs import parse_patch
-from patchset.rebase.regen import FileChange, render_changes
+from patchset.rebase.regen import DiffDir, FileChange, render_staged
 from patchset.upstream.bases import version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.stock import StockBase, open_stock
@@ -297,15 +297,25 @@ def provenance_fields(text: str, github: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _File:
-    """One overlay file of a patch. Its bytes are read again when the body is made, not kept:
-    memory stays near the pre-image, the overlay file and the body of one patch (``bench/overlay_import.py``)."""
+    """One overlay file of a patch. Its bytes are read again when the body is made, and so is its
+    pre-image when that is the base's own file: memory stays near one pre-image, one overlay file
+    and the body of one patch (``bench/overlay_import.py``)."""
 
     entry: Entry
     key: str  # the source-layout path the patch names
     new_sha: str  # sha256 of the overlay file as planned (a file changed since then fails the proof)
-    old: bytes | None  # what the series leaves on the base before this patch (None: no such file)
-    stock: bytes | None  # the base's own file
+    old: bytes | None  # what the series leaves on the base before this patch, when it changed it
+    reread: bool  # the pre-image is the base's own file (``stock_sha``): read again when used
+    stock_sha: str | None  # sha256 of the base's own file (None: the base has no such file)
     mode: str
+
+    @property
+    def exists(self) -> bool:
+        """The file is there before the patch (else the patch creates it)."""
+        return self.reread or self.old is not None
+
+    def pre_image(self, stock: StockBase) -> bytes | None:
+        return stock.read(self.key) if self.reread else self.old
 
 
 class _Planned:
@@ -319,18 +329,22 @@ def _file_mode(path: Path) -> str:
     return "100755" if path.stat().st_mode & 0o111 else "100644"
 
 
-def _body(plan: _Planned, title: str, description: str) -> bytes:
+def _body(plan: _Planned, stock: StockBase, title: str, description: str) -> bytes:
+    """The patch body, its files staged for the diff one at a time (one file's two versions in
+    memory at once, none of them beside git's output)."""
     head = f"Subject: [PATCH] {title}\n\n{description.rstrip()}\n\n".encode("utf-8", "surrogateescape")
-    changes = []
-    for f in plan.files:
-        data = read_source(f.entry.path, what="overlay file")
-        old_mode = f.mode if f.old is not None else None
-        changes.append(FileChange(f.key if f.old is not None else None, f.key, f.old, data, old_mode, f.mode))
-    return render_changes(changes, head=head)
+    with DiffDir() as d:
+        for f in plan.files:
+            old_path, old_mode = (f.key, f.mode) if f.exists else (None, None)
+            data = read_source(f.entry.path, what="overlay file")
+            d.stage(FileChange(old_path, f.key, f.pre_image(stock), data, old_mode, f.mode))
+            del data
+        return render_staged(d, head=head)
 
 
-def _prove(body: bytes, plan: _Planned) -> str | None:
-    """None when the body, applied to each file's pre-image, gives the overlay file exactly."""
+def _prove(body: bytes, plan: _Planned, stock: StockBase) -> str | None:
+    """None when the body, applied to each file's pre-image, gives the overlay file exactly (only
+    the result's hash is made: the proof holds the pre-image and the body)."""
     try:
         fps = parse_patch(body, 1)
     except PatchFormatError as exc:
@@ -340,8 +354,12 @@ def _prove(body: bytes, plan: _Planned) -> str | None:
         fp = by_path.get(f.key)
         if fp is None:
             return f"{f.key}: the diff lost the file"
-        got = apply_file(f.old, fp)
-        if not got.ok or got.new is None or sha256_bytes(got.new) != f.new_sha:
+        old = f.pre_image(stock)
+        if f.reread and (old is None or sha256_bytes(old) != f.stock_sha):
+            return f"{f.key}: the base's file changed during the import"
+        got = apply_file(old, fp, digest_only=True)
+        del old
+        if not got.ok or got.sha256 != f.new_sha:
             return f"{f.key}: the diff does not reproduce the overlay file byte for byte ({got.message or 'differs'})"
     return None
 
@@ -477,18 +495,21 @@ def _plan(run: _Run, entries: list[Entry], group: str) -> list[_Planned]:
         if plan.target not in pre:
             pre[plan.target] = series_files(ledger, t, stock.read, skip=set(plans))
         original = stock.read(key)
-        old = pre[plan.target].get(key, original)
+        in_series = key in pre[plan.target]  # else the pre-image is the base's own file
+        old = pre[plan.target][key] if in_series else original
         data = read_source(e.path, what="overlay file")
         if old == data:
             rep.identical.append(e.overlay)
             continue
         # a changed file keeps the base's mode (a copy's execute bit is the copy's, not the change)
         mode = stock.mode(key) if old is not None else _file_mode(e.path)
-        plan.files.append(_File(e, key, sha256_bytes(data), old, original, mode))
-        del data
-        plan.sets += [s for s in e.sets if s not in plan.sets]
+        stock_sha = sha256_bytes(original) if original is not None else None
+        reread = not in_series and original is not None
+        plan.files.append(_File(e, key, sha256_bytes(data), None if reread else old, reread, stock_sha, mode))
         if old is None:
             rep.new_files.append(key)
+        del data, old, original
+        plan.sets += [s for s in e.sets if s not in plan.sets]
     return [p for p in plans.values() if p.files]
 
 
@@ -499,7 +520,7 @@ def _describe(plan: _Planned, stock: StockBase, root: str) -> tuple[str, str]:
     for f in plan.files:
         e = f.entry
         where = f"{root.rstrip('/')}/{e.installed}" if root else e.installed
-        lines.append(f"  {e.overlay} -> {where}" + (" (new file)" if f.old is None else ""))
+        lines.append(f"  {e.overlay} -> {where}" + ("" if f.exists else " (new file)"))
         if e.provenance:
             lines.append(f"    provenance: {e.provenance}")
     if plan.sets:
@@ -542,8 +563,8 @@ def _write(run: _Run, plans: list[_Planned]) -> None:
             t = ledger.targets[plan.target]
             stock = run.stocks[plan.target]
             title, description = _describe(plan, stock, root)
-            body = _body(plan, title, description)
-            problem = _prove(body, plan)
+            body = _body(plan, stock, title, description)
+            problem = _prove(body, plan, stock)
             if problem is not None:
                 for f in plan.files:
                     rep.skip(f.entry.overlay, problem)
@@ -583,7 +604,7 @@ def _write(run: _Run, plans: list[_Planned]) -> None:
             tl.base = tl.base or stock.label
             for f in plan.files:
                 tl.files[f.key] = f.new_sha
-                if f.stock is not None:
-                    tl.base_files[f.key] = sha256_bytes(f.stock)
+                if f.stock_sha is not None:
+                    tl.base_files[f.key] = f.stock_sha
             rep.patches[plan.pid] = [f.key for f in plan.files]
             rep.targets[plan.pid] = plan.target

@@ -10,12 +10,14 @@ A failed hunk still yields the partial result (``FileOutcome.partial``) for comp
 ``FileOutcome.ok`` is false and nothing is written.
 
 Memory: a file is its bytes plus one integer per line (``_Text``), hunks come one at a time from
-the body (``filepatch.HunkList``) and the result is one growing buffer, so a 100 MB patch on a
-100 MB file holds about the body, the old file and the new one.
+the body as offsets into it (``filepatch.HunkSpan``, ``_Prepared``) and the result is one buffer,
+so a 100 MB patch on a 100 MB file holds about the body, the old file and the new one; a caller
+that needs only the result's sha256 (a lock proof) has it hashed instead (``digest_only``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from array import array
@@ -24,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from patchset.patchfmt.filepatch import FilePatch, Hunk, HunkList, LazySequence
+from patchset.patchfmt.filepatch import FilePatch, Hunk, HunkList, HunkSpan, LazySequence, span_of
 from patchset.text import json_fields
 
 HunkStatus = Literal["clean", "offset", "fuzz", "failed", "ignored"]
@@ -156,6 +158,7 @@ class FileOutcome:
     hunks: Sequence[HunkResult] = field(default_factory=list)
     message: str = ""  # about the file, without its path (the caller names the file)
     partial: bytes | None = None  # what GNU patch would leave on a hunk failure (not written)
+    sha256: str | None = None  # of the result, when asked for it alone (``apply_file(digest_only=True)``)
 
     @property
     def ok(self) -> bool:
@@ -233,75 +236,89 @@ _END = re.Match.end
 # --------------------------------------------------------------------------- hunk geometry
 
 
-@dataclass
 class _Prepared:
-    """A hunk in the form the search needs (GNU's pch_* accessors)."""
+    """A hunk in the form the search needs (GNU's pch_* accessors), kept as offsets into the
+    hunk's text (``HunkSpan``): ``kinds`` has one type byte per line (`` ``, ``-``, ``+``), the old
+    lines (context and removed) and the added lines are (start, end) pairs of their content. No
+    bytes object per line: a hunk spanning a whole file costs a few bytes per line beside it."""
 
-    first: int  # pch_first: 1-based line where the old lines start
-    pattern: list[bytes]  # old lines (context and removed), exact bytes
-    prefix: int  # leading context lines
-    suffix: int  # trailing context lines
-    body: list[tuple[str, bytes]]
-    joined: bytes = b""  # the old lines as one string (compared with one startswith)
-    canonical: bool = False  # every old line but the last ends in "\n", none is empty
+    __slots__ = ("first", "kinds", "new_at", "new_end", "old_at", "old_end", "prefix", "suffix", "text")
 
-    def __post_init__(self) -> None:
-        p = self.pattern
-        self.canonical = all(p) and all(ln[-1] == 10 for ln in p[:-1])
-        if self.canonical:
-            self.joined = b"".join(p)
+    def __init__(self, span: HunkSpan, reverse: bool = False) -> None:
+        text = self.text = memoryview(span.text)
+        plus, minus = (45, 43) if span.swapped != reverse else (43, 45)
+        kinds = bytearray()
+        self.old_at, self.old_end, self.new_at, self.new_end = (array("q") for _ in range(4))
+        last: tuple[array[int], array[int]] | None = None  # the arrays that hold the line before
+        begin = 0
+        for stop in _line_ends(text):
+            kind = text[begin]
+            if kind == 92:  # a no-newline marker: the line before loses its newline
+                _cut(text, last)
+            else:
+                if kind == plus:
+                    kinds.append(43)
+                    last = (self.new_at, self.new_end)
+                else:
+                    kinds.append(45 if kind == minus else kind)
+                    last = (self.old_at, self.old_end)
+                last[0].append(begin + 1)
+                last[1].append(stop)
+            begin = stop
+        if span.marks:
+            _cut(text, last)
+        self.kinds = bytes(kinds)
+        start, length = (span.new_start, span.new_len) if reverse else (span.old_start, span.old_len)
+        self.first = start + 1 if length == 0 else start  # "-N,0": insert after line N
+        n = len(kinds)
+        self.prefix = n - len(self.kinds.lstrip(b" "))
+        self.suffix = self.prefix if self.prefix == n else n - len(self.kinds.rstrip(b" "))
+
+    @property
+    def size(self) -> int:
+        """Old lines (context and removed): the pattern the file must match."""
+        return len(self.old_at)
 
 
-def _prepare(hunk: Hunk, reverse: bool = False) -> _Prepared:
-    body = hunk.body()
-    if reverse:
-        body = [("-" if k == "+" else "+" if k == "-" else k, c) for k, c in body]
-        start, length = hunk.new_start, hunk.new_len
-    else:
-        start, length = hunk.old_start, hunk.old_len
-    pattern = [c for k, c in body if k != "+"]
-    first = start + 1 if length == 0 else start  # "-N,0": insert after line N
-    n = len(body)
-    prefix = 0
-    while prefix < n and body[prefix][0] == " ":
-        prefix += 1
-    if prefix == n:  # no change at all: all context
-        return _Prepared(first, pattern, prefix, prefix, body)
-    suffix = 0
-    while suffix < n and body[n - 1 - suffix][0] == " ":
-        suffix += 1
-    return _Prepared(first, pattern, prefix, suffix, body)
+def _line_ends(text: memoryview) -> Iterator[int]:
+    """The offset just past each line of ``text`` (the last one may lack its newline)."""
+    stop = 0
+    for m in _NEWLINE.finditer(text):
+        stop = m.end()
+        yield stop
+    if stop < len(text):
+        yield len(text)
+
+
+def _cut(text: memoryview, last: tuple[array[int], array[int]] | None) -> None:
+    """Drop the newline of the line ``last`` ends with (a no-newline marker follows it)."""
+    if last is not None and last[1][-1] > last[0][-1] and text[last[1][-1] - 1] == 10:
+        last[1][-1] -= 1
 
 
 def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> bool:
-    """Do pattern[pfuzz : len-sfuzz] equal the file lines starting at 1-based ``where+pfuzz``?
-
-    Lines are compared byte for byte, line endings included. The file's lines are a split of its
-    bytes on "\n"; when the pattern's lines are such a split too (``canonical``), equal bytes over
-    the same span are equal lines, so one ``startswith`` at the line's offset does it."""
-    pattern = h.pattern
+    """Do the old lines [pfuzz : size-sfuzz] equal the file lines starting at 1-based
+    ``where+pfuzz``? Lines are compared byte for byte, line endings included."""
     lo = where - 1 + pfuzz
-    hi = where - 1 + len(pattern) - sfuzz
+    hi = where - 1 + h.size - sfuzz
     if lo < 0 or hi > text.n:
         return False
-    if hi <= lo:
-        return True
-    data = text.data
+    data, src, old_at, old_end = text.data, h.text, h.old_at, h.old_end
     at = text.start(lo)
-    first = pattern[pfuzz]
-    if text.start(lo + 1) - at != len(first) or not data.startswith(first, at):
-        return False
-    if h.canonical:
-        sub = h.joined if not (pfuzz or sfuzz) else b"".join(pattern[pfuzz : len(pattern) - sfuzz])
-        return text.start(hi) - at == len(sub) and data.startswith(sub, at)
-    return all(text.line(lo + j) == ln for j, ln in enumerate(pattern[pfuzz : len(pattern) - sfuzz]))
+    for j in range(pfuzz, h.size - sfuzz):
+        a, b = old_at[j], old_end[j]
+        nxt = text.start(lo + j - pfuzz + 1)
+        if nxt - at != b - a or not data.startswith(src[a:b], at):
+            return False
+        at = nxt
+    return True
 
 
 def _locate(lines: _Text, h: _Prepared, fuzz: int, in_offset: int, last_frozen: int) -> int:
     """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none."""
     input_lines = len(lines)
     first_guess = h.first + in_offset
-    pat_lines = len(h.pattern)
+    pat_lines = h.size
     context = max(h.prefix, h.suffix)
     prefix_fuzz = fuzz + h.prefix - context
     suffix_fuzz = fuzz + h.suffix - context
@@ -392,28 +409,39 @@ def nearest_region(lines: _Text, hunk: Hunk, expected: int) -> NearestRegion | N
 class _Writer:
     """GNU patch's output state: copies input lines, inserts hunk lines, and adds a newline
     when something follows a line that had none. Copies are slices of the input's bytes
-    (through a memoryview: no intermediate copy) written into one buffer."""
+    (through a memoryview: no intermediate copy) written into one buffer, or only hashed
+    (``digest``: a caller that needs the result's sha256 alone keeps no copy of it)."""
 
-    def __init__(self, text: _Text, size_hint: int = 0) -> None:
+    def __init__(self, text: _Text, size_hint: int = 0, digest: Any = None) -> None:
         self.text = text
         self.view = memoryview(text.data)
         self.out = io.BytesIO()
-        if size_hint >= PRESIZE:
-            # one allocation of the final size: a buffer grown step by step leaves a trail of
-            # freed copies behind it (twice the output's size in peak memory)
-            self.out.seek(size_hint - 1)
-            self.out.write(b"\0")
-            self.out.seek(0)
+        self.digest = digest
+        if digest is not None:
+            self.write = digest.update
+        else:
+            self.write = self.out.write
+            if size_hint >= PRESIZE:
+                # one allocation of the final size: a buffer grown step by step leaves a trail of
+                # freed copies behind it (twice the output's size in peak memory)
+                self.out.seek(size_hint - 1)
+                self.out.write(b"\0")
+                self.out.seek(0)
+        self.written = 0  # bytes of output so far
         self.after_newline = True
         self.frozen = 0  # input lines consumed (GNU's last_frozen_line)
 
-    def emit(self, data: bytes) -> None:
-        if not data:
+    def _put(self, data: bytes | memoryview) -> None:
+        self.write(data)
+        self.written += len(data)
+
+    def emit(self, data: bytes | memoryview) -> None:
+        if not len(data):
             return
         if not self.after_newline:
-            self.out.write(b"\n")
-        self.out.write(data)
-        self.after_newline = data.endswith(b"\n")
+            self._put(b"\n")
+        self._put(data)
+        self.after_newline = data[-1] == 10
 
     def copy_till(self, line: int) -> None:
         # past the end of the input there is nothing to copy (GNU: an empty line fetch);
@@ -423,34 +451,38 @@ class _Writer:
             if hi > self.frozen:
                 a, b = self.text.start(self.frozen), self.text.start(hi)
                 if not self.after_newline:
-                    self.out.write(b"\n")
-                self.out.write(self.view[a:b])
+                    self._put(b"\n")
+                self._put(self.view[a:b])
                 self.after_newline = self.text.data[b - 1] == 10
             self.frozen = line
 
     def misordered(self, h: _Prepared, where: int) -> bool:
         """Would the hunk change lines an earlier hunk already consumed? GNU patch refuses
         that ("misordered hunks! output would be garbled") instead of writing garbage."""
-        for old, (kind, _) in enumerate(h.body):
-            if kind in "-+":  # only context lines come before the first change
+        for old, kind in enumerate(h.kinds):
+            if kind in (43, 45):  # only context lines come before the first change
                 return self.frozen > where + old - 1
         return False
 
     def apply(self, h: _Prepared, where: int) -> None:
-        old = 0  # index into the old side (pattern)
-        for kind, content in h.body:
-            if kind == "-":
+        old = new = 0  # indexes into the old lines and the added ones
+        for kind in h.kinds:
+            if kind == 45:  # "-"
                 self.copy_till(where + old - 1)
                 self.frozen += 1  # drop the input line
                 old += 1
-            elif kind == "+":
+            elif kind == 43:  # "+"
                 self.copy_till(where + old - 1)
-                self.emit(content)
+                self.emit(h.text[h.new_at[new] : h.new_end[new]])
+                new += 1
             else:
                 old += 1
 
     def finish(self) -> bytes:
+        """The output (empty when only hashed)."""
         self.copy_till(self.text.n)
+        if self.digest is not None:
+            return b""
         self.out.truncate(self.out.tell())
         return self.out.getvalue()  # the buffer itself, not a copy (nothing writes to it after)
 
@@ -472,35 +504,37 @@ def output_bound(old_size: int, hunks: Sequence[Hunk]) -> int:
 # --------------------------------------------------------------------------- apply
 
 
-def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, HunkResults, bool]:
-    """Apply hunks in order (GNU semantics). Returns (output, results, reversed_detected).
-    Hunks are taken one at a time: only the current one's lines are alive."""
-    writer = _Writer(lines, output_bound(len(lines.data), hunks))
+def _run_hunks(writer: _Writer, fuzz: int, hunks: Sequence[Hunk]) -> tuple[HunkResults, bool]:
+    """Apply hunks in order (GNU semantics) through ``writer``. Returns (results, reversed_detected).
+    Hunks are taken one at a time: only the current one's arrays are alive."""
+    lines = writer.text
     results = HunkResults()
     in_offset = 0
     failures = 0
-    for idx, hunk in enumerate(hunks, start=1):
-        h = _prepare(hunk)
+    for k in range(len(hunks)):
+        span = hunks.span(k) if isinstance(hunks, HunkList) else span_of(hunks[k])
+        h = _Prepared(span)
         maxfuzz = min(fuzz, max(h.prefix, h.suffix))
         where = 0
         used = 0
         for f in range(0, maxfuzz + 1):
             where = _locate(lines, h, f, in_offset, writer.frozen)
-            if not where and idx == 1:
+            if not where and k == 0:
                 # --forward: does the first hunk apply reversed? then refuse the file
-                rev = _prepare(hunk, reverse=True)
+                rev = _Prepared(span, reverse=True)
                 if _locate(lines, rev, f, in_offset, writer.frozen):
-                    return b"", HunkResults(), True
+                    return HunkResults(), True
             if where:
                 used = f
                 break
+        del span
         expected = h.first + in_offset
         if where and writer.misordered(h, where):
             results.add("failed", line=where, expected_line=expected, misordered=True)
             continue
         if not where:
             failures += 1
-            near = nearest_region(lines, hunk, expected) if failures <= NEAREST_LIMIT else None
+            near = nearest_region(lines, hunks[k], expected) if failures <= NEAREST_LIMIT else None
             results.add("failed", line=None, expected_line=expected, nearest=near)
             continue
         offset = where - h.first
@@ -508,14 +542,16 @@ def _run_hunks(lines: _Text, fuzz: int, hunks: Sequence[Hunk]) -> tuple[bytes, H
         status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
         results.add(status, offset=offset, fuzz=used, line=where, expected_line=expected)
         writer.apply(h, where)
-    return writer.finish(), results, False
+    return results, False
 
 
-def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
+def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0, *, digest_only: bool = False) -> FileOutcome:
     """Apply one file patch to ``old`` (``None``: the file does not exist).
 
     Never raises for a patch that does not fit: the outcome says ``failed`` or
-    ``already_applied`` with a message and per-hunk results.
+    ``already_applied`` with a message and per-hunk results. ``digest_only``: the result is
+    hashed as it is made and not kept (``FileOutcome.sha256``; ``new`` and ``partial`` are None),
+    for a caller that compares it with a lock: memory stays at the old file and the body.
     """
     new_mode = fp.new_mode
     if fp.binary:
@@ -558,9 +594,13 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             if old:
                 return FileOutcome("failed", None, message="deletion patch has no hunks but the file is not empty")
             return FileOutcome("applied", None, message="deleted")
+        if digest_only:
+            return FileOutcome("applied", None, new_mode=new_mode, sha256=hashlib.sha256(old).hexdigest())
         return FileOutcome("applied", old, new_mode=new_mode)
 
-    out, results, reversed_ = _run_hunks(_Text(old), fuzz, fp.hunks)
+    text = _Text(old)
+    writer = _Writer(text, output_bound(len(old), fp.hunks), hashlib.sha256() if digest_only else None)
+    results, reversed_ = _run_hunks(writer, fuzz, fp.hunks)
     if reversed_:
         return FileOutcome(
             "already_applied",
@@ -568,25 +608,29 @@ def apply_file(old: bytes | None, fp: FilePatch, fuzz: int = 0) -> FileOutcome:
             hunks=[HunkResult(i, "ignored") for i in range(1, len(fp.hunks) + 1)],
             message="reversed (or previously applied) patch detected: the patch looks already applied",
         )
+    out = writer.finish()
+    partial = None if digest_only else out  # hashed only: nothing was kept
     failed = [r for r in results if r.status == "failed"]
     if failed:
         return FileOutcome(
             "failed",
             None,
             hunks=results,
-            partial=out,
+            partial=partial,
             message=f"{len(failed)} out of {len(results)} hunk(s) FAILED",
         )
     if fp.op == "delete":
-        if out:
+        if writer.written:
             return FileOutcome(
                 "failed",
                 None,
                 hunks=results,
-                partial=out,
+                partial=partial,
                 message=(f"{fp.old_path}: deletion patch applied but the file is not empty afterwards"),
             )
         return FileOutcome("applied", None, hunks=results, message="deleted")
+    if digest_only:
+        return FileOutcome("applied", None, new_mode=new_mode, hunks=results, sha256=writer.digest.hexdigest())
     return FileOutcome("applied", out, new_mode=new_mode, hunks=results)
 
 

@@ -3,7 +3,8 @@
 The apply engine must reproduce GNU patch byte for byte, so the parsed form keeps every content
 byte of every hunk line: CR before LF, a missing newline at end of file, non-UTF-8 text. Hunk
 lines are slices of the body, made when a hunk is used (``HunkList``), never all at once, so a
-100 MB body stays about its own size in memory. ``patchset.patchfmt.diffs`` makes these from a
+100 MB body stays about its own size in memory; the engine reads a hunk as a view of the body
+(``HunkSpan``), without a bytes object per line. ``patchset.patchfmt.diffs`` makes these from a
 body; the engine and the rebase read them.
 """
 
@@ -74,6 +75,25 @@ class Hunk:
 
 
 _SWAP = {43: b"-", 45: b"+"}
+
+
+@dataclass(frozen=True)
+class HunkSpan:
+    """A hunk's numbers and its lines in diff form as one buffer (``b"".join(lines)``; a view of
+    the body when the body holds them as they are): what the engine walks, so a hunk of a
+    million lines costs a few arrays, not a bytes object per line."""
+
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    text: bytes | memoryview  # ``\\`` lines are no-newline markers, as in ``Hunk.lines``
+    marks: int = 0  # no-newline markers after the last line of ``text``
+    swapped: bool = False  # "+" and "-" lines read the other way round (a reversed hunk)
+
+
+def span_of(hunk: Hunk) -> HunkSpan:
+    return HunkSpan(hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, b"".join(hunk.lines))
 
 
 def _swap(lines: list[bytes]) -> list[bytes]:
@@ -180,6 +200,22 @@ class HunkList(LazySequence[Hunk]):
             ix.line[k] or self._fallback_line,
         )
         return hunk.reversed() if self._reverse else hunk
+
+    def span(self, k: int) -> HunkSpan:
+        """Hunk ``k`` as a ``HunkSpan`` over the body itself, no copy; a hunk whose lines the body
+        does not hold as they are (blank context lines, CRLF headers) is normalized first."""
+        body, ix = self._body, self._index
+        head, stop = ix.head[k], ix.stop[k]
+        m = _HUNK_HEADER_BYTES.match(body, head)
+        assert m is not None
+        first = min(m.end() + 1, stop)
+        odd = body[first : first + 1] in (b"\n", b"\r") or body.find(b"\n\n", first, stop) >= 0
+        if self._crlf or odd or body.find(b"\n\r", first, stop) >= 0:
+            return span_of(self._make(k))
+        nums = (int(m[1]), int(m[2]) if m[2] is not None else 1, int(m[3]), int(m[4]) if m[4] is not None else 1)
+        if self._reverse:
+            nums = (nums[2], nums[3], nums[0], nums[1])
+        return HunkSpan(*nums, memoryview(body)[first:stop], ix.marks.get(k, 0), self._reverse)
 
 
 # the reader's HUNK_HEADER in bytes (same grammar: ``\d`` and ``.`` mean the same on latin-1 text),

@@ -86,14 +86,14 @@ def plain_style(body: bytes, strip: int) -> PlainStyle | None:
     return PlainStyle(pre, b"".join(lines[pos:]))
 
 
-def _plain_file(ch: FileChange, hunks: bytes, style: PlainStyle) -> bytes:
+def _plain_file(ch: Staged, hunks: bytes | memoryview, style: PlainStyle) -> bytes:
     if not hunks:
         return b""
     own = style.preambles.get(ch.patch_path or "") or style.preambles.get(ch.new_path or ch.old_path or "")
     new_name = ch.new_path if ch.new_path is not None else ch.old_path
     if own is None:
-        old = f"a/{ch.old_path}" if ch.before is not None else "/dev/null"
-        new = f"b/{new_name}" if ch.after is not None else "/dev/null"
+        old = f"a/{ch.old_path}" if ch.before_id is not None else "/dev/null"
+        new = f"b/{new_name}" if ch.after_id is not None else "/dev/null"
         return f"--- {old}\n+++ {new}\n".encode("utf-8", "surrogateescape") + hunks
     if ch.patch_path and new_name and ch.patch_path != new_name:  # followed an upstream move
         a, b = ch.patch_path.encode("utf-8", "surrogateescape"), new_name.encode("utf-8", "surrogateescape")
@@ -104,61 +104,101 @@ def _plain_file(ch: FileChange, hunks: bytes, style: PlainStyle) -> bytes:
     return own + hunks
 
 
-def _all_hunks(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
-    """The hunks of every (before, after) pair, with one ``git diff --no-index`` over two directories."""
-    out = [b""] * len(pairs)
-    if not pairs:
+@dataclass(frozen=True)
+class Staged:
+    """A ``FileChange`` once its contents are on disk for git: names, modes and the blob ids of its
+    contents (None: absent on that side), all its header needs."""
+
+    old_path: str | None
+    new_path: str | None
+    before_id: str | None
+    after_id: str | None
+    old_mode: str | None = None
+    new_mode: str | None = None
+    patch_path: str | None = None
+
+
+class DiffDir:
+    """Changes written one at a time into a temporary ``a``/``b`` pair, then one pinned ``git diff
+    --no-index`` over both (its output read from a file, each file's hunks a view of it). A caller
+    that stages its changes one by one holds one file's contents at a time, and none of them
+    beside git's output."""
+
+    def __init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="patchset-regen-")
+        self.root = Path(self._tmp.name)
+        (self.root / "a").mkdir()
+        (self.root / "b").mkdir()
+        self.staged: list[Staged] = []
+
+    def __enter__(self) -> DiffDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._tmp.cleanup()
+
+    def stage(self, ch: FileChange) -> None:
+        i = str(len(self.staged))
+        (self.root / "a" / i).write_bytes(ch.before or b"")
+        (self.root / "b" / i).write_bytes(ch.after or b"")
+        before = blob_sha(ch.before) if ch.before is not None else None
+        after = blob_sha(ch.after) if ch.after is not None else None
+        self.staged.append(Staged(ch.old_path, ch.new_path, before, after, ch.old_mode, ch.new_mode, ch.patch_path))
+
+    def hunks(self) -> list[bytes | memoryview]:
+        """Each staged change's hunks (empty: no difference in content), in the order staged."""
+        out: list[bytes | memoryview] = [b""] * len(self.staged)
+        if not self.staged:
+            return out
+        with open(self.root / "diff", "w+b") as fh:
+            proc = run_git(
+                [
+                    *_DIFF_OPTS,
+                    "diff",
+                    "--no-index",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--text",
+                    "--no-renames",
+                    "--src-prefix=<",
+                    "--dst-prefix=>",
+                    "-U3",
+                    "--inter-hunk-context=0",
+                    "--diff-algorithm=myers",
+                    "--indent-heuristic",
+                    "--",
+                    "a",
+                    "b",
+                ],
+                cwd=self.root,
+                check=False,
+                stdout=fh,
+            )
+            if proc.returncode not in (0, 1):
+                raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
+            fh.seek(0)
+            data = fh.read()
+        # each file's hunks are a view of git's output (no copies: bodies can be large)
+        view, marker = memoryview(data), b"diff --git <a/"
+        starts = [0] if data.startswith(marker) else []
+        at = data.find(b"\n" + marker)
+        while at >= 0:
+            starts.append(at + 1)
+            at = data.find(b"\n" + marker, at + 1)
+        for start, stop in zip(starts, [*starts[1:], len(data)], strict=True):
+            name = start + len(marker)
+            index = int(data[name : data.index(b" ", name)])
+            at = data.find(b"\n@@ ", start, stop)
+            out[index] = view[at + 1 : stop] if at >= 0 else b""
         return out
-    with tempfile.TemporaryDirectory(prefix="patchset-regen-") as tmp:
-        a, b = Path(tmp) / "a", Path(tmp) / "b"
-        a.mkdir()
-        b.mkdir()
-        for i, (before, after) in enumerate(pairs):
-            (a / str(i)).write_bytes(before)
-            (b / str(i)).write_bytes(after)
-        proc = run_git(
-            [
-                *_DIFF_OPTS,
-                "diff",
-                "--no-index",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--text",
-                "--no-renames",
-                "--src-prefix=<",
-                "--dst-prefix=>",
-                "-U3",
-                "--inter-hunk-context=0",
-                "--diff-algorithm=myers",
-                "--indent-heuristic",
-                "--",
-                "a",
-                "b",
-            ],
-            cwd=Path(tmp),
-            check=False,
-        )
-    if proc.returncode not in (0, 1):
-        raise EnvironmentFailure(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
-    # each file's hunks sliced out of git's output once (no split copies: bodies can be large)
-    data, marker = proc.stdout, b"diff --git <a/"
-    starts = [0] if data.startswith(marker) else []
-    at = data.find(b"\n" + marker)
-    while at >= 0:
-        starts.append(at + 1)
-        at = data.find(b"\n" + marker, at + 1)
-    for start, stop in zip(starts, [*starts[1:], len(data)], strict=True):
-        name = start + len(marker)
-        index = int(data[name : data.index(b" ", name)])
-        at = data.find(b"\n@@ ", start, stop)
-        out[index] = data[at + 1 : stop] if at >= 0 else b""
-    return out
 
 
-def render_parts(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", "b/")) -> list[bytes]:
+def render_parts(
+    ch: Staged, hunks: bytes | memoryview, prefix: tuple[str, str] = ("a/", "b/")
+) -> list[bytes | memoryview]:
     """One file's git-style diff as (header, hunks), for a caller that joins many at once."""
-    before, after = ch.before, ch.after
+    before, after = ch.before_id, ch.after_id
     old_name = ch.old_path if ch.old_path is not None else ch.new_path
     new_name = ch.new_path if ch.new_path is not None else ch.old_path
     assert old_name is not None and new_name is not None
@@ -166,9 +206,9 @@ def render_parts(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", 
     if before is None and after is None:
         return []
     if before is None:
-        head += [f"new file mode {ch.new_mode or '100644'}", f"index {_ZERO}..{blob_sha(after or b'')}"]
+        head += [f"new file mode {ch.new_mode or '100644'}", f"index {_ZERO}..{after}"]
     elif after is None:
-        head += [f"deleted file mode {ch.old_mode or '100644'}", f"index {blob_sha(before)}..{_ZERO}"]
+        head += [f"deleted file mode {ch.old_mode or '100644'}", f"index {before}..{_ZERO}"]
     else:
         renamed = old_name != new_name
         mode_change = bool(ch.old_mode and ch.new_mode and ch.old_mode != ch.new_mode)
@@ -179,7 +219,7 @@ def render_parts(ch: FileChange, hunks: bytes, prefix: tuple[str, str] = ("a/", 
         if renamed:
             head += [f"rename from {old_name}", f"rename to {new_name}"]
         if hunks:
-            idx = f"index {blob_sha(before)}..{blob_sha(after)}"
+            idx = f"index {before}..{after}"
             head.append(idx if mode_change else f"{idx} {ch.new_mode or ch.old_mode or '100644'}")
     if hunks:
         head.append(f"--- {prefix[0]}{old_name}" if before is not None else "--- /dev/null")
@@ -194,31 +234,42 @@ def regenerate_many(items: list[tuple[bytes, list[FileChange]]], strip: int | li
     diff keeps its file headers (``Index:``, prefixes, timestamps) and gets no ``diff --git`` or
     ``index`` lines. One ``git diff`` call for all of them. ``strip``: one level, or one per item."""
     strips = strip if isinstance(strip, list) else [strip] * len(items)
-    flat = [ch for _, changes in items for ch in changes]
-    hunks = iter(_all_hunks([(ch.before or b"", ch.after or b"") for ch in flat]))
-    out = []
-    for (old_body, changes), level in zip(items, strips, strict=True):
-        prefix = ("a/", "b/") if level == 1 else ("", "") if level == 0 else ("a/" * level, "b/" * level)
-        style = plain_style(old_body, level)
-        if style is None:
-            files = b"".join(part for ch in changes for part in render_parts(ch, next(hunks), prefix))
-            out.append(header_text(old_body) + files)
-        else:
-            files = b"".join(_plain_file(ch, next(hunks), style) for ch in changes)
-            out.append(header_text(old_body) + files + style.trailer)
+    with DiffDir() as d:
+        for _, changes in items:
+            for ch in changes:
+                d.stage(ch)
+        hunks = iter(d.hunks())
+        staged = iter(d.staged)
+        out = []
+        for (old_body, changes), level in zip(items, strips, strict=True):
+            mine = [next(staged) for _ in changes]
+            prefix = ("a/", "b/") if level == 1 else ("", "") if level == 0 else ("a/" * level, "b/" * level)
+            style = plain_style(old_body, level)
+            if style is None:
+                files = b"".join(part for ch in mine for part in render_parts(ch, next(hunks), prefix))
+                out.append(header_text(old_body) + files)
+            else:
+                files = b"".join(_plain_file(ch, next(hunks), style) for ch in mine)
+                out.append(header_text(old_body) + files + style.trailer)
     return out
 
 
 def render_changes(changes: list[FileChange], *, head: bytes = b"") -> bytes:
     """``head`` and a git-style diff (``a/``, ``b/``, full blob ids) of ``changes``, byte-stable:
-    what an overlay file or an edit script's result becomes as a patch body (one ``git diff``
-    call). Joined once: the body is the only copy of the hunks made here."""
-    hunks = _all_hunks([(ch.before or b"", ch.after or b"") for ch in changes])
-    parts = [head]
-    for i, ch in enumerate(changes):
-        parts += render_parts(ch, hunks[i])
-        hunks[i] = b""
-    return b"".join(parts)
+    what an edit script's result becomes as a patch body (one ``git diff`` call). A caller that
+    need not hold every file's contents at once stages them in a ``DiffDir`` itself
+    (``render_staged``)."""
+    with DiffDir() as d:
+        for ch in changes:
+            d.stage(ch)
+        return render_staged(d, head=head)
+
+
+def render_staged(d: DiffDir, *, head: bytes = b"") -> bytes:
+    """``head`` and the git-style diff of what ``d`` holds, joined once: the body is the only copy
+    of the hunks made here."""
+    hunks = d.hunks()
+    return b"".join([head, *(part for ch, h in zip(d.staged, hunks, strict=True) for part in render_parts(ch, h))])
 
 
 def prove(body: bytes, changes: list[FileChange], result: str) -> str | None:

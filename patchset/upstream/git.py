@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from patchset.errors import EnvironmentFailure
 
@@ -53,11 +53,20 @@ def run_git(
     input: bytes | None = None,
     check: bool = True,
     user_config: bool = False,
+    stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git <args>`` in ``cwd`` with ``git_env()``, output captured. ``EnvironmentFailure`` when
-    git is not installed, or (with ``check``) when it exits non-zero, with git's own message."""
+    """``git <args>`` in ``cwd`` with ``git_env()``, output captured (``stdout``: written to that
+    file instead, a large output read back in one piece). ``EnvironmentFailure`` when git is not
+    installed, or (with ``check``) when it exits non-zero, with git's own message."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env(user_config))
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=input,
+            stdout=stdout if stdout is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=git_env(user_config),
+        )
     except FileNotFoundError as exc:
         raise EnvironmentFailure("git is not installed", hint="install git (apt-get install git)") from exc
     if check and proc.returncode != 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from patchset import atomic
-from patchset.commands.apply.target import ApplyRun, Outcome, TargetReport, series_files
+from patchset.commands.apply.target import ApplyRun, Outcome, TargetReport, series_hashes
 from patchset.commands.interrupted import APPLYING_DIR
 from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
@@ -204,16 +204,21 @@ def complete_lock(ledger_path: Path, target: str, base: str | None = None, base_
         return []  # an empty lock is recorded whole by the first apply
     try:
         with open_stock(ledger.root, t, base, base_tree) as stock:
-            state = series_files(ledger, t, stock.read)
+            state = series_hashes(ledger, t, stock.read)
             missing = {t.lock_key(k): v for k, v in state.items() if v is not None and t.lock_key(k) not in tl.files}
-            originals = {k: stock.read(k) for k in missing}
+            originals = {k: _digest(stock.read(k)) for k in missing}
     except InputError:
         return []  # the series does not apply to that base: apply says so, naming the patch
     if missing:
         with ledger_mod.edit(ledger_path) as e:
             lk = e.lock.target(target)
-            for key, data in missing.items():
-                lk.files[key] = sha256_bytes(data)
-                if originals[key] is not None and key not in lk.base_files:
-                    lk.base_files[key] = sha256_bytes(originals[key] or b"")
+            for key, digest in missing.items():
+                lk.files[key] = digest
+                base_digest = originals[key]
+                if base_digest is not None and key not in lk.base_files:
+                    lk.base_files[key] = base_digest
     return sorted(missing)
+
+
+def _digest(data: bytes | None) -> str | None:
+    return sha256_bytes(data) if data is not None else None

@@ -12,19 +12,21 @@ the ledger.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchset.commands.inspection import BODY_MISMATCH, BODY_MISSING, body_state
 from patchset.confine import STATE_DIRS, is_within
 from patchset.engine.detect import SeriesState
-from patchset.engine.hunks import apply_file
+from patchset.engine.hunks import FileOutcome, apply_file
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.engine.tree import TreePass
 from patchset.errors import InputError, PatchFormatError
-from patchset.ledger.model import Ledger, Target
+from patchset.ledger.lock import sha256_bytes
+from patchset.ledger.model import Ledger, Patch, Target
 from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.filepatch import FilePatch
 from patchset.progress import Progress
 from patchset.text import Word
 
@@ -205,6 +207,33 @@ def series_items(ledger: Ledger, target: Target) -> list[SeriesItem]:
     return items
 
 
+def _series_patches(
+    ledger: Ledger, target: Target, skip: set[str] | frozenset[str]
+) -> Iterator[tuple[Patch, FilePatch]]:
+    """Each file patch of the target's active series (less ``skip``), in order, one body read at a
+    time; an unreadable body is left out (validate reports it; it changes nothing here)."""
+    for p in ledger.series(target.name):
+        if p.id in skip or not ledger.body_file(p).is_file():
+            continue
+        try:
+            fps = parse_patch(ledger.body_file(p).read_bytes(), p.strip_on(target), source=p.body_path)
+        except PatchFormatError:
+            continue
+        for fp in fps:
+            yield p, fp
+
+
+def _applied(p: Patch, fp: FilePatch, data: bytes | None, target: Target, digest_only: bool = False) -> FileOutcome:
+    out = apply_file(data, fp, digest_only=digest_only)
+    if not out.ok:
+        raise InputError(
+            f"{fp.path}: patch {p.id} of the {target.name} series does not apply to the base given "
+            f"({out.message or 'it does not fit'})",
+            hint="the series is on another base: check --base, or rebase the series first",
+        )
+    return out
+
+
 def series_files(
     ledger: Ledger, target: Target, read: Callable[[str], bytes | None], skip: set[str] | frozenset[str] = frozenset()
 ) -> dict[str, bytes | None]:
@@ -215,24 +244,33 @@ def series_files(
     base with the earlier patches applied. In memory, zero fuzz; a patch that does not apply is an
     error naming it."""
     state: dict[str, bytes | None] = {}
-    for p in ledger.series(target.name):
-        if p.id in skip or not ledger.body_file(p).is_file():
-            continue
-        try:
-            fps = parse_patch(ledger.body_file(p).read_bytes(), p.strip_on(target), source=p.body_path)
-        except PatchFormatError:
-            continue  # validate reports an unreadable body; it changes nothing here
-        for fp in fps:
-            src = fp.path
-            data = state[src] if src in state else read(src)
-            out = apply_file(data, fp)
-            if not out.ok:
-                raise InputError(
-                    f"{src}: patch {p.id} of the {target.name} series does not apply to the base given "
-                    f"({out.message or 'it does not fit'})",
-                    hint="the series is on another base: check --base, or rebase the series first",
-                )
-            if fp.op in ("rename", "delete"):
-                state[src] = None
-            state[fp.target or src] = out.new
+    for p, fp in _series_patches(ledger, target, skip):
+        src = fp.path
+        out = _applied(p, fp, state[src] if src in state else read(src), target)
+        if fp.op in ("rename", "delete"):
+            state[src] = None
+        state[fp.target or src] = out.new
     return state
+
+
+def series_hashes(ledger: Ledger, target: Target, read: Callable[[str], bytes | None]) -> dict[str, str | None]:
+    """The sha256 of each file ``series_files`` gives (None: deleted), the same checks made. A
+    file's bytes are kept only while a later patch reads them; its last result is hashed as it is
+    made, so memory stays at one file and one body (the series' bodies are read twice: once to
+    find who reads what)."""
+    last_read = {fp.path: step for step, (_, fp) in enumerate(_series_patches(ledger, target, frozenset()))}
+    state: dict[str, bytes | None] = {}
+    hashes: dict[str, str | None] = {}
+    for step, (p, fp) in enumerate(_series_patches(ledger, target, frozenset())):
+        src, dst = fp.path, fp.target or fp.path
+        keep = last_read.get(dst, -1) > step  # a later patch reads the result
+        out = _applied(p, fp, state[src] if src in state else read(src), target, digest_only=not keep)
+        if fp.op in ("rename", "delete"):
+            state[src] = hashes[src] = None
+        if keep:
+            state[dst] = out.new
+            hashes[dst] = sha256_bytes(out.new) if out.new is not None else None
+        else:
+            state.pop(dst, None)  # no later patch reads it: its bytes go
+            hashes[dst] = out.sha256
+    return hashes
