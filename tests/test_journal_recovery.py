@@ -237,3 +237,29 @@ def test_an_apply_killed_right_after_taking_the_lock_leaves_nothing_to_recover(w
     assert (tree / txn.TXN_DIR).is_dir() and txn.pending(tree)
     assert txn.recover(tree) is None
     assert snapshot(tree) == before and not txn.pending(tree)
+
+
+@pytest.mark.parametrize("direction", ["auto", "back"])
+def test_recovery_makes_what_it_moved_durable_before_the_journal_goes(
+    kills: list[Interrupted], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direction: str
+) -> None:
+    """A power cut right after recovery must not bring back a half-moved tree with no journal left:
+    every directory whose entries recovery changed is fsynced while the journal still exists."""
+    at = _first(kills) if direction == "auto" else [k for k in kills if k.journal][-1]
+    tree = copy_tree(at.root, tmp_path / "tree")
+    real = Path(os.path.realpath(tree))
+    journal = tree / txn.TXN_DIR / JOURNAL
+    synced: set[Path] = set()
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        if journal.exists():
+            synced.add(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    assert txn.recover(tree, direction) in ("rolled forward", "rolled back")
+    # the directories recovery renamed into or out of, as they are afterwards
+    changed = ["", "a", "deep", "deep/er"] if direction == "auto" else ["", "d"]
+    missing = sorted(rel for rel in changed if (real / rel) not in synced)
+    assert not missing, f"not fsynced before the journal was removed: {missing}"
