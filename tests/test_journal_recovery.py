@@ -18,6 +18,7 @@ import pytest
 
 from patchset.engine import txn
 from patchset.errors import EnvironmentFailure, ForeignJournal, UnsafePathError
+from patchset.journal.commit import Change
 from patchset.journal.txndir import JOURNAL
 from tests.support.fuzz import Sentinel
 from tests.support.journal_world import OLD, Interrupted, World, copy_tree, in_child, lay_out
@@ -263,3 +264,22 @@ def test_recovery_makes_what_it_moved_durable_before_the_journal_goes(
     changed = ["", "a", "deep", "deep/er"] if direction == "auto" else ["", "d"]
     missing = sorted(rel for rel in changed if (real / rel) not in synced)
     assert not missing, f"not fsynced before the journal was removed: {missing}"
+
+
+def test_a_read_only_tree_is_reported_as_such_and_recovery_writes_nothing_there(tmp_path: Path) -> None:
+    """A tree on a read-only file system (a mounted image): recovery with nothing pending writes
+    nothing and says nothing; a commit fails on its transaction directory, naming the cause."""
+    from tests.support import smallfs
+
+    with smallfs.tmpfs(tmp_path / "fs") as fs:
+        tree = lay_out(fs / "tree", {"keep.txt": (b"kept\n", 0o644)})
+        smallfs.remount_readonly(fs)
+        before = snapshot(tree)
+        assert txn.recover(tree) is None and txn.recover(tree, "back") is None
+        with pytest.raises(EnvironmentFailure) as failed:
+            txn.commit(tree, [Change("keep.txt", b"new\n")])
+        assert failed.value.message == (
+            f"{tree / txn.TXN_DIR}: cannot create the transaction directory: Read-only file system"
+        )
+        assert failed.value.hint == f"is {tree} writable?"
+        assert snapshot(tree) == before
