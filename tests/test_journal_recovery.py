@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,52 @@ def test_a_read_only_tree_is_reported_as_such_and_recovery_writes_nothing_there(
         )
         assert failed.value.hint == f"is {tree} writable?"
         assert snapshot(tree) == before
+
+
+def test_a_ledger_edit_is_durable_against_a_power_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger is the user's record (a tree can be applied again, a lost ledger edit cannot): its
+    journaled writes fsync the staged file and the directory it is renamed into, always."""
+    from patchset.ledger import store
+
+    led = lay_out(tmp_path / "led", {"patches.toml": (b"schema = 1\n", 0o644)})
+    real = Path(os.path.realpath(led))
+    synced: list[Path] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    store.write_files(led, {led / "patches.toml": b"schema = 1\n# edited\n"})
+    assert (led / "patches.toml").read_bytes() == b"schema = 1\n# edited\n"
+    staged = real / store.EDIT_TXN / "new" / "0"
+    assert staged in synced, f"the staged file was not fsynced: {synced}"
+    assert real in synced[synced.index(staged) :], "the ledger directory was not fsynced after the rename"
+
+
+def test_the_lock_is_released_whatever_descriptor_it_got(tmp_path: Path) -> None:
+    """patchset started with stdin closed (cron, a service) gets descriptor 0 for its lock: unlocking
+    releases it. Unlocking again, after a refused lock, or without a lock closes nothing else."""
+    tree = lay_out(tmp_path / "tree", {"keep.txt": (b"kept\n", 0o644)})
+    first, second, third = txn.journal(tree), txn.journal(tree), txn.journal(tree)
+    first.unlock()  # never locked
+    saved = os.dup(0)
+    os.close(0)
+    try:
+        first.lock()
+        assert stat.S_ISDIR(os.fstat(0).st_mode), "the lock did not take the lowest free descriptor"
+        with pytest.raises(EnvironmentFailure, match="another patchset process is applying to this tree"):
+            second.lock()
+        second.unlock()  # after the refusal: must not release the first one's lock
+        with pytest.raises(EnvironmentFailure, match="another patchset process"):
+            third.lock()
+        first.unlock()
+        first.unlock()
+        second.lock()  # released: free again
+        second.unlock()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    for fd in (1, 2):
+        os.fstat(fd)  # stdout and stderr still open
