@@ -22,7 +22,7 @@ from patchset.errors import EnvironmentFailure, ForeignJournal, UnsafePathError
 from patchset.journal.commit import Change
 from patchset.journal.txndir import JOURNAL
 from tests.support.fuzz import Sentinel
-from tests.support.journal_world import OLD, Interrupted, World, copy_tree, in_child, lay_out
+from tests.support.journal_world import NEW, OLD, Interrupted, World, copy_tree, in_child, lay_out
 from tests.support.trees import snapshot
 
 
@@ -117,26 +117,34 @@ def test_recovery_keeps_what_the_user_added_since_the_kill(
         assert snapshot(tree) == expected, direction
 
 
+@pytest.mark.parametrize("damaged", [["mod.py"], ["d", "deep/er/new.txt"]])
 def test_a_damaged_staged_file_is_refused_forward_and_rolled_back_otherwise(
-    world: World, kills: list[Interrupted], tmp_path: Path
+    world: World, kills: list[Interrupted], tmp_path: Path, damaged: list[str]
 ) -> None:
     """A staged file that never reached the disk (a power cut after a non-durable apply) is never
-    installed: ``forward`` refuses and changes nothing, ``auto`` rolls back and says why."""
-    at = _first(kills)
+    installed: ``forward`` refuses and changes nothing, ``auto`` rolls back and says why. Every
+    staged file is checked, past those already in place (the second case is killed right after
+    ``mod.py`` was renamed)."""
+    if damaged == ["mod.py"]:
+        at = _first(kills)
+    else:
+        at = next(k for k in kills if (k.root / "mod.py").read_bytes() == NEW["mod.py"][0])
     tree = copy_tree(at.root, tmp_path / "tree")
-    [entry] = [e for e in _journal_of(tree)["entries"] if e["path"] == "mod.py"]
-    (tree / txn.TXN_DIR / "new" / entry["new"]).write_bytes(b"")
+    for e in _journal_of(tree)["entries"]:
+        if e["path"] in damaged:
+            (tree / txn.TXN_DIR / "new" / e["new"]).write_bytes(b"")
     before = snapshot(tree)
     with pytest.raises(EnvironmentFailure) as refused:
         txn.recover(tree, "forward")
+    names = ", ".join(damaged)
     assert refused.value.message == (
-        f"{tree}: the staged new content of mod.py is damaged (a power cut before it reached the disk?)"
+        f"{tree}: the staged new content of {names} is damaged (a power cut before it reached the disk?)"
     )
     assert (
         refused.value.hint == f"roll back instead: `patchset recover --tree {tree} --back`, then run the command again"
     )
     assert snapshot(tree) == before
-    assert txn.recover(tree) == "rolled back (staged mod.py damaged, e.g. by a power cut)"
+    assert txn.recover(tree) == f"rolled back (staged {names} damaged, e.g. by a power cut)"
     assert snapshot(tree) == world.old
 
 
@@ -333,3 +341,21 @@ def test_the_lock_is_released_whatever_descriptor_it_got(tmp_path: Path) -> None
         os.close(saved)
     for fd in (1, 2):
         os.fstat(fd)  # stdout and stderr still open
+
+
+def test_a_roll_back_stopped_by_an_error_is_finished_by_running_it_again(
+    world: World, kills: list[Interrupted], tmp_path: Path
+) -> None:
+    """Undoing a commit killed after its last rename: a directory the user made where a deleted file
+    comes back stops the undo half-way (the files restored before it stay restored, the journal is
+    kept); once it is gone, the same undo restores the rest and loses none of the first ones."""
+    at = [k for k in kills if k.journal][-1]
+    tree = copy_tree(at.root, tmp_path / "tree")
+    (tree / "gone.txt").mkdir()
+    (tree / "gone.txt" / "mine").write_bytes(b"mine\n")
+    with pytest.raises(EnvironmentFailure, match="recovering the interrupted commit failed"):
+        txn.recover(tree, "back")
+    assert (tree / "mod.py").read_bytes() == OLD["mod.py"][0], "the undo stopped before restoring mod.py"
+    shutil.rmtree(tree / "gone.txt")
+    assert txn.recover(tree, "back") == "rolled back"
+    assert snapshot(tree) == world.old
