@@ -26,7 +26,7 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 
 # case: (lock text, the key the error names, words of its message, words of its hint)
 BAD = {
-    "unknown-key": ('schema = 1\nbody = {}  # here\n', "body", "unknown key 'body' in lock", "regenerate it"),
+    "unknown-key": ("schema = 1\nbody = {}  # here\n", "body", "unknown key 'body' in lock", "regenerate it"),
     "schema-2": ("schema = 2  # here\n", "schema", "lock schema version 2 is not supported", "delete it and write"),
     "schema-true": ("schema = true  # here\n", "schema", "lock schema version True is not supported", None),
     "schema-a-string": ('schema = "1"  # here\n', "schema", "lock schema version '1' is not supported", None),
@@ -42,12 +42,24 @@ BAD = {
     "targets-not-a-table": ("targets = 1  # here\n", "targets", "must be a table, not int 1", None),
     "target-not-a-table": ("[targets]\nvllm = 1  # here\n", "targets.vllm", "must be a table, not int 1", None),
     "files-not-a-table": ('[targets.vllm]\nfiles = "x"  # here\n', "targets.vllm.files", "must be a table", None),
-    "file-digest": (f'[targets.vllm.files]\n"a.py" = "{D1}"\n"b.py" = "x"  # here\n', "targets.vllm.files.b.py",
-                    "bad sha256 'x' for b.py", None),
-    "base-file-digest": ('[targets.vllm.base_files]\n"a.py" = 3  # here\n', "targets.vllm.base_files.a.py",
-                         "bad sha256 3 for a.py", None),
-    "target-unknown-key": ('[targets.vllm]\nbase = "v"\nhead = "x"  # here\n', "targets.vllm.head",
-                           "unknown key 'head' in lock target 'vllm'", None),
+    "file-digest": (
+        f'[targets.vllm.files]\n"a.py" = "{D1}"\n"b.py" = "x"  # here\n',
+        "targets.vllm.files.b.py",
+        "bad sha256 'x' for b.py",
+        None,
+    ),
+    "base-file-digest": (
+        '[targets.vllm.base_files]\n"a.py" = 3  # here\n',
+        "targets.vllm.base_files.a.py",
+        "bad sha256 3 for a.py",
+        None,
+    ),
+    "target-unknown-key": (
+        '[targets.vllm]\nbase = "v"\nhead = "x"  # here\n',
+        "targets.vllm.head",
+        "unknown key 'head' in lock target 'vllm'",
+        None,
+    ),
 }
 
 

@@ -39,7 +39,9 @@ def plan_patch(
     return PlanPatch(pid, BODY, tests, w)
 
 
-def proof_of(p: PlanPatch, *, night: int, klass: str = NOT_NEEDED, outcome: str = "pass", base: str = BASE) -> PatchProof:
+def proof_of(
+    p: PlanPatch, *, night: int, klass: str = NOT_NEEDED, outcome: str = "pass", base: str = BASE
+) -> PatchProof:
     """The proof of ``p`` as a run ``night`` on ``base`` made it: nothing of it moved since."""
     return PatchProof(
         night,
