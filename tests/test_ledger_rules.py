@@ -70,6 +70,12 @@ BAD: dict[str, tuple[str, str, str, str | None]] = {
         "'-a' is not an id",
         None,
     ),
+    "id-trailing-newline": (
+        HEAD + '[[patch]]\nid = "a\\n"  # here\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n',
+        "patch[0].id",
+        "'a\\n' is not an id",
+        None,
+    ),
     "id-missing": (
         HEAD + '[[patch]]  # here\ntarget = "demo"\ntitle = "t"\norigin = "ours"\n',
         "patch[0]",
@@ -553,3 +559,10 @@ def test_a_ledger_without_schema_is_refused_at_its_top(tmp_path: Path) -> None:
     err = exc.value
     assert err.where is not None and err.where.line is None and err.where.key is None, err.render()
     assert "missing required key 'schema'" in err.message and err.hint == "add `schema = ...` to this table"
+
+
+def test_a_target_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
+    """``$`` matches before a final newline: the name rules match to the very end (it would be a directory)."""
+    with pytest.raises(LedgerError) as exc:
+        load_text(tmp_path, 'schema = 1\n[targets."vllm\\n"]\nupstream = "u"\n')
+    assert "target name 'vllm\\n' is not a name patchset can use" in exc.value.message
