@@ -17,7 +17,8 @@ TEST = HEAD + PATCH + "[[patch.tests]]\n"
 SERVING = 'kind = "serving"\nchecks = ["decode"]\n'
 SERVE = TEST + SERVING
 
-# case: (ledger text, the key the error names, words of its message, words of its hint or None)
+NO_HINT = ""  # the error must come without a hint
+# case: (ledger text, the key the error names, words of its message, words of its hint; None: not checked)
 BAD: dict[str, tuple[str, str, str, str | None]] = {
     # the top level and the targets
     "schema-a-string": ('schema = "1"  # here\n', "schema", "expected an integer, got str '1'", None),
@@ -114,7 +115,7 @@ BAD: dict[str, tuple[str, str, str, str | None]] = {
         "unknown target 'x'",
         "use one of: (none)",
     ),
-    "bad-state-far": (HEAD + PATCH + 'state = "zzz"  # here\n', "patch[0].state", "'zzz' is not one of", None),
+    "bad-state-far": (HEAD + PATCH + 'state = "zzz"  # here\n', "patch[0].state", "'zzz' is not one of", NO_HINT),
     "held-no-reason": (
         HEAD + PATCH + 'state = "held"  # here\n',
         "patch[0].state",
@@ -160,7 +161,7 @@ BAD: dict[str, tuple[str, str, str, str | None]] = {
         HEAD + PATCH + '[patch.source]\nkind = "zzz"  # here\n',
         "patch[0].source.kind",
         "'zzz' is not one of",
-        None,
+        NO_HINT,
     ),
     "source-strip": (
         HEAD + PATCH + "[patch.source]\nstrip = -2  # here\n",
@@ -502,7 +503,9 @@ def test_a_broken_rule_names_file_line_key_and_why(tmp_path: Path, case: str) ->
     err = refused(tmp_path, text)
     assert err.where is not None and (err.where.key or "") == key, err.render()
     assert message in err.message, err.render()
-    if hint is not None:
+    if hint == NO_HINT:
+        assert err.hint is None, err.render()  # nothing near enough to suggest
+    elif hint is not None:
         assert err.hint is not None and hint in err.hint, err.render()
 
 
@@ -540,6 +543,15 @@ GOOD = {
         '[[patch.tests]]\nkind = "longctx"\nchecks = ["resume"]\nengine = "docker"\n',
         lambda led: [t.kind.value for t in led.get("a").tests] == ["serving", "serving", "longctx"],
     ),
+    "empty-values-are-unset": (
+        'schema = 1\n[targets.demo]\nupstream = "u"\ngithub = ""\n[[patch]]\nid = "a"\ntarget = "demo"\n'
+        'title = "t"\norigin = "ours"\n[patch.source]\npin = ""\n[patch.generate]\ncommand = ["x"]\nbind = ""\n',
+        lambda led: led.get("a").generate is not None,
+    ),
+    "dates-and-repeats": (
+        TEST + 'kind = "longctx"\nchecks = ["resume"]\nrepeats = 1\n[patch.status]\nrecorded = 2026-01-02\n',
+        lambda led: led.get("a").tests[0].repeats == 1,
+    ),
     "command-test-cwd": (
         TEST + 'command = "pytest"\ncwd = "tests"\ntimeout = 60\n',
         lambda led: led.get("a").tests[0].command == "pytest",
@@ -566,3 +578,8 @@ def test_a_target_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as exc:
         load_text(tmp_path, 'schema = 1\n[targets."vllm\\n"]\nupstream = "u"\n')
     assert "target name 'vllm\\n' is not a name patchset can use" in exc.value.message
+
+
+def test_a_long_wrong_value_is_cut_in_the_message(tmp_path: Path) -> None:
+    err = refused(tmp_path, f'schema = 1\n[targets.demo]\nstrip = "{"9" * 300}"  # here\n')
+    assert err.message.endswith("expected an integer, got str '" + "9" * (200 - len("expected an integer, got str '")))
