@@ -29,7 +29,13 @@ from patchset.verify.proofs import TargetHistory
 from tests.support.plans import AT, BASE, ENGINE, SPEC, digests, history_of, plan_patch, proof_of
 
 OPTS = PlanOptions(history="proofs.json", full_every=0)  # no rotation unless a test asks for it
-SERIES = EngineTree("with the series", ENGINE, "cpu", ["a/lc", "b/lc", "c/lc"])
+
+
+def _series() -> EngineTree:
+    """The tree with the series, fresh for each plan (a plan's trees are its own to change)."""
+    return EngineTree("with the series", ENGINE, "cpu", ["a/lc", "b/lc", "c/lc"])
+
+
 NIGHT = 4  # tonight: the history has 3 runs
 
 
@@ -38,7 +44,7 @@ def _ok(ids: list[str]) -> str:
 
 
 def _plan(patches, history, opts=OPTS, fixed=None, applies=_ok, base=BASE):
-    inputs = PlanInputs(patches, list(fixed) if fixed is not None else [SERIES], full_starts=1 + len(patches))
+    inputs = PlanInputs(patches, list(fixed) if fixed is not None else [_series()], full_starts=1 + len(patches))
     return make_plan("vllm", base, inputs, history, opts, applies)
 
 
@@ -266,13 +272,13 @@ def test_carried_patches_start_nothing_and_the_estimate_counts_starts() -> None:
 def test_a_serving_tree_of_the_patch_takes_its_long_context_tests() -> None:
     p = plan_patch("a", ["pkg/a.py"])
     serving = EngineTree("without a", ENGINE, "cpu", ["a/decode"], cached=True)
-    plan = _plan([p], None, PlanOptions(history="x"), fixed=[SERIES, serving])
+    plan = _plan([p], None, PlanOptions(history="x"), fixed=[_series(), serving])
     assert [t.label for t in plan.trees] == ["with the series", "without a"]
     assert plan.trees[1].tests == ["a/decode", "a/lc"] and not plan.trees[1].cached
     assert plan.notes == ["serving tests are not planned (both sides are measured tonight): a"]
     cached = plan_patch("a", ["pkg/a.py"], cached=True)
     serving = EngineTree("without a", ENGINE, "cpu", ["a/decode"], cached=True)
-    plan = _plan([cached], None, PlanOptions(history="x"), fixed=[SERIES, serving])
+    plan = _plan([cached], None, PlanOptions(history="x"), fixed=[_series(), serving])
     assert plan.trees[1].cached and plan.starts == 1
 
 
@@ -318,3 +324,65 @@ def test_unknown_changes_run_every_proven_patch() -> None:
     assert [d.reasons for d in plan.decisions] == [[f"no tree tonight (proven in run 2 ({AT} on {BASE}))"]] * 3
     assert [g.patches for g in plan.groups] == [["a", "b", "c"]]
     assert h.proofs["a"].klass == NOT_NEEDED
+
+
+def test_four_files_are_all_named() -> None:
+    files = [f"pkg/m{i}.py" for i in range(4)]
+    p = plan_patch("a", files)
+    proof = proof_of(p, night=2)
+    for f in files:
+        proof.watch[f][0] = "0" * 16
+    (reason,) = decide(p, history_of(("a", proof)), OPTS, NIGHT, BASE).reasons
+    assert reason == f"upstream changed {', '.join(f'{f} (patched)' for f in files)} since run 2 ({AT} on {BASE})"
+
+
+def test_each_tree_keeps_its_configuration_and_the_series_comes_first() -> None:
+    ps = [
+        plan_patch(pid, [f"pkg/{pid}.py"], tests=[PlanTest("lc", SPEC, ENGINE, "cpu", config=f"--{pid}")])
+        for pid in "abc"
+    ]
+    h = history_of(*((p.id, proof_of(p, night=2)) for p in ps))
+    serving = EngineTree("without z", ENGINE, "cpu", ["z/decode"])
+    plan = _plan(ps, h, PlanOptions(history="x", full_every=0, only=["a", "b"]), fixed=[serving, _series()])
+    assert [t.label for t in plan.trees] == [
+        "with the series",
+        "without z",
+        "without a, b (tried together)",
+    ]  # c is carried
+    trees = {t.label: t for t in plan.trees}
+    assert trees["without a, b (tried together)"].config == "--a"  # the first member's
+    none = _plan(ps, None, PlanOptions(history="x"))
+    assert none.night == 1 and {t.label: t.config for t in none.trees if t.label.startswith("without")} == {
+        "without a": "--a",
+        "without b": "--b",
+        "without c": "--c",
+    }
+
+
+def test_the_estimate_multiplies_each_engines_starts_by_its_median() -> None:
+    ps = [plan_patch(pid, [f"pkg/{pid}.py"]) for pid in "ab"]
+    h = history_of()
+    h.add_start("cpu", 100.1)
+    h.add_start("cpu", 200.4)
+    plan = _plan(ps, h)  # no proofs: the series and a tree without each patch, all tonight
+    plan.estimate(h)
+    assert plan.cost["starts_per_engine"] == {"cpu": 3} and plan.cost["seconds_per_start"] == {"cpu": 150.25}
+    assert plan.cost["estimated_seconds"] == 450.8  # to a tenth of a second
+
+
+def test_a_plan_document_missing_fields_reads_with_defaults() -> None:
+    doc = {"decisions": [{"patch": "a", "action": RUN}], "trees": [{"label": "with the series"}], "groups": [{}]}
+    plan = plan_from_json(doc)
+    (d,) = plan.decisions
+    assert (d.patch, d.action, d.reasons, d.carried_from, d.tests) == ("a", RUN, [], "", [])
+    (t,) = plan.trees
+    assert (t.label, t.tests, t.cached, t.when, t.config, t.production, t.carried) == (
+        "with the series",
+        [],
+        False,
+        TONIGHT,
+        "",
+        True,
+        "",
+    )
+    assert plan.full_starts == 0 and plan.groups[0].patches == [] and plan.starts == 1
