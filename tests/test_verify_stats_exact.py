@@ -115,25 +115,40 @@ def test_the_unpaired_interval_cuts_where_the_rank_sum_null_says(m: int, n: int)
         )
 
 
-def test_large_samples_cut_near_the_exact_null() -> None:
-    """Beyond 200 a side (or 40,000 pairs) the normal approximation: within a few ranks of exact."""
-    n = 230
+def _cut_index(w: np.ndarray, lo: float, hi: float) -> int:
+    """k of an interval [w[k - 1], w[size - k]] of the sorted averages ``w``."""
+    k = int(np.argmin(np.abs(w - math.log(lo)))) + 1
+    assert math.log(hi) == pytest.approx(w[w.size - k], rel=1e-12)
+    return k
+
+
+def _normal_cut(mean: float, sd: float) -> int:
+    """The normal approximation's cut: the null's 2.5% point (scipy.stats.norm), rounded down."""
+    return max(0, math.floor(sps.norm.ppf(0.025, mean, sd)))
+
+
+@pytest.mark.parametrize("n", [200, 201, 230])
+def test_large_paired_samples_cut_exactly_up_to_200_then_by_the_normal(n: int) -> None:
+    """Up to 200 pairs the exact signed-rank null; beyond it the normal approximation, a rank or two
+    from exact (at 200 they differ: the exact count is the one used)."""
     c, b = _spread(n, 1), _spread(n, 2)
     d = np.log(c) - np.log(b)
     i, j = np.triu_indices(n)
     w = np.sort((d[i] + d[j]) / 2)
-    k = _cut(_signed_rank_counts(n))
-    _, lo, hi = ratio_interval(c, b, paired=True)
-    got = int(np.argmin(np.abs(w - math.log(lo)))) + 1
-    assert abs(got - k) <= 3 and math.log(hi) == pytest.approx(w[w.size - got], rel=1e-12)
-    for m, n in ((150, 300), (230, 230)):  # pairs over 40,000; a side over 200
-        c, b = _spread(m, 3), _spread(n, 4)
-        w = np.sort((np.log(c)[:, None] - np.log(b)[None, :]).ravel())
-        mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
-        exact = sps.norm.ppf(0.025, mean, sd)  # the rank-sum null is this normal to within a rank or two here
-        _, lo, hi = ratio_interval(c, b, paired=False)
-        got = int(np.argmin(np.abs(w - math.log(lo)))) + 1
-        assert abs(got - exact) <= 3 and math.log(hi) == pytest.approx(w[w.size - got], rel=1e-12)
+    got = _cut_index(w, *ratio_interval(c, b, paired=True)[1:])
+    exact = _cut(_signed_rank_counts(n))
+    top = n * (n + 1) // 2
+    normal = _normal_cut(top / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24))
+    assert got == (exact if n <= 200 else normal) and abs(normal - exact) <= 3
+
+
+@pytest.mark.parametrize(("m", "n"), [(150, 300), (230, 230)])
+def test_large_unpaired_samples_cut_by_the_normal(m: int, n: int) -> None:
+    """Over 40,000 pairs, or both sides over 200: the rank-sum null's normal approximation."""
+    c, b = _spread(m, 3), _spread(n, 4)
+    w = np.sort((np.log(c)[:, None] - np.log(b)[None, :]).ravel())
+    got = _cut_index(w, *ratio_interval(c, b, paired=False)[1:])
+    assert got == _normal_cut(m * n / 2, math.sqrt(m * n * (m + n + 1) / 12))
 
 
 def test_samples_are_checked() -> None:
