@@ -26,6 +26,7 @@ from patchset.verify.stats import (
     fmt_ratio,
     json_number,
     ratio_interval,
+    ratio_verdict,
     reaches,
     trials_for_power,
 )
@@ -182,7 +183,8 @@ def _power_oracle(n1: int, n0: int, p0: float, p1: float, alpha: float = 0.05) -
 )
 def test_fisher_power_is_scipys_rejection_rate(n: int, p0: float, p1: float) -> None:
     assert fisher_power(n, p0, p1) == pytest.approx(_power_oracle(n, n, p0, p1), abs=1e-12)
-    assert fisher_power(n, p0, p1, alpha=0.2) == pytest.approx(_power_oracle(n, n, p0, p1, 0.2), abs=1e-12)
+    for alpha in (0.2, 0.5):  # at 0.5 one trial a side can reject already
+        assert fisher_power(n, p0, p1, alpha=alpha) == pytest.approx(_power_oracle(n, n, p0, p1, alpha), abs=1e-12)
     assert fisher_power(0, p0, p1) == 0.0 and fisher_power(-3, p0, p1) == 0.0
 
 
@@ -302,3 +304,34 @@ def test_decide_at_the_tolerance_edges() -> None:
 def test_numbers_in_reports() -> None:
     assert [fmt_ratio(x) for x in (math.inf, -math.inf, math.nan, 1.23456)] == ["inf", "inf", "nan", "1.235"]
     assert [json_number(x) for x in (math.inf, -math.inf, math.nan, 1.23456789)] == ["inf", "-inf", "nan", 1.234568]
+
+
+def test_an_excess_of_exactly_min_effect_asks_for_significance_not_power() -> None:
+    """25/40 against 20/40: an excess of exactly 1/8, not significant: the trials at which that rate
+    would be significant (searched in steps of a tenth), not the trials for 80% power."""
+    v = drift_verdict(25, 40, 20, 40)
+    assert v.verdict == INCONCLUSIVE and v.more_trials is not None
+
+    def significant(n: int) -> bool:
+        k1, k0 = min(n, math.ceil(0.625 * n)), math.floor(0.5 * n)
+        return sps.fisher_exact([[k1, n - k1], [k0, n - k0]], alternative="greater").pvalue <= 0.05 * (1 + 1e-9)
+
+    first = next(n for n in range(41, 2000) if significant(n))
+    n = 40 + v.more_trials
+    assert significant(n) and first <= n < first + max(1, n // 10) + 1
+    assert n != trials_for_power(0.5, 0.625, start=40)
+
+
+def test_the_ratio_verdicts_words() -> None:
+    c, b = [90.0, 91.0, 89.0, 92.0, 90.5, 90.0], [100.0, 101.0, 99.0, 102.0, 100.5, 100.0]
+    v = ratio_verdict("decode tok/s", c, b, paired=True, unit="tok/s")
+    assert v.verdict == REGRESSION
+    assert v.text() == (
+        f"decode tok/s: regression, ratio {v.ratio:.3f} [95% CI {v.low:.3f}, {v.high:.3f}], tolerance 3% "
+        "(paired, 6 vs 6 repeats)"
+    )
+    u = ratio_verdict("decode tok/s", c[:3], b, tolerance=0.25)
+    assert u.verdict == NOISE and u.text().endswith("tolerance 25% (unpaired, 3 vs 6 repeats)")
+    doc = u.to_json()
+    assert (doc["metric"], doc["paired"], doc["tolerance"], doc["baseline"]) == ("decode tok/s", False, 0.25, b)
+    assert doc["low"] == round(u.low, 6) and doc["high"] == round(u.high, 6)
