@@ -19,6 +19,7 @@ from patchset.verify.plan.decide import (
     PlanInputs,
     PlanOptions,
     PlanTest,
+    VerifyPlan,
     decide,
     due_by_rotation,
     make_plan,
@@ -386,3 +387,25 @@ def test_a_plan_document_missing_fields_reads_with_defaults() -> None:
         "",
     )
     assert plan.full_starts == 0 and plan.groups[0].patches == [] and plan.starts == 1
+
+
+def test_broken_last_time_goes_before_every_other_reason() -> None:
+    p = plan_patch("a", ["pkg/a.py"])
+    proof = proof_of(p, night=2, klass=PROVEN)
+    proof.body = "0" * 16
+    proof.tests["lc"].spec = "t" * 16
+    proof.watch["pkg/a.py"][0] = "0" * 16
+    d = decide(p, history_of(("a", proof), last={"a": BROKEN}), OPTS, NIGHT, BASE)
+    assert d.action == AFTER_WITH and len(d.reasons) == 4
+    assert [r.split(" ")[:3] for r in d.reasons] == [
+        ["it", "was", "broken"],
+        ["its", "body", "changed"],
+        ["its", "test", "lc"],
+        ["upstream", "changed", "pkg/a.py"],
+    ]
+
+
+def test_a_plan_of_nothing_costs_nothing() -> None:
+    """The gate's plan of a target without planned tests: no starts, and a full run costs none either."""
+    doc = VerifyPlan("vllm", BASE, 0, "proofs.json").to_json()
+    assert (doc["engine_starts"], doc["engine_starts_at_most"], doc["full_run_engine_starts"]) == (0, 0, 0)

@@ -206,6 +206,8 @@ def test_counts_outside_their_trials_are_refused() -> None:
         with pytest.raises(ValueError, match="within their trials"):
             fisher_one_sided(*args)
     assert fisher_one_sided(0, 3, 0, 3) == 1.0 and fisher_one_sided(3, 3, 3, 3) == 1.0
+    one = drift_verdict(0, 1, 0, 1)  # one trial a side is a (weak) verdict, not an error
+    assert one.verdict == INCONCLUSIVE and one.power == 0.0
     for trials, control in ((0, 5), (5, 0)):
         with pytest.raises(ValueError, match="trials on both sides"):
             drift_verdict(0, trials, 0, control)
