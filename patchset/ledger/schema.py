@@ -32,18 +32,20 @@ from patchset.ledger.model import (
 )
 from patchset.ledger.tomlio import KeyPath, Locator
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+$")
-SHA_RE = re.compile(r"^[0-9a-f]{7,40}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# \Z, not $: $ also matches before a final newline, and an id or target name "vllm\n" would pass
+# (a target name becomes a directory, an id a file name and a line of every report)
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+REF_RE = re.compile(r"^([A-Za-z0-9_.-]+/)?[A-Za-z0-9_.-]+#\d+\Z")
+SHA_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
 # [patch.status] followups: "<class> <their ref> of <our ref>" (tracker.followups.recorded_text)
 FOLLOWUP_RE = re.compile(
-    r"^(reverted|follow-up-merged|follow-up-open) [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+ of [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+$"
+    r"^(reverted|follow-up-merged|follow-up-open) [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+ of [A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d+\Z"
 )
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+GITHUB_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z")
 # a target name becomes [targets.<name>], the directory patchset/series/<name>/ and `--into DIR/<name>`
-TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
 
 @dataclass(frozen=True)
