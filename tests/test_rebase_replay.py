@@ -18,7 +18,6 @@ from patchset.rebase.replay import (
     OFFSET,
     BlobStore,
     Merger,
-    Tree,
     blob_sha,
 )
 from tests.support.rebase_git import Upstream, git_apply, merge_file, numbered
@@ -318,9 +317,23 @@ def test_a_mode_change_is_carried(up: Upstream) -> None:
     (f,) = up.replay(diff).files
     assert (f.how, f.mode) == (CLEAN, "100755")
     up.advance("upstream edits c", {"dir/c.txt": "top\n" + numbered("c")})
-    diff = up.diff({}, executable=("dir/c.txt",))  # the mode alone
-    (f,) = up.replay(diff).files
+    diff = up.diff({}, executable=("dir/c.txt",))  # the mode alone: the text is upstream's, the mode is not
+    r = up.replay(diff)
+    (f,) = r.files
     assert (f.path, f.mode, f.result) == ("dir/c.txt", "100755", up.read(up.new, "dir/c.txt"))
+    assert (f.how, f.changed, r.status) == (CLEAN, True, "carried")
+    text = numbered("b").replace("b 4\n", "B 4\n")
+    diff = up.diff({"b.txt": text}, executable=("b.txt",))
+    up.advance("upstream takes the text", {"b.txt": text})
+    (f,) = up.replay(diff).files
+    assert (f.how, f.mode, f.changed) == (MERGED, "100755", True)  # the text merges away, the mode stays
+    _, new = up.trees()
+    r.apply_to(new)
+    assert new.mode("dir/c.txt") == "100755"
+    (up.root / "b.txt").chmod(0o755)
+    up.advance("and the mode", {})
+    r = up.replay(diff)
+    assert (r.files[0].how, r.status) == (ALREADY, "empty")
 
 
 def test_a_patch_merged_onto_binary_upstream_content_conflicts(up: Upstream) -> None:

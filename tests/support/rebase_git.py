@@ -64,16 +64,18 @@ class Upstream:
         self.new = self._write(dict(edits or {}), message)
         return self.new
 
-    def diff(self, files: Files, *, on: str | None = None, renames: bool = False, executable: tuple[str, ...] = ()) -> bytes:
+    def diff(
+        self, files: Files, *, on: str | None = None, renames: bool = False, executable: tuple[str, ...] = ()
+    ) -> bytes:
         """``git diff`` of ``files`` written on ``on`` (default: the old base), from a side commit;
-        ``executable`` paths get mode 100755."""
+        ``executable`` paths get mode 100755; binary changes are written in full (``--binary``)."""
         start = on or self.old
         git(self.root, "checkout", "-q", "--detach", start)
         for rel in executable:
             (self.root / rel).chmod(0o755)
         side = self._write(files, "side")
         git(self.root, "checkout", "-q", "--detach", self.new)
-        return git_bytes(self.root, "diff", "-M" if renames else "--no-renames", start, side)
+        return git_bytes(self.root, "diff", "--binary", "-M" if renames else "--no-renames", start, side)
 
     def read(self, ref: str, path: str) -> bytes | None:
         proc = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=self.root, capture_output=True)
@@ -123,4 +125,3 @@ def git_apply(tmp: Path, content: bytes, path: str, diff: bytes) -> bytes | None
     (work / path).write_bytes(content)
     proc = subprocess.run(["git", "apply", "-"], cwd=work, input=diff, capture_output=True)
     return (work / path).read_bytes() if proc.returncode == 0 else None
-
