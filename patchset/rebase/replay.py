@@ -180,13 +180,13 @@ class FileReplay:
     result: bytes | None = None  # new content (None: deleted); for a conflict: the text with markers
     mode: str | None = None
     ours: bytes | None = None  # the new world's content before this patch
-    ours_mode: str | None = None  # and its mode (None: not compared)
     base: bytes | None = None  # the old world's content before this patch
     moved_from: str | None = None
     move: Move | None = None
     hunks: Sequence[HunkResult] = field(default_factory=list)  # direct zero-fuzz apply onto ``ours``
     message: str = ""
     delete_path: str | None = None  # a path the patch removes on the new base (rename source)
+    ours_mode: str | None = None  # the new world's mode of it before this patch (None: not compared)
 
     @property
     def changed(self) -> bool:
