@@ -147,6 +147,10 @@ def test_patch_id_finds_the_upstream_commit_that_made_the_same_change(up: Upstre
     assert got["p"].name == Evidence.PATCH_ID and got["p"].decisive
     assert f"matches upstream commit {squash[:12]} (Squash: the fix and more)" in got["p"].detail
     assert patch_id_signals(up.repo, up.new, up.new, {"p": (body, ["a.txt"])}) == {}  # no commit between
+    up.advance("Revert the fix", {"a.txt": BASE})
+    again = up.advance("Reland the fix", {"a.txt": change})
+    got = patch_id_signals(up.repo, up.old, up.new, {"q": (other, ["b.txt"]), "p": (body, ["a.txt"])})
+    assert list(got) == ["p"] and f"{again[:12]} (Reland the fix)" in got["p"].detail  # the newest of two
     assert patch_id_signals(up.repo, up.old, up.new, {"r": (body, [])}) == {}
 
 
@@ -263,6 +267,37 @@ def test_a_deleted_file_with_only_a_renamed_namesake_moves_by_name(up: Upstream)
     assert moves_for(up.repo, up.new, up.new, ["b.txt"])["b.txt"].path is None
 
 
+def test_move_candidates_rank_gits_pick_first_and_keep_five(up: Upstream) -> None:
+    util = numbered("u", 40)
+    copies = {f"d{i}/util.py": util for i in range(6)}
+    up.advance("six copies of util, the original gone", {"pkg/util.py": None, **copies})
+    m = moves_for(up.repo, up.old, up.new, ["pkg/util.py"])["pkg/util.py"]
+    assert len(m.candidates) == 5 and m.ambiguous
+    assert m.candidates[0].how == "git" and {c.how for c in m.candidates[1:]} == {"same-name"}
+    rest = [c.path for c in m.candidates[1:]]
+    assert rest == sorted(rest) and m.path == m.candidates[0].path  # a tie: git's pick, then by path
+
+
+def test_a_same_named_file_counts_from_half_its_content(up: Upstream) -> None:
+    old = "".join(f"line{i:05d}\n" for i in range(10))  # 100 bytes
+    half = old[:50] + "".join(f"xxxx{i:05d}\n" for i in range(5))  # 50 bytes shared of 100: 50%
+    under = old[:50] + "".join(f"yyyy{i:05d}\n" for i in range(5)) + "z\n"  # 50 of 102: 49%
+    up.advance("a module", {"pkg/mod.py": old})
+    start = up.new
+    up.advance(
+        "moved, with namesakes",
+        {"pkg/mod.py": None, "lib/renamed.py": old, "x/mod.py": half, "y/mod.py": under, "a.txt": "edited\n"},
+    )
+    up.advance("a namesake of a file still there", {"elsewhere/a.txt": "edited\n"})
+    moves = moves_for(up.repo, start, up.new, ["pkg/mod.py", "a.txt"])
+    m = moves["pkg/mod.py"]
+    assert [(c.path, c.similarity, c.how) for c in m.candidates] == [
+        ("lib/renamed.py", 100, "git"),
+        ("x/mod.py", 50, "same-name"),
+    ]
+    assert moves["a.txt"].path is None  # changed upstream, not gone: nothing to follow
+
+
 # --------------------------------------------------------------------------- conflict blame
 
 
@@ -274,7 +309,8 @@ def test_map_line_follows_unchanged_lines_and_starts_of_changed_regions() -> Non
     assert [map_line(inserted, b"a\nb\nc\n", n) for n in range(1, 6)] == [1, 2, 3, 3, 3]
     assert map_line(b"X\na\n", b"P\nQ\nR\na\n", 1) == 1
     assert map_line(b"a\nb\n", b"a\nb\nc\n", 9) == 3  # past the end: the last line
-    assert map_line(None, dst, 9) == 9 and map_line(src, src, 4) == 4
+    assert map_line(b"a\nb\n", b"a\n", 2) == 1 and map_line(b"a\n", b"", 1) == 1  # a one-line or empty base
+    assert map_line(None, dst, 9) == 9 and map_line(src, None, 9) == 9 and map_line(src, src, 4) == 4
 
 
 def test_blame_names_the_commits_that_changed_a_conflicting_hunks_lines(up: Upstream) -> None:

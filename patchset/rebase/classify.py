@@ -330,7 +330,7 @@ def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:
     for i1, j1, n in sm.get_matching_blocks():
         if i1 + n <= line - 1 and n:
             start = j1 + n + 1
-    return max(min(start, len(b)), 1)
+    return min(start, max(len(b), 1))
 
 
 def blame_lines(repo: GitRepo, old: str, new: str, path: str, start: int, end: int) -> list[Blame]:
