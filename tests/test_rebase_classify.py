@@ -176,6 +176,17 @@ def test_patch_id_reads_plain_unified_diffs(up: Upstream, tmp_path: Path) -> Non
     assert d[:12] in got["q"].detail
 
 
+def test_a_body_ending_in_a_removed_dashes_line_is_read_as_it_is(up: Upstream) -> None:
+    """A removed line ``-- end`` reads ``--- end``: the last line of the body, not a file header."""
+    text = BASE + "-- end\n"
+    up.advance("a file ending in dashes", {"a.txt": text})
+    c = up.advance("drop the dashes", {"a.txt": BASE})
+    body = up.diff({"a.txt": BASE}, on=up.repo.resolve(f"{c}~1"))
+    assert body.endswith(b"\n--- end\n")
+    got = patch_id_signals(up.repo, f"{c}~1", c, {"p": (body, ["a.txt"])})
+    assert c[:12] in got["p"].detail
+
+
 # --------------------------------------------------------------------------- reverse apply
 
 

@@ -219,6 +219,8 @@ def test_the_old_world_takes_every_patch(up: Upstream) -> None:
     assert f.changed and r.status == "carried"
     r.apply_to(new)
     assert new.read("b.txt") is None and new.read("moved/b.txt") == numbered("b").encode()
+    up.replay(up.diff({"dir/c.txt": None}), trees=(old, new))
+    assert old.read("dir/c.txt") is None and new.read("dir/c.txt") is not None
 
 
 def test_a_body_that_does_not_fit_the_old_base_is_broken(up: Upstream) -> None:
@@ -249,6 +251,14 @@ def test_a_plain_diff_creating_a_file_without_dev_null(up: Upstream) -> None:
     diff = b"--- a/made.txt\n+++ b/made.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n"
     r = up.replay(diff)
     assert [(f.how, f.new_path, f.result) for f in r.files] == [(CLEAN, "made.txt", b"one\ntwo\n")]
+
+
+def test_an_empty_file_upstream_created_with_content_is_already(up: Upstream) -> None:
+    diff = up.diff({"pkg/__init__.py": ""})
+    assert b"@@" not in diff  # a creation without a hunk
+    up.advance("upstream writes the package", {"pkg/__init__.py": "x = 1\n"})
+    (f,) = up.replay(diff).files
+    assert (f.how, f.result) == (ALREADY, b"x = 1\n")
 
 
 def test_a_created_binary_file_upstream_already_has(up: Upstream) -> None:
