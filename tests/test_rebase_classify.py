@@ -6,6 +6,7 @@ against what the test knows it committed)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 from pathlib import Path
 
@@ -151,6 +152,17 @@ def test_patch_id_finds_the_upstream_commit_that_made_the_same_change(up: Upstre
     again = up.advance("Reland the fix", {"a.txt": change})
     got = patch_id_signals(up.repo, up.old, up.new, {"q": (other, ["b.txt"]), "p": (body, ["a.txt"])})
     assert list(got) == ["p"] and f"{again[:12]} (Reland the fix)" in got["p"].detail  # the newest of two
+    assert re.fullmatch(r"patch-id [0-9a-f]{12} matches upstream commit [0-9a-f]{12} \(.*\)", got["p"].detail)
+
+
+def test_patch_id_across_many_commits_and_a_one_letter_path(up: Upstream) -> None:
+    """Sixteen and more candidates number past one hex digit; a path of one letter is a section too."""
+    for i in range(17):
+        up.advance(f"edit {i}", {"x": f"{i}\n", "a.txt": BASE + f"tail {i}\n"})
+    last = up.new
+    body = up.diff({"x": "16\n"}, on=up.repo.resolve(f"{last}~1"))
+    got = patch_id_signals(up.repo, up.old, up.new, {"p": (up.diff({"b.txt": "b\n"}), ["a.txt"]), "q": (body, ["x"])})
+    assert list(got) == ["q"] and f"{last[:12]} (edit 16)" in got["q"].detail
     assert patch_id_signals(up.repo, up.old, up.new, {"r": (body, [])}) == {}
 
 

@@ -144,6 +144,21 @@ def test_clean_and_offset_applies_are_what_git_apply_makes(up: Upstream, tmp_pat
     assert all(f.changed and f.moved_from is None for f in r.files)
 
 
+def test_an_offset_file_ranks_over_a_clean_one_whatever_their_order(up: Upstream) -> None:
+    diff = up.diff({"a.txt": BASE.replace("line 15\n", "LINE 15\n"), "b.txt": numbered("b").replace("b 4\n", "B 4\n")})
+    up.advance("two lines on top of b.txt", {"b.txt": "new 1\nnew 2\n" + numbered("b")})
+    r = up.replay(diff)
+    assert [f.how for f in r.files] == [CLEAN, OFFSET] and r.how == OFFSET
+
+
+def test_a_mode_upstream_changed_is_kept(up: Upstream) -> None:
+    diff = up.diff({"b.txt": numbered("b").replace("b 4\n", "B 4\n")})
+    (up.root / "b.txt").chmod(0o755)
+    up.advance("upstream makes b executable", {})
+    (f,) = up.replay(diff).files
+    assert (f.how, f.mode) == (CLEAN, "100755")
+
+
 def test_a_changed_context_is_merged_as_git_merge_file_does(up: Upstream, tmp_path: Path) -> None:
     patched = BASE.replace("line 15\n", "LINE 15\n")
     diff = up.diff({"a.txt": patched})
