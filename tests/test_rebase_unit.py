@@ -49,7 +49,7 @@ DST = b"a\nb\nc\nY\nZ\nd\ne\n"  # X replaced by two lines: blocks a-c (0,0,3) an
 
 @pytest.mark.parametrize(
     ("line", "expected"),
-    [(1, 1), (3, 3), (4, 3), (5, 6), (6, 7)],  # 3: a block's last line; 4: the changed line maps above it
+    [(1, 1), (3, 3), (4, 4), (5, 6), (6, 7)],  # 3: a block's last line; 4: the changed line maps to its region's start
 )
 def test_map_line(line: int, expected: int) -> None:
     assert map_line(SRC, DST, line) == expected

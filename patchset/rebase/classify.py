@@ -164,10 +164,14 @@ def _patch_ids(data: bytes) -> list[tuple[str, str]]:
 
 
 def _git_style(diff: bytes) -> bytes:
-    """``git patch-id`` only reads diffs with ``diff --git`` lines: add them to a plain unified diff."""
+    """``git patch-id`` only reads diffs with ``diff --git`` lines, and hashes the ``---``/``+++``
+    lines and a creation's (deletion's) mode line too: write a plain unified diff as git would
+    (``diff -ruN`` stamps its names with dates, and names a created file ``b/...`` on both sides)."""
     lines = split_lines(diff)
     out: list[bytes] = []
-    for i, line in enumerate(lines):
+    i = 0
+    while i < len(lines):
+        line = lines[i]
         if (
             line.startswith(b"--- ")
             and i + 1 < len(lines)
@@ -176,11 +180,23 @@ def _git_style(diff: bytes) -> bytes:
         ):
             a = line[4:].split(b"\t")[0].strip()
             b = lines[i + 1][4:].split(b"\t")[0].strip()
-            a = b if a == b"/dev/null" else a
-            b = a if b == b"/dev/null" else b
-            out.append(b"diff --git " + a + b" " + b + b"\n")
+            if a == b"/dev/null":
+                out += [b"diff --git " + _side(b, b"a/") + b" " + b + b"\n", b"new file mode 100644\n"]
+            elif b == b"/dev/null":
+                out += [b"diff --git " + a + b" " + _side(a, b"b/") + b"\n", b"deleted file mode 100644\n"]
+            else:
+                out.append(b"diff --git " + a + b" " + b + b"\n")
+            out += [b"--- " + a + b"\n", b"+++ " + b + b"\n"]
+            i += 2
+            continue
         out.append(line)
+        i += 1
     return b"".join(out)
+
+
+def _side(name: bytes, prefix: bytes) -> bytes:
+    """The other side's name of a created or deleted file: git's ``a/``/``b/`` when it has one."""
+    return prefix + name[2:] if name[:2] in (b"a/", b"b/") else name
 
 
 def _sections(diff: bytes) -> dict[str, bytes]:
@@ -276,6 +292,8 @@ def reverse_apply_signal(files: list[FilePatch], new: Tree, moves, label: str) -
         current = new.read(path)
         if current is None:
             return None
+        if fp.old_mode and fp.new_mode and fp.old_mode != fp.new_mode and new.mode(path) != fp.new_mode:
+            return None  # the text is upstream, the mode the patch sets is not
         out = apply_file(current, rev)
         if not out.ok:
             return None
@@ -298,7 +316,9 @@ class Blame:
 
 
 def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:
-    """Map a 1-based line of ``src`` to the corresponding line of ``dst`` (nearest unchanged line)."""
+    """Map a 1-based line of ``src`` to the corresponding line of ``dst``: an unchanged line to itself,
+    a changed one to where its region starts in ``dst`` (the line after the unchanged block above
+    it), so that a window starting there still covers what replaced it."""
     if src is None or dst is None or src == dst:
         return line
     a, b = split_lines(src), split_lines(dst)
@@ -306,11 +326,11 @@ def map_line(src: bytes | None, dst: bytes | None, line: int) -> int:
     for i1, j1, n in sm.get_matching_blocks():
         if i1 <= line - 1 < i1 + n:
             return j1 + (line - 1 - i1) + 1
-    best = 1
+    start = 1
     for i1, j1, n in sm.get_matching_blocks():
         if i1 + n <= line - 1 and n:
-            best = j1 + n
-    return max(best, 1)
+            start = j1 + n + 1
+    return min(start, max(len(b), 1))
 
 
 def blame_lines(repo: GitRepo, old: str, new: str, path: str, start: int, end: int) -> list[Blame]:

@@ -186,13 +186,15 @@ class FileReplay:
     hunks: Sequence[HunkResult] = field(default_factory=list)  # direct zero-fuzz apply onto ``ours``
     message: str = ""
     delete_path: str | None = None  # a path the patch removes on the new base (rename source)
+    ours_mode: str | None = None  # the new world's mode of it before this patch (None: not compared)
 
     @property
     def changed(self) -> bool:
         """Does the result differ from the new world as it was?"""
         if self.how in (ALREADY, CONFLICT, BROKEN):
             return False
-        return self.result != self.ours or self.delete_path is not None
+        mode_changed = self.ours_mode is not None and self.mode != self.ours_mode
+        return self.result != self.ours or self.delete_path is not None or mode_changed
 
 
 @dataclass
@@ -310,7 +312,7 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
     q = move.path
     ours = new.read(q) if q else None
     moved_from = src if q is not None and q != src else None
-    mode = new.mode(q) if q else None
+    ours_mode = mode = new.mode(q) if q else None
     if fp.new_mode and fp.old_mode != fp.new_mode:
         mode = fp.new_mode
     if fp.op == "delete":
@@ -330,6 +332,7 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
         dest,
         CLEAN,
         ours=ours,
+        ours_mode=ours_mode,
         base=base,
         mode=mode or theirs_mode,
         moved_from=moved_from,
@@ -344,11 +347,11 @@ def _replay_file(fp: FilePatch, base: bytes | None, theirs: bytes | None, theirs
     r.hunks = direct.hunks
     if direct.ok:
         r.how, r.result = _hunk_how(direct), direct.new
-        if r.result == ours and fp.op != "rename":
-            r.how = ALREADY
+        if r.result == ours and r.mode == ours_mode and fp.op != "rename":
+            r.how = ALREADY  # a mode the patch sets that upstream lacks is still to carry
         return r
     _merge_into(r, base or b"", ours, theirs or b"", merger, labels, "")
-    if r.how == MERGED and r.result == ours and fp.op != "rename":
+    if r.how == MERGED and r.result == ours and r.mode == ours_mode and fp.op != "rename":
         r.how = ALREADY
     return r
 
