@@ -42,6 +42,25 @@ def build_upstream(root: Path) -> tuple[Path, list[str]]:
     return repo, shas
 
 
+def transient_upstream(root: Path) -> tuple[Path, list[str]]:
+    """c0 base; c3 breaks A's context, c5 puts it back and breaks B; c6 is judged: A replays on
+    c6 but not on c3/c4, so the commit below B's first bad one is not safe."""
+    repo = root / "demo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    util, core = UTIL, CORE
+    c = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util})]
+    c.append(commit_files(repo, "Docs (#101)", {"README": "1\n"}))
+    c.append(commit_files(repo, "Docs (#102)", {"README": "2\n"}))
+    broken = edit(util, "VALUE_29 = 29\n", "VALUE_29 = 2900\n")
+    c.append(commit_files(repo, "Retune VALUE_29 (#103)", {"pkg/util.py": broken}))
+    c.append(commit_files(repo, "Docs (#104)", {"README": "4\n"}))
+    core = edit(core, PATCH_B[1], "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
+    c.append(commit_files(repo, "Revert #103; rework limit_5 (#105)", {"pkg/util.py": util, "pkg/core.py": core}))
+    c.append(commit_files(repo, "Docs (#106)", {"README": "6\n"}))
+    return repo, c
+
+
 def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
     """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
     d = root / "ledgers" / "demo"
