@@ -116,7 +116,7 @@ def test_the_state_remembers_last_clean_last_green_and_failing(tmp_path: Path, u
 def test_first_bad_fields_and_the_newest_safe_commit_just_below_it(tmp_path: Path, upstream) -> None:
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r, doc = _run(ledger, tmp_path / "art", onto=c[9])
+    _, doc = _run(ledger, tmp_path / "art", onto=c[9])
     fb = doc["first_bad"]["B"]
     assert set(fb) == {"patch", "commit", "last_good", "range_size", "probes"} and fb["patch"] == "B"
     assert fb["commit"] == {"sha": c[4], "subject": "[Core] Rework limit_5 with a cap (#104)", "pr": 104, "release": ""}
@@ -131,7 +131,7 @@ def test_first_bad_fields_and_the_newest_safe_commit_just_below_it(tmp_path: Pat
 def test_the_newest_safe_commit_below_a_patch_that_broke_and_healed(tmp_path: Path) -> None:
     repo, c = transient_upstream(tmp_path / "up")  # B breaks at c5; A conflicts on c3 and c4 only
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
-    r, doc = _run(ledger, tmp_path / "art", onto=c[6])
+    _, doc = _run(ledger, tmp_path / "art", onto=c[6])
     assert doc["first_bad"]["B"]["commit"]["sha"] == c[5] and doc["first_bad"]["B"]["last_good"] == c[4]
     safe = doc["newest_safe"]
     assert safe["commit"]["sha"] == c[2]
@@ -146,7 +146,7 @@ def test_the_last_clean_commit_is_the_newest_safe_when_the_range_has_none(tmp_pa
     up = _tagged_copy(repo, tmp_path / "up", {"docs-tag": c[3]})
     ledger = gate_ledger(tmp_path / "proj", up, c[0])
     assert _run(ledger, tmp_path / "art", onto="docs-tag")[0].status == "green"
-    r, doc = _run(ledger, tmp_path / "art", onto=c[4])
+    _, doc = _run(ledger, tmp_path / "art", onto=c[4])
     fb = doc["first_bad"]["B"]
     assert (fb["commit"]["sha"], fb["last_good"], fb["range_size"], fb["probes"]) == (c[4], c[3], 1, 0)
     safe = doc["newest_safe"]
@@ -160,7 +160,7 @@ def test_a_first_bad_commit_at_the_range_first_names_the_lower_bound(tmp_path: P
     first bad one, its last good commit is the base, and nothing newer than the base carries."""
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[3])
-    r, doc = _run(ledger, tmp_path / "art", onto=c[9])
+    _, doc = _run(ledger, tmp_path / "art", onto=c[9])
     fb = doc["first_bad"]["B"]
     assert (fb["commit"]["sha"], fb["last_good"], fb["range_size"]) == (c[4], c[3], 6)
     assert doc["newest_safe"]["commit"] is None and doc["newest_safe"]["label"] == c[3]
