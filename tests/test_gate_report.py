@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 from patchset.ci.gate import GateRun, run_gate
-from tests.support.gateworld import gate_ledger, transient_upstream
+from tests.support.gateworld import CORE, gate_ledger, release_ledger, sdist, transient_upstream
+from tests.support.localindex import LocalIndex
 from tests.support.repo import git
 
 FAILING_TEST = """
@@ -165,3 +166,27 @@ def test_a_first_bad_commit_at_the_range_first_names_the_lower_bound(tmp_path: P
     assert (fb["commit"]["sha"], fb["last_good"], fb["range_size"]) == (c[4], c[3], 6)
     assert doc["newest_safe"]["commit"] is None and doc["newest_safe"]["label"] == c[3]
     assert doc["newest_safe"]["probes"] == 0 and doc["newest_safe"]["command"] == ""
+
+
+def test_a_download_that_does_not_match_the_index_is_exit_2_not_a_regression(tmp_path: Path, monkeypatch) -> None:
+    """The release's sdist arrives with other bytes than the index lists (HashMismatch, a Finding
+    for ``patchset fetch``): the gate could not judge (2), it found no regression (1), and
+    remembers nothing, so the next run with an honest download judges the release."""
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    dists = tmp_path / "dists"
+    dists.mkdir()
+    sdist(dists, "1.0", {"pkg/core.py": CORE})
+    sdist(dists, "1.1", {"pkg/core.py": CORE, "NEWS": "1.1\n"})
+    ledger = release_ledger(tmp_path) / "patches.toml"
+    art = tmp_path / "art"
+    with LocalIndex(dists) as index:
+        monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
+        index.tamper["demo-1.1.tar.gz"] = b"not the bytes the index lists"
+        r, doc = _run(ledger, art, onto="demo==1.1")
+        assert (r.status, r.exit_code, doc["exit_code"], doc["reasons"]) == ("error", 2, 2, [])
+        assert "does not match the index" in doc["errors"][0]
+        assert not (ledger.parent / ".patchset/gate-state.json").exists()
+        del index.tamper["demo-1.1.tar.gz"]
+        r, doc = _run(ledger, art, onto="demo==1.1")
+    assert (r.status, doc["exit_code"], doc["onto"]) == ("green", 0, "demo==1.1")
+    assert _state(ledger)["verdict"] == "green"

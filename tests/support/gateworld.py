@@ -105,3 +105,33 @@ tags = ["cpu", "gpu"]
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "ledger")
     return d / "patches.toml"
+
+
+def sdist(dest: Path, version: str, files: dict[str, str]) -> Path:
+    """The sdist ``demo-<version>.tar.gz`` of ``files`` in ``dest`` (fixed mtimes: the same bytes each time)."""
+    import io
+    import tarfile
+
+    path = dest / f"demo-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"demo-{version}/{rel}")
+            info.size, info.mtime = len(data), 1_700_000_000
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def release_ledger(tmp_path: Path) -> Path:
+    """A ledger of patch B on the package ``demo``'s release 1.0 (its upstream: the release history)."""
+    d = tmp_path / "led"
+    (d / "patchset/series/demo").mkdir(parents=True)
+    (d / "patchset/series/demo/B.patch").write_bytes(
+        udiff("pkg/core.py", CORE, edit(CORE, PATCH_B[1], PATCH_B[2])).encode()
+    )
+    (d / "patches.toml").write_text(
+        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+        'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
+        'target = "demo"\ntitle = "B"\norigin = "ours"\n'
+    )
+    return d
