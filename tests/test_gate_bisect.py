@@ -97,7 +97,7 @@ def test_short_label_shortens_only_a_full_sha() -> None:
 
 
 def _real(tmp_path, world: str = "transient", base_index: int = 0):
-    """``(upstream, prober, shas)``: the ledger of patches A and B on a real upstream, probed by the
+    """``(upstream, prober, shas, ledger path)``: the ledger of patches A and B on a real upstream, probed by the
     rebaser's in-memory replay (``Prober``), as the gate probes it."""
     from patchset.ci.bisect import Prober
     from patchset.ci.upstream import open_upstream
@@ -109,11 +109,11 @@ def _real(tmp_path, world: str = "transient", base_index: int = 0):
     ledger_path = gate_ledger(tmp_path / "proj", repo, c[base_index])
     ledger = load_ledger(ledger_path)
     up = open_upstream(ledger.root, ledger.targets["demo"])
-    return up, Prober(ledger_path, "demo", up), c
+    return up, Prober(ledger_path, "demo", up), c, ledger_path
 
 
 def test_a_real_first_bad_at_the_range_first_commit_names_the_lower_bound(tmp_path) -> None:
-    up, probe, c = _real(tmp_path, "squash", base_index=3)  # B breaks at c4, the first commit after c3
+    up, probe, c, _ = _real(tmp_path, "squash", base_index=3)  # B breaks at c4, the first commit after c3
     commits = up.commits(c[3], c[9])
     assert [x.sha for x in commits] == c[4:]
     got = first_bad(["B"], c[3], commits, probe)["B"]
@@ -126,7 +126,7 @@ def test_a_real_first_bad_at_the_range_first_commit_names_the_lower_bound(tmp_pa
 def test_a_real_newest_safe_commit_is_the_range_first(tmp_path) -> None:
     """From c1 (clean), B breaks at c5 and A conflicts on c3 and c4: the newest commit the whole
     series replays onto is c2, the first commit of the range c2..c6."""
-    up, probe, c = _real(tmp_path)
+    up, probe, c, ledger_path = _real(tmp_path)
     commits = up.commits(c[1], c[6])
     found = first_bad(["B"], c[1], commits, probe)
     assert found["B"].commit.sha == c[5] and found["B"].last_good == c[4]
@@ -134,6 +134,8 @@ def test_a_real_newest_safe_commit_is_the_range_first(tmp_path) -> None:
     assert (safe.index, safe.sha) == (0, c[2])
     assert safe.probes[0] == c[4] and c[3] in safe.probes and c[2] in safe.probes
     assert len(safe.probes) == len(set(safe.probes))  # each commit replayed (and counted) once
+    written = sorted(str(p.relative_to(ledger_path.parent)) for p in ledger_path.parent.rglob("*") if p.is_file())
+    assert written == ["patches.toml", "patchset/series/demo/A.patch", "patchset/series/demo/B.patch"]  # dry runs
     up.close()
 
 
@@ -144,7 +146,7 @@ def test_a_real_bisection_after_upstream_rewrote_history_starts_at_the_base(tmp_
     from tests.support.gateworld import PATCH_B
     from tests.support.repo import commit_files, git
 
-    up, probe, c = _real(tmp_path, "squash", base_index=1)
+    up, probe, c, _ = _real(tmp_path, "squash", base_index=1)
     repo = Path(up.location)
     git(repo, "reset", "-q", "--hard", c[1])
     core = (repo / "pkg/core.py").read_text().replace(PATCH_B[1], "def limit_5(x, cap=None):\n    return cap\n")

@@ -55,6 +55,7 @@ def test_each_verdict_has_its_documented_exit_code_in_the_report(tmp_path: Path,
     assert doc["first_bad"] == {} and doc["newest_safe"] == {} and doc["previous"] == {}
     assert doc["artifacts"] == str(art.resolve()) and doc["seconds"] > 0
     assert {"rebase", "tree", "apply", "status", "fetch"} <= set(doc["timings"])
+    assert doc["upstream_status"]["mode"] == "offline"  # GitHub is asked only with --refresh-status
 
     r, doc = _run(ledger, art, onto=c[1])  # 0: nothing new
     assert (r.status, r.exit_code, doc["exit_code"]) == ("unchanged", 0, 0)
@@ -116,17 +117,19 @@ def test_the_state_remembers_last_clean_last_green_and_failing(tmp_path: Path, u
 
 def test_first_bad_fields_and_the_newest_safe_commit_just_below_it(tmp_path: Path, upstream) -> None:
     repo, c = upstream
-    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    up = _tagged_copy(repo, tmp_path / "up", {"v0.3.0": c[3]})  # a release tag on a git upstream
+    ledger = gate_ledger(tmp_path / "proj", up, c[0])
     _, doc = _run(ledger, tmp_path / "art", onto=c[9])
     fb = doc["first_bad"]["B"]
     assert set(fb) == {"patch", "commit", "last_good", "range_size", "probes"} and fb["patch"] == "B"
     assert fb["commit"] == {"sha": c[4], "subject": "[Core] Rework limit_5 with a cap (#104)", "pr": 104, "release": ""}
     assert (fb["last_good"], fb["range_size"]) == (c[3], 9) and 1 <= fb["probes"] <= 4
     safe = doc["newest_safe"]
-    assert safe["commit"]["sha"] == c[3] and safe["label"] == c[3]
+    assert safe["commit"]["sha"] == c[3] and safe["commit"]["release"] == "0.3.0"
+    assert safe["label"] == c[3]  # a git upstream is rebased onto the commit, not PROJECT==VERSION
     assert safe["why"] == "the whole series replays onto it; the commit just before the first bad one"
     assert safe["probes"] == 1  # c3 was replayed by the bisection already: one more replay, remembered
-    assert safe["command"].endswith(f"--onto {c[3]} --upstream {repo}")
+    assert safe["command"].endswith(f"--onto {c[3]} --upstream {up}")
 
 
 def test_the_newest_safe_commit_below_a_patch_that_broke_and_healed(tmp_path: Path) -> None:
