@@ -24,10 +24,10 @@ from patchset.ci.report import render
 from patchset.ci.upstream import Commit
 from patchset.rebase.session import RebaseRun, rebase
 from patchset.text import split_list
-from tests.support.gateworld import CORE, PATCH_B, gate_ledger
+from tests.support.gateworld import CORE, gate_ledger, release_ledger, sdist
 from tests.support.localindex import LocalIndex
 from tests.support.repo import commit_files, git, tree_digest
-from tests.support.text import edit, udiff
+from tests.support.text import edit
 
 
 def _gate(ledger: Path, tmp: Path, **kw) -> tuple:
@@ -237,46 +237,17 @@ def test_split_tags():
 # -- the package-index release history ---------------------------------------------------------
 
 
-def _sdist(dest: Path, version: str, files: dict[str, str]) -> Path:
-    import io
-    import tarfile
-
-    path = dest / f"demo-{version}.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        for rel, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"demo-{version}/{rel}")
-            info.size, info.mtime = len(data), 1_700_000_000
-            tar.addfile(info, io.BytesIO(data))
-    return path
-
-
-def _release_ledger(tmp_path: Path) -> Path:
-    """A ledger of patch B on the package ``demo``'s release 1.0 (its upstream: the release history)."""
-    d = tmp_path / "led"
-    (d / "patchset/series/demo").mkdir(parents=True)
-    (d / "patchset/series/demo/B.patch").write_bytes(
-        udiff("pkg/core.py", CORE, edit(CORE, PATCH_B[1], PATCH_B[2])).encode()
-    )
-    (d / "patches.toml").write_text(
-        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
-        'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
-        'target = "demo"\ntitle = "B"\norigin = "ours"\n'
-    )
-    return d
-
-
 def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypatch):
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     dists = tmp_path / "dists"
     dists.mkdir()
     core = CORE
-    _sdist(dists, "1.0", {"pkg/core.py": core})
-    _sdist(dists, "1.1", {"pkg/core.py": core, "NEWS": "1.1\n"})
+    sdist(dists, "1.0", {"pkg/core.py": core})
+    sdist(dists, "1.1", {"pkg/core.py": core, "NEWS": "1.1\n"})
     broken = edit(core, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
-    _sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
-    _sdist(dists, "1.3rc1", {"pkg/core.py": broken, "NEWS": "rc\n"})  # a pre-release is not "latest"
-    d = _release_ledger(tmp_path)
+    sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
+    sdist(dists, "1.3rc1", {"pkg/core.py": broken, "NEWS": "rc\n"})  # a pre-release is not "latest"
+    d = release_ledger(tmp_path)
     with LocalIndex(dists) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
         r, _, art = _gate(d / "patches.toml", tmp_path, onto="demo==1.1")
@@ -303,10 +274,10 @@ def test_first_bad_release_whatever_order_the_history_was_built_in(tmp_path, mon
     dists = tmp_path / "dists"
     dists.mkdir()
     broken = edit(CORE, "def limit_5(x):\n    return x + 5\n", "def limit_5(x):\n    return x - 5\n")
-    _sdist(dists, "1.0", {"pkg/core.py": CORE})
-    _sdist(dists, "1.1", {"pkg/core.py": broken, "NEWS": "1.1\n"})
-    _sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
-    d = _release_ledger(tmp_path)
+    sdist(dists, "1.0", {"pkg/core.py": CORE})
+    sdist(dists, "1.1", {"pkg/core.py": broken, "NEWS": "1.1\n"})
+    sdist(dists, "1.2", {"pkg/core.py": broken, "NEWS": "1.2\n"})
+    d = release_ledger(tmp_path)
     with LocalIndex(dists) as index:
         monkeypatch.setenv("PATCHSET_INDEX_URL", index.url)
         history = ReleaseHistory.for_project("demo")

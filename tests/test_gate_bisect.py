@@ -3,6 +3,8 @@ table of which commit breaks which patch (the probe a replay would answer), at t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchset.ci.bisect import FirstBad, first_bad, newest_clean
@@ -89,3 +91,72 @@ def test_short_label_shortens_only_a_full_sha() -> None:
     assert short_label(sha[:39]) == sha[:39]  # not a full sha: kept as written
     assert short_label(sha.upper()) == sha.upper()  # git writes lower-case hex; anything else is a label
     assert short_label("vllm==0.31.0") == "vllm==0.31.0"
+
+
+# ---- the same, replayed for real: a git upstream in a tmp dir and the rebaser's dry run ---------
+
+
+def _real(tmp_path, world: str = "transient", base_index: int = 0):
+    """``(upstream, prober, shas, ledger path)``: the ledger of patches A and B on a real upstream, probed by the
+    rebaser's in-memory replay (``Prober``), as the gate probes it."""
+    from patchset.ci.bisect import Prober
+    from patchset.ci.upstream import open_upstream
+    from patchset.ledger.store import load_ledger
+    from tests.support.gateworld import build_upstream, gate_ledger, transient_upstream
+
+    (tmp_path / "up").mkdir()
+    repo, c = transient_upstream(tmp_path / "up") if world == "transient" else build_upstream(tmp_path / "up")
+    ledger_path = gate_ledger(tmp_path / "proj", repo, c[base_index])
+    ledger = load_ledger(ledger_path)
+    up = open_upstream(ledger.root, ledger.targets["demo"])
+    return up, Prober(ledger_path, "demo", up), c, ledger_path
+
+
+def test_a_real_first_bad_at_the_range_first_commit_names_the_lower_bound(tmp_path) -> None:
+    up, probe, c, _ = _real(tmp_path, "squash", base_index=3)  # B breaks at c4, the first commit after c3
+    commits = up.commits(c[3], c[9])
+    assert [x.sha for x in commits] == c[4:]
+    got = first_bad(["B"], c[3], commits, probe)["B"]
+    assert (got.commit.sha, got.commit.pr, got.last_good, got.range_size) == (c[4], 104, c[3], 6)
+    assert c[9] not in got.probes and got.probes[-1] == c[4]  # the judged commit is never replayed
+    assert probe.seen[c[4]]["B"] == CONFLICT and probe.seen[c[4]]["A"] == "already-upstream"
+    up.close()
+
+
+def test_a_real_newest_safe_commit_is_the_range_first(tmp_path) -> None:
+    """From c1 (clean), B breaks at c5 and A conflicts on c3 and c4: the newest commit the whole
+    series replays onto is c2, the first commit of the range c2..c6."""
+    up, probe, c, ledger_path = _real(tmp_path)
+    commits = up.commits(c[1], c[6])
+    found = first_bad(["B"], c[1], commits, probe)
+    assert found["B"].commit.sha == c[5] and found["B"].last_good == c[4]
+    safe = newest_clean(c[1], commits, found, probe)
+    assert (safe.index, safe.sha) == (0, c[2])
+    assert safe.probes[0] == c[4] and c[3] in safe.probes and c[2] in safe.probes
+    assert len(safe.probes) == len(set(safe.probes))  # each commit replayed (and counted) once
+    written = sorted(str(p.relative_to(ledger_path.parent)) for p in ledger_path.parent.rglob("*") if p.is_file())
+    assert written == ["patches.toml", "patchset/series/demo/A.patch", "patchset/series/demo/B.patch"]  # dry runs
+    up.close()
+
+
+def test_a_real_bisection_after_upstream_rewrote_history_starts_at_the_base(tmp_path) -> None:
+    """The last clean commit is gone from upstream's history (reset and rebuilt): the range from
+    the base holds only the new commits, and the first bad one is found among them, the base
+    being its lower bound when the first new commit breaks the patch."""
+    from tests.support.gateworld import PATCH_B
+    from tests.support.repo import commit_files, git
+
+    up, probe, c, _ = _real(tmp_path, "squash", base_index=1)
+    repo = Path(up.location)
+    git(repo, "reset", "-q", "--hard", c[1])
+    core = (repo / "pkg/core.py").read_text().replace(PATCH_B[1], "def limit_5(x, cap=None):\n    return cap\n")
+    rework = commit_files(repo, "[Core] limit_5 rewritten (#301)", {"pkg/core.py": core})
+    head = commit_files(repo, "Docs (#302)", {"README": "rewritten\n"})
+    assert not up.is_ancestor(c[3], head)  # the old clean commit is not below the new head
+    commits = up.commits(c[1], head)
+    assert [x.sha for x in commits] == [rework, head]
+    got = first_bad(["B"], c[1], commits, probe)["B"]
+    assert (got.commit.sha, got.last_good, got.range_size) == (rework, c[1], 2)
+    safe = newest_clean(c[1], commits, {"B": got}, probe)
+    assert (safe.index, safe.sha, safe.probes) == (-1, c[1], [])  # nothing newer than the base carries
+    up.close()

@@ -15,9 +15,8 @@ import pytest
 from patchset.ci.gate import GateRun, run_gate
 from patchset.rebase.session import RebaseRun, rebase
 from patchset.upstream.nightly import image_for
-from tests.support.gateworld import CORE, PATCH_B, UTIL, build_upstream, gate_ledger
+from tests.support.gateworld import CORE, UTIL, build_upstream, gate_ledger, transient_upstream
 from tests.support.repo import commit_files, git
-from tests.support.text import edit
 
 
 def _files(art: Path) -> dict[str, bytes]:
@@ -49,27 +48,8 @@ def test_red_names_the_newest_safe_commit_and_its_command_works(tmp_path: Path, 
     assert rep.ok and {p.id: p.verdict for p in rep.patches} == {"A": "already-upstream", "B": "carried"}
 
 
-def _transient_world(root: Path) -> tuple[Path, list[str]]:
-    """c0 base; c3 breaks A's context, c5 puts it back and breaks B; c6 is judged: A replays on
-    c6 but not on c3/c4, so the commit below B's first bad one is not safe."""
-    repo = root / "demo"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    util, core = UTIL, CORE
-    c = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util})]
-    c.append(commit_files(repo, "Docs (#101)", {"README": "1\n"}))
-    c.append(commit_files(repo, "Docs (#102)", {"README": "2\n"}))
-    broken = edit(util, "VALUE_29 = 29\n", "VALUE_29 = 2900\n")
-    c.append(commit_files(repo, "Retune VALUE_29 (#103)", {"pkg/util.py": broken}))
-    c.append(commit_files(repo, "Docs (#104)", {"README": "4\n"}))
-    core = edit(core, PATCH_B[1], "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
-    c.append(commit_files(repo, "Revert #103; rework limit_5 (#105)", {"pkg/util.py": util, "pkg/core.py": core}))
-    c.append(commit_files(repo, "Docs (#106)", {"README": "6\n"}))
-    return repo, c
-
-
 def test_a_patch_that_broke_and_healed_pushes_the_safe_commit_below_it(tmp_path: Path) -> None:
-    repo, c = _transient_world(tmp_path / "up")
+    repo, c = transient_upstream(tmp_path / "up")
     ledger = gate_ledger(tmp_path / "proj", repo, c[0])
     r = run_gate(GateRun(ledger, onto=c[6], artifacts=tmp_path / "art"))
     assert (r.status, r.conflicts) == ("red", ["B"])  # A carries onto the judged commit

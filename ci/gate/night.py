@@ -28,7 +28,7 @@ from patchset.ci.gate.tests import check_proofs
 from patchset.ci.report import ERROR, GREEN, RED, UNCHANGED, GateReport
 from patchset.ci.state import Judgement, ledger_digest, load_state, save_state
 from patchset.ci.upstream import Upstream, open_upstream
-from patchset.errors import EXIT_FINDING, PatchsetError
+from patchset.errors import PatchsetError
 from patchset.ledger import store as ledger_mod
 from patchset.rebase.session import pick_target  # the rebaser's own rule, so both pick alike
 
@@ -64,8 +64,8 @@ def run_gate(job: GateRun) -> GateReport:
     try:
         with ExitStack() as closing:
             _night(job, log, out_dir, scratch, written, closing)
-    except PatchsetError as exc:
-        report.status = RED if exc.exit_code == EXIT_FINDING else ERROR
+    except PatchsetError as exc:  # a judgement cut short judges nothing: a corrupt download is not a regression
+        report.status = ERROR
         report.errors.append(exc.render())
         log.log(f"error: {exc.render()}")
     except OSError as exc:

@@ -42,6 +42,25 @@ def build_upstream(root: Path) -> tuple[Path, list[str]]:
     return repo, shas
 
 
+def transient_upstream(root: Path) -> tuple[Path, list[str]]:
+    """c0 base; c3 breaks A's context, c5 puts it back and breaks B; c6 is judged: A replays on
+    c6 but not on c3/c4, so the commit below B's first bad one is not safe."""
+    repo = root / "demo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    util, core = UTIL, CORE
+    c = [commit_files(repo, "Initial import (#100)", {"pkg/core.py": core, "pkg/util.py": util})]
+    c.append(commit_files(repo, "Docs (#101)", {"README": "1\n"}))
+    c.append(commit_files(repo, "Docs (#102)", {"README": "2\n"}))
+    broken = edit(util, "VALUE_29 = 29\n", "VALUE_29 = 2900\n")
+    c.append(commit_files(repo, "Retune VALUE_29 (#103)", {"pkg/util.py": broken}))
+    c.append(commit_files(repo, "Docs (#104)", {"README": "4\n"}))
+    core = edit(core, PATCH_B[1], "def limit_5(x, cap=None):\n    return x + 5 if cap is None else cap\n")
+    c.append(commit_files(repo, "Revert #103; rework limit_5 (#105)", {"pkg/util.py": util, "pkg/core.py": core}))
+    c.append(commit_files(repo, "Docs (#106)", {"README": "6\n"}))
+    return repo, c
+
+
 def gate_ledger(root: Path, upstream_repo: Path, base: str, tests: str = "") -> Path:
     """A ledger with patches A and B in ``root/ledgers/demo`` of a git repository ``root``."""
     d = root / "ledgers" / "demo"
@@ -86,3 +105,33 @@ tags = ["cpu", "gpu"]
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "ledger")
     return d / "patches.toml"
+
+
+def sdist(dest: Path, version: str, files: dict[str, str]) -> Path:
+    """The sdist ``demo-<version>.tar.gz`` of ``files`` in ``dest`` (fixed mtimes: the same bytes each time)."""
+    import io
+    import tarfile
+
+    path = dest / f"demo-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"demo-{version}/{rel}")
+            info.size, info.mtime = len(data), 1_700_000_000
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def release_ledger(tmp_path: Path) -> Path:
+    """A ledger of patch B on the package ``demo``'s release 1.0 (its upstream: the release history)."""
+    d = tmp_path / "led"
+    (d / "patchset/series/demo").mkdir(parents=True)
+    (d / "patchset/series/demo/B.patch").write_bytes(
+        udiff("pkg/core.py", CORE, edit(CORE, PATCH_B[1], PATCH_B[2])).encode()
+    )
+    (d / "patches.toml").write_text(
+        'schema = 1\n\n[targets.demo]\nupstream = "https://example.invalid/demo.git"\n'
+        'github = "example/demo"\nbase = "1.0"\npackage = "demo"\n\n[[patch]]\nid = "B"\n'
+        'target = "demo"\ntitle = "B"\norigin = "ours"\n'
+    )
+    return d
