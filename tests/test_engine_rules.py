@@ -455,8 +455,10 @@ def test_outputs_past_the_presize_threshold_are_exact(tmp_path: Path, grow: bool
 
 
 def test_the_output_bound_is_never_below_the_result() -> None:
-    """``output_bound`` sizes the output buffer; the writer trims it, so the bound may be high but
-    never low, whatever the patch adds, removes, or does at a missing final newline."""
+    """``output_bound`` sizes the output buffer in one allocation; the writer trims it, so the
+    bound may be high but never low, whatever the patch adds, removes, or does at a missing final
+    newline; and it is high by at most a byte per changed line, two per no-newline marker (and
+    one), or the buffer wastes what presizing saves."""
     base = numbered(1, 60)
     variants = [
         edit(base, {7: b"seven and more\n", 8: b"8\n8\n"}),  # grows
@@ -465,6 +467,7 @@ def test_the_output_bound_is_never_below_the_result() -> None:
         base.replace(b"60\n", b"60"),
         b"",  # everything removed
         base.replace(b"2\n", b"2\r\n"),
+        edit(base, {n: b"" for n in range(10, 50)}),  # a block removed
     ]
     for new in variants:
         fp = one(unified_diff(base, new, "f"))
@@ -472,9 +475,9 @@ def test_the_output_bound_is_never_below_the_result() -> None:
         assert out.ok and (out.new or b"") == new
         bound = output_bound(len(base), fp.hunks)
         assert bound >= len(new), new
-        # and not more than a few bytes above what the patch adds
-        plus = sum(len(raw) for h in fp.hunks for raw in h.lines if raw[:1] == b"+")  # as written
-        assert bound <= len(base) + plus + 1
+        kinds = [raw[:1] for h in fp.hunks for raw in h.lines]
+        slack = kinds.count(b"+") + kinds.count(b"-") + 2 * kinds.count(b"\\") + 1
+        assert bound <= len(new) + slack, new
     removal = one(unified_diff(base, base.replace(b"40\n", b""), "f"))
     assert output_bound(len(base), removal.hunks) < len(base)
     assert output_bound(len(base), list(removal.hunks)) == 0  # not the lazy list: unknown
@@ -490,3 +493,34 @@ def test_results_read_back_as_they_were_recorded() -> None:
     assert first == HunkResult(1, "offset", offset=1, line=3, expected_line=2)
     assert (second.status, second.line, second.fuzz, second.expected_line) == ("failed", None, 0, 23)
     assert "HunkResult(index=2" in repr(out.hunks)
+
+
+@needs_binaries
+@pytest.mark.parametrize("moved", [-3, 0, 4])
+def test_a_hunk_whose_context_ends_the_file_is_found_at_its_last_lines(tmp_path: Path, moved: int) -> None:
+    """The last place a hunk can start is where its old lines end the file: lines added (or
+    removed) above move the hunk there by that offset, as far as the file's last line."""
+    old = numbered(1, 20)
+    patch = b"--- a/f\n+++ b/f\n@@ -15,6 +15,6 @@\n 15\n 16\n 17\n-18\n+eighteen\n 19\n 20\n"
+    target = lines(*[f"new {i}" for i in range(moved)]) + old if moved >= 0 else old[len(numbered(1, -moved)) :]
+    out, _ = agrees_with_gnu(target, patch, tmp_path)
+    assert out.ok and out.hunks[0].offset == moved and out.new is not None
+    assert out.new.endswith(b"17\neighteen\n19\n20\n")
+
+
+@needs_binaries
+@pytest.mark.parametrize(("start", "offset"), [(9, -1), (12, -5)])
+def test_a_hunks_leading_context_may_reach_back_over_the_previous_change(
+    tmp_path: Path, start: int, offset: int
+) -> None:
+    """The search for a hunk goes back as far as its leading context can overlap the lines the
+    previous hunk consumed (GNU's ``last_frozen_line + 1 - prefix``): the first hunk changes line
+    11, the second's three context lines start at line 9 (the earliest) or 12 (just after)."""
+    old = numbered(1, 30)
+    first = b"@@ -10,3 +10,3 @@\n 10\n-11\n+ELEVEN\n 12\n"
+    c, at = start, start - offset  # where its old lines are, where its header says
+    second = b"@@ -%d,7 +%d,7 @@\n" % (at, at) + b"".join(b" %d\n" % n for n in (c, c + 1, c + 2))
+    second += b"-%d\n+CHANGED\n" % (c + 3) + b"".join(b" %d\n" % n for n in (c + 4, c + 5, c + 6))
+    out, _ = agrees_with_gnu(old, b"--- a/f\n+++ b/f\n" + first + second, tmp_path)
+    assert out.ok and [h.offset for h in out.hunks] == [0, offset]
+    assert out.new == edit(old, {11: b"ELEVEN\n", c + 3: b"CHANGED\n"})
