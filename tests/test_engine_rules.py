@@ -478,6 +478,11 @@ def test_the_output_bound_is_never_below_the_result() -> None:
         kinds = [raw[:1] for h in fp.hunks for raw in h.lines]
         slack = kinds.count(b"+") + kinds.count(b"-") + 2 * kinds.count(b"\\") + 1
         assert bound <= len(new) + slack, new
+    # a line added after a last line without newline: the writer inserts one (the tightest case)
+    open_end = b"--- a/f\n+++ b/f\n@@ -60,0 +61 @@\n+61\n"
+    out = apply_file(base[:-1], one(open_end))
+    assert out.ok and out.new == base + b"61\n"
+    assert output_bound(len(base) - 1, one(open_end).hunks) >= len(out.new)
     removal = one(unified_diff(base, base.replace(b"40\n", b""), "f"))
     assert output_bound(len(base), removal.hunks) < len(base)
     assert output_bound(len(base), list(removal.hunks)) == 0  # not the lazy list: unknown
