@@ -168,7 +168,15 @@ def test_nearest_region_of_two_equal_places_is_the_closer(tmp_path: Path, expect
     assert not out.ok and said.failed == {1}
     near = out.hunks[0].nearest
     assert near == NearestRegion(line=reported, similarity=0.667)
-    assert out.hunks[0].to_json()["nearest"] == {"line": reported, "similarity": 0.667}
+    assert out.hunks[0].to_json() == {
+        "index": 1,
+        "status": "failed",
+        "offset": 0,
+        "fuzz": 0,
+        "line": None,
+        "nearest": {"line": reported, "similarity": 0.667},
+        "expected_line": expected,
+    }
     assert out.hunks[0].describe() == (
         f"hunk #1 FAILED (expected at line {expected}); nearest match at line {reported} (67% of its old lines)"
     )
@@ -267,6 +275,15 @@ def test_only_the_first_hunk_decides_reversed(tmp_path: Path) -> None:
     assert out.status == "already_applied" and "Reversed" in said.output
     assert [(h.index, h.status) for h in out.hunks] == [(1, "ignored"), (2, "ignored")]
     assert out.hunks[1].describe() == "hunk #2 ignored"
+    assert out.hunks[0].to_json() == {
+        "index": 1,
+        "status": "ignored",
+        "offset": 0,
+        "fuzz": 0,
+        "line": None,
+        "nearest": None,
+        "expected_line": 0,
+    }
     second_done = old.replace(b"10\n", b"TEN\n", 1)
     out, said = agrees_with_gnu(second_done, patch, tmp_path)
     assert out.status == "failed" and [h.status for h in out.hunks] == ["clean", "failed"]
