@@ -343,6 +343,10 @@ def test_a_zero_line_hunk_on_a_missing_file_creates_it(tmp_path: Path) -> None:
     create = b"--- a/f\n+++ b/f\n@@ -0,0 +1,2 @@\n+x\n+y\n"
     out, said = agrees_with_gnu(None, create, tmp_path)
     assert out.ok and out.new == b"x\ny\n" == said.file
+    # only the first hunk must be "-0,0": the next ones insert into what it made
+    two = b"--- a/f\n+++ b/f\n@@ -0,0 +1 @@\n+x\n@@ -1,0 +2 @@\n+y\n"
+    out, said = agrees_with_gnu(None, two, tmp_path)
+    assert out.ok and out.new == b"x\ny\n" == said.file
     insert = b"--- a/f\n+++ b/f\n@@ -5,0 +6 @@\n+x\n"
     out = apply_file(None, one(insert))
     assert out.status == "failed" and out.message == "file to patch does not exist"
