@@ -87,7 +87,8 @@ def _started(plan: VerifyPlan) -> list[str]:
 def test_independent_switches_moved_the_same_night_share_one_start_beside_production(tmp_path: Path) -> None:
     month = _month(_ledger(tmp_path))
     nights = simulate(month, [set(), set()])
-    assert [n.planned_starts for n in nights] == [1 + 1 + 3, 1]  # night 0: production, both switches in one start, 3 withouts
+    # night 0: production, both switches in one start, the 3 trees without a patch; then production alone
+    assert [n.planned_starts for n in nights] == [1 + 1 + 3, 1]
     plan = _tonight(month, {"vllm/s1.py", "vllm/s2.py"})
     assert _started(plan) == ["with the series", "with the series + X_SWITCH, --y-flag", "without s1", "without s2"]
     assert plan.starts == 4 and plan.full_starts == 6
