@@ -8,7 +8,7 @@ from pathlib import Path
 
 from patchset.ledger.store import load_ledger
 from patchset.verify.plan.configs import SwitchIndex, plan_by_config
-from patchset.verify.plan.decide import RUN, PlanOptions, VerifyPlan, make_plan
+from patchset.verify.plan.decide import CARRY, RUN, PlanOptions, VerifyPlan, make_plan
 from patchset.verify.plan.ledger import ledger_inputs
 from patchset.verify.plan.simulate import Month, simulate
 from patchset.verify.run import VerifyRun
@@ -24,8 +24,8 @@ ENGINE = [
 ]
 
 
-def _test(name: str, kind: str = "longctx", env: str = "", args: str = "") -> list[str]:
-    checks = '["causality"]' if kind == "longctx" else '["decode"]'
+def _test(name: str, kind: str = "longctx", env: str = "", args: str = "", checks: str = "") -> list[str]:
+    checks = checks or ('["causality"]' if kind == "longctx" else '["decode"]')
     lines = ["[[patch.tests]]", f'name = "{name}"', f'kind = "{kind}"', 'engine = "box"', f"checks = {checks}"]
     lines += [f"env = {{ {env} }}"] if env else []
     lines += [f"engine_args = {args}"] if args else []
@@ -154,3 +154,41 @@ def test_a_switched_serving_test_lacking_its_run_with_the_series_starts_its_conf
     assert [t.tests for t in switched] == [["s1/lc", "s1/serve"]]
     assert switched[0].why == ["s1/serve has no earlier proof with the series on this configuration"]
     assert plan.config_groups == []  # it holds a serving test: its figures are compared on exactly it
+
+
+def _serving_first(tmp_path: Path, serve_checks: str, lc_checks: str) -> Path:
+    """Patch s1 on X_SWITCH=1 with a serving test listed before its long-context one."""
+    lines = vllm_target() + ENGINE + [*patch_entry("s1", "vllm/s1.py"), *_switches(env='X_SWITCH = "1"')]
+    lines += _test("serve", kind="serving", env='X_SWITCH = "1"', checks=serve_checks)
+    lines += _test("lc", env='X_SWITCH = "1"', checks=lc_checks)
+    path = tmp_path / "patches.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _night_after(month: Month) -> VerifyPlan:
+    inputs, files = ledger_inputs(month.run, [], {"s1/serve"})
+    for p in inputs.patches:
+        p.watch = month.watch(files[p.id])
+    return plan_by_config(make_plan("vllm", "tonight", inputs, month.history, OPTS, lambda ids: ""), month.history)
+
+
+def test_a_changed_switched_serving_test_makes_its_patch_needed(tmp_path: Path) -> None:
+    """Its run with the series has a proof (night 1 made it), but of other checks: re-proven, not carried."""
+    month = _month(_serving_first(tmp_path, '["decode"]', '["causality"]'))
+    nights = simulate(month, [set(), set()])
+    assert "serve" in month.history.proofs["s1"].with_tests and nights[1].planned_starts == 1  # its configuration only
+    assert _night_after(month).decision("s1").action == CARRY  # type: ignore[union-attr]
+    _serving_first(tmp_path, '["decode", "concurrent"]', '["causality"]')
+    d = _night_after(month).decision("s1")
+    assert d is not None and d.action == RUN
+    assert d.reasons == ["its test serve changed since run 1 (night 1 on night 0) (checks, model or engine)"]
+
+
+def test_a_long_context_test_after_a_switched_serving_one_is_still_checked(tmp_path: Path) -> None:
+    month = _month(_serving_first(tmp_path, '["decode"]', '["causality"]'))
+    simulate(month, [set()])  # night 0: the serving test's run with the series has no proof yet
+    _serving_first(tmp_path, '["decode"]', '["causality", "resume"]')
+    d = _night_after(month).decision("s1")
+    assert d is not None and d.action == RUN
+    assert d.reasons == ["its test lc changed since run 1 (night 1 on night 0) (checks, model or engine)"]
