@@ -258,9 +258,52 @@ def bench_simulate(ledger: Path, nights: int, seed: int, full_every: int, tags: 
             "files_before": len({k for w in changes.whole.values() for k in w}),
         },
         "nights": [n.to_json() for n in ways["planned (imports watched by name)"]],
+        "causes": causes([n.to_json() for n in ways["planned (imports watched by name)"]]),
         "summary": {k: _summary([n.planned_starts for n in v[1:]]) for k, v in ways.items()},
+        "every switched configuration in one start (a bound)": _summary(
+            [n.planned_starts - max(0, _switched(n.why) - 1) for n in ways["planned (imports watched by name)"][1:]]
+        ),
         "full_summary": _summary([n.full_starts for n in ways["planned (imports watched by name)"][1:]]),
     }
+
+
+CAUSES = (
+    "the production configuration (every night)",
+    "a switched configuration with the series",
+    "without a patch: its patched file changed upstream",
+    "without a patch: an imported name it uses changed",
+    "without a patch: due by rotation",
+    "without a patch: no earlier proof of a test",
+    "without a patch: another reason",
+)
+
+
+def _cause(tree: str, why: list[str]) -> str:
+    """Which of ``CAUSES`` a tree started on a simulated night is charged to (its first reason)."""
+    if tree == "with the series":
+        return CAUSES[0]
+    if tree.startswith("with the series"):
+        return CAUSES[1]
+    first = why[0] if why else ""
+    if first.startswith("upstream changed"):
+        return CAUSES[2] if "(patched)" in first.split(" since ")[0] else CAUSES[3]
+    if first.startswith("due by rotation"):
+        return CAUSES[4]
+    return CAUSES[5] if "no earlier proof" in first else CAUSES[6]
+
+
+def _switched(why: dict[str, list[str]]) -> int:
+    """Switched configurations' with-series starts of a night (grouped ones count once)."""
+    return sum(1 for tree in why if _cause(tree, []) == CAUSES[1])
+
+
+def causes(nights: list[dict]) -> dict[str, int]:
+    """The starts of nights 1.. (night 0 proves everything) by cause: why nights cost more than one."""
+    out = dict.fromkeys(CAUSES, 0)
+    for n in nights[1:]:
+        for tree, why in n["why"].items():
+            out[_cause(tree, why)] += 1
+    return out
 
 
 def _summary(starts: list[int]) -> dict:
@@ -276,10 +319,17 @@ def print_simulation(doc: dict) -> None:
     print(f"the month on {doc['ledger']} (vLLM {' -> '.join(doc['releases'])}, seed {doc['seed']}), after night 0:")
     for way, s in doc["summary"].items():
         print(f"  {way:<54} median {s['median']:>4}  p90 {s['p90']:>5.1f}  max {s['max']:>3}  total {s['total']:>4}")
+    b = doc["every switched configuration in one start (a bound)"]
+    print(
+        f"  {'bound: every switched configuration in one start':<54} median {b['median']:>4}  p90 {b['p90']:>5.1f}  max {b['max']:>3}  total {b['total']:>4}"
+    )
     f = doc["full_summary"]
     print(
         f"  {'a full run each night':<54} median {f['median']:>4}  p90 {f['p90']:>5.1f}  max {f['max']:>3}  total {f['total']:>4}"
     )
+    print("where the starts of nights 1.. go (each tree by its first reason):")
+    for cause, k in doc["causes"].items():
+        print(f"  {cause:<54} {k:>4}")
     print("the costliest nights:")
     for n in sorted(doc["nights"][1:], key=lambda n: -n["planned_starts"])[:3]:
         print(

@@ -167,14 +167,15 @@ def test_two_engines_marked_production_are_refused(tmp_path: Path) -> None:
         load_ledger(_ledger(tmp_path, '[engines.b]\nstart = ["./b.sh"]\nproduction = true\n'))
 
 
-def test_the_production_ledger_declares_its_engine_and_independent_switches() -> None:
+def test_the_production_ledger_declares_its_engine_and_no_switch_independent() -> None:
+    """No source says the production switches do not interact: the ledger leaves the safe default."""
     ledger = load_ledger(REPO_ROOT / "patches.toml")
     index = SwitchIndex.of(ledger.series("vllm"), ledger.engines)
     assert index.production_engine == "spark"
     assert index.names == {
-        "VLLM_DRAFTER_W8A16": True,
-        "--mamba-ssm-cache-dtype": True,
-        "VLLM_E21_BF16_RESIDUE_W8A16": True,
+        "VLLM_DRAFTER_W8A16": False,
+        "--mamba-ssm-cache-dtype": False,
+        "VLLM_E21_BF16_RESIDUE_W8A16": False,
     }
 
 

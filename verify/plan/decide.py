@@ -318,6 +318,8 @@ def decide(p: PlanPatch, history: TargetHistory | None, opts: PlanOptions, night
         d.reasons.append(f"its body changed since {name}")
     for t in p.tests:
         old = (proof.with_tests if t.with_only else proof.tests).get(t.name)
+        if old is None and t.with_only:
+            continue  # only its run with the series lacks a proof: its configuration starts (configs.gate_configs)
         if old is None:
             d.reasons.append(f"its test {t.name} has no earlier proof")
         elif old.spec != t.spec:
