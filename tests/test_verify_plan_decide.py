@@ -114,7 +114,10 @@ def test_a_test_new_since_the_proof_and_a_switched_tests_with_run() -> None:
     moved = proof_of(p, night=2)
     moved.tests["sw"] = moved.with_tests.pop("sw")  # proven as a without-run only: not what sw has now
     d = decide(p, history_of(("a", moved)), OPTS, NIGHT, BASE)
-    assert d.action == RUN and d.reasons == ["its test sw has no earlier proof"]
+    assert d.action == CARRY and d.reasons == []  # only the run with the series lacks a proof: its config starts
+    moved.tests.pop("lc")  # a test that is not switched and has no proof still reruns the patch
+    d = decide(p, history_of(("a", moved)), OPTS, NIGHT, BASE)
+    assert d.action == RUN and d.reasons == ["its test lc has no earlier proof"]
     changed = proof_of(p, night=2)
     changed.with_tests["sw"].spec = "t" * 16
     d = decide(p, history_of(("a", changed)), OPTS, NIGHT, BASE)
