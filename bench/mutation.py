@@ -345,7 +345,8 @@ def mark_equivalents(mutants: list[Mutant], entries: list[dict[str, str]]) -> li
         for m in hits:
             if m.outcome in ("survived", "uncovered"):
                 m.outcome, m.reason = "equivalent", e["reason"]
-        if hits and not any(m.outcome == "equivalent" for m in hits):
+        judged = [m for m in hits if m.outcome != "not-run"]  # a budget's unrun mutant says nothing of it
+        if judged and not any(m.outcome == "equivalent" for m in judged):
             stale.append(e)
     return stale
 
