@@ -63,9 +63,7 @@ class AuditReport:
         return [f.render() for f in self.findings]
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return asdict(self) | {"ok": self.ok}
 
 
 @dataclass

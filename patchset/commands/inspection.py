@@ -148,9 +148,7 @@ class ValidateReport:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return asdict(self) | {"ok": self.ok}
 
 
 def validate(ledger: Ledger) -> ValidateReport:
