@@ -89,6 +89,7 @@ def _dirs_of(name: str) -> list[str]:
 
 
 def trailers(p: Patch) -> list[str]:
+    """The trailers that name a patch in a mail or a commit (``Patch-Id:`` is what a re-run reads back)."""
     out = [f"Patch-Id: {p.id}", f"Origin: {p.origin}"]
     out += [f"Upstream-PR: {r}" for r in p.upstream.prs]
     out += [f"Ports: {r}" for r in p.upstream.ports]

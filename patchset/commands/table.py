@@ -126,8 +126,7 @@ class Col:
     __slots__ = ("drop", "grow", "name", "right", "whole")
 
     def __init__(self, name: str, drop: int = 0, whole: bool = False, right: bool = False, grow: bool = False) -> None:
-        self.name, self.drop, self.whole, self.right = name, drop, whole, right
-        self.grow = grow
+        self.name, self.drop, self.whole, self.right, self.grow = name, drop, whole, right, grow
 
 
 def _items(cell: Cell) -> list[str]:
