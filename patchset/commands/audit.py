@@ -127,10 +127,8 @@ def _match(name: str, patches: list[Patch]) -> list[Patch]:
     if exact:
         return exact
     stem = _stem(name)
-    m = _NUMBERED.match(stem)
-    if m:
-        bare = stem[m.end() :]
-        return [p for p in patches if p.id == bare]
+    if m := _NUMBERED.match(stem):
+        return [p for p in patches if p.id == stem[m.end() :]]
     return []
 
 

@@ -6,6 +6,7 @@ Every table goes through ``patchset.commands.table`` so it reads at any width an
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
@@ -21,9 +22,7 @@ def render_validate(term: Term, rep: Any) -> None:  # rep: patchset.commands.ins
         [[t, *(str(c.get(s, 0)) for s in ("active", "held", "dropped"))] for t, c in rep.counts.items()],
         title=f"ledger {rep.ledger}",
     )
-    by_state: dict[str, int] = {}
-    for state in rep.bodies.values():
-        by_state[state] = by_state.get(state, 0) + 1
+    by_state = Counter(rep.bodies.values())
     parts: list[str | Styled] = ["bodies: " + ("none" if not by_state else "")]
     for i, (s, n) in enumerate(sorted(by_state.items())):
         parts += [", " if i else "", Styled(f"{n} {s}", BODY_STYLE.get(s, ""))]
