@@ -224,16 +224,10 @@ def _check_bodies(run: _Audit) -> None:
                     f"the body changes {', '.join(sorted(actual - declared))}, which the ledger does not declare"
                 )
             rep.findings.append(Finding("files", rel, f"{pid}: " + "; ".join(parts), patch=pid))
-        locked = ledger.lock.bodies.get(pid)
-        if locked is not None and locked != sha256_bytes(data):
-            rep.findings.append(
-                Finding(
-                    "body-hash",
-                    rel,
-                    f"{pid}: sha256 {sha256_bytes(data)[:12]}… differs from the lock's {locked[:12]}…",
-                    patch=pid,
-                )
-            )
+        locked, digest = ledger.lock.bodies.get(pid), sha256_bytes(data)
+        if locked is not None and locked != digest:
+            message = f"{pid}: sha256 {digest[:12]}… differs from the lock's {locked[:12]}…"
+            rep.findings.append(Finding("body-hash", rel, message, patch=pid))
 
 
 def _check_series(run: _Audit, series_list: list[_Series]) -> None:
@@ -253,15 +247,8 @@ def _check_series(run: _Audit, series_list: list[_Series]) -> None:
             if entry is None:
                 continue  # an unmatched body: reported above
             if not entry.active:
-                rep.findings.append(
-                    Finding(
-                        "held-in-series",
-                        srel,
-                        f"applies {entry.id}, which the ledger marks {entry.state}",
-                        lineno,
-                        entry.id,
-                    )
-                )
+                message = f"applies {entry.id}, which the ledger marks {entry.state}"
+                rep.findings.append(Finding("held-in-series", srel, message, lineno, entry.id))
                 continue
             order.append((lineno, entry))
         _order_findings(ledger, order, srel, rep)
@@ -281,14 +268,8 @@ def _check_numbered(run: _Audit, seen_dirs: set[Path]) -> None:
         pos = {p.id: i for i, p in enumerate(ledger.series(items[0][1].target))}
         for a, b in itertools.pairwise(items):
             if pos[a[1].id] > pos[b[1].id]:
-                rep.findings.append(
-                    Finding(
-                        "order",
-                        b[2],
-                        f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before",
-                        patch=b[1].id,
-                    )
-                )
+                message = f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before"
+                rep.findings.append(Finding("order", b[2], message, patch=b[1].id))
 
 
 def _check_expected(run: _Audit, expected_files: list[Path], target: str | None) -> None:
@@ -321,10 +302,7 @@ def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, r
     """
     if not order:
         return
-    ranks = {}
-    for tname in {p.target for _, p in order}:
-        for i, p in enumerate(ledger.series(tname)):
-            ranks[p.id] = i
+    ranks = {p.id: i for tname in {p.target for _, p in order} for i, p in enumerate(ledger.series(tname))}
     seq = [ranks[p.id] for _, p in order]
     keep = _longest_increasing(seq)
     for i, (lineno, p) in enumerate(order):

@@ -84,9 +84,7 @@ def _safe_row(row: Sequence[Cell]) -> list[Cell]:
         c if isinstance(c, str) else c.text if isinstance(c, Styled) else "" if c is None else " ".join(map(str, c))
         for c in row
     ]
-    if plain(" ".join(texts)):
-        return list(row)
-    return [_safe_cell(c) for c in row]
+    return list(row) if plain(" ".join(texts)) else [_safe_cell(c) for c in row]
 
 
 def _wraps(token: str) -> bool:
