@@ -141,14 +141,10 @@ def _style_of(cell: Cell) -> str:
 
 def _tokens(cell: Cell, whole: bool) -> list[str]:
     """Unbreakable pieces of a cell. List items keep a trailing comma except the last."""
-    if cell is None:
-        return []
     if isinstance(cell, (str, Styled)):
         text = str(cell)
-        if whole:
-            return [ln for ln in text.split("\n") if ln] or []
-        return text.split()
-    items = [str(c) for c in cell]
+        return [ln for ln in text.split("\n") if ln] if whole else text.split()
+    items = _items(cell)
     return [f"{it}," if i < len(items) - 1 else it for i, it in enumerate(items)]
 
 

@@ -71,21 +71,20 @@ def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) ->
         Col("body", drop=5),
         Col("files", drop=6),  # whole paths; at a narrow width on a line under the row
     ]
-    table = []
-    for r in rows:
-        table.append(
-            [
-                str(r["order"]),
-                r["id"],
-                r["target"],
-                r["origin"],
-                r["prs"] or "-",
-                r["pr_state"] if r["prs"] else NO_PR,
-                Styled(r["state"], STATE_STYLE.get(r["state"], "")),
-                Styled(r["body"], BODY_STYLE.get(r["body"], "")),
-                r["files"] or "-",
-            ]
-        )
+    table = [
+        [
+            str(r["order"]),
+            r["id"],
+            r["target"],
+            r["origin"],
+            r["prs"] or "-",
+            r["pr_state"] if r["prs"] else NO_PR,
+            Styled(r["state"], STATE_STYLE.get(r["state"], "")),
+            Styled(r["body"], BODY_STYLE.get(r["body"], "")),
+            r["files"] or "-",
+        ]
+        for r in rows
+    ]
     term.table(cols, table, header=header)
 
 
