@@ -171,11 +171,8 @@ def _match_bodies(run: _Audit, bodies: list[Path], target: str | None) -> None:
         found = _match(f.name, patches)
         if not found:
             if target is None or not _match(f.name, ledger.patches):
-                rep.findings.append(
-                    Finding(
-                        "unmatched-body", _rel(f, root), "body not in the ledger (no entry has this id or file name)"
-                    )
-                )
+                why = "body not in the ledger (no entry has this id or file name)"
+                rep.findings.append(Finding("unmatched-body", _rel(f, root), why))
             continue
         if len(found) > 1:
             ids = ", ".join(p.id for p in found)
@@ -185,17 +182,14 @@ def _match_bodies(run: _Audit, bodies: list[Path], target: str | None) -> None:
     for p in patches:
         files = by_id.get(p.id, [])
         if len(files) > 1:
-            names = ", ".join(_rel(f, root) for f in files)
-            rep.findings.append(
-                Finding("ambiguous", ledger_name, f"{p.id}: several bodies match it: {names}", p.line, p.id)
-            )
+            why = f"{p.id}: several bodies match it: {', '.join(_rel(f, root) for f in files)}"
+            rep.findings.append(Finding("ambiguous", ledger_name, why, p.line, p.id))
         elif files:
             rep.matched[p.id] = _rel(files[0], root)
             by_name[files[0].name] = p
         elif p.active:
-            rep.findings.append(
-                Finding("no-body", ledger_name, f"{p.id}: no body for this entry in {directory}", p.line, p.id)
-            )
+            why = f"{p.id}: no body for this entry in {directory}"
+            rep.findings.append(Finding("no-body", ledger_name, why, p.line, p.id))
 
 
 def _check_bodies(run: _Audit) -> None:
