@@ -220,8 +220,8 @@ def _check_bodies(run: _Audit) -> None:
             rep.findings.append(Finding("files", rel, f"{pid}: " + "; ".join(parts), patch=pid))
         locked, digest = ledger.lock.bodies.get(pid), sha256_bytes(data)
         if locked is not None and locked != digest:
-            message = f"{pid}: sha256 {digest[:12]}… differs from the lock's {locked[:12]}…"
-            rep.findings.append(Finding("body-hash", rel, message, patch=pid))
+            why = f"{pid}: sha256 {digest[:12]}… differs from the lock's {locked[:12]}…"
+            rep.findings.append(Finding("body-hash", rel, why, patch=pid))
 
 
 def _check_series(run: _Audit, series_list: list[_Series]) -> None:
@@ -233,16 +233,15 @@ def _check_series(run: _Audit, series_list: list[_Series]) -> None:
         order: list[tuple[int, Patch]] = []
         for lineno, name in s.entries:
             if not (s.path.parent / name).is_file():
-                rep.findings.append(
-                    Finding("series-missing", srel, f"names {name!r}, which is not in {s.path.parent}", lineno)
-                )
+                why = f"names {name!r}, which is not in {s.path.parent}"
+                rep.findings.append(Finding("series-missing", srel, why, lineno))
                 continue
             entry = by_name.get(Path(name).name)
             if entry is None:
                 continue  # an unmatched body: reported above
             if not entry.active:
-                message = f"applies {entry.id}, which the ledger marks {entry.state}"
-                rep.findings.append(Finding("held-in-series", srel, message, lineno, entry.id))
+                why = f"applies {entry.id}, which the ledger marks {entry.state}"
+                rep.findings.append(Finding("held-in-series", srel, why, lineno, entry.id))
                 continue
             order.append((lineno, entry))
         _order_findings(ledger, order, srel, rep)
@@ -262,8 +261,8 @@ def _check_numbered(run: _Audit, seen_dirs: set[Path]) -> None:
         pos = {p.id: i for i, p in enumerate(ledger.series(items[0][1].target))}
         for a, b in itertools.pairwise(items):
             if pos[a[1].id] > pos[b[1].id]:
-                message = f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before"
-                rep.findings.append(Finding("order", b[2], message, patch=b[1].id))
+                why = f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before"
+                rep.findings.append(Finding("order", b[2], why, patch=b[1].id))
 
 
 def _check_expected(run: _Audit, expected_files: list[Path], target: str | None) -> None:
@@ -281,9 +280,8 @@ def _check_expected(run: _Audit, expected_files: list[Path], target: str | None)
             rep.findings.append(Finding("expected-extra", erel, "cannot tell which target these hashes belong to"))
             continue
         for written in unowned:
-            rep.findings.append(
-                Finding("expected-extra", erel, f"{written}: no target's series changes this file", lines.get(written))
-            )
+            why = f"{written}: no target's series changes this file"
+            rep.findings.append(Finding("expected-extra", erel, why, lines.get(written)))
         for tname, want in per_target.items():
             _expected_findings(ledger, tname, want, lines, touched, erel, rep)
 
@@ -305,9 +303,8 @@ def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, r
         series_ids = [q.id for q in ledger.series(p.target)]
         k = series_ids.index(p.id)
         where = f"after {series_ids[k - 1]}" if k else "first"
-        rep.findings.append(
-            Finding("order", srel, f"{p.id}: out of the ledger's order (the ledger applies it {where})", lineno, p.id)
-        )
+        why = f"{p.id}: out of the ledger's order (the ledger applies it {where})"
+        rep.findings.append(Finding("order", srel, why, lineno, p.id))
 
 
 def _longest_increasing(seq: list[int]) -> set[int]:
@@ -389,15 +386,13 @@ def _expected_findings(
     for path, (digest, written) in sorted(want.items()):
         line = lines.get(written)
         if path in lock_files and lock_files[path] != digest:
-            rep.findings.append(
-                Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
-            )
+            why = f"{written}: sha256 differs from the lock's for {path}"
+            rep.findings.append(Finding("expected-hash", erel, why, line))
         elif lock_files and path not in lock_files:
             rep.findings.append(Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line))
         if touched[tname] and path not in touched[tname]:
-            rep.findings.append(
-                Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
-            )
+            why = f"{written}: no body of the {tname} series changes {path}"
+            rep.findings.append(Finding("expected-extra", erel, why, line))
     for path in sorted(set(lock_files) - set(want)):
         rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
     for path in sorted(touched[tname] - set(want)):
