@@ -136,8 +136,6 @@ class NetNotice:
         self.shown = False
 
     def __call__(self, text: str) -> None:
-        from patchset.text import terminal
-
         line = terminal(text)[:200]
         if self.inline:
             sys.stderr.write("\r" + line + "\x1b[K")

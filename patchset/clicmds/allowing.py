@@ -70,7 +70,7 @@ def allow(c: Ctx, yes: bool, list_: bool, revoke: bool, as_json: bool) -> int:
                 out.line(note, indent="    note: ")
     if not pending:
         if as_json:
-            emit_json(_json(path, commands, pending, allowed=True))
+            emit_json(_json(path, commands, pending))
         elif commands:
             out.line("every command is allowed as it is now")
         return 0
@@ -84,16 +84,16 @@ def allow(c: Ctx, yes: bool, list_: bool, revoke: bool, as_json: bool) -> int:
             return 2
     consent.allow(ledger)
     if as_json:
-        emit_json(_json(path, commands, pending, allowed=True))
+        emit_json(_json(path, commands, pending))
     else:
         out.line(f"allowed {len(commands)} command(s) of {path}")
     return 0
 
 
-def _json(path, commands, pending, *, allowed: bool) -> dict:
+def _json(path, commands, pending) -> dict:
     return {
         "ledger": str(path.resolve()),
-        "allowed": allowed,
+        "allowed": True,  # said after the commands are allowed (or were already)
         "commands": [
             {
                 "key": c.key,

@@ -351,9 +351,7 @@ def _print_build(built: Any) -> None:  # built: patchset.commands.onboard.reques
         out.line(f"target {name} ({folder}): {how}")
         ids = rep.patches.get(name, [])
         out.line(f"{len(ids)} patch(es) in file order: {', '.join(ids)}", indent="  ")
-    out.line(_counts(rep.result))
-    for pid, how in rep.result.inferred.items():
-        out.line(f"{pid}: file names read as {how}", indent="  ")
+    _print_sources(rep.result)  # (its own expected hashes are the build's, below)
     for f, counts in rep.expected.items():
         per = ", ".join(f"{n} for {t}" for t, n in counts.items()) or "none matched"
         out.line(f"expected hashes from {f}: {per}")

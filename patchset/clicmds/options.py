@@ -116,11 +116,10 @@ def target_hint(names: Any) -> str:
     return f"one of: {', '.join(names)}" if names else "the ledger has no targets yet (`patchset target add NAME`)"
 
 
-def only(what: str, *, dest: str = "only") -> Decorator:
+def only(what: str) -> Decorator:
     """``--only ID`` (repeatable): restrict a command to these patches; completes from the ledger."""
     return click.option(
         "--only",
-        dest,
         multiple=True,
         metavar="ID",
         help=f"Only the patch ID (repeatable): {what}.",

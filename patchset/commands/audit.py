@@ -63,9 +63,7 @@ class AuditReport:
         return [f.render() for f in self.findings]
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return asdict(self) | {"ok": self.ok}
 
 
 @dataclass
@@ -129,10 +127,8 @@ def _match(name: str, patches: list[Patch]) -> list[Patch]:
     if exact:
         return exact
     stem = _stem(name)
-    m = _NUMBERED.match(stem)
-    if m:
-        bare = stem[m.end() :]
-        return [p for p in patches if p.id == bare]
+    if m := _NUMBERED.match(stem):
+        return [p for p in patches if p.id == stem[m.end() :]]
     return []
 
 
@@ -175,11 +171,8 @@ def _match_bodies(run: _Audit, bodies: list[Path], target: str | None) -> None:
         found = _match(f.name, patches)
         if not found:
             if target is None or not _match(f.name, ledger.patches):
-                rep.findings.append(
-                    Finding(
-                        "unmatched-body", _rel(f, root), "body not in the ledger (no entry has this id or file name)"
-                    )
-                )
+                why = "body not in the ledger (no entry has this id or file name)"
+                rep.findings.append(Finding("unmatched-body", _rel(f, root), why))
             continue
         if len(found) > 1:
             ids = ", ".join(p.id for p in found)
@@ -189,17 +182,14 @@ def _match_bodies(run: _Audit, bodies: list[Path], target: str | None) -> None:
     for p in patches:
         files = by_id.get(p.id, [])
         if len(files) > 1:
-            names = ", ".join(_rel(f, root) for f in files)
-            rep.findings.append(
-                Finding("ambiguous", ledger_name, f"{p.id}: several bodies match it: {names}", p.line, p.id)
-            )
+            why = f"{p.id}: several bodies match it: {', '.join(_rel(f, root) for f in files)}"
+            rep.findings.append(Finding("ambiguous", ledger_name, why, p.line, p.id))
         elif files:
             rep.matched[p.id] = _rel(files[0], root)
             by_name[files[0].name] = p
         elif p.active:
-            rep.findings.append(
-                Finding("no-body", ledger_name, f"{p.id}: no body for this entry in {directory}", p.line, p.id)
-            )
+            why = f"{p.id}: no body for this entry in {directory}"
+            rep.findings.append(Finding("no-body", ledger_name, why, p.line, p.id))
 
 
 def _check_bodies(run: _Audit) -> None:
@@ -228,16 +218,10 @@ def _check_bodies(run: _Audit) -> None:
                     f"the body changes {', '.join(sorted(actual - declared))}, which the ledger does not declare"
                 )
             rep.findings.append(Finding("files", rel, f"{pid}: " + "; ".join(parts), patch=pid))
-        locked = ledger.lock.bodies.get(pid)
-        if locked is not None and locked != sha256_bytes(data):
-            rep.findings.append(
-                Finding(
-                    "body-hash",
-                    rel,
-                    f"{pid}: sha256 {sha256_bytes(data)[:12]}… differs from the lock's {locked[:12]}…",
-                    patch=pid,
-                )
-            )
+        locked, digest = ledger.lock.bodies.get(pid), sha256_bytes(data)
+        if locked is not None and locked != digest:
+            why = f"{pid}: sha256 {digest[:12]}… differs from the lock's {locked[:12]}…"
+            rep.findings.append(Finding("body-hash", rel, why, patch=pid))
 
 
 def _check_series(run: _Audit, series_list: list[_Series]) -> None:
@@ -249,23 +233,15 @@ def _check_series(run: _Audit, series_list: list[_Series]) -> None:
         order: list[tuple[int, Patch]] = []
         for lineno, name in s.entries:
             if not (s.path.parent / name).is_file():
-                rep.findings.append(
-                    Finding("series-missing", srel, f"names {name!r}, which is not in {s.path.parent}", lineno)
-                )
+                why = f"names {name!r}, which is not in {s.path.parent}"
+                rep.findings.append(Finding("series-missing", srel, why, lineno))
                 continue
             entry = by_name.get(Path(name).name)
             if entry is None:
                 continue  # an unmatched body: reported above
             if not entry.active:
-                rep.findings.append(
-                    Finding(
-                        "held-in-series",
-                        srel,
-                        f"applies {entry.id}, which the ledger marks {entry.state}",
-                        lineno,
-                        entry.id,
-                    )
-                )
+                why = f"applies {entry.id}, which the ledger marks {entry.state}"
+                rep.findings.append(Finding("held-in-series", srel, why, lineno, entry.id))
                 continue
             order.append((lineno, entry))
         _order_findings(ledger, order, srel, rep)
@@ -285,14 +261,8 @@ def _check_numbered(run: _Audit, seen_dirs: set[Path]) -> None:
         pos = {p.id: i for i, p in enumerate(ledger.series(items[0][1].target))}
         for a, b in itertools.pairwise(items):
             if pos[a[1].id] > pos[b[1].id]:
-                rep.findings.append(
-                    Finding(
-                        "order",
-                        b[2],
-                        f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before",
-                        patch=b[1].id,
-                    )
-                )
+                why = f"{b[1].id}: numbered after {a[1].id} here, but the ledger applies it before"
+                rep.findings.append(Finding("order", b[2], why, patch=b[1].id))
 
 
 def _check_expected(run: _Audit, expected_files: list[Path], target: str | None) -> None:
@@ -310,9 +280,8 @@ def _check_expected(run: _Audit, expected_files: list[Path], target: str | None)
             rep.findings.append(Finding("expected-extra", erel, "cannot tell which target these hashes belong to"))
             continue
         for written in unowned:
-            rep.findings.append(
-                Finding("expected-extra", erel, f"{written}: no target's series changes this file", lines.get(written))
-            )
+            why = f"{written}: no target's series changes this file"
+            rep.findings.append(Finding("expected-extra", erel, why, lines.get(written)))
         for tname, want in per_target.items():
             _expected_findings(ledger, tname, want, lines, touched, erel, rep)
 
@@ -325,10 +294,7 @@ def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, r
     """
     if not order:
         return
-    ranks = {}
-    for tname in {p.target for _, p in order}:
-        for i, p in enumerate(ledger.series(tname)):
-            ranks[p.id] = i
+    ranks = {p.id: i for tname in {p.target for _, p in order} for i, p in enumerate(ledger.series(tname))}
     seq = [ranks[p.id] for _, p in order]
     keep = _longest_increasing(seq)
     for i, (lineno, p) in enumerate(order):
@@ -337,9 +303,8 @@ def _order_findings(ledger: Ledger, order: list[tuple[int, Patch]], srel: str, r
         series_ids = [q.id for q in ledger.series(p.target)]
         k = series_ids.index(p.id)
         where = f"after {series_ids[k - 1]}" if k else "first"
-        rep.findings.append(
-            Finding("order", srel, f"{p.id}: out of the ledger's order (the ledger applies it {where})", lineno, p.id)
-        )
+        why = f"{p.id}: out of the ledger's order (the ledger applies it {where})"
+        rep.findings.append(Finding("order", srel, why, lineno, p.id))
 
 
 def _longest_increasing(seq: list[int]) -> set[int]:
@@ -421,15 +386,13 @@ def _expected_findings(
     for path, (digest, written) in sorted(want.items()):
         line = lines.get(written)
         if path in lock_files and lock_files[path] != digest:
-            rep.findings.append(
-                Finding("expected-hash", erel, f"{written}: sha256 differs from the lock's for {path}", line)
-            )
+            why = f"{written}: sha256 differs from the lock's for {path}"
+            rep.findings.append(Finding("expected-hash", erel, why, line))
         elif lock_files and path not in lock_files:
             rep.findings.append(Finding("expected-extra", erel, f"{written}: the lock has no hash for {path}", line))
         if touched[tname] and path not in touched[tname]:
-            rep.findings.append(
-                Finding("expected-extra", erel, f"{written}: no body of the {tname} series changes {path}", line)
-            )
+            why = f"{written}: no body of the {tname} series changes {path}"
+            rep.findings.append(Finding("expected-extra", erel, why, line))
     for path in sorted(set(lock_files) - set(want)):
         rep.findings.append(Finding("expected-missing", erel, f"the lock's {path} has no line here"))
     for path in sorted(touched[tname] - set(want)):

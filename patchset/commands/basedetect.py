@@ -178,7 +178,6 @@ def detect(
     tree: Path | None = None,
     image: str | None = None,
     upstream: str | None = None,
-    docker: str | None = None,
 ) -> BaseCheck:
     """Read the clues of ``tree`` and/or ``image``, resolve the commit (``upstream``: a clone to
     resolve it in; else only the ledger's base), and compare it with the target's base (of the
@@ -194,7 +193,7 @@ def detect(
         where.append(str(tree))
     if image:
         tag = image_tag_clue(image)
-        clues += ([tag] if tag else []) + inspect_image(image, docker=docker)
+        clues += ([tag] if tag else []) + inspect_image(image)
         where.append(image)
     detected = combine(clues)
     if not detected.found:

@@ -112,11 +112,7 @@ def infer(
     mine = [r for r in found if r.strip == default and not r.root]
     if base_files is None:  # package directories are weak evidence: never a question, only a clear case
         return (found[0] if len(found) == 1 and not mine else None), (mine or found)
-    if len(found) == 1 and mine:
-        return None, found
-    if len(found) == 1:
-        return found[0], found
-    return None, found
+    return (found[0] if len(found) == 1 and not mine else None), found
 
 
 def reroot(body: bytes, strip: int, root: str) -> bytes:
@@ -133,21 +129,15 @@ def reroot(body: bytes, strip: int, root: str) -> bytes:
         raise InputError(f"the body does not parse ({exc}): its file names cannot be re-rooted") from None
     hunks = sorted((int(f.hunks.head[i]), int(f.hunks.stop[i])) for f in raw for i in range(len(f.hunks)))
     spellings: dict[str, str] = {}
-    for name, _ in names:
+    sides = [side.strip('"') for f in raw for side in (f.source, f.target)]  # the other side's (b/… for a/…)
+    for name in [*(n for n, _ in names), *sides]:
+        if not name or name == "/dev/null" or name in spellings:
+            continue
         try:
             rest = strip_path(name, strip)
         except PatchFormatError:
             continue
         spellings[name] = name[: len(name) - len(rest)] + root + rest
-    for f in raw:  # the other side's spelling (b/… for a/…)
-        for side in (f.source, f.target):
-            side = side.strip('"')
-            if side and side != "/dev/null" and side not in spellings:
-                try:
-                    rest = strip_path(side, strip)
-                except PatchFormatError:
-                    continue
-                spellings[side] = side[: len(side) - len(rest)] + root + rest
     out: list[bytes] = []
     pos, h = 0, 0
     heads = (b"diff --git ", b"--- ", b"+++ ", b"rename from ", b"rename to ", b"copy from ", b"copy to ", b"Index: ")

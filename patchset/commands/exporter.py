@@ -89,6 +89,7 @@ def _dirs_of(name: str) -> list[str]:
 
 
 def trailers(p: Patch) -> list[str]:
+    """The trailers that name a patch in a mail or a commit (``Patch-Id:`` is what a re-run reads back)."""
     out = [f"Patch-Id: {p.id}", f"Origin: {p.origin}"]
     out += [f"Upstream-PR: {r}" for r in p.upstream.prs]
     out += [f"Ports: {r}" for r in p.upstream.ports]
@@ -133,23 +134,19 @@ def export(ledger: Ledger, fmt: str, dest: Path, target: str | None = None) -> d
     for t in populated:
         out = dest / t if nested else dest
         if fmt == "quilt":
-            items = _bodies(ledger, t)
-            series = []
-            lines = []
+            written[t], lines = [], []
             taken: set[str] = {n.lower() for n in RESERVED}
             taken_dirs: set[str] = set()
-            for p, body in items:
+            for p, body in _bodies(ledger, t):
                 name = _unique(portable_name(quilt_name(ledger, p), p.id), taken, taken_dirs)
                 writes[out / name] = body
-                series.append(name)
+                written[t].append(name)
                 strip = p.strip_on(ledger.targets[t])
                 lines.append(name if strip == 1 else f"{name} -p{strip}")  # quilt's default is -p1
             writes[out / "series"] = ("".join(f"{n}\n" for n in lines)).encode()
-            written[t] = series
         elif fmt == "mbox":
             items = _bodies(ledger, t)
-            mails = b"".join(as_mail(p, b, i, len(items)) for i, (p, b) in enumerate(items, 1))
-            writes[out / "series.mbox"] = mails
+            writes[out / "series.mbox"] = b"".join(as_mail(p, b, i, len(items)) for i, (p, b) in enumerate(items, 1))
             written[t] = [p.id for p, _ in items]
         else:  # in the layout the build tree has (an installed target: site-packages paths)
             tgt = ledger.targets[t]

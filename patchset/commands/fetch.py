@@ -38,19 +38,6 @@ if TYPE_CHECKING:
     from patchset.upstream.hub import Connect, GitHubReader
     from patchset.upstream.refs import PRState, RowError
 
-__all__ = [
-    "CheckReport",
-    "CheckRow",
-    "FetchReport",
-    "FetchRow",
-    "SourceRef",
-    "check",
-    "fetch",
-    "parse_source",
-    "select",
-    "update",
-]
-
 _REPO = r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+"
 _COMMIT = re.compile(rf"^(?P<repo>{_REPO})@(?P<sha>[0-9a-f]{{7,40}})$")
 _FILE = re.compile(rf"^(?P<repo>{_REPO})@(?P<ref>[^:\s]+):(?P<path>\S.*)$")
@@ -521,13 +508,13 @@ def _run(
 def _settled_here(ledger: Ledger, p: Patch, spec: SourceRef, row: FetchRow, offline: bool, take_new: bool) -> bool:
     """Is ``row`` settled without the network (a local body, the stored body matches the lock, a
     locally changed body, offline)? False: the body is to be fetched."""
-    if spec.kind == "local":
-        row.status, row.message = LOCAL, "local body: nothing to fetch"
-        _describe_stored(ledger, p, row)
-        return True
-    locked = ledger.lock.bodies.get(p.id)
     data = _stored_body(ledger, p)
     digest = sha256_bytes(data) if data is not None else None
+    if spec.kind == "local":
+        row.status, row.message = LOCAL, "local body: nothing to fetch"
+        row.sha256, row.bytes = digest, None if data is None else len(data)
+        return True
+    locked = ledger.lock.bodies.get(p.id)
     pin = p.source.pin or None
     head = ledger.lock.heads.get(p.id)
     matches = data is not None and locked == digest and (not p.source.sha256 or p.source.sha256 == digest)
@@ -568,12 +555,6 @@ def _refusal(ledger: Ledger, p: Patch, digest: str) -> str | None:
             f"not overwritten (`patchset fetch --update {p.id}` replaces it)"
         )
     return None
-
-
-def _describe_stored(ledger: Ledger, p: Patch, row: FetchRow) -> None:
-    data = _stored_body(ledger, p)
-    if data is not None:
-        row.sha256, row.bytes = sha256_bytes(data), len(data)
 
 
 def _write(ledger_path: Path, writes: list[tuple[Patch, FetchRow, bytes, str | None]], take_new: bool) -> None:

@@ -660,12 +660,9 @@ class BuildImport:
 
 def _expected_files(src: Path, folders: dict[str, Path]) -> list[tuple[Path, str | None]]:
     """EXPECTED.sha256 files: at the top (any target) or inside one target's folder."""
-    out: list[tuple[Path, str | None]] = []
-    for d in (src, src / "patches"):
-        if (d / "EXPECTED.sha256").is_file():
-            out.append((d / "EXPECTED.sha256", None))
-    out += [(f / "EXPECTED.sha256", name) for name, f in folders.items() if (f / "EXPECTED.sha256").is_file()]
-    return out
+    out: list[tuple[Path, str | None]] = [(d / "EXPECTED.sha256", None) for d in (src, src / "patches")]
+    out += [(f / "EXPECTED.sha256", name) for name, f in folders.items()]
+    return [(f, name) for f, name in out if f.is_file()]
 
 
 def _owner(path: str, keys: dict[str, tuple[str, str]]) -> tuple[str, str] | None:

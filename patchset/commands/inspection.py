@@ -91,9 +91,7 @@ def patch_files(
         if body is None:
             _, body = body_state(ledger, patch)
         stats = diffstat(body, ledger.strip_of(patch)) if body else []
-    if stats:
-        return [s.path for s in stats]
-    return list(patch.files)
+    return [s.path for s in stats] if stats else list(patch.files)
 
 
 LOCK_HINT = (
@@ -148,9 +146,7 @@ class ValidateReport:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ok"] = self.ok
-        return d
+        return asdict(self) | {"ok": self.ok}
 
 
 def validate(ledger: Ledger) -> ValidateReport:

@@ -115,22 +115,14 @@ def interruptions(ledger_root: Path) -> list[Interruption]:
     elif pending_edit(ledger_root):
         journal = edit_journal(ledger_root)
         torn, complete = journal.complete(), journal.describe()
-        out.append(
-            Interruption(
-                LEDGER_EDIT,
-                str(ledger_root),
-                torn,
-                (
-                    f"a ledger edit was interrupted while writing ({complete}): the ledger, lock and bodies "
-                    "may be half old, half new: run `patchset recover` to finish it (add --back to undo it)"
-                )
-                if torn
-                else (
-                    f"an interrupted ledger edit left staged files ({complete}): "
-                    "`patchset recover` (or the next edit) removes them"
-                ),
-            )
+        message = (
+            f"a ledger edit was interrupted while writing ({complete}): the ledger, lock and bodies "
+            "may be half old, half new: run `patchset recover` to finish it (add --back to undo it)"
+            if torn
+            else f"an interrupted ledger edit left staged files ({complete}): "
+            "`patchset recover` (or the next edit) removes them"
         )
+        out.append(Interruption(LEDGER_EDIT, str(ledger_root), torn, message))
     rebase = pending_rebase(ledger_root)
     if rebase:
         out.append(Interruption(REBASE, str(ledger_root), rebase[0], rebase[1]))
@@ -139,16 +131,11 @@ def interruptions(ledger_root: Path) -> list[Interruption]:
 
         for tree in interrupted_trees(ledger_root):
             alien = foreign(tree)
-            if alien is not None:
-                out.append(Interruption(APPLY, str(tree), True, f"{alien.message} ({alien.hint})"))
-                continue
-            out.append(
-                Interruption(
-                    APPLY,
-                    str(tree),
-                    True,
-                    f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
-                    f"run `patchset recover --tree {tree}` (add --back to undo it)",
-                )
+            message = (
+                f"{alien.message} ({alien.hint})"
+                if alien is not None
+                else f"an apply to {tree} was interrupted ({describe_pending(tree)}): "
+                f"run `patchset recover --tree {tree}` (add --back to undo it)"
             )
+            out.append(Interruption(APPLY, str(tree), True, message))
     return out

@@ -27,7 +27,7 @@ from patchset.ledger import store as ledger_mod
 from patchset.ledger.lock import sha256_bytes
 from patchset.ledger.model import Generate, Ledger, Target
 from patchset.ledger.schema import BIND_HINT, ID_RE, generate_problem, system_bind_problem
-from patchset.rebase.generate import LEDGER, ROOT, FileChange, Generated, Workspace, run_generate
+from patchset.rebase.generate import LEDGER, ROOT, Generated, Workspace, run_generate
 from patchset.rebase.regen import prove, render_changes
 from patchset.upstream.stock import StockBase, open_stock
 
@@ -65,10 +65,6 @@ def header(title: str, command: list[str]) -> bytes:
         f"  command: {shlex.join(command)}\n\n"
     )
     return text.encode("utf-8", "surrogateescape")
-
-
-def body_of(title: str, command: list[str], changes: list[FileChange]) -> bytes:
-    return header(title, command) + render_changes(changes)
 
 
 def _script_token(argv: list[str], ledger_root: Path) -> tuple[int, Path] | None:
@@ -135,7 +131,7 @@ def import_script(
         if status is not None:
             generated = replace(generated, output=generated.output[: status.start()].rstrip("\n"))
         made = _Made(gen, generated, b"", script_data if external else None)
-        made.body = body_of(made.title, argv, generated.changes)
+        made.body = header(made.title, argv) + render_changes(generated.changes)
         problem = prove(made.body, generated.changes, "the script's result")
         if problem is not None:
             raise InputError(f"the script's result cannot be carried as a diff: {problem}; nothing was imported")

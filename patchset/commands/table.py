@@ -84,9 +84,7 @@ def _safe_row(row: Sequence[Cell]) -> list[Cell]:
         c if isinstance(c, str) else c.text if isinstance(c, Styled) else "" if c is None else " ".join(map(str, c))
         for c in row
     ]
-    if plain(" ".join(texts)):
-        return list(row)
-    return [_safe_cell(c) for c in row]
+    return list(row) if plain(" ".join(texts)) else [_safe_cell(c) for c in row]
 
 
 def _wraps(token: str) -> bool:
@@ -126,8 +124,7 @@ class Col:
     __slots__ = ("drop", "grow", "name", "right", "whole")
 
     def __init__(self, name: str, drop: int = 0, whole: bool = False, right: bool = False, grow: bool = False) -> None:
-        self.name, self.drop, self.whole, self.right = name, drop, whole, right
-        self.grow = grow
+        self.name, self.drop, self.whole, self.right, self.grow = name, drop, whole, right, grow
 
 
 def _items(cell: Cell) -> list[str]:
@@ -144,14 +141,10 @@ def _style_of(cell: Cell) -> str:
 
 def _tokens(cell: Cell, whole: bool) -> list[str]:
     """Unbreakable pieces of a cell. List items keep a trailing comma except the last."""
-    if cell is None:
-        return []
     if isinstance(cell, (str, Styled)):
         text = str(cell)
-        if whole:
-            return [ln for ln in text.split("\n") if ln] or []
-        return text.split()
-    items = [str(c) for c in cell]
+        return [ln for ln in text.split("\n") if ln] if whole else text.split()
+    items = _items(cell)
     return [f"{it}," if i < len(items) - 1 else it for i, it in enumerate(items)]
 
 

@@ -6,6 +6,7 @@ Every table goes through ``patchset.commands.table`` so it reads at any width an
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
@@ -21,9 +22,7 @@ def render_validate(term: Term, rep: Any) -> None:  # rep: patchset.commands.ins
         [[t, *(str(c.get(s, 0)) for s in ("active", "held", "dropped"))] for t, c in rep.counts.items()],
         title=f"ledger {rep.ledger}",
     )
-    by_state: dict[str, int] = {}
-    for state in rep.bodies.values():
-        by_state[state] = by_state.get(state, 0) + 1
+    by_state = Counter(rep.bodies.values())
     parts: list[str | Styled] = ["bodies: " + ("none" if not by_state else "")]
     for i, (s, n) in enumerate(sorted(by_state.items())):
         parts += [", " if i else "", Styled(f"{n} {s}", BODY_STYLE.get(s, ""))]
@@ -72,21 +71,20 @@ def render_list(term: Term, rows: list[dict[str, Any]], header: bool = False) ->
         Col("body", drop=5),
         Col("files", drop=6),  # whole paths; at a narrow width on a line under the row
     ]
-    table = []
-    for r in rows:
-        table.append(
-            [
-                str(r["order"]),
-                r["id"],
-                r["target"],
-                r["origin"],
-                r["prs"] or "-",
-                r["pr_state"] if r["prs"] else NO_PR,
-                Styled(r["state"], STATE_STYLE.get(r["state"], "")),
-                Styled(r["body"], BODY_STYLE.get(r["body"], "")),
-                r["files"] or "-",
-            ]
-        )
+    table = [
+        [
+            str(r["order"]),
+            r["id"],
+            r["target"],
+            r["origin"],
+            r["prs"] or "-",
+            r["pr_state"] if r["prs"] else NO_PR,
+            Styled(r["state"], STATE_STYLE.get(r["state"], "")),
+            Styled(r["body"], BODY_STYLE.get(r["body"], "")),
+            r["files"] or "-",
+        ]
+        for r in rows
+    ]
     term.table(cols, table, header=header)
 
 

@@ -182,8 +182,7 @@ def fill_lock(
     tl.files = dict(files)
     tl.base_files = dict(base_files)
     for p in ledger.series(target.name):
-        data = ledger.body_file(p).read_bytes()
-        e.lock.bodies[p.id] = sha256_bytes(data)
+        e.lock.bodies[p.id] = sha256_bytes(ledger.body_file(p).read_bytes())
 
 
 def record_lock(ledger: Ledger, target: Target, files: dict[str, str], base_files: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ from patchset.commands.apply.target import (
     series_items,
 )
 from patchset.commands.apply.tree import apply_to_tree
+from patchset.commands.exporter import trailers
 from patchset.engine.tree import TreePass
 from patchset.errors import InputError
 from patchset.ledger.lock import sha256_bytes
@@ -32,11 +33,7 @@ def _commit_message(p: Patch) -> str:
     lines = [p.title, ""]
     if p.description:
         lines += [p.description, ""]
-    lines.append(f"Patch-Id: {p.id}")
-    lines.append(f"Origin: {p.origin}")
-    lines += [f"Upstream-PR: {r}" for r in p.upstream.prs]
-    lines += [f"Ports: {r}" for r in p.upstream.ports]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *trailers(p)]) + "\n"
 
 
 def apply_to_repo(job: ApplyRun, target: Target, arg: TreeArg) -> TargetReport:

@@ -28,7 +28,7 @@ from patchset.ledger.model import Ledger, Patch, Target
 from patchset.patchfmt.diffs import parse_patch
 from patchset.patchfmt.filepatch import FilePatch
 from patchset.progress import Progress
-from patchset.text import Word
+from patchset.text import Word, json_fields
 
 
 class TreeKind(Word):
@@ -140,21 +140,9 @@ class TargetReport:
 
     def to_json(self) -> dict:
         return {
-            "target": self.target,
-            "tree": self.tree,
-            "kind": str(self.kind),
-            "layout": self.layout,
-            "outcome": str(self.outcome),
-            "ok": self.ok,
-            "message": self.message,
-            "fuzz": self.fuzz,
-            "mismatched": self.mismatched,
-            "hashes": self.hashes,
+            **json_fields(self, "target tree kind layout outcome ok message fuzz mismatched hashes"),
             "lock_missing": self.unlocked,
-            "commits": self.commits,
-            "warnings": self.warnings,
-            "result": self.result.to_json() if self.result else None,
-            "state": self.state.to_json() if self.state else None,
+            **json_fields(self, "commits warnings result state"),
         }
 
 

@@ -187,9 +187,7 @@ def _gaps(f: Find) -> int | None:
 def fitting(f: Find) -> list[str]:
     """The releases the series fits, newest first (the run found by the search)."""
     hits = [i for i, v in enumerate(f.versions) if f.verdicts.get(v)]
-    if not hits:
-        return []
-    return f.versions[min(hits) : max(hits) + 1]
+    return f.versions[min(hits) : max(hits) + 1] if hits else []
 
 
 def search(f: Find) -> Find:

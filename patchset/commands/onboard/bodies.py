@@ -38,9 +38,7 @@ class Reading:
 
 def names(body: bytes) -> list[str]:
     """The files a diff names, as written, read leniently (a malformed body still says whose it is)."""
-    found: list[str] = []
-    for m in _GIT_HEAD.finditer(body):
-        found.append("a/" + m.group(1).decode("utf-8", "replace"))
+    found = ["a/" + m.group(1).decode("utf-8", "replace") for m in _GIT_HEAD.finditer(body)]
     if not found:
         for plus, minus in zip(_PLUS.finditer(body), _MINUS.finditer(body), strict=False):
             name = plus.group(1) if plus.group(1) != b"/dev/null" else minus.group(1)
