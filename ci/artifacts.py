@@ -42,10 +42,6 @@ _md = markdown_cell
 _code = markdown_code
 
 
-def _cell_code(text: object) -> str:
-    return markdown_code(text, cell=True)
-
-
 MAX_REPORT = 64 << 20  # bytes of an earlier report.json read back
 
 
@@ -140,7 +136,7 @@ def _series(r: GateReport) -> list[str]:
     for i, p in enumerate(patches, 1):
         verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
         fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
-        out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
+        out.append(f"| {i} | {_code(p['id'], cell=True)} | {_md(verdict)} | {_md(fb)} |")
     out.append("")
     for p in patches:
         if p["verdict"] == "conflict":
@@ -192,7 +188,7 @@ def _tests(r: GateReport) -> list[str]:
         return [*out, "No test of the series carries these tags.", ""]
     out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
     out += [
-        f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
+        f"| {_code(t['patch'], cell=True)} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
         f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
         for t in r.tests
     ]
@@ -211,7 +207,7 @@ def _longctx(r: GateReport) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     out += [
-        f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+        f"| {_code(x['patch'], cell=True)} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
         f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
         for x in lc
     ]
@@ -375,8 +371,7 @@ def prepare(directory: Path) -> Path:
     marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
     this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
     left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
-    outdir.prepare(directory, option="--artifacts", command="gate", touches=OWN)
-    clear(directory)
+    clear(claim(directory))
     return directory
 
 

@@ -126,27 +126,25 @@ class FollowUp:
         """A follow-up as ``to_json`` wrote it (the client's cache), checked field by field."""
         if not isinstance(d, Mapping):
             raise BadItem("a follow-up that is not an object")
-        kw = {k: d.get(k) for k in ("of", "ref", "kind", "why", "title", "url", "state", "via")}
         klass = d.get("class")
         if klass not in CLASSES:
             raise BadItem(f"class {str(klass)[:40]!r}")
-        f = cls(
-            of=_text(kw["of"], "of"),
-            ref=_text(kw["ref"], "ref"),
-            kind=WorkRef(_choice(kw["kind"], "kind", tuple(WorkRef))),
+        return cls(
+            of=_text(d.get("of"), "of"),
+            ref=_text(d.get("ref"), "ref"),
+            kind=WorkRef(_choice(d.get("kind"), "kind", WorkRef)),
             klass=FollowUpClass(klass),
-            why=_text(kw["why"], "why"),
-            title=_text(kw["title"] or "", "title"),
-            url=_url(kw["url"]),
-            state=WorkState(_choice(kw["state"], "state", tuple(WorkState))),
+            why=_text(d.get("why"), "why"),
+            title=_text(d.get("title") or "", "title"),
+            url=_url(d.get("url")),
+            state=WorkState(_choice(d.get("state"), "state", WorkState)),
             created_at=_date(d.get("created_at"), "created_at"),
             merged_at=_date(d.get("merged_at"), "merged_at"),
             merge_commit=_sha(d.get("merge_commit"), "merge_commit"),
             author=_login(d.get("author"), "author"),
-            via=Via(_choice(kw["via"] or Via.TIMELINE, "via", tuple(Via))),
+            via=Via(_choice(d.get("via") or Via.TIMELINE, "via", Via)),
             in_base=d.get("in_base") if isinstance(d.get("in_base"), bool) else None,
         )
-        return f
 
 
 # ---- field checks ----------------------------------------------------------------------------
@@ -178,23 +176,14 @@ def _choice(value: Any, field: str, choices: Iterable[str]) -> str:
 
 
 def _login(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _LOGIN.fullmatch(value):
-        raise BadItem(f"{field}: not a GitHub login")
-    return value
+    return _optional(value, field, _LOGIN, "a GitHub login")
 
 
 def _url(value: Any) -> str | None:
     """An http(s) URL without spaces or control characters, else None (never an error: a link
     is only left out)."""
-    if (
-        not isinstance(value, str)
-        or len(value) > 2048
-        or not re.fullmatch(r"https?://[^\s\x00-\x1f\x7f<>\"'\\]+", value)
-    ):
-        return None
-    return value
+    ok = isinstance(value, str) and len(value) <= 2048 and re.fullmatch(r"https?://[^\s\x00-\x1f\x7f<>\"'\\]+", value)
+    return value if ok else None
 
 
 def _obj(value: Any, field: str) -> Mapping[str, Any]:

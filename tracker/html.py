@@ -24,6 +24,7 @@ from patchset.tracker.views import (
     MODE_WORDS,
     action_cell,
     days_since,
+    followups_cell,
     short_ref,
 )
 
@@ -162,8 +163,7 @@ _JS = """
 """
 
 
-def _e(text: object) -> str:
-    return html_text(text)
+_e = html_text
 
 
 def _age(r: StatusRow) -> float:
@@ -227,10 +227,7 @@ def _pr_cell(r: StatusRow) -> str:
 
 def _followups_cell(r: StatusRow) -> str:
     if not r.followups:
-        has_pr = r.pr is not None or any(x.kind == "pr" for x in r.refs)
-        if not has_pr:
-            return ""
-        return _small("not read" if not r.followups_from else "none")
+        return _small(followups_cell(r))  # "not read", "none", or nothing for a patch without a PR
     items = []
     for f in r.followups:
         if "#" in f["ref"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,15 +111,11 @@ class StatusRow:
     @property
     def data(self) -> str:
         """Where this row's upstream state came from, in words."""
-        if self.pr is None:
-            return ""
-        return _data_words(self.pr)
+        return "" if self.pr is None else _data_words(self.pr)
 
     @property
     def error(self) -> str | None:
-        if self.pr is not None and self.pr.error:
-            return error_text(self.pr.error)
-        return None
+        return error_text(self.pr.error) if self.pr is not None and self.pr.error else None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("pr", "refs")}
@@ -153,11 +150,7 @@ class StatusReport:
         return out
 
     def counts(self, attr: str = "action") -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.rows:
-            v = getattr(r, attr)
-            out[v] = out.get(v, 0) + 1
-        return out
+        return dict(Counter(getattr(r, attr) for r in self.rows))
 
     def oldest(self) -> str:
         """How old the oldest upstream state on the page is, in words."""

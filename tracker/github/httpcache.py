@@ -12,12 +12,12 @@ and body. Request headers, and so tokens, are never stored.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchset import atomic
 from patchset.upstream.cache import subdir
 
 
@@ -29,22 +29,6 @@ def log(name: str = __name__):  # -> logging.Logger; logging loads when somethin
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename). No fsync: this is a cache, and
-    an entry lost in a crash reads as a miss (see the sha256 check in ``get``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def default_cache_dir() -> Path:
@@ -173,8 +157,9 @@ class HttpCache:
         del meta["body"]
         meta["body_sha256"] = hashlib.sha256(entry.body).hexdigest()
         try:
-            _replace(body_path, entry.body)
-            _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+            # no fsync: an entry lost in a crash reads as a miss (the sha256 check in ``get``)
+            atomic.write_bytes(body_path, entry.body, mode=0o600, durable=False)
+            atomic.write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"), mode=0o600, durable=False)
         except OSError as exc:  # the cache is best-effort: an unwritable one must not fail a read
             log().warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
 
