@@ -296,6 +296,11 @@ def _xml_safe(root: ET.Element) -> None:
             el.attrib = {xml_text(k): xml_text(v) for k, v in el.attrib.items()}
 
 
+def _properties(case: ET.Element) -> ET.Element:
+    found = case.find("properties")
+    return ET.SubElement(case, "properties") if found is None else found
+
+
 def junit(r: GateReport) -> bytes:
     suite = ET.Element("testsuite", name=SUITE)
     cases: list[ET.Element] = []
@@ -331,9 +336,7 @@ def junit(r: GateReport) -> bytes:
         c = case(f"tests.{t['patch']}", t["name"], t["seconds"])
         for label, run in (t.get("longctx") or {}).items():
             if run:
-                props = c.find("properties")
-                if props is None:
-                    props = ET.SubElement(c, "properties")
+                props = _properties(c)
                 up = run.get("engine_startup_seconds")
                 for k, v in (
                     (f"{label} engine startup seconds", "" if up is None else f"{up:.3f}"),
@@ -342,18 +345,15 @@ def junit(r: GateReport) -> bytes:
                 ):
                     ET.SubElement(props, "property", name=k, value=str(v))
         if t.get("carried"):  # the class is carried: a property, never a new pass of its own
-            props = c.find("properties")
-            if props is None:
-                props = ET.SubElement(c, "properties")
+            props = _properties(c)
             ET.SubElement(props, "property", name="class", value=str(t.get("class", "")))
             ET.SubElement(props, "property", name="carried from", value=str(t["carried"]))
         if t["status"] != "passed":
             f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
             f.text = t.get("tail", "")
     suite.set("tests", str(len(cases)))
-    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
-    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
-    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    for count, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        suite.set(count, str(sum(1 for c in cases if c.find(tag) is not None)))
     suite.set("time", f"{r.seconds:.3f}")
     root = ET.Element("testsuites")
     root.append(suite)

@@ -254,12 +254,10 @@ def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Up
         if "://" in upstream or upstream.startswith("git@"):  # a URL (file:// too) is cloned and fetched
             return Upstream(UpstreamKind.CLONE, UpstreamClone(upstream), upstream, target.branch, target.package)
         local = local_repo(upstream) or local_repo(root / upstream)
-        if local is not None:
-            return Upstream(
-                UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package
-            )
-        raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
-    local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
+        if local is None:
+            raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
+    else:
+        local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
     if local is not None:
         return Upstream(
             UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package

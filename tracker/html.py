@@ -11,12 +11,14 @@ person does. At 1,280 px the page never scrolls sideways; ids never break.
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from pathlib import Path
 
 from patchset import atomic
 from patchset.text import html_text, safe_url
 from patchset.tracker.links import commit_url, ref_url
-from patchset.tracker.report import StatusReport, StatusRow
+from patchset.tracker.report import StatusReport, StatusRow, age_seconds
 from patchset.tracker.views import (
     ACTION_WORDS,
     FOLLOWUP_WORDS,
@@ -167,13 +169,7 @@ _e = html_text
 
 
 def _age(r: StatusRow) -> float:
-    from time import time
-
-    from patchset.tracker.report import age_seconds
-
-    if r.pr is None:
-        return float("inf")
-    age = age_seconds(r.pr, time())
+    age = age_seconds(r.pr, time.time()) if r.pr is not None else None
     return float("inf") if age is None else age
 
 
@@ -319,10 +315,7 @@ def to_html(report: StatusReport) -> str:
     errors = report.errors()
     errs = ""
     if errors:
-        kinds: dict[str, int] = {}
-        for e in errors:
-            kind = e.split(": ")[2] if e.count(": ") >= 2 else "error"
-            kinds[kind] = kinds.get(kind, 0) + 1
+        kinds = Counter(e.split(": ")[2] if e.count(": ") >= 2 else "error" for e in errors)
         summary = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items()))
         errs = (
             f'<details class="err"><summary>{len(errors)} upstream read(s) failed: {_e(summary)}; '

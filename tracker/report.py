@@ -154,16 +154,10 @@ class StatusReport:
 
     def oldest(self) -> str:
         """How old the oldest upstream state on the page is, in words."""
-        worst: tuple[float, str] | None = None
         now = time.time()
-        for r in self.rows:
-            for ref in ([r.pr] if r.pr else []) + r.refs:
-                age = age_seconds(ref, now)
-                if age is None:
-                    continue
-                if worst is None or age > worst[0]:
-                    worst = (age, _data_words(ref))
-        return worst[1] if worst else "no upstream data"
+        refs = [ref for r in self.rows for ref in ([r.pr] if r.pr else []) + r.refs]
+        aged = [(age, ref) for ref in refs if (age := age_seconds(ref, now)) is not None]
+        return _data_words(max(aged, key=lambda a: a[0])[1]) if aged else "no upstream data"
 
     def errors(self) -> list[str]:
         """One line per upstream read that failed; a host that could not be reached at all (no

@@ -75,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, required=True, help="where report.md goes: a new or empty directory, or combine's own"
     )
     args = ap.parse_args(argv)
-    outdir.check(
-        args.out, option="--out", touches=["report.md"]
-    )  # before anything is read: a foreign directory is left alone
+    # before anything is read: a foreign directory is left alone
+    outdir.check(args.out, option="--out", touches=["report.md"])
     dirs = [p for p in Path(".").glob(args.tests) if p.is_dir()] if args.tests else []
     verdict, md, has_series = combine(args.plan, dirs)
     outdir.prepare(args.out, option="--out", command="ci combine", touches=["report.md"])

@@ -112,11 +112,9 @@ def parse_states(
             return {r: row for r in refs}
     data = doc.get("data")
     repo_node = data.get("repository") if isinstance(data, dict) else None
+    first = general[0] if general else {}
     if repo_node is None:
-        e = general[0] if general else {}
-        kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
-        msg = str(e.get("message") or f"no data for {repo}")
-        return {r: RowError(kind, msg) for r in refs}
+        return {r: _unanswered(first, f"no data for {repo}", repository=True) for r in refs}
     if not isinstance(repo_node, dict):
         return {r: RowError(MALFORMED, "repository is not an object") for r in refs}
     now = time.time()
@@ -124,11 +122,7 @@ def parse_states(
     for ref in refs:
         node = repo_node.get(ref.alias)
         if node is None:
-            e = by_alias.get(ref.alias) or (general[0] if general else {})
-            kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
-            out[ref] = RowError(
-                kind, str(e.get("message") or f"no data for {ref}"), status=404 if kind == NOT_FOUND else None
-            )
+            out[ref] = _unanswered(by_alias.get(ref.alias) or first, f"no data for {ref}")
             continue
         try:
             state = pr_from_graphql(ref, node, now)
@@ -141,6 +135,13 @@ def parse_states(
         _timeline_into(state, repo, ref, node)
         out[ref] = state
     return out
+
+
+def _unanswered(e: Mapping[str, Any], fallback: str, *, repository: bool = False) -> RowError:
+    """The row of a node the answer lacks, from its error ``e`` ({}: none); a missing PR is a 404."""
+    kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
+    status = 404 if kind == NOT_FOUND and not repository else None
+    return RowError(kind, str(e.get("message") or fallback), status=status)
 
 
 def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:

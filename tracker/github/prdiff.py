@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from patchset.text import json_fields
 from patchset.tracker.github.failures import Failure
 from patchset.tracker.github.httpcache import log
 from patchset.tracker.github.payloads import Unreadable, file_entry
@@ -45,13 +46,10 @@ class PRDiff:
         import hashlib
 
         return {
-            "ref": self.ref.to_json(),
-            "source": self.source,
+            **json_fields(self, "ref source"),
             "bytes": len(self.data),
             "sha256": hashlib.sha256(self.data).hexdigest(),
-            "cached": self.cached,
-            "age_s": self.age_s,
-            "note": self.note,
+            **json_fields(self, "cached age_s note"),
         }
 
 
