@@ -126,9 +126,8 @@ def newest_safe_line(safe: dict[str, Any], *, command: bool = True) -> str:
     where = describe_commit(safe.get("commit")) or safe.get("label", "")
     tests = safe.get("tests")
     tested = "" if tests is None else (", its tests pass" if safe.get("passed") else f", but {tests}")
-    if command and safe.get("command"):
-        return f"newest safe upstream: {where} ({safe.get('why', '')}{tested}): {safe['command']}"
-    return f"newest safe upstream: {where} ({safe.get('why', '')}{tested})"
+    line = f"newest safe upstream: {where} ({safe.get('why', '')}{tested})"
+    return f"{line}: {safe['command']}" if command and safe.get("command") else line
 
 
 def describe_commit(c: dict[str, Any] | None) -> str:

@@ -141,23 +141,28 @@ def short_ref(text: str) -> str:
     return f"{short}#{n}" if sep and short else text
 
 
-def _listed_followups(r: StatusRow) -> tuple[list[dict[str, Any]], str]:
-    """The follow-ups of a row that are listed, and the item counting its mentions ("" for none):
-    mentions are counted, not listed."""
+def _listed_followups(r: StatusRow) -> tuple[list[tuple[str, str, str | None, str]], str]:
+    """The follow-ups of a row that are listed, as ``(words, ref, link, tail)``, and the item
+    counting its mentions ("" for none): mentions are counted, not listed."""
     listed = [f for f in r.followups if f["class"] != "mentioned"]
     mentions = len(r.followups) - len(listed)
-    return listed, f"{mentions} mention{'s' if mentions != 1 else ''}" if mentions else ""
+    parts = [
+        (
+            FOLLOWUP_WORDS.get(f["class"], f["class"]),
+            short_ref(f["ref"]) if "#" in f["ref"] else f"commit {str(f.get('merge_commit') or '')[:12]}",
+            (f.get("url") or ref_url(f["ref"])) if "#" in f["ref"] else commit_url(f["ref"], f.get("merge_commit")),
+            " (in the base)" if f.get("in_base") else "",
+        )
+        for f in listed
+    ]
+    return parts, f"{mentions} mention{'s' if mentions != 1 else ''}" if mentions else ""
 
 
 def followup_items(r: StatusRow) -> list[str]:
     """The follow-ups of a row, one item each: ``reverted by vllm#58999``, ``follow-up merged
     vllm#59001 (in the base)``, ``2 mentions``."""
-    listed, mentions = _listed_followups(r)
-    items = []
-    for f in listed:
-        ref = short_ref(f["ref"]) if "#" in f["ref"] else f"commit {f.get('merge_commit', '')[:12]}"
-        tail = " (in the base)" if f.get("in_base") else ""
-        items.append(f"{FOLLOWUP_WORDS.get(f['class'], f['class'])} {ref}{tail}")
+    parts, mentions = _listed_followups(r)
+    items = [f"{words} {ref}{tail}" for words, ref, _link, tail in parts]
     return [*items, mentions] if mentions else items
 
 
@@ -274,21 +279,9 @@ _md = markdown_cell
 
 
 def _md_followups(r: StatusRow) -> str:
-    listed, mentions = _listed_followups(r)
-    parts = []
-    for f in listed:
-        if "#" in f["ref"]:
-            link = markdown_link(short_ref(f["ref"]), f.get("url") or ref_url(f["ref"]))
-        else:
-            link = markdown_link(
-                f"commit {str(f.get('merge_commit') or '')[:12]}", commit_url(f["ref"], f.get("merge_commit"))
-            )
-        parts.append(
-            f"{_md(FOLLOWUP_WORDS.get(f['class'], f['class']))} {link}" + (" (in the base)" if f.get("in_base") else "")
-        )
-    if mentions:
-        parts.append(_md(mentions))
-    return "; ".join(parts) or _md(followups_cell(r))
+    parts, mentions = _listed_followups(r)
+    items = [f"{_md(words)} {markdown_link(ref, link)}{tail}" for words, ref, link, tail in parts]
+    return "; ".join(items + ([_md(mentions)] if mentions else [])) or _md(followups_cell(r))
 
 
 def _md_upstream(r: StatusRow) -> str:

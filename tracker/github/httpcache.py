@@ -162,10 +162,3 @@ class HttpCache:
             atomic.write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"), mode=0o600, durable=False)
         except OSError as exc:  # the cache is best-effort: an unwritable one must not fail a read
             log().warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
-
-    def clear(self) -> None:
-        if not self.root.is_dir():
-            return
-        for p in self.root.glob("*/*"):
-            if p.suffix in (".json", ".body", ".tmp"):
-                p.unlink(missing_ok=True)
