@@ -75,10 +75,7 @@ def _unchanged_markdown(r: GateReport) -> str:
 
 def _markdown(r: GateReport) -> str:
     """The report of one judging run, a section at a time (each empty when it has nothing to say)."""
-    out: list[str] = []
-    for section in _SECTIONS:
-        out += section(r)
-    return "\n".join(out)
+    return "\n".join(line for section in _SECTIONS for line in section(r))
 
 
 def _summary(r: GateReport) -> list[str]:
@@ -303,12 +300,9 @@ def _properties(case: ET.Element) -> ET.Element:
 
 def junit(r: GateReport) -> bytes:
     suite = ET.Element("testsuite", name=SUITE)
-    cases: list[ET.Element] = []
 
     def case(classname: str, name: str, seconds: float = 0.0) -> ET.Element:
-        c = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
-        cases.append(c)
-        return c
+        return ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
 
     if r.status == ERROR:
         c = case("gate", "judge upstream")
@@ -351,6 +345,7 @@ def junit(r: GateReport) -> bytes:
         if t["status"] != "passed":
             f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
             f.text = t.get("tail", "")
+    cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     for count, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
         suite.set(count, str(sum(1 for c in cases if c.find(tag) is not None)))
@@ -398,9 +393,7 @@ def kept_verdict(directory: Path, judged: str, judged_at: str) -> dict[str, Any]
         doc = doc.get("verdict_report")
     if not isinstance(doc, dict) or doc.get("status") not in (GREEN, RED):
         return None
-    if not judged_at or (doc.get("commit"), doc.get("judged_at")) != (judged, judged_at):
-        return None
-    return doc
+    return doc if judged_at and (doc.get("commit"), doc.get("judged_at")) == (judged, judged_at) else None
 
 
 def clear(directory: Path) -> None:

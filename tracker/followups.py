@@ -226,21 +226,19 @@ def parse_timeline(repo: str, number: int, node: Mapping[str, Any]) -> tuple[lis
     if not isinstance(timeline, Mapping) or not isinstance(timeline.get("nodes"), list):
         return [], ["timeline: not a connection of items"]
     of = f"{repo}#{number}"
-    out: list[FollowUp] = []
-    seen: set[str] = set()
+    out: dict[str, FollowUp] = {}  # by ref: the first item naming it
     for i, item in enumerate(timeline["nodes"]):
         try:
             f = _cross_reference(repo, number, of, _obj(item, "item"))
         except BadItem as exc:
             notes.append(f"timeline item {i}: {exc}")
             continue
-        if f is not None and f.ref not in seen:
-            seen.add(f.ref)
-            out.append(f)
+        if f is not None:
+            out.setdefault(f.ref, f)
     total = timeline.get("totalCount")
     if isinstance(total, int) and not isinstance(total, bool) and total > len(timeline["nodes"]):
         notes.append(f"timeline: the newest {len(timeline['nodes'])} of {total} cross-references read")
-    return out, notes
+    return list(out.values()), notes
 
 
 def _cross_reference(repo: str, number: int, of: str, item: Mapping[str, Any]) -> FollowUp | None:
