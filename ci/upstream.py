@@ -98,10 +98,8 @@ class Upstream:
         ref = ref.strip()
         if self.kind == "releases":
             version = ref.split("==", 1)[1].strip() if is_spec_like(ref) else version_like(ref)
-            if version:
-                spec = f"{self.project}=={version}"
-                return self.repo.resolve(spec), spec
-            return self.repo.resolve(ref), ref
+            spec = f"{self.project}=={version}" if version else ref
+            return self.repo.resolve(spec), spec
         if isinstance(self.repo, UpstreamClone):
             if not self.repo.cloned:
                 self.repo.sync()

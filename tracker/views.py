@@ -11,6 +11,8 @@ or a link.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import markdown_cell, markdown_code, markdown_link
 from patchset.tracker.links import commit_url, ref_url
 from patchset.tracker.report import StatusReport, StatusRow
+from patchset.upstream.refs import DEFAULT_ALIASES
 
 STATE_STYLE = {
     "merged": "magenta",
@@ -106,9 +109,6 @@ def upstream_cell(r: StatusRow) -> str:
 
 
 def days_since(iso: str | None, now: float | None = None) -> int | None:
-    import datetime as dt
-    import time
-
     if not iso:
         return None
     try:
@@ -134,8 +134,6 @@ def age_cell(r: StatusRow) -> str:
 
 def short_ref(text: str) -> str:
     """``vllm-project/vllm#58999`` -> ``vllm#58999`` for the repositories the ledger has short names for."""
-    from patchset.upstream.refs import DEFAULT_ALIASES
-
     repo, sep, n = text.partition("#")
     short = {v.lower(): k for k, v in DEFAULT_ALIASES.items()}.get(repo.lower())
     return f"{short}#{n}" if sep and short else text

@@ -87,7 +87,6 @@ def parse_states(
     repo: str, refs: list[PRRef], doc: Mapping[str, Any], headers: Mapping[str, str] | None = None
 ) -> dict[PRRef, PRState | RowError]:
     """Turn one GraphQL answer into a row per ref (a state, or the error that hit that alias)."""
-    headers = headers or {}
     errors = doc.get("errors") or []
     if not isinstance(errors, list):
         errors = [{"message": str(errors)}]
@@ -106,7 +105,7 @@ def parse_states(
             row = RowError(
                 RATE_LIMIT,
                 str(e.get("message") or "GraphQL rate limit exceeded"),
-                reset_at=reset_of(headers),
+                reset_at=reset_of(headers or {}),
                 status=200,
             )
             return {r: row for r in refs}

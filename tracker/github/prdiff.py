@@ -122,11 +122,7 @@ def _diff_from_commits(reads: Reads, ref: PRRef, why: str) -> PRDiff:
         if isinstance(parents, list) and len(parents) > 1:
             merges.append(sha)
             continue
-        parts.append(
-            reads.get(
-                f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(FULL_SHA.match(sha)), want_json=False
-            ).body
-        )
+        parts.append(reads.get(f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=True, want_json=False).body)
         held += len(parts[-1])
         if held > cap:
             raise Failure(
