@@ -112,10 +112,6 @@ class FollowUp:
     via: Via = Via.TIMELINE
     in_base: bool | None = None  # its merge commit is in the target's base (a clone tells)
 
-    @property
-    def revert(self) -> bool:
-        return bool(_REVERT.match(self.title))
-
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["class"] = out.pop("klass")
@@ -203,8 +199,7 @@ def classify(title: str, kind: str, state: str, number: int, *, same_repo: bool 
         return MENTIONED, "a pull request of another repository names it"
     if kind == "pr" and state == "closed":
         return MENTIONED, "a pull request closed without merging names it"
-    reverts = bool(_REVERT.match(title))
-    if reverts:
+    if _REVERT.match(title):
         if state == "merged":
             return REVERTED, "a merged pull request titled as a revert names it"
         return FOLLOWUP_OPEN, "an open pull request titled as a revert names it"

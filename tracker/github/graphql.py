@@ -131,7 +131,9 @@ def parse_states(
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({short(exc)})")
             continue
-        _timeline_into(state, repo, ref, node)
+        if state.is_pull and "timelineItems" in node:  # its cross-references, checked item by item
+            found, state.followup_notes = parse_timeline(repo, ref.number, node)
+            state.followups = [f.to_json() for f in found]
         out[ref] = state
     return out
 
@@ -141,11 +143,3 @@ def _unanswered(e: Mapping[str, Any], fallback: str, *, repository: bool = False
     kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
     status = 404 if kind == NOT_FOUND and not repository else None
     return RowError(kind, str(e.get("message") or fallback), status=status)
-
-
-def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:
-    """The PR's cross-references (``tracker.followups``, checked item by item) into its state."""
-    if state.is_pull and "timelineItems" in node:
-        found, notes = parse_timeline(repo, ref.number, node)
-        state.followups = [f.to_json() for f in found]
-        state.followup_notes = notes

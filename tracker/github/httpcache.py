@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from patchset import atomic
-from patchset.upstream.cache import subdir
 
 
 def log(name: str = __name__):  # -> logging.Logger; logging loads when something is logged, not at start-up
@@ -29,11 +28,6 @@ def log(name: str = __name__):  # -> logging.Logger; logging loads when somethin
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
-
-
-def default_cache_dir() -> Path:
-    """``$PATCHSET_CACHE/github`` (default ``~/.cache/patchset/github``)."""
-    return subdir("github", create=False)
 
 
 @dataclass
