@@ -199,15 +199,13 @@ def _pr_cell(r: StatusRow) -> str:
         out = _link(short_ref(pr.ref), pr.url or ref_url(pr.ref, pr.kind))
         words = pr.state + (f" {pr.merged_at[:10]}" if pr.merged_at else "") + (f" by {pr.author}" if pr.author else "")
         out += f" {_e(words)}"
-        if pr.title:
-            out += _small(pr.title)
+        out += _small(pr.title)
         bits = [b for b in (pr.review and pr.review.lower().replace("_", " "), pr.ci and f"CI {pr.ci.lower()}") if b]
         if r.in_base is not None:
             bits.append(f"in base: {'yes' if r.in_base else 'no'}")
         if r.first_release:
             bits.append(f"first in {r.first_release}")
-        if bits:
-            out += _small("; ".join(bits))
+        out += _small("; ".join(bits))
         if pr.state == "merged" and pr.merge_commit:
             url = commit_url(pr.ref, pr.merge_commit)
             out += f'<span class="small">merge commit {_link(pr.merge_commit[:12], url)}</span>'
@@ -247,12 +245,9 @@ def _row(r: StatusRow, pos: int) -> str:
     if r.state != "active":
         pid += f' <b class="small">{_e(r.state)}</b>'
     pid += f'<span class="small target">{_e(r.target)} · {_e(r.origin)}</span>'
-    if r.title:
-        pid += _small(r.title)
-    if r.files:
-        pid += "".join(f'<span class="small"><code class="path">{_path(f)}</code></span>' for f in r.files)
-    if r.notes:
-        pid += "".join(_small(n) for n in r.notes)
+    pid += _small(r.title)  # each of these is nothing when empty
+    pid += "".join(f'<span class="small"><code class="path">{_path(f)}</code></span>' for f in r.files)
+    pid += "".join(_small(n) for n in r.notes)
     age = _age(r)
     opened = days_since(r.pr.created_at) if r.pr is not None else None
     last = None

@@ -207,11 +207,10 @@ class GitHubClient:
                 raise Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
             if doc.get("encoding") == "base64":
                 import base64
-                import binascii
 
                 try:
                     return base64.b64decode(doc.get("content") or "", validate=False)
-                except (binascii.Error, ValueError):
+                except ValueError:  # binascii.Error is one
                     raise Failure(RowError(MALFORMED, "content is not valid base64")) from None
             # encoding "none" (a 1-100 MB file through the object media type): no content; ask raw.
             return get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
