@@ -249,10 +249,9 @@ def _row(r: StatusRow, pos: int) -> str:
     pid += "".join(f'<span class="small"><code class="path">{_path(f)}</code></span>' for f in r.files)
     pid += "".join(_small(n) for n in r.notes)
     age = _age(r)
-    opened = days_since(r.pr.created_at) if r.pr is not None else None
-    last = None
-    if r.pr is not None:
-        last = r.pr.merged_at if r.pr.state == "merged" and r.pr.merged_at else r.pr.updated_at
+    pr = r.pr
+    opened = days_since(pr.created_at) if pr is not None else None
+    last = (pr.merged_at if pr.state == "merged" and pr.merged_at else pr.updated_at) if pr is not None else None
     cells = [
         f'<td class="num" data-sort="{_e(r.order or 9999)}">{_e(r.order or "")}</td>',
         f'<td data-sort="{_e(r.id)}">{pid}</td>',

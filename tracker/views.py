@@ -171,9 +171,7 @@ def followups_cell(r: StatusRow) -> str:
     if items:
         return "; ".join(items)
     has_pr = r.pr is not None or any(x.kind == "pr" for x in r.refs)
-    if has_pr and not r.followups_from:
-        return "not read"
-    return "none" if has_pr else ""
+    return ("none" if r.followups_from else "not read") if has_pr else ""
 
 
 def action_cell(r: StatusRow) -> str:
@@ -287,8 +285,7 @@ def _md_upstream(r: StatusRow) -> str:
         return "—"
     out = markdown_link(upstream_cell(r), r.pr.url or ref_url(r.pr.ref, r.pr.kind))
     if r.pr.state == "merged" and r.pr.merge_commit:
-        link = markdown_link(f"merge {r.pr.merge_commit[:12]}", commit_url(r.pr.ref, r.pr.merge_commit))
-        out += f" ({link})"
+        out += f" ({markdown_link(f'merge {r.pr.merge_commit[:12]}', commit_url(r.pr.ref, r.pr.merge_commit))})"
     for ref in r.refs:
         out += f"; {_md(ref.role.rstrip('s'))} " + markdown_link(
             f"{ref.ref} {ref.state}", ref.url or ref_url(ref.ref, ref.kind)
