@@ -156,13 +156,8 @@ class Upstream:
             return between
         out = self.repo.git("log", "--first-parent", "--reverse", "-z", "--format=%H%x1f%s", f"{old}..{new}").stdout
         tags = self._release_tags()
-        commits = []
-        for entry in out.decode("utf-8", "replace").split("\0"):
-            entry = entry.strip("\n")
-            if entry:
-                sha, subject = entry.split("\x1f", 1)
-                commits.append(Commit(sha, subject, tags.get(sha, "")))
-        return commits
+        entries = [e.strip("\n") for e in out.decode("utf-8", "replace").split("\0")]
+        return [Commit(sha, subject, tags.get(sha, "")) for sha, subject in (e.split("\x1f", 1) for e in entries if e)]
 
     def _releases_between(self, old: str, new: str) -> list[Commit] | None:
         if self.kind != "releases" or not isinstance(self.repo, ReleaseHistory):
