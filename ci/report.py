@@ -257,15 +257,11 @@ def render(r: GateReport, term: Term | None = None) -> None:
             term.line(Styled(newest_safe_line(then.newest_safe), "bold"))
     patches = r.rebase.get("patches", [])
     if patches:
-        tests_by_patch: dict[str, list[dict[str, Any]]] = {}
-        for t in r.tests:
-            tests_by_patch.setdefault(t["patch"], []).append(t)
         rows = []
         for i, p in enumerate(patches, 1):
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
-            ts = tests_by_patch.get(p["id"], [])
-            tests = "; ".join(test_cell(t) for t in ts) or "-"
+            tests = "; ".join(test_cell(t) for t in r.tests if t["patch"] == p["id"]) or "-"
             rows.append([str(i), p["id"], Styled(verdict, _VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests])
         cols = [
             Col("#", right=True),

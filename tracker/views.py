@@ -108,14 +108,14 @@ def upstream_cell(r: StatusRow) -> str:
     return out
 
 
-def days_since(iso: str | None, now: float | None = None) -> int | None:
+def days_since(iso: str | None) -> int | None:
     if not iso:
         return None
     try:
         when = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return max(0, int(((now or time.time()) - when.timestamp()) // 86400))
+    return max(0, int((time.time() - when.timestamp()) // 86400))
 
 
 def age_cell(r: StatusRow) -> str:

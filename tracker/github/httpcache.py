@@ -46,9 +46,9 @@ class CacheEntry:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
 
-    def age(self, now: float | None = None) -> float:
+    def age(self) -> float:
         """Seconds since the server last confirmed this body."""
-        return max(0.0, (time.time() if now is None else now) - self.validated_at)
+        return max(0.0, time.time() - self.validated_at)
 
     def conditional_headers(self) -> dict[str, str]:
         """Headers that make the next request conditional on this entry."""
@@ -80,13 +80,13 @@ class HttpCache:
         d = self.root / key[:2]
         return d / f"{key}.json", d / f"{key}.body"
 
-    def get(self, method: str, url: str, accept: str = "", body: bytes = b"") -> CacheEntry | None:
+    def get(self, method: str, url: str, accept: str = "") -> CacheEntry | None:
         if not self.root.is_dir():
             return None  # no cache yet: a miss, without hashing anything
         import hashlib
         import json
 
-        key = self.key(method, url, accept, body)
+        key = self.key(method, url, accept)
         meta_path, body_path = self._paths(key)
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
