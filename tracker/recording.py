@@ -27,9 +27,8 @@ def _recorded_followups(r: StatusRow) -> list[str] | None:
 
     if "timeline" not in r.followups_from or "recorded" in r.followups_from:
         return None  # no timeline read now (or only for some refs): keep what is recorded
-    timeline = [f for f in r.followups if f.get("via") == "timeline"]
     out: list[str] = []
-    for d in timeline:
+    for d in (f for f in r.followups if f.get("via") == "timeline"):
         try:
             text = fu.recorded_text(fu.FollowUp.from_json(d))
         except fu.BadItem:

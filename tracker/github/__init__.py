@@ -192,7 +192,6 @@ class GitHubClient:
         answers the JSON media type with 403 ``too_large``: the raw media type is asked instead.
         At a full sha it is served from the cache once seen, unless ``revalidate`` (see
         ``commit_diff``)."""
-        what = f"{repo}:{path}@{ref}"
         url = f"/repos/{repo}/contents/{quote(path.lstrip('/'))}"
         immutable = bool(FULL_SHA.match(ref)) and not revalidate
         get = self._reads.get
@@ -215,7 +214,7 @@ class GitHubClient:
             # encoding "none" (a 1-100 MB file through the object media type): no content; ask raw.
             return get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
         except Failure as f:
-            raise FetchError(f.row, what) from None
+            raise FetchError(f.row, f"{repo}:{path}@{ref}") from None
 
 
 def _rest_states(reads: Reads, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:
