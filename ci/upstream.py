@@ -135,10 +135,9 @@ class Upstream:
             return self.repo.resolve(spec), spec
         if isinstance(self.repo, UpstreamClone):
             self.repo.sync()
-        for ref in (f"refs/heads/{self.branch}", f"refs/remotes/origin/{self.branch}"):
-            sha = self.repo.rev(ref)
-            if sha:
-                return sha, sha
+        sha = self.repo.rev(f"refs/heads/{self.branch}") or self.repo.rev(f"refs/remotes/origin/{self.branch}")
+        if sha:
+            return sha, sha
         raise InputError(
             f"{self.location} has no branch {self.branch!r}",
             hint="set `branch` on the target to the branch upstream develops on",

@@ -166,12 +166,11 @@ class StatusReport:
         down: dict[str, list[str]] = {}
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
-                if not ref.error or ref.error.get("error") == OFFLINE:
-                    continue
-                if ref.error.get("error") == NO_NETWORK:
-                    down.setdefault(str(ref.error.get("message")), []).append(ref.ref)
-                    continue
-                out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
+                err = ref.error or {}
+                if err.get("error") == NO_NETWORK:
+                    down.setdefault(str(err.get("message")), []).append(ref.ref)
+                elif err and err.get("error") != OFFLINE:
+                    out.append(f"{r.id}: {ref.ref}: {error_text(err)}")
         said = [
             f"no network: {where}: {len(refs)} upstream read(s) not made; the rows show what was recorded"
             for where, refs in down.items()
