@@ -27,6 +27,7 @@ from patchset.tracker.views import (
     action_cell,
     days_since,
     followups_cell,
+    pr_words,
     short_ref,
 )
 
@@ -197,8 +198,7 @@ def _pr_cell(r: StatusRow) -> str:
     else:
         pr = r.pr
         out = _link(short_ref(pr.ref), pr.url or ref_url(pr.ref, pr.kind))
-        words = pr.state + (f" {pr.merged_at[:10]}" if pr.merged_at else "") + (f" by {pr.author}" if pr.author else "")
-        out += f" {_e(words)}"
+        out += f" {_e(pr_words(pr))}"
         out += _small(pr.title)
         bits = [b for b in (pr.review and pr.review.lower().replace("_", " "), pr.ci and f"CI {pr.ci.lower()}") if b]
         if r.in_base is not None:

@@ -19,7 +19,7 @@ from typing import Any
 from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import markdown_cell, markdown_code, markdown_link
 from patchset.tracker.links import commit_url, ref_url
-from patchset.tracker.report import StatusReport, StatusRow
+from patchset.tracker.report import RefRow, StatusReport, StatusRow
 from patchset.upstream.refs import DEFAULT_ALIASES
 
 STATE_STYLE = {
@@ -95,17 +95,14 @@ def _yes(v: bool | None) -> str:
     return "?" if v is None else ("yes" if v else "no")
 
 
+def pr_words(pr: RefRow) -> str:
+    """A PR's state, merge day and author: ``merged 2026-10-01 by QHarshil``."""
+    return pr.state + (f" {pr.merged_at[:10]}" if pr.merged_at else "") + (f" by {pr.author}" if pr.author else "")
+
+
 def upstream_cell(r: StatusRow) -> str:
     """The PR column in words: ``vllm-project/vllm#58021 merged 2026-10-01 by QHarshil``."""
-    if r.pr is None:
-        return "—"
-    pr = r.pr
-    out = f"{pr.ref} {pr.state}"
-    if pr.merged_at:
-        out += f" {pr.merged_at[:10]}"
-    if pr.author:
-        out += f" by {pr.author}"
-    return out
+    return "—" if r.pr is None else f"{r.pr.ref} {pr_words(r.pr)}"
 
 
 def days_since(iso: str | None) -> int | None:
