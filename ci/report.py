@@ -8,7 +8,7 @@ get rows of their own (``longctx_rows``, for the terminal and ``report.md``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
@@ -101,9 +101,7 @@ class GateReport:
 def report_from_json(doc: dict[str, Any]) -> GateReport:
     """A report again from its ``report.json`` (the fields ``to_json`` writes that are fields;
     the derived ones are computed again). Raises ``TypeError``/``KeyError`` on another shape."""
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(GateReport)}
+    names = {f.name for f in fields(GateReport)}
     if not isinstance(doc, dict) or doc.get("status") not in EXIT:
         raise TypeError("not a gate report")
     return GateReport(**{k: v for k, v in doc.items() if k in names})
