@@ -42,10 +42,6 @@ _md = markdown_cell
 _code = markdown_code
 
 
-def _cell_code(text: object) -> str:
-    return markdown_code(text, cell=True)
-
-
 MAX_REPORT = 64 << 20  # bytes of an earlier report.json read back
 
 
@@ -79,10 +75,7 @@ def _unchanged_markdown(r: GateReport) -> str:
 
 def _markdown(r: GateReport) -> str:
     """The report of one judging run, a section at a time (each empty when it has nothing to say)."""
-    out: list[str] = []
-    for section in _SECTIONS:
-        out += section(r)
-    return "\n".join(out)
+    return "\n".join(line for section in _SECTIONS for line in section(r))
 
 
 def _summary(r: GateReport) -> list[str]:
@@ -140,7 +133,7 @@ def _series(r: GateReport) -> list[str]:
     for i, p in enumerate(patches, 1):
         verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
         fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit")) or "-"
-        out.append(f"| {i} | {_cell_code(p['id'])} | {_md(verdict)} | {_md(fb)} |")
+        out.append(f"| {i} | {_code(p['id'], cell=True)} | {_md(verdict)} | {_md(fb)} |")
     out.append("")
     for p in patches:
         if p["verdict"] == "conflict":
@@ -192,7 +185,7 @@ def _tests(r: GateReport) -> list[str]:
         return [*out, "No test of the series carries these tags.", ""]
     out += ["| patch | test | kind | result | class | seconds |", "|---|---|---|---|---|---|"]
     out += [
-        f"| {_cell_code(t['patch'])} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
+        f"| {_code(t['patch'], cell=True)} | {_md(t['name'])} | {_md(t.get('kind', 'command'))} | {_md(t['status'])} "
         f"| {_md(t.get('class', ''))} | {_md(t['seconds'])} |"
         for t in r.tests
     ]
@@ -211,7 +204,7 @@ def _longctx(r: GateReport) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     out += [
-        f"| {_cell_code(x['patch'])} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
+        f"| {_code(x['patch'], cell=True)} | {_md(x['test'])} | {_md(x['checks'])} | {_md(x['with'])} | "
         f"{_md(x['without'])} | {_md(x['class'])} | {_md(x['logs'])} |"
         for x in lc
     ]
@@ -300,14 +293,16 @@ def _xml_safe(root: ET.Element) -> None:
             el.attrib = {xml_text(k): xml_text(v) for k, v in el.attrib.items()}
 
 
+def _properties(case: ET.Element) -> ET.Element:
+    found = case.find("properties")
+    return ET.SubElement(case, "properties") if found is None else found
+
+
 def junit(r: GateReport) -> bytes:
     suite = ET.Element("testsuite", name=SUITE)
-    cases: list[ET.Element] = []
 
     def case(classname: str, name: str, seconds: float = 0.0) -> ET.Element:
-        c = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
-        cases.append(c)
-        return c
+        return ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.3f}")
 
     if r.status == ERROR:
         c = case("gate", "judge upstream")
@@ -335,9 +330,7 @@ def junit(r: GateReport) -> bytes:
         c = case(f"tests.{t['patch']}", t["name"], t["seconds"])
         for label, run in (t.get("longctx") or {}).items():
             if run:
-                props = c.find("properties")
-                if props is None:
-                    props = ET.SubElement(c, "properties")
+                props = _properties(c)
                 up = run.get("engine_startup_seconds")
                 for k, v in (
                     (f"{label} engine startup seconds", "" if up is None else f"{up:.3f}"),
@@ -346,18 +339,16 @@ def junit(r: GateReport) -> bytes:
                 ):
                     ET.SubElement(props, "property", name=k, value=str(v))
         if t.get("carried"):  # the class is carried: a property, never a new pass of its own
-            props = c.find("properties")
-            if props is None:
-                props = ET.SubElement(c, "properties")
+            props = _properties(c)
             ET.SubElement(props, "property", name="class", value=str(t.get("class", "")))
             ET.SubElement(props, "property", name="carried from", value=str(t["carried"]))
         if t["status"] != "passed":
             f = ET.SubElement(c, "failure", message=f"{t['command']}: {t['status']}")
             f.text = t.get("tail", "")
+    cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
-    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
-    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
-    suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    for count, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        suite.set(count, str(sum(1 for c in cases if c.find(tag) is not None)))
     suite.set("time", f"{r.seconds:.3f}")
     root = ET.Element("testsuites")
     root.append(suite)
@@ -375,8 +366,7 @@ def prepare(directory: Path) -> Path:
     marked by an earlier run (then what that run wrote is removed, so its results cannot pass for
     this one's). A directory holding anyone else's files is refused (``InputError``, exit 2) and
     left untouched: ``--artifacts ~`` must not delete a ``dist/`` or ``logs/`` patchset did not write."""
-    outdir.prepare(directory, option="--artifacts", command="gate", touches=OWN)
-    clear(directory)
+    clear(claim(directory))
     return directory
 
 
@@ -403,9 +393,7 @@ def kept_verdict(directory: Path, judged: str, judged_at: str) -> dict[str, Any]
         doc = doc.get("verdict_report")
     if not isinstance(doc, dict) or doc.get("status") not in (GREEN, RED):
         return None
-    if not judged_at or (doc.get("commit"), doc.get("judged_at")) != (judged, judged_at):
-        return None
-    return doc
+    return doc if judged_at and (doc.get("commit"), doc.get("judged_at")) == (judged, judged_at) else None
 
 
 def clear(directory: Path) -> None:

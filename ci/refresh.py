@@ -109,8 +109,5 @@ def series_patch(ws: Workspace) -> bytes:
 
 def changed_files(patch: bytes) -> list[str]:
     """The repository paths a ``series_patch`` touches."""
-    out = []
-    for line in patch.decode("utf-8", "replace").splitlines():
-        if line.startswith("diff --git "):
-            out.append(line.split(" ")[-1].split("/", 1)[1])
-    return out
+    lines = patch.decode("utf-8", "replace").splitlines()
+    return [line.split(" ")[-1].split("/", 1)[1] for line in lines if line.startswith("diff --git ")]

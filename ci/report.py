@@ -8,7 +8,7 @@ get rows of their own (``longctx_rows``, for the terminal and ``report.md``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from patchset.commands.table import Col, Styled, Term
@@ -101,9 +101,7 @@ class GateReport:
 def report_from_json(doc: dict[str, Any]) -> GateReport:
     """A report again from its ``report.json`` (the fields ``to_json`` writes that are fields;
     the derived ones are computed again). Raises ``TypeError``/``KeyError`` on another shape."""
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(GateReport)}
+    names = {f.name for f in fields(GateReport)}
     if not isinstance(doc, dict) or doc.get("status") not in EXIT:
         raise TypeError("not a gate report")
     return GateReport(**{k: v for k, v in doc.items() if k in names})
@@ -126,9 +124,8 @@ def newest_safe_line(safe: dict[str, Any], *, command: bool = True) -> str:
     where = describe_commit(safe.get("commit")) or safe.get("label", "")
     tests = safe.get("tests")
     tested = "" if tests is None else (", its tests pass" if safe.get("passed") else f", but {tests}")
-    if command and safe.get("command"):
-        return f"newest safe upstream: {where} ({safe.get('why', '')}{tested}): {safe['command']}"
-    return f"newest safe upstream: {where} ({safe.get('why', '')}{tested})"
+    line = f"newest safe upstream: {where} ({safe.get('why', '')}{tested})"
+    return f"{line}: {safe['command']}" if command and safe.get("command") else line
 
 
 def describe_commit(c: dict[str, Any] | None) -> str:
@@ -258,15 +255,11 @@ def render(r: GateReport, term: Term | None = None) -> None:
             term.line(Styled(newest_safe_line(then.newest_safe), "bold"))
     patches = r.rebase.get("patches", [])
     if patches:
-        tests_by_patch: dict[str, list[dict[str, Any]]] = {}
-        for t in r.tests:
-            tests_by_patch.setdefault(t["patch"], []).append(t)
         rows = []
         for i, p in enumerate(patches, 1):
             verdict = p["verdict"] + (f" ({p['how']})" if p.get("how") else "")
             fb = describe_commit(r.first_bad.get(p["id"], {}).get("commit"))
-            ts = tests_by_patch.get(p["id"], [])
-            tests = "; ".join(test_cell(t) for t in ts) or "-"
+            tests = "; ".join(test_cell(t) for t in r.tests if t["patch"] == p["id"]) or "-"
             rows.append([str(i), p["id"], Styled(verdict, _VERDICT_STYLE.get(p["verdict"], "")), fb or "-", tests])
         cols = [
             Col("#", right=True),

@@ -49,12 +49,8 @@ class Judgement:
 
     def same_question(self, upstream: str, commit: str, digest: str, tags: list[str]) -> bool:
         """True when a new run would ask exactly what this judgement answered."""
-        return (self.upstream, self.judged, self.ledger_digest, sorted(self.tags)) == (
-            upstream,
-            commit,
-            digest,
-            sorted(tags),
-        )
+        asked = (self.upstream, self.judged, self.ledger_digest, sorted(self.tags))
+        return asked == (upstream, commit, digest, sorted(tags))
 
 
 def default_state_path(ledger: Ledger) -> Path:

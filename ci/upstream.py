@@ -98,10 +98,8 @@ class Upstream:
         ref = ref.strip()
         if self.kind == "releases":
             version = ref.split("==", 1)[1].strip() if is_spec_like(ref) else version_like(ref)
-            if version:
-                spec = f"{self.project}=={version}"
-                return self.repo.resolve(spec), spec
-            return self.repo.resolve(ref), ref
+            spec = f"{self.project}=={version}" if version else ref
+            return self.repo.resolve(spec), spec
         if isinstance(self.repo, UpstreamClone):
             if not self.repo.cloned:
                 self.repo.sync()
@@ -137,10 +135,9 @@ class Upstream:
             return self.repo.resolve(spec), spec
         if isinstance(self.repo, UpstreamClone):
             self.repo.sync()
-        for ref in (f"refs/heads/{self.branch}", f"refs/remotes/origin/{self.branch}"):
-            sha = self.repo.rev(ref)
-            if sha:
-                return sha, sha
+        sha = self.repo.rev(f"refs/heads/{self.branch}") or self.repo.rev(f"refs/remotes/origin/{self.branch}")
+        if sha:
+            return sha, sha
         raise InputError(
             f"{self.location} has no branch {self.branch!r}",
             hint="set `branch` on the target to the branch upstream develops on",
@@ -158,13 +155,8 @@ class Upstream:
             return between
         out = self.repo.git("log", "--first-parent", "--reverse", "-z", "--format=%H%x1f%s", f"{old}..{new}").stdout
         tags = self._release_tags()
-        commits = []
-        for entry in out.decode("utf-8", "replace").split("\0"):
-            entry = entry.strip("\n")
-            if entry:
-                sha, subject = entry.split("\x1f", 1)
-                commits.append(Commit(sha, subject, tags.get(sha, "")))
-        return commits
+        entries = [e.strip("\n") for e in out.decode("utf-8", "replace").split("\0")]
+        return [Commit(sha, subject, tags.get(sha, "")) for sha, subject in (e.split("\x1f", 1) for e in entries if e)]
 
     def _releases_between(self, old: str, new: str) -> list[Commit] | None:
         if self.kind != "releases" or not isinstance(self.repo, ReleaseHistory):
@@ -254,12 +246,10 @@ def open_upstream(root: Path, target: Target, upstream: str | None = None) -> Up
         if "://" in upstream or upstream.startswith("git@"):  # a URL (file:// too) is cloned and fetched
             return Upstream(UpstreamKind.CLONE, UpstreamClone(upstream), upstream, target.branch, target.package)
         local = local_repo(upstream) or local_repo(root / upstream)
-        if local is not None:
-            return Upstream(
-                UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package
-            )
-        raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
-    local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
+        if local is None:
+            raise InputError(f"--upstream {upstream}: not a git repository nor a URL")
+    else:
+        local = (local_repo(target.upstream) or local_repo(root / target.upstream)) if target.upstream else None
     if local is not None:
         return Upstream(
             UpstreamKind.REPO, GitRepo(local.resolve()), str(local.resolve()), target.branch, target.package

@@ -112,10 +112,6 @@ class FollowUp:
     via: Via = Via.TIMELINE
     in_base: bool | None = None  # its merge commit is in the target's base (a clone tells)
 
-    @property
-    def revert(self) -> bool:
-        return bool(_REVERT.match(self.title))
-
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["class"] = out.pop("klass")
@@ -126,27 +122,25 @@ class FollowUp:
         """A follow-up as ``to_json`` wrote it (the client's cache), checked field by field."""
         if not isinstance(d, Mapping):
             raise BadItem("a follow-up that is not an object")
-        kw = {k: d.get(k) for k in ("of", "ref", "kind", "why", "title", "url", "state", "via")}
         klass = d.get("class")
         if klass not in CLASSES:
             raise BadItem(f"class {str(klass)[:40]!r}")
-        f = cls(
-            of=_text(kw["of"], "of"),
-            ref=_text(kw["ref"], "ref"),
-            kind=WorkRef(_choice(kw["kind"], "kind", tuple(WorkRef))),
+        return cls(
+            of=_text(d.get("of"), "of"),
+            ref=_text(d.get("ref"), "ref"),
+            kind=WorkRef(_choice(d.get("kind"), "kind", WorkRef)),
             klass=FollowUpClass(klass),
-            why=_text(kw["why"], "why"),
-            title=_text(kw["title"] or "", "title"),
-            url=_url(kw["url"]),
-            state=WorkState(_choice(kw["state"], "state", tuple(WorkState))),
+            why=_text(d.get("why"), "why"),
+            title=_text(d.get("title") or "", "title"),
+            url=_url(d.get("url")),
+            state=WorkState(_choice(d.get("state"), "state", WorkState)),
             created_at=_date(d.get("created_at"), "created_at"),
             merged_at=_date(d.get("merged_at"), "merged_at"),
             merge_commit=_sha(d.get("merge_commit"), "merge_commit"),
             author=_login(d.get("author"), "author"),
-            via=Via(_choice(kw["via"] or Via.TIMELINE, "via", tuple(Via))),
+            via=Via(_choice(d.get("via") or Via.TIMELINE, "via", Via)),
             in_base=d.get("in_base") if isinstance(d.get("in_base"), bool) else None,
         )
-        return f
 
 
 # ---- field checks ----------------------------------------------------------------------------
@@ -178,23 +172,14 @@ def _choice(value: Any, field: str, choices: Iterable[str]) -> str:
 
 
 def _login(value: Any, field: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _LOGIN.fullmatch(value):
-        raise BadItem(f"{field}: not a GitHub login")
-    return value
+    return _optional(value, field, _LOGIN, "a GitHub login")
 
 
 def _url(value: Any) -> str | None:
     """An http(s) URL without spaces or control characters, else None (never an error: a link
     is only left out)."""
-    if (
-        not isinstance(value, str)
-        or len(value) > 2048
-        or not re.fullmatch(r"https?://[^\s\x00-\x1f\x7f<>\"'\\]+", value)
-    ):
-        return None
-    return value
+    ok = isinstance(value, str) and len(value) <= 2048 and re.fullmatch(r"https?://[^\s\x00-\x1f\x7f<>\"'\\]+", value)
+    return value if ok else None
 
 
 def _obj(value: Any, field: str) -> Mapping[str, Any]:
@@ -214,8 +199,7 @@ def classify(title: str, kind: str, state: str, number: int, *, same_repo: bool 
         return MENTIONED, "a pull request of another repository names it"
     if kind == "pr" and state == "closed":
         return MENTIONED, "a pull request closed without merging names it"
-    reverts = bool(_REVERT.match(title))
-    if reverts:
+    if _REVERT.match(title):
         if state == "merged":
             return REVERTED, "a merged pull request titled as a revert names it"
         return FOLLOWUP_OPEN, "an open pull request titled as a revert names it"
@@ -237,21 +221,19 @@ def parse_timeline(repo: str, number: int, node: Mapping[str, Any]) -> tuple[lis
     if not isinstance(timeline, Mapping) or not isinstance(timeline.get("nodes"), list):
         return [], ["timeline: not a connection of items"]
     of = f"{repo}#{number}"
-    out: list[FollowUp] = []
-    seen: set[str] = set()
+    out: dict[str, FollowUp] = {}  # by ref: the first item naming it
     for i, item in enumerate(timeline["nodes"]):
         try:
             f = _cross_reference(repo, number, of, _obj(item, "item"))
         except BadItem as exc:
             notes.append(f"timeline item {i}: {exc}")
             continue
-        if f is not None and f.ref not in seen:
-            seen.add(f.ref)
-            out.append(f)
+        if f is not None:
+            out.setdefault(f.ref, f)
     total = timeline.get("totalCount")
     if isinstance(total, int) and not isinstance(total, bool) and total > len(timeline["nodes"]):
         notes.append(f"timeline: the newest {len(timeline['nodes'])} of {total} cross-references read")
-    return out, notes
+    return list(out.values()), notes
 
 
 def _cross_reference(repo: str, number: int, of: str, item: Mapping[str, Any]) -> FollowUp | None:

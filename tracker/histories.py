@@ -56,8 +56,7 @@ def _releases(repo: Any) -> list[tuple[str, str]]:
             found.append((Version(tag.lstrip("v")), tag.lstrip("v"), sha))
         except InvalidVersion:
             continue
-    found.sort()
-    return [(v, s) for _, v, s in found]
+    return [(v, s) for _, v, s in sorted(found)]
 
 
 def place_merge(row: StatusRow, target: Any, repo: Any | None) -> None:

@@ -11,12 +11,14 @@ person does. At 1,280 px the page never scrolls sideways; ids never break.
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from pathlib import Path
 
 from patchset import atomic
 from patchset.text import html_text, safe_url
 from patchset.tracker.links import commit_url, ref_url
-from patchset.tracker.report import StatusReport, StatusRow
+from patchset.tracker.report import StatusReport, StatusRow, age_seconds
 from patchset.tracker.views import (
     ACTION_WORDS,
     FOLLOWUP_WORDS,
@@ -24,6 +26,8 @@ from patchset.tracker.views import (
     MODE_WORDS,
     action_cell,
     days_since,
+    followups_cell,
+    pr_words,
     short_ref,
 )
 
@@ -162,18 +166,11 @@ _JS = """
 """
 
 
-def _e(text: object) -> str:
-    return html_text(text)
+_e = html_text
 
 
 def _age(r: StatusRow) -> float:
-    from time import time
-
-    from patchset.tracker.report import age_seconds
-
-    if r.pr is None:
-        return float("inf")
-    age = age_seconds(r.pr, time())
+    age = age_seconds(r.pr, time.time()) if r.pr is not None else None
     return float("inf") if age is None else age
 
 
@@ -201,17 +198,14 @@ def _pr_cell(r: StatusRow) -> str:
     else:
         pr = r.pr
         out = _link(short_ref(pr.ref), pr.url or ref_url(pr.ref, pr.kind))
-        words = pr.state + (f" {pr.merged_at[:10]}" if pr.merged_at else "") + (f" by {pr.author}" if pr.author else "")
-        out += f" {_e(words)}"
-        if pr.title:
-            out += _small(pr.title)
+        out += f" {_e(pr_words(pr))}"
+        out += _small(pr.title)
         bits = [b for b in (pr.review and pr.review.lower().replace("_", " "), pr.ci and f"CI {pr.ci.lower()}") if b]
         if r.in_base is not None:
             bits.append(f"in base: {'yes' if r.in_base else 'no'}")
         if r.first_release:
             bits.append(f"first in {r.first_release}")
-        if bits:
-            out += _small("; ".join(bits))
+        out += _small("; ".join(bits))
         if pr.state == "merged" and pr.merge_commit:
             url = commit_url(pr.ref, pr.merge_commit)
             out += f'<span class="small">merge commit {_link(pr.merge_commit[:12], url)}</span>'
@@ -227,10 +221,7 @@ def _pr_cell(r: StatusRow) -> str:
 
 def _followups_cell(r: StatusRow) -> str:
     if not r.followups:
-        has_pr = r.pr is not None or any(x.kind == "pr" for x in r.refs)
-        if not has_pr:
-            return ""
-        return _small("not read" if not r.followups_from else "none")
+        return _small(followups_cell(r))  # "not read", "none", or nothing for a patch without a PR
     items = []
     for f in r.followups:
         if "#" in f["ref"]:
@@ -254,17 +245,13 @@ def _row(r: StatusRow, pos: int) -> str:
     if r.state != "active":
         pid += f' <b class="small">{_e(r.state)}</b>'
     pid += f'<span class="small target">{_e(r.target)} · {_e(r.origin)}</span>'
-    if r.title:
-        pid += _small(r.title)
-    if r.files:
-        pid += "".join(f'<span class="small"><code class="path">{_path(f)}</code></span>' for f in r.files)
-    if r.notes:
-        pid += "".join(_small(n) for n in r.notes)
+    pid += _small(r.title)  # each of these is nothing when empty
+    pid += "".join(f'<span class="small"><code class="path">{_path(f)}</code></span>' for f in r.files)
+    pid += "".join(_small(n) for n in r.notes)
     age = _age(r)
-    opened = days_since(r.pr.created_at) if r.pr is not None else None
-    last = None
-    if r.pr is not None:
-        last = r.pr.merged_at if r.pr.state == "merged" and r.pr.merged_at else r.pr.updated_at
+    pr = r.pr
+    opened = days_since(pr.created_at) if pr is not None else None
+    last = (pr.merged_at if pr.state == "merged" and pr.merged_at else pr.updated_at) if pr is not None else None
     cells = [
         f'<td class="num" data-sort="{_e(r.order or 9999)}">{_e(r.order or "")}</td>',
         f'<td data-sort="{_e(r.id)}">{pid}</td>',
@@ -322,10 +309,7 @@ def to_html(report: StatusReport) -> str:
     errors = report.errors()
     errs = ""
     if errors:
-        kinds: dict[str, int] = {}
-        for e in errors:
-            kind = e.split(": ")[2] if e.count(": ") >= 2 else "error"
-            kinds[kind] = kinds.get(kind, 0) + 1
+        kinds = Counter(e.split(": ")[2] if e.count(": ") >= 2 else "error" for e in errors)
         summary = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items()))
         errs = (
             f'<details class="err"><summary>{len(errors)} upstream read(s) failed: {_e(summary)}; '

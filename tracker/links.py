@@ -14,28 +14,28 @@ from patchset.upstream.refs import PRRef
 __all__ = ["commit_url", "ref_url", "web_root"]
 
 
-def web_root(api: str | None = None) -> str:
+def web_root() -> str:
     """The web address of the GitHub the client reads: https://github.com for the public API
     (``api.github.com``), ``https://HOST`` for GitHub Enterprise (``https://HOST/api/v3``)."""
     from urllib.parse import urlsplit
 
-    api = api if api is not None else (os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or "")
+    api = os.environ.get("PATCHSET_GITHUB_API") or os.environ.get("GITHUB_API_URL") or ""
     parts = urlsplit(api)
     if not api or parts.hostname in (None, "api.github.com") or parts.scheme not in ("http", "https"):
         return "https://github.com"
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def ref_url(ref: str, kind: str = "pr", root: str | None = None) -> str | None:
+def ref_url(ref: str, kind: str = "pr") -> str | None:
     """The web page of ``owner/repo#N``: ``…/pull/N`` (``kind`` "issue": ``…/issues/N``)."""
     try:
         r = PRRef.parse(ref, {}, kind)
     except InputError:
         return None
-    return f"{root or web_root()}/{r.repo}/{'issues' if kind == 'issue' else 'pull'}/{r.number}"
+    return f"{web_root()}/{r.repo}/{'issues' if kind == 'issue' else 'pull'}/{r.number}"
 
 
-def commit_url(ref: str, sha: str | None, root: str | None = None) -> str | None:
+def commit_url(ref: str, sha: str | None) -> str | None:
     """The web page of a merge commit of the repository of ``ref`` (a 40-hex ``sha`` only)."""
     import re as _re
 
@@ -46,4 +46,4 @@ def commit_url(ref: str, sha: str | None, root: str | None = None) -> str | None
         PRRef(repo, 1)
     except InputError:
         return None
-    return f"{root or web_root()}/{repo}/commit/{sha}"
+    return f"{web_root()}/{repo}/commit/{sha}"

@@ -27,9 +27,8 @@ def _recorded_followups(r: StatusRow) -> list[str] | None:
 
     if "timeline" not in r.followups_from or "recorded" in r.followups_from:
         return None  # no timeline read now (or only for some refs): keep what is recorded
-    timeline = [f for f in r.followups if f.get("via") == "timeline"]
     out: list[str] = []
-    for d in timeline:
+    for d in (f for f in r.followups if f.get("via") == "timeline"):
         try:
             text = fu.recorded_text(fu.FollowUp.from_json(d))
         except fu.BadItem:
@@ -75,28 +74,21 @@ def record_status(ledger_path: Path, report: StatusReport, today: dt.date | None
             if t is None:
                 continue
             old = dict(t.get("status") or {})
-            new: dict[str, Any] = {}
-            pr = r.pr
-            if r.id in fresh and pr is not None:
-                values = _recordable(pr, today)
-                if values is None:
-                    report.warnings.append(f"{r.id}: upstream state not recorded (a value is not a date or a commit)")
-                else:
-                    new = values
-                    for k, v in new.items():
-                        e.set_path(t, f"status.{k}", v)
-                    if pr.state != "merged":
-                        st = t.get("status")
-                        for k in ("merged_at", "merge_commit"):
-                            if st is not None and k in st:
-                                del st[k]
+            new = _recordable(r.pr, today) if r.id in fresh and r.pr is not None else {}
+            if new is None:
+                report.warnings.append(f"{r.id}: upstream state not recorded (a value is not a date or a commit)")
+                new = {}
+            for k, v in new.items():
+                e.set_path(t, f"status.{k}", v)
+            if new and new["pr_state"] != "merged":
+                for k in ("merged_at", "merge_commit"):
+                    t["status"].pop(k, None)
             if r.id in follow:
                 items = follow[r.id]
-                st = t.get("status")
                 if items:
                     e.set_path(t, "status.followups", items)
-                elif st is not None and "followups" in st:
-                    del st["followups"]
+                else:
+                    (t.get("status") or {}).pop("followups", None)
                 if list(old.get("followups") or []) != items:
                     changed.append(r.id)
             if any(old.get(k) != v for k, v in new.items() if k != "recorded") and r.id not in changed:

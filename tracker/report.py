@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,15 +111,11 @@ class StatusRow:
     @property
     def data(self) -> str:
         """Where this row's upstream state came from, in words."""
-        if self.pr is None:
-            return ""
-        return _data_words(self.pr)
+        return "" if self.pr is None else _data_words(self.pr)
 
     @property
     def error(self) -> str | None:
-        if self.pr is not None and self.pr.error:
-            return error_text(self.pr.error)
-        return None
+        return error_text(self.pr.error) if self.pr is not None and self.pr.error else None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("pr", "refs")}
@@ -153,24 +150,14 @@ class StatusReport:
         return out
 
     def counts(self, attr: str = "action") -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.rows:
-            v = getattr(r, attr)
-            out[v] = out.get(v, 0) + 1
-        return out
+        return dict(Counter(getattr(r, attr) for r in self.rows))
 
     def oldest(self) -> str:
         """How old the oldest upstream state on the page is, in words."""
-        worst: tuple[float, str] | None = None
         now = time.time()
-        for r in self.rows:
-            for ref in ([r.pr] if r.pr else []) + r.refs:
-                age = age_seconds(ref, now)
-                if age is None:
-                    continue
-                if worst is None or age > worst[0]:
-                    worst = (age, _data_words(ref))
-        return worst[1] if worst else "no upstream data"
+        refs = [ref for r in self.rows for ref in ([r.pr] if r.pr else []) + r.refs]
+        aged = [(age, ref) for ref in refs if (age := age_seconds(ref, now)) is not None]
+        return _data_words(max(aged, key=lambda a: a[0])[1]) if aged else "no upstream data"
 
     def errors(self) -> list[str]:
         """One line per upstream read that failed; a host that could not be reached at all (no
@@ -179,12 +166,11 @@ class StatusReport:
         down: dict[str, list[str]] = {}
         for r in self.rows:
             for ref in ([r.pr] if r.pr else []) + r.refs:
-                if not ref.error or ref.error.get("error") == OFFLINE:
-                    continue
-                if ref.error.get("error") == NO_NETWORK:
-                    down.setdefault(str(ref.error.get("message")), []).append(ref.ref)
-                    continue
-                out.append(f"{r.id}: {ref.ref}: {error_text(ref.error)}")
+                err = ref.error or {}
+                if err.get("error") == NO_NETWORK:
+                    down.setdefault(str(err.get("message")), []).append(ref.ref)
+                elif err and err.get("error") != OFFLINE:
+                    out.append(f"{r.id}: {ref.ref}: {error_text(err)}")
         said = [
             f"no network: {where}: {len(refs)} upstream read(s) not made; the rows show what was recorded"
             for where, refs in down.items()

@@ -80,13 +80,9 @@ def collect_followups(
                     f.in_base = bool(repo.rev(f.merge_commit)) and repo.is_ancestor(f.merge_commit, base)
                 except Exception:
                     f.in_base = None
-    row.followups = [{**f.to_json(), "role": _role_of(refs, f.of)} for f in merged]
+    row.followups = [{**f.to_json(), "role": next((role for role, r in refs if str(r) == f.of), "")} for f in merged]
 
 
 def _source(row: StatusRow, what: str) -> None:
     if what not in row.followups_from:
         row.followups_from.append(what)
-
-
-def _role_of(refs: list[tuple[str, PRRef]], of: str) -> str:
-    return next((role for role, r in refs if str(r) == of), "")

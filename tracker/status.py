@@ -112,13 +112,9 @@ def collect_status(
         raise InputError(f"status mode must be one of {MODES}, got {mode!r}")
     histories = dict(histories or {})
     warnings: list[str] = []
-    all_refs: list[PRRef] = []
-    per_patch: dict[str, list[tuple[str, PRRef]]] = {}
     aliases = getattr(client, "aliases", None)
-    for p in ledger.patches:
-        refs = _refs_of(p, aliases)
-        per_patch[p.id] = refs
-        all_refs += [r for _, r in refs if r not in all_refs]
+    per_patch = {p.id: _refs_of(p, aliases) for p in ledger.patches}
+    all_refs = list(dict.fromkeys(r for refs in per_patch.values() for _, r in refs))
     trips0 = getattr(client, "round_trips", 0)
     states: dict[PRRef, PRState | RowError] = {}
     if client is not None and all_refs:

@@ -11,13 +11,16 @@ or a link.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from patchset.commands.table import Cell, Col, Styled, Term
 from patchset.text import markdown_cell, markdown_code, markdown_link
 from patchset.tracker.links import commit_url, ref_url
-from patchset.tracker.report import StatusReport, StatusRow
+from patchset.tracker.report import RefRow, StatusReport, StatusRow
+from patchset.upstream.refs import DEFAULT_ALIASES
 
 STATE_STYLE = {
     "merged": "magenta",
@@ -92,30 +95,24 @@ def _yes(v: bool | None) -> str:
     return "?" if v is None else ("yes" if v else "no")
 
 
+def pr_words(pr: RefRow) -> str:
+    """A PR's state, merge day and author: ``merged 2026-10-01 by QHarshil``."""
+    return pr.state + (f" {pr.merged_at[:10]}" if pr.merged_at else "") + (f" by {pr.author}" if pr.author else "")
+
+
 def upstream_cell(r: StatusRow) -> str:
     """The PR column in words: ``vllm-project/vllm#58021 merged 2026-10-01 by QHarshil``."""
-    if r.pr is None:
-        return "—"
-    pr = r.pr
-    out = f"{pr.ref} {pr.state}"
-    if pr.merged_at:
-        out += f" {pr.merged_at[:10]}"
-    if pr.author:
-        out += f" by {pr.author}"
-    return out
+    return "—" if r.pr is None else f"{r.pr.ref} {pr_words(r.pr)}"
 
 
-def days_since(iso: str | None, now: float | None = None) -> int | None:
-    import datetime as dt
-    import time
-
+def days_since(iso: str | None) -> int | None:
     if not iso:
         return None
     try:
         when = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return max(0, int(((now or time.time()) - when.timestamp()) // 86400))
+    return max(0, int((time.time() - when.timestamp()) // 86400))
 
 
 def age_cell(r: StatusRow) -> str:
@@ -134,30 +131,33 @@ def age_cell(r: StatusRow) -> str:
 
 def short_ref(text: str) -> str:
     """``vllm-project/vllm#58999`` -> ``vllm#58999`` for the repositories the ledger has short names for."""
-    from patchset.upstream.refs import DEFAULT_ALIASES
-
     repo, sep, n = text.partition("#")
     short = {v.lower(): k for k, v in DEFAULT_ALIASES.items()}.get(repo.lower())
     return f"{short}#{n}" if sep and short else text
 
 
-def _listed_followups(r: StatusRow) -> tuple[list[dict[str, Any]], str]:
-    """The follow-ups of a row that are listed, and the item counting its mentions ("" for none):
-    mentions are counted, not listed."""
+def _listed_followups(r: StatusRow) -> tuple[list[tuple[str, str, str | None, str]], str]:
+    """The follow-ups of a row that are listed, as ``(words, ref, link, tail)``, and the item
+    counting its mentions ("" for none): mentions are counted, not listed."""
     listed = [f for f in r.followups if f["class"] != "mentioned"]
     mentions = len(r.followups) - len(listed)
-    return listed, f"{mentions} mention{'s' if mentions != 1 else ''}" if mentions else ""
+    parts = [
+        (
+            FOLLOWUP_WORDS.get(f["class"], f["class"]),
+            short_ref(f["ref"]) if "#" in f["ref"] else f"commit {str(f.get('merge_commit') or '')[:12]}",
+            (f.get("url") or ref_url(f["ref"])) if "#" in f["ref"] else commit_url(f["ref"], f.get("merge_commit")),
+            " (in the base)" if f.get("in_base") else "",
+        )
+        for f in listed
+    ]
+    return parts, f"{mentions} mention{'s' if mentions != 1 else ''}" if mentions else ""
 
 
 def followup_items(r: StatusRow) -> list[str]:
     """The follow-ups of a row, one item each: ``reverted by vllm#58999``, ``follow-up merged
     vllm#59001 (in the base)``, ``2 mentions``."""
-    listed, mentions = _listed_followups(r)
-    items = []
-    for f in listed:
-        ref = short_ref(f["ref"]) if "#" in f["ref"] else f"commit {f.get('merge_commit', '')[:12]}"
-        tail = " (in the base)" if f.get("in_base") else ""
-        items.append(f"{FOLLOWUP_WORDS.get(f['class'], f['class'])} {ref}{tail}")
+    parts, mentions = _listed_followups(r)
+    items = [f"{words} {ref}{tail}" for words, ref, _link, tail in parts]
     return [*items, mentions] if mentions else items
 
 
@@ -168,9 +168,7 @@ def followups_cell(r: StatusRow) -> str:
     if items:
         return "; ".join(items)
     has_pr = r.pr is not None or any(x.kind == "pr" for x in r.refs)
-    if has_pr and not r.followups_from:
-        return "not read"
-    return "none" if has_pr else ""
+    return ("none" if r.followups_from else "not read") if has_pr else ""
 
 
 def action_cell(r: StatusRow) -> str:
@@ -274,21 +272,9 @@ _md = markdown_cell
 
 
 def _md_followups(r: StatusRow) -> str:
-    listed, mentions = _listed_followups(r)
-    parts = []
-    for f in listed:
-        if "#" in f["ref"]:
-            link = markdown_link(short_ref(f["ref"]), f.get("url") or ref_url(f["ref"]))
-        else:
-            link = markdown_link(
-                f"commit {str(f.get('merge_commit') or '')[:12]}", commit_url(f["ref"], f.get("merge_commit"))
-            )
-        parts.append(
-            f"{_md(FOLLOWUP_WORDS.get(f['class'], f['class']))} {link}" + (" (in the base)" if f.get("in_base") else "")
-        )
-    if mentions:
-        parts.append(_md(mentions))
-    return "; ".join(parts) or _md(followups_cell(r))
+    parts, mentions = _listed_followups(r)
+    items = [f"{_md(words)} {markdown_link(ref, link)}{tail}" for words, ref, link, tail in parts]
+    return "; ".join(items + ([_md(mentions)] if mentions else [])) or _md(followups_cell(r))
 
 
 def _md_upstream(r: StatusRow) -> str:
@@ -296,8 +282,7 @@ def _md_upstream(r: StatusRow) -> str:
         return "—"
     out = markdown_link(upstream_cell(r), r.pr.url or ref_url(r.pr.ref, r.pr.kind))
     if r.pr.state == "merged" and r.pr.merge_commit:
-        link = markdown_link(f"merge {r.pr.merge_commit[:12]}", commit_url(r.pr.ref, r.pr.merge_commit))
-        out += f" ({link})"
+        out += f" ({markdown_link(f'merge {r.pr.merge_commit[:12]}', commit_url(r.pr.ref, r.pr.merge_commit))})"
     for ref in r.refs:
         out += f"; {_md(ref.role.rstrip('s'))} " + markdown_link(
             f"{ref.ref} {ref.state}", ref.url or ref_url(ref.ref, ref.kind)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from patchset.errors import EXIT_INPUT, PatchsetError
 from patchset.text import terminal
@@ -35,7 +34,3 @@ def main_guard(fn: Callable[[], int]) -> None:
         print(terminal(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), file=sys.stderr)
         code = EXIT_INPUT
     sys.exit(code)
-
-
-def read_text(path: Path) -> str:
-    return Path(path).read_text(encoding="utf-8")

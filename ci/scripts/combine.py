@@ -25,11 +25,6 @@ from patchset.text import markdown_code
 _RANK = {"unchanged": 0, "green": 0, "red": 1, "error": 2}
 
 
-def _code(text: object) -> str:
-    """An id or a directory name in a table cell (job artifacts are data: see ``patchset.text``)."""
-    return markdown_code(text, cell=True)
-
-
 def _load(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -47,18 +42,18 @@ def combine(plan_dir: Path, test_dirs: list[Path]) -> tuple[str, str, bool]:
         rep = d / "report.json"
         if not rep.is_file():
             verdict = "error" if _RANK[verdict] < 2 else verdict
-            rows.append(f"| {_code(d.name)} | - | no report (the job failed before judging) | - |")
+            rows.append(f"| {markdown_code(d.name, cell=True)} | - | no report (the job failed before judging) | - |")
             continue
         r = _load(rep)
         if _RANK.get(r["status"], 2) > _RANK.get(verdict, 2):
             verdict = r["status"]
         for t in r.get("tests", []):
             rows.append(
-                f"| {_code(t['patch'])} | {_md(t['name'])} | {_md(t['status'])} ({_md(t.get('class', ''))}) "
-                f"| {_md(t['seconds'])} |"
+                f"| {markdown_code(t['patch'], cell=True)} | {_md(t['name'])} | {_md(t['status'])} "
+                f"({_md(t.get('class', ''))}) | {_md(t['seconds'])} |"
             )
         for e in r.get("errors", []):
-            rows.append(f"| {_code(d.name)} | - | error: {_md(e)} | - |")
+            rows.append(f"| {markdown_code(d.name, cell=True)} | - | error: {_md(e)} | - |")
     if rows:
         md += "\n## Per-patch test jobs\n\n| patch | test | result | seconds |\n|---|---|---|---|\n"
         md += "\n".join(rows) + "\n"
@@ -75,9 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, required=True, help="where report.md goes: a new or empty directory, or combine's own"
     )
     args = ap.parse_args(argv)
-    outdir.check(
-        args.out, option="--out", touches=["report.md"]
-    )  # before anything is read: a foreign directory is left alone
+    # before anything is read: a foreign directory is left alone
+    outdir.check(args.out, option="--out", touches=["report.md"])
     dirs = [p for p in Path(".").glob(args.tests) if p.is_dir()] if args.tests else []
     verdict, md, has_series = combine(args.plan, dirs)
     outdir.prepare(args.out, option="--out", command="ci combine", touches=["report.md"])

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchset.ci.scripts._common import main_guard, read_text, set_output
+from patchset.ci.scripts._common import main_guard, set_output
 from patchset.errors import EnvironmentFailure, InputError
 from patchset.text import Word, markdown_text, terminal
 from patchset.upstream import net
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--body-file", type=Path, required=True)
     i.add_argument("--label", default=DEFAULT_LABEL)
     args = ap.parse_args(argv)
-    body = read_text(args.body_file)
+    body = args.body_file.read_text(encoding="utf-8")
     with command_budget():  # every request of the script together: $PATCHSET_NET_COMMAND_DEADLINE
         repo = connect(args.repo, args.api)
         if args.cmd == "pr":

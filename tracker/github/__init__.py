@@ -19,13 +19,14 @@ from urllib.parse import quote, urlsplit
 from patchset.tracker.github.auth import Secret, resolve_token
 from patchset.tracker.github.failures import Failure
 from patchset.tracker.github.graphql import MAX_ALIASES, fetch_states
-from patchset.tracker.github.httpcache import HttpCache, default_cache_dir, log
+from patchset.tracker.github.httpcache import HttpCache, log
 from patchset.tracker.github.payloads import Unreadable, issue_from_rest, pull_from_rest
 from patchset.tracker.github.prdiff import PRDiff, pr_diff_detail
 from patchset.tracker.github.reads import FULL_SHA, Reads
 from patchset.tracker.github.statecache import StateRecords, state_key
 from patchset.tracker.github.transport import DIFF, JSON, PUBLIC_API, RAW, RateInfo, Transport, short
 from patchset.upstream import net
+from patchset.upstream.cache import subdir
 from patchset.upstream.refs import DEFAULT_ALIASES, MALFORMED, OFFLINE, FetchError, PRRef, PRState, RowError
 
 __all__ = ["AUTH_NOTICE", "GitHubClient", "PRDiff"]
@@ -71,7 +72,7 @@ class GitHubClient:
         read_timeout = net.limits().read if timeout is None else float(timeout)
         self.max_age = max_age
         self.aliases = dict(DEFAULT_ALIASES if aliases is None else aliases)
-        self.cache = HttpCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        self.cache = HttpCache(Path(cache_dir) if cache_dir is not None else subdir("github", create=False))
         host = urlsplit(base_url).hostname
         if offline:
             secret, self.auth_source = Secret(token), ("argument" if token else "none")
@@ -191,7 +192,6 @@ class GitHubClient:
         answers the JSON media type with 403 ``too_large``: the raw media type is asked instead.
         At a full sha it is served from the cache once seen, unless ``revalidate`` (see
         ``commit_diff``)."""
-        what = f"{repo}:{path}@{ref}"
         url = f"/repos/{repo}/contents/{quote(path.lstrip('/'))}"
         immutable = bool(FULL_SHA.match(ref)) and not revalidate
         get = self._reads.get
@@ -206,16 +206,15 @@ class GitHubClient:
                 raise Failure(RowError(MALFORMED, f"{path} is not a file at {ref}"))
             if doc.get("encoding") == "base64":
                 import base64
-                import binascii
 
                 try:
                     return base64.b64decode(doc.get("content") or "", validate=False)
-                except (binascii.Error, ValueError):
+                except ValueError:  # binascii.Error is one
                     raise Failure(RowError(MALFORMED, "content is not valid base64")) from None
             # encoding "none" (a 1-100 MB file through the object media type): no content; ask raw.
             return get(url, RAW, {"ref": ref}, immutable=immutable, want_json=False).body
         except Failure as f:
-            raise FetchError(f.row, what) from None
+            raise FetchError(f.row, f"{repo}:{path}@{ref}") from None
 
 
 def _rest_states(reads: Reads, refs: list[PRRef]) -> dict[PRRef, PRState | RowError]:

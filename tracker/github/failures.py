@@ -30,15 +30,8 @@ class Failure(Exception):
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
     """A RowError for a failed HTTP answer, from GitHub's status, headers and error body."""
-    import json
-
-    message = ""
-    try:
-        doc = json.loads(body.decode("utf-8"))
-        if isinstance(doc, dict):
-            message = str(doc.get("message") or "")
-    except (ValueError, UnicodeDecodeError):
-        message = ""
+    doc = _error_body(body)
+    message = str(doc.get("message") or "") if isinstance(doc, dict) else ""
     if not message:
         message = {
             401: "Unauthorized",
@@ -75,16 +68,21 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> RowError:
 
 def error_codes(body: bytes) -> tuple[str, ...]:
     """The ``errors[].code`` values of a GitHub error body (``too_large``, ``not_available``…)."""
-    import json
-
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return ()
+    doc = _error_body(body)
     errors = doc.get("errors") if isinstance(doc, dict) else None
     if not isinstance(errors, list):
         return ()
     return tuple(str(e["code"]) for e in errors if isinstance(e, dict) and isinstance(e.get("code"), str))
+
+
+def _error_body(body: bytes) -> object:
+    """GitHub's error body as JSON; None when it is not JSON."""
+    import json
+
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def reset_of(headers: Mapping[str, str]) -> float | None:

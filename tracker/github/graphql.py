@@ -87,7 +87,6 @@ def parse_states(
     repo: str, refs: list[PRRef], doc: Mapping[str, Any], headers: Mapping[str, str] | None = None
 ) -> dict[PRRef, PRState | RowError]:
     """Turn one GraphQL answer into a row per ref (a state, or the error that hit that alias)."""
-    headers = headers or {}
     errors = doc.get("errors") or []
     if not isinstance(errors, list):
         errors = [{"message": str(errors)}]
@@ -106,17 +105,15 @@ def parse_states(
             row = RowError(
                 RATE_LIMIT,
                 str(e.get("message") or "GraphQL rate limit exceeded"),
-                reset_at=reset_of(headers),
+                reset_at=reset_of(headers or {}),
                 status=200,
             )
             return {r: row for r in refs}
     data = doc.get("data")
     repo_node = data.get("repository") if isinstance(data, dict) else None
+    first = general[0] if general else {}
     if repo_node is None:
-        e = general[0] if general else {}
-        kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
-        msg = str(e.get("message") or f"no data for {repo}")
-        return {r: RowError(kind, msg) for r in refs}
+        return {r: _unanswered(first, f"no data for {repo}", repository=True) for r in refs}
     if not isinstance(repo_node, dict):
         return {r: RowError(MALFORMED, "repository is not an object") for r in refs}
     now = time.time()
@@ -124,11 +121,7 @@ def parse_states(
     for ref in refs:
         node = repo_node.get(ref.alias)
         if node is None:
-            e = by_alias.get(ref.alias) or (general[0] if general else {})
-            kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
-            out[ref] = RowError(
-                kind, str(e.get("message") or f"no data for {ref}"), status=404 if kind == NOT_FOUND else None
-            )
+            out[ref] = _unanswered(by_alias.get(ref.alias) or first, f"no data for {ref}")
             continue
         try:
             state = pr_from_graphql(ref, node, now)
@@ -138,14 +131,15 @@ def parse_states(
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             out[ref] = RowError(MALFORMED, f"unexpected GraphQL shape for {ref} ({short(exc)})")
             continue
-        _timeline_into(state, repo, ref, node)
+        if state.is_pull and "timelineItems" in node:  # its cross-references, checked item by item
+            found, state.followup_notes = parse_timeline(repo, ref.number, node)
+            state.followups = [f.to_json() for f in found]
         out[ref] = state
     return out
 
 
-def _timeline_into(state: PRState, repo: str, ref: PRRef, node: Mapping[str, Any]) -> None:
-    """The PR's cross-references (``tracker.followups``, checked item by item) into its state."""
-    if state.is_pull and "timelineItems" in node:
-        found, notes = parse_timeline(repo, ref.number, node)
-        state.followups = [f.to_json() for f in found]
-        state.followup_notes = notes
+def _unanswered(e: Mapping[str, Any], fallback: str, *, repository: bool = False) -> RowError:
+    """The row of a node the answer lacks, from its error ``e`` ({}: none); a missing PR is a 404."""
+    kind = NOT_FOUND if e.get("type") == "NOT_FOUND" else (GRAPHQL if e else MALFORMED)
+    status = 404 if kind == NOT_FOUND and not repository else None
+    return RowError(kind, str(e.get("message") or fallback), status=status)

@@ -12,13 +12,12 @@ and body. Request headers, and so tokens, are never stored.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchset.upstream.cache import subdir
+from patchset import atomic
 
 
 def log(name: str = __name__):  # -> logging.Logger; logging loads when something is logged, not at start-up
@@ -29,27 +28,6 @@ def log(name: str = __name__):  # -> logging.Logger; logging loads when somethin
 
 # Response headers worth keeping: what pagination and media handling need later.
 KEPT_HEADERS = ("content-type", "link", "x-github-media-type")
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + rename). No fsync: this is a cache, and
-    an entry lost in a crash reads as a miss (see the sha256 check in ``get``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def default_cache_dir() -> Path:
-    """``$PATCHSET_CACHE/github`` (default ``~/.cache/patchset/github``)."""
-    return subdir("github", create=False)
 
 
 @dataclass
@@ -68,9 +46,9 @@ class CacheEntry:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
 
-    def age(self, now: float | None = None) -> float:
+    def age(self) -> float:
         """Seconds since the server last confirmed this body."""
-        return max(0.0, (time.time() if now is None else now) - self.validated_at)
+        return max(0.0, time.time() - self.validated_at)
 
     def conditional_headers(self) -> dict[str, str]:
         """Headers that make the next request conditional on this entry."""
@@ -102,13 +80,13 @@ class HttpCache:
         d = self.root / key[:2]
         return d / f"{key}.json", d / f"{key}.body"
 
-    def get(self, method: str, url: str, accept: str = "", body: bytes = b"") -> CacheEntry | None:
+    def get(self, method: str, url: str, accept: str = "") -> CacheEntry | None:
         if not self.root.is_dir():
             return None  # no cache yet: a miss, without hashing anything
         import hashlib
         import json
 
-        key = self.key(method, url, accept, body)
+        key = self.key(method, url, accept)
         meta_path, body_path = self._paths(key)
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -173,14 +151,8 @@ class HttpCache:
         del meta["body"]
         meta["body_sha256"] = hashlib.sha256(entry.body).hexdigest()
         try:
-            _replace(body_path, entry.body)
-            _replace(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"))
+            # no fsync: an entry lost in a crash reads as a miss (the sha256 check in ``get``)
+            atomic.write_bytes(body_path, entry.body, mode=0o600, durable=False)
+            atomic.write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode("utf-8"), mode=0o600, durable=False)
         except OSError as exc:  # the cache is best-effort: an unwritable one must not fail a read
             log().warning("cannot write the GitHub cache at %s (%s); continuing without it", self.root, exc.strerror)
-
-    def clear(self) -> None:
-        if not self.root.is_dir():
-            return
-        for p in self.root.glob("*/*"):
-            if p.suffix in (".json", ".body", ".tmp"):
-                p.unlink(missing_ok=True)

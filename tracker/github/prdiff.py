@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from patchset.text import json_fields
 from patchset.tracker.github.failures import Failure
 from patchset.tracker.github.httpcache import log
 from patchset.tracker.github.payloads import Unreadable, file_entry
@@ -45,13 +46,10 @@ class PRDiff:
         import hashlib
 
         return {
-            "ref": self.ref.to_json(),
-            "source": self.source,
+            **json_fields(self, "ref source"),
             "bytes": len(self.data),
             "sha256": hashlib.sha256(self.data).hexdigest(),
-            "cached": self.cached,
-            "age_s": self.age_s,
-            "note": self.note,
+            **json_fields(self, "cached age_s note"),
         }
 
 
@@ -124,11 +122,7 @@ def _diff_from_commits(reads: Reads, ref: PRRef, why: str) -> PRDiff:
         if isinstance(parents, list) and len(parents) > 1:
             merges.append(sha)
             continue
-        parts.append(
-            reads.get(
-                f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=bool(FULL_SHA.match(sha)), want_json=False
-            ).body
-        )
+        parts.append(reads.get(f"/repos/{ref.repo}/commits/{sha}", PATCH, immutable=True, want_json=False).body)
         held += len(parts[-1])
         if held > cap:
             raise Failure(

@@ -329,8 +329,7 @@ def _origin(url: str) -> str:
 
 def where(url: str) -> str:
     """The path of ``url``, for a message."""
-    parts = urlsplit(url)
-    return parts.path or url
+    return urlsplit(url).path or url
 
 
 def short(exc: BaseException) -> str:
