@@ -326,9 +326,8 @@ class Edit:
 
         table = tomlkit.table()
         for k, v in values.items():
-            if v in (None, "", [], {}):
-                continue
-            table.add(k, v)
+            if v not in (None, "", [], {}):
+                table.add(k, v)
         self.patch_tables().append(table)
         return table
 
@@ -343,14 +342,8 @@ class Edit:
         if "targets" not in self.doc:
             self.doc.add("targets", tomlkit.table(is_super_table=True))
         table = tomlkit.table()
-        for k, v in values.items():
-            if k == "path_map":
-                pm = tomlkit.table()
-                for src, dst in v.items():
-                    pm[src] = dst
-                table.add(k, pm)
-            else:
-                table.add(k, v)
+        for k, v in values.items():  # a dict (path_map) becomes a sub-table
+            table.add(k, v)
         self.doc["targets"][name] = table
         if patches is not None:
             self.doc.add(tomlkit.nl())
@@ -407,8 +400,7 @@ class Edit:
         staged, self.staged = self.staged, None
         assert staged is not None
         staged.commit()
-        ledger = load_ledger(self.path)
-        return ledger
+        return load_ledger(self.path)
 
 
 @contextmanager

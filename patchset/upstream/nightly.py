@@ -206,8 +206,7 @@ def _read(tree: Path, rel: str, clues: list[Clue]) -> bytes | None:
         why = exc.message.split(": ", 1)[-1]
     except OSError as exc:
         why = f"cannot be read: {exc.strerror or exc}"
-    if why:
-        clues.append(Clue(rel, note=why))
+    clues.append(Clue(rel, note=why))
     return None
 
 
@@ -234,13 +233,7 @@ def _dist_infos(tree: Path, package: str) -> list[str]:
 def import_names(package: str, target_name: str = "") -> list[str]:
     """Where a package's ``_version.py`` may be: ``vllm`` -> ``vllm``; ``flashinfer-python`` ->
     ``flashinfer_python``, and the target's name."""
-    out: list[str] = []
-    for name in (package, target_name):
-        if name:
-            mod = canonicalize_name(name).replace("-", "_")
-            if mod not in out:
-                out.append(mod)
-    return out
+    return list(dict.fromkeys(canonicalize_name(name).replace("-", "_") for name in (package, target_name) if name))
 
 
 def tree_clues(tree: Path, package: str, target_name: str = "") -> list[Clue]:
@@ -400,12 +393,7 @@ def _commits_named(repo: GitRepo, prefix: str) -> list[str]:
     """Every commit whose sha starts with ``prefix`` (``git rev-parse --disambiguate``)."""
     proc = repo.git("rev-parse", f"--disambiguate={prefix}", check=False)
     names = [s for s in proc.stdout.decode(errors="replace").split() if FULL_SHA.match(s)]
-    out = []
-    for sha in names:
-        kind = repo.git("cat-file", "-t", sha, check=False).stdout.decode().strip()
-        if kind == "commit":
-            out.append(sha)
-    return sorted(out)
+    return sorted(s for s in names if repo.git("cat-file", "-t", s, check=False).stdout.decode().strip() == "commit")
 
 
 # ---- the image of another base -------------------------------------------------------------------
