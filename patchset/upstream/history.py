@@ -146,9 +146,7 @@ class ReleaseHistory(GitRepo):
         sha = self.rev(ref) if ref else None
         if sha is None and ref and not _HEXISH.match(ref):
             sha = self.rev(f"refs/tags/v{ref}")
-        if sha is None:
-            return super().resolve(ref)
-        return sha
+        return sha if sha is not None else super().resolve(ref)
 
     def release_id(self, ref: str) -> ReleaseId | None:
         """The release ``ref`` (a sha, tag or spec of this history) is, or None when it names a
@@ -214,18 +212,16 @@ class ReleaseHistory(GitRepo):
         *,
         parent: str | None = None,
         branch: str = "main",
-        kind: str = "sdist",
-        platform: str | None = None,
-        tag: str | None = None,
         progress: Progress | None = None,
     ) -> str:
         """Import one release as one commit on ``branch``; return the commit sha.
 
         ``source`` is a spec (downloaded through the cache) or a release archive's path. The parent is
         ``parent``, else the tip of ``branch``; the tree is the archive's (top directory stripped,
-        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel``) makes it
-        idempotent."""
+        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel`` for a wheel
+        archive) makes it idempotent."""
         archive: Path | None = None
+        kind = "sdist"
         if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
             spec = as_spec(source)
         else:
@@ -233,14 +229,14 @@ class ReleaseHistory(GitRepo):
             if not archive.is_file():
                 raise InputError(f"release archive not found: {archive}")
             spec, kind = spec_from_archive(archive)
-        tag = tag or (spec.tag if kind == "sdist" else f"{spec.tag}-wheel")
+        tag = spec.tag if kind == "sdist" else f"{spec.tag}-wheel"
         self._check_project(spec)
         with self._locked():
             existing = self.rev(f"refs/tags/{tag}")
             if existing:
                 return existing
             if archive is None:
-                archive = download(spec, kind, platform=platform, progress=progress)
+                archive = download(spec, progress=progress)
             parent_sha = self._parent_for(branch, parent)
             self._fast_import(archive, spec, branch, parent_sha, tag, kind == "sdist", progress)
             sha = self.rev(f"refs/tags/{tag}")
@@ -413,27 +409,20 @@ def build_history(
     project: str,
     versions: list[str],
     *,
-    kind: str = "sdist",
     progress: Progress | None = None,
     history: ReleaseHistory | None = None,
 ) -> list[tuple[str, str]]:
     """Import ``versions`` of ``project``: ``[(version, sha)]`` in the order given.
 
-    Idempotent. Source releases go in version order, each on the closest older release, so they make
-    a straight line on ``main`` whatever order they are listed in; wheels extend ``main``.
+    Idempotent. Releases go in version order, each on the closest older release, so they make a
+    straight line on ``main`` whatever order they are listed in.
     ``progress`` hears each download and import (``vllm 2/3: download vllm-0.31.0.tar.gz``)."""
     history = history or ReleaseHistory.for_project(project)
-    order = sorted(versions, key=Version) if kind == "sdist" else list(versions)
+    order = sorted(versions, key=Version)
     shas: dict[str, str] = {}
     for i, version in enumerate(order, start=1):
-        step = None
-        if progress is not None:
-            step = _prefixed(progress, f"{project} {i}/{len(order)}:")
-        spec = ReleaseSpec(project, version)
-        if kind == "sdist":
-            shas[version] = history.resolve(spec, progress=step)
-        else:
-            shas[version] = history.import_release(spec, kind=kind, progress=step)
+        step = _prefixed(progress, f"{project} {i}/{len(order)}:") if progress is not None else None
+        shas[version] = history.resolve(ReleaseSpec(project, version), progress=step)
     return [(version, shas[version]) for version in versions]
 
 

@@ -282,18 +282,18 @@ def _matching(record: dict[str, Any], want: Version) -> list[DistFile]:
     return found
 
 
-def release_files(spec: ReleaseSpec | str, *, refresh: bool = False) -> list[DistFile]:
+def release_files(spec: ReleaseSpec | str) -> list[DistFile]:
     """Every verifiable file of the release, from the cached listing or the index.
 
-    The listing is cached per project; it is refetched when it does not know the release yet
-    (or with ``refresh``), so a repeated run needs no network at all.
+    The listing is cached per project; it is refetched when it does not know the release yet, so a
+    repeated run needs no network at all.
     """
     spec = as_spec(spec)
     want = Version(spec.version)
     bases = list(index_urls())
     listed: list[tuple[str, dict[str, Any]]] = []  # the indexes that know the project
     for base in bases:
-        record = None if refresh else _cached_listing(spec.name, base)
+        record = _cached_listing(spec.name, base)
         found = _matching(record, want) if record else []
         if not found:
             record = _fetch_listing(spec.name, base)
