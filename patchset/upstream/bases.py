@@ -113,11 +113,9 @@ def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
         sha = repo.rev(t)
         if sha:
             full = repo.git("rev-parse", "--symbolic-full-name", t, check=False).stdout.decode().strip()
-            if full.startswith("refs/heads/") or full.startswith("refs/remotes/") or ref in ("HEAD",):
-                return sha, sha  # a branch moves: record the commit it points at now
-            if re.fullmatch(r"[0-9a-f]{4,40}", ref):
-                return sha, sha
-            return sha, ref
+            moves = full.startswith(("refs/heads/", "refs/remotes/")) or ref == "HEAD"
+            # a branch moves: record the commit it points at now (and a sha as the full sha)
+            return sha, sha if moves or re.fullmatch(r"[0-9a-f]{4,40}", ref) else ref
     raise InputError(
         f"{what} {ref!r} is not a commit, tag or branch of {repo.git_dir}",
         hint="check the name with `git -C <repo> rev-parse <ref>`",

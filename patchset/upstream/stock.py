@@ -19,7 +19,6 @@ from pathlib import Path
 from patchset.confine import confine, regular_file
 from patchset.errors import InputError, UnsafePathError
 from patchset.ledger.model import Target
-from patchset.progress import Progress
 from patchset.text import Word
 from patchset.upstream.bases import dir_identity, local_repo, version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
@@ -175,7 +174,6 @@ def open_stock(
     target: Target,
     ref: str | None = None,
     tree: Path | None = None,
-    progress: Progress | None = None,
 ) -> StockBase:
     """The base ``ref`` (a release spec, a version of the target's package, a commit of its local
     upstream, a directory) or ``tree`` (a directory); the target's recorded base when neither."""
@@ -212,7 +210,7 @@ def open_stock(
     from patchset.upstream.history import ReleaseHistory
 
     history = ReleaseHistory.for_project(spec.project)
-    sha = history.resolve(str(spec), progress=progress)
+    sha = history.resolve(str(spec))
     return StockBase(target, StockKind.RELEASES, str(spec), spec.version, repo=history, commit=sha, spec=str(spec))
 
 
