@@ -432,16 +432,9 @@ def _write_failure(exc: OSError, reader: ArchiveReader, dest: Path) -> PatchsetE
     what = f"cannot unpack {reader.path} into {dest}"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         needed = _space_needed(reader)
-        try:
-            vfs = os.statvfs(where)
-            free: str = _mib(vfs.f_bavail * vfs.f_frsize) + " free"
-            if vfs.f_files and not vfs.f_favail:
-                free += ", no free inodes"
-        except OSError:
-            free = "free space unknown"
-        need = f"needs about {_mib(needed)}" if needed is not None else "needs more space"
+        need = f"needs about {mib(needed)}" if needed is not None else "needs more space"
         return EnvironmentFailure(
-            f"{what}: no space left on the file system of {where} (the tree {need}; {free})",
+            f"{what}: no space left on the file system of {where} (the tree {need}; {free_space(where)})",
             hint=f"free space under {where}, or unpack elsewhere; the partial tree was removed",
         )
     if exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ):
@@ -455,8 +448,18 @@ def _write_failure(exc: OSError, reader: ArchiveReader, dest: Path) -> PatchsetE
     )
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
+
+
+def free_space(where: Path) -> str:
+    """What the file system of ``where`` has free, for a "no space left" message."""
+    try:
+        vfs = os.statvfs(where)
+    except OSError:
+        return "free space unknown"
+    free = mib(vfs.f_bavail * vfs.f_frsize) + " free"
+    return free + ", no free inodes" if vfs.f_files and not vfs.f_favail else free
 
 
 def _extract(reader: ArchiveReader, root: Path) -> int:

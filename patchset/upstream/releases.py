@@ -480,7 +480,7 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
                         f"cannot download {shown(dist.url)}: HTTP {resp.status}",
                         hint="try again later, or check the index URL",
                     )
-                total = dist.size if dist.size is not None else _length(resp.headers)
+                total = dist.size if dist.size is not None else net.content_length(resp.headers)
                 if progress is not None:
                     progress(what, 0, total)
                 with os.fdopen(fd, "wb") as out:
@@ -518,13 +518,6 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _length(headers: Any) -> int | None:
-    try:
-        return int(headers["Content-Length"])
-    except (KeyError, ValueError):
-        return None
-
-
 def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFailure:
     """A download that could not be written into the cache: which directory, and for a full disk
     the space the file needs and what is free (as ``archives.unpack`` words it)."""
@@ -534,14 +527,12 @@ def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFail
     what = f"cannot download {dist.filename} into {where}"
     hint = f"nothing was kept; free space under {where}, or point {cache.ENV_VAR} at a larger disk"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        need = f"needs {dist.size / (1 << 20):.1f} MiB" if dist.size is not None else "needs more space"
-        try:
-            vfs = os.statvfs(where)
-            free = f"{vfs.f_bavail * vfs.f_frsize / (1 << 20):.1f} MiB free"
-        except OSError:
-            free = "free space unknown"
+        from patchset.upstream.archives import free_space, mib
+
+        need = f"needs {mib(dist.size)}" if dist.size is not None else "needs more space"
         return EnvironmentFailure(
-            f"{what}: no space left on the file system of {where} (the download {need}; {free})", hint=hint
+            f"{what}: no space left on the file system of {where} (the download {need}; {free_space(where)})",
+            hint=hint,
         )
     return EnvironmentFailure(
         f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),

@@ -69,6 +69,7 @@ __all__ = [
     "TooLarge",
     "Unreachable",
     "command_budget",
+    "content_length",
     "current_budget",
     "host_of",
     "limits",
@@ -109,7 +110,7 @@ class Stream:
         """The body as it arrives; ``DeadlineExceeded`` past the deadline, ``TooLarge`` past
         ``max_bytes`` (named ``variable`` in the message)."""
         raw = self.response.raw
-        size = _length(self.headers)
+        size = content_length(self.headers)
         if max_bytes is not None and size is not None and size > max_bytes:
             raise self.scope.too_large(max_bytes, variable, size)
         reader = getattr(raw, "read1", None)
@@ -162,7 +163,8 @@ def _as_requests_errors(s: Scope) -> Iterator[None]:
         raise requests.exceptions.ConnectionError(exc) from exc
 
 
-def _length(headers: Mapping[str, str]) -> int | None:
+def content_length(headers: Mapping[str, str]) -> int | None:
+    """The ``Content-Length`` an answer announces; None when it is absent or not a size."""
     try:
         value = int(headers.get("Content-Length", ""))
     except (TypeError, ValueError):
