@@ -83,9 +83,7 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
             if prev.get(path) == files[path]:
                 continue
             mode, data = files[path]
-            stream.append(b"M %s inline %s\ndata %d\n" % (mode, fast_import_path(path), len(data)))
-            stream.append(data)
-            stream.append(b"\n")
+            stream += [b"M %s inline %s\ndata %d\n" % (mode, fast_import_path(path), len(data)), data, b"\n"]
         stream.append(b"\nreset refs/tags/%s\nfrom :%d\n\n" % (label.encode(), n))
         prev = files
     stream.append(b"done\n")

@@ -114,7 +114,10 @@ class Stream:
         if max_bytes is not None and size is not None and size > max_bytes:
             raise self.scope.too_large(max_bytes, variable, size)
         reader = getattr(raw, "read1", None)
-        pieces = _read1_chunks(reader) if reader is not None else raw.stream(_CHUNK, decode_content=True)
+        if reader is not None:
+            pieces = iter(lambda: reader(_CHUNK, decode_content=True), b"")
+        else:
+            pieces = raw.stream(_CHUNK, decode_content=True)
         with _as_requests_errors(self.scope):
             for chunk in pieces:
                 self.scope.received += len(chunk)
@@ -126,14 +129,6 @@ class Stream:
 
     def read(self, max_bytes: int | None = None, variable: str = "") -> bytes:
         return b"".join(self.chunks(max_bytes, variable))
-
-
-def _read1_chunks(read1: Any) -> Iterator[bytes]:
-    while True:
-        chunk = read1(_CHUNK, decode_content=True)
-        if not chunk:
-            return
-        yield chunk
 
 
 @contextmanager
