@@ -37,7 +37,7 @@ from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.upstream.git import fast_import_path, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like
-from patchset.upstream.repo import FULL_SHA, GitRepo
+from patchset.upstream.repo import GitRepo
 
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
 IMPORT_EMAIL = "releases@patchset.invalid"
@@ -156,7 +156,7 @@ class ReleaseHistory(GitRepo):
         if sha is None:
             return None
         found = _RELEASE_TRAILER.search(self.git("log", "-1", "--format=%B", sha).stdout.decode("utf-8", "replace"))
-        tree = self.rev_tree(sha)
+        tree = self.rev(sha, "tree")
         if found is None or tree is None:
             return None
         return ReleaseId(found.group(1), tree)
@@ -166,12 +166,7 @@ class ReleaseHistory(GitRepo):
         if not is_spec_like(release.spec):
             return None
         sha = self.rev(f"refs/tags/{as_spec(release.spec).tag}")
-        return sha if sha is not None and self.rev_tree(sha) == release.tree else None
-
-    def rev_tree(self, sha: str) -> str | None:
-        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{sha}^{{tree}}", check=False)
-        out = proc.stdout.decode().strip()
-        return out if proc.returncode == 0 and FULL_SHA.match(out) else None
+        return sha if sha is not None and self.rev(sha, "tree") == release.tree else None
 
     def _check_project(self, spec: ReleaseSpec) -> None:
         if self.project is None:

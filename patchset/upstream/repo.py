@@ -108,9 +108,9 @@ class GitRepo:
         except Exception:
             pass
 
-    def rev(self, ref: str) -> str | None:
-        """The commit sha ``ref`` names, or None."""
-        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}", check=False)
+    def rev(self, ref: str, kind: str = "commit") -> str | None:
+        """The sha of the commit ``ref`` names (``kind="tree"``: of its tree), or None."""
+        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{{kind}}}", check=False)
         out = proc.stdout.decode().strip()
         return out if proc.returncode == 0 and FULL_SHA.match(out) else None
 
