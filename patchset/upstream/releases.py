@@ -105,7 +105,6 @@ class DistFile:
     kind: DistKind
     version: str
     yanked: bool = False
-    requires_python: str | None = None
     platforms: tuple[str, ...] = ()  # wheel platform tags ("any", "manylinux_2_28_x86_64" ...)
     index: str = ""  # the simple-API base URL of the index that lists it
 
@@ -247,14 +246,12 @@ def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
     sha = (entry.get("hashes") or {}).get("sha256")
     if not sha:
         return None  # we never take a file we cannot verify
-    yanked = bool(entry.get("yanked"))
     common = dict(
         filename=filename,
         url=entry["url"],
         sha256=sha.lower(),
         size=entry.get("size"),
-        yanked=yanked,
-        requires_python=entry.get("requires-python"),
+        yanked=bool(entry.get("yanked")),
         index=index,
     )
     if filename.endswith(".whl"):
@@ -274,12 +271,8 @@ def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
 
 
 def _matching(record: dict[str, Any], want: Version) -> list[DistFile]:
-    found = []
-    for entry in record["files"]:
-        df = _to_distfile(entry, record.get("index", ""))
-        if df is not None and Version(df.version) == want:
-            found.append(df)
-    return found
+    listed = (_to_distfile(entry, record.get("index", "")) for entry in record["files"])
+    return [df for df in listed if df is not None and Version(df.version) == want]
 
 
 def release_files(spec: ReleaseSpec | str) -> list[DistFile]:

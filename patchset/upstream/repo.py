@@ -194,10 +194,5 @@ class GitRepo:
         if path:
             args += ["--", path]
         out = self.git(*args).stdout.decode("utf-8", "replace")
-        entries = []
-        for entry in out.split("\0"):
-            entry = entry.strip("\n")
-            if entry:
-                sha, ts, subject = entry.split("\x1f", 2)
-                entries.append(LogEntry(sha, int(ts), subject))
-        return entries
+        records = (entry.strip("\n").split("\x1f", 2) for entry in out.split("\0") if entry.strip("\n"))
+        return [LogEntry(sha, int(ts), subject) for sha, ts, subject in records]
