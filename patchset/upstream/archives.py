@@ -67,16 +67,10 @@ def is_zip_name(path: Path) -> bool:
 def clean_name(name: str, archive: Path | str, *, what: str | None = None) -> str:
     """Normalise a member name to a relative posix path (``""`` for the archive's root entry,
     ``./``), refusing names that escape the root (``confine.check_relative``). Patchset's state
-    directories and ``.git`` are checked by :func:`check_tree_path` once the top directory is gone."""
+    directories and ``.git`` are refused (``check_relative`` again) once the top directory is gone."""
     if not name.startswith("/") and all(p in ("", ".") for p in name.split("/")):
         return ""
     return check_relative(name, what=what or f"archive {archive} member", allow_state=True, allow_git=True)
-
-
-def check_tree_path(path: str, archive: Path | str, *, what: str | None = None) -> None:
-    """Refuse a member whose path in the tree lies under ``.patchset``/``.patchset-txn`` (any case)
-    or a ``.git`` directory: an archive may not carry patchset's state or a repository's."""
-    check_relative(path, what=what or f"archive {archive} member")
 
 
 def check_symlink(path: str, target: str, archive: Path | str) -> None:
@@ -195,7 +189,8 @@ class ArchiveReader:
         path = self._strip(clean_name(name, self.path, what=self._what), is_dir)
         if path is None:
             return None
-        check_tree_path(path, self.path, what=self._what)
+        # nor under .patchset/.patchset-txn (any case) or .git: no patchset state, no repository
+        check_relative(path, what=self._what)
         target = ""
         if h.issym():
             check_symlink(path, h.linkname, self.path)
@@ -203,7 +198,7 @@ class ArchiveReader:
             target = self._strip(clean_name(h.linkname, self.path, what=self._what), False) or ""
             if not target:
                 raise UnsafePathError(f"{self.path}: hard link {path!r} has no valid target")
-            check_tree_path(target, self.path, what=self._what)
+            check_relative(target, what=self._what)
         elif not (h.isreg() or is_dir):
             raise UnsafePathError(
                 f"{self.path}: member {name!r} is a device, fifo or other special file "
@@ -278,7 +273,7 @@ class ArchiveReader:
                     self.on_bytes(info.compress_size)
                 if not name:
                     continue
-                check_tree_path(name, self.path, what=self._what)
+                check_relative(name, what=self._what)  # no .patchset or .git in the tree
                 _check_zip_entry(info, name, self.path)
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 mode = (unix & 0o7777) or (0o755 if info.is_dir() else 0o644)
