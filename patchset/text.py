@@ -188,9 +188,7 @@ def safe_url(url: object) -> str | None:
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
         return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
+    return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
 
 
 def markdown_link(text: object, url: object) -> str:

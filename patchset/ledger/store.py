@@ -299,10 +299,7 @@ class Edit:
         return tables
 
     def patch_table(self, patch_id: str) -> Table | None:
-        for t in self.patch_tables():
-            if t.get("id") == patch_id:
-                return t
-        return None
+        return next((t for t in self.patch_tables() if t.get("id") == patch_id), None)
 
     def patch_of_kind(self, patch_id: str, table: str, target: str, kind: str, hint: str) -> Table | None:
         """The entry ``patch_id`` when it is a ``kind`` patch (one with a ``[patch.<table>]``:

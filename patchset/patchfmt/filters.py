@@ -69,9 +69,9 @@ class FilterResult:
 
 def _starts_file(lines: list[bytes], i: int) -> bool:
     line = lines[i]
-    if line.startswith(b"diff "):
-        return True
-    return line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+    return line.startswith(b"diff ") or (
+        line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+    )
 
 
 def split_sections(body: bytes, strip: int = 1, *, source: str = "<diff>") -> list[Section]:

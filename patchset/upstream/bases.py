@@ -95,10 +95,8 @@ def local_repo(path: str | Path) -> Path | None:
 
 
 def _dir_arg(root: Path, ref: str) -> Path | None:
-    for cand in (Path(ref).expanduser(), root / ref):
-        if cand.is_dir() and local_repo(cand) is None:
-            return cand.resolve()
-    return None
+    dirs = (cand for cand in (Path(ref).expanduser(), root / ref) if cand.is_dir() and local_repo(cand) is None)
+    return next((cand.resolve() for cand in dirs), None)
 
 
 def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:

@@ -101,14 +101,8 @@ def clean_version(text: str) -> str | None:
 def commit_prefix(version: str) -> str:
     """The commit prefix a setuptools-scm version names after ``+g``: ``0.30.1rc1.dev48+g7f1a539``
     -> ``7f1a539``; ``0.30.1rc1.dev48+g7f1a539.cu130`` too; ``""`` when there is none."""
-    _, plus, local = version.partition("+")
-    if not plus:
-        return ""
-    for part in local.lower().split("."):
-        m = _LOCAL_G.match(part)
-        if m:
-            return m.group(1)
-    return ""
+    local = version.partition("+")[2].lower()  # "" without a "+": no part matches
+    return next((m.group(1) for part in local.split(".") if (m := _LOCAL_G.match(part))), "")
 
 
 def public_version(version: str) -> str:

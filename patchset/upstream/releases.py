@@ -173,9 +173,7 @@ def probe_index(timeout: float = 5.0) -> str | None:
         )
     except (requests.RequestException, net.NetLimit) as exc:
         return f"package index {shown(base)} unreachable: {type(exc).__name__}"
-    if ans.status >= 500:
-        return f"package index {shown(base)} answered HTTP {ans.status}"
-    return None
+    return f"package index {shown(base)} answered HTTP {ans.status}" if ans.status >= 500 else None
 
 
 def _listing_path(name: str, base: str) -> Path:
