@@ -257,8 +257,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
         text = path.read_text(encoding="utf-8")
     else:
         data = parse(path, text)
-    v = Validator(path, text)
-    v.check_document(data)
+    Validator(path, text).check_document(data)
     targets = {name: target_from(name, t) for name, t in data.get("targets", {}).items()}
     lines = array_lines(text, "patch")
     patches = [_patch(p, lines[i] if i < len(lines) else 0) for i, p in enumerate(data.get("patch", []))]

@@ -202,9 +202,7 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
 
 
 def _headers_crlf(pf: RawFile) -> bool:
-    src = pf.source_stamp or pf.source or ""
-    tgt = pf.target_stamp or pf.target or ""
-    return src.endswith("\r") or tgt.endswith("\r")
+    return (pf.source_stamp or pf.source or "").endswith("\r") or (pf.target_stamp or pf.target or "").endswith("\r")
 
 
 def files_touched(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list[str]:

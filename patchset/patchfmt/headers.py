@@ -135,8 +135,7 @@ def _origin_from(status: str, dep3_origin: str) -> str:
 def parse_meta(body: bytes) -> PatchMeta:
     """Read title, description, authors, origin and upstream refs from a patch header."""
     header, _ = split_header(body)
-    text = header.decode("utf-8", errors="replace")
-    lines = text.splitlines()
+    lines = header.decode("utf-8", errors="replace").splitlines()
     meta = PatchMeta()
     fields: dict[str, list[str]] = {}
     free: list[str] = []
@@ -178,8 +177,7 @@ def parse_meta(body: bytes) -> PatchMeta:
     authors = (_author_name(v) for key in ("from", "author") for v in fields.get(key, []))
     meta.authors = list(dict.fromkeys(name for name in authors if name))
     meta.upstream_status = fields.get("upstream-status", [""])[0]
-    dep3_origin = fields.get("origin", [""])[0]
-    meta.origin = _origin_from(meta.upstream_status, dep3_origin)
+    meta.origin = _origin_from(meta.upstream_status, fields.get("origin", [""])[0])
     blob = "\n".join(v for vs in fields.values() for v in vs) + "\n" + body_text
     prs = [f"{repo}#{num}" for repo, num in _GH_PR.findall(blob)]
     prs += [v for v in fields.get("upstream-pr", []) if re.match(r"^[\w.-]+/[\w.-]+#\d+$", v)]

@@ -380,8 +380,7 @@ def _zip_directory(raw: BinaryIO) -> tuple[int, int] | None:
 
 
 def _looks_like_tar(path: Path) -> bool:
-    name = path.name.lower()
-    return name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
+    return path.name.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
 
 
 def unpack(
@@ -484,8 +483,7 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
         if m.kind == DIR:
             ensure_dir(m.path)
             continue
-        parent = posixpath.dirname(m.path)
-        ensure_dir(parent)
+        ensure_dir(posixpath.dirname(m.path))
         full = os.path.join(root_str, m.path)
         if m.kind == SYMLINK:
             if m.path in made_dirs:

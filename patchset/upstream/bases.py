@@ -229,8 +229,7 @@ def dir_identity(path: Path) -> tuple[str, str]:
     info = path / "PKG-INFO"
     if info.is_file():
         head = info.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
-        fields = dict(ln.split(": ", 1) for ln in head.splitlines() if ": " in ln)
-        version = fields.get("Version", "")
+        version = dict(ln.split(": ", 1) for ln in head.splitlines() if ": " in ln).get("Version", "")
     return str(path.resolve()), version
 
 

@@ -341,8 +341,7 @@ def inspect_image(ref: str, *, docker: str | None = None, timeout: float = DOCKE
         return [Clue(source, note=f"docker exited {proc.returncode}" + (f": {why}" if why else ""))]
     if len(data) > MAX_INSPECT:
         return [Clue(source, note=f"its output is larger than {MAX_INSPECT} bytes: not read")]
-    clues = parse_inspect(data)
-    return clues or [Clue(source, note=f"the image has no {LABEL} label")]
+    return parse_inspect(data) or [Clue(source, note=f"the image has no {LABEL} label")]
 
 
 # ---- agreeing, resolving -------------------------------------------------------------------------

@@ -162,8 +162,7 @@ class GitRepo:
 
     def tree(self, commit: str) -> dict[str, tuple[str, str]]:
         """``{path: (mode, blob sha)}`` for every file (and symlink) at ``commit``."""
-        sha = self.resolve(commit)
-        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout)
+        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", self.resolve(commit)).stdout)
 
     def list_files(self, commit: str, prefix: str | None = None) -> list[str]:
         """Every file path at ``commit`` (sorted as git sorts), optionally under ``prefix``."""
@@ -171,8 +170,7 @@ class GitRepo:
         args = ["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha]
         if prefix:
             args += ["--", prefix.strip("/")]
-        out = self.git(*args).stdout
-        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+        return [p.decode("utf-8", "surrogateescape") for p in self.git(*args).stdout.split(b"\0") if p]
 
     # -- history -------------------------------------------------------------------------------
     def is_ancestor(self, a: str, b: str) -> bool:
