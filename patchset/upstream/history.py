@@ -195,11 +195,8 @@ class ReleaseHistory(GitRepo):
     @contextmanager
     def _locked(self) -> Iterator[None]:
         with open(self.git_dir / "patchset-import.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed, whatever happens
+            yield
 
     def import_release(
         self,
