@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ class BaseKind(Word):
 
 
 @dataclass
-class Bases:
+class Bases(AbstractContextManager["Bases"]):
     """The old and new base of one target as commits of ``repo``."""
 
     repo: GitRepo
@@ -62,9 +63,6 @@ class Bases:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    def __enter__(self) -> Bases:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -13,6 +13,7 @@ import re
 import subprocess
 import threading
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def similarity(old: bytes, new: bytes) -> int:
     return common * 100 // max(len(old), len(new))
 
 
-class GitRepo:
+class GitRepo(AbstractContextManager["GitRepo"]):
     """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
 
     #: Whether git here may read the user's configuration (a clone that reaches the network does).
@@ -95,9 +96,6 @@ class GitRepo:
                 except (OSError, subprocess.TimeoutExpired):
                     self._batch.kill()
                 self._batch = None
-
-    def __enter__(self) -> GitRepo:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

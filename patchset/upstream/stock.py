@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,7 @@ class StockKind(Word):
 
 
 @dataclass(repr=False, eq=False)  # identity, as before: a base is one open reader
-class StockBase:
+class StockBase(AbstractContextManager["StockBase"]):
     """One base, readable file by file. ``label`` is what the ledger records as the target's base;
     a release or a commit is read from ``repo`` at ``commit``, a plain directory from ``directory``."""
 
@@ -119,9 +120,6 @@ class StockBase:
     def close(self) -> None:
         if self.repo is not None and self.kind == "repo":
             self.repo.close()
-
-    def __enter__(self) -> StockBase:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
