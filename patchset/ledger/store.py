@@ -169,7 +169,6 @@ def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Pa
 
 
 def target_from(name: str, d: dict[str, Any]) -> Target:
-    pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
         name=name,
         upstream=d.get("upstream", ""),
@@ -182,7 +181,7 @@ def target_from(name: str, d: dict[str, Any]) -> Target:
         package=d.get("package", ""),
         installed_root=d.get("installed_root", ""),
         base_image=d.get("base_image", ""),
-        path_map=pm,
+        path_map=PathMap(list(d.get("path_map", {}).items())),
         notes=d.get("notes", ""),
         watch=d.get("watch", "names"),
     )

@@ -313,22 +313,12 @@ def list_versions(project: str, *, kind: str = "sdist", final: bool = True) -> l
         raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
     name = parse_spec(f"{project}==0").name  # parse_spec checks the project name
     bases = list(index_urls())
-    record = None
-    for base in bases:
-        record = _fetch_listing(name, base)
-        if record is not None:
-            break
+    record = next((r for base in bases if (r := _fetch_listing(name, base)) is not None), None)
     if record is None:
         raise _not_listed(name, bases)
-    found: set[Version] = set()
-    for entry in record["files"]:
-        df = _to_distfile(entry)
-        if df is None or df.kind != kind or df.yanked:
-            continue
-        v = Version(df.version)
-        if not final or (not v.is_prerelease and not v.is_devrelease):
-            found.add(v)
-    return sorted(found)
+    listed = (_to_distfile(entry) for entry in record["files"])
+    found = {Version(df.version) for df in listed if df is not None and df.kind == kind and not df.yanked}
+    return sorted(v for v in found if not final or not (v.is_prerelease or v.is_devrelease))
 
 
 def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | None = None) -> DistFile:
@@ -341,8 +331,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
     if kind not in KINDS:
         raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
     pool = [f for f in files if f.kind == kind]
-    live = [f for f in pool if not f.yanked]
-    pool = live or pool
+    pool = [f for f in pool if not f.yanked] or pool
     if not pool:
         have = ", ".join(sorted(f.filename for f in files)) or "nothing"
         wheels_only = kind == "sdist" and any(f.kind == "wheel" for f in files)
@@ -354,8 +343,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
             else None,
         )
     if kind == "sdist":
-        pool.sort(key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
-        return pool[0]
+        return min(pool, key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
     if platform is None:
         pure = [f for f in pool if f.pure]
         if pure:
