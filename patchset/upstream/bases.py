@@ -27,6 +27,7 @@ from patchset.progress import Progress
 from patchset.text import Word, json_fields
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
+from patchset.upstream.nightly import parse_metadata
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
 
@@ -223,11 +224,8 @@ def dir_identity(path: Path) -> tuple[str, str]:
     typed (which means nothing from another working directory), so the next rebase finds it again;
     and the version an unpacked source distribution declares (``PKG-INFO``), recorded as
     ``base_version``."""
-    version = ""
     info = path / "PKG-INFO"
-    if info.is_file():
-        head = info.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
-        version = dict(ln.split(": ", 1) for ln in head.splitlines() if ": " in ln).get("Version", "")
+    version = (parse_metadata(info.read_bytes()) or "") if info.is_file() else ""
     return str(path.resolve()), version
 
 
