@@ -60,10 +60,6 @@ class Member:
         return bool(self.mode & 0o111)
 
 
-def is_zip_name(path: Path) -> bool:
-    return path.suffix.lower() in (".whl", ".zip")
-
-
 def clean_name(name: str, archive: Path | str, *, what: str | None = None) -> str:
     """Normalise a member name to a relative posix path (``""`` for the archive's root entry,
     ``./``), refusing names that escape the root (``confine.check_relative``). Patchset's state
@@ -126,7 +122,8 @@ class ArchiveReader:
     def __iter__(self) -> Iterator[Member]:
         self.top = None
         seen: set[str] = set()
-        zipped = is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path))
+        named_zip = self.path.suffix.lower() in (".whl", ".zip")
+        zipped = named_zip or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path))
         try:
             for member in self._iter_zip() if zipped else self._iter_tar():
                 if member.path in seen:  # the rule `build wheel` applies too (build/wheel.py:check_members)
