@@ -122,8 +122,9 @@ class ArchiveReader:
     def __iter__(self) -> Iterator[Member]:
         self.top = None
         seen: set[str] = set()
-        named_zip = self.path.suffix.lower() in (".whl", ".zip")
-        zipped = named_zip or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path))
+        name = self.path.name.lower()
+        tar_named = name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
+        zipped = name.endswith((".whl", ".zip")) or (not tar_named and zipfile.is_zipfile(self.path))
         try:
             for member in self._iter_zip() if zipped else self._iter_tar():
                 if member.path in seen:  # the rule `build wheel` applies too (build/wheel.py:check_members)
@@ -374,10 +375,6 @@ def _zip_directory(raw: BinaryIO) -> tuple[int, int] | None:
                 if len(record) == 56 and record[:4] == b"PK\x06\x06":
                     entries, size = struct.unpack("<QQ", record[32:48])
     return entries, size
-
-
-def _looks_like_tar(path: Path) -> bool:
-    return path.name.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
 
 
 def unpack(

@@ -110,17 +110,14 @@ def public_version(version: str) -> str:
     return version.partition("+")[0]
 
 
-def _dirty(version: str) -> bool:
-    return any(_DIRTY.match(p) for p in version.partition("+")[2].split("."))
-
-
 def _version_clue(source: str, raw: str | None) -> Clue:
     if raw is None:
         return Clue(source, note="no version in it")
     version = clean_version(raw)
     if version is None:
         return Clue(source, note=f"its version {raw[:60]!r} is not a version")
-    note = "built from a tree with uncommitted changes (.dYYYYMMDD)" if _dirty(version) else ""
+    dirty = any(_DIRTY.match(p) for p in version.partition("+")[2].split("."))
+    note = "built from a tree with uncommitted changes (.dYYYYMMDD)" if dirty else ""
     return Clue(source, version=version, commit=commit_prefix(version), note=note)
 
 

@@ -114,8 +114,12 @@ class StockBase(AbstractContextManager["StockBase"]):
             return
         assert self.repo is not None
         materialise_commit(self.repo, self.commit, dest)
-        if layout == "installed":
-            _to_installed(dest, self.target)
+        if layout == "installed":  # each path-map source prefix moves to its installed place
+            for src, dst in sorted(self.target.path_map.prefixes, key=lambda p: -len(p[0])):
+                s, d = dest / src.strip("/"), dest / dst.strip("/")
+                if s.exists() and not d.exists():
+                    d.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(s, d)
 
     def close(self) -> None:
         if self.repo is not None and self.kind == "repo":
@@ -156,15 +160,6 @@ def _drop_escaping_links(root: Path) -> None:
             full = Path(dirpath) / name
             if full.is_symlink() and not os.path.realpath(full).startswith(os.path.realpath(root) + os.sep):
                 full.unlink()
-
-
-def _to_installed(root: Path, target: Target) -> None:
-    """Move each path-map source prefix of a source-layout tree to its installed place."""
-    for src, dst in sorted(target.path_map.prefixes, key=lambda p: -len(p[0])):
-        s, d = root / src.strip("/"), root / dst.strip("/")
-        if s.exists() and not d.exists():
-            d.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(s, d)
 
 
 def open_stock(
