@@ -78,9 +78,7 @@ def is_mbox_start(head: bytes) -> bool:
 def split_mbox(body: bytes) -> list[bytes]:
     """The mails of an mbox (``git format-patch --stdout``, ``git am``'s input), each with its own
     From_ line, as ``git mailsplit`` cuts them; ``[body]`` when it is one mail or no mbox."""
-    if not _FROM_LINE.match(body):
-        return [body]
-    starts = [m.start() for m in _FROM_LINE.finditer(body)]
+    starts = [m.start() for m in _FROM_LINE.finditer(body)] if _FROM_LINE.match(body) else []
     if len(starts) < 2:
         return [body]
     return [body[a:b] for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]

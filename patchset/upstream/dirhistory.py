@@ -76,9 +76,7 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         )
         if n > 1:
             stream.append(b"from :%d\n" % (n - 1))
-        for path in sorted(prev):
-            if path not in files:
-                stream.append(b"D %s\n" % fast_import_path(path))
+        stream += [b"D %s\n" % fast_import_path(path) for path in sorted(prev) if path not in files]
         for path in sorted(files):
             if prev.get(path) == files[path]:
                 continue

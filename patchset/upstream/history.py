@@ -299,8 +299,7 @@ class ReleaseHistory(GitRepo):
             if parent:
                 out.append(b"from %s\n" % parent.encode())
             out.append(b"deleteall\n")
-            for path, (mode, ref) in entries.items():
-                out.append(b"M %s %s %s\n" % (mode, ref, fast_import_path(path)))
+            out += [b"M %s %s %s\n" % (mode, ref, fast_import_path(path)) for path, (mode, ref) in entries.items()]
             out.append(b"\nreset refs/tags/%s\nfrom :1\n\ndone\n" % tag.encode())
             write(b"".join(out))
             proc.stdin.close()
