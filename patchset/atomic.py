@@ -70,8 +70,7 @@ def stage(path: Path, data: bytes, mode: int | None = None, durable: bool = True
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (``durable``: and survive a power cut)."""
-    tmp = stage(path, data, mode, durable)
-    os.replace(tmp, path)
+    os.replace(stage(path, data, mode, durable), path)
     if durable:
         fsync_path(path.parent, directory=True)
 

@@ -55,8 +55,7 @@ class InputError(PatchsetError):
 
     def __init__(self, message: str, *, where: Location | None = None, hint: str | None = None) -> None:
         self.where = where
-        full = f"{where}: {message}" if where else message
-        super().__init__(full, hint=hint)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
 
 
 class LedgerError(InputError):

@@ -43,7 +43,6 @@ __all__ = [
     "markdown_code",
     "markdown_link",
     "markdown_text",
-    "md_cell",
     "plain",
     "safe_url",
     "split_list",
@@ -58,13 +57,8 @@ def split_list(values: Iterable[object] | str | None) -> list[str]:
     if values is None:
         return []
     items = [values] if isinstance(values, str) else list(values)
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if part and part not in out:
-                out.append(part)
-    return out
+    parts = (part.strip() for item in items for part in str(item).split(","))
+    return list(dict.fromkeys(part for part in parts if part))
 
 
 def json_fields(obj: object, names: str) -> dict[str, Any]:
@@ -149,13 +143,8 @@ def _lead(m: re.Match[str]) -> str:
     return f"{space}\\{mark}"
 
 
-def markdown_cell(text: object) -> str:
-    """``text`` made safe for one cell of a Markdown table (``markdown_text``: pipes escaped,
-    newlines folded, no markup)."""
-    return markdown_text(text)
-
-
-md_cell = markdown_cell  # the name earlier callers used
+# one cell of a Markdown table: markdown_text escapes pipes and folds newlines already
+markdown_cell = markdown_text
 
 
 def markdown_code(text: object, *, cell: bool = False) -> str:
@@ -199,9 +188,7 @@ def safe_url(url: object) -> str | None:
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError:
         return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return None
-    return url
+    return url if parts.scheme.lower() in ("http", "https") and parts.hostname else None
 
 
 def markdown_link(text: object, url: object) -> str:

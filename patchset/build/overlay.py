@@ -174,10 +174,7 @@ def build_overlay(
             + "; nothing was written (apply the series to the tree first)"
         )
         return report
-    files: dict[str, tuple[bytes, int]] = {}
-    base_rel = str(root).lstrip("/")
-    for inst, content in data.items():
-        files[f"overlay/{base_rel}/{inst}"] = (content, modes[inst])
+    files = {f"overlay/{str(root).lstrip('/')}/{inst}": (content, modes[inst]) for inst, content in data.items()}
     absolute = {f"{root}/{p}": s for p, s in facts.expected.items()}
     files[f"overlay{image_sums_path(target)}"] = (render_expected(absolute).encode(), 0o644)
     files[EXPECTED] = (render_expected(facts.expected).encode(), 0o644)

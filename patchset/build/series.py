@@ -35,11 +35,6 @@ class SeriesFacts:
     base: dict[str, str]  # installed path -> sha256 before the series (files the base has)
     touched: list[str]  # every installed path the bodies read or write, in order
 
-    @property
-    def created(self) -> list[str]:
-        """Files the series adds (no base hash): they cannot be copied out of a base."""
-        return [p for p in self.expected if p not in self.base]
-
 
 def locked_target(ledger: Ledger, target: Target) -> TargetLock:
     locked = ledger.lock.targets.get(target.name)
@@ -57,8 +52,7 @@ def lock_digest(ledger: Ledger, target: Target) -> str:
 
     locked = locked_target(ledger, target)
     lines = [f"target {target.name}", f"base {locked.base}"]
-    for p in ledger.series(target.name):
-        lines.append(f"body {p.id} {ledger.lock.bodies.get(p.id, '')}")
+    lines += [f"body {p.id} {ledger.lock.bodies.get(p.id, '')}" for p in ledger.series(target.name)]
     lines += [f"file {path} {sha}" for path, sha in sorted(locked.files.items())]
     return hashlib.sha256(("\n".join(lines) + "\n").encode()).hexdigest()
 
@@ -84,12 +78,8 @@ def series_facts(ledger: Ledger, target: Target) -> SeriesFacts:
         shown = f"{what} {path!r}" + (f" (installed as {inst!r})" if inst != path else "")
         return check_relative(inst, what=f"target {target.name}: {shown}")
 
-    touched: list[str] = []
-    for item in items:
-        for p in files_touched(item.body, item.strip):
-            ip = to_inst(p, f"patch {item.patch_id}: path")
-            if ip not in touched:
-                touched.append(ip)
+    paths = (to_inst(p, f"patch {item.patch_id}: path") for item in items for p in files_touched(item.body, item.strip))
+    touched = list(dict.fromkeys(paths))
     digest = lock_digest(ledger, target)
     return SeriesFacts(
         target=target,

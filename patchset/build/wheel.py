@@ -75,9 +75,7 @@ def new_names(filename: str, label: str) -> tuple[str, str, str, str]:
     new_version = Version(f"{version.public}+{label}")
     stem = filename[: -len(".whl")].split("-")
     # PEP 427: name-version[-build]-python-abi-platform; keep the name and tags exactly as given
-    rest = stem[2:]
-    new_file = "-".join([stem[0], str(new_version), *rest]) + ".whl"
-    return str(version), str(new_version), new_file, stem[0]
+    return str(version), str(new_version), "-".join([stem[0], str(new_version), *stem[2:]]) + ".whl", stem[0]
 
 
 def _rewrite_metadata(data: bytes, old: str, new: str, where: str) -> bytes:
@@ -364,8 +362,7 @@ def _write(job: _Job, dest: Path, report: WheelBuild) -> None:
                 if changed[name] is not None:  # None: the series removes it
                     out.writestr(_member_info(info, new_name, modes.get(name)), contents[name])
             elif name == prefix + "METADATA":
-                where = f"{job.source.name}: {name}"
-                data = _rewrite_metadata(zin.read(info), job.version, job.new_version, where)
+                data = _rewrite_metadata(zin.read(info), job.version, job.new_version, f"{job.source.name}: {name}")
                 out.writestr(_member_info(info, new_name), data)
             else:
                 out.copy_member(zin, info, _member_info(info, new_name))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from patchset.errors import ForeignState, InputError
+from patchset.ledger.lock import sha256_file
 from patchset.ledger.model import Ledger
 
 RECORD_KIND = "ledger-consent"
@@ -119,14 +120,10 @@ def _file_digest(root: Path, rel: str) -> dict[str, str]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
+        return sha256_file(path)
     except OSError:
         return "<unreadable>"
-    return h.hexdigest()
 
 
 def _named(root: Path, texts: Iterable[str], pattern: re.Pattern[str] = _LEDGER_REF) -> dict[str, str]:

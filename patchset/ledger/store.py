@@ -169,7 +169,6 @@ def find_ledger(directory: Path | None = None, ledger: Path | None = None) -> Pa
 
 
 def target_from(name: str, d: dict[str, Any]) -> Target:
-    pm = PathMap([(k, v) for k, v in d.get("path_map", {}).items()])
     return Target(
         name=name,
         upstream=d.get("upstream", ""),
@@ -182,7 +181,7 @@ def target_from(name: str, d: dict[str, Any]) -> Target:
         package=d.get("package", ""),
         installed_root=d.get("installed_root", ""),
         base_image=d.get("base_image", ""),
-        path_map=pm,
+        path_map=PathMap(list(d.get("path_map", {}).items())),
         notes=d.get("notes", ""),
         watch=d.get("watch", "names"),
     )
@@ -257,8 +256,7 @@ def load_ledger(path: Path, text: str | None = None) -> Ledger:
         text = path.read_text(encoding="utf-8")
     else:
         data = parse(path, text)
-    v = Validator(path, text)
-    v.check_document(data)
+    Validator(path, text).check_document(data)
     targets = {name: target_from(name, t) for name, t in data.get("targets", {}).items()}
     lines = array_lines(text, "patch")
     patches = [_patch(p, lines[i] if i < len(lines) else 0) for i, p in enumerate(data.get("patch", []))]
@@ -299,10 +297,7 @@ class Edit:
         return tables
 
     def patch_table(self, patch_id: str) -> Table | None:
-        for t in self.patch_tables():
-            if t.get("id") == patch_id:
-                return t
-        return None
+        return next((t for t in self.patch_tables() if t.get("id") == patch_id), None)
 
     def patch_of_kind(self, patch_id: str, table: str, target: str, kind: str, hint: str) -> Table | None:
         """The entry ``patch_id`` when it is a ``kind`` patch (one with a ``[patch.<table>]``:
@@ -326,9 +321,8 @@ class Edit:
 
         table = tomlkit.table()
         for k, v in values.items():
-            if v in (None, "", [], {}):
-                continue
-            table.add(k, v)
+            if v not in (None, "", [], {}):
+                table.add(k, v)
         self.patch_tables().append(table)
         return table
 
@@ -343,14 +337,8 @@ class Edit:
         if "targets" not in self.doc:
             self.doc.add("targets", tomlkit.table(is_super_table=True))
         table = tomlkit.table()
-        for k, v in values.items():
-            if k == "path_map":
-                pm = tomlkit.table()
-                for src, dst in v.items():
-                    pm[src] = dst
-                table.add(k, pm)
-            else:
-                table.add(k, v)
+        for k, v in values.items():  # a dict (path_map) becomes a sub-table
+            table.add(k, v)
         self.doc["targets"][name] = table
         if patches is not None:
             self.doc.add(tomlkit.nl())
@@ -407,8 +395,7 @@ class Edit:
         staged, self.staged = self.staged, None
         assert staged is not None
         staged.commit()
-        ledger = load_ledger(self.path)
-        return ledger
+        return load_ledger(self.path)
 
 
 @contextmanager

@@ -94,11 +94,7 @@ def file_header(seen: SectionHead, strip: int, source: str) -> FileHeader:
     if not git and line_no > 1:
         line_no -= 1  # a plain diff is numbered by its "+++" line; name the "---" line
         where = Location(source, line_no)
-    extra: dict[str, str] = {}
-    for x in info:
-        m = _GIT_ONLY.match(x)
-        if m:
-            extra[m.group(1)] = m.group(2)
+    extra = {m.group(1): m.group(2) for x in info if (m := _GIT_ONLY.match(x))}
     new_file = any(x.startswith("new file mode ") for x in info)
     deleted = any(x.startswith("deleted file mode ") for x in info)
 
@@ -128,9 +124,7 @@ def file_header(seen: SectionHead, strip: int, source: str) -> FileHeader:
     if deleted:
         new = None
 
-    similarity: int | None = None
-    if "similarity index" in extra:
-        similarity = int(extra["similarity index"].rstrip("%") or 0)
+    similarity = int(extra["similarity index"].rstrip("%") or 0) if "similarity index" in extra else None
     old, new, op = _operation(extra, old, new, strip, where)
 
     old_mode = modes[0] if not new_file else None
@@ -208,16 +202,9 @@ def _convert(pf: RawFile, body: bytes, strip: int, source: str) -> FilePatch:
 
 
 def _headers_crlf(pf: RawFile) -> bool:
-    src = pf.source_stamp or pf.source or ""
-    tgt = pf.target_stamp or pf.target or ""
-    return src.endswith("\r") or tgt.endswith("\r")
+    return (pf.source_stamp or pf.source or "").endswith("\r") or (pf.target_stamp or pf.target or "").endswith("\r")
 
 
-def files_touched(body: bytes, strip: int = 1) -> list[str]:
+def files_touched(body: bytes, strip: int = 1, *, source: str = "<patch>") -> list[str]:
     """Every path the patch reads or writes (both sides of a rename), in order, no repeats."""
-    out: list[str] = []
-    for fp in parse_patch(body, strip):
-        for p in fp.paths():
-            if p not in out:
-                out.append(p)
-    return out
+    return list(dict.fromkeys(p for fp in parse_patch(body, strip, source=source) for p in fp.paths()))

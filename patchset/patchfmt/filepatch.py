@@ -278,11 +278,7 @@ class FilePatch:
         return sum(1 for ln in lines if ln[:1] == b"+"), sum(1 for ln in lines if ln[:1] == b"-")
 
     def paths(self) -> list[str]:
-        out: list[str] = []
-        for p in (self.old_path, self.new_path):
-            if p is not None and p not in out:
-                out.append(p)
-        return out
+        return list(dict.fromkeys(p for p in (self.old_path, self.new_path) if p is not None))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from patchset.errors import InputError, PatchFormatError
-from patchset.patchfmt.diffs import parse_patch
+from patchset.patchfmt.diffs import files_touched
 from patchset.patchfmt.filepatch import split_lines
 
 __all__ = ["FilterResult", "Section", "filter_diff", "interdiff", "match_glob", "patch_id", "split_sections"]
@@ -69,9 +69,9 @@ class FilterResult:
 
 def _starts_file(lines: list[bytes], i: int) -> bool:
     line = lines[i]
-    if line.startswith(b"diff "):
-        return True
-    return line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+    return line.startswith(b"diff ") or (
+        line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+    )
 
 
 def split_sections(body: bytes, strip: int = 1, *, source: str = "<diff>") -> list[Section]:
@@ -130,23 +130,10 @@ def split_sections(body: bytes, strip: int = 1, *, source: str = "<diff>") -> li
             while i < n and lines[i].startswith(b"\\"):
                 sec.append(lines[i])
                 i += 1
-        out.append(Section("file", sec, _paths_of(b"".join(sec), strip, source)))
+        out.append(Section("file", sec, files_touched(b"".join(sec), strip, source=source)))
     if text:
         out.append(Section("text", text))
     return out
-
-
-def _paths_of(section: bytes, strip: int, source: str) -> list[str]:
-    try:
-        fps = parse_patch(section, strip, source=source)
-    except PatchFormatError:
-        raise
-    paths: list[str] = []
-    for fp in fps:
-        for p in fp.paths():
-            if p not in paths:
-                paths.append(p)
-    return paths
 
 
 @lru_cache(maxsize=512)

@@ -78,9 +78,7 @@ def is_mbox_start(head: bytes) -> bool:
 def split_mbox(body: bytes) -> list[bytes]:
     """The mails of an mbox (``git format-patch --stdout``, ``git am``'s input), each with its own
     From_ line, as ``git mailsplit`` cuts them; ``[body]`` when it is one mail or no mbox."""
-    if not _FROM_LINE.match(body):
-        return [body]
-    starts = [m.start() for m in _FROM_LINE.finditer(body)]
+    starts = [m.start() for m in _FROM_LINE.finditer(body)] if _FROM_LINE.match(body) else []
     if len(starts) < 2:
         return [body]
     return [body[a:b] for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]
@@ -121,14 +119,12 @@ def _author_name(value: str) -> str:
 def _origin_from(status: str, dep3_origin: str) -> str:
     s = status.lower()
     o = dep3_origin.lower()
-    if s.startswith("backport") or o.startswith("upstream") or o.startswith("backport"):
+    if s.startswith("backport") or o.startswith(("upstream", "backport")):
         return "upstream"
     if _COMMIT_URL.search(dep3_origin) and not o.startswith(("other", "vendor")):
         return "upstream"  # "Origin: https://…/commit/SHA": an upstream commit, taken as is
-    if (
-        o.startswith("other")
-        or o.startswith("vendor")
-        or s.startswith(("pending", "submitted", "inappropriate", "denied", "inactive-upstream"))
+    if o.startswith(("other", "vendor")) or s.startswith(
+        ("pending", "submitted", "inappropriate", "denied", "inactive-upstream")
     ):
         return "ours"
     return ""
@@ -137,8 +133,7 @@ def _origin_from(status: str, dep3_origin: str) -> str:
 def parse_meta(body: bytes) -> PatchMeta:
     """Read title, description, authors, origin and upstream refs from a patch header."""
     header, _ = split_header(body)
-    text = header.decode("utf-8", errors="replace")
-    lines = text.splitlines()
+    lines = header.decode("utf-8", errors="replace").splitlines()
     meta = PatchMeta()
     fields: dict[str, list[str]] = {}
     free: list[str] = []
@@ -177,30 +172,17 @@ def parse_meta(body: bytes) -> PatchMeta:
     first_line = next((ln.strip() for ln in free if ln.strip()), "")
     meta.title = _SUBJECT_PREFIX.sub("", subject).strip() or desc_field.strip() or first_line
     meta.description = body_text
-    for key in ("from", "author"):
-        for v in fields.get(key, []):
-            name = _author_name(v)
-            if name and name not in meta.authors:
-                meta.authors.append(name)
+    authors = (_author_name(v) for key in ("from", "author") for v in fields.get(key, []))
+    meta.authors = list(dict.fromkeys(name for name in authors if name))
     meta.upstream_status = fields.get("upstream-status", [""])[0]
-    dep3_origin = fields.get("origin", [""])[0]
-    meta.origin = _origin_from(meta.upstream_status, dep3_origin)
+    meta.origin = _origin_from(meta.upstream_status, fields.get("origin", [""])[0])
     blob = "\n".join(v for vs in fields.values() for v in vs) + "\n" + body_text
-    for repo, num in _GH_PR.findall(blob):
-        ref = f"{repo}#{num}"
-        if ref not in meta.prs:
-            meta.prs.append(ref)
-    for repo, num in _GH_ISSUE.findall(blob):  # an issue is not a PR
-        ref = f"{repo}#{num}"
-        if ref not in meta.issues:
-            meta.issues.append(ref)
-    for sha in _COMMIT_URL.findall(blob):
-        if sha not in meta.commits:
-            meta.commits.append(sha)
+    prs = [f"{repo}#{num}" for repo, num in _GH_PR.findall(blob)]
+    prs += [v for v in fields.get("upstream-pr", []) if re.match(r"^[\w.-]+/[\w.-]+#\d+$", v)]
+    meta.prs = list(dict.fromkeys(prs))
+    meta.issues = list(dict.fromkeys(f"{repo}#{num}" for repo, num in _GH_ISSUE.findall(blob)))  # an issue is not a PR
+    meta.commits = list(dict.fromkeys(_COMMIT_URL.findall(blob)))
     for key, values in fields.items():
         if key in KEPT_FIELDS or key.startswith("bug"):
             meta.dep3[names[key]] = "\n".join(values)
-    for v in fields.get("upstream-pr", []):
-        if re.match(r"^[\w.-]+/[\w.-]+#\d+$", v) and v not in meta.prs:
-            meta.prs.append(v)
     return meta

@@ -112,5 +112,4 @@ def gnu_split(raw: str, timestamp: str | None, git: bool) -> tuple[str, str | No
 
 
 def clean_name(name: str) -> str:
-    name = name.rstrip("\r\n")
-    return _unquote(name)
+    return _unquote(name.rstrip("\r\n"))

@@ -60,23 +60,13 @@ class Member:
         return bool(self.mode & 0o111)
 
 
-def is_zip_name(path: Path) -> bool:
-    return path.suffix.lower() in (".whl", ".zip")
-
-
 def clean_name(name: str, archive: Path | str, *, what: str | None = None) -> str:
     """Normalise a member name to a relative posix path (``""`` for the archive's root entry,
     ``./``), refusing names that escape the root (``confine.check_relative``). Patchset's state
-    directories and ``.git`` are checked by :func:`check_tree_path` once the top directory is gone."""
+    directories and ``.git`` are refused (``check_relative`` again) once the top directory is gone."""
     if not name.startswith("/") and all(p in ("", ".") for p in name.split("/")):
         return ""
     return check_relative(name, what=what or f"archive {archive} member", allow_state=True, allow_git=True)
-
-
-def check_tree_path(path: str, archive: Path | str, *, what: str | None = None) -> None:
-    """Refuse a member whose path in the tree lies under ``.patchset``/``.patchset-txn`` (any case)
-    or a ``.git`` directory: an archive may not carry patchset's state or a repository's."""
-    check_relative(path, what=what or f"archive {archive} member")
 
 
 def check_symlink(path: str, target: str, archive: Path | str) -> None:
@@ -132,7 +122,9 @@ class ArchiveReader:
     def __iter__(self) -> Iterator[Member]:
         self.top = None
         seen: set[str] = set()
-        zipped = is_zip_name(self.path) or (not _looks_like_tar(self.path) and zipfile.is_zipfile(self.path))
+        name = self.path.name.lower()
+        tar_named = name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
+        zipped = name.endswith((".whl", ".zip")) or (not tar_named and zipfile.is_zipfile(self.path))
         try:
             for member in self._iter_zip() if zipped else self._iter_tar():
                 if member.path in seen:  # the rule `build wheel` applies too (build/wheel.py:check_members)
@@ -195,7 +187,8 @@ class ArchiveReader:
         path = self._strip(clean_name(name, self.path, what=self._what), is_dir)
         if path is None:
             return None
-        check_tree_path(path, self.path, what=self._what)
+        # nor under .patchset/.patchset-txn (any case) or .git: no patchset state, no repository
+        check_relative(path, what=self._what)
         target = ""
         if h.issym():
             check_symlink(path, h.linkname, self.path)
@@ -203,7 +196,7 @@ class ArchiveReader:
             target = self._strip(clean_name(h.linkname, self.path, what=self._what), False) or ""
             if not target:
                 raise UnsafePathError(f"{self.path}: hard link {path!r} has no valid target")
-            check_tree_path(target, self.path, what=self._what)
+            check_relative(target, what=self._what)
         elif not (h.isreg() or is_dir):
             raise UnsafePathError(
                 f"{self.path}: member {name!r} is a device, fifo or other special file "
@@ -278,7 +271,7 @@ class ArchiveReader:
                     self.on_bytes(info.compress_size)
                 if not name:
                     continue
-                check_tree_path(name, self.path, what=self._what)
+                check_relative(name, what=self._what)  # no .patchset or .git in the tree
                 _check_zip_entry(info, name, self.path)
                 unix = info.external_attr >> 16 if info.create_system == 3 else 0
                 mode = (unix & 0o7777) or (0o755 if info.is_dir() else 0o644)
@@ -384,11 +377,6 @@ def _zip_directory(raw: BinaryIO) -> tuple[int, int] | None:
     return entries, size
 
 
-def _looks_like_tar(path: Path) -> bool:
-    name = path.name.lower()
-    return name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
-
-
 def unpack(
     archive: Path | str, dest: Path | str, *, strip_top: bool = True, limits: ArchiveLimits | None = None
 ) -> int:
@@ -432,16 +420,9 @@ def _write_failure(exc: OSError, reader: ArchiveReader, dest: Path) -> PatchsetE
     what = f"cannot unpack {reader.path} into {dest}"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         needed = _space_needed(reader)
-        try:
-            vfs = os.statvfs(where)
-            free: str = _mib(vfs.f_bavail * vfs.f_frsize) + " free"
-            if vfs.f_files and not vfs.f_favail:
-                free += ", no free inodes"
-        except OSError:
-            free = "free space unknown"
-        need = f"needs about {_mib(needed)}" if needed is not None else "needs more space"
+        need = f"needs about {mib(needed)}" if needed is not None else "needs more space"
         return EnvironmentFailure(
-            f"{what}: no space left on the file system of {where} (the tree {need}; {free})",
+            f"{what}: no space left on the file system of {where} (the tree {need}; {free_space(where)})",
             hint=f"free space under {where}, or unpack elsewhere; the partial tree was removed",
         )
     if exc.errno in (errno.ENAMETOOLONG, errno.EILSEQ):
@@ -455,8 +436,18 @@ def _write_failure(exc: OSError, reader: ArchiveReader, dest: Path) -> PatchsetE
     )
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
+
+
+def free_space(where: Path) -> str:
+    """What the file system of ``where`` has free, for a "no space left" message."""
+    try:
+        vfs = os.statvfs(where)
+    except OSError:
+        return "free space unknown"
+    free = mib(vfs.f_bavail * vfs.f_frsize) + " free"
+    return free + ", no free inodes" if vfs.f_files and not vfs.f_favail else free
 
 
 def _extract(reader: ArchiveReader, root: Path) -> int:
@@ -486,8 +477,7 @@ def _extract(reader: ArchiveReader, root: Path) -> int:
         if m.kind == DIR:
             ensure_dir(m.path)
             continue
-        parent = posixpath.dirname(m.path)
-        ensure_dir(parent)
+        ensure_dir(posixpath.dirname(m.path))
         full = os.path.join(root_str, m.path)
         if m.kind == SYMLINK:
             if m.path in made_dirs:

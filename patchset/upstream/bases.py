@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from patchset.progress import Progress
 from patchset.text import Word, json_fields
 from patchset.upstream.dirhistory import import_directories
 from patchset.upstream.history import ReleaseHistory
+from patchset.upstream.nightly import parse_metadata
 from patchset.upstream.releases import is_spec_like, parse_spec
 from patchset.upstream.repo import GitRepo
 
@@ -39,7 +41,7 @@ class BaseKind(Word):
 
 
 @dataclass
-class Bases:
+class Bases(AbstractContextManager["Bases"]):
     """The old and new base of one target as commits of ``repo``."""
 
     repo: GitRepo
@@ -62,9 +64,6 @@ class Bases:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
-
-    def __enter__(self) -> Bases:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -95,10 +94,8 @@ def local_repo(path: str | Path) -> Path | None:
 
 
 def _dir_arg(root: Path, ref: str) -> Path | None:
-    for cand in (Path(ref).expanduser(), root / ref):
-        if cand.is_dir() and local_repo(cand) is None:
-            return cand.resolve()
-    return None
+    dirs = (cand for cand in (Path(ref).expanduser(), root / ref) if cand.is_dir() and local_repo(cand) is None)
+    return next((cand.resolve() for cand in dirs), None)
 
 
 def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
@@ -113,11 +110,9 @@ def _resolve_in_repo(repo: GitRepo, ref: str, what: str) -> tuple[str, str]:
         sha = repo.rev(t)
         if sha:
             full = repo.git("rev-parse", "--symbolic-full-name", t, check=False).stdout.decode().strip()
-            if full.startswith("refs/heads/") or full.startswith("refs/remotes/") or ref in ("HEAD",):
-                return sha, sha  # a branch moves: record the commit it points at now
-            if re.fullmatch(r"[0-9a-f]{4,40}", ref):
-                return sha, sha
-            return sha, ref
+            moves = full.startswith(("refs/heads/", "refs/remotes/")) or ref == "HEAD"
+            # a branch moves: record the commit it points at now (and a sha as the full sha)
+            return sha, sha if moves or re.fullmatch(r"[0-9a-f]{4,40}", ref) else ref
     raise InputError(
         f"{what} {ref!r} is not a commit, tag or branch of {repo.git_dir}",
         hint="check the name with `git -C <repo> rev-parse <ref>`",
@@ -229,12 +224,8 @@ def dir_identity(path: Path) -> tuple[str, str]:
     typed (which means nothing from another working directory), so the next rebase finds it again;
     and the version an unpacked source distribution declares (``PKG-INFO``), recorded as
     ``base_version``."""
-    version = ""
     info = path / "PKG-INFO"
-    if info.is_file():
-        head = info.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
-        fields = dict(ln.split(": ", 1) for ln in head.splitlines() if ": " in ln)
-        version = fields.get("Version", "")
+    version = (parse_metadata(info.read_bytes()) or "") if info.is_file() else ""
     return str(path.resolve()), version
 
 

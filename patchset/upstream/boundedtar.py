@@ -222,6 +222,5 @@ def data_filter_mode(h: tarfile.TarInfo, root: str) -> int:
         return 0o755 if mode is None else int(mode)  # directories and links: no mode of their own
     mode = h.mode & 0o755
     if h.isreg() or h.islnk():
-        mode = (mode if mode & 0o100 else mode & ~0o111) | 0o600
-        return mode
+        return (mode if mode & 0o100 else mode & ~0o111) | 0o600
     return 0o755

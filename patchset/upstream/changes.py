@@ -18,16 +18,12 @@ from patchset.upstream.releases import download
 
 def release_digests(spec: str) -> dict[str, str]:
     """``{path: sha256}`` of every file of the release's sdist (its top directory stripped)."""
-    out: dict[str, str] = {}
-    for m in ArchiveReader(download(spec), strip_top=True):
-        if m.kind == FILE:
-            out[m.path] = hashlib.sha256(m.data).hexdigest()
-    return out
+    return {m.path: hashlib.sha256(m.data).hexdigest() for m in ArchiveReader(download(spec)) if m.kind == FILE}
 
 
 def release_sources(spec: str, paths: set[str]) -> dict[str, bytes]:
     """The content of those files of the release's sdist that it has."""
-    return {m.path: m.data for m in ArchiveReader(download(spec), strip_top=True) if m.kind == FILE and m.path in paths}
+    return {m.path: m.data for m in ArchiveReader(download(spec)) if m.kind == FILE and m.path in paths}
 
 
 def changed_files(old: dict[str, str], new: dict[str, str]) -> set[str]:

@@ -76,16 +76,12 @@ def import_directories(git_dir: Path, dirs: list[tuple[str, Path]], paths: Itera
         )
         if n > 1:
             stream.append(b"from :%d\n" % (n - 1))
-        for path in sorted(prev):
-            if path not in files:
-                stream.append(b"D %s\n" % fast_import_path(path))
+        stream += [b"D %s\n" % fast_import_path(path) for path in sorted(prev) if path not in files]
         for path in sorted(files):
             if prev.get(path) == files[path]:
                 continue
             mode, data = files[path]
-            stream.append(b"M %s inline %s\ndata %d\n" % (mode, fast_import_path(path), len(data)))
-            stream.append(data)
-            stream.append(b"\n")
+            stream += [b"M %s inline %s\ndata %d\n" % (mode, fast_import_path(path), len(data)), data, b"\n"]
         stream.append(b"\nreset refs/tags/%s\nfrom :%d\n\n" % (label.encode(), n))
         prev = files
     stream.append(b"done\n")

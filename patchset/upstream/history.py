@@ -37,7 +37,7 @@ from patchset.upstream import cache
 from patchset.upstream.archives import DIR, FILE, HARDLINK, SYMLINK, ArchiveReader
 from patchset.upstream.git import fast_import_path, popen_git, run_git
 from patchset.upstream.releases import ReleaseSpec, as_spec, download, is_spec_like
-from patchset.upstream.repo import FULL_SHA, GitRepo
+from patchset.upstream.repo import GitRepo
 
 _HEXISH = re.compile(r"^[0-9a-f]{4,40}$")
 IMPORT_EMAIL = "releases@patchset.invalid"
@@ -146,9 +146,7 @@ class ReleaseHistory(GitRepo):
         sha = self.rev(ref) if ref else None
         if sha is None and ref and not _HEXISH.match(ref):
             sha = self.rev(f"refs/tags/v{ref}")
-        if sha is None:
-            return super().resolve(ref)
-        return sha
+        return sha if sha is not None else super().resolve(ref)
 
     def release_id(self, ref: str) -> ReleaseId | None:
         """The release ``ref`` (a sha, tag or spec of this history) is, or None when it names a
@@ -158,7 +156,7 @@ class ReleaseHistory(GitRepo):
         if sha is None:
             return None
         found = _RELEASE_TRAILER.search(self.git("log", "-1", "--format=%B", sha).stdout.decode("utf-8", "replace"))
-        tree = self.rev_tree(sha)
+        tree = self.rev(sha, "tree")
         if found is None or tree is None:
             return None
         return ReleaseId(found.group(1), tree)
@@ -168,12 +166,7 @@ class ReleaseHistory(GitRepo):
         if not is_spec_like(release.spec):
             return None
         sha = self.rev(f"refs/tags/{as_spec(release.spec).tag}")
-        return sha if sha is not None and self.rev_tree(sha) == release.tree else None
-
-    def rev_tree(self, sha: str) -> str | None:
-        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{sha}^{{tree}}", check=False)
-        out = proc.stdout.decode().strip()
-        return out if proc.returncode == 0 and FULL_SHA.match(out) else None
+        return sha if sha is not None and self.rev(sha, "tree") == release.tree else None
 
     def _check_project(self, spec: ReleaseSpec) -> None:
         if self.project is None:
@@ -202,11 +195,8 @@ class ReleaseHistory(GitRepo):
     @contextmanager
     def _locked(self) -> Iterator[None]:
         with open(self.git_dir / "patchset-import.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed, whatever happens
+            yield
 
     def import_release(
         self,
@@ -214,18 +204,16 @@ class ReleaseHistory(GitRepo):
         *,
         parent: str | None = None,
         branch: str = "main",
-        kind: str = "sdist",
-        platform: str | None = None,
-        tag: str | None = None,
         progress: Progress | None = None,
     ) -> str:
         """Import one release as one commit on ``branch``; return the commit sha.
 
         ``source`` is a spec (downloaded through the cache) or a release archive's path. The parent is
         ``parent``, else the tip of ``branch``; the tree is the archive's (top directory stripped,
-        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel``) makes it
-        idempotent."""
+        executable bits and symlinks kept). The tag (``v<version>``, ``v<version>-wheel`` for a wheel
+        archive) makes it idempotent."""
         archive: Path | None = None
+        kind = "sdist"
         if isinstance(source, ReleaseSpec) or (isinstance(source, str) and is_spec_like(source)):
             spec = as_spec(source)
         else:
@@ -233,14 +221,14 @@ class ReleaseHistory(GitRepo):
             if not archive.is_file():
                 raise InputError(f"release archive not found: {archive}")
             spec, kind = spec_from_archive(archive)
-        tag = tag or (spec.tag if kind == "sdist" else f"{spec.tag}-wheel")
+        tag = spec.tag if kind == "sdist" else f"{spec.tag}-wheel"
         self._check_project(spec)
         with self._locked():
             existing = self.rev(f"refs/tags/{tag}")
             if existing:
                 return existing
             if archive is None:
-                archive = download(spec, kind, platform=platform, progress=progress)
+                archive = download(spec, progress=progress)
             parent_sha = self._parent_for(branch, parent)
             self._fast_import(archive, spec, branch, parent_sha, tag, kind == "sdist", progress)
             sha = self.rev(f"refs/tags/{tag}")
@@ -311,8 +299,7 @@ class ReleaseHistory(GitRepo):
             if parent:
                 out.append(b"from %s\n" % parent.encode())
             out.append(b"deleteall\n")
-            for path, (mode, ref) in entries.items():
-                out.append(b"M %s %s %s\n" % (mode, ref, fast_import_path(path)))
+            out += [b"M %s %s %s\n" % (mode, ref, fast_import_path(path)) for path, (mode, ref) in entries.items()]
             out.append(b"\nreset refs/tags/%s\nfrom :1\n\ndone\n" % tag.encode())
             write(b"".join(out))
             proc.stdin.close()
@@ -413,27 +400,20 @@ def build_history(
     project: str,
     versions: list[str],
     *,
-    kind: str = "sdist",
     progress: Progress | None = None,
     history: ReleaseHistory | None = None,
 ) -> list[tuple[str, str]]:
     """Import ``versions`` of ``project``: ``[(version, sha)]`` in the order given.
 
-    Idempotent. Source releases go in version order, each on the closest older release, so they make
-    a straight line on ``main`` whatever order they are listed in; wheels extend ``main``.
+    Idempotent. Releases go in version order, each on the closest older release, so they make a
+    straight line on ``main`` whatever order they are listed in.
     ``progress`` hears each download and import (``vllm 2/3: download vllm-0.31.0.tar.gz``)."""
     history = history or ReleaseHistory.for_project(project)
-    order = sorted(versions, key=Version) if kind == "sdist" else list(versions)
+    order = sorted(versions, key=Version)
     shas: dict[str, str] = {}
     for i, version in enumerate(order, start=1):
-        step = None
-        if progress is not None:
-            step = _prefixed(progress, f"{project} {i}/{len(order)}:")
-        spec = ReleaseSpec(project, version)
-        if kind == "sdist":
-            shas[version] = history.resolve(spec, progress=step)
-        else:
-            shas[version] = history.import_release(spec, kind=kind, progress=step)
+        step = _prefixed(progress, f"{project} {i}/{len(order)}:") if progress is not None else None
+        shas[version] = history.resolve(ReleaseSpec(project, version), progress=step)
     return [(version, shas[version]) for version in versions]
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from patchset.errors import EnvironmentFailure
 
-__all__ = ["DEFAULT_INDEX_URL", "INDEX_ENV", "index_urls", "main_index_url", "shown", "skipped_indexes"]
+__all__ = ["DEFAULT_INDEX_URL", "INDEX_ENV", "index_urls", "shown", "skipped_indexes"]
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,6 @@ def index_urls() -> tuple[str, ...]:
     its URL in the message rather than quietly becoming PyPI."""
     main, *extra = _configured()
     return (main, *(u for u in extra if _usable(u)))
-
-
-def main_index_url() -> str:
-    """The first index to ask."""
-    return _configured()[0]
 
 
 def skipped_indexes() -> tuple[str, ...]:
@@ -75,12 +70,8 @@ def _configured() -> list[str]:
         conf = _pip_config()
         main = main or _pick(conf, "index-url")
         extra = extra or _pick(conf, "extra-index-url")
-    urls: list[str] = []
-    for url in [main or DEFAULT_INDEX_URL, *extra.split()]:  # pip splits a list on whitespace
-        url = url.rstrip("/")
-        if url and url not in urls:
-            urls.append(url)
-    return urls
+    urls = (url.rstrip("/") for url in [main or DEFAULT_INDEX_URL, *extra.split()])  # pip splits a list on whitespace
+    return list(dict.fromkeys(url for url in urls if url))
 
 
 def _usable(url: str) -> bool:
@@ -89,11 +80,7 @@ def _usable(url: str) -> bool:
 
 
 def _pick(conf: dict[str, str], name: str) -> str:
-    for section in _SECTIONS:
-        value = conf.get(f"{section}.{name}", "").strip()
-        if value:
-            return value
-    return ""
+    return next((v for section in _SECTIONS if (v := conf.get(f"{section}.{name}", "").strip())), "")
 
 
 def _pip_config() -> dict[str, str]:

@@ -101,23 +101,13 @@ def clean_version(text: str) -> str | None:
 def commit_prefix(version: str) -> str:
     """The commit prefix a setuptools-scm version names after ``+g``: ``0.30.1rc1.dev48+g7f1a539``
     -> ``7f1a539``; ``0.30.1rc1.dev48+g7f1a539.cu130`` too; ``""`` when there is none."""
-    _, plus, local = version.partition("+")
-    if not plus:
-        return ""
-    for part in local.lower().split("."):
-        m = _LOCAL_G.match(part)
-        if m:
-            return m.group(1)
-    return ""
+    local = version.partition("+")[2].lower()  # "" without a "+": no part matches
+    return next((m.group(1) for part in local.split(".") if (m := _LOCAL_G.match(part))), "")
 
 
 def public_version(version: str) -> str:
     """The version without its local part: ``0.30.1rc1.dev48+g7f1a539`` -> ``0.30.1rc1.dev48``."""
     return version.partition("+")[0]
-
-
-def _dirty(version: str) -> bool:
-    return any(_DIRTY.match(p) for p in version.partition("+")[2].split("."))
 
 
 def _version_clue(source: str, raw: str | None) -> Clue:
@@ -126,7 +116,8 @@ def _version_clue(source: str, raw: str | None) -> Clue:
     version = clean_version(raw)
     if version is None:
         return Clue(source, note=f"its version {raw[:60]!r} is not a version")
-    note = "built from a tree with uncommitted changes (.dYYYYMMDD)" if _dirty(version) else ""
+    dirty = any(_DIRTY.match(p) for p in version.partition("+")[2].split("."))
+    note = "built from a tree with uncommitted changes (.dYYYYMMDD)" if dirty else ""
     return Clue(source, version=version, commit=commit_prefix(version), note=note)
 
 
@@ -206,8 +197,7 @@ def _read(tree: Path, rel: str, clues: list[Clue]) -> bytes | None:
         why = exc.message.split(": ", 1)[-1]
     except OSError as exc:
         why = f"cannot be read: {exc.strerror or exc}"
-    if why:
-        clues.append(Clue(rel, note=why))
+    clues.append(Clue(rel, note=why))
     return None
 
 
@@ -234,13 +224,7 @@ def _dist_infos(tree: Path, package: str) -> list[str]:
 def import_names(package: str, target_name: str = "") -> list[str]:
     """Where a package's ``_version.py`` may be: ``vllm`` -> ``vllm``; ``flashinfer-python`` ->
     ``flashinfer_python``, and the target's name."""
-    out: list[str] = []
-    for name in (package, target_name):
-        if name:
-            mod = canonicalize_name(name).replace("-", "_")
-            if mod not in out:
-                out.append(mod)
-    return out
+    return list(dict.fromkeys(canonicalize_name(name).replace("-", "_") for name in (package, target_name) if name))
 
 
 def tree_clues(tree: Path, package: str, target_name: str = "") -> list[Clue]:
@@ -354,8 +338,7 @@ def inspect_image(ref: str, *, docker: str | None = None, timeout: float = DOCKE
         return [Clue(source, note=f"docker exited {proc.returncode}" + (f": {why}" if why else ""))]
     if len(data) > MAX_INSPECT:
         return [Clue(source, note=f"its output is larger than {MAX_INSPECT} bytes: not read")]
-    clues = parse_inspect(data)
-    return clues or [Clue(source, note=f"the image has no {LABEL} label")]
+    return parse_inspect(data) or [Clue(source, note=f"the image has no {LABEL} label")]
 
 
 # ---- agreeing, resolving -------------------------------------------------------------------------
@@ -400,12 +383,7 @@ def _commits_named(repo: GitRepo, prefix: str) -> list[str]:
     """Every commit whose sha starts with ``prefix`` (``git rev-parse --disambiguate``)."""
     proc = repo.git("rev-parse", f"--disambiguate={prefix}", check=False)
     names = [s for s in proc.stdout.decode(errors="replace").split() if FULL_SHA.match(s)]
-    out = []
-    for sha in names:
-        kind = repo.git("cat-file", "-t", sha, check=False).stdout.decode().strip()
-        if kind == "commit":
-            out.append(sha)
-    return sorted(out)
+    return sorted(s for s in names if repo.git("cat-file", "-t", s, check=False).stdout.decode().strip() == "commit")
 
 
 # ---- the image of another base -------------------------------------------------------------------

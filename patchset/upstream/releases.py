@@ -105,7 +105,6 @@ class DistFile:
     kind: DistKind
     version: str
     yanked: bool = False
-    requires_python: str | None = None
     platforms: tuple[str, ...] = ()  # wheel platform tags ("any", "manylinux_2_28_x86_64" ...)
     index: str = ""  # the simple-API base URL of the index that lists it
 
@@ -174,9 +173,7 @@ def probe_index(timeout: float = 5.0) -> str | None:
         )
     except (requests.RequestException, net.NetLimit) as exc:
         return f"package index {shown(base)} unreachable: {type(exc).__name__}"
-    if ans.status >= 500:
-        return f"package index {shown(base)} answered HTTP {ans.status}"
-    return None
+    return f"package index {shown(base)} answered HTTP {ans.status}" if ans.status >= 500 else None
 
 
 def _listing_path(name: str, base: str) -> Path:
@@ -247,14 +244,12 @@ def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
     sha = (entry.get("hashes") or {}).get("sha256")
     if not sha:
         return None  # we never take a file we cannot verify
-    yanked = bool(entry.get("yanked"))
     common = dict(
         filename=filename,
         url=entry["url"],
         sha256=sha.lower(),
         size=entry.get("size"),
-        yanked=yanked,
-        requires_python=entry.get("requires-python"),
+        yanked=bool(entry.get("yanked")),
         index=index,
     )
     if filename.endswith(".whl"):
@@ -274,26 +269,22 @@ def _to_distfile(entry: dict[str, Any], index: str = "") -> DistFile | None:
 
 
 def _matching(record: dict[str, Any], want: Version) -> list[DistFile]:
-    found = []
-    for entry in record["files"]:
-        df = _to_distfile(entry, record.get("index", ""))
-        if df is not None and Version(df.version) == want:
-            found.append(df)
-    return found
+    listed = (_to_distfile(entry, record.get("index", "")) for entry in record["files"])
+    return [df for df in listed if df is not None and Version(df.version) == want]
 
 
-def release_files(spec: ReleaseSpec | str, *, refresh: bool = False) -> list[DistFile]:
+def release_files(spec: ReleaseSpec | str) -> list[DistFile]:
     """Every verifiable file of the release, from the cached listing or the index.
 
-    The listing is cached per project; it is refetched when it does not know the release yet
-    (or with ``refresh``), so a repeated run needs no network at all.
+    The listing is cached per project; it is refetched when it does not know the release yet, so a
+    repeated run needs no network at all.
     """
     spec = as_spec(spec)
     want = Version(spec.version)
     bases = list(index_urls())
     listed: list[tuple[str, dict[str, Any]]] = []  # the indexes that know the project
     for base in bases:
-        record = None if refresh else _cached_listing(spec.name, base)
+        record = _cached_listing(spec.name, base)
         found = _matching(record, want) if record else []
         if not found:
             record = _fetch_listing(spec.name, base)
@@ -322,22 +313,12 @@ def list_versions(project: str, *, kind: str = "sdist", final: bool = True) -> l
         raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
     name = parse_spec(f"{project}==0").name  # parse_spec checks the project name
     bases = list(index_urls())
-    record = None
-    for base in bases:
-        record = _fetch_listing(name, base)
-        if record is not None:
-            break
+    record = next((r for base in bases if (r := _fetch_listing(name, base)) is not None), None)
     if record is None:
         raise _not_listed(name, bases)
-    found: set[Version] = set()
-    for entry in record["files"]:
-        df = _to_distfile(entry)
-        if df is None or df.kind != kind or df.yanked:
-            continue
-        v = Version(df.version)
-        if not final or (not v.is_prerelease and not v.is_devrelease):
-            found.add(v)
-    return sorted(found)
+    listed = (_to_distfile(entry) for entry in record["files"])
+    found = {Version(df.version) for df in listed if df is not None and df.kind == kind and not df.yanked}
+    return sorted(v for v in found if not final or not (v.is_prerelease or v.is_devrelease))
 
 
 def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | None = None) -> DistFile:
@@ -350,8 +331,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
     if kind not in KINDS:
         raise InputError(f"unknown distribution kind {kind!r}", hint="use 'sdist' or 'wheel'")
     pool = [f for f in files if f.kind == kind]
-    live = [f for f in pool if not f.yanked]
-    pool = live or pool
+    pool = [f for f in pool if not f.yanked] or pool
     if not pool:
         have = ", ".join(sorted(f.filename for f in files)) or "nothing"
         wheels_only = kind == "sdist" and any(f.kind == "wheel" for f in files)
@@ -363,8 +343,7 @@ def select_file(files: list[DistFile], kind: str = "sdist", *, platform: str | N
             else None,
         )
     if kind == "sdist":
-        pool.sort(key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
-        return pool[0]
+        return min(pool, key=lambda f: (not f.filename.endswith(".tar.gz"), f.filename))
     if platform is None:
         pure = [f for f in pool if f.pure]
         if pure:
@@ -480,7 +459,7 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
                         f"cannot download {shown(dist.url)}: HTTP {resp.status}",
                         hint="try again later, or check the index URL",
                     )
-                total = dist.size if dist.size is not None else _length(resp.headers)
+                total = dist.size if dist.size is not None else net.content_length(resp.headers)
                 if progress is not None:
                     progress(what, 0, total)
                 with os.fdopen(fd, "wb") as out:
@@ -518,13 +497,6 @@ def _fetch(dist: DistFile, final: Path, progress: Progress | None) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _length(headers: Any) -> int | None:
-    try:
-        return int(headers["Content-Length"])
-    except (KeyError, ValueError):
-        return None
-
-
 def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFailure:
     """A download that could not be written into the cache: which directory, and for a full disk
     the space the file needs and what is free (as ``archives.unpack`` words it)."""
@@ -534,14 +506,12 @@ def _cache_failure(exc: OSError, dist: DistFile, final: Path) -> EnvironmentFail
     what = f"cannot download {dist.filename} into {where}"
     hint = f"nothing was kept; free space under {where}, or point {cache.ENV_VAR} at a larger disk"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        need = f"needs {dist.size / (1 << 20):.1f} MiB" if dist.size is not None else "needs more space"
-        try:
-            vfs = os.statvfs(where)
-            free = f"{vfs.f_bavail * vfs.f_frsize / (1 << 20):.1f} MiB free"
-        except OSError:
-            free = "free space unknown"
+        from patchset.upstream.archives import free_space, mib
+
+        need = f"needs {mib(dist.size)}" if dist.size is not None else "needs more space"
         return EnvironmentFailure(
-            f"{what}: no space left on the file system of {where} (the download {need}; {free})", hint=hint
+            f"{what}: no space left on the file system of {where} (the download {need}; {free_space(where)})",
+            hint=hint,
         )
     return EnvironmentFailure(
         f"{what}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),

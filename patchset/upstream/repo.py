@@ -13,6 +13,7 @@ import re
 import subprocess
 import threading
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def similarity(old: bytes, new: bytes) -> int:
     return common * 100 // max(len(old), len(new))
 
 
-class GitRepo:
+class GitRepo(AbstractContextManager["GitRepo"]):
     """Read-side helpers over a (bare) git repository, shared by release histories and clones."""
 
     #: Whether git here may read the user's configuration (a clone that reaches the network does).
@@ -96,9 +97,6 @@ class GitRepo:
                     self._batch.kill()
                 self._batch = None
 
-    def __enter__(self) -> GitRepo:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
@@ -108,9 +106,9 @@ class GitRepo:
         except Exception:
             pass
 
-    def rev(self, ref: str) -> str | None:
-        """The commit sha ``ref`` names, or None."""
-        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}", check=False)
+    def rev(self, ref: str, kind: str = "commit") -> str | None:
+        """The sha of the commit ``ref`` names (``kind="tree"``: of its tree), or None."""
+        proc = self.git("rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{{kind}}}", check=False)
         out = proc.stdout.decode().strip()
         return out if proc.returncode == 0 and FULL_SHA.match(out) else None
 
@@ -162,8 +160,7 @@ class GitRepo:
 
     def tree(self, commit: str) -> dict[str, tuple[str, str]]:
         """``{path: (mode, blob sha)}`` for every file (and symlink) at ``commit``."""
-        sha = self.resolve(commit)
-        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", sha).stdout)
+        return ls_tree_blobs(self.git("ls-tree", "-r", "-z", "--full-tree", self.resolve(commit)).stdout)
 
     def list_files(self, commit: str, prefix: str | None = None) -> list[str]:
         """Every file path at ``commit`` (sorted as git sorts), optionally under ``prefix``."""
@@ -171,8 +168,7 @@ class GitRepo:
         args = ["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha]
         if prefix:
             args += ["--", prefix.strip("/")]
-        out = self.git(*args).stdout
-        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+        return [p.decode("utf-8", "surrogateescape") for p in self.git(*args).stdout.split(b"\0") if p]
 
     # -- history -------------------------------------------------------------------------------
     def is_ancestor(self, a: str, b: str) -> bool:
@@ -194,10 +190,5 @@ class GitRepo:
         if path:
             args += ["--", path]
         out = self.git(*args).stdout.decode("utf-8", "replace")
-        entries = []
-        for entry in out.split("\0"):
-            entry = entry.strip("\n")
-            if entry:
-                sha, ts, subject = entry.split("\x1f", 2)
-                entries.append(LogEntry(sha, int(ts), subject))
-        return entries
+        records = (entry.strip("\n").split("\x1f", 2) for entry in out.split("\0") if entry.strip("\n"))
+        return [LogEntry(sha, int(ts), subject) for sha, ts, subject in records]

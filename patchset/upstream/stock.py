@@ -13,13 +13,13 @@ import os
 import shutil
 import stat
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from patchset.confine import confine, regular_file
 from patchset.errors import InputError, UnsafePathError
 from patchset.ledger.model import Target
-from patchset.progress import Progress
 from patchset.text import Word
 from patchset.upstream.bases import dir_identity, local_repo, version_like
 from patchset.upstream.releases import is_spec_like, parse_spec
@@ -35,7 +35,7 @@ class StockKind(Word):
 
 
 @dataclass(repr=False, eq=False)  # identity, as before: a base is one open reader
-class StockBase:
+class StockBase(AbstractContextManager["StockBase"]):
     """One base, readable file by file. ``label`` is what the ledger records as the target's base;
     a release or a commit is read from ``repo`` at ``commit``, a plain directory from ``directory``."""
 
@@ -114,15 +114,16 @@ class StockBase:
             return
         assert self.repo is not None
         materialise_commit(self.repo, self.commit, dest)
-        if layout == "installed":
-            _to_installed(dest, self.target)
+        if layout == "installed":  # each path-map source prefix moves to its installed place
+            for src, dst in sorted(self.target.path_map.prefixes, key=lambda p: -len(p[0])):
+                s, d = dest / src.strip("/"), dest / dst.strip("/")
+                if s.exists() and not d.exists():
+                    d.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(s, d)
 
     def close(self) -> None:
         if self.repo is not None and self.kind == "repo":
             self.repo.close()
-
-    def __enter__(self) -> StockBase:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -161,21 +162,11 @@ def _drop_escaping_links(root: Path) -> None:
                 full.unlink()
 
 
-def _to_installed(root: Path, target: Target) -> None:
-    """Move each path-map source prefix of a source-layout tree to its installed place."""
-    for src, dst in sorted(target.path_map.prefixes, key=lambda p: -len(p[0])):
-        s, d = root / src.strip("/"), root / dst.strip("/")
-        if s.exists() and not d.exists():
-            d.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(s, d)
-
-
 def open_stock(
     ledger_root: Path,
     target: Target,
     ref: str | None = None,
     tree: Path | None = None,
-    progress: Progress | None = None,
 ) -> StockBase:
     """The base ``ref`` (a release spec, a version of the target's package, a commit of its local
     upstream, a directory) or ``tree`` (a directory); the target's recorded base when neither."""
@@ -212,7 +203,7 @@ def open_stock(
     from patchset.upstream.history import ReleaseHistory
 
     history = ReleaseHistory.for_project(spec.project)
-    sha = history.resolve(str(spec), progress=progress)
+    sha = history.resolve(str(spec))
     return StockBase(target, StockKind.RELEASES, str(spec), spec.version, repo=history, commit=sha, spec=str(spec))
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "TooLarge",
     "Unreachable",
     "command_budget",
+    "content_length",
     "current_budget",
     "host_of",
     "limits",
@@ -109,11 +110,14 @@ class Stream:
         """The body as it arrives; ``DeadlineExceeded`` past the deadline, ``TooLarge`` past
         ``max_bytes`` (named ``variable`` in the message)."""
         raw = self.response.raw
-        size = _length(self.headers)
+        size = content_length(self.headers)
         if max_bytes is not None and size is not None and size > max_bytes:
             raise self.scope.too_large(max_bytes, variable, size)
         reader = getattr(raw, "read1", None)
-        pieces = _read1_chunks(reader) if reader is not None else raw.stream(_CHUNK, decode_content=True)
+        if reader is not None:
+            pieces = iter(lambda: reader(_CHUNK, decode_content=True), b"")
+        else:
+            pieces = raw.stream(_CHUNK, decode_content=True)
         with _as_requests_errors(self.scope):
             for chunk in pieces:
                 self.scope.received += len(chunk)
@@ -125,14 +129,6 @@ class Stream:
 
     def read(self, max_bytes: int | None = None, variable: str = "") -> bytes:
         return b"".join(self.chunks(max_bytes, variable))
-
-
-def _read1_chunks(read1: Any) -> Iterator[bytes]:
-    while True:
-        chunk = read1(_CHUNK, decode_content=True)
-        if not chunk:
-            return
-        yield chunk
 
 
 @contextmanager
@@ -162,7 +158,8 @@ def _as_requests_errors(s: Scope) -> Iterator[None]:
         raise requests.exceptions.ConnectionError(exc) from exc
 
 
-def _length(headers: Mapping[str, str]) -> int | None:
+def content_length(headers: Mapping[str, str]) -> int | None:
+    """The ``Content-Length`` an answer announces; None when it is absent or not a size."""
     try:
         value = int(headers.get("Content-Length", ""))
     except (TypeError, ValueError):
