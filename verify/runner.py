@@ -75,7 +75,6 @@ class Workspace:
     base: Path
     work: Path
     home: Path  # where the ledger's relative paths live
-    base_is_cache: bool  # the base is the release unpacked in the cache
 
 
 class Verifier:
@@ -83,10 +82,8 @@ class Verifier:
 
     def __init__(self, place: Workspace, run: VerifyRun, log_dir: Path | None = None):
         self.ledger, self.target, self.base, self.work = place.ledger, place.target, place.base, place.work
-        self.layout = place.target.layout
         self.jobs, self.timeout, self.progress, self.keep = run.jobs, run.timeout, run.progress, run.keep_trees
-        self.base_is_cache = place.base_is_cache
-        self.mapper = self.target.mapper(self.layout)
+        self.mapper = self.target.mapper(self.target.layout)
         self.snapshot = Snapshot.take(self.base)
         self.lock = threading.Lock()
         self.done = 0

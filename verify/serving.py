@@ -76,8 +76,7 @@ def counter(values: dict[str, float], name: str) -> float | None:
     """A counter's value, found under ``name`` or without its ``_total`` suffix."""
     if name in values:
         return values[name]
-    bare = name[: -len("_total")] if name.endswith("_total") else name
-    return values.get(bare)
+    return values.get(name.removesuffix("_total"))
 
 
 class Better(Word):
@@ -388,7 +387,6 @@ class Meter:
             cached_total += c.usage.cached_tokens
             sessions[who] = history + c.tokens
         w.values[self._spec("cache hits % (usage)", "cache-hits", "%")] = 100.0 * cached_total / max(1, prompt_total)
-        w.values["__cache_hits_pending__"] = 1.0  # the /metrics figure is filled in after the window
 
     def _spec_accept(self, w: Window, salt: str) -> None:
         for shape in self.config.shapes[:2]:
@@ -428,7 +426,6 @@ class Meter:
             w = self._window(lambda win: run(win, tag))
         except (ServerRejected, BadResponse) as exc:
             raise ServingError(f"{check}: {exc}") from exc
-        w.values.pop("__cache_hits_pending__", None)
         if check == "cache-hits" and w.counters.get("cache_queries"):
             name = self._spec("cache hits % (/metrics)", "cache-hits", "%")
             w.values[name] = 100.0 * w.counters.get("cache_hits", 0.0) / w.counters["cache_queries"]

@@ -13,6 +13,7 @@ start, or dies, makes each run it should have served an ``error`` with its log's
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import threading
 import uuid
@@ -52,13 +53,6 @@ class QuietLock:
 
     @contextlib.contextmanager
     def _held(self, *, write: bool) -> Iterator[None]:
-        self._acquire(write)
-        try:
-            yield
-        finally:
-            self._release(write)
-
-    def _acquire(self, write: bool) -> None:
         with self._cond:
             if write:
                 self._waiting += 1
@@ -70,14 +64,15 @@ class QuietLock:
                 while self._writer or self._waiting:
                     self._cond.wait()
                 self._readers += 1
-
-    def _release(self, write: bool) -> None:
-        with self._cond:
-            if write:
-                self._writer = False
-            else:
-                self._readers -= 1
-            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                if write:
+                    self._writer = False
+                else:
+                    self._readers -= 1
+                self._cond.notify_all()
 
 
 @dataclass
@@ -96,7 +91,6 @@ class EngineBatch:
     tree: Path | None = None
     failure: str = ""
     failure_result: LongctxResult | None = None
-    slot: int = 0
     held: threading.BoundedSemaphore | None = None  # the max_parallel slot this group's engine holds
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -195,7 +189,6 @@ class Scheduler:
             limit.acquire()
             group.held = limit
             slot, safe = self.ctx.slot(group.record.label)
-            group.slot = slot
             tree = self.ctx.work / "trees" / f"{slot:03d}-{safe}"
             log_path = self.ctx.log_dir / f"engine-{slot:03d}-{safe}.log"
             group.record.log = str(log_path)
@@ -428,8 +421,6 @@ def _session() -> str:
 
 
 def _config_key(spec: Any) -> str:
-    import json
-
     return json.dumps(spec.serving.key() | {"r": spec.serving.repeats, "w": spec.serving.warmup}, sort_keys=True)
 
 
