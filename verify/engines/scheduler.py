@@ -28,7 +28,7 @@ from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure, UnsafePathError
 from patchset.verify.engines.definition import Delivery
 from patchset.verify.engines.launch import Engine, EngineFactory, EngineLaunch, instance_name
-from patchset.verify.longctx.runs import run_one, start_failure
+from patchset.verify.longctx.runs import engine_tail, run_one, start_failure
 from patchset.verify.outcomes import EngineRun
 from patchset.verify.overlay import drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.serving import Meter, ServingError, ServingSamples, measure_alone, measure_paired
@@ -443,15 +443,17 @@ def _set_samples(
     run.log = str(engine.log_path)
     if samples is None:
         run.result = LongctxResult(
-            ERROR, None, 0.0, f"serving: {error}", _tail(engine), str(engine.log_path), index, engine.startup_seconds
+            ERROR,
+            None,
+            0.0,
+            f"serving: {error}",
+            engine_tail(engine),
+            str(engine.log_path),
+            index,
+            engine.startup_seconds,
         )
         return
     run.samples = samples
-
-
-def _tail(engine: Engine) -> str:
-    fn = getattr(engine, "log_tail", None)
-    return fn() if callable(fn) else ""
 
 
 def _copy_failure(group: EngineBatch, index: int) -> LongctxResult:
