@@ -99,8 +99,8 @@ class Verifier:
     def _env(self, run: Run, tree: Path) -> dict[str, str]:
         """verify's variables over the environment less the user's credentials (a test command is
         a command from the ledger); a test's ``env`` may name one (``HF_TOKEN = "$HF_TOKEN"``)."""
-        env = without_credentials(os.environ)
-        ours = {
+        env = {
+            **without_credentials(os.environ),
             "PATCHSET_TREE": str(tree),
             "PATCHSET_VARIANT": run.variant,
             "PATCHSET_PATCH": run.patch.id,
@@ -109,7 +109,6 @@ class Verifier:
             "PATCHSET_HOME": str(PATCHSET_HOME),
             "PATCHSET_CACHE": str(cache.cache_dir()),
         }
-        env.update(ours)
         if "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in run.spec.env:
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
         outer = {**os.environ, **env}
