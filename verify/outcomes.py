@@ -165,10 +165,7 @@ class VerifyReport:
         return [p.patch_id for p in self.patches if p.carried_from]
 
     def counts(self) -> dict[str, int]:
-        out = {k: 0 for k in CLASSES}
-        for p in self.patches:
-            out[p.klass] += 1
-        return out
+        return {k: sum(1 for p in self.patches if p.klass == k) for k in CLASSES}
 
     @property
     def tests(self) -> list[TestOutcome]:

@@ -132,9 +132,6 @@ class ServingConfig:
         if self.streams < 1 or self.max_tokens < 2 or self.warmup < 0:
             raise InputError("streams must be >= 1, max_tokens >= 2 and warmup >= 0")
 
-    def tolerance_for(self, check: str) -> float:
-        return float(self.tolerances.get(check, self.tolerance))
-
     def key(self) -> dict[str, Any]:
         """What makes two measurements comparable (everything but the verdict's tolerance)."""
         return {
@@ -170,12 +167,10 @@ class ServingSamples:
         if window.foreign:
             self.foreign.append({"repeat": repeat, "check": check, "why": window.foreign})
 
-    def contaminated(self, check: str) -> set[int]:
-        return {f["repeat"] for f in self.foreign if f["check"] == check}
-
     def clean(self, metric: str) -> list[tuple[int, float]]:
         """(repeat, value) of a metric's repeats without foreign traffic."""
-        bad = self.contaminated(self.metrics[metric].check)
+        check = self.metrics[metric].check
+        bad = {f["repeat"] for f in self.foreign if f["check"] == check}
         return [(i, v) for i, v in enumerate(self.values.get(metric, [])) if v is not None and i not in bad]
 
     def to_json(self) -> dict[str, Any]:
@@ -544,7 +539,7 @@ def compare(candidate: ServingSamples, baseline: ServingSamples, config: Serving
                 bv,
                 better=spec.better,
                 unit=spec.unit,
-                tolerance=config.tolerance_for(spec.check),
+                tolerance=float(config.tolerances.get(spec.check, config.tolerance)),
                 paired=paired,
             )
         )

@@ -269,12 +269,6 @@ class Scheduler:
 
     # -- the work of a group
 
-    def _fail_all(self, group: EngineBatch) -> None:
-        index = self.groups.index(group)
-        for r in [*group.runs, *group.alone]:
-            r.result = _copy_failure(group, index)
-            self.ctx.done(r)
-
     def work(self, group: EngineBatch) -> None:
         """Start (or reuse) the group's engine, run its checks and measurements, let it go."""
         try:
@@ -283,7 +277,9 @@ class Scheduler:
             engine = self.acquire(group)
             index = self.groups.index(group)
             if engine is None:
-                self._fail_all(group)
+                for r in [*group.runs, *group.alone]:
+                    r.result = _copy_failure(group, index)
+                    self.ctx.done(r)
                 for pair in group.led:
                     pair.without_run.result = _copy_failure(group, index)
                     self.ctx.done(pair.without_run)
