@@ -133,11 +133,7 @@ def _prompt_entry(entry: Any) -> dict[int, float] | None:
         return None
     if not isinstance(entry, dict):
         raise BadResponse(f"prompt_logprobs entry is {type(entry).__name__}, expected an object")
-    out: dict[int, float] = {}
-    for key, val in entry.items():
-        lp = val.get("logprob") if isinstance(val, dict) else val
-        out[_token_id(key)] = _float(lp)
-    return out
+    return {_token_id(k): _float(v.get("logprob") if isinstance(v, dict) else v) for k, v in entry.items()}
 
 
 def parse_completion(body: dict[str, Any]) -> Completion:
@@ -304,10 +300,7 @@ class CompletionsClient:
 
     def model_info(self) -> dict[str, Any]:
         """The /v1/models entry of this client's model (vLLM adds ``max_model_len``)."""
-        for item in self._models():
-            if item.get("id") == self.model:
-                return dict(item)
-        return {}
+        return next((dict(item) for item in self._models() if item.get("id") == self.model), {})
 
     def _greedy(self, prompt: Sequence[int], max_tokens: int, ignore_eos: bool, **extra: Any) -> dict[str, Any]:
         """The body of a greedy completion of a token-id prompt, with the request's own fields

@@ -146,9 +146,7 @@ class Scheduler:
         name = engine.name if engine else "(factory)"
         n = engine.max_parallel if engine else max(1, self.ctx.jobs)
         with self._limits_lock:
-            if name not in self._limits:
-                self._limits[name] = threading.BoundedSemaphore(max(1, n))
-            return self._limits[name]
+            return self._limits.setdefault(name, threading.BoundedSemaphore(max(1, n)))
 
     # -- one engine
 

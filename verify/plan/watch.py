@@ -18,6 +18,7 @@ import, a plugin loaded by name, a change in a compiled extension or in the engi
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterable
@@ -205,12 +206,10 @@ def watch_for(
 ) -> Watch:
     """The watched files and names of ``patch_id`` and their digests (see the module docstring)."""
     w = Watch()
-    cache: dict[str, str] = {}
 
+    @functools.cache
     def base_digest(rel: str) -> str:
-        if rel not in cache:
-            cache[rel] = file_digest(base, rel)
-        return cache[rel]
+        return file_digest(base, rel)
 
     def exists(rel: str) -> bool:
         return base_digest(rel) not in (ABSENT, UNSAFE) or rel in full.files
