@@ -87,15 +87,13 @@ def render_junit(report: VerifyReport) -> str:
         for t in p.tests:
             df, de = _case(suite, t)
             f, e = f + df, e + de
-        suite.set("failures", str(f))
-        suite.set("errors", str(e))
-        suite.set("skipped", str(sum(1 for t in p.tests if t.carried and t.klass in ("proven", "not-needed"))))
-        suite.set("time", f"{sum(t.seconds for t in p.tests):.3f}")
+        skipped = sum(1 for t in p.tests if t.carried and t.klass in ("proven", "not-needed"))
+        seconds = sum(t.seconds for t in p.tests)
+        suite.attrib.update(failures=str(f), errors=str(e), skipped=str(skipped), time=f"{seconds:.3f}")
         total_f, total_e, total_t = total_f + f, total_e + e, total_t + len(p.tests)
-    root.set("tests", str(total_t))
-    root.set("failures", str(total_f))
-    root.set("errors", str(total_e))
-    root.set("time", f"{report.wall_seconds:.3f}")
+    root.attrib.update(
+        tests=str(total_t), failures=str(total_f), errors=str(total_e), time=f"{report.wall_seconds:.3f}"
+    )
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

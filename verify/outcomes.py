@@ -55,16 +55,12 @@ class EngineRun:
 
     def to_json(self) -> dict:
         return {
-            "label": self.label,
-            "variant": self.variant,
+            **json_fields(self, "label variant"),
             "patch": self.patch or None,
             "engine": self.engine or None,
             "started": self.started,
             "tree_hash": self.tree_hash or None,
-            "model": self.model,
-            "engine_args": self.engine_args,
-            "tests": self.tests,
-            "reused": self.reused,
+            **json_fields(self, "model engine_args tests reused"),
             "startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
             "check_seconds": round(self.check_seconds, 3),
             "log": self.log,
@@ -169,10 +165,7 @@ class VerifyReport:
         return [p.patch_id for p in self.patches if p.carried_from]
 
     def counts(self) -> dict[str, int]:
-        out = {k: 0 for k in CLASSES}
-        for p in self.patches:
-            out[p.klass] += 1
-        return out
+        return {k: sum(1 for p in self.patches if p.klass == k) for k in CLASSES}
 
     @property
     def tests(self) -> list[TestOutcome]:

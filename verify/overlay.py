@@ -133,27 +133,23 @@ class Snapshot:
             dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
             rel_dir = os.path.relpath(dirpath, base)
             for name in filenames:
-                p = os.path.join(dirpath, name)
-                try:
-                    st = os.lstat(p)
-                except FileNotFoundError:
-                    continue
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                snap.files[rel] = (st.st_ino, st.st_size, st.st_mtime_ns)
+                seen = _identity(os.path.join(dirpath, name))
+                if seen is not None:
+                    snap.files[name if rel_dir == "." else f"{rel_dir}/{name}"] = seen
         return snap
 
     def changed(self) -> list[str]:
         """Files of the base that are no longer what the snapshot saw (sorted)."""
-        out = []
-        for rel, seen in self.files.items():
-            try:
-                st = os.lstat(self.root / rel)
-            except FileNotFoundError:
-                out.append(rel)
-                continue
-            if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
-                out.append(rel)
-        return sorted(out)
+        return sorted(rel for rel, seen in self.files.items() if _identity(self.root / rel) != seen)
+
+
+def _identity(path: str | Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime_ns) of a file, None when it is gone."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def remove_tree(path: Path) -> None:

@@ -181,7 +181,7 @@ def run_verify(run: VerifyRun) -> VerifyReport:
             report.planned_only = True
             report.wall_seconds = time.monotonic() - t0
             return report
-        place = Workspace(sel.ledger, tgt, base.path, work, sel.home, base.is_cache)
+        place = Workspace(sel.ledger, tgt, base.path, work, sel.home)
         log_dir = run.log_dir or (engine_log_dir() if sel.specs else None)
         verifier = Verifier(place, run, log_dir)
         rounds = _run_rounds(verifier, report.plan, trees, keys, sel, report)

@@ -11,6 +11,7 @@ so it is trusted only when sealed by this installation (kind ``verify proofs``; 
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,11 +91,8 @@ class TargetHistory:
 
     def start_seconds(self, engine: str) -> float | None:
         """The median of an engine's recorded starts (None: none recorded)."""
-        times = sorted(self.starts.get(engine, []))
-        if not times:
-            return None
-        mid = len(times) // 2
-        return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+        times = self.starts.get(engine, [])
+        return statistics.median(times) if times else None
 
 
 def run_name(night: int, at: str, base: str) -> str:
@@ -225,11 +223,12 @@ class _Check:
         )
 
     def seconds(self, where: str, value: object) -> list[float]:
-        if not isinstance(value, list) or len(value) > MAX_STARTS:
+        if (
+            not isinstance(value, list)
+            or len(value) > MAX_STARTS
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e7 for x in value)
+        ):
             raise self.fail(where, f"not a list of at most {MAX_STARTS} durations in seconds")
-        for x in value:
-            if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x < 1e7:
-                raise self.fail(where, f"not a list of at most {MAX_STARTS} durations in seconds")
         return [float(x) for x in value]
 
 

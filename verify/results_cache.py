@@ -78,8 +78,6 @@ class ResultCache:
     def __init__(self, root: Path | None, *, enabled: bool = True) -> None:
         self.root = root
         self.enabled = enabled and root is not None
-        self.hits = 0
-        self.stores = 0
         self.ignored: list[str] = []  # entries not sealed by this installation: ignored, re-measured
 
     def _path(self, key: str) -> Path:
@@ -103,7 +101,6 @@ class ResultCache:
         result = doc.get("result")
         if not isinstance(result, dict):
             return None
-        self.hits += 1
         result["_measured_at"] = str(doc.get("measured_at", ""))[:40]
         return result
 
@@ -128,6 +125,5 @@ class ResultCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic.write_bytes(path, data)
-            self.stores += 1
         except OSError:
             pass  # a full disk costs the next run an engine start, not this run its result

@@ -75,7 +75,6 @@ class Workspace:
     base: Path
     work: Path
     home: Path  # where the ledger's relative paths live
-    base_is_cache: bool  # the base is the release unpacked in the cache
 
 
 class Verifier:
@@ -83,10 +82,8 @@ class Verifier:
 
     def __init__(self, place: Workspace, run: VerifyRun, log_dir: Path | None = None):
         self.ledger, self.target, self.base, self.work = place.ledger, place.target, place.base, place.work
-        self.layout = place.target.layout
         self.jobs, self.timeout, self.progress, self.keep = run.jobs, run.timeout, run.progress, run.keep_trees
-        self.base_is_cache = place.base_is_cache
-        self.mapper = self.target.mapper(self.layout)
+        self.mapper = self.target.mapper(self.target.layout)
         self.snapshot = Snapshot.take(self.base)
         self.lock = threading.Lock()
         self.done = 0
@@ -102,8 +99,8 @@ class Verifier:
     def _env(self, run: Run, tree: Path) -> dict[str, str]:
         """verify's variables over the environment less the user's credentials (a test command is
         a command from the ledger); a test's ``env`` may name one (``HF_TOKEN = "$HF_TOKEN"``)."""
-        env = without_credentials(os.environ)
-        ours = {
+        env = {
+            **without_credentials(os.environ),
             "PATCHSET_TREE": str(tree),
             "PATCHSET_VARIANT": run.variant,
             "PATCHSET_PATCH": run.patch.id,
@@ -112,7 +109,6 @@ class Verifier:
             "PATCHSET_HOME": str(PATCHSET_HOME),
             "PATCHSET_CACHE": str(cache.cache_dir()),
         }
-        env.update(ours)
         if "OMP_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in run.spec.env:
             env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // self.jobs))
         outer = {**os.environ, **env}

@@ -76,8 +76,7 @@ def counter(values: dict[str, float], name: str) -> float | None:
     """A counter's value, found under ``name`` or without its ``_total`` suffix."""
     if name in values:
         return values[name]
-    bare = name[: -len("_total")] if name.endswith("_total") else name
-    return values.get(bare)
+    return values.get(name.removesuffix("_total"))
 
 
 class Better(Word):
@@ -133,9 +132,6 @@ class ServingConfig:
         if self.streams < 1 or self.max_tokens < 2 or self.warmup < 0:
             raise InputError("streams must be >= 1, max_tokens >= 2 and warmup >= 0")
 
-    def tolerance_for(self, check: str) -> float:
-        return float(self.tolerances.get(check, self.tolerance))
-
     def key(self) -> dict[str, Any]:
         """What makes two measurements comparable (everything but the verdict's tolerance)."""
         return {
@@ -171,12 +167,10 @@ class ServingSamples:
         if window.foreign:
             self.foreign.append({"repeat": repeat, "check": check, "why": window.foreign})
 
-    def contaminated(self, check: str) -> set[int]:
-        return {f["repeat"] for f in self.foreign if f["check"] == check}
-
     def clean(self, metric: str) -> list[tuple[int, float]]:
         """(repeat, value) of a metric's repeats without foreign traffic."""
-        bad = self.contaminated(self.metrics[metric].check)
+        check = self.metrics[metric].check
+        bad = {f["repeat"] for f in self.foreign if f["check"] == check}
         return [(i, v) for i, v in enumerate(self.values.get(metric, [])) if v is not None and i not in bad]
 
     def to_json(self) -> dict[str, Any]:
@@ -388,7 +382,6 @@ class Meter:
             cached_total += c.usage.cached_tokens
             sessions[who] = history + c.tokens
         w.values[self._spec("cache hits % (usage)", "cache-hits", "%")] = 100.0 * cached_total / max(1, prompt_total)
-        w.values["__cache_hits_pending__"] = 1.0  # the /metrics figure is filled in after the window
 
     def _spec_accept(self, w: Window, salt: str) -> None:
         for shape in self.config.shapes[:2]:
@@ -428,7 +421,6 @@ class Meter:
             w = self._window(lambda win: run(win, tag))
         except (ServerRejected, BadResponse) as exc:
             raise ServingError(f"{check}: {exc}") from exc
-        w.values.pop("__cache_hits_pending__", None)
         if check == "cache-hits" and w.counters.get("cache_queries"):
             name = self._spec("cache hits % (/metrics)", "cache-hits", "%")
             w.values[name] = 100.0 * w.counters.get("cache_hits", 0.0) / w.counters["cache_queries"]
@@ -547,7 +539,7 @@ def compare(candidate: ServingSamples, baseline: ServingSamples, config: Serving
                 bv,
                 better=spec.better,
                 unit=spec.unit,
-                tolerance=config.tolerance_for(spec.check),
+                tolerance=float(config.tolerances.get(spec.check, config.tolerance)),
                 paired=paired,
             )
         )

@@ -104,7 +104,6 @@ def save_serving_baseline(path: Path, runs: list[Run], target: str) -> bool:
         for r in runs
         if r.variant == WITH and r.samples is not None and r.longctx is not None and r.longctx.kind == "serving"
     }
-    tests = {k: v for k, v in tests.items() if v is not None}
     if not tests:
         return False
     write_serving_baseline(path, tests, target=target)

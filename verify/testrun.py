@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchset.text import read_tail
+from patchset.text import json_fields, read_tail
 from patchset.verify import Word
 
 
@@ -161,18 +161,16 @@ class LongctxResult(CommandResult):
     carried: str = ""  # not run tonight: the verdict of this run (``verify.plan``), "run N (...)"
 
     def to_json(self) -> dict:
-        out = super().to_json()
-        out.update(
-            {
-                "carried_from": self.carried or None,
-                "engine": self.engine,
-                "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
-                "check_seconds": round(self.seconds, 3),
-                "engine_log": self.log or None,
-                "checks": self.checks,
-                "reused": self.reused or None,
-            }
-        )
+        out = {
+            **super().to_json(),
+            "carried_from": self.carried or None,
+            "engine": self.engine,
+            "engine_startup_seconds": None if self.startup_seconds is None else round(self.startup_seconds, 3),
+            "check_seconds": round(self.seconds, 3),
+            "engine_log": self.log or None,
+            "checks": self.checks,
+            "reused": self.reused or None,
+        }
         if self.drift is not None:
             out["drift"] = self.drift
         return out
@@ -188,9 +186,7 @@ class ServingResult(LongctxResult):
     baseline_from: str = ""  # "the tree without <patch>", "a stored baseline <file>"
 
     def to_json(self) -> dict:
-        out = super().to_json()
-        out.update({"samples": self.samples, "comparison": self.comparison, "baseline_from": self.baseline_from})
-        return out
+        return {**super().to_json(), **json_fields(self, "samples comparison baseline_from")}
 
     @classmethod
     def from_json(cls, data: dict) -> ServingResult:

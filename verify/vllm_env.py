@@ -174,19 +174,11 @@ def test_env(tree: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 def add_file(src: Path, tree: Path, dest: str) -> Path:
     """Copy ``src`` to ``tree/dest`` (a directory if it ends in '/') by writing a new file and renaming it."""
     rel = dest.rstrip("/")
     target = tree / rel / src.name if dest.endswith("/") or (tree / rel).is_dir() else tree / rel
-    if not _inside(target.parent, tree):
+    if not target.parent.resolve().is_relative_to(tree.resolve()):
         raise EnvironmentFailure(f"--add destination {dest!r} leaves the tree {tree}")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)

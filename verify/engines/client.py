@@ -36,9 +36,6 @@ class ServerRejected(Exception):
     def __init__(self, status: int, message: str, *, prompt_tokens: int | None = None) -> None:
         where = f" (prompt of {prompt_tokens} tokens)" if prompt_tokens is not None else ""
         super().__init__(f"HTTP {status}{where}: {message}")
-        self.status = status
-        self.message = message
-        self.prompt_tokens = prompt_tokens
 
 
 class NotCompletionsServer(EnvironmentFailure):
@@ -78,7 +75,6 @@ class Completion:
     top_logprobs: list[dict[int, float]]  # top-k alternatives per generated token
     prompt_logprobs: list[dict[int, float] | None]  # per prompt position; position 0 is None
     usage: Usage
-    finish_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def prompt_token_logprobs(self, prompt: Sequence[int]) -> list[float | None]:
@@ -96,7 +92,6 @@ class Streamed:
 
     first_token_seconds: float
     last_token_seconds: float
-    total_seconds: float
     chunks: int  # chunks that carried text
     usage: Usage
     tokens: list[int] = field(default_factory=list)
@@ -121,11 +116,8 @@ def _token_id(key: str | int) -> int:
     """Token keys come as 'token_id:123' (return_tokens_as_token_ids) or as the bare id."""
     if isinstance(key, int):
         return key
-    text = str(key)
-    if text.startswith("token_id:"):
-        text = text[len("token_id:") :]
     try:
-        return int(text)
+        return int(str(key).removeprefix("token_id:"))
     except ValueError as exc:
         raise BadResponse(
             f"token key {key!r} is not a token id; the server ignored return_tokens_as_token_ids"
@@ -133,9 +125,7 @@ def _token_id(key: str | int) -> int:
 
 
 def _float(value: Any) -> float:
-    if value is None:
-        return -math.inf
-    return float(value)
+    return -math.inf if value is None else float(value)
 
 
 def _prompt_entry(entry: Any) -> dict[int, float] | None:
@@ -143,11 +133,7 @@ def _prompt_entry(entry: Any) -> dict[int, float] | None:
         return None
     if not isinstance(entry, dict):
         raise BadResponse(f"prompt_logprobs entry is {type(entry).__name__}, expected an object")
-    out: dict[int, float] = {}
-    for key, val in entry.items():
-        lp = val.get("logprob") if isinstance(val, dict) else val
-        out[_token_id(key)] = _float(lp)
-    return out
+    return {_token_id(k): _float(v.get("logprob") if isinstance(v, dict) else v) for k, v in entry.items()}
 
 
 def parse_completion(body: dict[str, Any]) -> Completion:
@@ -167,19 +153,13 @@ def _parse_completion(body: dict[str, Any]) -> Completion:
         usage_raw = body.get("usage") or {}
     except (KeyError, IndexError, TypeError) as exc:
         raise BadResponse(f"response has no choices: {json.dumps(body)[:300]}") from exc
-    usage = Usage.parse(usage_raw)
     lp = choice.get("logprobs") or {}
-    tokens = [_token_id(t) for t in (lp.get("tokens") or [])]
-    token_logprobs = [_float(x) for x in (lp.get("token_logprobs") or [])]
-    top = [{_token_id(k): _float(v) for k, v in (d or {}).items()} for d in (lp.get("top_logprobs") or [])]
-    prompt_lp = [_prompt_entry(e) for e in (choice.get("prompt_logprobs") or [])]
     return Completion(
-        tokens=tokens,
-        token_logprobs=token_logprobs,
-        top_logprobs=top,
-        prompt_logprobs=prompt_lp,
-        usage=usage,
-        finish_reason=choice.get("finish_reason"),
+        tokens=[_token_id(t) for t in (lp.get("tokens") or [])],
+        token_logprobs=[_float(x) for x in (lp.get("token_logprobs") or [])],
+        top_logprobs=[{_token_id(k): _float(v) for k, v in (d or {}).items()} for d in (lp.get("top_logprobs") or [])],
+        prompt_logprobs=[_prompt_entry(e) for e in (choice.get("prompt_logprobs") or [])],
+        usage=Usage.parse(usage_raw),
         raw=body,
     )
 
@@ -245,9 +225,7 @@ class CompletionsClient:
             raise InputError(
                 f"server URL {base_url!r} must start with http:// or https://", hint="e.g. --url http://127.0.0.1:8000"
             )
-        if url.endswith("/v1"):
-            url = url[: -len("/v1")]
-        self.base_url = url
+        self.base_url = url.removesuffix("/v1")
         self.timeout = timeout
         self._session = net.session(trust_env=False)  # never route loopback traffic through a proxy
         if not keepalive:
@@ -322,10 +300,7 @@ class CompletionsClient:
 
     def model_info(self) -> dict[str, Any]:
         """The /v1/models entry of this client's model (vLLM adds ``max_model_len``)."""
-        for item in self._models():
-            if item.get("id") == self.model:
-                return dict(item)
-        return {}
+        return next((dict(item) for item in self._models() if item.get("id") == self.model), {})
 
     def _greedy(self, prompt: Sequence[int], max_tokens: int, ignore_eos: bool, **extra: Any) -> dict[str, Any]:
         """The body of a greedy completion of a token-id prompt, with the request's own fields
@@ -463,10 +438,7 @@ class _Tally:
             self.usage = body["usage"]
 
     def streamed(self, prompt_tokens: int) -> Streamed:
-        total = time.monotonic() - self.t0
         if self.first is None or self.last is None:
             raise BadResponse("the stream carried no token")
         usage = Usage.parse(self.usage, prompt_tokens, self.chunks)
-        return Streamed(
-            self.first, self.last, total, self.chunks, usage, self.tokens, self.first_count, self.last_count
-        )
+        return Streamed(self.first, self.last, self.chunks, usage, self.tokens, self.first_count, self.last_count)

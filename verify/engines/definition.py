@@ -123,9 +123,7 @@ class EngineDef:
     model: str = ""
     image: str = ""
     import_check: str = ""  # a package that must import from the tree (pythonpath delivery)
-    cwd: StartDir = (
-        StartDir.LEDGER
-    )  # where the start command runs: the ledger's directory, or the start's log directory
+    cwd: StartDir = StartDir.LEDGER  # where the start command runs
     pass_env: list[str] = field(default_factory=list)  # credential variables its commands are given
     line: int = 0
     production: bool = False  # its own defaults are the production configuration
@@ -133,10 +131,8 @@ class EngineDef:
     def fingerprint(self) -> str:
         """What makes two definitions start the same engine (for sharing and the result cache)."""
         data = asdict(self)
-        data.pop("line")
-        data.pop("ready_timeout")
-        data.pop("max_parallel")
-        data.pop("production")  # what the plan does with it, not how it starts
+        for key in ("line", "ready_timeout", "max_parallel", "production"):  # not how it starts
+            data.pop(key)
         if not data["pass_env"]:
             data.pop("pass_env")  # the key older definitions were cached under
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

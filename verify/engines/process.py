@@ -63,10 +63,8 @@ class EngineProcess:
         self.engine: EngineDef = launch.engine
         self.port = self.engine.port or free_port()
         self.values = self._values()
-        self.url = expand_environment(
-            self.expand(self.engine.url), {**self._outer_env(), **launch.env}, self.engine.name
-        )
-        self.url = self.url.rstrip("/")
+        url = expand_environment(self.expand(self.engine.url), {**self._outer_env(), **launch.env}, self.engine.name)
+        self.url = url.rstrip("/")
         self.log_path = launch.log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
@@ -229,7 +227,6 @@ class EngineProcess:
 
     def log_tail(self, lines: int = TAIL_LINES) -> str:
         """The last lines of the gathered logs, else of the start command's output."""
-        texts = []
         for path in (self.gathered, self.log_path):
             if path is None:
                 continue
@@ -238,8 +235,8 @@ class EngineProcess:
             except OSError:
                 continue
             if text.strip():
-                texts.append("\n".join(text.splitlines()[-lines:]))
-        return "\n".join(texts[:1]) if texts else "(no log)"
+                return "\n".join(text.splitlines()[-lines:])
+        return "(no log)"
 
     def stop(self) -> None:
         """Gather logs, run ``stop``, then end the start command's process group. Safe to call twice."""

@@ -13,6 +13,7 @@ start, or dies, makes each run it should have served an ``error`` with its log's
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import threading
 import uuid
@@ -27,7 +28,7 @@ from patchset.engine.tree import apply_series
 from patchset.errors import EnvironmentFailure, UnsafePathError
 from patchset.verify.engines.definition import Delivery
 from patchset.verify.engines.launch import Engine, EngineFactory, EngineLaunch, instance_name
-from patchset.verify.longctx.runs import run_one, start_failure
+from patchset.verify.longctx.runs import engine_tail, run_one, start_failure
 from patchset.verify.outcomes import EngineRun
 from patchset.verify.overlay import drop_stale_bytecode, make_overlay, remove_tree
 from patchset.verify.serving import Meter, ServingError, ServingSamples, measure_alone, measure_paired
@@ -52,13 +53,6 @@ class QuietLock:
 
     @contextlib.contextmanager
     def _held(self, *, write: bool) -> Iterator[None]:
-        self._acquire(write)
-        try:
-            yield
-        finally:
-            self._release(write)
-
-    def _acquire(self, write: bool) -> None:
         with self._cond:
             if write:
                 self._waiting += 1
@@ -70,14 +64,15 @@ class QuietLock:
                 while self._writer or self._waiting:
                     self._cond.wait()
                 self._readers += 1
-
-    def _release(self, write: bool) -> None:
-        with self._cond:
-            if write:
-                self._writer = False
-            else:
-                self._readers -= 1
-            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                if write:
+                    self._writer = False
+                else:
+                    self._readers -= 1
+                self._cond.notify_all()
 
 
 @dataclass
@@ -96,7 +91,6 @@ class EngineBatch:
     tree: Path | None = None
     failure: str = ""
     failure_result: LongctxResult | None = None
-    slot: int = 0
     held: threading.BoundedSemaphore | None = None  # the max_parallel slot this group's engine holds
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -152,9 +146,7 @@ class Scheduler:
         name = engine.name if engine else "(factory)"
         n = engine.max_parallel if engine else max(1, self.ctx.jobs)
         with self._limits_lock:
-            if name not in self._limits:
-                self._limits[name] = threading.BoundedSemaphore(max(1, n))
-            return self._limits[name]
+            return self._limits.setdefault(name, threading.BoundedSemaphore(max(1, n)))
 
     # -- one engine
 
@@ -195,7 +187,6 @@ class Scheduler:
             limit.acquire()
             group.held = limit
             slot, safe = self.ctx.slot(group.record.label)
-            group.slot = slot
             tree = self.ctx.work / "trees" / f"{slot:03d}-{safe}"
             log_path = self.ctx.log_dir / f"engine-{slot:03d}-{safe}.log"
             group.record.log = str(log_path)
@@ -276,12 +267,6 @@ class Scheduler:
 
     # -- the work of a group
 
-    def _fail_all(self, group: EngineBatch) -> None:
-        index = self.groups.index(group)
-        for r in [*group.runs, *group.alone]:
-            r.result = _copy_failure(group, index)
-            self.ctx.done(r)
-
     def work(self, group: EngineBatch) -> None:
         """Start (or reuse) the group's engine, run its checks and measurements, let it go."""
         try:
@@ -290,7 +275,9 @@ class Scheduler:
             engine = self.acquire(group)
             index = self.groups.index(group)
             if engine is None:
-                self._fail_all(group)
+                for r in [*group.runs, *group.alone]:
+                    r.result = _copy_failure(group, index)
+                    self.ctx.done(r)
                 for pair in group.led:
                     pair.without_run.result = _copy_failure(group, index)
                     self.ctx.done(pair.without_run)
@@ -428,8 +415,6 @@ def _session() -> str:
 
 
 def _config_key(spec: Any) -> str:
-    import json
-
     return json.dumps(spec.serving.key() | {"r": spec.serving.repeats, "w": spec.serving.warmup}, sort_keys=True)
 
 
@@ -452,15 +437,17 @@ def _set_samples(
     run.log = str(engine.log_path)
     if samples is None:
         run.result = LongctxResult(
-            ERROR, None, 0.0, f"serving: {error}", _tail(engine), str(engine.log_path), index, engine.startup_seconds
+            ERROR,
+            None,
+            0.0,
+            f"serving: {error}",
+            engine_tail(engine),
+            str(engine.log_path),
+            index,
+            engine.startup_seconds,
         )
         return
     run.samples = samples
-
-
-def _tail(engine: Engine) -> str:
-    fn = getattr(engine, "log_tail", None)
-    return fn() if callable(fn) else ""
 
 
 def _copy_failure(group: EngineBatch, index: int) -> LongctxResult:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from patchset.errors import EnvironmentFailure
 from patchset.upstream import cache
+from patchset.verify.engines.definition import VLLM_CPU_START
 from patchset.verify.engines.launch import (
     EngineDied,
     EngineLaunch,
@@ -99,24 +100,12 @@ class VllmCpuServer:
         self.vllm_origin: str | None = None  # where the server's `vllm` package comes from
 
     def command(self) -> list[str]:
+        """The ``vllm-cpu`` preset's start command, with this config's model length and flags."""
         cfg = self.config
-        cmd = [
-            str(venv_python(self.venv)),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(cfg.model_dir),
-            "--dtype",
-            "float32",
-            "--max-model-len",
-            str(cfg.max_model_len),
-            "--enable-prompt-tokens-details",
-            "--enforce-eager",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
+        python, port = str(venv_python(self.venv)), str(self.port)
+        values = {"python": python, "model": str(cfg.model_dir), "host": "127.0.0.1", "port": port}
+        cmd = [a.format_map(values) for a in VLLM_CPU_START if a != "{args}"]
+        cmd[cmd.index("--max-model-len") + 1] = str(cfg.max_model_len)
         if cfg.served_model_name:
             cmd += ["--served-model-name", cfg.served_model_name]
         if cfg.kv_cache_dtype:

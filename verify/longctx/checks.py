@@ -142,16 +142,11 @@ def check_resume(run: CheckRun) -> list[Measurement]:
                 )
                 control = topk_drift(cold.top_logprobs[0], cold2.top_logprobs[0])
             cold_top, warm_top = cold.top_logprobs[0], resumed.top_logprobs[0]
-        except (ServerRejected, BadResponse, IndexError) as exc:
-            out.append(
-                _failed_case(
-                    case,
-                    "top-k drift",
-                    exc
-                    if not isinstance(exc, IndexError)
-                    else BadResponse("no top_logprobs for the first generated token"),
-                )
-            )
+        except IndexError:
+            out.append(_failed_case(case, "top-k drift", BadResponse("no top_logprobs for the first generated token")))
+            continue
+        except (ServerRejected, BadResponse) as exc:
+            out.append(_failed_case(case, "top-k drift", exc))
             continue
         details = {
             "cached_tokens": resumed.usage.cached_tokens,

@@ -42,12 +42,8 @@ def max_abs_diff(a: Sequence[float | None], b: Sequence[float | None], start: in
 
 def binned_max(a: Sequence[float | None], b: Sequence[float | None], bin_size: int = BIN) -> list[float]:
     """Max |a-b| per bin of ``bin_size`` positions: shows where a drift starts (e.g. at 2,048)."""
-    out: list[float] = []
     n = min(len(a), len(b))
-    for lo in range(0, n, bin_size):
-        worst, _ = max_abs_diff(a[lo : lo + bin_size], b[lo : lo + bin_size])
-        out.append(worst)
-    return out
+    return [max_abs_diff(a[lo : lo + bin_size], b[lo : lo + bin_size])[0] for lo in range(0, n, bin_size)]
 
 
 def topk_drift(a: Mapping[int, float], b: Mapping[int, float]) -> float:

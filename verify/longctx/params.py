@@ -43,15 +43,7 @@ class Lengths:
         def bad(msg: str) -> InputError:
             return InputError(f"lengths: {msg}", hint="lengths must be positive token counts")
 
-        for name in (
-            "total",
-            "resume_tail",
-            "rescore_prompt",
-            "rescore_reply",
-            "reference",
-            "copy_passage",
-            "boundary",
-        ):
+        for name in (f for f in self.__dataclass_fields__ if f not in ("causal", "resume")):
             if int(getattr(self, name)) <= 0:
                 raise bad(f"{name} must be > 0, got {getattr(self, name)}")
         if not self.causal or any(n <= 1 or n >= self.total for n in self.causal):
@@ -114,9 +106,7 @@ class Thresholds:
         self.mode = Mode(self.mode)
         if self.multiple <= 0 or self.floor < 0:
             raise InputError(f"control multiple must be > 0 and floor >= 0 (got {self.multiple}, {self.floor})")
-        merged = dict(FIXED_BARS)
-        merged.update(self.fixed)
-        self.fixed = merged
+        self.fixed = {**FIXED_BARS, **self.fixed}
 
     def uses_control(self, check: str) -> bool:
         return self.mode == Mode.CONTROL and check in CONTROLLED

@@ -253,7 +253,8 @@ def summarize(report: LongctxReport) -> tuple[Outcome, str, list[dict]]:
     return PASS, "", rows
 
 
-def _tail_of(engine: Engine) -> str:
+def engine_tail(engine: Engine) -> str:
+    """The tail of an engine's log, for the engines that keep one (``log_tail``)."""
     tail = getattr(engine, "log_tail", None)
     return tail() if callable(tail) else ""
 
@@ -288,7 +289,7 @@ def run_one(engine: Engine, spec: LongctxSpec, engine_index: int) -> LongctxResu
             None,
             0.0,
             f"the engine stopped answering: {exc.message}",
-            _tail_of(engine),
+            engine_tail(engine),
             str(engine.log_path),
             engine_index,
             startup,
@@ -359,6 +360,6 @@ def start_failure(exc: EnvironmentFailure, engine: Engine | None, engine_index: 
     log = str(engine.log_path) if engine is not None else ""
     first = exc.message.splitlines()[0] if exc.message else "the engine did not start"
     tail = exc.message[-3000:] if "\n" in exc.message else ""
-    if not tail and engine is not None and hasattr(engine, "log_tail"):
-        tail = engine.log_tail()
+    if not tail and engine is not None:
+        tail = engine_tail(engine)
     return LongctxResult(ERROR, None, 0.0, first + (f" ({exc.hint})" if exc.hint else ""), tail, log, engine_index)

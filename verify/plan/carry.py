@@ -34,8 +34,7 @@ def engine_digest(spec: LongctxSpec) -> str:
 
 def engine_config(spec: LongctxSpec) -> str:
     """The test's own engine arguments and environment, as the plan shows them ("" when none)."""
-    parts = list(spec.engine_args) + [f"{k}={v}" for k, v in sorted(spec.env.items())]
-    return " ".join(parts)
+    return " ".join([*spec.engine_args, *(f"{k}={v}" for k, v in sorted(spec.env.items()))])
 
 
 def spec_digest(spec: LongctxSpec) -> str:

@@ -184,9 +184,6 @@ class Rounds:
         outcome.without_run = carried_result(d.proof.tests[outcome.name], d.carried_from)
         outcome.carried = text
 
-    def _group_runs(self) -> set[int]:
-        return {id(r) for t in self.tries.values() for r in t.runs}
-
     @staticmethod
     def _assign(runs: list[Run], skip: set[int]) -> None:
         for r in runs:
@@ -199,7 +196,7 @@ class Rounds:
 
     def after_first(self) -> list[Run]:
         """Results of the first round on their tests; the runs of the second round."""
-        self._assign(self.first, self._group_runs())
+        self._assign(self.first, {id(r) for t in self.tries.values() for r in t.runs})  # a group's: below
         for r, d in self.waiting:
             w = r.test.with_run
             if w is not None and w.outcome == PASS:

@@ -18,6 +18,7 @@ import, a plugin loaded by name, a change in a compiled extension or in the engi
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ from patchset.confine import confine
 from patchset.engine.results import SeriesItem, SeriesResult
 from patchset.errors import PatchsetError, UnsafePathError
 from patchset.patchfmt.diffs import parse_patch
-from patchset.verify.plan.names import SEP, Tree, file_of, parse, watched_names
+from patchset.verify.plan.names import SEP, Tree, absolute, file_of, parse, watched_names
 
 ABSENT, UNSAFE = "absent", "unsafe"  # digests of a file that is not there / may not be read
 MAX_SCAN = 4 << 20  # bytes of a module parsed for its imports (vLLM's largest is ~300 KB)
@@ -85,21 +86,15 @@ def _read_source(root: Path, rel: str) -> str | None:
         return None
 
 
-def _modules(tree: ast.AST, package: list[str]) -> list[str]:
+def _modules(tree: ast.AST, rel: str) -> list[str]:
     """Dotted names an ``import`` may load: ``import a.b`` -> a.b; ``from a import b`` -> a, a.b;
-    ``from .c import d`` relative to ``package``."""
+    ``from .c import d`` relative to ``rel``'s package (one that climbs out of the tree: none)."""
     out: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                keep = len(package) - (node.level - 1)
-                if keep < 0:
-                    continue
-                base = ".".join(package[:keep] + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
+        elif isinstance(node, ast.ImportFrom) and node.level <= rel.count("/") + 1:
+            base = absolute(node, rel)
             if base:
                 out.append(base)
             out += [f"{base}.{alias.name}" if base else alias.name for alias in node.names if alias.name != "*"]
@@ -127,11 +122,10 @@ def _added_imports(lines: Iterable[str]) -> str:
 def imports_of(source: str, rel: str, added: Iterable[str], exists: Callable[[str], bool]) -> list[str]:
     """Tree paths of the modules the Python file ``rel`` imports directly (its ``source`` and the
     import lines the series adds to it), as far as they are files of the tree."""
-    package = rel.split("/")[:-1]
     names: list[str] = []
     for text in (source, _added_imports(added)):
         tree = parse(text)
-        names += _modules(tree, package) if tree is not None else []
+        names += _modules(tree, rel) if tree is not None else []
     resolver = Tree(lambda _: None, exists)
     found: list[str] = []
     for name in names:
@@ -212,12 +206,10 @@ def watch_for(
 ) -> Watch:
     """The watched files and names of ``patch_id`` and their digests (see the module docstring)."""
     w = Watch()
-    cache: dict[str, str] = {}
 
+    @functools.cache
     def base_digest(rel: str) -> str:
-        if rel not in cache:
-            cache[rel] = file_digest(base, rel)
-        return cache[rel]
+        return file_digest(base, rel)
 
     def exists(rel: str) -> bool:
         return base_digest(rel) not in (ABSENT, UNSAFE) or rel in full.files
