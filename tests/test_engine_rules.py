@@ -573,6 +573,17 @@ def test_a_hunks_context_reaches_back_over_the_previous_change_only_from_at_or_b
 
 
 @needs_binaries
+def test_a_hunk_expected_where_it_would_end_the_file_still_reaches_back(tmp_path: Path) -> None:
+    """The same reach back (offset -1 from line 10) when the expected place is also the last one
+    the hunk fits at (its seven lines would end the file there): no positive offset is left, and
+    GNU patch still tries the lines before it."""
+    old = numbered(1, 16)
+    out, _ = agrees_with_gnu(old, _second_after_eleven(9, 10), tmp_path)
+    assert out.ok and [(h.offset, h.line) for h in out.hunks] == [(0, 10), (-1, 9)]
+    assert out.new == edit(old, {11: b"ELEVEN\n", 12: b"CHANGED\n"})
+
+
+@needs_binaries
 def test_a_misordered_hunk_still_moves_the_offset_of_the_next(tmp_path: Path) -> None:
     """A hunk found where it would change a line an earlier hunk changed is refused as
     misordered, but GNU patch has already taken its offset: the next hunk is searched from
@@ -589,3 +600,17 @@ def test_a_misordered_hunk_still_moves_the_offset_of_the_next(tmp_path: Path) ->
         ("offset", False, -1, 24),
     ]
     assert out.partial == edit(old, {11: b"ELEVEN\n", 25: b"Q\n"})
+
+
+@needs_binaries
+def test_a_hunk_that_fuzz_leaves_no_line_of_matches_where_gnus_search_starts(tmp_path: Path) -> None:
+    """With fuzz 1 the second hunk (one context line, an addition) has no line left to compare,
+    so it matches the first place GNU tries: expected at line 2, ten lines before the line after
+    the first hunk's change, that is line -8. It is misordered there and refused, not added after
+    line 12 where a search that skipped the lines before the file would have put it."""
+    old = numbered(1, 30)
+    patch = b"--- a/f\n+++ b/f\n@@ -10,3 +10,3 @@\n 10\n-11\n+ELEVEN\n 12\n@@ -2,1 +2,2 @@\n 2\n+ADDED\n"
+    out, said = agrees_with_gnu(old, patch, tmp_path, fuzz=1)
+    assert "misordered" in said.output and said.failed == {2}
+    assert [(h.status, h.misordered, h.line) for h in out.hunks] == [("clean", False, 10), ("failed", True, -8)]
+    assert out.partial == edit(old, {11: b"ELEVEN\n"})

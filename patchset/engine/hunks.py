@@ -301,6 +301,8 @@ def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> boo
     ``where+pfuzz``? Lines are compared byte for byte, line endings included."""
     lo = where - 1 + pfuzz
     hi = where - 1 + h.size - sfuzz
+    if hi <= lo:
+        return True  # fuzz left no line to compare: GNU matches anywhere, even before line 1
     if lo < 0 or hi > text.n:
         return False
     data, src, old_at, old_end = text.data, h.text, h.old_at, h.old_end
