@@ -534,19 +534,83 @@ def test_a_hunk_whose_context_ends_the_file_is_found_at_its_last_lines(tmp_path:
     assert out.new.endswith(b"17\neighteen\n19\n20\n")
 
 
-@needs_binaries
-@pytest.mark.parametrize(("start", "offset"), [(9, -1), (12, -5)])
-def test_a_hunks_leading_context_may_reach_back_over_the_previous_change(
-    tmp_path: Path, start: int, offset: int
-) -> None:
-    """The search for a hunk goes back as far as its leading context can overlap the lines the
-    previous hunk consumed (GNU's ``last_frozen_line + 1 - prefix``): the first hunk changes line
-    11, the second's three context lines start at line 9 (the earliest) or 12 (just after)."""
-    old = numbered(1, 30)
+def _second_after_eleven(old_at: int, header_at: int) -> bytes:
+    """A patch of ``numbered(1, 30)``: the first hunk changes line 11, the second has three
+    context lines from ``old_at`` (where they are), a change, three more, and says ``header_at``."""
     first = b"@@ -10,3 +10,3 @@\n 10\n-11\n+ELEVEN\n 12\n"
-    c, at = start, start - offset  # where its old lines are, where its header says
-    second = b"@@ -%d,7 +%d,7 @@\n" % (at, at) + b"".join(b" %d\n" % n for n in (c, c + 1, c + 2))
+    c = old_at
+    second = b"@@ -%d,7 +%d,7 @@\n" % (header_at, header_at) + b"".join(b" %d\n" % n for n in (c, c + 1, c + 2))
     second += b"-%d\n+CHANGED\n" % (c + 3) + b"".join(b" %d\n" % n for n in (c + 4, c + 5, c + 6))
-    out, _ = agrees_with_gnu(old, b"--- a/f\n+++ b/f\n" + first + second, tmp_path)
-    assert out.ok and [h.offset for h in out.hunks] == [0, offset]
-    assert out.new == edit(old, {11: b"ELEVEN\n", c + 3: b"CHANGED\n"})
+    return b"--- a/f\n+++ b/f\n" + first + second
+
+
+@needs_binaries
+@pytest.mark.parametrize("back", [0, 1, 2, 3])
+@pytest.mark.parametrize("offset", [-1, -2, -3, -4])
+def test_a_hunks_context_reaches_back_over_the_previous_change_only_from_at_or_before_it(
+    tmp_path: Path, offset: int, back: int
+) -> None:
+    """GNU patch 2.7.6 never lets a hunk start before the line after the previous hunk's last
+    change (line 12 here), with one exception its search order makes: when the expected line is
+    at or before that line, it also tries lines as far before the expected line as the expected
+    line is before line 12. So the second hunk, its context starting ``back`` lines before line 12
+    and found at ``offset``, applies when it starts at line 12, or when ``back >= 2 * -offset``
+    (offset -1 from line 10 or 9); every other placement is refused (issue #35). git apply
+    refuses them all: it never lets a hunk's context share a line an earlier hunk matched."""
+    old = numbered(1, 30)
+    c = 12 - back
+    patch = _second_after_eleven(c, c - offset)
+    out, said = agrees_with_gnu(old, patch, tmp_path)
+    applies = back == 0 or back >= -2 * offset
+    assert out.ok == applies
+    if applies:
+        assert [(h.offset, h.line) for h in out.hunks] == [(0, 10), (offset, c)]
+        assert out.new == edit(old, {11: b"ELEVEN\n", c + 3: b"CHANGED\n"})
+    else:
+        assert [(h.status, h.misordered) for h in out.hunks] == [("clean", False), ("failed", False)]
+        assert said.failed == {2} and out.partial == edit(old, {11: b"ELEVEN\n"})
+    assert git_apply(old, patch, tmp_path).rc != 0
+
+
+@needs_binaries
+def test_a_hunk_expected_where_it_would_end_the_file_still_reaches_back(tmp_path: Path) -> None:
+    """The same reach back (offset -1 from line 10) when the expected place is also the last one
+    the hunk fits at (its seven lines would end the file there): no positive offset is left, and
+    GNU patch still tries the lines before it."""
+    old = numbered(1, 16)
+    out, _ = agrees_with_gnu(old, _second_after_eleven(9, 10), tmp_path)
+    assert out.ok and [(h.offset, h.line) for h in out.hunks] == [(0, 10), (-1, 9)]
+    assert out.new == edit(old, {11: b"ELEVEN\n", 12: b"CHANGED\n"})
+
+
+@needs_binaries
+def test_a_misordered_hunk_still_moves_the_offset_of_the_next(tmp_path: Path) -> None:
+    """A hunk found where it would change a line an earlier hunk changed is refused as
+    misordered, but GNU patch has already taken its offset: the next hunk is searched from
+    there (-1), and of two copies of its lines picks the one above, not the one below."""
+    old = edit(numbered(1, 40), {24: b"p\n", 25: b"q\n", 26: b"p\n", 27: b"q\n", 28: b"p\n"})
+    first = b"@@ -10,3 +10,3 @@\n 10\n-11\n+ELEVEN\n 12\n"
+    misordered = b"@@ -10,3 +10,3 @@\n 9\n-10\n+TEN\n 11\n"  # found at line 9: its change is line 10
+    third = b"@@ -25,3 +25,3 @@\n p\n-q\n+Q\n p\n"  # "p q p" at lines 24 and 26
+    out, said = agrees_with_gnu(old, b"--- a/f\n+++ b/f\n" + first + misordered + third, tmp_path)
+    assert "misordered" in said.output and said.failed == {2}
+    assert [(h.status, h.misordered, h.offset, h.line) for h in out.hunks] == [
+        ("clean", False, 0, 10),
+        ("failed", True, 0, 9),
+        ("offset", False, -1, 24),
+    ]
+    assert out.partial == edit(old, {11: b"ELEVEN\n", 25: b"Q\n"})
+
+
+@needs_binaries
+def test_a_hunk_that_fuzz_leaves_no_line_of_matches_where_gnus_search_starts(tmp_path: Path) -> None:
+    """With fuzz 1 the second hunk (one context line, an addition) has no line left to compare,
+    so it matches the first place GNU tries: expected at line 2, ten lines before the line after
+    the first hunk's change, that is line -8. It is misordered there and refused, not added after
+    line 12 where a search that skipped the lines before the file would have put it."""
+    old = numbered(1, 30)
+    patch = b"--- a/f\n+++ b/f\n@@ -10,3 +10,3 @@\n 10\n-11\n+ELEVEN\n 12\n@@ -2,1 +2,2 @@\n 2\n+ADDED\n"
+    out, said = agrees_with_gnu(old, patch, tmp_path, fuzz=1)
+    assert "misordered" in said.output and said.failed == {2}
+    assert [(h.status, h.misordered, h.line) for h in out.hunks] == [("clean", False, 10), ("failed", True, -8)]
+    assert out.partial == edit(old, {11: b"ELEVEN\n"})

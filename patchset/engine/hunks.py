@@ -2,12 +2,12 @@
 
 Pure functions, no file system. The reference is GNU ``patch -p1 -F0 --forward`` (2.7.x), checked
 against the real binary by ``tests/test_engine_differential.py``: hunks in order, each searched
-outward from its ``@@`` line plus the previous hunk's offset (+0, +1, -1, ...), never before the
-last line a previous hunk changed nor past the end; a hunk with less leading (trailing) context
-than trailing (leading) matches only at the start (end); bytes compared exactly, line endings
-included; fuzz only when asked; ``--forward`` refuses a file whose first hunk applies reversed.
-A failed hunk still yields the partial result (``FileOutcome.partial``) for comparison, but
-``FileOutcome.ok`` is false and nothing is written.
+outward from its ``@@`` line plus the previous hunk's offset (+0, +1, -1, ...), never over the
+last line a previous hunk changed (unless expected at or before it: ``_locate``) nor past the
+end; a hunk with less leading (trailing) context than trailing (leading) matches only at the
+start (end); bytes compared exactly, line endings included; fuzz only when asked; ``--forward``
+refuses a file whose first hunk applies reversed. A failed hunk still yields the partial result
+(``FileOutcome.partial``) for comparison, but ``FileOutcome.ok`` is false and nothing is written.
 
 Memory: a file is its bytes plus one integer per line (``_Text``), hunks come one at a time from
 the body as offsets into it (``filepatch.HunkSpan``, ``_Prepared``) and the result is one buffer,
@@ -301,6 +301,8 @@ def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> boo
     ``where+pfuzz``? Lines are compared byte for byte, line endings included."""
     lo = where - 1 + pfuzz
     hi = where - 1 + h.size - sfuzz
+    if hi <= lo:
+        return True  # fuzz left no line to compare: GNU matches anywhere, even before line 1
     if lo < 0 or hi > text.n:
         return False
     data, src, old_at, old_end = text.data, h.text, h.old_at, h.old_end
@@ -315,7 +317,10 @@ def _match(text: _Text, h: _Prepared, where: int, pfuzz: int, sfuzz: int) -> boo
 
 
 def _locate(lines: _Text, h: _Prepared, fuzz: int, in_offset: int, last_frozen: int) -> int:
-    """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none."""
+    """GNU patch's hunk search; returns the 1-based line where the pattern starts, 0 if none.
+
+    2.7.6's, quirks included: a hunk placed where GNU would refuse it, or where GNU would not
+    look first, gives a file that GNU patch (the reference) would not make (issue #35)."""
     input_lines = len(lines)
     first_guess = h.first + in_offset
     pat_lines = h.size
@@ -323,7 +328,7 @@ def _locate(lines: _Text, h: _Prepared, fuzz: int, in_offset: int, last_frozen: 
     prefix_fuzz = fuzz + h.prefix - context
     suffix_fuzz = fuzz + h.suffix - context
     max_where = input_lines - (pat_lines - suffix_fuzz) + 1
-    min_where = last_frozen + 1 - (h.prefix - prefix_fuzz)
+    min_where = last_frozen + 1  # GNU 2.7.6 (2017, "don't allow hunks to overlap")
     max_pos_offset = max_where - first_guess
     max_neg_offset = first_guess - min_where
     max_offset = max(max_pos_offset, max_neg_offset)
@@ -354,6 +359,20 @@ def _locate(lines: _Text, h: _Prepared, fuzz: int, in_offset: int, last_frozen: 
         if offset <= max_neg_offset and _match(lines, h, first_guess - offset, prefix_fuzz, 0):
             return first_guess - offset
         return 0
+
+    if max_neg_offset < 0 <= max_pos_offset:
+        # The expected line is at or before the last line an earlier hunk changed: GNU starts
+        # its offsets at max_neg_offset, so it tries min_where once and, as "+offset" places,
+        # the lines from as far before first_guess as first_guess is before min_where. Only
+        # this lets a hunk start over an earlier change, and only when it was expected there.
+        lowest = first_guess + max_neg_offset
+        if _match(lines, h, lowest, prefix_fuzz, suffix_fuzz):
+            return lowest
+        if _match(lines, h, min_where, prefix_fuzz, suffix_fuzz):
+            return min_where
+        for where in range(max(lowest + 1, 1 - prefix_fuzz), first_guess):
+            if _match(lines, h, where, prefix_fuzz, suffix_fuzz):
+                return where
 
     # GNU's order (+0, +1, -1, +2, -2 ...) over the offsets that can match at all: a positive
     # offset only up to ``max_pos_offset``, a negative one only once ``first_guess - offset``
@@ -529,16 +548,16 @@ def _run_hunks(writer: _Writer, fuzz: int, hunks: Sequence[Hunk]) -> tuple[HunkR
                 break
         del span
         expected = h.first + in_offset
-        if where and writer.misordered(h, where):
-            results.add("failed", line=where, expected_line=expected, misordered=True)
-            continue
         if not where:
             failures += 1
             near = nearest_region(lines, hunks[k], expected) if failures <= NEAREST_LIMIT else None
             results.add("failed", line=None, expected_line=expected, nearest=near)
             continue
         offset = where - h.first
-        in_offset = offset
+        in_offset = offset  # GNU moves it when the hunk is found, misordered or not
+        if writer.misordered(h, where):
+            results.add("failed", line=where, expected_line=expected, misordered=True)
+            continue
         status: HunkStatus = "fuzz" if used else ("offset" if offset else "clean")
         results.add(status, offset=offset, fuzz=used, line=where, expected_line=expected)
         writer.apply(h, where)

@@ -20,7 +20,7 @@ needs_binaries = pytest.mark.skipif(
 )
 
 _HUNK = re.compile(
-    r"Hunk #(\d+) (?:succeeded at (-?\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?|(FAILED) at (\d+))"
+    r"Hunk #(\d+) (?:succeeded at (-?\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?|(FAILED) at (-?\d+))"
 )
 
 
