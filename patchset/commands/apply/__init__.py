@@ -21,8 +21,6 @@ from patchset.errors import EnvironmentFailure, InputError
 from patchset.ledger import store as ledger_mod
 from patchset.ledger.model import Ledger, Target
 
-_APPLY = {TreeKind.TREE: apply_to_dir, TreeKind.REPO: apply_to_repo, TreeKind.INDEX: apply_release}
-
 
 def run(job: ApplyRun, trees: dict[str, TreeArg]) -> list[TargetReport]:
     """Apply each target's series to its tree (``trees``: target name -> where it goes)."""
@@ -30,9 +28,14 @@ def run(job: ApplyRun, trees: dict[str, TreeArg]) -> list[TargetReport]:
     reports = []
     for name, arg in trees.items():
         target = _target(job.ledger, name)
-        if arg.kind not in _APPLY:  # pragma: no cover - the CLI only builds the three kinds
+        if arg.kind == TreeKind.TREE:
+            reports.append(apply_to_dir(job, target, arg))
+        elif arg.kind == TreeKind.REPO:
+            reports.append(apply_to_repo(job, target, arg))
+        elif arg.kind == TreeKind.INDEX:
+            reports.append(apply_release(job, target, arg))
+        else:  # pragma: no cover - the CLI only builds the three kinds
             raise EnvironmentFailure(f"unknown tree kind {arg.kind}")
-        reports.append(_APPLY[arg.kind](job, target, arg))
         if job.update_lock:  # the next target's lock check sees this one's record
             job = replace(job, ledger=ledger_mod.load_ledger(job.ledger.path))
     if rebase:  # stopped at a conflict: say which series this was
