@@ -187,6 +187,11 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=bad)
     assert r.exit_code == 2 and "not readable JSON" in r.errors[0] and "remove it" in r.errors[0]
 
+    # a state directory behind a dangling link (a CI cache not restored): the error names the path
+    (tmp_path / "cache-link").symlink_to(tmp_path / "not-restored")
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=tmp_path / "cache-link" / "gate" / "state.json")
+    assert r.exit_code == 2 and r.errors == [f"File exists: {tmp_path / 'cache-link'}"], r.errors
+
     with pytest.raises(Exception, match="--onto REF or --latest"):
         run_gate(GateRun(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,8 @@ def test_a_matrix_job_runs_only_its_patch_and_says_when_it_has_no_such_test(tmp_
 
 
 def test_a_stage_run_twice_adds_its_times() -> None:
-    notes: list[str] = []
-    log = RunLog(GateReport(status=ERROR), lambda what, done, total: notes.append(what))
+    notes: list[tuple[str, int, int | None]] = []
+    log = RunLog(GateReport(status=ERROR), lambda what, done, total: notes.append((what, done, total)))
     log.report.timings["tree"] = 5.0
     with log.stage("tree"):
         pass
@@ -114,6 +115,18 @@ def test_a_stage_run_twice_adds_its_times() -> None:
     with pytest.raises(RuntimeError), log.stage("apply"):
         raise RuntimeError("the stage failed")
     assert 0.0 <= log.report.timings["apply"] < 1.0  # a failed stage is timed too
-    assert notes == ["tree: start", "apply: start"]
+    assert notes == [("tree: start", 0, None), ("apply: start", 0, None)]  # a note finishes no step of a count
     assert log.lines[0].endswith("] tree: start") and log.lines[0].startswith("[")
     assert re.fullmatch(r"\[ *\d+\.\d\ds\] tree: \d+\.\d{3} s", log.lines[1]), log.lines
+
+
+def test_a_stage_is_timed_to_the_millisecond() -> None:
+    """A few milliseconds of a stage are not rounded away (nor up to a hundredth): each stage's time
+    lies between its sleep and the time measured around it."""
+    log = RunLog(GateReport(status=ERROR), None)
+    for n in range(5):
+        t0 = time.monotonic()
+        with log.stage(f"s{n}"):
+            time.sleep(0.003)
+        around = time.monotonic() - t0
+        assert 0.003 <= log.report.timings[f"s{n}"] <= around + 0.0005, (log.report.timings, around)
