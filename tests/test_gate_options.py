@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -62,6 +63,17 @@ def test_the_state_file_and_its_neighbours(tmp_path: Path, upstream) -> None:
     assert again.status == "unchanged"
     other = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art"))
     assert other.status == "green" and (ledger.parent / ".patchset/gate-state.json").is_file()
+
+
+def test_a_state_of_another_upstream_is_not_this_ones_memory(tmp_path: Path, upstream) -> None:
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    assert run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art")).status == "green"
+    other = tmp_path / "mirror"
+    shutil.copytree(repo, other)
+    r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", upstream=str(other)))
+    assert (r.status, r.previous, r.upstream["location"]) == ("green", {}, str(other))  # judged afresh
+    assert f"the state names another upstream ({repo}); judging afresh" in (tmp_path / "art/logs/gate.log").read_text()
 
 
 def test_force_judges_an_unchanged_upstream_again(tmp_path: Path, upstream) -> None:

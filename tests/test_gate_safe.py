@@ -156,6 +156,16 @@ def test_build_overlay_refuses_an_image_it_cannot_derive(tmp_path: Path, upstrea
     assert r.status == "green" and any("base_image left as it is" in w for w in r.warnings)
 
 
+def test_build_wheel_refuses_a_git_upstream(tmp_path: Path, upstream) -> None:
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    art = tmp_path / "art"
+    r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, build=["wheel"]))
+    assert (r.status, r.exit_code, r.apply["outcome"]) == ("error", 2, "applied")  # applied, then refused
+    assert "--build wheel needs a release" in r.errors[0] and "--onto PROJECT==VERSION" in r.errors[0]
+    assert r.build == {} and not (art / "dist").exists()
+
+
 def test_a_release_base_image_moves_to_the_judged_release(tmp_path: Path) -> None:
     from tests.support.repo import new_repo
 
