@@ -141,6 +141,10 @@ def test_build_overlay_uses_the_judged_commits_image(tmp_path: Path, upstream) -
     assert not (art / "image/overlay/overlay").exists() and not (art / "overlay").exists()
     # the refreshed series records the new image with the new base
     assert f'+base_image = "example.invalid/demo:cu130-nightly-{c[3]}"' in (art / "series.patch").read_text()
+    # red by a conflict: the image it would take is reported, but the series is not refreshed
+    r = run_gate(GateRun(ledger, onto=c[9], artifacts=art))
+    assert (r.status, r.image["image"]) == ("red", f"example.invalid/demo:cu130-nightly-{c[9]}")
+    assert "base_image" not in (art / "series.patch").read_text()
 
 
 def test_build_overlay_refuses_an_image_it_cannot_derive(tmp_path: Path, upstream) -> None:

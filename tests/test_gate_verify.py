@@ -58,3 +58,8 @@ def test_the_plan_options_reach_verify_and_the_report(isolated: Path) -> None:
 
     measured = gate(3, night1, force=True, all_=True, use_cache=False)  # nothing cached: every tree again
     assert measured.plan["engine_starts"] == 4
+
+    moved = gate(4, world.nights[3][1])  # upstream made d1's fault inert: d2 is re-proven, and not needed now
+    (change,) = moved.plan["changed"]
+    assert (change["patch"], change["was"], change["now"]) == ("d2-stale-cache-fix", "proven", "not-needed")
+    assert f"d2-stale-cache-fix: verdict changed: proven -> not-needed (last: {change['since']})" in moved.warnings
