@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -74,6 +75,20 @@ def test_a_state_of_another_upstream_is_not_this_ones_memory(tmp_path: Path, ups
     r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", upstream=str(other)))
     assert (r.status, r.previous, r.upstream["location"]) == ("green", {}, str(other))  # judged afresh
     assert f"the state names another upstream ({repo}); judging afresh" in (tmp_path / "art/logs/gate.log").read_text()
+
+
+def test_without_the_verify_package_the_gate_judges_and_says_no_test_ran(
+    tmp_path: Path, upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installation without ``patchset.verify`` (None in ``sys.modules``: its import fails, as
+    when it is absent): no proof history to check, the series still judged, the tests reported as not run."""
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    for name in ("patchset.verify.proofs", "patchset.verify.pertest"):
+        monkeypatch.setitem(sys.modules, name, None)
+    r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", tags=["cpu"]))
+    assert (r.status, r.errors, r.tests) == ("green", [], [])
+    assert "per-patch tests not run: the verify package is not installed" in r.warnings
 
 
 def test_force_judges_an_unchanged_upstream_again(tmp_path: Path, upstream) -> None:
