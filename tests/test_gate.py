@@ -327,6 +327,18 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
     assert "pr_state" not in ledger.read_text()  # recorded in the refreshed series only
 
 
+def test_an_upstream_status_not_reached_is_a_warning_not_a_verdict(tmp_path, upstream, monkeypatch):
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    monkeypatch.setenv("PATCHSET_GITHUB_API", "http://127.0.0.1:9")  # a refused connection on loopback
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], refresh_status=True)
+    assert (r.status, r.exit_code) == ("green", 0)  # the series carries: what GitHub says is advice
+    (error,) = r.upstream_status["errors"]
+    assert error.startswith("no network: 127.0.0.1:9") and r.warnings == [f"upstream status: {error}"]
+
+
 def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, upstream, monkeypatch):
     repo, c = upstream
     up = tmp_path / "upstream-copy"

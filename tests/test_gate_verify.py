@@ -59,6 +59,10 @@ def test_the_plan_options_reach_verify_and_the_report(isolated: Path) -> None:
     measured = gate(3, night1, force=True, all_=True, use_cache=False)  # nothing cached: every tree again
     assert measured.plan["engine_starts"] == 4
 
+    rotated = gate(5, night1, force=True, full_every=1)  # a proof one run old is due again
+    due = rotated.plan["proven_tonight"]
+    assert [p["patch"] for p in due] == TESTED[:2] and all("its turn of every 1 runs" in p["proof"] for p in due)
+
     moved = gate(4, world.nights[3][1])  # upstream made d1's fault inert: d2 is re-proven, and not needed now
     (change,) = moved.plan["changed"]
     assert (change["patch"], change["was"], change["now"]) == ("d2-stale-cache-fix", "proven", "not-needed")
