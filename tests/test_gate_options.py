@@ -4,6 +4,7 @@ and the per-stage timings of the run's log."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -34,12 +35,18 @@ def test_what_cannot_be_judged_is_refused_before_anything_is_read(tmp_path: Path
         run_gate(GateRun(ledger, artifacts=art))
     with pytest.raises(InputError, match="--onto REF or --latest"):
         run_gate(GateRun(ledger, artifacts=art, onto="x", latest=True))
-    with pytest.raises(InputError, match="--build 'deb': unknown artifact") as exc:
-        run_gate(GateRun(ledger, artifacts=art, onto="x", build=["wheel", "deb"]))
+    with pytest.raises(InputError, match="--build 'deb': unknown artifact") as exc:  # the first unknown one
+        run_gate(GateRun(ledger, artifacts=art, onto="x", build=["deb", "wheel", "rpm"]))
     assert exc.value.hint == f"one of: {', '.join(BUILDS)}"
     assert not art.exists()
     GateRun(ledger, onto="x", build=list(BUILDS)).check()  # every known artifact passes
     GateRun(ledger, latest=True).check()
+
+
+def test_a_gate_run_is_not_changed_once_asked() -> None:
+    job = GateRun(Path("p.toml"), onto="v1")  # the newest safe judgement shares it (dataclasses.replace)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.onto = "v2"  # type: ignore[misc]
 
 
 def test_asked_names_the_question_as_given() -> None:
@@ -72,7 +79,9 @@ def test_a_state_of_another_upstream_is_not_this_ones_memory(tmp_path: Path, ups
     assert run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art")).status == "green"
     other = tmp_path / "mirror"
     shutil.copytree(repo, other)
+    t0 = time.monotonic()
     r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", upstream=str(other)))
+    assert 0 < r.seconds <= time.monotonic() - t0 + 0.001  # the run's own duration
     assert (r.status, r.previous, r.upstream["location"]) == ("green", {}, str(other))  # judged afresh
     assert f"the state names another upstream ({repo}); judging afresh" in (tmp_path / "art/logs/gate.log").read_text()
 

@@ -42,6 +42,8 @@ def test_the_plan_options_reach_verify_and_the_report(isolated: Path) -> None:
     assert d2["class"] == "proven" and d2["kind"] == "longctx" and d2["status"] == "passed"
     assert d2["longctx"]["with"]["outcome"] == "pass" and d2["longctx"]["without"]["outcome"] == "fail"
     assert "resume" in d2["longctx"]["without"]["reason"] and d2["seconds"] > 0  # the with-run's own time
+    assert [x["check"] for x in d2["longctx"]["with"]["checks"]] == d2["checks"] == ["resume"]  # per-check verdicts
+    assert all(t["seconds"] == round(t["seconds"], 3) for t in first.tests)  # milliseconds, as every time here
 
     planned = gate(1, night1)  # the defaults: nothing the patches watch moved, every proof carries
     assert planned.plan["engine_starts"] == 1 and planned.plan["proven_tonight"] == []
