@@ -187,6 +187,11 @@ def test_infrastructure_failures_exit_2_with_a_report(tmp_path, upstream):
     r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=bad)
     assert r.exit_code == 2 and "not readable JSON" in r.errors[0] and "remove it" in r.errors[0]
 
+    # a state directory behind a dangling link (a CI cache not restored): the error names the path
+    (tmp_path / "cache-link").symlink_to(tmp_path / "not-restored")
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], state_file=tmp_path / "cache-link" / "gate" / "state.json")
+    assert r.exit_code == 2 and r.errors == [f"File exists: {tmp_path / 'cache-link'}"], r.errors
+
     with pytest.raises(Exception, match="--onto REF or --latest"):
         run_gate(GateRun(ledger, artifacts=tmp_path / "x", onto=c[1], latest=True))
 
@@ -256,6 +261,9 @@ def test_latest_release_from_the_index_and_first_bad_release(tmp_path, monkeypat
         r, _, art = _gate(d / "patches.toml", tmp_path, latest=True)
         assert (r.status, r.onto) == ("red", "demo==1.2")
         assert r.first_bad["B"]["commit"]["release"] == "1.2"
+        safe = r.newest_safe  # a release upstream is rebased onto PROJECT==VERSION, from the index
+        assert (safe["label"], safe["commit"]["release"]) == ("demo==1.1", "1.1")
+        assert safe["command"].endswith("rebase --target demo --onto demo==1.1"), safe["command"]
         assert "release 1.2" in (art / "report.md").read_text()
     # the index is gone: --latest cannot be answered (exit 2), --onto a known release can
     monkeypatch.setenv("PATCHSET_INDEX_URL", "http://127.0.0.1:9/simple")
@@ -295,23 +303,40 @@ def test_refreshed_status_lands_in_the_series_patch(tmp_path, upstream, monkeypa
 
     repo, c = upstream
     ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
+    text = ledger.read_text()  # A follows an open PR: nothing to do, so not among the report's actions
+    ledger.write_text(
+        text.replace("[[patch.tests]]", '[patch.upstream]\nprs = ["example/demo#6"]\n\n[[patch.tests]]', 1)
+    )
+    git(tmp_path / "proj", "commit", "-qam", "A follows #6")
     monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GITHUB_TOKEN", "tok")
-    data = {
-        "repos": {
-            "example/demo": {
-                "pulls": {"5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40, "diff": ""}}
-            }
-        }
+    pulls = {
+        "5": {"title": "limit_5 caps", "state": "open", "head_sha": "a" * 40, "diff": ""},
+        "6": {"title": "VALUE_30 note", "state": "open", "head_sha": "b" * 40, "diff": ""},
     }
+    data = {"repos": {"example/demo": {"pulls": pulls}}}
     with FakeHub(data) as hub:
         hub.merge("example/demo", 5, merge_commit_sha=c[4], merged_at="2026-10-01T10:00:00Z")
         monkeypatch.setenv("PATCHSET_GITHUB_API", hub.base_url)
         r, _, art = _gate(ledger, tmp_path, onto=c[1], refresh_status=True)
     assert r.status == "green" and r.upstream_status["mode"] == "refresh"
+    assert r.upstream_status["counts"] == {"nothing": 1, "drop-at-rebase": 1} and r.upstream_status["errors"] == []
+    assert r.upstream_status["actions"] == [{"id": "B", "action": "drop-at-rebase", "text": "merged 2026-10-01"}]
     patch = (art / "series.patch").read_text()
     assert '+pr_state = "merged"' in patch
     assert "pr_state" not in ledger.read_text()  # recorded in the refreshed series only
+
+
+def test_an_upstream_status_not_reached_is_a_warning_not_a_verdict(tmp_path, upstream, monkeypatch):
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0], '\n[patch.upstream]\nprs = ["example/demo#5"]\n')
+    monkeypatch.setenv("PATCHSET_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GITHUB_TOKEN", "tok")
+    monkeypatch.setenv("PATCHSET_GITHUB_API", "http://127.0.0.1:9")  # a refused connection on loopback
+    r, _, _ = _gate(ledger, tmp_path, onto=c[1], refresh_status=True)
+    assert (r.status, r.exit_code) == ("green", 0)  # the series carries: what GitHub says is advice
+    (error,) = r.upstream_status["errors"]
+    assert error.startswith("no network: 127.0.0.1:9") and r.warnings == [f"upstream status: {error}"]
 
 
 def test_a_real_clone_is_fetched_for_latest_and_for_unknown_commits(tmp_path, upstream, monkeypatch):

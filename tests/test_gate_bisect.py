@@ -160,3 +160,14 @@ def test_a_real_bisection_after_upstream_rewrote_history_starts_at_the_base(tmp_
     safe = newest_clean(c[1], commits, {"B": got}, probe)
     assert (safe.index, safe.sha, safe.probes) == (-1, c[1], [])  # nothing newer than the base carries
     up.close()
+
+
+def test_a_real_probe_replays_each_commit_once_and_says_which(tmp_path) -> None:
+    from patchset.ci.bisect import Prober
+
+    up, _, c, ledger_path = _real(tmp_path)
+    said: list[tuple[str, int, int | None]] = []
+    probe = Prober(ledger_path, "demo", up, lambda what, done, total: said.append((what, done, total)))
+    assert probe(c[3]) == {"A": CONFLICT, "B": "carried"} and probe(c[3]) is probe.seen[c[3]]
+    assert said == [(f"replay onto {c[3][:12]}", 0, None)]  # once, named as the log names commits; no step counted
+    up.close()

@@ -4,8 +4,12 @@ and the per-stage timings of the run's log."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,12 +35,18 @@ def test_what_cannot_be_judged_is_refused_before_anything_is_read(tmp_path: Path
         run_gate(GateRun(ledger, artifacts=art))
     with pytest.raises(InputError, match="--onto REF or --latest"):
         run_gate(GateRun(ledger, artifacts=art, onto="x", latest=True))
-    with pytest.raises(InputError, match="--build 'deb': unknown artifact") as exc:
-        run_gate(GateRun(ledger, artifacts=art, onto="x", build=["wheel", "deb"]))
+    with pytest.raises(InputError, match="--build 'deb': unknown artifact") as exc:  # the first unknown one
+        run_gate(GateRun(ledger, artifacts=art, onto="x", build=["deb", "wheel", "rpm"]))
     assert exc.value.hint == f"one of: {', '.join(BUILDS)}"
     assert not art.exists()
     GateRun(ledger, onto="x", build=list(BUILDS)).check()  # every known artifact passes
     GateRun(ledger, latest=True).check()
+
+
+def test_a_gate_run_is_not_changed_once_asked() -> None:
+    job = GateRun(Path("p.toml"), onto="v1")  # the newest safe judgement shares it (dataclasses.replace)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.onto = "v2"  # type: ignore[misc]
 
 
 def test_asked_names_the_question_as_given() -> None:
@@ -61,6 +71,33 @@ def test_the_state_file_and_its_neighbours(tmp_path: Path, upstream) -> None:
     assert again.status == "unchanged"
     other = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art"))
     assert other.status == "green" and (ledger.parent / ".patchset/gate-state.json").is_file()
+
+
+def test_a_state_of_another_upstream_is_not_this_ones_memory(tmp_path: Path, upstream) -> None:
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    assert run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art")).status == "green"
+    other = tmp_path / "mirror"
+    shutil.copytree(repo, other)
+    t0 = time.monotonic()
+    r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", upstream=str(other)))
+    assert 0 < r.seconds <= time.monotonic() - t0 + 0.001  # the run's own duration
+    assert (r.status, r.previous, r.upstream["location"]) == ("green", {}, str(other))  # judged afresh
+    assert f"the state names another upstream ({repo}); judging afresh" in (tmp_path / "art/logs/gate.log").read_text()
+
+
+def test_without_the_verify_package_the_gate_judges_and_says_no_test_ran(
+    tmp_path: Path, upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installation without ``patchset.verify`` (None in ``sys.modules``: its import fails, as
+    when it is absent): no proof history to check, the series still judged, the tests reported as not run."""
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    for name in ("patchset.verify.proofs", "patchset.verify.pertest"):
+        monkeypatch.setitem(sys.modules, name, None)
+    r = run_gate(GateRun(ledger, onto=c[1], artifacts=tmp_path / "art", tags=["cpu"]))
+    assert (r.status, r.errors, r.tests) == ("green", [], [])
+    assert "per-patch tests not run: the verify package is not installed" in r.warnings
 
 
 def test_force_judges_an_unchanged_upstream_again(tmp_path: Path, upstream) -> None:
@@ -105,8 +142,8 @@ def test_a_matrix_job_runs_only_its_patch_and_says_when_it_has_no_such_test(tmp_
 
 
 def test_a_stage_run_twice_adds_its_times() -> None:
-    notes: list[str] = []
-    log = RunLog(GateReport(status=ERROR), lambda what, done, total: notes.append(what))
+    notes: list[tuple[str, int, int | None]] = []
+    log = RunLog(GateReport(status=ERROR), lambda what, done, total: notes.append((what, done, total)))
     log.report.timings["tree"] = 5.0
     with log.stage("tree"):
         pass
@@ -114,6 +151,18 @@ def test_a_stage_run_twice_adds_its_times() -> None:
     with pytest.raises(RuntimeError), log.stage("apply"):
         raise RuntimeError("the stage failed")
     assert 0.0 <= log.report.timings["apply"] < 1.0  # a failed stage is timed too
-    assert notes == ["tree: start", "apply: start"]
+    assert notes == [("tree: start", 0, None), ("apply: start", 0, None)]  # a note finishes no step of a count
     assert log.lines[0].endswith("] tree: start") and log.lines[0].startswith("[")
     assert re.fullmatch(r"\[ *\d+\.\d\ds\] tree: \d+\.\d{3} s", log.lines[1]), log.lines
+
+
+def test_a_stage_is_timed_to_the_millisecond() -> None:
+    """A few milliseconds of a stage are not rounded away (nor up to a hundredth): each stage's time
+    lies between its sleep and the time measured around it."""
+    log = RunLog(GateReport(status=ERROR), None)
+    for n in range(5):
+        t0 = time.monotonic()
+        with log.stage(f"s{n}"):
+            time.sleep(0.003)
+        around = time.monotonic() - t0
+        assert 0.003 <= log.report.timings[f"s{n}"] <= around + 0.0005, (log.report.timings, around)

@@ -124,6 +124,8 @@ def test_first_bad_fields_and_the_newest_safe_commit_just_below_it(tmp_path: Pat
     assert set(fb) == {"patch", "commit", "last_good", "range_size", "probes"} and fb["patch"] == "B"
     assert fb["commit"] == {"sha": c[4], "subject": "[Core] Rework limit_5 with a cap (#104)", "pr": 104, "release": ""}
     assert (fb["last_good"], fb["range_size"]) == (c[3], 9) and 1 <= fb["probes"] <= 4
+    replays = (tmp_path / "art/logs/gate.log").read_text().count("] bisect: replay onto ")
+    assert replays >= fb["probes"], replays  # each replay of the bisection is in the run's log
     safe = doc["newest_safe"]
     assert safe["commit"]["sha"] == c[3] and safe["commit"]["release"] == "0.3.0"
     assert safe["label"] == c[3]  # a git upstream is rebased onto the commit, not PROJECT==VERSION

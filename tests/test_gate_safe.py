@@ -141,6 +141,10 @@ def test_build_overlay_uses_the_judged_commits_image(tmp_path: Path, upstream) -
     assert not (art / "image/overlay/overlay").exists() and not (art / "overlay").exists()
     # the refreshed series records the new image with the new base
     assert f'+base_image = "example.invalid/demo:cu130-nightly-{c[3]}"' in (art / "series.patch").read_text()
+    # red by a conflict: the image it would take is reported, but the series is not refreshed
+    r = run_gate(GateRun(ledger, onto=c[9], artifacts=art))
+    assert (r.status, r.image["image"]) == ("red", f"example.invalid/demo:cu130-nightly-{c[9]}")
+    assert "base_image" not in (art / "series.patch").read_text()
 
 
 def test_build_overlay_refuses_an_image_it_cannot_derive(tmp_path: Path, upstream) -> None:
@@ -154,6 +158,16 @@ def test_build_overlay_refuses_an_image_it_cannot_derive(tmp_path: Path, upstrea
     # without --build overlay the gate is green, and says the image is left as it was
     r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, force=True))
     assert r.status == "green" and any("base_image left as it is" in w for w in r.warnings)
+
+
+def test_build_wheel_refuses_a_git_upstream(tmp_path: Path, upstream) -> None:
+    repo, c = upstream
+    ledger = gate_ledger(tmp_path / "proj", repo, c[0])
+    art = tmp_path / "art"
+    r = run_gate(GateRun(ledger, onto=c[3], artifacts=art, build=["wheel"]))
+    assert (r.status, r.exit_code, r.apply["outcome"]) == ("error", 2, "applied")  # applied, then refused
+    assert "--build wheel needs a release" in r.errors[0] and "--onto PROJECT==VERSION" in r.errors[0]
+    assert r.build == {} and not (art / "dist").exists()
 
 
 def test_a_release_base_image_moves_to_the_judged_release(tmp_path: Path) -> None:

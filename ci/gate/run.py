@@ -94,13 +94,14 @@ class GateRun:
 class Planning:
     """How the per-patch tests plan their without-runs (``verify.plan``): the proof history beside the
     state file, ``--all``, ``--full-every``, whether this run records its proofs, and whether engine
-    results come from the result cache (``--no-cache``: every tree is measured)."""
+    results come from the result cache (``--no-cache``: every tree is measured). No defaults: the
+    gate's run names each from its ``GateRun``, and a default here would be a second, unchecked one."""
 
-    history: Path | None = None
-    all_: bool = False
-    full_every: int = 7
-    record: bool = True
-    use_cache: bool = True
+    history: Path | None
+    all_: bool
+    full_every: int
+    record: bool
+    use_cache: bool
 
 
 def proofs_path(state_path: Path) -> Path:
